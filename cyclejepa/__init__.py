@@ -1,0 +1,2 @@
+"""cyclejepa."""
+__version__ = "0.1.0"

@@ -1,0 +1,3 @@
+from cyclejepa.cli import main
+
+main()

@@ -1,0 +1,149 @@
+"""Registry, config schema, overrides and the CLI's validate/info commands."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from cyclejepa import registry
+from cyclejepa.cli import app
+from cyclejepa.config import (
+    PAPER_SPECTRUM,
+    ConfigError,
+    ExperimentConfig,
+    apply_overrides,
+    load_config,
+    parse_config,
+)
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+runner = CliRunner()
+
+
+def write(tmp_path: Path, data: dict) -> Path:
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_registry_unknown_name_lists_names_and_closest_match():
+    reg = registry.Registry("widget")
+    reg.register("householder")(object)
+    reg.register("canonical")(int)
+    with pytest.raises(registry.UnknownComponentError) as caught:
+        reg.get("housholder")
+    message = str(caught.value)
+    assert "canonical, householder" in message and "Did you mean 'householder'?" in message
+
+
+def test_registry_refuses_a_second_component_under_one_name():
+    reg = registry.Registry("widget")
+    reg.register("a")(int)
+    reg.register("a")(int)  # the same object again is harmless (re-import)
+    with pytest.raises(ValueError, match="already registered"):
+        reg.register("a")(float)
+
+
+def test_entry_point_plugins_are_loaded(monkeypatch):
+    calls = []
+
+    class FakeEntry:
+        name = "demo"
+
+        def load(self):
+            return lambda: calls.append("registered")
+
+    class BrokenEntry:
+        name = "broken"
+
+        def load(self):
+            raise ImportError("missing dependency")
+
+    monkeypatch.setattr(
+        registry, "entry_points", lambda group: [FakeEntry(), BrokenEntry()] if group == registry.PLUGIN_GROUP else []
+    )
+    assert registry.load_plugins() == ["demo"]
+    assert calls == ["registered"]
+
+
+def test_empty_config_is_the_paper_configuration():
+    cfg = parse_config({})
+    assert cfg.symmetry.spectrum == PAPER_SPECTRUM
+    assert cfg.objectives.regulariser.weight == 0.15
+    assert (cfg.training.steps, cfg.training.batch_size, cfg.training.checkpoint_every) == (30_000, 64, 2_500)
+    assert cfg.optimiser.betas == (0.9, 0.95) and cfg.optimiser.warmup_steps == 5
+    assert [a.transport_weight for a in cfg.runs.arms] == [1.0, 0.0]
+    assert len(cfg.augmentations) == 6 and all(a.p == 0.5 for a in cfg.augmentations)
+
+
+def test_unknown_key_names_path_allowed_keys_and_fix():
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"model": {"encoder": {"widht": 64}}})
+    (problem,) = caught.value.problems
+    assert problem.startswith("model.encoder.widht: unknown key")
+    assert "width" in problem and "Did you mean 'width'?" in problem
+
+
+def test_unknown_component_name_prints_the_fix():
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"model": {"predictor": {"name": "causal-transfomer"}}})
+    (problem,) = caught.value.problems
+    assert problem.startswith("model.predictor.name:")
+    assert "Did you mean 'causal-transformer'?" in problem
+
+
+def test_wrong_type_and_literal_are_reported_with_key_path():
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"training": {"steps": "many", "precision": "bf61"}})
+    problems = "\n".join(caught.value.problems)
+    assert "training.steps:" in problems
+    assert "training.precision:" in problems and "Did you mean 'bf16'?" in problems
+
+
+def test_overrides_parse_values_as_yaml_and_create_sections():
+    raw = apply_overrides({"training": {"steps": 10}}, ["training.steps=20", "objectives.transport_weight=0.5", "runs.seeds=[3, 4]"])
+    cfg = parse_config(raw)
+    assert cfg.training.steps == 20 and cfg.objectives.transport_weight == 0.5 and cfg.runs.seeds == [3, 4]
+
+
+def test_malformed_override_is_rejected():
+    with pytest.raises(ConfigError, match="key.path=value"):
+        apply_overrides({}, ["training.steps"])
+
+
+def test_config_hash_changes_with_content():
+    assert parse_config({}).config_hash() == ExperimentConfig().config_hash()
+    assert parse_config({"training": {"steps": 7}}).config_hash() != ExperimentConfig().config_hash()
+
+
+def test_load_config_reports_missing_file(tmp_path):
+    with pytest.raises(ConfigError, match="no such file"):
+        load_config(tmp_path / "absent.yaml")
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+def test_shipped_examples_validate(name):
+    load_config(EXAMPLES / name)
+
+
+def test_cli_validate_prints_the_fix_for_a_misspelt_component(tmp_path):
+    path = write(tmp_path, {"symmetry": {"basis": "housholder"}})
+    result = runner.invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2
+    assert "symmetry.basis" in result.output and "Did you mean 'householder'?" in result.output
+
+
+def test_cli_validate_accepts_overrides(tmp_path):
+    path = write(tmp_path, {})
+    assert runner.invoke(app, ["validate", str(path), "--set", "training.steps=3"]).exit_code == 0
+    bad = runner.invoke(app, ["validate", str(path), "--set", "training.stepz=3"])
+    assert bad.exit_code == 2 and "Did you mean 'steps'?" in bad.output
+
+
+def test_cli_info_lists_every_registered_component():
+    result = runner.invoke(app, ["info"], terminal_width=200)
+    assert result.exit_code == 0
+    for reg in registry.ALL_REGISTRIES.values():
+        for name in reg.names():
+            assert name in result.output
