@@ -1,0 +1,39 @@
+"""Five independent random streams per seed, whose states travel in every checkpoint."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+STREAMS = ("init", "mask", "sigreg", "augment", "data")
+
+
+class RNGStreams:
+    """One `torch.Generator` per source of randomness, seeded independently from one seed.
+
+    The seeds come from `numpy.random.SeedSequence(seed).spawn`, so the streams are
+    statistically independent and adding a stream later would not shift the others. ``init``
+    lives on the CPU (parameter initialisation); the others on the training device.
+    """
+
+    def __init__(self, seed: int, device: torch.device | str = "cpu"):
+        children = np.random.SeedSequence(seed).spawn(len(STREAMS))
+        self.generators: dict[str, torch.Generator] = {}
+        for name, child in zip(STREAMS, children):
+            where = "cpu" if name == "init" else torch.device(device)
+            generator = torch.Generator(device=where)
+            generator.manual_seed(int(child.generate_state(1, dtype=np.uint64)[0] >> 1))
+            self.generators[name] = generator
+
+    def __getitem__(self, name: str) -> torch.Generator:
+        return self.generators[name]
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        return {name: g.get_state() for name, g in self.generators.items()}
+
+    def load_state_dict(self, states: dict[str, torch.Tensor]) -> None:
+        missing = set(STREAMS) - set(states)
+        if missing:
+            raise KeyError(f"checkpoint lacks RNG stream(s) {sorted(missing)}")
+        for name, generator in self.generators.items():
+            generator.set_state(states[name].cpu())

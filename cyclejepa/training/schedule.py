@@ -1,0 +1,43 @@
+"""AdamW with linear warm-up and cosine decay; manifold parameters go to Riemannian Adam."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from cyclejepa.config import OptimiserConfig
+from cyclejepa.symmetry.bases import manifold_parameters
+
+
+def learning_rate(step: int, total_steps: int, cfg: OptimiserConfig) -> float:
+    """The learning rate at ``step`` (0-based): linear warm-up to ``lr``, cosine to ``min_lr``.
+
+    Warm-up takes ``warmup_steps`` steps (step 0 runs at lr / warmup_steps); the cosine then
+    runs over the remaining steps and reaches ``min_lr`` at the last step.
+    """
+    if step < cfg.warmup_steps:
+        return cfg.lr * (step + 1) / cfg.warmup_steps
+    decay_steps = max(total_steps - cfg.warmup_steps - 1, 1)
+    progress = min((step - cfg.warmup_steps) / decay_steps, 1.0)
+    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + math.cos(math.pi * progress))
+
+
+def build_optimisers(model: torch.nn.Module, cfg: OptimiserConfig) -> list[torch.optim.Optimizer]:
+    """AdamW for Euclidean parameters and geoopt's Riemannian Adam for manifold parameters."""
+    on_manifold = {id(p) for p in manifold_parameters(model)}
+    euclidean = [p for p in model.parameters() if p.requires_grad and id(p) not in on_manifold]
+    settings = dict(lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
+    optimisers: list[torch.optim.Optimizer] = [torch.optim.AdamW(euclidean, **settings)]
+    if on_manifold:
+        from geoopt.optim import RiemannianAdam
+
+        params = [p for p in model.parameters() if id(p) in on_manifold]
+        optimisers.append(RiemannianAdam(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps))
+    return optimisers
+
+
+def set_learning_rate(optimisers: list[torch.optim.Optimizer], lr: float) -> None:
+    for optimiser in optimisers:
+        for group in optimiser.param_groups:
+            group["lr"] = lr

@@ -1,0 +1,278 @@
+"""The JEPA trainer: encoder → projector → prediction + regulariser + transport."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from cyclejepa import registry
+from cyclejepa.config import ExperimentConfig
+from cyclejepa.data.augment import Augmenter
+from cyclejepa.models import build_model
+from cyclejepa.objectives import prediction_loss, sample_cutoffs, transport_loss
+from cyclejepa.training.batches import BatchSampler
+from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from cyclejepa.training.distributed import Distributed
+from cyclejepa.training.rng import RNGStreams
+from cyclejepa.training.schedule import build_optimisers, learning_rate, set_learning_rate
+
+TERMS = ("loss", "prediction", "regulariser", "transport")
+# Metrics are gathered on the device and written every this many steps (one host sync).
+FLUSH_EVERY = 25
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA when present, else the CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+class JEPAObjective(nn.Module):
+    """The weighted three-term objective of one training step, as one module (DDP wraps it)."""
+
+    def __init__(self, cfg: ExperimentConfig, transport_weight: float, init_seed: int):
+        super().__init__()
+        model_cfg = cfg.model
+        self.model = build_model(
+            model_cfg.name,
+            seed=init_seed,
+            encoder=model_cfg.encoder.model_dump(),
+            projector={"hidden": model_cfg.projector.hidden, "out_dim": model_cfg.projector.dim},
+            predictor=model_cfg.predictor.model_dump(),
+        )
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(init_seed + 1)
+            self.symmetry = registry.SYMMETRIES.get(cfg.symmetry.name)(
+                cfg.symmetry.spectrum, basis=cfg.symmetry.basis, **cfg.symmetry.basis_options
+            )
+        if self.symmetry.dim != model_cfg.projector.dim:
+            raise ValueError(
+                f"symmetry.spectrum has dimension {self.symmetry.dim}, "
+                f"but model.projector.dim is {model_cfg.projector.dim}"
+            )
+        reg = cfg.objectives.regulariser
+        self.regulariser = registry.REGULARISERS.get(reg.name)(**reg.options)
+        self.weights = {
+            "prediction": cfg.objectives.prediction.weight,
+            "regulariser": reg.weight,
+            "transport": transport_weight,
+        }
+        self.stop_gradient = cfg.objectives.prediction.stop_gradient
+        self.bf16 = cfg.training.precision == "bf16"
+        self.sigreg_generator: torch.Generator | None = None
+        self.dist = Distributed()
+
+    def _autocast(self, device_type: str):
+        if not self.bf16:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type, dtype=torch.bfloat16)
+
+    def _predict(self, z: torch.Tensor, cutoff: torch.Tensor) -> torch.Tensor:
+        with self._autocast(z.device.type):
+            return self.model.predictor(z, cutoff).float()
+
+    def forward(self, x: torch.Tensor, phi: torch.Tensor, cutoff: torch.Tensor) -> dict[str, torch.Tensor]:
+        with self._autocast(x.device.type):
+            z = self.model(x)
+        z = z.float()  # the objectives always run in float32
+        terms = {
+            "prediction": prediction_loss(self._predict, z, cutoff, stop_gradient=self.stop_gradient),
+            "regulariser": self._regulariser(z),
+            "transport": self._transport(z, phi),
+        }
+        terms["loss"] = sum(self.weights[name] * value for name, value in terms.items())
+        return terms
+
+    def _regulariser(self, z: torch.Tensor) -> torch.Tensor:
+        if self.dist.enabled:
+            return self.regulariser(z, self.sigreg_generator, reduce=self.dist.ecf_reduce)
+        return self.regulariser(z, self.sigreg_generator)
+
+    def _transport(self, z: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
+        context = torch.no_grad() if self.weights["transport"] == 0 else contextlib.nullcontext()
+        with context:
+            loss = transport_loss(z, phi, self.symmetry)
+        if not self.dist.enabled:
+            return loss
+        # Re-weight so the DDP average over ranks is the mean over the global batch's records.
+        counted = ((~phi.isnan()).sum(1) >= 2).sum().to(loss.dtype)
+        return loss * counted / self.dist.mean(counted).clamp_min(1)
+
+
+class Trainer:
+    """Pre-trains one arm × seed and writes checkpoints and ``metrics.jsonl`` to ``directory``.
+
+    Parameters
+    ----------
+    cfg
+        The experiment; ``cfg.training`` and ``cfg.optimiser`` drive the loop.
+    signals, phases
+        Training records (N, leads, samples) and their token phases (N, tokens), NaN undefined.
+    directory
+        Output folder of this run.
+    seed, transport_weight
+        The run's seed (all five RNG streams derive from it) and its λ_trans.
+    """
+
+    def __init__(
+        self,
+        cfg: ExperimentConfig,
+        signals: np.ndarray | torch.Tensor,
+        phases: np.ndarray | torch.Tensor,
+        directory: str | Path,
+        *,
+        seed: int,
+        transport_weight: float,
+        dist: Distributed = Distributed(),
+    ):
+        self.cfg, self.directory, self.dist = cfg, Path(directory), dist
+        self.device = resolve_device(cfg.training.device)
+        if self.device.type == "cuda" and dist.enabled:
+            self.device = torch.device("cuda", dist.local_rank)
+        if cfg.training.batch_size % dist.world:
+            raise ValueError(f"batch size {cfg.training.batch_size} is not divisible by {dist.world} ranks")
+        self.streams = RNGStreams(seed, self.device)
+        init_seed = int(torch.randint(2**62, (1,), generator=self.streams["init"]))
+        self.objective = JEPAObjective(cfg, transport_weight, init_seed).to(self.device)
+        self.objective.sigreg_generator = self.streams["sigreg"]
+        self.objective.dist = dist
+        self.step_module = self._wrap(self.objective)
+        self.augmenter = Augmenter.from_config(
+            [{"name": a.name, "p": a.p, **a.options} for a in cfg.augmentations]
+        )
+        self.optimisers = build_optimisers(self.objective, cfg.optimiser)
+        self.batches = BatchSampler(signals, phases, cfg.training.batch_size, self.streams["data"], self.device)
+        self.step = 0
+        self.meta = {"seed": seed, "transport_weight": transport_weight, "config_hash": cfg.config_hash()}
+
+    def _wrap(self, module: nn.Module) -> nn.Module:
+        if self.dist.enabled:
+            from torch.nn.parallel import DistributedDataParallel
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            unused = any(p.requires_grad for p in module.symmetry.parameters())
+            module = DistributedDataParallel(module, device_ids=ids, find_unused_parameters=unused)
+        return torch.compile(module) if self.cfg.training.compile else module
+
+    @property
+    def model(self) -> nn.Module:
+        """The JEPA model (encoder, projector, predictor) being trained."""
+        return self.objective.model
+
+    def train_step(self) -> torch.Tensor:
+        """One optimisation step; returns the step's metrics as one device tensor (no host sync)."""
+        x, phi = self.batches.next()
+        x = self.augmenter(x, self.streams["augment"])
+        cutoff = sample_cutoffs(x.shape[0], phi.shape[1], self.streams["mask"], self.device)
+        x, phi, cutoff = (self.dist.shard(t) for t in (x, phi, cutoff))
+        lr = learning_rate(self.step, self.cfg.training.steps, self.cfg.optimiser)
+        set_learning_rate(self.optimisers, lr)
+        terms = self.step_module(x, phi, cutoff)
+        for optimiser in self.optimisers:
+            optimiser.zero_grad(set_to_none=True)
+        terms["loss"].backward()
+        grad_norm = nn.utils.clip_grad_norm_(self.objective.parameters(), self.cfg.optimiser.grad_clip)
+        for optimiser in self.optimisers:
+            optimiser.step()
+        self.step += 1
+        values = torch.stack([terms[name].detach() for name in TERMS] + [grad_norm.detach().float()])
+        return torch.cat([self.dist.mean(values), values.new_tensor([lr])])
+
+    def fit(self, until: int | None = None, progress: bool = True) -> Path:
+        """Train up to step ``until`` (default: the configured steps); returns the last checkpoint."""
+        until = self.cfg.training.steps if until is None else until
+        pending: list[tuple[int, torch.Tensor]] = []
+        last = checkpoint_path(self.directory, self.step)
+        with _progress(progress and self.dist.is_main, self.step, until) as bar:
+            while self.step < until:
+                pending.append((self.step, self.train_step()))
+                if len(pending) == FLUSH_EVERY or self.step == until:
+                    bar(self._flush(pending))
+                    pending = []
+                if self.step % self.cfg.training.checkpoint_every == 0 or self.step == self.cfg.training.steps:
+                    last = self.save()
+        return last
+
+    def _flush(self, pending: list[tuple[int, torch.Tensor]]) -> dict[str, float]:
+        rows = torch.stack([values for _, values in pending]).tolist()
+        records = [
+            {"step": step + 1, **dict(zip((*TERMS, "grad_norm", "lr"), row)), "time": time.time()}
+            for (step, _), row in zip(pending, rows)
+        ]
+        if self.dist.is_main:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            with open(self.directory / "metrics.jsonl", "a") as stream:
+                stream.writelines(json.dumps(record) + "\n" for record in records)
+        return records[-1]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "model": self.objective.state_dict(),
+            "optimisers": [o.state_dict() for o in self.optimisers],
+            "rng": self.streams.state_dict(),
+            "batches": self.batches.state_dict(),
+            "meta": self.meta,
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["meta"] != self.meta:
+            raise ValueError(f"checkpoint belongs to run {state['meta']}, not {self.meta}")
+        self.objective.load_state_dict(state["model"])
+        for optimiser, saved in zip(self.optimisers, state["optimisers"], strict=True):
+            optimiser.load_state_dict(saved)
+        self.streams.load_state_dict(state["rng"])
+        self.batches.load_state_dict(state["batches"])
+        self.step = int(state["step"])
+
+    def save(self) -> Path:
+        """Write the checkpoint of the current step (rank 0 only); returns its path."""
+        path = checkpoint_path(self.directory / "checkpoints", self.step)
+        if self.dist.is_main:
+            save_checkpoint(self.state_dict(), path)
+        return path
+
+    def resume(self, path: str | Path) -> None:
+        """Continue from a checkpoint written by `save`, exactly where it stopped."""
+        self.load_state_dict(load_checkpoint(path, map_location=self.device))
+        metrics = self.directory / "metrics.jsonl"
+        if self.dist.is_main and metrics.exists():  # drop rows logged after the checkpoint
+            rows = [line for line in metrics.read_text().splitlines() if json.loads(line)["step"] <= self.step]
+            metrics.write_text("".join(row + "\n" for row in rows))
+
+
+@contextlib.contextmanager
+def _progress(enabled: bool, start: int, total: int):
+    """A rich progress bar with the loss terms and steps/s; yields ``update(metrics)``."""
+    if not enabled:
+        yield lambda metrics: None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    columns = (
+        TextColumn("train"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("{task.fields[terms]}"),
+        TextColumn("{task.fields[rate]}"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns) as progress:
+        task = progress.add_task("train", total=total, completed=start, terms="", rate="")
+        began, first = time.perf_counter(), start
+
+        def update(metrics: dict[str, float]) -> None:
+            done = int(metrics["step"])
+            rate = (done - first) / max(time.perf_counter() - began, 1e-9)
+            terms = " ".join(f"{name} {metrics[name]:.4f}" for name in TERMS)
+            progress.update(task, completed=done, terms=terms, rate=f"{rate:.1f} steps/s")
+
+        yield update

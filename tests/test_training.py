@@ -1,0 +1,137 @@
+"""Trainer: schedule, RNG streams, checkpoints, exact resume, optimiser routing, precision switches."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from cyclejepa.config import parse_config
+from cyclejepa.training import RNGStreams, Trainer, learning_rate, load_checkpoint, save_checkpoint
+
+TINY = {
+    "model": {
+        "encoder": {"width": 16, "hidden": 32},
+        "projector": {"hidden": 32, "dim": 16},
+        "predictor": {"depth": 1, "heads": 2, "ffn": 32, "max_relative_position": 16},
+    },
+    "symmetry": {"spectrum": "2x0+3x1+3x2+1x3"},
+    "objectives": {"regulariser": {"options": {"num_directions": 16}}},
+    "training": {"steps": 12, "batch_size": 4, "checkpoint_every": 4},
+}
+
+
+def tiny_config(**sections):
+    raw = json.loads(json.dumps(TINY))
+    for key, value in sections.items():
+        raw.setdefault(key, {}).update(value)
+    return parse_config(raw)
+
+
+def corpus(records=10, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((records, 12, 1000)).astype(np.float32)
+    phi = (0.4 * np.arange(125)[None] + rng.uniform(0, 2 * np.pi, (records, 1))) % (2 * np.pi)
+    phi[:, :7] = np.nan  # undefined before the first beat
+    phi[0] = np.nan  # a record failing phase QC
+    return x, phi
+
+
+def losses(directory):
+    return [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_learning_rate_is_linear_warmup_then_cosine():
+    cfg = parse_config({}).optimiser
+    total = 30_000
+    assert [learning_rate(s, total, cfg) for s in range(5)] == pytest.approx([cfg.lr * k / 5 for k in range(1, 6)])
+    middle = 5 + (total - 6) / 2
+    assert learning_rate(int(middle), total, cfg) == pytest.approx((cfg.lr + cfg.min_lr) / 2, rel=1e-3)
+    assert learning_rate(total - 1, total, cfg) == pytest.approx(cfg.min_lr)
+    steps = np.arange(5, total)
+    expected = cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1 + np.cos(np.pi * (steps - 5) / (total - 6)))
+    assert np.allclose([learning_rate(int(s), total, cfg) for s in steps[::997]], expected[::997])
+
+
+def test_rng_streams_are_independent_and_reproducible():
+    a, b = RNGStreams(0), RNGStreams(0)
+    draws = {name: torch.rand(4, generator=a[name]) for name in ("init", "mask", "sigreg", "augment", "data")}
+    assert all(torch.equal(draws[n], torch.rand(4, generator=b[n])) for n in draws)
+    values = torch.stack(list(draws.values()))
+    assert len({tuple(row.tolist()) for row in values}) == 5
+    assert not torch.equal(torch.rand(4, generator=RNGStreams(1)["mask"]), draws["mask"])
+
+
+def test_checkpoint_is_atomic_and_loads_with_weights_only(tmp_path):
+    path = save_checkpoint({"step": 3, "w": torch.ones(2)}, tmp_path / "c.pt")
+    assert load_checkpoint(path)["step"] == 3
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]  # no temporary left behind
+    with pytest.raises(Exception):
+        save_checkpoint({"bad": lambda: 0}, tmp_path / "d.pt")
+    assert not (tmp_path / "d.pt").exists() and [p.name for p in tmp_path.iterdir()] == ["c.pt"]
+
+
+def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
+    cfg = tiny_config()
+    x, phi = corpus()
+    straight = Trainer(cfg, x, phi, tmp_path / "straight", seed=3, transport_weight=1.0)
+    straight.fit(progress=False)
+
+    interrupted = Trainer(cfg, x, phi, tmp_path / "resumed", seed=3, transport_weight=1.0)
+    interrupted.fit(until=6, progress=False)  # "killed" after step 6; last checkpoint: step 4
+    resumed = Trainer(cfg, x, phi, tmp_path / "resumed", seed=3, transport_weight=1.0)
+    resumed.resume(tmp_path / "resumed" / "checkpoints" / "step_000004.pt")
+    assert resumed.step == 4
+    resumed.fit(progress=False)
+
+    keys = ("loss", "prediction", "regulariser", "transport", "grad_norm", "lr")
+    a = [[row[k] for k in keys] for row in losses(tmp_path / "straight")]
+    b = [[row[k] for k in keys] for row in losses(tmp_path / "resumed")]
+    assert len(a) == len(b) == 12
+    assert a == b  # bit-identical, not approximately equal
+    for name, tensor in straight.objective.state_dict().items():
+        assert torch.equal(tensor, resumed.objective.state_dict()[name]), name
+
+
+def test_checkpoint_of_another_run_is_refused(tmp_path):
+    cfg = tiny_config(training={"steps": 4})
+    x, phi = corpus()
+    Trainer(cfg, x, phi, tmp_path, seed=0, transport_weight=1.0).fit(progress=False)
+    other = Trainer(cfg, x, phi, tmp_path / "b", seed=1, transport_weight=1.0)
+    with pytest.raises(ValueError, match="belongs to run"):
+        other.resume(tmp_path / "checkpoints" / "step_000004.pt")
+
+
+def test_training_reduces_the_loss_and_the_control_ignores_transport(tmp_path):
+    cfg = tiny_config(training={"steps": 40, "checkpoint_every": 40}, optimiser={"lr": 3e-3})
+    x, phi = corpus(16)
+    Trainer(cfg, x, phi, tmp_path / "w", seed=0, transport_weight=1.0).fit(progress=False)
+    rows = losses(tmp_path / "w")
+    assert np.mean([r["loss"] for r in rows[-5:]]) < 0.7 * np.mean([r["loss"] for r in rows[:5]])
+    control = Trainer(cfg, x, phi, tmp_path / "c", seed=0, transport_weight=0.0)
+    control.fit(until=1, progress=False)
+    (row,) = losses(tmp_path / "c")
+    expected = row["prediction"] + 0.15 * row["regulariser"]
+    assert math.isclose(row["loss"], expected, rel_tol=1e-6) and row["transport"] > 0
+
+
+def test_manifold_parameters_go_to_riemannian_adam_and_stay_orthogonal(tmp_path):
+    from geoopt.optim import RiemannianAdam
+
+    cfg = tiny_config(symmetry={"basis": "stiefel"}, training={"steps": 5}, optimiser={"lr": 1e-2})
+    x, phi = corpus()
+    trainer = Trainer(cfg, x, phi, tmp_path, seed=0, transport_weight=1.0)
+    assert [type(o) for o in trainer.optimisers][1] is RiemannianAdam
+    trainer.fit(progress=False)
+    q = trainer.objective.symmetry.basis.matrix().detach()
+    assert not torch.allclose(q, torch.eye(16), atol=1e-4)  # it moved ...
+    assert torch.linalg.matrix_norm(q.T @ q - torch.eye(16)) < 1e-5  # ... on the manifold
+
+
+def test_bf16_autocast_stays_close_to_float32(tmp_path):
+    x, phi = corpus()
+    reference = Trainer(tiny_config(), x, phi, tmp_path / "a", seed=0, transport_weight=1.0)
+    bf16 = Trainer(tiny_config(training={"precision": "bf16"}), x, phi, tmp_path / "b", seed=0, transport_weight=1.0)
+    a, b = reference.train_step(), bf16.train_step()
+    assert torch.allclose(a[:4], b[:4], rtol=5e-2)  # loss terms within bf16 tolerance
