@@ -51,12 +51,26 @@ class Distributed:
         Differentiable: the backward of the sum all-reduce is an all-reduce of the gradients,
         which DDP's averaging turns back into the gradient of the global statistic.
         """
-        from torch.distributed.nn.functional import all_reduce
-
         count = torch.as_tensor(float(n), device=ecf.device, dtype=ecf.dtype)
         total = count.clone()
         dist.all_reduce(total)
-        return all_reduce(ecf * count) / total, total
+        return _SumOverRanks.apply(ecf * count) / total, total
+
+
+class _SumOverRanks(torch.autograd.Function):
+    """All-reduce (sum) whose backward is the all-reduce (sum) of the incoming gradients."""
+
+    @staticmethod
+    def forward(ctx, tensor: torch.Tensor) -> torch.Tensor:
+        total = tensor.clone()
+        dist.all_reduce(total)
+        return total
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> torch.Tensor:
+        grad = grad.clone()
+        dist.all_reduce(grad)
+        return grad
 
 
 def init_distributed(device_type: str) -> Distributed:

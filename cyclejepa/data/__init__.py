@@ -1,0 +1,31 @@
+"""Data: PTB-XL reader, preprocessing cache, synthetic corpus, augmentations."""
+
+from cyclejepa.data.augment import (
+    DEFAULT_AUGMENTATIONS,
+    AmplitudeModulation,
+    Augmentation,
+    AugmentationStep,
+    AugmentationTrace,
+    Augmenter,
+    Drift,
+    GaussianNoise,
+    LeadDropout,
+    LeadGain,
+    Tone,
+    record_rms,
+)
+from cyclejepa.data.cache import PreparedCache, prepare_cache
+from cyclejepa.data.cohort import cohort_markdown, cohort_table
+from cyclejepa.data.preprocess import Normalisation, decimate, fit_normalisation
+from cyclejepa.data.ptbxl import (
+    LEADS,
+    PTBXL,
+    SUBCLASSES,
+    SUPERCLASSES,
+    DatasetNotFound,
+    DownloadFailed,
+    RecordRejected,
+    download_ptbxl,
+    eligible_subclasses,
+    read_record,
+)

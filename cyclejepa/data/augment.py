@@ -1,0 +1,442 @@
+"""Training-time signal augmentations, batched on the training device.
+
+The six transforms of the paper's augmentation table (appendix "Augmentation provenance"), each
+registered in `AUGMENTATIONS`. A transform splits into ``sample`` (draw its random parameters for
+every record of the batch from a ``torch.Generator``) and ``apply`` (use them), so that drawn
+parameters can be inspected; calling it does both::
+
+    transform(x, rms, generator, fs) -> x
+
+with ``x`` of shape (B, leads, samples), ``rms`` the records' clean RMS of shape (B,), and ``fs``
+in Hz. `Augmenter` chains transforms in a fixed order, each gated independently per record with
+its own probability, with every additive amplitude relative to the record's clean RMS computed
+once before any transform.
+
+Nothing here synchronises with the host: no ``.item()``, no branch on a random value, no
+per-record loop. Every call draws the same number of random values whatever the gates say, so
+the generator's state after a call depends only on its state before and the batch shape.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from cyclejepa.registry import AUGMENTATIONS
+
+__all__ = [
+    "AmplitudeModulation",
+    "Augmentation",
+    "AugmentationStep",
+    "AugmentationTrace",
+    "Augmenter",
+    "DEFAULT_AUGMENTATIONS",
+    "Drift",
+    "GaussianNoise",
+    "LeadDropout",
+    "LeadGain",
+    "Tone",
+    "check_batch",
+    "record_rms",
+]
+
+Params = dict[str, Tensor]
+
+DEFAULT_AUGMENTATIONS = (
+    "gaussian-noise",
+    "tone",
+    "drift",
+    "amplitude-modulation",
+    "lead-dropout",
+    "lead-gain",
+)
+"""The paper's six transforms, in the order of its table (and of application)."""
+
+
+def record_rms(x: Tensor) -> Tensor:
+    """Root mean square of each record over all its leads and samples, shape (B,).
+
+    One scale per record (not per lead), so that a tone or drift shared across leads has one
+    amplitude; after per-lead z-scoring it is close to 1.
+    """
+    return x.square().mean(dim=(1, 2)).sqrt()
+
+
+def check_batch(x: Tensor, generator: torch.Generator) -> None:
+    """Raise a ValueError unless ``x`` is a floating (B, leads, samples) batch on the generator's
+    device."""
+    if x.dim() != 3 or not x.is_floating_point():
+        raise ValueError(
+            f"augmentations take a floating batch of shape (B, leads, samples), "
+            f"got {x.dtype} of shape {tuple(x.shape)}"
+        )
+    if generator.device != x.device:
+        raise ValueError(
+            f"the augmentation generator is on {generator.device} but the batch is on {x.device}; "
+            f"create the stream on the batch's device, torch.Generator(device=x.device)"
+        )
+
+
+def _bounds(
+    name: str,
+    value: Sequence[float],
+    *,
+    low: float,
+    high: float = math.inf,
+    integer: bool = False,
+) -> tuple:
+    """``value`` as a (lower, upper) pair with low <= lower <= upper <= high, else ValueError."""
+    pair = tuple(value) if isinstance(value, Sequence) else ()
+    valid = len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair)
+    if not valid or not low <= pair[0] <= pair[1] <= high:
+        raise ValueError(
+            f"{name} must be a pair (lower, upper) with {low} <= lower <= upper <= {high}, "
+            f"got {value!r}"
+        )
+    if integer and not all(float(v).is_integer() for v in pair):
+        raise ValueError(f"{name} must be a pair of integers, got {value!r}")
+    return tuple(int(v) for v in pair) if integer else pair
+
+
+def _uniform(
+    generator: torch.Generator, shape: tuple[int, ...], bounds: tuple[float, float], like: Tensor
+) -> Tensor:
+    """Draws uniform on [bounds[0], bounds[1]) of the given shape, in ``like``'s dtype."""
+    unit = torch.rand(shape, generator=generator, device=generator.device, dtype=like.dtype)
+    return bounds[0] + (bounds[1] - bounds[0]) * unit
+
+
+def _phase(generator: torch.Generator, shape: tuple[int, ...], like: Tensor) -> Tensor:
+    """Phase offsets uniform on [0, 2π)."""
+    return _uniform(generator, shape, (0.0, 2 * math.pi), like)
+
+
+def _sinusoids(x: Tensor, amplitude: Tensor, frequency: Tensor, phase: Tensor, fs: float) -> Tensor:
+    """Σ_c amplitude_c · sin(2π frequency_c t + phase_c) on the sample times of ``x``.
+
+    Parameters have shape (B, C); the result has shape (B, 1, samples), shared across leads.
+    """
+    t = torch.arange(x.shape[-1], device=x.device, dtype=x.dtype) / fs
+    waves = torch.sin(2 * math.pi * frequency.unsqueeze(-1) * t + phase.unsqueeze(-1))
+    return (amplitude.unsqueeze(-1) * waves).sum(dim=1, keepdim=True)
+
+
+def _check_below_nyquist(name: str, frequency: float, fs: float) -> None:
+    if not frequency < fs / 2:
+        raise ValueError(
+            f"{name}: frequency {frequency} Hz is not below the Nyquist frequency {fs / 2} Hz"
+        )
+
+
+class Augmentation(ABC):
+    """A batched random transform: ``transform(x, rms, generator, fs) -> x``.
+
+    Subclasses implement `sample` and `apply`. Both act on every record of the batch; gating is
+    the job of `Augmenter`.
+    """
+
+    @abstractmethod
+    def sample(self, x: Tensor, generator: torch.Generator) -> Params:
+        """Draw this transform's parameters for every record of ``x`` (B, leads, samples)."""
+
+    @abstractmethod
+    def apply(self, x: Tensor, rms: Tensor, params: Params, fs: float) -> Tensor:
+        """Transform ``x`` with drawn ``params``; ``rms`` (B,) is the records' clean RMS."""
+
+    def __call__(
+        self, x: Tensor, rms: Tensor, generator: torch.Generator, fs: float = 100.0
+    ) -> Tensor:
+        """Draw parameters from ``generator`` and apply them to every record of ``x``."""
+        check_batch(x, generator)
+        return self.apply(x, rms, self.sample(x, generator), fs)
+
+
+@AUGMENTATIONS.register("gaussian-noise")
+@dataclass
+class GaussianNoise(Augmentation):
+    """Add zero-mean white Gaussian noise with standard deviation ``std`` × record RMS.
+
+    Params: ``noise`` (B, leads, samples), the standard-normal draws before scaling.
+    """
+
+    std: float = 0.05
+
+    def __post_init__(self) -> None:
+        if not self.std >= 0:
+            raise ValueError(f"gaussian-noise: std must be >= 0, got {self.std!r}")
+
+    def sample(self, x: Tensor, generator: torch.Generator) -> Params:
+        noise = torch.randn(x.shape, generator=generator, device=generator.device, dtype=x.dtype)
+        return {"noise": noise}
+
+    def apply(self, x: Tensor, rms: Tensor, params: Params, fs: float) -> Tensor:
+        return x + (self.std * rms)[:, None, None] * params["noise"]
+
+
+@AUGMENTATIONS.register("tone")
+@dataclass
+class Tone(Augmentation):
+    """Add one sinusoid at ``frequency`` Hz, identical across leads (narrow-band interference).
+
+    Amplitude uniform on ``amplitude`` × record RMS, phase uniform on [0, 2π).
+    Params: ``amplitude`` (B,) as a fraction of RMS, ``phase`` (B,).
+    """
+
+    frequency: float = 25.0
+    amplitude: tuple[float, float] = (0.05, 0.20)
+
+    def __post_init__(self) -> None:
+        if not self.frequency > 0:
+            raise ValueError(f"tone: frequency must be > 0 Hz, got {self.frequency!r}")
+        self.amplitude = _bounds("tone: amplitude", self.amplitude, low=0.0)
+
+    def sample(self, x: Tensor, generator: torch.Generator) -> Params:
+        batch = (x.shape[0],)
+        return {
+            "amplitude": _uniform(generator, batch, self.amplitude, x),
+            "phase": _phase(generator, batch, x),
+        }
+
+    def apply(self, x: Tensor, rms: Tensor, params: Params, fs: float) -> Tensor:
+        _check_below_nyquist("tone", self.frequency, fs)
+        amplitude = (params["amplitude"] * rms).unsqueeze(1)
+        frequency = torch.full_like(amplitude, self.frequency)
+        return x + _sinusoids(x, amplitude, frequency, params["phase"].unsqueeze(1), fs)
+
+
+@AUGMENTATIONS.register("drift")
+@dataclass
+class Drift(Augmentation):
+    """Add a baseline wander: a sum of k slow sinusoids shared across leads.
+
+    k is uniform on the integers of ``components`` (inclusive); each component has frequency
+    uniform on ``frequency`` Hz, amplitude uniform on ``amplitude`` × record RMS and its own phase
+    uniform on [0, 2π). All ``components[1]`` components are drawn and those beyond k masked.
+    Params: ``count`` (B,) int, ``active`` (B, C) bool, ``frequency``, ``amplitude`` (fraction of
+    RMS), ``phase``, each (B, C) with C = ``components[1]``.
+    """
+
+    components: tuple[int, int] = (1, 3)
+    frequency: tuple[float, float] = (0.05, 0.4)
+    amplitude: tuple[float, float] = (0.05, 0.20)
+
+    def __post_init__(self) -> None:
+        self.components = _bounds("drift: components", self.components, low=0, integer=True)
+        self.frequency = _bounds("drift: frequency", self.frequency, low=0.0)
+        self.amplitude = _bounds("drift: amplitude", self.amplitude, low=0.0)
+
+    def sample(self, x: Tensor, generator: torch.Generator) -> Params:
+        low, high = self.components
+        shape = (x.shape[0], high)
+        count = torch.randint(
+            low, high + 1, shape[:1], generator=generator, device=generator.device
+        )
+        return {
+            "count": count,
+            "active": torch.arange(high, device=generator.device) < count.unsqueeze(1),
+            "frequency": _uniform(generator, shape, self.frequency, x),
+            "amplitude": _uniform(generator, shape, self.amplitude, x),
+            "phase": _phase(generator, shape, x),
+        }
+
+    def apply(self, x: Tensor, rms: Tensor, params: Params, fs: float) -> Tensor:
+        _check_below_nyquist("drift", self.frequency[1], fs)
+        amplitude = params["amplitude"] * params["active"] * rms.unsqueeze(1)
+        return x + _sinusoids(x, amplitude, params["frequency"], params["phase"], fs)
+
+
+@AUGMENTATIONS.register("amplitude-modulation")
+@dataclass
+class AmplitudeModulation(Augmentation):
+    """Multiply by the record-global envelope 1 + a sin(2π f t + ξ), identical across leads.
+
+    Depth a uniform on ``depth``, f uniform on ``frequency`` Hz, ξ uniform on [0, 2π).
+    Params: ``depth``, ``frequency``, ``phase``, each (B,).
+    """
+
+    depth: tuple[float, float] = (0.02, 0.10)
+    frequency: tuple[float, float] = (0.05, 0.3)
+
+    def __post_init__(self) -> None:
+        self.depth = _bounds("amplitude-modulation: depth", self.depth, low=0.0, high=1.0)
+        self.frequency = _bounds("amplitude-modulation: frequency", self.frequency, low=0.0)
+
+    def sample(self, x: Tensor, generator: torch.Generator) -> Params:
+        batch = (x.shape[0],)
+        return {
+            "depth": _uniform(generator, batch, self.depth, x),
+            "frequency": _uniform(generator, batch, self.frequency, x),
+            "phase": _phase(generator, batch, x),
+        }
+
+    def apply(self, x: Tensor, rms: Tensor, params: Params, fs: float) -> Tensor:
+        _check_below_nyquist("amplitude-modulation", self.frequency[1], fs)
+        columns = [params[key].unsqueeze(1) for key in ("depth", "frequency", "phase")]
+        return x * (1 + _sinusoids(x, *columns, fs))
+
+
+@AUGMENTATIONS.register("lead-dropout")
+@dataclass
+class LeadDropout(Augmentation):
+    """Zero k whole leads, a uniformly random subset drawn without replacement per record.
+
+    k is uniform on the integers of ``count`` (inclusive). The subset is the k leads with the
+    smallest of i.i.d. uniform scores, so every k-subset is equally likely.
+    Params: ``count`` (B,) int, ``dropped`` (B, leads) bool.
+    """
+
+    count: tuple[int, int] = (1, 3)
+
+    def __post_init__(self) -> None:
+        self.count = _bounds("lead-dropout: count", self.count, low=0, integer=True)
+
+    def sample(self, x: Tensor, generator: torch.Generator) -> Params:
+        batch, leads = x.shape[:2]
+        if leads < self.count[1]:
+            raise ValueError(f"lead-dropout: cannot drop up to {self.count[1]} of {leads} leads")
+        count = torch.randint(
+            self.count[0], self.count[1] + 1, (batch,), generator=generator, device=generator.device
+        )
+        scores = torch.rand((batch, leads), generator=generator, device=generator.device)
+        rank = scores.argsort(dim=1).argsort(dim=1)
+        return {"count": count, "dropped": rank < count.unsqueeze(1)}
+
+    def apply(self, x: Tensor, rms: Tensor, params: Params, fs: float) -> Tensor:
+        return x.masked_fill(params["dropped"].unsqueeze(-1), 0.0)
+
+
+@AUGMENTATIONS.register("lead-gain")
+@dataclass
+class LeadGain(Augmentation):
+    """Scale each lead by its own gain, uniform on ``gain``, independently per lead and record.
+
+    Params: ``gain`` (B, leads).
+    """
+
+    gain: tuple[float, float] = (0.7, 1.3)
+
+    def __post_init__(self) -> None:
+        self.gain = _bounds("lead-gain: gain", self.gain, low=0.0)
+
+    def sample(self, x: Tensor, generator: torch.Generator) -> Params:
+        return {"gain": _uniform(generator, tuple(x.shape[:2]), self.gain, x)}
+
+    def apply(self, x: Tensor, rms: Tensor, params: Params, fs: float) -> Tensor:
+        return x * params["gain"].unsqueeze(-1)
+
+
+@dataclass(frozen=True)
+class AugmentationStep:
+    """One gated transform of an `Augmenter`: applied to each record with probability ``p``."""
+
+    name: str
+    transform: Augmentation
+    p: float = 0.5
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.p <= 1.0:
+            raise ValueError(f"augmentation {self.name!r}: p must lie in [0, 1], got {self.p!r}")
+
+
+@dataclass
+class AugmentationTrace:
+    """What an `Augmenter` call drew.
+
+    Attributes
+    ----------
+    rms
+        Clean RMS of each record, (B,), the scale of every additive amplitude.
+    applied
+        Per transform name, the gate of each record, (B,) bool.
+    params
+        Per transform name, its drawn parameters (see each transform), drawn for every record
+        whether or not its gate fired.
+    """
+
+    rms: Tensor
+    applied: dict[str, Tensor] = field(default_factory=dict)
+    params: dict[str, Params] = field(default_factory=dict)
+
+
+class Augmenter:
+    """Apply gated transforms in a fixed order, additive amplitudes relative to clean RMS.
+
+    Parameters
+    ----------
+    steps
+        The transforms in application order; names must be distinct.
+    fs
+        Sampling rate of the batches, Hz.
+    """
+
+    def __init__(self, steps: Sequence[AugmentationStep], fs: float = 100.0):
+        names = [step.name for step in steps]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"Augmenter: each augmentation may appear once; repeated {duplicates}")
+        if not fs > 0:
+            raise ValueError(f"Augmenter: fs must be > 0 Hz, got {fs!r}")
+        self.steps = tuple(steps)
+        self.fs = float(fs)
+
+    @classmethod
+    def from_config(
+        cls, specs: Sequence[Mapping[str, Any]] | None = None, fs: float = 100.0
+    ) -> Augmenter:
+        """Build from ``[{"name": "tone", "p": 0.5, "amplitude": [0.05, 0.2]}, ...]``.
+
+        Keys other than ``name`` and ``p`` (default 0.5) are the transform's parameters. ``None``
+        gives the paper's six transforms in table order with p = 0.5; ``[]`` gives the identity.
+        """
+        if specs is None:
+            specs = [{"name": name} for name in DEFAULT_AUGMENTATIONS]
+        return cls([_step_from_spec(i, spec) for i, spec in enumerate(specs)], fs=fs)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(step.name for step in self.steps)
+
+    def __call__(
+        self, x: Tensor, generator: torch.Generator, *, return_params: bool = False
+    ) -> Tensor | tuple[Tensor, AugmentationTrace]:
+        """Augment a batch ``x`` (B, leads, samples), drawing from ``generator`` (on x's device).
+
+        Returns the augmented batch and, with ``return_params=True``, an `AugmentationTrace`.
+        """
+        check_batch(x, generator)
+        trace = AugmentationTrace(rms=record_rms(x))
+        gates = torch.rand(
+            (x.shape[0], len(self.steps)), generator=generator, device=generator.device
+        )
+        for gate, step in zip(gates.unbind(dim=1), self.steps):
+            params = step.transform.sample(x, generator)
+            applied = gate < step.p
+            augmented = step.transform.apply(x, trace.rms, params, self.fs)
+            x = torch.where(applied[:, None, None], augmented, x)
+            if return_params:
+                trace.applied[step.name], trace.params[step.name] = applied, params
+        return (x, trace) if return_params else x
+
+    def __repr__(self) -> str:
+        steps = ", ".join(f"{step.transform!r}@p={step.p}" for step in self.steps)
+        return f"Augmenter([{steps}], fs={self.fs})"
+
+
+def _step_from_spec(index: int, spec: Mapping[str, Any]) -> AugmentationStep:
+    """An `AugmentationStep` from one config entry; errors name the entry."""
+    if "name" not in spec:
+        raise ValueError(f"augmentations[{index}]: missing 'name' in {dict(spec)!r}")
+    params = {key: value for key, value in spec.items() if key not in ("name", "p")}
+    name = spec["name"]
+    try:
+        transform = AUGMENTATIONS.build(name, **params)
+    except TypeError as error:
+        message = f"augmentations[{index}] ({name}): bad parameters {params!r}: {error}"
+        raise ValueError(message) from None
+    return AugmentationStep(name, transform, float(spec.get("p", 0.5)))
