@@ -135,3 +135,11 @@ def test_bf16_autocast_stays_close_to_float32(tmp_path):
     bf16 = Trainer(tiny_config(training={"precision": "bf16"}), x, phi, tmp_path / "b", seed=0, transport_weight=1.0)
     a, b = reference.train_step(), bf16.train_step()
     assert torch.allclose(a[:4], b[:4], rtol=5e-2)  # loss terms within bf16 tolerance
+
+
+def test_torch_compile_gives_the_eager_result_in_float32(tmp_path):
+    x, phi = corpus()
+    eager = Trainer(tiny_config(), x, phi, tmp_path / "a", seed=0, transport_weight=1.0)
+    compiled = Trainer(tiny_config(training={"compile": True}), x, phi, tmp_path / "b", seed=0, transport_weight=1.0)
+    for _ in range(2):
+        assert torch.allclose(eager.train_step(), compiled.train_step(), rtol=1e-4, atol=1e-6)

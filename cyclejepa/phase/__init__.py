@@ -1,0 +1,29 @@
+"""Cyclic coordinates (phase) from biosignals: providers, tracks, token assignment."""
+
+from cyclejepa.phase.ecg import EcgRPeakProvider, detect_r_peaks
+from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
+from cyclejepa.phase.records import phase_record, read_beat_annotations
+from cyclejepa.phase.track import (
+    PhaseTrack,
+    QCVerdict,
+    match_events,
+    phase_from_events,
+    score_events,
+    token_times,
+)
+
+__all__ = [
+    "EcgRPeakProvider",
+    "PhaseProvider",
+    "PhaseTrack",
+    "QCVerdict",
+    "channel_indices",
+    "detect_r_peaks",
+    "fill_nonfinite",
+    "match_events",
+    "phase_from_events",
+    "phase_record",
+    "read_beat_annotations",
+    "score_events",
+    "token_times",
+]

@@ -1,0 +1,179 @@
+"""`PhaseProvider`: the interface that turns a multichannel signal into a `PhaseTrack`.
+
+A provider for a new cyclic signal (respiration, PPG pulse, gait) implements one method,
+`PhaseProvider.events`, returning the sample index of one fiducial point per cycle, and
+registers a name::
+
+    from cyclejepa.registry import PHASE_PROVIDERS
+
+    @PHASE_PROVIDERS.register("ppg-pulse")
+    class PulsePhase(PhaseProvider):
+        def events(self, signal, fs, channel_names):
+            pleth = signal[channel_indices(channel_names, "PLETH")[0]]
+            return scipy.signal.find_peaks(pleth, distance=int(0.3 * fs))[0]
+
+`PhaseProvider.phase` then validates the input, builds the track and applies the shared
+quality control, whose thresholds are constructor arguments.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+
+import numpy as np
+
+from cyclejepa.phase.track import PhaseTrack, QCVerdict
+
+
+def channel_indices(channel_names: Sequence[str], wanted: str | Sequence[str]) -> list[int]:
+    """Rows of the ``wanted`` channel name(s), matched case-insensitively.
+
+    Raises
+    ------
+    KeyError
+        Naming the missing channel and listing the record's channel names.
+    """
+    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
+    lowered = [name.lower() for name in channel_names]
+    rows = []
+    for name in wanted:
+        if name.lower() not in lowered:
+            raise KeyError(
+                f"channel {name!r} not in the record; its channels are {list(channel_names)}"
+            )
+        rows.append(lowered.index(name.lower()))
+    return rows
+
+
+def fill_nonfinite(signal: np.ndarray, channel_names: Sequence[str]) -> np.ndarray:
+    """Copy of (channels, samples) ``signal`` with NaN/inf samples linearly interpolated.
+
+    Raises
+    ------
+    ValueError
+        If a channel has no finite sample at all (named in the message).
+    """
+    finite = np.isfinite(signal)
+    if finite.all():
+        return signal
+    filled = signal.copy()
+    samples = np.arange(signal.shape[1])
+    for row in np.flatnonzero(~finite.all(axis=1)):
+        if not finite[row].any():
+            raise ValueError(f"channel {channel_names[row]!r} has no finite sample")
+        good = finite[row]
+        filled[row, ~good] = np.interp(samples[~good], samples[good], signal[row, good])
+    return filled
+
+
+def _as_signal(signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> np.ndarray:
+    """``signal`` as float64 (channels, samples), checked against ``fs`` and ``channel_names``."""
+    signal = np.asarray(signal, dtype=np.float64)
+    if signal.ndim != 2:
+        raise ValueError(
+            f"signal must be (channels, samples), got shape {signal.shape}; "
+            "use signal[None] for a single channel"
+        )
+    if len(channel_names) != signal.shape[0]:
+        raise ValueError(
+            f"{len(channel_names)} channel names for {signal.shape[0]} channels: "
+            f"{list(channel_names)}"
+        )
+    if not fs > 0:
+        raise ValueError(f"fs must be positive, got {fs}")
+    return signal
+
+
+class PhaseProvider(ABC):
+    """Turns a (channels, samples) signal into a `PhaseTrack` with a QC verdict.
+
+    Parameters
+    ----------
+    min_events
+        Fewest events (beats) for a usable track (reason ``"too_few_beats"``).
+    interval_range_s
+        Plausible (shortest, longest) inter-event interval in seconds; the
+        default 0.25–2.0 s is 30–240 beats per minute (reason ``"implausible_rr"``).
+    max_interval_ratio
+        Largest plausible ratio of successive intervals, either way round
+        (reason ``"implausible_rr"``); None disables the check.
+    min_phase_yield
+        Smallest fraction of samples with a defined phase
+        (reason ``"low_phase_yield"``).
+    """
+
+    def __init__(
+        self,
+        *,
+        min_events: int = 4,
+        interval_range_s: tuple[float, float] = (0.25, 2.0),
+        max_interval_ratio: float | None = 2.5,
+        min_phase_yield: float = 0.5,
+    ):
+        low, high = interval_range_s
+        if not 0 < low < high:
+            raise ValueError(
+                f"interval_range_s must satisfy 0 < low < high, got {interval_range_s}"
+            )
+        if max_interval_ratio is not None and max_interval_ratio < 1:
+            raise ValueError(f"max_interval_ratio must be >= 1, got {max_interval_ratio}")
+        self.min_events = min_events
+        self.interval_range_s = (float(low), float(high))
+        self.max_interval_ratio = max_interval_ratio
+        self.min_phase_yield = min_phase_yield
+
+    @abstractmethod
+    def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
+        """Sample indices of one fiducial point per cycle (e.g. R-peaks), strictly increasing.
+
+        ``signal`` is float64 (channels, samples) in physical units at ``fs`` Hz.
+        """
+
+    def phase(self, signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> PhaseTrack:
+        """The phase track of one record: its events, per-sample phase and QC verdict.
+
+        Parameters
+        ----------
+        signal
+            (channels, samples) array in physical units.
+        fs
+            Sampling rate in Hz.
+        channel_names
+            One name per channel (matched case-insensitively by providers).
+        """
+        signal = _as_signal(signal, fs, channel_names)
+        events = np.asarray(self.events(signal, fs, list(channel_names)), dtype=np.int64)
+        track = PhaseTrack(events, fs, signal.shape[1])
+        track.qc = self.qc_track(track)
+        return track
+
+    def qc_track(self, track: PhaseTrack) -> QCVerdict:
+        """Quality-control verdict of ``track`` under this provider's thresholds."""
+        intervals = track.intervals_s
+        ratios = np.maximum(intervals[1:] / intervals[:-1], intervals[:-1] / intervals[1:])
+        low, high = self.interval_range_s
+        reasons = []
+        if len(track.events) < self.min_events:
+            reasons.append("too_few_beats")
+        implausible_interval = np.any((intervals < low) | (intervals > high))
+        erratic = self.max_interval_ratio is not None and np.any(ratios > self.max_interval_ratio)
+        if implausible_interval or erratic:
+            reasons.append("implausible_rr")
+        if track.phase_yield < self.min_phase_yield:
+            reasons.append("low_phase_yield")
+        metrics = {
+            "n_events": len(track.events),
+            "interval_min_s": _stat(np.min, intervals),
+            "interval_median_s": _stat(np.median, intervals),
+            "interval_max_s": _stat(np.max, intervals),
+            "interval_ratio_max": _stat(np.max, ratios),
+            "rate_per_min": _stat(lambda x: 60.0 / np.median(x), intervals),
+            "phase_yield": track.phase_yield,
+        }
+        return QCVerdict(ok=not reasons, reasons=reasons, metrics=metrics)
+
+
+def _stat(statistic, values: np.ndarray) -> float | None:
+    """``statistic(values)`` as a plain float, None for an empty array."""
+    return float(statistic(values)) if len(values) else None

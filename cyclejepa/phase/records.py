@@ -1,0 +1,77 @@
+"""Phase of WFDB records on disk: the object `cyclejepa phase RECORD` prints, reference beats."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from cyclejepa.phase.provider import PhaseProvider
+from cyclejepa.registry import PHASE_PROVIDERS
+
+# WFDB annotation codes that mark a beat (the rest are rhythm, signal-quality or comment labels).
+BEAT_SYMBOLS = frozenset("N L R B A a J S V r F e j n E / f Q ?".split())
+
+
+def _read(path: str | Path, reader, *args):
+    """``reader(str(path), *args)`` with a missing or unreadable record named in the error."""
+    try:
+        return reader(str(path), *args)
+    except FileNotFoundError as error:
+        raise FileNotFoundError(
+            f"WFDB record {str(path)!r} not found (give the path without extension): {error}"
+        ) from error
+    except Exception as error:  # wfdb raises assorted types for malformed files
+        raise ValueError(f"cannot read WFDB record {str(path)!r}: {error}") from error
+
+
+def phase_record(
+    path: str | Path,
+    lead: str | None = None,
+    provider: str | PhaseProvider = "ecg-rpeak",
+) -> dict:
+    """Events, QC and phase yield of one WFDB record, as a JSON-ready dict.
+
+    Parameters
+    ----------
+    path
+        Record path without extension (e.g. ``"data/100"``).
+    lead
+        Channel name(s) handed to the provider as ``lead=`` (``"all"`` for every
+        channel); None keeps the provider's default (``"ecg-rpeak"``: ``"II"`` when present,
+        else the first channel).
+    provider
+        A registered provider name, or a provider instance (then ``lead`` must be None).
+
+    Returns
+    -------
+    dict
+        ``{"record", "fs", "r_peaks", "qc", "phase_yield"}`` with ``r_peaks`` the event sample
+        indices at the native rate and ``qc`` = ``{"ok", "reasons", **metrics}``; plain
+        Python types.
+    """
+    import wfdb
+
+    if isinstance(provider, str):
+        provider = PHASE_PROVIDERS.build(provider, **({} if lead is None else {"lead": lead}))
+    elif lead is not None:
+        raise ValueError("pass lead= to the provider instance, not to phase_record")
+    record = _read(path, wfdb.rdrecord)
+    track = provider.phase(record.p_signal.T, record.fs, record.sig_name)
+    fs = float(record.fs)
+    return {
+        "record": str(path),
+        "fs": int(fs) if fs.is_integer() else fs,
+        "r_peaks": track.events.tolist(),
+        "qc": track.qc.to_dict(),
+        "phase_yield": track.phase_yield,
+    }
+
+
+def read_beat_annotations(path: str | Path, extension: str = "atr") -> np.ndarray:
+    """Sample indices of the reference beats of a WFDB record (non-beat labels dropped)."""
+    import wfdb
+
+    annotation = _read(path, wfdb.rdann, extension)
+    is_beat = np.isin(np.asarray(annotation.symbol), list(BEAT_SYMBOLS))
+    return np.asarray(annotation.sample, dtype=np.int64)[is_beat]

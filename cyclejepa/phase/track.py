@@ -1,0 +1,230 @@
+"""Phase tracks: events of a cycle, the phase map between them, QC verdict, token phases.
+
+The phase map (paper, eq. "phase-map") sends a time t in [R_i, R_{i+1}) to
+φ(t) = 2π (t − R_i) / (R_{i+1} − R_i); it is undefined (NaN) before the first event and at or
+after the last one.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+TWO_PI = 2.0 * math.pi
+# Largest float64 below 2π: keeps φ in [0, 2π) when rounding would land on 2π itself.
+_BELOW_TWO_PI = float(np.nextafter(TWO_PI, 0.0))
+
+Convention = Literal["centre", "causal"]
+
+
+def phase_from_events(events: np.ndarray, times: np.ndarray | float) -> np.ndarray:
+    """Cycle phase at arbitrary (continuous) times by linear interpolation between events.
+
+    Parameters
+    ----------
+    events
+        (E,) strictly increasing event times (e.g. R-peak sample indices).
+    times
+        Times in the same unit as ``events``, any shape.
+
+    Returns
+    -------
+    np.ndarray
+        Float64, shaped like ``times``: phase in [0, 2π), NaN before the first event and at
+        or after the last one.
+    """
+    events = np.asarray(events, dtype=np.float64)
+    times = np.asarray(times, dtype=np.float64)
+    if len(events) < 2:
+        return np.full(times.shape, np.nan)
+    cycle = np.searchsorted(events, times, side="right") - 1
+    defined = (cycle >= 0) & (cycle < len(events) - 1)
+    start = np.clip(cycle, 0, len(events) - 2)
+    fraction = (times - events[start]) / (events[start + 1] - events[start])
+    phase = np.minimum(TWO_PI * fraction, _BELOW_TWO_PI)
+    return np.where(defined, phase, np.nan)
+
+
+def token_times(n_tokens: int, patch: int, convention: Convention = "centre") -> np.ndarray:
+    """Times (in output samples) that stand for each token of ``patch`` samples.
+
+    ``"centre"``: (patch − 1)/2 sample intervals after the patch start (3.5 for patch 8);
+    ``"causal"``: the patch's last sample, patch − 1 intervals after its start.
+    """
+    offsets = {"centre": (patch - 1) / 2.0, "causal": float(patch - 1)}
+    if convention not in offsets:
+        raise ValueError(f"unknown token phase convention {convention!r}; use 'centre' or 'causal'")
+    return np.arange(n_tokens, dtype=np.float64) * patch + offsets[convention]
+
+
+@dataclass
+class QCVerdict:
+    """Outcome of phase quality control.
+
+    ``reasons`` uses stable names: ``"too_few_beats"``, ``"implausible_rr"``,
+    ``"low_phase_yield"``; ``metrics`` holds the measured values (None where undefined).
+    """
+
+    ok: bool
+    reasons: list[str] = field(default_factory=list)
+    metrics: dict[str, float | int | None] = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        """``{"ok", "reasons", **metrics}`` with plain Python types (JSON-serialisable)."""
+        return {"ok": bool(self.ok), "reasons": list(self.reasons), **self.metrics}
+
+
+@dataclass(eq=False)
+class PhaseTrack:
+    """Detected cycle events of one record and the phase they define.
+
+    Parameters
+    ----------
+    events
+        Strictly increasing sample indices at the native rate (e.g. R-peaks).
+    fs
+        Native sampling rate in Hz.
+    n_samples
+        Record length in native samples.
+    qc
+        Quality-control verdict; None when not assessed.
+    """
+
+    events: np.ndarray
+    fs: float
+    n_samples: int
+    qc: QCVerdict | None = None
+
+    def __post_init__(self) -> None:
+        self.events = np.asarray(self.events)
+        if self.events.ndim != 1 or not np.issubdtype(self.events.dtype, np.integer):
+            raise ValueError(
+                f"events must be a 1-D integer array of sample indices, "
+                f"got shape {self.events.shape} dtype {self.events.dtype}"
+            )
+        self.events = self.events.astype(np.int64)
+        if not self.fs > 0:
+            raise ValueError(f"fs must be positive, got {self.fs}")
+        if np.any(np.diff(self.events) <= 0):
+            raise ValueError("events must be strictly increasing")
+        if len(self.events) and (self.events[0] < 0 or self.events[-1] >= self.n_samples):
+            raise ValueError(
+                f"events must lie in [0, {self.n_samples}), got "
+                f"[{self.events[0]}, {self.events[-1]}]"
+            )
+
+    @property
+    def phase(self) -> np.ndarray:
+        """(n_samples,) phase of every native sample; NaN where undefined."""
+        return phase_from_events(self.events, np.arange(self.n_samples))
+
+    @property
+    def phase_yield(self) -> float:
+        """Fraction of samples with a defined phase: those in [first event, last event)."""
+        if len(self.events) < 2 or self.n_samples == 0:
+            return 0.0
+        return float(self.events[-1] - self.events[0]) / self.n_samples
+
+    @property
+    def intervals_s(self) -> np.ndarray:
+        """Inter-event intervals in seconds (RR intervals for R-peaks)."""
+        return np.diff(self.events) / self.fs
+
+    def at_tokens(
+        self,
+        patch: int,
+        fs_out: float,
+        convention: Convention = "centre",
+        n_tokens: int | None = None,
+    ) -> np.ndarray:
+        """Phase of each token of ``patch`` samples of the signal resampled to ``fs_out``.
+
+        Output sample n lies at native time n · fs / fs_out; the phase is evaluated there in
+        continuous time (no rounding to a native sample).
+
+        Parameters
+        ----------
+        patch
+            Samples per token at ``fs_out``.
+        fs_out
+            Rate of the token stream (100 Hz in the paper).
+        convention
+            ``"centre"`` (training) or ``"causal"`` (reporting); see `token_times`.
+        n_tokens
+            Number of tokens; default: the whole patches that fit in the record.
+
+        Returns
+        -------
+        np.ndarray
+            (n_tokens,) float64 radians in [0, 2π), NaN where undefined.
+        """
+        if n_tokens is None:
+            n_out = math.floor(self.n_samples * fs_out / self.fs + 1e-9)  # 1e-9: float rounding
+            n_tokens = n_out // patch
+        times_out = token_times(n_tokens, patch, convention)
+        return phase_from_events(self.events, times_out * (self.fs / fs_out))
+
+
+def match_events(
+    detected: np.ndarray, reference: np.ndarray, tolerance: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """One-to-one matches between detected and reference event times within ``tolerance``.
+
+    Each reference is paired with its nearest detection; when several references claim one
+    detection the closest keeps it. This is the optimal one-to-one matching whenever
+    ``tolerance`` is under half the spacing of either event train (true for R-peaks at 50 ms).
+
+    Returns
+    -------
+    detected_index : np.ndarray
+        Indices into ``detected`` of the matched pairs.
+    reference_index : np.ndarray
+        Indices into ``reference`` of the same pairs.
+    """
+    detected = np.asarray(detected, dtype=np.float64)
+    reference = np.asarray(reference, dtype=np.float64)
+    if len(detected) == 0 or len(reference) == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    right = np.minimum(np.searchsorted(detected, reference), len(detected) - 1)
+    left = np.maximum(right - 1, 0)
+    nearest = np.where(
+        np.abs(detected[left] - reference) <= np.abs(detected[right] - reference), left, right
+    )
+    error = np.abs(detected[nearest] - reference)
+    ref_index = np.flatnonzero(error <= tolerance)
+    ref_index = ref_index[np.argsort(error[ref_index], kind="stable")]
+    det_index, first = np.unique(nearest[ref_index], return_index=True)
+    return det_index, ref_index[first]
+
+
+def score_events(
+    detected: np.ndarray, reference: np.ndarray, fs: float, tolerance_s: float = 0.05
+) -> dict[str, float | int]:
+    """Sensitivity, positive predictivity and timing error of detections against a reference.
+
+    Parameters
+    ----------
+    detected, reference
+        Sorted sample indices at rate ``fs``.
+    tolerance_s
+        Matching window (± seconds; 50 ms is the usual QRS-detection tolerance).
+
+    Returns
+    -------
+    dict
+        ``{"sensitivity", "ppv", "tp", "fn", "fp", "median_abs_error_ms"}``.
+    """
+    det_index, ref_index = match_events(detected, reference, tolerance_s * fs)
+    tp = len(det_index)
+    errors = (np.asarray(detected)[det_index] - np.asarray(reference)[ref_index]) / fs
+    return {
+        "sensitivity": tp / len(reference) if len(reference) else float("nan"),
+        "ppv": tp / len(detected) if len(detected) else float("nan"),
+        "tp": tp,
+        "fn": len(reference) - tp,
+        "fp": len(detected) - tp,
+        "median_abs_error_ms": float(np.median(np.abs(errors)) * 1e3) if tp else float("nan"),
+    }

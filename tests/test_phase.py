@@ -1,0 +1,308 @@
+"""Phase package: phase map, token conventions, QC, R-peak detection, record JSON."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from cyclejepa.phase import (
+    EcgRPeakProvider,
+    PhaseProvider,
+    PhaseTrack,
+    detect_r_peaks,
+    match_events,
+    phase_from_events,
+    phase_record,
+    read_beat_annotations,
+    score_events,
+)
+from cyclejepa.registry import PHASE_PROVIDERS
+
+TWO_PI = 2 * math.pi
+LEADS = ["I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6"]
+# P, Q, R, S, T waves: (offset from R in s, width in s, amplitude in mV).
+WAVES = np.array(
+    [
+        [-0.20, 0.025, 0.15],
+        [-0.03, 0.010, -0.15],
+        [0.00, 0.012, 1.00],
+        [0.03, 0.012, -0.30],
+        [0.28, 0.050, 0.35],
+    ]
+)
+
+
+def synthetic_ecg(fs, duration_s=10.0, n_leads=12, seed=0, noise_mv=0.02, wander_mv=0.3):
+    """Sum-of-Gaussians ECG with known R times, baseline wander and white noise.
+
+    Returns (signal (leads, samples), R times in s, clean signal without wander and noise).
+    """
+    rng = np.random.default_rng(seed)
+    rr = 60 / 75 * (1 + 0.08 * rng.standard_normal(int(duration_s)))
+    r_times = 0.5 + np.concatenate([[0.0], np.cumsum(rr)])
+    r_times = r_times[r_times < duration_s - 0.4]
+    t = np.arange(round(duration_s * fs)) / fs
+    offset, width, amplitude = WAVES.T
+    # Per-lead wave amplitudes: the template scaled per wave, with some leads inverted.
+    gains = rng.uniform(0.5, 1.5, (n_leads, len(WAVES))) * amplitude
+    gains *= np.where(np.arange(n_leads) % 4 == 3, -1.0, 1.0)[:, None]
+    centres = r_times[:, None] + offset  # (beats, waves)
+    bumps = np.exp(-0.5 * ((t - centres[..., None]) / width[:, None]) ** 2).sum(axis=0)
+    clean = gains @ bumps
+    wander = wander_mv * np.sin(2 * np.pi * 0.25 * t + rng.uniform(0, TWO_PI, (n_leads, 1)))
+    noise = noise_mv * rng.standard_normal(clean.shape)
+    return clean + wander + noise, r_times, clean
+
+
+def naive_phase(events, time):
+    """Phase of one time by a linear scan over the cycles (reference implementation)."""
+    for start, end in zip(events[:-1], events[1:]):
+        if start <= time < end:
+            return TWO_PI * (time - start) / (end - start)
+    return math.nan
+
+
+class EventsProvider(PhaseProvider):
+    """Returns fixed events: exercises the shared QC."""
+
+    def __init__(self, events, **qc):
+        super().__init__(**qc)
+        self.fixed = np.asarray(events)
+
+    def events(self, signal, fs, channel_names):
+        return self.fixed
+
+
+# --- phase map ------------------------------------------------------------------------------
+
+
+def test_phase_from_events_hand_computed():
+    events = np.array([10, 20, 40])
+    times = np.array([5.0, 10.0, 15.0, 19.0, 20.0, 30.0, 39.0, 40.0, 45.0])
+    nan = math.nan
+    expected = [nan, 0.0, math.pi, 0.9 * TWO_PI, 0.0, math.pi, TWO_PI * 19 / 20, nan, nan]
+    np.testing.assert_allclose(phase_from_events(events, times), expected, rtol=0, atol=1e-12)
+
+
+def test_phase_from_events_matches_naive_scan():
+    rng = np.random.default_rng(1)
+    events = np.cumsum(rng.uniform(50, 150, 20))
+    times = rng.uniform(-100, events[-1] + 100, 500)
+    expected = [naive_phase(events, time) for time in times]
+    np.testing.assert_allclose(phase_from_events(events, times), expected, rtol=0, atol=1e-12)
+
+
+def test_per_sample_phase_nan_outside_events_and_in_range():
+    track = PhaseTrack(np.array([100, 180, 270, 350]), fs=500.0, n_samples=400)
+    phase = track.phase
+    assert np.isnan(phase[:100]).all() and np.isnan(phase[350:]).all()
+    assert np.isfinite(phase[100:350]).all()
+    assert phase[100] == 0 and phase[180] == 0 and phase[270] == 0
+    assert phase[100:350].min() >= 0 and phase[100:350].max() < TWO_PI
+    assert track.phase_yield == pytest.approx(250 / 400)
+    assert track.phase_yield == pytest.approx(np.isfinite(phase).mean())
+
+
+@pytest.mark.parametrize(
+    "events, error",
+    [
+        (np.array([5, 5, 9]), "increasing"),
+        (np.array([5, 400]), r"\[0, 400\)"),
+        (np.array([1.5, 3.0]), "integer"),
+    ],
+)
+def test_track_rejects_bad_events(events, error):
+    with pytest.raises(ValueError, match=error):
+        PhaseTrack(events, fs=500.0, n_samples=400)
+
+
+# --- token phase ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("convention, offset", [("centre", 3.5), ("causal", 7.0)])
+def test_token_phase_closed_form_with_even_events(convention, offset):
+    period, first = 410, 333  # native samples at 500 Hz
+    events = np.arange(first, 5000, period)
+    track = PhaseTrack(events, fs=500.0, n_samples=5000)
+    phase = track.at_tokens(patch=8, fs_out=100.0, convention=convention)
+    assert phase.shape == (125,)
+    native_time = (8 * np.arange(125) + offset) * 5.0  # output sample -> native sample
+    expected = TWO_PI * np.mod((native_time - first) / period, 1.0)
+    defined = (native_time >= events[0]) & (native_time < events[-1])
+    np.testing.assert_allclose(phase[defined], expected[defined], rtol=0, atol=1e-12)
+    assert np.isnan(phase[~defined]).all()
+
+
+def test_token_phase_uses_continuous_time_against_naive_reference():
+    rng = np.random.default_rng(2)
+    events = np.cumsum(rng.integers(200, 600, 12)) + 7  # 360 Hz native, irregular RR
+    track = PhaseTrack(events, fs=360.0, n_samples=int(events[-1]) + 300)
+    phase = track.at_tokens(patch=8, fs_out=100.0, convention="centre", n_tokens=60)
+    expected = [naive_phase(events, (8 * k + 3.5) * 3.6) for k in range(60)]
+    np.testing.assert_allclose(phase, expected, rtol=0, atol=1e-12)
+
+
+def test_causal_minus_centre_is_35_ms_at_100_hz():
+    period = 400  # 0.8 s at 500 Hz
+    track = PhaseTrack(np.arange(100, 5000, period), fs=500.0, n_samples=5000)
+    centre = track.at_tokens(8, 100.0, "centre")
+    causal = track.at_tokens(8, 100.0, "causal")
+    both = np.isfinite(centre) & np.isfinite(causal)
+    shift = np.mod(causal[both] - centre[both], TWO_PI)
+    np.testing.assert_allclose(shift, TWO_PI * 0.035 / 0.8, rtol=0, atol=1e-12)
+
+
+def test_unknown_convention_is_rejected():
+    track = PhaseTrack(np.array([10, 400]), fs=500.0, n_samples=500)
+    with pytest.raises(ValueError, match="convention"):
+        track.at_tokens(8, 100.0, convention="middle")
+
+
+# --- QC -------------------------------------------------------------------------------------
+
+
+def run_qc(events, n_samples=5000, **qc):
+    return EventsProvider(events, **qc).phase(np.zeros((1, n_samples)), 500.0, ["x"]).qc
+
+
+def test_qc_passes_regular_rhythm_and_reports_metrics():
+    verdict = run_qc(np.arange(200, 4900, 400))
+    assert verdict.ok and verdict.reasons == []
+    assert verdict.metrics["n_events"] == 12
+    assert verdict.metrics["interval_median_s"] == pytest.approx(0.8)
+    assert verdict.metrics["rate_per_min"] == pytest.approx(75.0)
+    assert verdict.metrics["phase_yield"] == pytest.approx(4400 / 5000)
+
+
+def test_qc_flat_line_has_too_few_beats():
+    track = EcgRPeakProvider(lead="all").phase(np.full((12, 5000), 0.3), 500.0, LEADS)
+    assert len(track.events) == 0
+    assert not track.qc.ok
+    assert "too_few_beats" in track.qc.reasons and "low_phase_yield" in track.qc.reasons
+
+
+def test_qc_erratic_event_train_is_implausible():
+    # 150 ms interval (400 bpm) in an otherwise regular train.
+    events = np.concatenate([[200, 600, 1000, 1075], np.arange(1475, 4900, 400)])
+    assert run_qc(events).reasons == ["implausible_rr"]
+    # Every interval plausible, but one successive ratio is 3 > 2.5.
+    events = np.cumsum([250, 300, 300, 900, 300, 300, 300, 300, 300, 300, 300, 300, 300, 300])
+    assert run_qc(events).reasons == ["implausible_rr"]
+    assert run_qc(events, max_interval_ratio=None).ok
+
+
+def test_qc_short_valid_span_has_low_phase_yield():
+    verdict = run_qc(np.arange(100, 1700, 400))  # 5 beats in the first 3.4 s of 10 s
+    assert verdict.reasons == ["low_phase_yield"]
+    assert verdict.metrics["phase_yield"] == pytest.approx(1200 / 5000)
+
+
+# --- R-peak detection -----------------------------------------------------------------------
+
+
+def test_detects_r_peaks_on_synthetic_12_lead_ecg_at_500_hz():
+    signal, r_times, _ = synthetic_ecg(500.0)
+    track = EcgRPeakProvider(lead="all").phase(signal, 500.0, LEADS)
+    assert len(track.events) == len(r_times)
+    np.testing.assert_allclose(track.events / 500.0, r_times, atol=0.010)
+    assert track.qc.ok
+
+
+@pytest.mark.parametrize("fs", [125.0, 250.0, 360.0, 1000.0])
+def test_detects_r_peaks_single_lead_at_other_rates(fs):
+    signal, r_times, _ = synthetic_ecg(fs, n_leads=2, seed=3)
+    peaks = detect_r_peaks(signal[1], fs)
+    assert len(peaks) == len(r_times)
+    np.testing.assert_allclose(peaks / fs, r_times, atol=0.010)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_refinement_lands_on_the_extremum_of_either_polarity(sign):
+    fs = 500.0
+    _, r_times, clean = synthetic_ecg(fs, n_leads=1, noise_mv=0.0, wander_mv=0.0, seed=4)
+    ecg = sign * clean[0] + 0.4 * np.sin(2 * np.pi * 0.3 * np.arange(clean.shape[1]) / fs)
+    peaks = detect_r_peaks(ecg, fs)
+    window = np.arange(-30, 31)  # ±60 ms around each true R
+    around = np.round(r_times * fs).astype(int)[:, None] + window
+    r_wave = around[np.arange(len(r_times)), np.argmax(clean[0][around], axis=1)]
+    np.testing.assert_array_equal(peaks, r_wave)  # the trough when inverted
+
+
+def test_inverted_ectopic_beat_refines_to_its_trough():
+    fs = 500.0
+    _, r_times, clean = synthetic_ecg(fs, n_leads=1, noise_mv=0.0, wander_mv=0.0, seed=5)
+    t = np.arange(clean.shape[1]) / fs
+    ectopic = r_times[5]
+    beat = np.abs(t - ectopic) < 0.15
+    ecg = clean[0].copy()
+    ecg[beat] = -2.0 * np.exp(-0.5 * ((t[beat] - ectopic) / 0.02) ** 2)  # wide, negative QRS
+    peaks = detect_r_peaks(ecg, fs)
+    assert np.min(np.abs(peaks - round(ectopic * fs))) <= 1
+
+
+def test_lead_selection_is_case_insensitive_and_errors_list_channels():
+    signal, r_times, _ = synthetic_ecg(500.0, seed=6)
+    lower = [name.lower() for name in LEADS]
+    by_name = EcgRPeakProvider(lead="V5").phase(signal, 500.0, lower).events
+    np.testing.assert_array_equal(by_name, detect_r_peaks(signal[10], 500.0))
+    default = EcgRPeakProvider().phase(signal, 500.0, lower).events  # "ii" when present
+    np.testing.assert_array_equal(default, detect_r_peaks(signal[1], 500.0))
+    first = EcgRPeakProvider().phase(signal[[6, 1]], 500.0, ["V1", "X"]).events  # else first
+    np.testing.assert_array_equal(first, detect_r_peaks(signal[6], 500.0))
+    with pytest.raises(KeyError, match=r"'V7'.*\['i', 'ii'"):
+        EcgRPeakProvider(lead="V7").phase(signal, 500.0, lower)
+    with pytest.raises(ValueError, match="channel names"):
+        EcgRPeakProvider().phase(signal, 500.0, LEADS[:3])
+    assert isinstance(PHASE_PROVIDERS.build("ecg-rpeak", lead="II"), EcgRPeakProvider)
+
+
+def test_detects_through_non_finite_samples():
+    signal, r_times, _ = synthetic_ecg(500.0, n_leads=1, seed=7)
+    signal[0, 1200:1203] = np.nan
+    track = EcgRPeakProvider().phase(signal, 500.0, ["II"])
+    np.testing.assert_allclose(track.events / 500.0, r_times, atol=0.010)
+
+
+# --- scoring and real records ---------------------------------------------------------------
+
+
+def test_match_events_is_one_to_one_within_tolerance():
+    detected = np.array([98, 105, 300, 520, 900])
+    reference = np.array([100, 310, 500, 700])
+    det, ref = match_events(detected, reference, tolerance=15)
+    assert det.tolist() == [0, 2] and ref.tolist() == [0, 1]  # 105 loses to 98; 520 too far
+    scores = score_events(detected, reference, fs=1000.0, tolerance_s=0.015)
+    assert (scores["tp"], scores["fn"], scores["fp"]) == (2, 2, 3)
+    assert scores["median_abs_error_ms"] == pytest.approx(6.0)
+
+
+def test_record_100_against_reference_annotations(physionet_samples):
+    """Whole 30-min MIT-BIH record 100, lead MLII, beats matched within 50 ms."""
+    path = physionet_samples / "100"
+    result = phase_record(path)
+    assert result["fs"] == 360 and result["record"] == str(path)
+    scores = score_events(np.array(result["r_peaks"]), read_beat_annotations(path), fs=360.0)
+    assert scores["sensitivity"] >= 0.99 and scores["ppv"] >= 0.99
+    assert scores["median_abs_error_ms"] <= 3.0  # annotations mark the R-wave peak
+
+
+def test_phase_record_json_contract(physionet_samples):
+    result = phase_record(physionet_samples / "s0010_re")  # lead names are lower case
+    assert set(result) == {"record", "fs", "r_peaks", "qc", "phase_yield"}
+    decoded = json.loads(json.dumps(result, allow_nan=False))
+    assert decoded == result
+    assert result["fs"] == 1000 and all(type(peak) is int for peak in result["r_peaks"])
+    assert {"ok", "reasons", "n_events", "phase_yield"} <= set(result["qc"])
+    assert result["qc"]["ok"] and 40 <= len(result["r_peaks"]) <= 60  # ~80 bpm over 38.4 s
+    rr = np.diff(result["r_peaks"]) / 1000.0
+    assert np.all((rr > 0.6) & (rr < 0.9))
+    multi = phase_record(physionet_samples / "s0010_re", lead="all")
+    assert len(match_events(multi["r_peaks"], result["r_peaks"], 50)[0]) == len(result["r_peaks"])
+
+
+def test_phase_record_errors_name_the_problem(physionet_samples, tmp_path):
+    with pytest.raises(FileNotFoundError, match="nonexistent"):
+        phase_record(tmp_path / "nonexistent")
+    with pytest.raises(KeyError, match="'V9'.*'MLII'"):
+        phase_record(physionet_samples / "100", lead="V9")
