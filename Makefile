@@ -23,7 +23,7 @@ quickstart: $(VENV)/.installed
 	$(BIN)/cyclejepa run examples/quickstart.yaml
 
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -q -n 2
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2
 
 docs: $(VENV)/.installed-dev
 	$(BIN)/mkdocs build --strict

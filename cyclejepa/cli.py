@@ -66,6 +66,37 @@ def info() -> None:
     console.print(components)
 
 
+@app.command()
+def phase(
+    records: Annotated[list[Path], typer.Argument(help="WFDB record paths, without extension")],
+    lead: Annotated[str | None, typer.Option(help="lead name, a comma list, or 'all'; default II")] = None,
+    provider: Annotated[str, typer.Option(help="registered phase provider")] = "ecg-rpeak",
+    format: Annotated[str, typer.Option("--format", help="jsonl or table")] = "jsonl",
+) -> None:
+    """Detect cycle events (R-peaks) and phase QC for each record: one JSON object per record."""
+    import json
+
+    from cyclejepa.phase import phase_record
+
+    if format not in ("jsonl", "table"):
+        raise typer.BadParameter(f"--format must be jsonl or table, got {format!r}")
+    leads = lead.split(",") if lead and "," in lead else lead
+    table = Table("record", "fs", "beats", "phase yield", "qc")
+    for record in records:
+        try:
+            result = phase_record(record, lead=leads, provider=provider)
+        except (FileNotFoundError, ValueError, KeyError) as error:
+            errors.print(f"[red]{record}[/red]: {error}", highlight=False)
+            raise typer.Exit(code=1) from None
+        if format == "jsonl":
+            print(json.dumps(result))
+        else:
+            verdict = "ok" if result["qc"]["ok"] else ", ".join(result["qc"]["reasons"])
+            table.add_row(result["record"], str(result["fs"]), str(len(result["r_peaks"])), f"{result['phase_yield']:.3f}", verdict)
+    if format == "table":
+        console.print(table)
+
+
 def _devices() -> list[str]:
     import torch
 
