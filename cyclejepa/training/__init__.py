@@ -4,7 +4,7 @@ from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint, sa
 from cyclejepa.training.distributed import Distributed, init_distributed
 from cyclejepa.training.rng import STREAMS, RNGStreams
 from cyclejepa.training.schedule import build_optimisers, learning_rate
-from cyclejepa.training.trainer import JEPAObjective, Trainer
+from cyclejepa.training.trainer import JEPAObjective, Trainer, load_trained
 
 __all__ = [
     "STREAMS",
@@ -17,5 +17,6 @@ __all__ = [
     "latest_checkpoint",
     "learning_rate",
     "load_checkpoint",
+    "load_trained",
     "save_checkpoint",
 ]

@@ -276,3 +276,11 @@ def _progress(enabled: bool, start: int, total: int):
             progress.update(task, completed=done, terms=terms, rate=f"{rate:.1f} steps/s")
 
         yield update
+
+
+def load_trained(cfg: ExperimentConfig, path: str | Path, device: str | torch.device = "cpu") -> JEPAObjective:
+    """The trained model and symmetry of a checkpoint, in eval mode (``.model``, ``.symmetry``)."""
+    state = load_checkpoint(path, map_location=device)
+    objective = JEPAObjective(cfg, state["meta"]["transport_weight"], init_seed=0)
+    objective.load_state_dict(state["model"])
+    return objective.to(device).eval()

@@ -1,0 +1,87 @@
+"""Latent next-token prediction after a random causal cutoff.
+
+Per record a cutoff ``c`` is drawn uniformly from the admissible indices {0, …, T−2}; the
+predictor sees z_0 … z_c (later inputs replaced by its learned mask token) and its output at
+``c + 1`` is compared with z_{c+1} by the mean squared error over dimensions and records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor
+
+from cyclejepa.registry import OBJECTIVES
+
+Predictor = Callable[[Tensor, Tensor], Tensor]
+"""``predictor(z, cutoff) -> (B, T, K)``: z (B, T, K) and cutoffs (B,)."""
+
+
+def sample_cutoffs(
+    batch: int,
+    tokens: int,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+) -> Tensor:
+    """Cutoffs drawn independently per record, uniform over {0, …, tokens − 2}.
+
+    Drawn on the generator's device, then moved to ``device``.
+
+    Returns
+    -------
+    Tensor
+        Shape (batch,), int64.
+    """
+    if tokens < 2:
+        raise ValueError(f"sample_cutoffs: a cutoff needs a next token (tokens >= 2), got {tokens}")
+    draw_device = generator.device if generator is not None else device
+    cutoffs = torch.randint(tokens - 1, (batch,), generator=generator, device=draw_device)
+    return cutoffs.to(device)
+
+
+@OBJECTIVES.register("prediction")
+def prediction_loss(
+    predictor: Predictor,
+    z: Tensor,
+    cutoff: Tensor,
+    *,
+    stop_gradient: bool = False,
+) -> Tensor:
+    """MSE between the predictor output at ``cutoff + 1`` and z at ``cutoff + 1``.
+
+    Parameters
+    ----------
+    predictor
+        Called as ``predictor(z, cutoff)``; returns (B, T, K).
+    z
+        Projected tokens, shape (B, T, K).
+    cutoff
+        Per-record cutoffs, shape (B,), each in {0, …, T − 2}.
+    stop_gradient
+        Detach the target z_{c+1} (the paper does not).
+
+    Returns
+    -------
+    Tensor
+        Scalar: squared error averaged over dimensions and records.
+    """
+    if z.dim() != 3:
+        raise ValueError(f"prediction_loss: z must have shape (B, T, K), got {tuple(z.shape)}")
+    if cutoff.shape != z.shape[:1]:
+        raise ValueError(
+            f"prediction_loss: cutoff must have shape ({z.shape[0]},), got {tuple(cutoff.shape)}"
+        )
+    if bool(((cutoff < 0) | (cutoff > z.shape[1] - 2)).any()):
+        raise ValueError(f"prediction_loss: cutoffs must lie in [0, T - 2] = [0, {z.shape[1] - 2}]")
+    prediction = predictor(z, cutoff)
+    if prediction.shape != z.shape:
+        raise ValueError(
+            f"prediction_loss: predictor returned shape {tuple(prediction.shape)}, "
+            f"expected {tuple(z.shape)}"
+        )
+    records = torch.arange(z.shape[0], device=z.device)
+    target = z[records, cutoff + 1]
+    if stop_gradient:
+        target = target.detach()
+    return (prediction[records, cutoff + 1] - target).square().mean()

@@ -1,0 +1,154 @@
+"""SIGReg: the sketched Epps–Pulley test of isotropic Gaussianity (LeJEPA).
+
+For each unit direction ``a`` the projections ``x_n = aᵀz_n`` are compared with N(0, 1) through
+their characteristic functions,
+
+    EP(a; z) = N ∫_R |φ̂_a(t) − e^{−t²/2}|² e^{−t²/2} dt,    φ̂_a(t) = (1/N) Σ_n e^{i t x_n},
+
+and SIGReg averages EP over the directions. The integrand is even in ``t``, so the integral over
+R is twice the one over [0, ∞), truncated to [0, t_max] and evaluated by the trapezoid rule on
+``knots`` equally spaced points: weights Δ·[1, 2, …, 2, 1] with Δ = t_max / (knots − 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch import Tensor, nn
+
+from cyclejepa.registry import REGULARISERS
+
+MeanReduce = Callable[[Tensor, int | Tensor], tuple[Tensor, int | Tensor]]
+"""``reduce(means, n) -> (means, n)``: local means of per-sample statistics and the local sample
+count in; global means (the n-weighted average of the local means) and global count out."""
+
+
+def sample_directions(
+    dim: int,
+    num: int,
+    generator: torch.Generator | None = None,
+    device: torch.device | str | None = None,
+    dtype: torch.dtype | None = None,
+) -> Tensor:
+    """Uniform random unit directions on the sphere S^{dim−1}.
+
+    Gaussian draws normalised to unit length. They are drawn on the generator's device (so a
+    CPU generator gives the same directions whatever the training device) and then moved to
+    ``device``.
+
+    Returns
+    -------
+    Tensor
+        Shape (dim, num); each column has unit Euclidean norm.
+    """
+    if dim < 1 or num < 1:
+        raise ValueError(f"sample_directions needs dim >= 1 and num >= 1, got dim={dim}, num={num}")
+    draw_device = generator.device if generator is not None else device
+    gaussian = torch.randn(dim, num, generator=generator, device=draw_device, dtype=dtype)
+    return (gaussian / gaussian.norm(dim=0, keepdim=True)).to(device)
+
+
+def _trapezoid(
+    knots: int,
+    t_max: float,
+    *,
+    device: torch.device | None = None,
+    dtype: torch.dtype | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Knots on [0, t_max] and weights Δ·[1, 2, …, 2, 1] for an even integrand on [−t_max, t_max]."""
+    if knots < 2 or t_max <= 0:
+        raise ValueError(f"SIGReg quadrature needs knots >= 2 and t_max > 0, got {knots}, {t_max}")
+    t = torch.linspace(0.0, t_max, knots, device=device, dtype=dtype)
+    weights = torch.full_like(t, 2.0 * t_max / (knots - 1))
+    weights[[0, -1]] /= 2
+    return t, weights
+
+
+def sigreg(
+    z: Tensor,
+    directions: Tensor,
+    *,
+    knots: int = 17,
+    t_max: float = 3.0,
+    reduce: MeanReduce | None = None,
+) -> Tensor:
+    """SIGReg statistic: the Epps–Pulley statistic averaged over projection directions.
+
+    Parameters
+    ----------
+    z
+        Samples, shape (N, K).
+    directions
+        Unit projection directions as columns, shape (K, M).
+    knots, t_max
+        Trapezoid quadrature on ``knots`` equally spaced points of [0, t_max].
+    reduce
+        Optional ``reduce(ecf, n) -> (ecf, n)`` applied to the empirical characteristic function
+        ``ecf`` (shape (2, knots, M): the means of cos(t aᵀz) and sin(t aᵀz)) and the sample
+        count ``n``. Under DDP it returns the N-weighted average of the ranks' ECFs and the
+        total count, so that every rank computes the statistic of the global batch.
+
+    Returns
+    -------
+    Tensor
+        Scalar, in the promoted dtype of ``z`` (at least float32).
+    """
+    if z.dim() != 2 or z.shape[0] < 1:
+        raise ValueError(f"sigreg: z must have shape (N, K) with N >= 1, got {tuple(z.shape)}")
+    if directions.dim() != 2 or directions.shape[0] != z.shape[1]:
+        raise ValueError(
+            f"sigreg: directions must have shape (K, M) = ({z.shape[1]}, M), "
+            f"got {tuple(directions.shape)}"
+        )
+    dtype = torch.promote_types(torch.promote_types(z.dtype, directions.dtype), torch.float32)
+    t, weights = _trapezoid(knots, t_max, device=z.device, dtype=dtype)
+    # (N, M, J) phases: the one tensor autograd keeps for cos/sin backward (see docs/objectives.md).
+    phases = (z.to(dtype) @ directions.to(dtype)).unsqueeze(-1) * t
+    ecf = torch.stack((phases.cos().mean(0), phases.sin().mean(0))).transpose(1, 2)  # (2, J, M)
+    n: int | Tensor = z.shape[0]
+    if reduce is not None:
+        ecf, n = reduce(ecf, n)
+    target = torch.exp(-0.5 * t.square()).unsqueeze(-1)  # φ0(t_j) = e^{−t²/2}, shape (J, 1)
+    squared_error = (ecf[0] - target).square() + ecf[1].square()  # |φ̂ − φ0|², shape (J, M)
+    per_direction = n * ((weights.unsqueeze(-1) * target) * squared_error).sum(0)
+    return per_direction.mean()
+
+
+@REGULARISERS.register("sigreg")
+class SIGReg(nn.Module):
+    """SIGReg regulariser with fresh random directions at every call.
+
+    Parameters
+    ----------
+    num_directions
+        Directions M sampled per call (the paper: 256).
+    knots, t_max
+        Quadrature (the paper: 17 knots on [0, 3]).
+    """
+
+    def __init__(self, num_directions: int = 256, knots: int = 17, t_max: float = 3.0):
+        super().__init__()
+        _trapezoid(knots, t_max)  # validates early
+        if num_directions < 1:
+            raise ValueError(f"SIGReg: num_directions must be >= 1, got {num_directions}")
+        self.num_directions, self.knots, self.t_max = num_directions, knots, t_max
+
+    def forward(
+        self,
+        z: Tensor,
+        generator: torch.Generator | None = None,
+        *,
+        reduce: MeanReduce | None = None,
+    ) -> Tensor:
+        """SIGReg of all tokens of ``z`` (shape (..., K), leading dims flattened), with
+        directions drawn from ``generator``."""
+        tokens = z.reshape(-1, z.shape[-1])
+        dtype = torch.promote_types(z.dtype, torch.float32)
+        directions = sample_directions(
+            tokens.shape[1], self.num_directions, generator, device=z.device, dtype=dtype
+        )
+        return sigreg(tokens, directions, knots=self.knots, t_max=self.t_max, reduce=reduce)
+
+    def extra_repr(self) -> str:
+        return f"num_directions={self.num_directions}, knots={self.knots}, t_max={self.t_max}"

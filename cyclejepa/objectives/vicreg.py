@@ -1,0 +1,106 @@
+"""VICReg's variance and covariance terms, the literature's alternative to SIGReg.
+
+VICReg (Bardes, Ponce & LeCun, 2022) regularises a batch ``z`` (N, K) with
+
+    v(z) = (1/K) Σ_k max(0, γ − sqrt(Var(z_k) + ε)),    c(z) = (1/K) Σ_{k≠l} Cov(z)_{kl}²,
+
+(unbiased variances and covariance, γ = 1, ε = 1e-4) weighted μ = 25 and ν = 1 next to an
+invariance term of weight λ = 25. Here the prediction loss (weight 1) plays the invariance role,
+so a trainer that wants VICReg's ratios uses λ_reg = 1/25 on this regulariser.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from cyclejepa.objectives.sigreg import MeanReduce
+from cyclejepa.registry import REGULARISERS
+
+
+def vicreg(
+    z: Tensor,
+    *,
+    variance_weight: float = 25.0,
+    covariance_weight: float = 1.0,
+    std_target: float = 1.0,
+    eps: float = 1e-4,
+    reduce: MeanReduce | None = None,
+) -> Tensor:
+    """VICReg regulariser ``variance_weight · v(z) + covariance_weight · c(z)``.
+
+    Parameters
+    ----------
+    z
+        Samples, shape (N, K) with N >= 2.
+    variance_weight, covariance_weight
+        μ and ν (VICReg's defaults 25 and 1).
+    std_target, eps
+        Hinge target γ and the ε inside the square root.
+    reduce
+        Optional ``reduce(moments, n) -> (moments, n)`` applied to the first and second sample
+        moments (concatenated into one vector of length K + K²) and N; under DDP it returns their
+        n-weighted average over ranks so that every rank regularises the global batch.
+
+    Returns
+    -------
+    Tensor
+        Scalar, in the promoted dtype of ``z`` (at least float32).
+    """
+    if z.dim() != 2 or z.shape[0] < 2:
+        raise ValueError(f"vicreg: z must have shape (N, K) with N >= 2, got {tuple(z.shape)}")
+    dim = z.shape[1]
+    z = z.to(torch.promote_types(z.dtype, torch.float32))
+    moments = torch.cat((z.mean(0), (z.T @ z).flatten() / z.shape[0]))
+    n: int | Tensor = z.shape[0]
+    if reduce is not None:
+        moments, n = reduce(moments, n)
+    mean, second = moments[:dim], moments[dim:].view(dim, dim)
+    covariance = (second - torch.outer(mean, mean)) * (n / (n - 1))
+    std = torch.sqrt(covariance.diagonal() + eps)
+    variance_term = torch.relu(std_target - std).mean()
+    off_diagonal = covariance - torch.diag_embed(covariance.diagonal())
+    covariance_term = off_diagonal.square().sum() / dim
+    return variance_weight * variance_term + covariance_weight * covariance_term
+
+
+@REGULARISERS.register("vicreg")
+class VICReg(nn.Module):
+    """VICReg variance + covariance regulariser on all tokens of ``z`` (shape (..., K)).
+
+    Same call signature as `SIGReg`, so the trainer can swap them; it draws no random numbers.
+    """
+
+    def __init__(
+        self,
+        variance_weight: float = 25.0,
+        covariance_weight: float = 1.0,
+        std_target: float = 1.0,
+        eps: float = 1e-4,
+    ):
+        super().__init__()
+        self.variance_weight, self.covariance_weight = variance_weight, covariance_weight
+        self.std_target, self.eps = std_target, eps
+
+    def forward(
+        self,
+        z: Tensor,
+        generator: torch.Generator | None = None,
+        *,
+        reduce: MeanReduce | None = None,
+    ) -> Tensor:
+        """VICReg of the flattened tokens; ``generator`` is accepted for interface parity."""
+        return vicreg(
+            z.reshape(-1, z.shape[-1]),
+            variance_weight=self.variance_weight,
+            covariance_weight=self.covariance_weight,
+            std_target=self.std_target,
+            eps=self.eps,
+            reduce=reduce,
+        )
+
+    def extra_repr(self) -> str:
+        return (
+            f"variance_weight={self.variance_weight}, covariance_weight={self.covariance_weight}, "
+            f"std_target={self.std_target}, eps={self.eps}"
+        )

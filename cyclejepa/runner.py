@@ -1,0 +1,193 @@
+"""`cyclejepa run`: prepare → pre-train every arm × seed → evaluate the grid → report.
+
+Everything lands in one output directory (``output_dir`` of the config)::
+
+    <output_dir>/
+      config.yaml                 the resolved configuration of this run
+      cache/                      the preprocessing cache (unless data.cache_dir says otherwise)
+      runs/<arm>-seed<seed>/      metrics.jsonl, checkpoints/step_XXXXXX.pt, done.json
+      evaluation/<arm>-seed<seed>-step<step>.json
+      report/                     report.md, report.json, figures (*.png)
+      unseal_audit.jsonl          one line per evaluation on the sealed fold
+
+A stage whose outputs exist for the same configuration is skipped, so re-running a finished
+experiment does nothing and a killed one resumes from its last checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from cyclejepa import __version__
+from cyclejepa.config import ArmConfig, ExperimentConfig
+
+SEALED_FOLD = 10
+
+
+class SealedFoldError(PermissionError):
+    """Evaluation on the sealed test fold without an explicit, audited unseal."""
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """One pre-training run of the grid."""
+
+    arm: ArmConfig
+    seed: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.arm.name}-seed{self.seed}"
+
+
+def plan_runs(cfg: ExperimentConfig) -> list[RunPlan]:
+    """Every arm × seed of the experiment, arm-major."""
+    return [RunPlan(arm, seed) for arm in cfg.runs.arms for seed in cfg.runs.seeds]
+
+
+def evaluation_steps(cfg: ExperimentConfig) -> list[int]:
+    """The evaluated checkpoints: configured steps that the schedule reaches and checkpoints."""
+    steps = cfg.training.steps
+    every = cfg.training.checkpoint_every
+    return sorted({s for s in cfg.evaluation.steps if s <= steps and (s % every == 0 or s == steps)})
+
+
+def describe_plan(cfg: ExperimentConfig) -> list[str]:
+    """Human-readable lines of what `run` would do, and which stages are already done."""
+    out = Path(cfg.output_dir)
+    lines = [f"output: {out}", f"data: {_corpus_line(cfg)}", f"cache: {cache_dir(cfg)}"]
+    for plan in plan_runs(cfg):
+        state = "done" if _finished(cfg, plan) else "to train"
+        lines.append(
+            f"pre-train {plan.name}: λ_trans={plan.arm.transport_weight}, "
+            f"{cfg.training.steps} steps × batch {cfg.training.batch_size} [{state}]"
+        )
+    lines.append(
+        f"evaluate steps {evaluation_steps(cfg)} on folds {cfg.data.eval_folds} "
+        f"(probe fitted on folds {cfg.data.train_folds})"
+    )
+    if SEALED_FOLD in cfg.data.eval_folds:
+        lines.append(f"fold {SEALED_FOLD} is sealed: " + ("UNSEALED (audited)" if cfg.evaluation.unseal else "needs --unseal"))
+    lines.append(f"report: {out / 'report' / 'report.md'}")
+    return lines
+
+
+def _corpus_line(cfg: ExperimentConfig) -> str:
+    root = cfg.data.resolved_root()
+    if cfg.data.synthetic_records:
+        return f"synthetic corpus of {cfg.data.synthetic_records} records at {root}"
+    return f"PTB-XL at {root}"
+
+
+def cache_dir(cfg: ExperimentConfig) -> Path:
+    return Path(cfg.data.cache_dir or Path(cfg.output_dir) / "cache")
+
+
+def run_dir(cfg: ExperimentConfig, plan: RunPlan) -> Path:
+    return Path(cfg.output_dir) / "runs" / plan.name
+
+
+def prepare(cfg: ExperimentConfig, progress: bool = True):
+    """Stage 1: write the synthetic corpus when configured and missing, then build the cache."""
+    from cyclejepa.data.cache import prepare_cache
+
+    root = cfg.data.resolved_root()
+    if cfg.data.synthetic_records and root is not None and not (root / "ptbxl_database.csv").exists():
+        from cyclejepa.data.synthetic import write_synthetic_corpus
+
+        write_synthetic_corpus(root, cfg.data.synthetic_records, seed=cfg.data.synthetic_seed, progress=progress)
+    return prepare_cache(
+        root,
+        cache_dir(cfg),
+        train_folds=tuple(cfg.data.train_folds),
+        phase_provider=cfg.phase.provider,
+        phase_options=cfg.phase.options,
+        workers=cfg.data.workers,
+        progress=progress,
+    )
+
+
+def _finished(cfg: ExperimentConfig, plan: RunPlan) -> bool:
+    done = run_dir(cfg, plan) / "done.json"
+    return done.exists() and json.loads(done.read_text())["config_hash"] == cfg.config_hash()
+
+
+def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True) -> Path:
+    """Stage 2 for one arm × seed: train (resuming from the last checkpoint) unless finished."""
+    from cyclejepa.training import Trainer, latest_checkpoint
+
+    directory = run_dir(cfg, plan)
+    if _finished(cfg, plan):
+        return directory
+    rows = cache.select(cfg.data.train_folds)
+    trainer = Trainer(
+        cfg,
+        cache.signals[rows],
+        cache.phases(cfg.phase.convention)[rows],
+        directory,
+        seed=plan.seed,
+        transport_weight=plan.arm.transport_weight,
+    )
+    last = latest_checkpoint(directory / "checkpoints")
+    if last is not None:
+        trainer.resume(last)
+    trainer.fit(progress=progress)
+    _write_json(directory / "done.json", {"config_hash": cfg.config_hash(), "steps": trainer.step})
+    return directory
+
+
+def require_unsealed(cfg: ExperimentConfig) -> None:
+    """Raise `SealedFoldError` when the evaluation folds hold the sealed fold and it is not unsealed."""
+    if SEALED_FOLD in cfg.data.eval_folds and not cfg.evaluation.unseal:
+        raise SealedFoldError(
+            f"evaluation folds {cfg.data.eval_folds} include the sealed fold {SEALED_FOLD}; "
+            "pass --unseal (or set evaluation.unseal: true) to evaluate on it — it is audited"
+        )
+
+
+def audit_unseal(cfg: ExperimentConfig) -> None:
+    """Before touching the sealed fold: check it is unsealed and append to the audit log."""
+    require_unsealed(cfg)
+    if SEALED_FOLD not in cfg.data.eval_folds:
+        return
+    entry = {
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "config_hash": cfg.config_hash(),
+        "git_revision": _git_revision(),
+        "cyclejepa": __version__,
+        "eval_folds": cfg.data.eval_folds,
+    }
+    audit = Path(cfg.output_dir) / "unseal_audit.jsonl"
+    audit.parent.mkdir(parents=True, exist_ok=True)
+    with audit.open("a") as stream:
+        stream.write(json.dumps(entry) + "\n")
+
+
+def _git_revision() -> str:
+    try:
+        found = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
+        )
+        return found.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def _write_json(path: Path, value) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_suffix(".tmp")
+    temporary.write_text(json.dumps(value, indent=2))
+    temporary.replace(path)
+
+
+def write_resolved_config(cfg: ExperimentConfig) -> Path:
+    path = Path(cfg.output_dir) / "config.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    return path
