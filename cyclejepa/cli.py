@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import platform
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated
 
@@ -95,6 +96,120 @@ def phase(
             table.add_row(result["record"], str(result["fs"]), str(len(result["r_peaks"])), f"{result['phase_yield']:.3f}", verdict)
     if format == "table":
         console.print(table)
+
+
+@app.command()
+def synth(
+    out: Annotated[Path, typer.Option(help="corpus folder (PTB-XL 1.0.3 layout)")],
+    records: Annotated[int, typer.Option(min=1, help="number of records")] = 2000,
+    seed: Annotated[int, typer.Option(help="random seed")] = 0,
+    workers: Annotated[int, typer.Option(min=1, help="worker processes")] = 1,
+) -> None:
+    """Write a synthetic corpus in the exact PTB-XL layout, with ground-truth R-peaks."""
+    from cyclejepa.data.synthetic import write_synthetic_corpus
+
+    path = write_synthetic_corpus(out, records, seed=seed, workers=workers)
+    console.print(f"wrote {records} synthetic records to {path}")
+
+
+@app.command()
+def prepare(config: ConfigPath, set_: Overrides = None) -> None:
+    """Build the preprocessing cache of a config's corpus (idempotent)."""
+    from cyclejepa.runner import prepare as prepare_stage
+
+    cfg = _load(config, set_)
+    with _user_errors():
+        cache = prepare_stage(cfg)
+    counts = cache.manifest["counts"]
+    console.print(f"cache {cache.path}: {counts['kept']} records kept, {counts['rejected']} rejected")
+
+
+@app.command()
+def download(
+    dataset: Annotated[str, typer.Argument(help="dataset name: ptbxl")],
+    dest: Annotated[Path, typer.Option(help="destination folder")],
+) -> None:
+    """Download a dataset from PhysioNet (needs network access)."""
+    from cyclejepa.data.ptbxl import download_ptbxl
+
+    if dataset != "ptbxl":
+        raise typer.BadParameter(f"unknown dataset {dataset!r}; available: ptbxl")
+    with _user_errors():
+        path = download_ptbxl(dest)
+    console.print(f"PTB-XL is in {path}")
+
+
+@app.command()
+def train(
+    config: ConfigPath,
+    arm: Annotated[str | None, typer.Option(help="arm name (default: the first)")] = None,
+    seed: Annotated[int | None, typer.Option(help="seed (default: the first)")] = None,
+    set_: Overrides = None,
+) -> None:
+    """Pre-train one arm × seed; under torchrun, data-parallel over the processes."""
+    from cyclejepa import runner
+    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.training import Trainer, init_distributed, latest_checkpoint
+    from cyclejepa.training.trainer import resolve_device
+
+    cfg = _load(config, set_)
+    arms = {a.name: a for a in cfg.runs.arms}
+    if arm is not None and arm not in arms:
+        raise typer.BadParameter(registry.unknown_name_message("arm", arm, list(arms)))
+    plan = runner.RunPlan(arms[arm] if arm else cfg.runs.arms[0], cfg.runs.seeds[0] if seed is None else seed)
+    dist = init_distributed(resolve_device(cfg.training.device).type)
+    with _user_errors():
+        cache = runner.prepare(cfg, progress=dist.is_main) if dist.is_main else None
+        if dist.enabled:
+            import torch.distributed
+
+            torch.distributed.barrier()
+        cache = cache or PreparedCache(runner.cache_dir(cfg))
+        rows = cache.select(cfg.data.train_folds)
+        directory = runner.run_dir(cfg, plan)
+        trainer = Trainer(
+            cfg, cache.signals[rows], cache.phases(cfg.phase.convention)[rows], directory,
+            seed=plan.seed, transport_weight=plan.arm.transport_weight, dist=dist,
+        )
+        last = latest_checkpoint(directory / "checkpoints")
+        if last is not None:
+            trainer.resume(last)
+        final = trainer.fit(progress=dist.is_main)
+    if dist.is_main:
+        console.print(f"{plan.name}: step {trainer.step}, checkpoint {final}")
+
+
+@app.command()
+def run(
+    config: ConfigPath,
+    set_: Overrides = None,
+    unseal: Annotated[bool, typer.Option("--unseal", help="allow (and audit) evaluation on the sealed fold")] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan and exit")] = False,
+) -> None:
+    """Prepare → pre-train every arm × seed → evaluate the grid → report, in one output folder."""
+    from cyclejepa import runner
+
+    cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
+    if dry_run:
+        for line in runner.describe_plan(cfg):
+            console.print(line, highlight=False)
+        return
+    with _user_errors():
+        report = runner.run_experiment(cfg)
+    console.print(f"[green]report[/green] {report}")
+
+
+@contextmanager
+def _user_errors():
+    """Print errors a user can act on (missing data, bad records, sealed fold) without a traceback."""
+    from cyclejepa.data.ptbxl import DatasetNotFound, DownloadFailed
+    from cyclejepa.runner import SealedFoldError
+
+    try:
+        yield
+    except (DatasetNotFound, DownloadFailed, SealedFoldError, FileNotFoundError) as error:
+        errors.print(f"[red]error[/red] {error}", highlight=False)
+        raise typer.Exit(code=1) from None
 
 
 def _devices() -> list[str]:

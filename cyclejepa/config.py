@@ -194,6 +194,9 @@ class ExperimentConfig(Section):
     augmentations: list[AugmentationConfig] = Field(default_factory=_paper_augmentations)
     runs: RunsConfig = Field(default_factory=RunsConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
+    grid: dict[str, list[Any]] = Field(
+        default_factory=dict, description="key.path -> values: `run` trains every combination"
+    )
 
     def config_hash(self) -> str:
         """A stable short hash of the whole configuration."""
@@ -226,9 +229,32 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig
 def parse_config(raw: dict[str, Any], source: str = "config") -> ExperimentConfig:
     """Validate a nested mapping into an `ExperimentConfig`, with readable errors."""
     try:
-        return ExperimentConfig.model_validate(raw)
+        cfg = ExperimentConfig.model_validate(raw)
     except ValidationError as error:
         raise ConfigError([_describe(e) for e in error.errors()], source=source) from None
+    expand_grid(cfg)  # every combination must validate too
+    return cfg
+
+
+def expand_grid(cfg: ExperimentConfig) -> list[tuple[str, ExperimentConfig]]:
+    """Every combination of ``cfg.grid`` as (label, config), each in ``<output_dir>/grid/<label>``."""
+    import itertools
+
+    if not cfg.grid:
+        return [("", cfg)]
+    base = cfg.model_dump(mode="json", exclude={"grid"})
+    keys = sorted(cfg.grid)
+    expanded = []
+    for index, values in enumerate(itertools.product(*(cfg.grid[k] for k in keys))):
+        label = f"g{index:02d}"
+        overrides = [f"{key}={json.dumps(value)}" for key, value in zip(keys, values)]
+        shared = [
+            f"output_dir={json.dumps(str(cfg.output_dir / 'grid' / label))}",
+            f"data.cache_dir={json.dumps(str(cfg.data.cache_dir or cfg.output_dir / 'cache'))}",
+        ]
+        raw = apply_overrides(base, overrides + shared)
+        expanded.append((label, parse_config(raw, source=f"grid {label} ({', '.join(overrides)})")))
+    return expanded
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

@@ -191,3 +191,17 @@ def write_resolved_config(cfg: ExperimentConfig) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
     return path
+
+
+def run_experiment(cfg: ExperimentConfig, progress: bool = True) -> Path:
+    """Every stage in order; returns the report path. Finished stages are skipped."""
+    require_unsealed(cfg)
+    write_resolved_config(cfg)
+    cache = prepare(cfg, progress=progress)
+    for plan in plan_runs(cfg):
+        pretrain(cfg, cache, plan, progress=progress)
+    from cyclejepa.evaluation.stage import evaluate_grid
+    from cyclejepa.evaluation.report import write_report
+
+    evaluate_grid(cfg, cache, plan_runs(cfg), evaluation_steps(cfg), progress=progress)
+    return write_report(Path(cfg.output_dir))
