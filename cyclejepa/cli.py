@@ -207,7 +207,7 @@ def _user_errors():
 
     try:
         yield
-    except (DatasetNotFound, DownloadFailed, SealedFoldError, FileNotFoundError) as error:
+    except (DatasetNotFound, DownloadFailed, SealedFoldError, FileNotFoundError, FileExistsError, ValueError) as error:
         errors.print(f"[red]error[/red] {error}", highlight=False)
         raise typer.Exit(code=1) from None
 

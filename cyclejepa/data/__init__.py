@@ -29,3 +29,12 @@ from cyclejepa.data.ptbxl import (
     eligible_subclasses,
     read_record,
 )
+from cyclejepa.data.synthetic import (
+    HEADER_LEADS,
+    RPEAKS_FILENAME,
+    SyntheticRecords,
+    generate_metadata,
+    generate_records,
+    read_rpeaks,
+    write_synthetic_corpus,
+)

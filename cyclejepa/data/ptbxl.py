@@ -1,0 +1,439 @@
+"""PTB-XL 1.0.3 reader: metadata, diagnostic labels, verified 500 Hz records, download helper.
+
+The layout is PhysioNet's release of PTB-XL 1.0.3::
+
+    ROOT/ptbxl_database.csv      one row per recording (ecg_id, patient_id, age, sex, scp_codes,
+                                 strat_fold, filename_lr, filename_hr, ...)
+    ROOT/scp_statements.csv      the 71 SCP-ECG statements and their diagnostic hierarchy
+    ROOT/records500/00000/00001_hr.{hea,dat}   WFDB format 16, 12 leads, 5,000 samples
+    ROOT/records100/...          the 100 Hz release (unused: decimation happens locally)
+
+`read_record` implements steps 1-3 of the paper's preprocessing chain (read in physical mV,
+verify checksum, extent, sampling rate and lead order). A record that fails a check raises
+`RecordRejected` naming the record, the check and what was found; nothing is repaired.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Mapping
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cyclejepa.registry import DATASETS
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "CHECKS",
+    "DatasetNotFound",
+    "DownloadFailed",
+    "FS",
+    "LEADS",
+    "N_SAMPLES",
+    "PTBXL",
+    "RecordRejected",
+    "SUBCLASSES",
+    "SUPERCLASSES",
+    "checksum16",
+    "diagnostic_labels",
+    "diagnostic_map",
+    "download_ptbxl",
+    "eligible_subclasses",
+    "parse_scp_codes",
+    "read_record",
+    "read_verified",
+    "resolve_root",
+]
+
+FS = 500
+"""Sampling rate every record must declare (Hz)."""
+N_SAMPLES = 5000
+"""Samples per lead of a 10 s record at `FS`."""
+LEADS = ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6")
+"""The required lead order (compared with each header case-insensitively)."""
+SUPERCLASSES = ("NORM", "MI", "STTC", "CD", "HYP")
+"""The five diagnostic superclasses, in the paper's order."""
+SUBCLASSES = (
+    "AMI", "CLBBB", "CRBBB", "ILBBB", "IMI", "IRBBB", "ISCA", "ISCI", "ISC_", "IVCD",
+    "LAFB/LPFB", "LAO/LAE", "LMI", "LVH", "NORM", "NST_", "PMI", "RAO/RAE", "RVH", "SEHYP",
+    "STTC", "WPW", "_AVB",
+)  # fmt: skip
+"""The 23 diagnostic subclasses of PTB-XL 1.0.3, sorted."""
+CHECKS = (
+    "unreadable",
+    "sampling_rate",
+    "extent",
+    "lead_order",
+    "format",
+    "checksum",
+    "calibration",
+    "non_finite",
+)
+"""Names a `RecordRejected.check` can take, in the order the checks run."""
+
+DATABASE_CSV = "ptbxl_database.csv"
+STATEMENTS_CSV = "scp_statements.csv"
+PHYSIONET_SLUG = "ptb-xl"
+PHYSIONET_URL = "https://physionet.org/content/ptb-xl/1.0.3/"
+_UNIT_FACTORS = {"mv": 1.0, "uv": 1e-3, "µv": 1e-3, "μv": 1e-3, "v": 1e3}
+_FMT16_INVALID = -32768  # WFDB's "no sample" value in format 16
+
+
+class DatasetNotFound(FileNotFoundError):
+    """PTB-XL is missing or incomplete; the message says where it must be and how to get it."""
+
+    def __init__(self, root: Path | None, missing: str):
+        self.root = root
+        where = f"at {root}" if root is not None else "(no root given)"
+        super().__init__(
+            f"PTB-XL 1.0.3 not found {where}: {missing}.\n"
+            f"Point `data.root` in the config (or the CYCLEJEPA_PTBXL environment variable) at "
+            f"the folder that holds {DATABASE_CSV}, {STATEMENTS_CSV} and records500/.\n"
+            f"To get it: `cyclejepa download ptbxl --dest DIR` (wraps "
+            f"wfdb.dl_database('{PHYSIONET_SLUG}', DIR)), or download the zip from "
+            f"{PHYSIONET_URL} and unpack it so that {DATABASE_CSV} sits directly in DIR.\n"
+            f"Without PTB-XL, `cyclejepa synth --out DIR --records N` writes a synthetic corpus "
+            f"in the same layout."
+        )
+
+
+class DownloadFailed(RuntimeError):
+    """PhysioNet could not be reached or the download broke off."""
+
+
+class RecordRejected(Exception):
+    """A record failed a verification check.
+
+    Attributes
+    ----------
+    record_id : the ecg_id (the record's file name when read without one)
+    check : one of `CHECKS`
+    detail : what was found
+    """
+
+    def __init__(self, record_id: object, check: str, detail: str):
+        self.record_id, self.check, self.detail = record_id, check, detail
+        super().__init__(f"record {record_id} rejected ({check}): {detail}")
+
+    def __reduce__(self):  # picklable across worker processes
+        return type(self), (self.record_id, self.check, self.detail)
+
+
+# --------------------------------------------------------------------------------------------
+# dataset root and metadata
+
+
+def resolve_root(root: str | os.PathLike | None = None) -> Path:
+    """The PTB-XL folder: ``root``, else ``$CYCLEJEPA_PTBXL``; raises `DatasetNotFound`."""
+    from cyclejepa.config import PTBXL_ENV
+
+    if root is None:
+        env = os.environ.get(PTBXL_ENV)
+        if not env:
+            raise DatasetNotFound(None, f"neither `data.root` nor ${PTBXL_ENV} is set")
+        root = env
+    root = Path(root).expanduser()
+    if not root.is_dir():
+        raise DatasetNotFound(root, "the folder does not exist")
+    missing = [name for name in (DATABASE_CSV, STATEMENTS_CSV) if not (root / name).is_file()]
+    if missing:
+        raise DatasetNotFound(root, f"missing {', '.join(missing)}")
+    return root
+
+
+def parse_scp_codes(text: str) -> dict[str, float]:
+    """The ``scp_codes`` cell (a Python dict literal, statement -> likelihood %) as a dict."""
+    codes = ast.literal_eval(text)
+    if not isinstance(codes, dict):
+        raise ValueError(f"scp_codes is not a dict literal: {text!r}")
+    return {str(code): float(likelihood) for code, likelihood in codes.items()}
+
+
+def diagnostic_map(statements: pd.DataFrame) -> dict[str, tuple[str, str]]:
+    """Diagnostic statement code -> (superclass, subclass), from scp_statements.csv."""
+    diagnostic = statements[statements["diagnostic"] == 1]
+    classes = zip(diagnostic["diagnostic_class"], diagnostic["diagnostic_subclass"])
+    return dict(zip(diagnostic.index, classes))
+
+
+def diagnostic_labels(
+    scp_codes: Mapping[str, float], diagnostic: Mapping[str, tuple[str, str]]
+) -> tuple[set[str], set[str]]:
+    """Diagnostic superclasses and subclasses of one record.
+
+    PTB-XL benchmark convention: every diagnostic statement present in ``scp_codes`` counts,
+    whatever its likelihood (0 % included); form and rhythm statements carry no diagnostic
+    class. ``diagnostic`` is `diagnostic_map` of scp_statements.csv.
+    """
+    present = [diagnostic[code] for code in scp_codes if code in diagnostic]
+    return {sup for sup, _ in present}, {sub for _, sub in present}
+
+
+def eligible_subclasses(meta: pd.DataFrame, fold: int = 9, min_positives: int = 20) -> list[str]:
+    """Subclasses with at least ``min_positives`` positive records in ``fold`` (the "17-class" set).
+
+    ``meta`` needs a ``fold`` column and the ``sub_<SUBCLASS>`` multi-hot columns.
+    """
+    in_fold = meta["fold"].to_numpy() == fold
+    if not in_fold.any():
+        raise ValueError(f"no record in fold {fold}; folds present: {sorted(set(meta['fold']))}")
+    return [s for s in SUBCLASSES if int(meta.loc[in_fold, f"sub_{s}"].sum()) >= min_positives]
+
+
+@DATASETS.register("ptbxl")
+class PTBXL:
+    """A PTB-XL 1.0.3 folder: metadata, labels and verified records.
+
+    Parameters
+    ----------
+    root : the folder holding ptbxl_database.csv; None reads ``$CYCLEJEPA_PTBXL``.
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None):
+        self.root = resolve_root(root)
+
+    def __repr__(self) -> str:
+        return f"PTBXL({str(self.root)!r})"
+
+    @cached_property
+    def database(self) -> pd.DataFrame:
+        """ptbxl_database.csv as read, indexed by ``ecg_id``."""
+        import pandas as pd
+
+        return pd.read_csv(self.root / DATABASE_CSV, index_col="ecg_id")
+
+    @cached_property
+    def statements(self) -> pd.DataFrame:
+        """scp_statements.csv indexed by statement code; checked against the 1.0.3 vocabulary."""
+        import pandas as pd
+
+        table = pd.read_csv(self.root / STATEMENTS_CSV, index_col=0)
+        diagnostic = table[table["diagnostic"] == 1]
+        for column, vocabulary in (
+            ("diagnostic_class", SUPERCLASSES),
+            ("diagnostic_subclass", SUBCLASSES),
+        ):
+            unknown = sorted(set(diagnostic[column]) - set(vocabulary))
+            if unknown:
+                raise ValueError(
+                    f"{self.root / STATEMENTS_CSV}: {column} {unknown} is not in the PTB-XL 1.0.3 "
+                    f"vocabulary {list(vocabulary)}"
+                )
+        return table
+
+    @cached_property
+    def metadata(self) -> pd.DataFrame:
+        """One row per record, sorted by ecg_id.
+
+        Columns: ecg_id, patient_id, age (300 = de-identified age over 89), sex (0 male,
+        1 female), fold (``strat_fold``), filename_hr, filename_lr, then multi-hot
+        ``super_<CLASS>`` for `SUPERCLASSES` and ``sub_<CLASS>`` for `SUBCLASSES`.
+        """
+        import pandas as pd
+
+        db = self.database.sort_index()
+        table = pd.DataFrame(
+            {
+                "ecg_id": db.index.astype(np.int64),
+                "patient_id": db["patient_id"].astype(np.int64).to_numpy(),
+                "age": db["age"].to_numpy(dtype=float),
+                "sex": db["sex"].to_numpy(),
+                "fold": db["strat_fold"].astype(np.int64).to_numpy(),
+                "filename_hr": db["filename_hr"].to_numpy(),
+                "filename_lr": db["filename_lr"].to_numpy(),
+            }
+        )
+        diagnostic = diagnostic_map(self.statements)
+        labels = [diagnostic_labels(parse_scp_codes(c), diagnostic) for c in db["scp_codes"]]
+        columns = {f"super_{c}": [c in sup for sup, _ in labels] for c in SUPERCLASSES}
+        columns |= {f"sub_{c}": [c in sub for _, sub in labels] for c in SUBCLASSES}
+        multi_hot = pd.DataFrame(columns, dtype=np.uint8)
+        return pd.concat([table, multi_hot], axis=1)
+
+    def record_path(self, ecg_id: int) -> Path:
+        """Path (no extension) of the 500 Hz record of ``ecg_id``."""
+        try:
+            filename = self.database.at[ecg_id, "filename_hr"]
+        except KeyError:
+            raise KeyError(f"ecg_id {ecg_id} is not in {self.root / DATABASE_CSV}") from None
+        return self.root / filename
+
+    def read(self, ecg_id: int) -> np.ndarray:
+        """The verified record ``ecg_id``: (12, 5000) float32 mV (see `read_verified`)."""
+        return read_verified(self.record_path(ecg_id), record_id=ecg_id)
+
+
+def read_record(root: str | os.PathLike | None, record: int | str) -> np.ndarray:
+    """A verified PTB-XL record: (12, 5000) float32 mV, leads in `LEADS` order.
+
+    ``record`` is an ecg_id (looked up in ptbxl_database.csv) or a filename relative to
+    ``root`` such as ``"records500/00000/00001_hr"``. Raises `RecordRejected`.
+    """
+    if isinstance(record, (int, np.integer)):
+        return PTBXL(root).read(int(record))
+    return read_verified(resolve_root(root) / record, record_id=record)
+
+
+# --------------------------------------------------------------------------------------------
+# verification: steps 1-3 of the preprocessing chain
+
+
+def checksum16(digital: np.ndarray) -> np.ndarray:
+    """WFDB checksum per signal: the sum of a signal's stored samples modulo 2**16.
+
+    ``digital`` is (samples, signals) of stored integers; returns values in [0, 65536).
+    """
+    return np.mod(np.asarray(digital, dtype=np.int64).sum(axis=0), 65536)
+
+
+def read_verified(path: str | os.PathLike, record_id: object = None) -> np.ndarray:
+    """Steps 1-3 of the chain on the WFDB record at ``path`` (no extension).
+
+    The first failed check raises `RecordRejected` with its name. In order: ``unreadable``
+    (header cannot be parsed), ``sampling_rate`` (header fs != 500), ``extent`` (header not
+    12 signals x 5,000 samples), ``lead_order`` (names differ from `LEADS`, compared
+    case-insensitively; never reordered), ``format`` (not WFDB format 16), ``extent`` (a .dat
+    file whose size differs from what the header implies, e.g. truncated), ``unreadable``
+    (samples cannot be read), ``checksum`` (header checksum absent or different from the
+    stored samples'), ``calibration`` (unknown unit, or a gain that is not finite and
+    positive), ``non_finite`` (an invalid sample, -32768 in format 16, or a non-finite value).
+
+    Returns
+    -------
+    (12, 5000) float32 array in mV: (stored - baseline) / gain x unit factor, computed in
+    float64 and rounded once.
+    """
+    import wfdb
+
+    path = Path(path)
+    record_id = path.name if record_id is None else record_id
+
+    def reject(check: str, detail: str) -> RecordRejected:
+        return RecordRejected(record_id, check, detail)
+
+    try:
+        header = wfdb.rdheader(str(path))
+    except Exception as error:
+        raise reject("unreadable", f"header {path}.hea: {error}") from error
+    _verify_header(header, reject)
+    _verify_file_sizes(header, path.parent, reject)
+    try:
+        digital = wfdb.rdrecord(str(path), physical=False, return_res=64).d_signal
+    except Exception as error:
+        raise reject("unreadable", f"samples of {path}: {error}") from error
+    _verify_checksums(header, digital, reject)
+    return _physical_mv(header, digital, reject)
+
+
+def _verify_header(header, reject) -> None:
+    if header.fs != FS:
+        raise reject("sampling_rate", f"header declares fs = {header.fs:g} Hz, expected {FS}")
+    if header.n_sig != len(LEADS) or header.sig_len != N_SAMPLES:
+        raise reject(
+            "extent",
+            f"header declares {header.n_sig} signals x {header.sig_len} samples, "
+            f"expected {len(LEADS)} x {N_SAMPLES}",
+        )
+    names = [str(name) for name in header.sig_name]
+    if [n.lower() for n in names] != [n.lower() for n in LEADS]:
+        raise reject("lead_order", f"header leads {names}, expected {list(LEADS)}")
+    formats = sorted(set(header.fmt))
+    if formats != ["16"]:
+        raise reject("format", f"WFDB format {formats}, expected 16")
+
+
+def _verify_file_sizes(header, folder: Path, reject) -> None:
+    """Every .dat file holds exactly the header's samples (format 16: 2 bytes each)."""
+    offsets = header.byte_offset or [0] * header.n_sig
+    for file_name in dict.fromkeys(header.file_name):
+        n_signals = header.file_name.count(file_name)
+        offset = offsets[header.file_name.index(file_name)] or 0
+        expected = offset + 2 * n_signals * header.sig_len
+        file = folder / file_name
+        if not file.is_file():
+            raise reject("unreadable", f"signal file {file} does not exist")
+        size = file.stat().st_size
+        if size != expected:
+            raise reject(
+                "extent", f"{file.name} has {size} bytes, the header implies {expected}"
+            )
+
+
+def _verify_checksums(header, digital: np.ndarray, reject) -> None:
+    stored = header.checksum
+    if stored is None or any(value is None for value in stored):
+        raise reject("checksum", "the header declares no checksum")
+    computed = checksum16(digital)
+    bad = np.flatnonzero(computed != np.mod(np.asarray(stored, dtype=np.int64), 65536))
+    if bad.size:
+        leads = ", ".join(
+            f"{header.sig_name[i]} (header {stored[i]}, samples {computed[i]})" for i in bad
+        )
+        raise reject("checksum", f"checksum mismatch on {leads}")
+
+
+def _physical_mv(header, digital: np.ndarray, reject) -> np.ndarray:
+    """(stored - baseline) / gain x unit factor, (leads, samples) float32."""
+    units = [str(unit or "mV").lower() for unit in header.units or [None] * header.n_sig]
+    unknown = sorted({u for u in units if u not in _UNIT_FACTORS})
+    if unknown:
+        raise reject("calibration", f"unknown physical unit(s) {unknown}")
+    gain = np.asarray(header.adc_gain, dtype=np.float64)
+    if not np.all(np.isfinite(gain) & (gain > 0)):
+        raise reject("calibration", f"ADC gains {gain.tolist()} are not all finite and positive")
+    factor = np.array([_UNIT_FACTORS[u] for u in units])
+    baseline = np.asarray(header.baseline, dtype=np.float64)
+    invalid = digital == _FMT16_INVALID
+    signal = ((digital - baseline) / gain * factor).T
+    if invalid.any() or not np.isfinite(signal).all():
+        leads = [header.sig_name[i] for i in np.flatnonzero(invalid.any(axis=0))]
+        raise reject(
+            "non_finite",
+            f"{int(invalid.sum())} invalid samples (-32768) on leads {leads}"
+            if leads
+            else "non-finite physical values",
+        )
+    return signal.astype(np.float32)
+
+
+# --------------------------------------------------------------------------------------------
+# download
+
+
+def download_ptbxl(dest: str | os.PathLike, *, timeout: float = 10.0) -> Path:
+    """Download PTB-XL from PhysioNet into ``dest`` and return ``dest``.
+
+    Fetches ptbxl_database.csv and scp_statements.csv with `wfdb.dl_files`, then every record
+    with ``wfdb.dl_database("ptb-xl", dest)`` (the latest PhysioNet version, 1.0.3 at the time
+    of writing; about 3 GB, resumable: files already complete are skipped). PhysioNet is probed
+    first with a ``timeout``-second request, so an offline machine fails fast with
+    `DownloadFailed` instead of hanging.
+    """
+    import requests
+    import wfdb
+
+    dest = Path(dest).expanduser()
+    try:
+        requests.head(PHYSIONET_URL, timeout=timeout, allow_redirects=True).raise_for_status()
+    except requests.RequestException as error:
+        raise DownloadFailed(
+            f"cannot reach PhysioNet ({PHYSIONET_URL}): {error}. Download the zip from that page "
+            f"on a machine with network access and unpack it so that {DATABASE_CSV} sits "
+            f"directly in {dest}."
+        ) from error
+    dest.mkdir(parents=True, exist_ok=True)
+    try:
+        wfdb.dl_files(PHYSIONET_SLUG, str(dest), [DATABASE_CSV, STATEMENTS_CSV])
+        wfdb.dl_database(PHYSIONET_SLUG, str(dest))
+    except (requests.RequestException, OSError) as error:
+        raise DownloadFailed(
+            f"download of PTB-XL into {dest} broke off: {error}. Run the same command again to "
+            f"resume."
+        ) from error
+    return dest

@@ -1,0 +1,241 @@
+"""Decimation, normalisation, the preprocessing cache (end to end) and the cohort table."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from cyclejepa.data import cache as cache_module
+from cyclejepa.data.cache import PreparedCache, prepare_cache
+from cyclejepa.data.cohort import cohort_markdown, cohort_table
+from cyclejepa.data.preprocess import Normalisation, decimate, fit_normalisation
+from cyclejepa.data.ptbxl import LEADS, PTBXL, SUPERCLASSES, read_record
+
+wfdb = pytest.importorskip("wfdb")
+signal_lib = pytest.importorskip("scipy.signal")
+
+# ------------------------------------------------------------------------------- decimation
+
+
+def reference_decimate(x: np.ndarray) -> np.ndarray:
+    """Independent float64 decimation: same Kaiser FIR, own edge extension, direct convolution."""
+    taps = signal_lib.firwin(101, 1 / 5, window=("kaiser", 5.0))
+    pad = 100
+    padded = np.pad(x, ((0, 0), (pad, pad)), mode="edge")
+    full = np.stack([np.convolve(row, taps) for row in padded])
+    return full[:, pad + 50 + 5 * np.arange(x.shape[1] // 5)]  # 50 = group delay of 101 taps
+
+
+def test_decimate_matches_independent_fir():
+    x = np.random.default_rng(0).standard_normal((12, 5000)) + 0.3
+    y = decimate(x)
+    assert y.dtype == np.float32 and y.shape == (12, 1000)
+    np.testing.assert_allclose(y, reference_decimate(x), atol=1e-6)
+
+
+@pytest.mark.parametrize("frequency", [1.0, 5.0])
+def test_decimate_has_no_timing_shift(frequency):
+    """Output sample n is the input at t = n/100 s (one 2 ms sample of delay would fail)."""
+    t_in, t_out = np.arange(5000) / 500, np.arange(1000) / 100
+    y = decimate(np.sin(2 * np.pi * frequency * t_in)[None])[0]
+    interior = slice(20, -20)
+    np.testing.assert_allclose(y[interior], np.sin(2 * np.pi * frequency * t_out)[interior], atol=2e-3)
+
+
+def test_decimate_edge_has_no_step_on_constant_baseline():
+    t = np.arange(5000) / 500
+    x = 2.0 + 0.05 * np.sin(2 * np.pi * 1.0 * t)  # 2 mV baseline, slow wave
+    y = decimate(x[None])[0]
+    np.testing.assert_allclose(y, x[::5], atol=2e-3)  # zero padding would halve the end samples
+    assert np.all(decimate(np.full((2, 5000), -1.5)) == np.float32(-1.5))
+
+
+# ---------------------------------------------------------------------------- normalisation
+
+
+def test_fit_normalisation_matches_float64_and_uses_train_rows_only():
+    rng = np.random.default_rng(3)
+    signals = (rng.standard_normal((20, 12, 1000)) * rng.uniform(0.1, 0.4, (1, 12, 1)) + 0.01).astype(
+        np.float32
+    )
+    train = np.arange(20) < 14
+    norm = fit_normalisation(signals, train, chunk=3)
+    chosen = signals[train].astype(np.float64).transpose(1, 0, 2).reshape(12, -1)
+    np.testing.assert_allclose(norm.mean, chosen.mean(axis=1), rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(norm.std, chosen.std(axis=1), rtol=1e-12)
+    changed = signals.copy()
+    changed[~train] *= 10  # a test-fold record must not move the statistics
+    again = fit_normalisation(changed, train)
+    np.testing.assert_array_equal(again.mean, fit_normalisation(signals, train).mean)
+    np.testing.assert_array_equal(again.std, fit_normalisation(signals, train).std)
+    z = norm.apply(signals[:2])
+    np.testing.assert_allclose(z, (signals[:2] - norm.mean[:, None]) / norm.std[:, None], rtol=1e-5)
+    with pytest.raises(ValueError, match="no training record"):
+        fit_normalisation(signals, np.zeros(20, bool))
+    with pytest.raises(ValueError, match="positive"):
+        Normalisation(np.zeros(12), np.zeros(12))
+
+
+# ---------------------------------------------------------------------------- cohort table
+
+
+def hand_meta() -> pd.DataFrame:
+    """Eight records: six in folds 1-2, two in fold 10, with hand-countable composition."""
+    meta = pd.DataFrame(
+        {
+            "ecg_id": range(1, 9),
+            "patient_id": [1, 1, 2, 3, 4, 5, 6, 6],
+            "fold": [1, 1, 2, 2, 2, 2, 10, 10],
+            "age": [40, 50, 300, 60, 70, 300, 30, 80],
+            "sex": [0, 0, 1, 1, 0, 1, 0, 1],
+            "beats": [10, 12, 8, 11, 14, 12, 9, 10],
+            "phase_yield": [0.9, 0.8, 0.7, 0.95, 0.85, 0.6, 0.9, 0.92],
+            "qc_ok": [True, True, False, True, True, False, True, False],
+            "qc_reason": ["", "", "too_few_beats", "", "", "implausible_rr", "", "x"],
+        }
+    )
+    labels = {"NORM": [1, 1, 0, 0, 0, 0, 1, 0], "MI": [0, 0, 1, 1, 0, 0, 0, 1],
+              "STTC": [0, 0, 1, 0, 0, 0, 0, 0], "CD": [0, 0, 0, 0, 0, 0, 0, 0],
+              "HYP": [0, 1, 0, 0, 0, 0, 0, 0]}  # fmt: skip
+    for name in SUPERCLASSES:
+        meta[f"super_{name}"] = labels[name]
+    return meta
+
+
+def test_cohort_table_numbers_on_hand_built_meta():
+    table = cohort_table(hand_meta(), folds_a=(1, 2), folds_b=(10,))
+    a, b = table["Folds 1–2"], table["Fold 10"]
+    assert (a["Recordings"], a["Patients"], b["Recordings"], b["Patients"]) == (6, 5, 2, 1)
+    # ages 40, 50, 60, 70 (two sentinels excluded): median 55, linear quartiles 47.5 and 62.5
+    assert (a["Age, median (years)"], a["Age, lower quartile"], a["Age, upper quartile"]) == (55, 47.5, 62.5)
+    assert a["Age sentinel (age=300)"] == 2 and b["Age sentinel (age=300)"] == 0
+    assert a["Male, %"] == pytest.approx(50.0) and b["Male, %"] == pytest.approx(50.0)
+    assert a["NORM, %"] == pytest.approx(100 * 2 / 6) and a["MI, %"] == pytest.approx(100 * 2 / 6)
+    assert a["HYP, %"] == pytest.approx(100 / 6) and a["CD, %"] == 0
+    assert a["Unlabeled recordings"] == 2 and b["Unlabeled recordings"] == 0  # records 5 and 6
+    assert a["Beats per recording, median"] == 11.5 and b["Phase yield, median"] == pytest.approx(0.91)
+    assert a["Recordings failing phase QC"] == 2 and b["Recordings failing phase QC"] == 1
+    markdown = cohort_markdown(table)
+    assert "| Age, interquartile range | 47.5–62.5 | 42.5–67.5 |" in markdown
+    assert "| NORM, % | 33.3 | 50.0 |" in markdown
+    with pytest.raises(ValueError, match="no record in folds"):
+        cohort_table(hand_meta(), folds_a=(3,))
+
+
+# ------------------------------------------------------------------------- cache end to end
+
+N_RECORDS = 40
+CORRUPTED = {3: "checksum", 7: "sampling_rate", 12: "lead_order", 20: "extent", 31: "non_finite"}
+FLAT_ID = 5  # rewritten as a flat line: passes verification, fails phase QC
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """A 40-record synthetic PTB-XL corpus with five corrupted records and one flat record."""
+    from test_ptbxl import CORRUPTIONS
+
+    from cyclejepa.data.synthetic import write_synthetic_corpus
+
+    root = write_synthetic_corpus(tmp_path_factory.mktemp("ptbxl"), N_RECORDS, seed=0, progress=False)
+    dataset = PTBXL(root)
+    for ecg_id, check in CORRUPTED.items():
+        CORRUPTIONS[check](dataset.record_path(ecg_id))
+    flat = dataset.record_path(FLAT_ID)
+    wfdb.wrsamp(flat.name, fs=500, units=["mV"] * 12, sig_name=[n.upper() for n in LEADS],
+                d_signal=np.full((5000, 12), 7, dtype=np.int64), fmt=["16"] * 12,
+                adc_gain=[1000.0] * 12, baseline=[0] * 12, write_dir=str(flat.parent))  # fmt: skip
+    return root
+
+
+@pytest.fixture(scope="module")
+def prepared(corpus, tmp_path_factory) -> PreparedCache:
+    return prepare_cache(corpus, tmp_path_factory.mktemp("cache") / "c", progress=False)
+
+
+def test_rejection_log_holds_exactly_the_corrupted_records(prepared):
+    assert {r.record_id: r.check for r in prepared.rejections} == CORRUPTED
+    reloaded = PreparedCache(prepared.path)
+    assert {r.record_id: r.check for r in reloaded.rejections} == CORRUPTED
+    kept = [i for i in range(1, N_RECORDS + 1) if i not in CORRUPTED]
+    assert len(prepared) == N_RECORDS - len(CORRUPTED) and prepared.columns["ecg_id"].tolist() == kept
+    assert prepared.manifest["counts"] == {"records": 40, "kept": 35, "rejected": 5, "qc_failed": 1}
+    for array in (prepared.phase_centre, prepared.phase_causal):
+        assert array.shape == (35, 125) and array.dtype == np.float32
+    assert prepared.signals.shape == (35, 12, 1000) and prepared.signals.dtype == np.float32
+
+
+def test_normalisation_and_signals_match_independent_recomputation(prepared, corpus):
+    """Statistics over the kept fold-1..9 records only, by an independent float64 decimation."""
+    ids, folds = prepared.columns["ecg_id"], prepared.columns["fold"]
+    decimated = {i: reference_decimate(read_record(corpus, int(i)).astype(np.float64)) for i in ids}
+    train = np.concatenate([decimated[i] for i, f in zip(ids, folds) if f <= 9], axis=1)
+    np.testing.assert_allclose(prepared.norm.mean, train.mean(axis=1), atol=1e-6)
+    np.testing.assert_allclose(prepared.norm.std, train.std(axis=1), rtol=1e-5)
+    assert json.loads((prepared.path / "norm.json").read_text())["records"] == int((folds <= 9).sum())
+    for row in (0, 17, 34):
+        expected = (decimated[ids[row]] - train.mean(axis=1)[:, None]) / train.std(axis=1)[:, None]
+        np.testing.assert_allclose(prepared.signals[row], expected, atol=1e-4)
+
+
+def test_phases_rpeaks_labels_and_qc_match_their_sources(prepared, corpus):
+    from cyclejepa.registry import PHASE_PROVIDERS
+
+    provider = PHASE_PROVIDERS.build("ecg-rpeak")
+    for row in (0, 20):
+        track = provider.phase(read_record(corpus, int(prepared.columns["ecg_id"][row])), 500, LEADS)
+        np.testing.assert_array_equal(prepared.rpeaks(row), track.events)
+        for convention in ("centre", "causal"):
+            np.testing.assert_allclose(
+                prepared.phases(convention)[row], track.at_tokens(8, 100, convention), atol=1e-6
+            )
+        assert prepared.columns["beats"][row] == len(track.events)
+    flat = prepared.columns["ecg_id"].tolist().index(FLAT_ID)  # QC failure: flagged, kept
+    assert not prepared.columns["qc_ok"][flat] and prepared.columns["qc_reason"][flat]
+    assert np.isnan(prepared.phase_centre[flat]).all() and prepared.columns["qc_ok"].sum() == 34
+    source = PTBXL(corpus).metadata.set_index("ecg_id").loc[prepared.columns["ecg_id"]]
+    np.testing.assert_array_equal(prepared.labels("superclass"), source.filter(like="super_").to_numpy())
+    np.testing.assert_array_equal(prepared.labels("subclass"), source.filter(like="sub_").to_numpy())
+    assert (prepared.columns["fold"][prepared.select([10])] == 10).all()
+    assert len(prepared.select(range(1, 11))) == len(prepared)
+
+
+def test_second_prepare_does_no_work_and_changed_arguments_rebuild(prepared, corpus, tmp_path, monkeypatch):
+    target = tmp_path / "copy"
+    shutil.copytree(prepared.path, target)
+    manifest_mtime = (target / "manifest.json").stat().st_mtime_ns
+    calls = []
+    real_chunk = cache_module._process_chunk
+    monkeypatch.setattr(cache_module, "_process_chunk", lambda *a: calls.append(1) or real_chunk(*a))
+    again = prepare_cache(corpus, target, progress=False)
+    assert calls == [] and (target / "manifest.json").stat().st_mtime_ns == manifest_mtime
+    assert again.manifest == prepared.manifest
+
+    rebuilt = prepare_cache(corpus, target, train_folds=range(1, 9), progress=False)
+    assert calls and rebuilt.manifest["config_hash"] != prepared.manifest["config_hash"]
+    assert not np.allclose(rebuilt.norm.mean, prepared.norm.mean)
+    assert not list(tmp_path.glob(".copy.*"))  # no build or retired folder left behind
+
+    calls.clear()
+    (target / "meta.csv").write_text((target / "meta.csv").read_text().replace(",1,", ",0,", 1))
+    prepare_cache(corpus, target, train_folds=range(1, 9), progress=False)
+    assert calls  # a modified file is detected and rebuilt
+
+
+def test_two_workers_write_the_same_cache(prepared, corpus, tmp_path):
+    parallel = prepare_cache(corpus, tmp_path / "w2", workers=2, progress=False)
+    assert parallel.manifest["files"] == prepared.manifest["files"]
+
+
+def test_cache_dir_errors(corpus, tmp_path):
+    with pytest.raises(FileNotFoundError, match="cyclejepa prepare"):
+        PreparedCache(tmp_path)
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="refusing"):
+        prepare_cache(corpus, tmp_path, progress=False)
+    with pytest.raises(KeyError, match="ecg-rpeak"):
+        prepare_cache(corpus, tmp_path / "x", phase_provider="ecg-rpeek", progress=False)
