@@ -18,3 +18,7 @@ __all__ = [
     "parameter_breakdown",
     "winder_model",
 ]
+
+from cyclejepa.models.streaming import CausalPhaseTracker, StreamingEncoder, TransportMonitor  # noqa: E402, I001
+
+__all__ += ["CausalPhaseTracker", "StreamingEncoder", "TransportMonitor"]

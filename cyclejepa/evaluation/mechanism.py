@@ -1,0 +1,310 @@
+"""Mechanism validity: transport gain, gain fraction and the G1 shuffled-phase gate.
+
+For two tokens t ≠ t' of one record with unit directions ẑ and phases φ,
+
+    c_R = ⟨ρ(φ_t' − φ_t) ẑ_t, ẑ_t'⟩,    c_I = ⟨ẑ_t, ẑ_t'⟩,
+
+the mean gain is ḡ = E[c_R − c_I] and the gain fraction g_f = E[c_R − c_I] / E[1 − c_I].
+E runs over every ordered pair of phase-valid tokens of every record, so a record with n valid
+tokens weighs n(n − 1). Per record, c_R and c_I come from the O(T·K) identity of
+`cyclejepa.objectives.pairwise_similarities`, in float64.
+
+The G1 gate recomputes the gain after permuting the phases among each record's valid tokens.
+It passes when the patient-clustered 95 % bootstrap interval of the paired true − shuffled mean
+gain excludes zero and the shuffled gain fraction satisfies |g_f| ≤ 0.02.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from cyclejepa.objectives import pairwise_similarities
+from cyclejepa.objectives.transport import Canonicalizer
+
+__all__ = [
+    "G1Result",
+    "GainResult",
+    "Interval",
+    "RecordSimilarities",
+    "g1_gate",
+    "patient_bootstrap_weights",
+    "record_similarities",
+    "shuffle_phases",
+    "transport_gain",
+]
+
+ArrayLike = Union[np.ndarray, Tensor]
+Seed = Union[int, np.random.SeedSequence]
+
+RECORD_CHUNK = 256
+"""Records processed at once, so float64 copies of a corpus's tokens never exist whole."""
+
+
+def token_tensors(tokens: ArrayLike, phases: ArrayLike, caller: str) -> tuple[Tensor, Tensor]:
+    """Tokens (N, T, K) and phases (N, T) (or (N, T, d) on a torus) as tensors on one device.
+
+    Read-only arrays (memmaps) are wrapped without a copy; nothing here writes into them.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "The given NumPy array is not writable")
+        tokens = torch.as_tensor(tokens)
+        phases = torch.as_tensor(phases, device=tokens.device)
+    if tokens.dim() != 3 or phases.dim() not in (2, 3) or phases.shape[:2] != tokens.shape[:2]:
+        raise ValueError(
+            f"{caller}: tokens must have shape (N, T, K) and phases (N, T) with the same N and T; "
+            f"got tokens {tuple(tokens.shape)} and phases {tuple(phases.shape)}"
+        )
+    if not torch.isfinite(tokens).all():
+        raise ValueError(f"{caller}: tokens contain NaN or infinite values")
+    return tokens, phases
+
+
+def record_chunks(n: int) -> Iterator[slice]:
+    """Consecutive slices of at most `RECORD_CHUNK` records."""
+    return (slice(start, start + RECORD_CHUNK) for start in range(0, n, RECORD_CHUNK))
+
+
+@dataclass(frozen=True)
+class GainResult:
+    """Pair-weighted transport gain of a set of records.
+
+    Attributes
+    ----------
+    mean_gain : ḡ = E[c_R − c_I] over all valid ordered pairs of all records.
+    gain_fraction : g_f = E[c_R − c_I] / E[1 − c_I].
+    mean_c_r, mean_c_i : E[c_R] and E[c_I] over the same pairs.
+    records : records with at least two valid tokens (the others have no pair).
+    records_without_pairs : records with fewer than two valid tokens.
+    pairs : total number of ordered pairs.
+    """
+
+    mean_gain: float
+    gain_fraction: float
+    mean_c_r: float
+    mean_c_i: float
+    records: int
+    records_without_pairs: int
+    pairs: int
+
+
+@dataclass(frozen=True)
+class RecordSimilarities:
+    """Per-record mean c_R, c_I (NaN below two valid tokens) and ordered-pair counts n(n − 1)."""
+
+    c_r: np.ndarray
+    c_i: np.ndarray
+    pairs: np.ndarray
+
+    @property
+    def gain(self) -> np.ndarray:
+        """Per-record mean gain c_R − c_I (NaN below two valid tokens)."""
+        return self.c_r - self.c_i
+
+    def pair_sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per-record sums over pairs of c_R − c_I, of 1 − c_I, and of 1 (0 without pairs)."""
+        weight = self.pairs.astype(np.float64)
+        has_pairs = self.pairs > 0
+        gain = np.where(has_pairs, weight * self.gain, 0.0)
+        headroom = np.where(has_pairs, weight * (1.0 - self.c_i), 0.0)
+        return gain, headroom, weight
+
+    def summary(self) -> GainResult:
+        """Pair-weighted ḡ, g_f, E[c_R] and E[c_I]."""
+        gain, headroom, weight = self.pair_sums()
+        total = weight.sum()
+        if total == 0:
+            raise ValueError("transport gain: no record has two tokens with a defined phase")
+        has_pairs = self.pairs > 0
+        return GainResult(
+            mean_gain=float(gain.sum() / total),
+            gain_fraction=float(gain.sum() / headroom.sum()),
+            mean_c_r=float((weight * self.c_r)[has_pairs].sum() / total),
+            mean_c_i=float((weight * self.c_i)[has_pairs].sum() / total),
+            records=int(has_pairs.sum()),
+            records_without_pairs=int((~has_pairs).sum()),
+            pairs=int(self.pairs.sum()),
+        )
+
+
+def record_similarities(
+    tokens: ArrayLike, phases: ArrayLike, symmetry: Canonicalizer
+) -> RecordSimilarities:
+    """Per-record mean transported and untransported cosine similarity, in float64.
+
+    Parameters
+    ----------
+    tokens : (N, T, K) projected tokens z (numpy or torch; any device).
+    phases : (N, T) token phases in radians, NaN where undefined.
+    symmetry : provides ``canonicalize(z, phi)`` = ρ(φ)⁻¹ z.
+    """
+    tokens, phases = token_tensors(tokens, phases, "record_similarities")
+    with torch.no_grad():
+        parts = [
+            pairwise_similarities(tokens[s].double(), phases[s].double(), symmetry)
+            for s in record_chunks(len(tokens))
+        ]
+    c_r, c_i, pairs = (torch.cat(part).cpu().numpy() for part in zip(*parts))
+    return RecordSimilarities(c_r, c_i, pairs)
+
+
+def transport_gain(tokens: ArrayLike, phases: ArrayLike, symmetry: Canonicalizer) -> GainResult:
+    """Mean gain ḡ and gain fraction g_f over all valid pairs of all records (pair-weighted).
+
+    See `record_similarities` for the arguments.
+    """
+    return record_similarities(tokens, phases, symmetry).summary()
+
+
+def shuffle_phases(phases: ArrayLike, seed: Seed) -> ArrayLike:
+    """Permute the phase values among the valid tokens of each record, independently per record.
+
+    A token is valid when its phase is finite (all coordinates on a torus). Invalid tokens keep
+    their values, so NaN positions stay NaN; each record keeps its multiset of valid phases.
+
+    Parameters
+    ----------
+    phases : (N, T) or (N, T, d) array or tensor.
+    seed : seeds `numpy.random.default_rng`.
+
+    Returns
+    -------
+    The shuffled phases, of the input's type (and device).
+    """
+    values = phases.detach().cpu().numpy() if isinstance(phases, Tensor) else np.asarray(phases)
+    if values.ndim not in (2, 3):
+        raise ValueError(f"shuffle_phases: phases must be (N, T) or (N, T, d), got {values.shape}")
+    valid = np.isfinite(values).reshape(*values.shape[:2], -1).all(-1)
+    keys = np.where(valid, np.random.default_rng(seed).random(valid.shape), np.inf)
+    # Valid tokens in random order then the invalid ones in place order, into the valid
+    # positions in place order then the invalid ones: a random permutation of the valid values.
+    donors = np.argsort(keys, axis=1, kind="stable")
+    slots = np.argsort(~valid, axis=1, kind="stable")
+    rows = np.arange(len(values))[:, None]
+    shuffled = values.copy()
+    shuffled[rows, slots] = values[rows, donors]
+    if isinstance(phases, Tensor):
+        return torch.from_numpy(shuffled).to(phases.device)
+    return shuffled
+
+
+def patient_bootstrap_weights(patient_ids: ArrayLike, replicates: int, seed: Seed) -> np.ndarray:
+    """How often each record enters each patient-clustered bootstrap resample.
+
+    Each replicate draws as many patients as there are, uniformly with replacement; a record
+    counts once per draw of its patient.
+
+    Returns
+    -------
+    (replicates, N) float64 multiplicities.
+    """
+    _, patient = np.unique(np.asarray(patient_ids), return_inverse=True)
+    n_patients = int(patient.max()) + 1
+    draws = np.random.default_rng(seed).integers(0, n_patients, size=(replicates, n_patients))
+    flat = (np.arange(replicates)[:, None] * n_patients + draws).ravel()
+    counts = np.bincount(flat, minlength=replicates * n_patients).reshape(replicates, n_patients)
+    return counts[:, patient.ravel()].astype(np.float64)
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A point estimate with a 95 % percentile bootstrap interval."""
+
+    point: float
+    low: float
+    high: float
+
+
+def ratio_interval(
+    weights: np.ndarray, numerators: np.ndarray, denominators: np.ndarray
+) -> Interval:
+    """Σ numerators / Σ denominators with its percentile interval over the weight rows."""
+    replicate_ratios = (weights @ numerators) / (weights @ denominators)
+    low, high = np.percentile(replicate_ratios, [2.5, 97.5])
+    return Interval(float(numerators.sum() / denominators.sum()), float(low), float(high))
+
+
+@dataclass(frozen=True)
+class G1Result:
+    """The G1 shuffled-phase gate.
+
+    Attributes
+    ----------
+    true, shuffled : gain under the true phases and under phases shuffled within records.
+    paired_difference : pair-weighted mean of the per-record true − shuffled gain, with its
+        patient-clustered interval (same resamples as ``mean_gain``).
+    mean_gain : ḡ under the true phases with its patient-clustered interval.
+    interval_excludes_zero : the ``paired_difference`` interval lies above or below zero.
+    shuffled_fraction_within_tolerance : |shuffled g_f| ≤ ``tolerance``.
+    passed : both conditions.
+    """
+
+    true: GainResult
+    shuffled: GainResult
+    paired_difference: Interval
+    mean_gain: Interval
+    interval_excludes_zero: bool
+    shuffled_fraction_within_tolerance: bool
+    passed: bool
+    tolerance: float
+    replicates: int
+    seed: int
+    patients: int
+
+
+def g1_gate(
+    tokens: ArrayLike,
+    phases: ArrayLike,
+    symmetry: Canonicalizer,
+    patient_ids: ArrayLike,
+    *,
+    seed: int = 0,
+    replicates: int = 1000,
+    tolerance: float = 0.02,
+) -> G1Result:
+    """Shuffled-phase gate: does the gain depend on the declared clock?
+
+    The phases are shuffled with `shuffle_phases` seeded by the first child of
+    ``numpy.random.SeedSequence(seed).spawn(2)``; the bootstrap draws patients with the second
+    (`patient_bootstrap_weights`). Shuffling keeps the valid positions, so both conditions weigh
+    every record by the same n(n − 1) pairs.
+
+    Parameters
+    ----------
+    tokens, phases, symmetry : as in `record_similarities`.
+    patient_ids : (N,) patient of each record; the bootstrap resamples patients.
+    seed, replicates, tolerance : shuffle/bootstrap seed, number of bootstrap replicates,
+        bound on |shuffled g_f|.
+    """
+    n_records = len(tokens)
+    if len(patient_ids) != n_records:
+        raise ValueError(f"g1_gate: {len(patient_ids)} patient ids for {n_records} records")
+    shuffle_seed, bootstrap_seed = np.random.SeedSequence(seed).spawn(2)
+    true = record_similarities(tokens, phases, symmetry)
+    shuffled = record_similarities(tokens, shuffle_phases(phases, shuffle_seed), symmetry)
+    true_gain, _, pairs = true.pair_sums()
+    shuffled_gain, _, _ = shuffled.pair_sums()
+    weights = patient_bootstrap_weights(patient_ids, replicates, bootstrap_seed)
+    paired = ratio_interval(weights, true_gain - shuffled_gain, pairs)
+    shuffled_summary = shuffled.summary()
+    excludes_zero = paired.low > 0 or paired.high < 0
+    within = abs(shuffled_summary.gain_fraction) <= tolerance
+    return G1Result(
+        true=true.summary(),
+        shuffled=shuffled_summary,
+        paired_difference=paired,
+        mean_gain=ratio_interval(weights, true_gain, pairs),
+        interval_excludes_zero=bool(excludes_zero),
+        shuffled_fraction_within_tolerance=bool(within),
+        passed=bool(excludes_zero and within),
+        tolerance=tolerance,
+        replicates=replicates,
+        seed=seed,
+        patients=len(np.unique(np.asarray(patient_ids))),
+    )

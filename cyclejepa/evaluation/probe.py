@@ -1,0 +1,524 @@
+"""Linear probes on frozen record representations, macro-AUROC and its patient-clustered bootstrap.
+
+A probe is fitted on the training folds only (standardisation, the logistic regressions and,
+when ``C="cv"``, the choice of C by patient-grouped cross-validation inside those folds) and
+scores the evaluation fold once. Uncertainty resamples patients, not records: PTB-XL patients
+contribute several records, and those are not independent draws.
+
+The bootstrap is vectorised. With per-record weights w (bootstrap multiplicities), the AUROC of
+one class is the weighted Mann–Whitney statistic
+
+    A(w) = Σ_{i∈pos} Σ_{j∈neg} w_i w_j (1[s_i > s_j] + ½ 1[s_i = s_j]) / (W_pos W_neg),
+
+computed for a whole (R, N) weight matrix at once (`weighted_auroc`): sort the negatives' scores
+once per class, locate each positive among them (`searchsorted`, left and right for ties), and
+read the negative weight below and tied from cumulative sums of the sorted negative weights.
+"""
+
+from __future__ import annotations
+
+import logging
+import numbers
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_array, check_is_fitted
+
+from cyclejepa.evaluation.mechanism import patient_bootstrap_weights
+
+if TYPE_CHECKING:
+    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.evaluation.embeddings import Representations
+
+__all__ = [
+    "DEFAULT_CS",
+    "BootstrapCI",
+    "DiagnosticTask",
+    "LinearProbe",
+    "ProbeResult",
+    "TaskSplit",
+    "clustered_bootstrap",
+    "diagnostic_tasks",
+    "evaluate_probe",
+    "evaluate_task",
+    "macro_auroc",
+    "percentile_interval",
+    "record_bootstrap",
+    "replicate_macro_auroc",
+    "score_probe",
+    "weighted_auroc",
+]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CS = (1e-3, 1e-2, 1e-1, 1.0, 10.0)
+"""Inverse regularisation strengths searched when ``C="cv"``."""
+_BLOCK = 1 << 22
+"""Replicates × records per block of the bootstrap (bounds the working memory to ~100 MB)."""
+
+
+# --------------------------------------------------------------------------------------------
+# the probe
+
+
+class LinearProbe(BaseEstimator):
+    """Standardised features → one L2 logistic regression per class (one-vs-rest, multi-label).
+
+    Parameters
+    ----------
+    C : inverse L2 strength, or ``"cv"`` to choose it from ``Cs`` by patient-grouped K-fold
+        cross-validation inside the data given to `fit` (mean held-out macro-AUROC; ties go
+        to the smaller C). The evaluation data never reaches `fit`.
+    Cs : candidate values for ``C="cv"``.
+    cv : number of grouped folds for ``C="cv"``.
+    max_iter : L-BFGS iterations per regression.
+    n_jobs : classes fitted in parallel (joblib), None = 1.
+
+    Attributes
+    ----------
+    C_ : the C used for the final fit.
+    cv_scores_ : C → mean held-out macro-AUROC (empty unless ``C="cv"``).
+    pipeline_ : the fitted StandardScaler + OneVsRestClassifier(LogisticRegression).
+    n_samples_fit_, n_features_in_, n_classes_ : shapes seen in `fit`.
+
+    A class with a single label value in the training data gets a constant score (sklearn's
+    one-vs-rest warns), hence AUROC 0.5.
+    """
+
+    def __init__(
+        self,
+        C: float | str = 1.0,
+        *,
+        Cs: Sequence[float] = DEFAULT_CS,
+        cv: int = 5,
+        max_iter: int = 1000,
+        n_jobs: int | None = None,
+    ):
+        self.C = C
+        self.Cs = Cs
+        self.cv = cv
+        self.max_iter = max_iter
+        self.n_jobs = n_jobs
+
+    def fit(self, X: np.ndarray, Y: np.ndarray, groups: np.ndarray | None = None) -> LinearProbe:
+        """Fit on features X (N, K) and multi-hot labels Y (N, C); ``groups`` (N,) are the
+        patients for ``C="cv"`` (None: every record its own group)."""
+        X, Y = _check_xy(X, Y)
+        if isinstance(self.C, str) and self.C == "cv":
+            self.cv_scores_ = self._cross_validate(X, Y, groups)
+            self.C_ = max(self.cv_scores_, key=lambda c: (self.cv_scores_[c], -c))
+        elif isinstance(self.C, numbers.Real) and not isinstance(self.C, bool) and self.C > 0:
+            self.C_, self.cv_scores_ = float(self.C), {}
+        else:
+            raise ValueError(f"LinearProbe C must be a positive number or 'cv', got {self.C!r}")
+        self.pipeline_ = self._pipeline(self.C_).fit(X, _fit_target(Y))
+        self.n_samples_fit_, self.n_features_in_ = X.shape
+        self.n_classes_ = Y.shape[1]
+        return self
+
+    def decision_function(self, X: np.ndarray) -> np.ndarray:
+        """(N, C) logits."""
+        X = self._check_features(X)
+        return self.pipeline_.decision_function(X).reshape(len(X), self.n_classes_)
+
+    def predict_proba(self, X: np.ndarray) -> np.ndarray:
+        """(N, C) probability of each class being present."""
+        X = self._check_features(X)
+        proba = self.pipeline_.predict_proba(X)
+        return proba[:, 1:] if self.n_classes_ == 1 else proba
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """(N, C) multi-hot predictions at probability 0.5."""
+        return (self.predict_proba(X) >= 0.5).astype(np.int64)
+
+    def _pipeline(self, C: float):
+        from sklearn.linear_model import LogisticRegression
+        from sklearn.multiclass import OneVsRestClassifier
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
+        regression = LogisticRegression(C=C, max_iter=self.max_iter)
+        return make_pipeline(StandardScaler(), OneVsRestClassifier(regression, n_jobs=self.n_jobs))
+
+    def _cross_validate(self, X: np.ndarray, Y: np.ndarray, groups: np.ndarray | None) -> dict[float, float]:
+        """C → mean macro-AUROC over the held-out folds of a grouped K-fold split of (X, Y)."""
+        from sklearn.model_selection import GroupKFold
+
+        groups = np.arange(len(X)) if groups is None else np.asarray(groups)
+        if groups.shape != (len(X),):
+            raise ValueError(f"groups must be ({len(X)},), one patient per record, got {groups.shape}")
+        if not self.Cs or min(self.Cs) <= 0:
+            raise ValueError(f"Cs must be non-empty and positive, got {self.Cs}")
+        splits = list(GroupKFold(n_splits=self.cv).split(X, Y, groups))
+        scores = {}
+        for C in sorted(float(c) for c in self.Cs):
+            held_out = []
+            for inner, outer in splits:
+                pipeline = self._pipeline(C).fit(X[inner], _fit_target(Y[inner]))
+                logits = pipeline.decision_function(X[outer]).reshape(len(outer), -1)
+                held_out.append(_nanmean(weighted_auroc(Y[outer], logits)[0]))
+            scores[C] = float(_nanmean(held_out))
+        if np.isnan(list(scores.values())).all():
+            raise ValueError("cross-validation for C: no held-out fold has a class with both label values")
+        return {C: score for C, score in scores.items() if not np.isnan(score)}
+
+    def _check_features(self, X: np.ndarray) -> np.ndarray:
+        check_is_fitted(self, "pipeline_")
+        X = check_array(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features; the probe was fitted on {self.n_features_in_}")
+        return X
+
+
+def _check_xy(X: np.ndarray, Y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    X = check_array(X)
+    Y = np.asarray(Y)
+    if Y.ndim != 2 or len(Y) != len(X):
+        raise ValueError(f"Y must be (N, C) multi-hot with N = {len(X)} like X, got shape {Y.shape}")
+    if not np.isin(Y, (0, 1)).all():
+        raise ValueError("Y must be multi-hot (0/1 entries only)")
+    return X, Y.astype(np.int64)
+
+
+def _fit_target(Y: np.ndarray) -> np.ndarray:
+    """One class is a binary target for sklearn, several a multi-label indicator matrix."""
+    return Y[:, 0] if Y.shape[1] == 1 else Y
+
+
+# --------------------------------------------------------------------------------------------
+# AUROC and the bootstrap
+
+
+@dataclass
+class BootstrapCI:
+    """A point estimate and its percentile bootstrap interval."""
+
+    point: float
+    low: float
+    high: float
+    replicates: int
+    level: float
+
+
+def weighted_auroc(Y: np.ndarray, scores: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """AUROC of every class under every row of record weights (ties count ½).
+
+    Parameters
+    ----------
+    Y : (N, C) multi-hot labels.
+    scores : (N, C) scores, higher = more likely present.
+    weights : (R, N) non-negative record weights (bootstrap multiplicities); None = one row of ones.
+
+    Returns
+    -------
+    (R, C) AUROC; NaN where a class has no positive or no negative weight.
+    """
+    Y, scores = _check_scores(Y, scores)
+    weights = np.ones((1, len(Y))) if weights is None else np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 2 or weights.shape[1] != len(Y) or (weights < 0).any():
+        raise ValueError(f"weights must be non-negative (R, {len(Y)}), got shape {weights.shape}")
+    block = max(1, _BLOCK // len(Y))
+    out = np.empty((len(weights), Y.shape[1]))
+    for c in range(Y.shape[1]):
+        positives, negatives = np.flatnonzero(Y[:, c]), np.flatnonzero(Y[:, c] == 0)
+        negatives = negatives[np.argsort(scores[negatives, c], kind="stable")]
+        ranked = scores[negatives, c]
+        below = np.searchsorted(ranked, scores[positives, c], side="left")
+        not_above = np.searchsorted(ranked, scores[positives, c], side="right")
+        for start in range(0, len(weights), block):
+            w = weights[start : start + block]
+            out[start : start + block, c] = _auroc(w[:, positives], w[:, negatives], below, not_above)
+    return out
+
+
+def _auroc(
+    positive: np.ndarray, negative: np.ndarray, below: np.ndarray, not_above: np.ndarray
+) -> np.ndarray:
+    """(R,) weighted AUROC from the weights (R, ·) of the positives and of the score-sorted
+    negatives, given how many negatives score below / not above each positive."""
+    cumulative = np.zeros((len(negative), negative.shape[1] + 1))
+    np.cumsum(negative, axis=1, out=cumulative[:, 1:])
+    # negative weight below a positive, plus half the negative weight tied with it
+    credit = 0.5 * (cumulative[:, below] + cumulative[:, not_above])
+    pairs = positive.sum(axis=1) * cumulative[:, -1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(pairs > 0, (positive * credit).sum(axis=1) / pairs, np.nan)
+
+
+def macro_auroc(Y: np.ndarray, scores: np.ndarray, classes: Sequence[str] | None = None) -> float:
+    """Mean AUROC over the classes with both positives and negatives; the others are skipped
+    and logged (by name when ``classes`` is given)."""
+    per_class = weighted_auroc(Y, scores)[0]
+    skipped = _skipped(per_class, classes)
+    if skipped:
+        log.warning("macro-AUROC skips classes without positives or negatives: %s", ", ".join(skipped))
+    if len(skipped) == len(per_class):
+        raise ValueError("no class has both positive and negative records; macro-AUROC is undefined")
+    return float(np.nanmean(per_class))
+
+
+def replicate_macro_auroc(Y: np.ndarray, scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """(R,) macro-AUROC per weight row, over the classes defined in that replicate."""
+    return _nanmean(weighted_auroc(Y, scores, weights), axis=1)
+
+
+def percentile_interval(point: float, values: np.ndarray, level: float = 0.95) -> BootstrapCI:
+    """Percentile interval of replicate ``values`` (NaN replicates ignored) around ``point``."""
+    if not 0 < level < 1 or len(values) == 0:
+        raise ValueError(f"need level in (0, 1) and replicates, got {level=} and {len(values)} replicates")
+    tail = 50 * (1 - level)
+    low, high = np.nanpercentile(values, [tail, 100 - tail])
+    return BootstrapCI(float(point), float(low), float(high), len(values), level)
+
+
+def clustered_bootstrap(
+    Y: np.ndarray,
+    scores: np.ndarray,
+    groups: np.ndarray,
+    *,
+    replicates: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    classes: Sequence[str] | None = None,
+) -> BootstrapCI:
+    """Macro-AUROC with a patient-clustered percentile bootstrap interval.
+
+    ``groups`` (N,) holds each record's patient; ``classes`` names the columns in the log
+    message about skipped classes (`macro_auroc`). Each replicate draws as many patients as there
+    are, with replacement, and every record of a drawn patient enters once per draw
+    (`patient_bootstrap_weights`). A replicate in which a class has no positive (or no
+    negative) weight averages over its remaining classes.
+    """
+    Y, scores = _check_scores(Y, scores)
+    groups = np.asarray(groups)
+    if groups.shape != (len(Y),):
+        raise ValueError(f"groups must be ({len(Y)},), one patient per record, got {groups.shape}")
+    values = replicate_macro_auroc(Y, scores, patient_bootstrap_weights(groups, replicates, seed))
+    return percentile_interval(macro_auroc(Y, scores, classes), values, level)
+
+
+def record_bootstrap(
+    Y: np.ndarray, scores: np.ndarray, *, replicates: int = 1000, seed: int = 0, level: float = 0.95
+) -> BootstrapCI:
+    """`clustered_bootstrap` with every record its own cluster (ignores patients; for comparison)."""
+    return clustered_bootstrap(Y, scores, np.arange(len(Y)), replicates=replicates, seed=seed, level=level)
+
+
+def _check_scores(Y: np.ndarray, scores: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    Y, scores = np.asarray(Y), np.asarray(scores, dtype=np.float64)
+    if Y.ndim != 2 or scores.shape != Y.shape:
+        raise ValueError(f"Y and scores must both be (N, C); got {Y.shape} and {scores.shape}")
+    if len(Y) == 0 or not np.isin(Y, (0, 1)).all():
+        raise ValueError("Y must be non-empty and multi-hot (0/1 entries only)")
+    if not np.isfinite(scores).all():
+        raise ValueError("scores must be finite")
+    return Y, scores
+
+
+def _nanmean(values: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """nanmean without the all-NaN warning (an all-NaN slice gives NaN)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmean(values, axis=axis)
+
+
+def _skipped(per_class: np.ndarray, classes: Sequence[str] | None) -> list[str]:
+    names = list(classes) if classes is not None else [str(c) for c in range(len(per_class))]
+    if len(names) != len(per_class):
+        raise ValueError(f"{len(names)} class names for {len(per_class)} score columns")
+    return [name for name, value in zip(names, per_class) if np.isnan(value)]
+
+
+# --------------------------------------------------------------------------------------------
+# probe evaluation
+
+
+@dataclass
+class ProbeResult:
+    """One probe on one task: per-class and macro AUROC with its patient-clustered CI.
+
+    ``per_class`` leaves out the ``skipped`` classes (no positive or no negative evaluation
+    record). ``counts``: ``train`` / ``eval`` records scored, ``eval_patients``, and whatever
+    the caller adds (`evaluate_task` adds the labelled and excluded counts).
+    """
+
+    task: str
+    classes: list[str]
+    per_class: dict[str, float]
+    skipped: list[str]
+    macro_auroc: BootstrapCI
+    C: float
+    positives: dict[str, int]
+    counts: dict[str, int]
+
+
+def score_probe(
+    probe: LinearProbe,
+    X: np.ndarray,
+    Y: np.ndarray,
+    groups: np.ndarray,
+    *,
+    classes: Sequence[str],
+    replicates: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    task: str = "",
+) -> ProbeResult:
+    """Score a fitted probe on evaluation features X, labels Y (N, C) and patients ``groups``."""
+    scores = probe.decision_function(X)
+    per_class = weighted_auroc(Y, scores)[0]
+    skipped = _skipped(per_class, classes)
+    return ProbeResult(
+        task=task,
+        classes=list(classes),
+        per_class={c: float(a) for c, a in zip(classes, per_class) if c not in skipped},
+        skipped=skipped,
+        macro_auroc=clustered_bootstrap(
+            Y, scores, groups, replicates=replicates, seed=seed, level=level, classes=classes
+        ),
+        C=probe.C_,
+        positives={c: int(n) for c, n in zip(classes, np.asarray(Y).sum(axis=0))},
+        counts={"train": probe.n_samples_fit_, "eval": len(Y), "eval_patients": len(np.unique(groups))},
+    )
+
+
+def evaluate_probe(
+    train_X: np.ndarray,
+    train_Y: np.ndarray,
+    test_X: np.ndarray,
+    test_Y: np.ndarray,
+    test_groups: np.ndarray,
+    *,
+    classes: Sequence[str],
+    C: float | str = 1.0,
+    replicates: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+    train_groups: np.ndarray | None = None,
+    task: str = "",
+) -> ProbeResult:
+    """Fit a `LinearProbe` on the training data only (``train_groups`` for ``C="cv"``), then
+    `score_probe` on the test data."""
+    probe = LinearProbe(C).fit(train_X, train_Y, groups=train_groups)
+    return score_probe(
+        probe, test_X, test_Y, test_groups,
+        classes=classes, replicates=replicates, seed=seed, level=level, task=task,
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------------------------
+# the paper's three diagnostic tasks
+
+
+@dataclass(frozen=True)
+class TaskSplit:
+    """Features, labels and patients of one task's represented records."""
+
+    train_X: np.ndarray
+    train_Y: np.ndarray
+    train_groups: np.ndarray
+    eval_X: np.ndarray
+    eval_Y: np.ndarray
+    eval_groups: np.ndarray
+    eval_rows: np.ndarray
+    counts: dict[str, int]
+
+
+@dataclass(frozen=True)
+class DiagnosticTask:
+    """One classification task over the cache rows of the training and evaluation folds.
+
+    ``train_rows`` / ``eval_rows`` hold the records with at least one label of the task;
+    ``counts`` has the records of each fold group and how many of them carry no label.
+    """
+
+    name: str
+    classes: tuple[str, ...]
+    labels: np.ndarray  # (N_cache, C) uint8 multi-hot over `classes`
+    train_rows: np.ndarray
+    eval_rows: np.ndarray
+    counts: dict[str, int]
+
+    def split(self, representations: Representations, groups: np.ndarray) -> TaskSplit:
+        """The task's records that have a representation; ``groups`` are patients per cache row.
+
+        ``counts`` gains ``train_excluded`` / ``eval_excluded`` (labelled, but no
+        representation: phase QC failed or no valid token) and ``train`` / ``eval`` (scored).
+        """
+        groups = np.asarray(groups)
+        train_X, train_found = representations.lookup(self.train_rows)
+        eval_X, eval_found = representations.lookup(self.eval_rows)
+        train_rows, eval_rows = self.train_rows[train_found], self.eval_rows[eval_found]
+        counts = {
+            **self.counts,
+            "train_excluded": int((~train_found).sum()),
+            "eval_excluded": int((~eval_found).sum()),
+            "train": len(train_rows),
+            "eval": len(eval_rows),
+        }
+        return TaskSplit(
+            train_X, self.labels[train_rows], groups[train_rows],
+            eval_X, self.labels[eval_rows], groups[eval_rows], eval_rows, counts,
+        )  # fmt: skip
+
+
+def diagnostic_tasks(
+    cache: PreparedCache,
+    train_folds: Sequence[int],
+    eval_folds: Sequence[int],
+    *,
+    eligible_fold: int = 9,
+    min_positives: int = 20,
+) -> Iterator[DiagnosticTask]:
+    """The paper's three tasks: ``superclass`` (5), ``subclass-eligible`` (subclasses with
+    ≥ ``min_positives`` positives in ``eligible_fold``: the "17-class" task) and
+    ``subclass-all`` (23). Records without a label of a task are left out of it and counted."""
+    from cyclejepa.data.ptbxl import SUBCLASSES, SUPERCLASSES, eligible_subclasses
+
+    if set(train_folds) & set(eval_folds):
+        raise ValueError(f"train_folds {list(train_folds)} and eval_folds {list(eval_folds)} overlap")
+    train, evaluation = cache.select(train_folds), cache.select(eval_folds)
+    if not len(train) or not len(evaluation):
+        raise ValueError(f"no record in train_folds {list(train_folds)} or eval_folds {list(eval_folds)}")
+    subclasses = cache.labels("subclass")
+    eligible = eligible_subclasses(cache.meta, fold=eligible_fold, min_positives=min_positives)
+    tasks = (
+        ("superclass", SUPERCLASSES, cache.labels("superclass")),
+        ("subclass-eligible", tuple(eligible), subclasses[:, [SUBCLASSES.index(s) for s in eligible]]),
+        ("subclass-all", SUBCLASSES, subclasses),
+    )
+    for name, classes, labels in tasks:
+        labelled = labels.any(axis=1)
+        yield DiagnosticTask(
+            name, tuple(classes), labels, train[labelled[train]], evaluation[labelled[evaluation]],
+            {"train_records": len(train), "train_unlabelled": int((~labelled[train]).sum()),
+             "eval_records": len(evaluation), "eval_unlabelled": int((~labelled[evaluation]).sum())},
+        )  # fmt: skip
+
+
+def evaluate_task(
+    task: DiagnosticTask,
+    representations: Representations,
+    groups: np.ndarray,
+    *,
+    C: float | str = 1.0,
+    replicates: int = 1000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> ProbeResult:
+    """`evaluate_probe` on ``task``; ``groups`` is the patient of every cache row.
+
+    ``counts`` as in `DiagnosticTask.split`.
+    """
+    split = task.split(representations, groups)
+    result = evaluate_probe(
+        split.train_X, split.train_Y, split.eval_X, split.eval_Y, split.eval_groups,
+        classes=task.classes, C=C, replicates=replicates, seed=seed, level=level,
+        train_groups=split.train_groups, task=task.name,
+    )  # fmt: skip
+    result.counts |= split.counts
+    return result

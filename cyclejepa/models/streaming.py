@@ -1,0 +1,324 @@
+"""Token-by-token encoding for bedside monitoring and the causal transport monitor.
+
+`StreamingEncoder` runs the deployed path (encoder + projector) on one 80 ms chunk at a time.
+The patch MLP, the channel LayerNorms, GELU and the projector act on each token alone, so the
+only state is, for every causal convolution, its last (k − 1)·d inputs, kept in a fixed-size
+ring buffer that starts at zero: the same zeros the offline convolution pads on the left.
+Every streamed token therefore equals the offline ``model(x)`` at that token.
+
+`CausalPhaseTracker` gives the cardiac phase at the current time from the beats confirmed so
+far, and `TransportMonitor` scores each token against a running template of dephased tokens.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Iterator, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from cyclejepa.models.encoder import CausalConv1d, CausalConvEncoder
+from cyclejepa.models.jepa import JEPAModel
+from cyclejepa.phase.track import TWO_PI, token_times
+from cyclejepa.symmetry import PhaseSymmetry
+
+_BELOW_TWO_PI = math.nextafter(TWO_PI, 0.0)
+
+
+class ConvRing:
+    """The last (k − 1)·d inputs of one `CausalConv1d` in a ring buffer of ``batch`` records.
+
+    The buffer has shape (batch, channels, (k − 1)·d) and starts at zero. `step` forms the
+    convolution window (oldest tap first, as in the kernel) from the buffer and the current
+    input, then overwrites the slot of the oldest frame with the current input.
+    """
+
+    def __init__(self, conv: CausalConv1d, batch: int):
+        self.conv = conv
+        self.frames = conv.left_pad
+        self.buffer = conv.weight.new_zeros(batch, conv.in_channels, self.frames)
+        lags = conv.dilation[0] * torch.arange(conv.kernel_size[0] - 1, 0, -1)
+        # taps[p]: slots of u_{t-(k-1)d}, ..., u_{t-d} when t mod frames = p.
+        slots = torch.arange(self.frames).unsqueeze(1) - lags
+        self.taps = (slots % max(self.frames, 1)).to(self.buffer.device)
+        self.position = 0
+
+    def step(self, u: Tensor) -> Tensor:
+        """Convolution output at the current token from its input ``u`` (batch, channels)."""
+        window = u.unsqueeze(-1)
+        if self.frames:
+            window = torch.cat((self.buffer[:, :, self.taps[self.position]], window), dim=-1)
+            self.buffer[:, :, self.position] = u
+            self.position = (self.position + 1) % self.frames
+        return F.linear(window.flatten(1), self.conv.weight.flatten(1), self.conv.bias)
+
+
+class StreamingEncoder(nn.Module):
+    """Streams a `JEPAModel` with a `CausalConvEncoder`: one chunk in, one projected token out.
+
+    Adds no parameters. Call `reset` before a stream (and after moving the model to another
+    device or dtype); `step` then takes chunks (batch, leads, patch), i.e. (B, 12, 8) for the
+    paper at 100 Hz, vectorised over the batch (several monitored patients at once).
+
+    Parameters
+    ----------
+    model
+        The model whose deployed path (``model(x)``) is streamed.
+    """
+
+    def __init__(self, model: JEPAModel):
+        super().__init__()
+        if not isinstance(model.encoder, CausalConvEncoder):
+            raise TypeError(
+                f"StreamingEncoder needs a CausalConvEncoder, got {type(model.encoder).__name__}"
+            )
+        self.model = model
+        self.batch = 0
+        self.tokens_seen = 0
+        self._rings: list[ConvRing] = []
+
+    @property
+    def patch(self) -> int:
+        """Samples per chunk (one token)."""
+        return self.model.encoder.patch
+
+    def _convs(self) -> dict[str, CausalConv1d]:
+        return {
+            f"encoder.{name}": module
+            for name, module in self.model.encoder.named_modules()
+            if isinstance(module, CausalConv1d)
+        }
+
+    def state_layout(self) -> dict[str, int]:
+        """Frames kept per convolution, (k − 1)·d, keyed by module path."""
+        return {name: conv.left_pad for name, conv in self._convs().items()}
+
+    @property
+    def state(self) -> dict[str, Tensor]:
+        """The ring buffers, (batch, channels, frames) per convolution; the whole state."""
+        return {name: ring.buffer for name, ring in zip(self._convs(), self._rings)}
+
+    def reset(self, batch: int = 1) -> None:
+        """Start ``batch`` new streams: zero buffers (the offline left padding), token 0."""
+        if batch < 1:
+            raise ValueError(f"batch must be >= 1, got {batch}")
+        with torch.inference_mode():
+            self._rings = [ConvRing(conv, batch) for conv in self._convs().values()]
+        self.batch, self.tokens_seen = batch, 0
+
+    def _check_chunk(self, chunk: Tensor) -> None:
+        if not self._rings:
+            raise RuntimeError("StreamingEncoder.step before reset(batch): call reset first")
+        expected = (self.batch, self.model.encoder.leads, self.patch)
+        if tuple(chunk.shape) != expected:
+            raise ValueError(
+                f"chunk must have shape (batch, leads, patch) = {expected}, got "
+                f"{tuple(chunk.shape)} at token {self.tokens_seen} (reset(batch) changes batch)"
+            )
+
+    @torch.inference_mode()
+    def step(self, chunk: Tensor, *, return_h: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """Projected token z_t (batch, K) of the next chunk; with ``return_h`` also h_t."""
+        self._check_chunk(chunk)
+        encoder = self.model.encoder
+        h = encoder.patch_mlp(encoder.patchify(chunk)[:, 0])
+        for block, ring1, ring2 in zip(encoder.blocks, self._rings[0::2], self._rings[1::2]):
+            inner = ring1.step(F.gelu(block.norm1(h)))
+            h = h + ring2.step(F.gelu(block.norm2(inner)))
+        self.tokens_seen += 1
+        z = self.model.project(h)
+        return (z, h) if return_h else z
+
+    def encode_stream(
+        self, chunks: Iterable[Tensor], *, return_h: bool = False
+    ) -> Iterator[Tensor | tuple[Tensor, Tensor]]:
+        """Yield `step` of each chunk; resets to the first chunk's batch before it.
+
+        ``encode_stream(x.split(patch, dim=-1))`` streams a stored record x (B, leads, samples).
+        """
+        for index, chunk in enumerate(chunks):
+            if index == 0:
+                self.reset(chunk.shape[0])
+            yield self.step(chunk, return_h=return_h)
+
+
+class CausalPhaseTracker:
+    """Cycle phase at the current time from the beats confirmed so far, for ``batch`` records.
+
+    φ(t) = 2π (t − R_last) / (R_last − R_prev), clipped below 2π, where R_last and R_prev are
+    the last two confirmed beats: NaN until two beats are seen. For a regular rhythm this is
+    the offline phase map; it never uses a beat that has not been confirmed. Times are in any
+    unit shared by peaks and queries (`TransportMonitor` uses samples of the streamed signal).
+
+    Parameters
+    ----------
+    batch
+        Number of records tracked at once.
+    """
+
+    def __init__(self, batch: int = 1):
+        self.last = torch.full((batch,), math.nan, dtype=torch.float64)
+        self.previous = torch.full((batch,), math.nan, dtype=torch.float64)
+        self.beats = torch.zeros(batch, dtype=torch.int64)
+
+    def add_peak(self, sample: float, record: int = 0) -> None:
+        """Confirm a beat at time ``sample`` in record ``record`` (later than its last beat)."""
+        if not 0 <= record < len(self.beats):
+            raise IndexError(f"record {record} out of range for a tracker of {len(self.beats)}")
+        if not math.isfinite(sample) or sample <= self.last[record]:
+            raise ValueError(
+                f"peak {sample} of record {record} must be finite and after its last confirmed "
+                f"peak {self.last[record].item()}"
+            )
+        self.previous[record] = self.last[record]
+        self.last[record] = sample
+        self.beats[record] += 1
+
+    def phase(self, time: float | Tensor) -> Tensor:
+        """(batch,) float64 phase at ``time`` (scalar or per record), NaN where undefined."""
+        time = torch.as_tensor(time, dtype=torch.float64)
+        if bool((time < self.last).any()):
+            raise ValueError(
+                f"phase queried at {time.tolist()} before a confirmed peak {self.last.tolist()}: "
+                f"add peaks only once the stream has reached them"
+            )
+        phase = TWO_PI * (time - self.last) / (self.last - self.previous)
+        return phase.clamp(max=_BELOW_TWO_PI)
+
+
+def _per_record(peaks: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
+    """One sorted float64 array per record; a 1-D array of numbers is a single record."""
+    if isinstance(peaks, np.ndarray) and peaks.ndim == 1:
+        peaks = [peaks]
+    return [np.asarray(record, dtype=np.float64) for record in peaks]
+
+
+def peaks_due(
+    peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray
+) -> Iterator[list[tuple[int, float]]]:
+    """Replay offline detections in causal order.
+
+    For each query time yields the (record, peak) pairs first known then: the peaks in
+    (previous time, time], all peaks up to the first time at the first.
+    """
+    per_record = _per_record(peaks)
+    known = np.stack([np.searchsorted(p, times, side="right") for p in per_record])
+    fed = np.zeros(len(per_record), dtype=np.int64)
+    for column in known.T:
+        yield [
+            (record, float(peak))
+            for record, (start, stop) in enumerate(zip(fed, column))
+            for peak in per_record[record][start:stop]
+        ]
+        fed = column
+
+
+def causal_phases(peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray) -> np.ndarray:
+    """Phase a `CausalPhaseTracker` reports at each of ``times`` when fed ``peaks`` causally.
+
+    Returns
+    -------
+    np.ndarray
+        (records, len(times)) float64 radians, NaN where undefined.
+    """
+    times = np.asarray(times, dtype=np.float64)
+    tracker = CausalPhaseTracker(len(_per_record(peaks)))
+    phases = []
+    for time, due in zip(times, peaks_due(peaks, times)):
+        for record, peak in due:
+            tracker.add_peak(peak, record)
+        phases.append(tracker.phase(time))
+    return torch.stack(phases, dim=1).numpy()
+
+
+class TransportMonitor(nn.Module):
+    """Per-token transport-violation score of a streamed model, for bedside monitoring.
+
+    At token t with phase φ_t (`CausalPhaseTracker`, causal token clock) the dephased unit
+    token is w_t = ρ(φ_t)⁻¹ z_t / ‖z_t‖ and the score is 1 − cos(w_t, m_t), where the template
+    m_t is the mean of the w_s of all earlier phase-valid tokens of the stream. For a model
+    that is exactly equivariant (z_t = ρ(φ_t) v) every w_t is v/‖v‖ and the score is 0. The
+    score is NaN where φ_t is undefined and during warm-up: until ``2 + warmup_beats`` beats
+    are confirmed (so the template spans ``warmup_beats`` whole cycles).
+
+    Parameters
+    ----------
+    model
+        The model to stream (see `StreamingEncoder`).
+    symmetry
+        The phase action ρ on the projected tokens (rank 1, dim = projector output).
+    warmup_beats
+        Whole cycles the template accumulates before the first score.
+    """
+
+    def __init__(self, model: JEPAModel, symmetry: PhaseSymmetry, *, warmup_beats: int = 2):
+        super().__init__()
+        if symmetry.rank != 1 or symmetry.dim != model.projector.out_dim:
+            raise ValueError(
+                f"symmetry must act on one phase in dim {model.projector.out_dim} (the "
+                f"projector output), got rank {symmetry.rank}, dim {symmetry.dim}"
+            )
+        if warmup_beats < 0:
+            raise ValueError(f"warmup_beats must be >= 0, got {warmup_beats}")
+        self.encoder = StreamingEncoder(model)
+        self.symmetry = symmetry
+        self.warmup_beats = warmup_beats
+        self.reset()
+
+    def reset(self, batch: int = 1) -> None:
+        """Start ``batch`` new streams: encoder state, beats and template all cleared."""
+        self.encoder.reset(batch)
+        self.tracker = CausalPhaseTracker(batch)
+        device = next(self.encoder.model.parameters()).device
+        self.template_sum = torch.zeros(
+            batch, self.symmetry.dim, dtype=torch.float64, device=device
+        )
+        self.template_count = torch.zeros(batch, dtype=torch.int64, device=device)
+
+    def add_peak(self, sample: float, record: int = 0) -> None:
+        """Confirm a beat at ``sample`` (samples of the streamed signal, may be fractional)."""
+        self.tracker.add_peak(sample, record)
+
+    @torch.inference_mode()
+    def update(self, z: Tensor, phi: Tensor) -> Tensor:
+        """Scores (batch,) of tokens ``z`` (batch, K) at phases ``phi`` (batch,); then the tokens
+        join the template."""
+        if z.shape != self.template_sum.shape or phi.shape != z.shape[:1]:
+            raise ValueError(
+                f"update needs z {tuple(self.template_sum.shape)} and phi "
+                f"({len(self.template_sum)},), got z {tuple(z.shape)}, phi {tuple(phi.shape)}"
+            )
+        valid = torch.isfinite(phi).to(z.device)
+        phi = torch.nan_to_num(phi, nan=0.0).to(z.device)
+        w = self.symmetry.canonicalize(F.normalize(z.double(), dim=-1), phi)
+        cosine = (w * F.normalize(self.template_sum, dim=-1)).sum(-1)
+        warm = (self.tracker.beats >= 2 + self.warmup_beats).to(z.device)
+        ready = valid & warm & (self.template_count > 0)
+        self.template_sum += w * valid.unsqueeze(-1)
+        self.template_count += valid
+        return torch.where(ready, 1 - cosine, math.nan).to(z.dtype)
+
+    @torch.inference_mode()
+    def step(self, chunk: Tensor) -> Tensor:
+        """Score (batch,) of the next chunk, its phase read at the chunk's last sample."""
+        z = self.encoder.step(chunk)
+        clock = self.encoder.tokens_seen * self.encoder.patch - 1  # the "causal" token time
+        return self.update(z, self.tracker.phase(clock))
+
+    def replay(self, x: Tensor, peaks: np.ndarray | Sequence[np.ndarray]) -> Tensor:
+        """Scores (batch, T) of stored records x (batch, leads, samples) streamed chunk by chunk.
+
+        ``peaks`` (one array per record, samples of x) are confirmed as the stream reaches them.
+        """
+        self.reset(x.shape[0])
+        chunks = x.split(self.encoder.patch, dim=-1)
+        times = token_times(len(chunks), self.encoder.patch, "causal")
+        scores = []
+        for chunk, due in zip(chunks, peaks_due(peaks, times)):
+            for record, peak in due:
+                self.add_peak(peak, record)
+            scores.append(self.step(chunk))
+        return torch.stack(scores, dim=1)
