@@ -199,6 +199,16 @@ def run(
     console.print(f"[green]report[/green] {report}")
 
 
+@app.command()
+def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`")]) -> None:
+    """Rebuild report.md and report.json of a run directory from its saved results."""
+    from cyclejepa.evaluation.report import write_report
+
+    with _user_errors():
+        path = write_report(run_dir)
+    console.print(f"[green]report[/green] {path}")
+
+
 @contextmanager
 def _user_errors():
     """Print errors a user can act on (missing data, bad records, sealed fold) without a traceback."""

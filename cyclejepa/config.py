@@ -178,7 +178,15 @@ class EvaluationConfig(Section):
     steps: list[Annotated[int, Field(ge=1)]] = [5_000, 15_000, 30_000]
     unseal: bool = False
     bootstrap: int = Field(1_000, ge=1)
-    detector: _component(registry.DETECTORS) | None = None
+    seed: int = 0
+    device: str = "auto"
+    probe_c: float | Literal["cv"] = Field(1.0, description="logistic-regression C, or 'cv' within the training folds")
+    detector: _component(registry.DETECTORS) = "transport-violation"
+    families: list[str] = ["ectopic", "t-inversion", "st-shift", "attenuation", "lead-dropout", "baseline-wander"]
+    severities: list[Annotated[float, Field(ge=0, le=2)]] = [0.0, 0.5, 1.0, 1.5, 2.0]
+    anomaly_records: int | None = Field(None, ge=2, description="evaluation records in the anomaly battery (None: all)")
+    umap_points: int = Field(20_000, ge=100)
+    headline_step: int | None = Field(None, description="step of the report's first table (None: the first evaluated)")
 
 
 class ExperimentConfig(Section):

@@ -36,7 +36,11 @@ _BUILTIN_MODULES = (
     "cyclejepa.models",
     "cyclejepa.phase",
     "cyclejepa.data",
+    "cyclejepa.evaluation",
 )
+
+# Built-in modules that could not be imported because an optional package is missing.
+UNAVAILABLE: dict[str, str] = {}
 
 
 class UnknownComponentError(KeyError):
@@ -60,7 +64,9 @@ def unknown_name_message(kind: str, name: str, available: list[str]) -> str:
     """Message for an unknown name: the registered names and, when there is one, the fix."""
     message = f"unknown {kind} {name!r}; registered: {', '.join(sorted(available)) or '(none)'}"
     hint = closest_match(name, available)
-    return message + (f". Did you mean {hint!r}?" if hint else "")
+    message += f". Did you mean {hint!r}?" if hint else ""
+    missing = "; ".join(f"{module} needs {package}" for module, package in UNAVAILABLE.items())
+    return message + (f" (not loaded: {missing})" if missing else "")
 
 
 class Registry:
@@ -145,7 +151,13 @@ def load_builtins() -> None:
         return
     _loaded = True
     for module in _BUILTIN_MODULES:
-        importlib.import_module(module)
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as error:  # an optional dependency, never our own code
+            if error.name is None or error.name.split(".")[0] == "cyclejepa":
+                raise
+            UNAVAILABLE[module] = error.name
+            log.info("%s not loaded: it needs %s", module, error.name)
     load_plugins()
 
 

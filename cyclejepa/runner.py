@@ -26,6 +26,7 @@ import yaml
 
 from cyclejepa import __version__
 from cyclejepa.config import ArmConfig, ExperimentConfig
+from cyclejepa.jsonio import read_json, write_json
 
 SEALED_FOLD = 10
 
@@ -115,7 +116,7 @@ def prepare(cfg: ExperimentConfig, progress: bool = True):
 
 def _finished(cfg: ExperimentConfig, plan: RunPlan) -> bool:
     done = run_dir(cfg, plan) / "done.json"
-    return done.exists() and json.loads(done.read_text())["config_hash"] == cfg.config_hash()
+    return done.exists() and read_json(done)["config_hash"] == cfg.config_hash()
 
 
 def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True) -> Path:
@@ -138,7 +139,7 @@ def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True)
     if last is not None:
         trainer.resume(last)
     trainer.fit(progress=progress)
-    _write_json(directory / "done.json", {"config_hash": cfg.config_hash(), "steps": trainer.step})
+    write_json(directory / "done.json", {"config_hash": cfg.config_hash(), "steps": trainer.step})
     return directory
 
 
@@ -177,13 +178,6 @@ def _git_revision() -> str:
         return found.stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
-
-
-def _write_json(path: Path, value) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_suffix(".tmp")
-    temporary.write_text(json.dumps(value, indent=2))
-    temporary.replace(path)
 
 
 def write_resolved_config(cfg: ExperimentConfig) -> Path:

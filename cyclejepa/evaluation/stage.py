@@ -1,0 +1,179 @@
+"""The evaluation stage of `cyclejepa run`: every checkpoint of the grid, then the cross-run figures.
+
+Per checkpoint it writes ``evaluation/<run>-step<step>.json`` (diagnostic probes with
+patient-clustered intervals, transport gain and the G1 gate, lead-zeroing robustness, loop
+amplitude and orbit coherence, the anomaly battery, and the counts of records left out) and
+``evaluation/<run>-step<step>.npz`` (per-record superclass scores and heart rates, for the
+heart-rate stratification between arms). Across runs it draws the phase-ring and UMAP figures
+per step and stratifies the superclass AUROC gap by heart rate. Finished files are kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from cyclejepa.config import ExperimentConfig
+from cyclejepa.data.cache import PreparedCache
+from cyclejepa.data.cohort import cohort_markdown, cohort_table
+from cyclejepa.evaluation.anomaly import anomaly_battery
+from cyclejepa.evaluation.context import heart_rate, hr_stratified_auroc
+from cyclejepa.evaluation.embeddings import embed_records, extract_tokens
+from cyclejepa.evaluation.geometry import fundamental_amplitude, orbit_coherence, phase_ring_figure, umap_figure
+from cyclejepa.evaluation.mechanism import g1_gate
+from cyclejepa.evaluation.probe import LinearProbe, diagnostic_tasks, evaluate_task
+from cyclejepa.evaluation.robustness import lead_zeroing
+from cyclejepa.jsonio import read_json, write_json
+
+
+def evaluation_dir(cfg: ExperimentConfig) -> Path:
+    return Path(cfg.output_dir) / "evaluation"
+
+
+def evaluate_grid(cfg: ExperimentConfig, cache: PreparedCache, plans, steps: list[int], progress: bool = True) -> None:
+    """Evaluate every run × step (skipping finished ones), then the cross-run results."""
+    from cyclejepa.runner import audit_unseal, run_dir
+    from cyclejepa.training import load_trained
+    from cyclejepa.training.checkpoint import checkpoint_path
+    from cyclejepa.training.trainer import resolve_device
+
+    audit_unseal(cfg)
+    device = resolve_device(cfg.evaluation.device)
+    out = evaluation_dir(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_protocol(cfg, cache, out)
+    for plan in plans:
+        for step in steps:
+            target = out / f"{plan.name}-step{step:06d}.json"
+            if _current(target, cfg):
+                continue
+            objective = load_trained(cfg, checkpoint_path(run_dir(cfg, plan) / "checkpoints", step), device)
+            result, scores = evaluate_checkpoint(cfg, cache, objective, device, progress)
+            result.update(run=plan.name, arm=plan.arm.name, seed=plan.seed, step=step,
+                          transport_weight=plan.arm.transport_weight, config_hash=cfg.config_hash())
+            np.savez(target.with_suffix(".npz"), **scores)
+            write_json(target, result)
+    for step in steps:
+        compare_runs(cfg, cache, plans, step, device)
+
+
+def evaluate_checkpoint(
+    cfg: ExperimentConfig, cache: PreparedCache, objective, device: torch.device, progress: bool = False
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Every per-checkpoint metric as a JSON-ready dict, plus per-record superclass scores."""
+    ev = cfg.evaluation
+    model, symmetry = objective.model, objective.symmetry
+    columns = cache.columns
+    patients, qc_ok = columns["patient_id"], columns["qc_ok"]
+    phases = cache.phases("centre")
+    rows = np.union1d(cache.select(cfg.data.train_folds), cache.select(cfg.data.eval_folds))
+    reps = embed_records(model, cache.signals, phases, qc_ok, rows=rows, device=device, progress=progress)
+    result: dict[str, Any] = {"representations": {"records": len(reps.rows), "excluded": reps.excluded}}
+    diagnostic, scores = {}, {}
+    for task in diagnostic_tasks(cache, cfg.data.train_folds, cfg.data.eval_folds):
+        probe_result = evaluate_task(task, reps, patients, C=ev.probe_c, replicates=ev.bootstrap, seed=ev.seed)
+        diagnostic[task.name] = asdict(probe_result)
+        if task.name == "superclass":
+            superclass, probe = task, _fit_probe(task, reps, patients, probe_result.C)
+    result["diagnostic"] = diagnostic
+
+    split = superclass.split(reps, patients)
+    scores["rows"] = split.eval_rows
+    scores["scores"] = probe.decision_function(split.eval_X)
+    scores["labels"] = split.eval_Y
+    scores["patients"] = split.eval_groups
+    scores["heart_rate"] = np.array([heart_rate(cache.rpeaks(i)) for i in split.eval_rows])
+
+    phase_rows = cache.select(cfg.data.eval_folds)
+    phase_rows = phase_rows[qc_ok[phase_rows]]  # phase-QC failures are left out of phase analyses
+    tokens = extract_tokens(model, cache.signals[phase_rows], device=device)
+    token_phases = phases[phase_rows]
+    g1 = g1_gate(tokens, token_phases, symmetry, patients[phase_rows], seed=ev.seed, replicates=ev.bootstrap)
+    result["mechanism"] = asdict(g1)
+    result["geometry"] = {
+        "amplitude": fundamental_amplitude(tokens, token_phases, symmetry),
+        "coherence": asdict(orbit_coherence(tokens, token_phases, symmetry, bins=8)),
+    }
+    robustness = lead_zeroing(
+        model, cache.signals, phases, qc_ok, probe, superclass.labels, patients,
+        rows=split.eval_rows, device=device, replicates=ev.bootstrap, seed=ev.seed,
+    )
+    result["robustness"] = asdict(robustness)
+    battery_rows = phase_rows[: ev.anomaly_records] if ev.anomaly_records else phase_rows
+    cells = anomaly_battery(
+        model, symmetry, cache.signals[battery_rows], [cache.rpeaks(i) for i in battery_rows],
+        families=ev.families, severities=ev.severities, detector=ev.detector, seed=ev.seed, device=device,
+    )
+    result["anomaly"] = [asdict(cell) for cell in cells]
+    result["phase_records"] = {"evaluated": int(len(phase_rows)), "qc_failed": int((~qc_ok[cache.select(cfg.data.eval_folds)]).sum())}
+    return result, scores
+
+
+def _fit_probe(task, reps, patients, C: float) -> LinearProbe:
+    split = task.split(reps, patients)
+    return LinearProbe(C=C).fit(split.train_X, split.train_Y, groups=split.train_groups)
+
+
+def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, device: torch.device) -> None:
+    """Phase-ring and UMAP figures (one column per run) and the heart-rate stratified arm gap."""
+    from cyclejepa.runner import run_dir
+    from cyclejepa.training import load_trained
+    from cyclejepa.training.checkpoint import checkpoint_path
+
+    out = evaluation_dir(cfg)
+    figures = Path(cfg.output_dir) / "report" / "figures"
+    figures.mkdir(parents=True, exist_ok=True)
+    ring, umap = figures / f"phase-ring-step{step:06d}.png", figures / f"umap-step{step:06d}.png"
+    if not (ring.exists() and umap.exists()):
+        rows = cache.select(cfg.data.train_folds)
+        rows = rows[cache.columns["qc_ok"][rows]][:2000]  # the paper draws both from folds 1-9
+        phases = cache.phases("centre")[rows]
+        runs = {}
+        for plan in plans:
+            objective = load_trained(cfg, checkpoint_path(run_dir(cfg, plan) / "checkpoints", step), device)
+            runs[plan.name] = (extract_tokens(objective.model, cache.signals[rows], device=device), phases, objective.symmetry)
+        phase_ring_figure(runs, bins=24, path=ring)
+        umap_figure({k: v[:2] for k, v in runs.items()}, max_points=cfg.evaluation.umap_points, seed=cfg.evaluation.seed, path=umap)
+    _write_hr_strata(cfg, plans, step, out)
+
+
+def _write_hr_strata(cfg: ExperimentConfig, plans, step: int, out: Path) -> None:
+    arms = [a.name for a in cfg.runs.arms]
+    if len(arms) != 2:
+        return
+    strata = {}
+    for seed in cfg.runs.seeds:
+        loaded = {arm: np.load(out / f"{arm}-seed{seed}-step{step:06d}.npz") for arm in arms}
+        first = loaded[arms[0]]
+        if not all(np.array_equal(first["rows"], loaded[a]["rows"]) for a in arms):
+            continue  # the arms scored different records: no paired comparison
+        result = hr_stratified_auroc(
+            {arm: loaded[arm]["scores"] for arm in arms}, first["labels"], first["heart_rate"],
+            groups=first["patients"], replicates=cfg.evaluation.bootstrap, seed=cfg.evaluation.seed,
+        )
+        strata[f"seed{seed}"] = asdict(result)
+    write_json(out / f"hr-strata-step{step:06d}.json", strata)
+
+
+def _write_protocol(cfg: ExperimentConfig, cache: PreparedCache, out: Path) -> None:
+    table = cohort_table(cache, cfg.data.train_folds, cfg.data.eval_folds)
+    protocol = {
+        "train_folds": cfg.data.train_folds,
+        "eval_folds": cfg.data.eval_folds,
+        "cache": str(cache.path),
+        "counts": cache.manifest["counts"],
+        "rejections": [
+            {"record": str(r.record_id), "check": r.check, "detail": r.detail} for r in cache.rejections
+        ],
+        "cohort_markdown": cohort_markdown(table),
+        "config_hash": cfg.config_hash(),
+    }
+    write_json(out / "protocol.json", protocol)
+
+
+def _current(path: Path, cfg: ExperimentConfig) -> bool:
+    return path.exists() and read_json(path).get("config_hash") == cfg.config_hash()
