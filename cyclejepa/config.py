@@ -185,6 +185,8 @@ class EvaluationConfig(Section):
     families: list[str] = ["ectopic", "t-inversion", "st-shift", "attenuation", "lead-dropout", "baseline-wander"]
     severities: list[Annotated[float, Field(ge=0, le=2)]] = [0.0, 0.5, 1.0, 1.5, 2.0]
     anomaly_records: int | None = Field(None, ge=2, description="evaluation records in the anomaly battery (None: all)")
+    eligible_min_positives: int = Field(20, ge=1, description="positives in fold 9 for the eligible-subclass task")
+    umap: bool = Field(True, description="draw the token UMAP figure (needs umap-learn; slow to start)")
     umap_points: int = Field(20_000, ge=100)
     headline_step: int | None = Field(None, description="step of the report's first table (None: the first evaluated)")
 

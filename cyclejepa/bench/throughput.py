@@ -22,7 +22,6 @@ import argparse
 import copy
 import gc
 import importlib.util
-import json
 import math
 import os
 import sys
@@ -40,6 +39,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch import nn
 
 from cyclejepa.bench.report import markdown_report
 from cyclejepa.bench.timing import (
@@ -53,6 +53,13 @@ from cyclejepa.bench.timing import (
     time_window,
     versions,
 )
+from cyclejepa.config import load_config, parse_config
+from cyclejepa.jsonio import write_json
+from cyclejepa.objectives import SIGReg, prediction_loss, sample_cutoffs, transport_loss
+from cyclejepa.symmetry import U1Symmetry
+from cyclejepa.training import JEPAObjective, Trainer
+from cyclejepa.training.schedule import learning_rate, set_learning_rate
+from cyclejepa.training.trainer import resolve_device
 
 __all__ = [
     "SECTIONS",
@@ -147,6 +154,7 @@ def run_throughput(
     variants: Sequence[str] | None = None,
     prepare_records: int | None = None,
     deadline_s: float | None = None,
+    threads: int | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
     """Run the throughput benchmark and return its results (also written to ``out`` when given).
@@ -170,12 +178,18 @@ def run_throughput(
         Records of the synthetic prepare corpus (default 21,799, quick 500; 0 skips).
     deadline_s
         Seconds after which the sections and variants not yet started are skipped.
+    threads
+        CPU threads for torch during the run (default: torch's setting). On a CPU shared with
+        other work, one thread avoids OpenMP barriers waiting on descheduled threads.
     log
         Progress messages (default: printed to stderr).
     """
-    from cyclejepa.config import parse_config
-    from cyclejepa.training.trainer import resolve_device
+    with _torch_threads(threads):
+        return _run(device, quick, out, config, sections, variants, prepare_records, deadline_s, log)
 
+
+def _run(device, quick, out, config, sections, variants, prepare_records, deadline_s, log) -> dict[str, Any]:
+    """`run_throughput` under its thread setting."""
     started = time.perf_counter()
     raw = copy.deepcopy(config or {})
     cfg = parse_config(raw, source="benchmark config")
@@ -193,27 +207,7 @@ def run_throughput(
     def time_left() -> bool:
         return deadline_s is None or time.perf_counter() - started < deadline_s
 
-    report: dict[str, Any] = {
-        "schema": SCHEMA,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": sys.argv,
-        "machine": machine_info(device),
-        "versions": versions(),
-        "settings": {
-            "device": str(device),
-            "quick": quick,
-            "batch": cfg.training.batch_size,
-            "tokens": SAMPLES // cfg.model.encoder.patch,
-            "corpus_records": CORPUS_RECORDS,
-            "config_overrides": raw,
-            "config_hash": cfg.config_hash(),
-            "budget": asdict(budget),
-            "sections": list(sections),
-            "variants": list(variants),
-            "equality": {"steps": EQUALITY_STEPS, "rtol": EQUALITY_RTOL, "terms": list(EQUALITY_TERMS)},
-            "float32_flags": _float32_flags(),
-        },
-    }
+    report = _header(cfg, raw, device, quick, budget, sections, variants)
 
     def save() -> None:
         report["elapsed_s"] = time.perf_counter() - started
@@ -245,6 +239,31 @@ def run_throughput(
     return report
 
 
+def _header(cfg, raw, device, quick, budget, sections, variants) -> dict[str, Any]:
+    """The report's machine, versions and settings."""
+    return {
+        "schema": SCHEMA,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "machine": machine_info(device),
+        "versions": versions(),
+        "settings": {
+            "device": str(device),
+            "quick": quick,
+            "batch": cfg.training.batch_size,
+            "tokens": SAMPLES // cfg.model.encoder.patch,
+            "corpus_records": CORPUS_RECORDS,
+            "config_overrides": raw,
+            "config_hash": cfg.config_hash(),
+            "budget": asdict(budget),
+            "sections": list(sections),
+            "variants": list(variants),
+            "equality": {"steps": EQUALITY_STEPS, "rtol": EQUALITY_RTOL, "terms": list(EQUALITY_TERMS)},
+            "float32_flags": _float32_flags(),
+        },
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Command line: ``python benchmarks/throughput.py [--quick] [--device cuda] [--out PATH]``."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -255,9 +274,11 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--sections", help=f"comma list of {', '.join(SECTIONS)}")
     parser.add_argument("--variants", help=f"comma list of {', '.join(VARIANTS)}")
     parser.add_argument("--deadline-s", type=float, help="skip what has not started after this many seconds")
-    parser.add_argument("--config", type=Path, help="experiment YAML whose model/training/objectives to use")
+    parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--config", type=Path, help="experiment YAML (default: the paper's configuration)")
     args = parser.parse_args(argv)
-    config = _config_overrides(args.config) if args.config else None
+
+    config = load_config(args.config).model_dump(mode="json") if args.config else None
     out = args.out or Path("runs/benchmarks") / f"throughput-{_device_tag(args.device)}.json"
     report = run_throughput(
         args.device,
@@ -268,6 +289,7 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         variants=_split(args.variants),
         prepare_records=args.prepare_records,
         deadline_s=args.deadline_s,
+        threads=args.threads,
     )
     print(markdown_report(report))
     print(f"\nwrote {out} and {out.with_suffix('.md')}", file=sys.stderr)
@@ -297,12 +319,16 @@ def _training_and_equality(
     if equality_steps:
         log(f"[throughput] strict float32 reference, {equality_steps} steps")
         reference = _guarded(lambda: strict_float32_trace(raw, device, equality_steps))
-        report["equality"] = reference if isinstance(reference, dict) else {
-            "status": "ok",
-            "reference": "float32 eager with TF32 off for matmul and cuDNN, same seed and batches",
-            "steps": equality_steps,
-            "variants": {},
-        }
+        report["equality"] = (
+            reference
+            if isinstance(reference, dict)
+            else {
+                "status": "ok",
+                "reference": "float32 eager with TF32 off for matmul and cuDNN, same seed and batches",
+                "steps": equality_steps,
+                "variants": {},
+            }
+        )
     for entry, trace in measure_training(raw, device, budget, variants, time_left, log):
         report["training"].append(entry)
         if trace and report["equality"]["status"] == "ok":
@@ -319,8 +345,6 @@ def measure_training(
     log: Callable[[str], None] = lambda message: None,
 ) -> Iterator[tuple[dict[str, Any], list[list[float]]]]:
     """Per variant: its entry and the metrics rows of its first `EQUALITY_STEPS` steps."""
-    from cyclejepa.config import parse_config
-
     cfg = parse_config(raw)
     corpus = synthetic_training_arrays(cfg.model.encoder.leads, SAMPLES // cfg.model.encoder.patch)
     for name in variants:
@@ -328,7 +352,9 @@ def measure_training(
         trace: list[list[float]] = []
         if time_left():
             log(f"[throughput] training, variant {name}")
-            entry.update(_guarded(lambda: _measure_variant(raw, name, device, budget, corpus, trace)))
+            entry.update(
+                _guarded(lambda name=name, trace=trace: _measure_variant(raw, name, device, budget, corpus, trace))
+            )
             _release(device, compiled=VARIANTS[name].compile_mode is not None)
         else:
             entry.update(_skipped("deadline passed"))
@@ -379,9 +405,6 @@ def _measure_variant(
 
 def _trainer(raw: dict[str, Any], variant: Variant, device: torch.device, corpus, directory: str):
     """A paper-seeded trainer (seed 0, λ_trans = 1) running ``variant`` on ``device``."""
-    from cyclejepa.config import parse_config
-    from cyclejepa.training import Trainer
-
     training = {"device": str(device), "precision": variant.precision, "compile": variant.compile_mode == "default"}
     cfg = parse_config(_merge(raw, {"training": training}))
     trainer = Trainer(cfg, *corpus, directory, seed=0, transport_weight=1.0)
@@ -396,11 +419,6 @@ def instrumented_step(trainer, timer: PhaseTimer) -> dict[str, torch.Tensor]:
     Computes exactly what ``train_step`` computes, from the same RNG streams, with the
     predictor's forward timed apart from the prediction loss; returns the loss terms.
     """
-    from torch import nn
-
-    from cyclejepa.objectives import prediction_loss, sample_cutoffs
-    from cyclejepa.training.schedule import learning_rate, set_learning_rate
-
     objective, streams, cfg = trainer.objective, trainer.streams, trainer.cfg
     with timer.phase("batch"):
         x, phi = trainer.batches.next()
@@ -415,11 +433,7 @@ def instrumented_step(trainer, timer: PhaseTimer) -> dict[str, torch.Tensor]:
     with timer.phase("predictor"):
         prediction = objective._predict(z, cutoff)
     with timer.phase("prediction loss"):
-        terms = {
-            "prediction": prediction_loss(
-                lambda *_: prediction, z, cutoff, stop_gradient=objective.stop_gradient
-            )
-        }
+        terms = {"prediction": prediction_loss(lambda *_: prediction, z, cutoff, stop_gradient=objective.stop_gradient)}
     with timer.phase("regulariser"):
         terms["regulariser"] = objective._regulariser(z)
     with timer.phase("transport"):
@@ -503,8 +517,6 @@ def synthetic_training_arrays(
 
 def strict_float32_trace(raw: dict[str, Any], device: torch.device, steps: int) -> list[list[float]]:
     """Metrics rows of the first ``steps`` steps in float32 with TF32 disabled."""
-    from cyclejepa.config import parse_config
-
     cfg = parse_config(raw)
     corpus = synthetic_training_arrays(cfg.model.encoder.leads, SAMPLES // cfg.model.encoder.patch)
     with _strict_float32(), tempfile.TemporaryDirectory(prefix="cyclejepa-bench-") as directory:
@@ -556,9 +568,6 @@ def measure_transport(cfg, device: torch.device, budget: Budget) -> dict[str, An
     ``budget.naive_records`` records and its batch time is extrapolated linearly (records are
     independent), which the row says.
     """
-    from cyclejepa.objectives import transport_loss
-    from cyclejepa.symmetry import U1Symmetry
-
     speed = _transport_speed_module()
     symmetry = U1Symmetry(cfg.symmetry.spectrum).to(device)
     batch, dim = cfg.training.batch_size, symmetry.dim
@@ -578,12 +587,17 @@ def measure_transport(cfg, device: torch.device, budget: Budget) -> dict[str, An
         slow = _time_loss(all_pairs, z[:n], phi[:n], symmetry, budget.part_warmup, budget.naive_repeats, sync)
         common = {"tokens": tokens, "batch": batch, "dim": dim, "abs_difference": difference}
         rows.append({**common, "method": "O(T) identity", "records_measured": batch, "extrapolated": False, **fast})
-        rows.append({
-            **common, "method": "all pairs", "records_measured": n, "extrapolated": n < batch,
-            **{key: value * batch / n for key, value in slow.items()},
-            "speedup_forward": slow["forward_ms"] * batch / n / fast["forward_ms"],
-            "speedup_forward_backward": slow["forward_backward_ms"] * batch / n / fast["forward_backward_ms"],
-        })
+        rows.append(
+            {
+                **common,
+                "method": "all pairs",
+                "records_measured": n,
+                "extrapolated": n < batch,
+                **{key: value * batch / n for key, value in slow.items()},
+                "speedup_forward": slow["forward_ms"] * batch / n / fast["forward_ms"],
+                "speedup_forward_backward": slow["forward_backward_ms"] * batch / n / fast["forward_backward_ms"],
+            }
+        )
     return {"status": "ok", "rows": rows}
 
 
@@ -607,8 +621,6 @@ def _time_loss(loss_fn, z, phi, symmetry, warmup: int, repeats: int, sync) -> di
 
 def measure_sigreg(cfg, device: torch.device, budget: Budget) -> dict[str, Any]:
     """SIGReg on N = B × T random tokens with fresh directions per call (as in training)."""
-    from cyclejepa.objectives import SIGReg
-
     reg_cfg = cfg.objectives.regulariser
     regulariser = SIGReg(**(reg_cfg.options if reg_cfg.name == "sigreg" else {}))
     tokens = cfg.training.batch_size * (SAMPLES // cfg.model.encoder.patch)
@@ -624,8 +636,13 @@ def measure_sigreg(cfg, device: torch.device, budget: Budget) -> dict[str, Any]:
         z.grad = None
         regulariser(z, generator).backward()
 
-    row: dict[str, Any] = {"status": "ok", "N": tokens, "K": z.shape[1], "M": regulariser.num_directions,
-                           "J": regulariser.knots}
+    row: dict[str, Any] = {
+        "status": "ok",
+        "N": tokens,
+        "K": z.shape[1],
+        "M": regulariser.num_directions,
+        "J": regulariser.knots,
+    }
     for name, fn in (("forward", forward), ("forward_backward", forward_backward)):
         row[name] = summarise(time_calls(fn, warmup=budget.part_warmup, repeats=budget.repeats, sync=sync))
     return row
@@ -633,8 +650,6 @@ def measure_sigreg(cfg, device: torch.device, budget: Budget) -> dict[str, Any]:
 
 def measure_inference(cfg, device: torch.device, budget: Budget) -> dict[str, Any]:
     """Records/s of the deployed path (encoder + projector), no grad, batch `INFERENCE_BATCH`."""
-    from cyclejepa.training import JEPAObjective
-
     model = JEPAObjective(cfg, transport_weight=1.0, init_seed=0).model.to(device).eval()
     generator = torch.Generator(device=device).manual_seed(0)
     x = torch.randn(INFERENCE_BATCH, cfg.model.encoder.leads, SAMPLES, generator=generator, device=device)
@@ -648,8 +663,14 @@ def measure_inference(cfg, device: torch.device, budget: Budget) -> dict[str, An
                 model(x)
 
         step = summarise(time_calls(forward, warmup=budget.part_warmup, repeats=budget.repeats, sync=sync))
-        rows.append({"precision": precision, "batch": INFERENCE_BATCH, "batch_ms": step,
-                     "records_per_s": INFERENCE_BATCH * 1e3 / step["median_ms"]})
+        rows.append(
+            {
+                "precision": precision,
+                "batch": INFERENCE_BATCH,
+                "batch_ms": step,
+                "records_per_s": INFERENCE_BATCH * 1e3 / step["median_ms"],
+            }
+        )
     return {"status": "ok", "rows": rows}
 
 
@@ -677,10 +698,15 @@ def measure_prepare(records: int, all_cores: bool = True) -> dict[str, Any]:
             start = time.perf_counter()
             cache = prepare_cache(root, Path(folder) / f"cache-{count}", workers=count, progress=False)
             seconds = time.perf_counter() - start
-            result["rows"].append({
-                "workers": count, "seconds": seconds, "kept": len(cache),
-                "records_per_s": records / seconds, "records_per_s_per_worker": records / seconds / count,
-            })
+            result["rows"].append(
+                {
+                    "workers": count,
+                    "seconds": seconds,
+                    "kept": len(cache),
+                    "records_per_s": records / seconds,
+                    "records_per_s_per_worker": records / seconds / count,
+                }
+            )
     return result
 
 
@@ -707,13 +733,28 @@ def _guarded(fn: Callable[[], Any]) -> Any:
     """``fn()``, or a ``failed`` status with the error when it raises (one failure, not the run)."""
     try:
         return fn()
-    except Exception as error:  # a benchmark section must not take the others down
-        return {"status": "failed", "error": f"{type(error).__name__}: {error}"[:2000],
-                "traceback": traceback.format_exc()[-4000:]}
+    except Exception as error:  # noqa: BLE001  (one failing section must not take the others down)
+        return {
+            "status": "failed",
+            "error": f"{type(error).__name__}: {error}"[:2000],
+            "traceback": traceback.format_exc()[-4000:],
+        }
 
 
 def _skipped(reason: str) -> dict[str, str]:
     return {"status": "skipped", "reason": reason}
+
+
+@contextmanager
+def _torch_threads(threads: int | None) -> Iterator[None]:
+    """Run with ``threads`` torch CPU threads (unchanged when None), restored afterwards."""
+    previous = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def _release(device: torch.device, compiled: bool) -> None:
@@ -748,19 +789,11 @@ def _check_names(kind: str, names: Sequence[str], allowed: Sequence[str]) -> Non
         raise ValueError(f"unknown {kind}(s) {unknown}; choose from {', '.join(allowed)}")
 
 
-def _config_overrides(path: Path) -> dict[str, Any]:
-    import yaml
-
-    return yaml.safe_load(path.read_text()) or {}
-
-
 def _write(report: dict[str, Any], out: str | os.PathLike | None) -> None:
-    if out is None:
-        return
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1, default=str) + "\n")
-    out.with_suffix(".md").write_text(markdown_report(report))
+    """Rewrite the JSON at ``out`` (atomically) and the Markdown report beside it."""
+    if out is not None:
+        path = write_json(out, report)
+        path.with_suffix(".md").write_text(markdown_report(report))
 
 
 def _split(text: str | None) -> list[str] | None:

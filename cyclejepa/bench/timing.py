@@ -206,9 +206,7 @@ def machine_info(device: torch.device) -> dict[str, Any]:
         "cpu_model": _cpu_model(),
         "cpu_count": os.cpu_count(),
         "cpu_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-        if hasattr(os, "sysconf")
-        else None,
+        "memory_bytes": os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") if hasattr(os, "sysconf") else None,
         "load_average": os.getloadavg() if hasattr(os, "getloadavg") else None,
         "torch_threads": torch.get_num_threads(),
         "device": str(device),

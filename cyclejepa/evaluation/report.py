@@ -29,11 +29,16 @@ class Row:
     interval: Callable[[dict], tuple[float, float]] | None = None
 
 
+_UNDEFINED = {"point": math.nan, "low": math.nan, "high": math.nan}
+
+
+def _macro(result: dict, task: str) -> dict:
+    """The task's macro-AUROC interval; NaN when the task could not be evaluated."""
+    return result["diagnostic"].get(task, {}).get("macro_auroc", _UNDEFINED)
+
+
 def _probe(task: str):
-    return (
-        lambda r: r["diagnostic"][task]["macro_auroc"]["point"],
-        lambda r: (r["diagnostic"][task]["macro_auroc"]["low"], r["diagnostic"][task]["macro_auroc"]["high"]),
-    )
+    return lambda r: _macro(r, task)["point"], lambda r: (_macro(r, task)["low"], _macro(r, task)["high"])
 
 
 def _strongest(result: dict) -> dict:
@@ -76,7 +81,7 @@ def write_report(output_dir: str | Path) -> Path:
     output_dir = Path(output_dir)
     cfg = parse_config(read_json_yaml(output_dir / "config.yaml"), source=str(output_dir / "config.yaml"))
     evaluation = output_dir / "evaluation"
-    results = sorted((read_json(p) for p in evaluation.glob("*-step*.json")), key=_order(cfg))
+    results = sorted((read_json(p) for p in evaluation.glob("*-seed*-step*.json")), key=_order(cfg))
     if not results:
         raise FileNotFoundError(f"{evaluation} holds no evaluation results; run `cyclejepa run` first")
     headline = headline_cell(cfg, results)
@@ -194,9 +199,9 @@ def grid_markdown(results: list[dict]) -> str:
 def _grid_entry(r: dict) -> dict:
     return {
         "arm": r["arm"], "seed": r["seed"], "step": r["step"],
-        "superclass": r["diagnostic"]["superclass"]["macro_auroc"]["point"],
-        "subclass_eligible": r["diagnostic"]["subclass-eligible"]["macro_auroc"]["point"],
-        "subclass_all": r["diagnostic"]["subclass-all"]["macro_auroc"]["point"],
+        "superclass": _macro(r, "superclass")["point"],
+        "subclass_eligible": _macro(r, "subclass-eligible")["point"],
+        "subclass_all": _macro(r, "subclass-all")["point"],
         "gain_fraction": r["mechanism"]["true"]["gain_fraction"],
         "g1": r["mechanism"]["passed"],
         "mean_lead_delta": r["robustness"]["mean_delta"]["point"],
@@ -207,8 +212,11 @@ def _grid_entry(r: dict) -> dict:
 
 def per_class_markdown(cell: list[dict]) -> str:
     lines = ["## Per-class AUROC (headline cell)"]
-    for task in cell[0]["diagnostic"]:
-        classes = cell[0]["diagnostic"][task]["classes"]
+    for task, first in cell[0]["diagnostic"].items():
+        classes = first["classes"]
+        if "error" in first:
+            lines += ["", f"**{task}**: not evaluated ({first['error']})"]
+            continue
         lines += ["", f"**{task}**", "", "| class | " + " | ".join(r["arm"] for r in cell) + " | positives |",
                   "|---|" + "---:|" * (len(cell) + 1)]
         for name in classes:

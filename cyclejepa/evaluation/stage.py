@@ -74,12 +74,21 @@ def evaluate_checkpoint(
     reps = embed_records(model, cache.signals, phases, qc_ok, rows=rows, device=device, progress=progress)
     result: dict[str, Any] = {"representations": {"records": len(reps.rows), "excluded": reps.excluded}}
     diagnostic, scores = {}, {}
-    for task in diagnostic_tasks(cache, cfg.data.train_folds, cfg.data.eval_folds):
-        probe_result = evaluate_task(task, reps, patients, C=ev.probe_c, replicates=ev.bootstrap, seed=ev.seed)
+    tasks = diagnostic_tasks(
+        cache, cfg.data.train_folds, cfg.data.eval_folds, min_positives=ev.eligible_min_positives
+    )
+    for task in tasks:
+        try:
+            probe_result = evaluate_task(task, reps, patients, C=ev.probe_c, replicates=ev.bootstrap, seed=ev.seed)
+        except ValueError as error:  # e.g. a task left with one class on a small corpus
+            diagnostic[task.name] = {"task": task.name, "classes": list(task.classes), "error": str(error)}
+            continue
         diagnostic[task.name] = asdict(probe_result)
         if task.name == "superclass":
             superclass, probe = task, _fit_probe(task, reps, patients, probe_result.C)
     result["diagnostic"] = diagnostic
+    if "error" in diagnostic["superclass"]:
+        raise ValueError(f"the superclass probe could not be evaluated: {diagnostic['superclass']['error']}")
 
     split = superclass.split(reps, patients)
     scores["rows"] = split.eval_rows
@@ -128,7 +137,7 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, 
     figures = Path(cfg.output_dir) / "report" / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     ring, umap = figures / f"phase-ring-step{step:06d}.png", figures / f"umap-step{step:06d}.png"
-    if not (ring.exists() and umap.exists()):
+    if not (ring.exists() and (umap.exists() or not cfg.evaluation.umap)):
         rows = cache.select(cfg.data.train_folds)
         rows = rows[cache.columns["qc_ok"][rows]][:2000]  # the paper draws both from folds 1-9
         phases = cache.phases("centre")[rows]
@@ -137,7 +146,8 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, 
             objective = load_trained(cfg, checkpoint_path(run_dir(cfg, plan) / "checkpoints", step), device)
             runs[plan.name] = (extract_tokens(objective.model, cache.signals[rows], device=device), phases, objective.symmetry)
         phase_ring_figure(runs, bins=24, path=ring)
-        umap_figure({k: v[:2] for k, v in runs.items()}, max_points=cfg.evaluation.umap_points, seed=cfg.evaluation.seed, path=umap)
+        if cfg.evaluation.umap:
+            umap_figure({k: v[:2] for k, v in runs.items()}, max_points=cfg.evaluation.umap_points, seed=cfg.evaluation.seed, path=umap)
     _write_hr_strata(cfg, plans, step, out)
 
 

@@ -191,7 +191,7 @@ class Trainer:
         until = self.cfg.training.steps if until is None else until
         pending: list[tuple[int, torch.Tensor]] = []
         last = checkpoint_path(self.directory, self.step)
-        with _progress(progress and self.dist.is_main, self.step, until) as bar:
+        with _progress(progress and self.dist.is_main, self.directory.name, self.step, until) as bar:
             while self.step < until:
                 pending.append((self.step, self.train_step()))
                 if len(pending) == FLUSH_EVERY or self.step == until:
@@ -250,7 +250,7 @@ class Trainer:
 
 
 @contextlib.contextmanager
-def _progress(enabled: bool, start: int, total: int):
+def _progress(enabled: bool, label: str, start: int, total: int):
     """A rich progress bar with the loss terms and steps/s; yields ``update(metrics)``."""
     if not enabled:
         yield lambda metrics: None
@@ -258,8 +258,8 @@ def _progress(enabled: bool, start: int, total: int):
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     columns = (
-        TextColumn("train"),
-        BarColumn(),
+        TextColumn(label),
+        BarColumn(bar_width=20),
         MofNCompleteColumn(),
         TextColumn("{task.fields[terms]}"),
         TextColumn("{task.fields[rate]}"),
@@ -272,8 +272,8 @@ def _progress(enabled: bool, start: int, total: int):
         def update(metrics: dict[str, float]) -> None:
             done = int(metrics["step"])
             rate = (done - first) / max(time.perf_counter() - began, 1e-9)
-            terms = " ".join(f"{name} {metrics[name]:.4f}" for name in TERMS)
-            progress.update(task, completed=done, terms=terms, rate=f"{rate:.1f} steps/s")
+            terms = " ".join(f"{name[:5]} {metrics[name]:.3g}" for name in TERMS)
+            progress.update(task, completed=done, terms=terms, rate=f"{rate:.1f} it/s")
 
         yield update
 
