@@ -14,9 +14,9 @@ from cyclejepa.evaluation.geometry import (
     phase_ring_figure,
     umap_figure,
 )
+from cyclejepa.evaluation.bootstrap import patient_bootstrap_weights
 from cyclejepa.evaluation.mechanism import (
     g1_gate,
-    patient_bootstrap_weights,
     record_similarities,
     shuffle_phases,
     transport_gain,

@@ -15,6 +15,7 @@ from torch import nn
 
 from cyclejepa.data.cache import PreparedCache
 from cyclejepa.data.ptbxl import LEADS, SUBCLASSES, SUPERCLASSES
+from cyclejepa.evaluation.bootstrap import patient_bootstrap_weights
 from cyclejepa.evaluation.context import heart_rate, hr_stratified_auroc
 from cyclejepa.evaluation.embeddings import (
     Representations,
@@ -22,7 +23,6 @@ from cyclejepa.evaluation.embeddings import (
     extract_tokens,
     record_representations,
 )
-from cyclejepa.evaluation.mechanism import patient_bootstrap_weights
 from cyclejepa.evaluation.probe import (
     DEFAULT_CS,
     LinearProbe,

@@ -7,9 +7,12 @@ import numpy as np
 import pytest
 
 from cyclejepa.phase import (
+    PHASE_MAX,
     EcgRPeakProvider,
     PhaseProvider,
     PhaseTrack,
+    causal_phase,
+    causal_phase_from_events,
     detect_r_peaks,
     match_events,
     phase_from_events,
@@ -91,6 +94,50 @@ def test_phase_from_events_matches_naive_scan():
     times = rng.uniform(-100, events[-1] + 100, 500)
     expected = [naive_phase(events, time) for time in times]
     np.testing.assert_allclose(phase_from_events(events, times), expected, rtol=0, atol=1e-12)
+
+
+def naive_causal_phase(events, time):
+    """Causal phase of one time from the last two events at or before it (reference)."""
+    seen = [event for event in events if event <= time]
+    if len(seen) < 2:
+        return math.nan
+    return min(TWO_PI * (time - seen[-1]) / (seen[-1] - seen[-2]), math.nextafter(TWO_PI, 0))
+
+
+def test_causal_phase_from_events_matches_naive_scan():
+    rng = np.random.default_rng(3)
+    events = np.cumsum(rng.uniform(50, 150, 20))
+    events[12:] += 400  # a pause: the phase saturates below 2π
+    times = rng.uniform(-100, events[-1] + 300, (25, 20))
+    expected = [[naive_causal_phase(events, time) for time in row] for row in times]
+    causal = causal_phase_from_events(events, times)
+    np.testing.assert_allclose(causal, expected, rtol=0, atol=1e-12)
+    assert np.nanmax(causal) == PHASE_MAX < TWO_PI
+    assert np.isnan(causal_phase_from_events(events[:1], times)).all()
+
+
+def test_causal_phase_equals_phase_map_on_a_regular_train_and_ignores_later_events():
+    events = 7.3 + 83.37 * np.arange(12)
+    times = np.linspace(0, 1000, 777)
+    inside = (times >= events[1]) & (times < events[-1])
+    causal = causal_phase_from_events(events, times)
+    np.testing.assert_allclose(causal[inside], phase_from_events(events, times)[inside], atol=1e-12)
+    assert np.isnan(causal[times < events[1]]).all()
+    cut = times <= events[5] + 40
+    np.testing.assert_array_equal(causal_phase_from_events(events[:6], times)[cut], causal[cut])
+
+
+def test_causal_phase_is_the_same_formula_on_tensors():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    last = rng.uniform(0, 100, 50)
+    previous, times = last - rng.uniform(20, 80, 50), last + rng.uniform(0, 150, 50)
+    previous[:5] = math.nan
+    as_numpy = causal_phase(times, last, previous)
+    as_torch = causal_phase(*(torch.from_numpy(a) for a in (times, last, previous)))
+    np.testing.assert_array_equal(as_torch.numpy(), as_numpy)
+    expected = [naive_causal_phase([p, l], t) for t, l, p in zip(times, last, previous)]
+    np.testing.assert_allclose(as_numpy, expected, rtol=0, atol=1e-12)
 
 
 def test_per_sample_phase_nan_outside_events_and_in_range():

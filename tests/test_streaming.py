@@ -15,7 +15,7 @@ from cyclejepa.models.streaming import (
     causal_phases,
     peaks_due,
 )
-from cyclejepa.phase import phase_from_events, token_times
+from cyclejepa.phase import causal_phase_from_events, phase_from_events, token_times
 from cyclejepa.symmetry import U1Symmetry
 
 @pytest.fixture(autouse=True)
@@ -143,6 +143,8 @@ def test_tracker_uses_only_confirmed_past_peaks():
     streamed = causal_phases(peaks, times)
     reference = [[naive_causal_phase(p, t) for t in times] for p in peaks]
     np.testing.assert_allclose(streamed, reference, rtol=0, atol=1e-9)
+    vectorised = [causal_phase_from_events(p, times) for p in peaks]
+    np.testing.assert_allclose(streamed, vectorised, rtol=0, atol=1e-12)
     assert np.nanmax(streamed) < 2 * math.pi
     cut = 500.0  # forgetting every peak after the cut changes nothing before it
     truncated = causal_phases([p[p <= cut] for p in peaks], times)

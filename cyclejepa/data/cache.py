@@ -30,9 +30,8 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -53,6 +52,7 @@ from cyclejepa.data.ptbxl import (
     RecordRejected,
     read_verified,
 )
+from cyclejepa.progress import progress_bar
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -280,7 +280,7 @@ def _run_jobs(
     chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
     provider = (arguments["phase_provider"], arguments["phase_options"])
     outcomes: list[_Outcome] = []
-    with _progress_bar(len(jobs), progress) as advance:
+    with progress_bar(len(jobs), "preparing records", enabled=progress) as advance:
         if workers == 1:
             for chunk in chunks:
                 outcomes += _process_chunk(chunk, scratch_path, *provider)
@@ -298,19 +298,6 @@ def _run_jobs(
                 outcomes += future.result()
                 advance(futures[future])
     return outcomes
-
-
-@contextmanager
-def _progress_bar(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
-    if not enabled:
-        yield lambda n: None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    columns = (Progress.get_default_columns()[0], BarColumn(), MofNCompleteColumn())
-    with Progress(*columns, TimeRemainingColumn()) as bar:
-        task = bar.add_task("preparing records", total=total)
-        yield lambda n: bar.advance(task, n)
 
 
 def _process_chunk(

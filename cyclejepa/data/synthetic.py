@@ -44,6 +44,7 @@ from cyclejepa.data.ptbxl import (
     SUPERCLASSES,
     checksum16,
 )
+from cyclejepa.progress import progress_bar
 
 __all__ = [
     "DATABASE_COLUMNS",
@@ -1095,25 +1096,6 @@ def _run_tasks(tasks: Sequence[tuple], workers: int) -> Iterator[list[list[int]]
         yield from pool.map(_write_chunk, *zip(*tasks))
 
 
-@contextlib.contextmanager
-def _progress(enabled: bool, total: int) -> Iterator[Callable[[int], None]]:
-    """``advance(k)`` of a rich progress bar over ``total`` records (a no-op when disabled)."""
-    if not enabled:
-        yield lambda k: None
-        return
-    from rich import progress
-
-    columns = (
-        progress.TextColumn("synthetic ECG corpus"),
-        progress.BarColumn(),
-        progress.MofNCompleteColumn(),
-        progress.TimeRemainingColumn(),
-    )
-    with progress.Progress(*columns) as bar:
-        task = bar.add_task("records", total=total)
-        yield lambda k: bar.advance(task, k)
-
-
 # ----------------------------------------------------------------------------------------------
 # Public API
 # ----------------------------------------------------------------------------------------------
@@ -1239,7 +1221,7 @@ def write_synthetic_corpus(
     chunks = _chunks(records)
     tasks = [(str(root), plan.take(chunk), ids[chunk], seed, k) for k, chunk in enumerate(chunks)]
     rpeaks: list[list[int]] = []
-    with _progress(progress, records) as advance:
+    with progress_bar(records, "synthetic ECG corpus", enabled=progress) as advance:
         for peaks in _run_tasks(tasks, workers):
             rpeaks += peaks
             advance(len(peaks))

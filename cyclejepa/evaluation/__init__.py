@@ -1,9 +1,13 @@
 """Evaluation: embeddings, probes, mechanism, robustness, geometry, anomaly battery, report."""
 
+from cyclejepa.evaluation.bootstrap import (  # noqa: F401
+    BootstrapCI,
+    patient_bootstrap_weights,
+    percentile_interval,
+)
 from cyclejepa.evaluation.mechanism import (  # noqa: F401
     G1Result,
     GainResult,
-    Interval,
     RecordSimilarities,
     g1_gate,
     record_similarities,
@@ -25,7 +29,6 @@ from cyclejepa.evaluation.embeddings import (  # noqa: F401
     record_representations,
 )
 from cyclejepa.evaluation.probe import (  # noqa: F401
-    BootstrapCI,
     DiagnosticTask,
     LinearProbe,
     ProbeResult,
@@ -35,7 +38,6 @@ from cyclejepa.evaluation.probe import (  # noqa: F401
     evaluate_probe,
     evaluate_task,
     macro_auroc,
-    percentile_interval,
     record_bootstrap,
     replicate_macro_auroc,
     score_probe,

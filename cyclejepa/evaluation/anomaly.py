@@ -30,7 +30,7 @@ from cyclejepa.evaluation.embeddings import extract_tokens
 from cyclejepa.evaluation.geometry import dephase
 from cyclejepa.evaluation.mechanism import record_chunks
 from cyclejepa.models.predictor import CausalTransformerPredictor
-from cyclejepa.phase.track import TWO_PI, token_times
+from cyclejepa.phase import TWO_PI, causal_phase, token_times
 from cyclejepa.registry import DETECTORS, unknown_name_message
 from cyclejepa.symmetry import PhaseSymmetry
 
@@ -70,7 +70,6 @@ RPEAK_FS = 500.0
 """Rate of the cached R-peak indices (Hz)."""
 SEVERITIES = (0.0, 0.5, 1.0, 1.5, 2.0)
 MAX_SEVERITY = 2.0
-_BELOW_TWO_PI = math.nextafter(TWO_PI, 0.0)
 
 ArrayLike = Union[np.ndarray, Tensor]
 
@@ -132,8 +131,9 @@ def causal_token_phases(
 
     τ is the token's last sample (the causal convention); R_last, R_prev are the last two
     R-peaks at or before τ, so no later beat is read: the previous RR interval stands in for the
-    current cycle length, as on a bedside monitor. For a perfectly regular rhythm this equals
-    the offline phase map. Vectorised over records and tokens (one batched searchsorted).
+    current cycle length, as on a bedside monitor (`cyclejepa.phase.causal_phase`). For a
+    perfectly regular rhythm this equals the offline phase map. Vectorised over records and
+    tokens (one batched searchsorted).
 
     Parameters
     ----------
@@ -147,9 +147,7 @@ def causal_token_phases(
     beats = rpeaks if isinstance(rpeaks, BeatTimes) else BeatTimes.from_rpeaks(rpeaks, rpeak_fs=rpeak_fs, fs=fs)
     times = torch.from_numpy(token_times(n_tokens, patch, "causal")).expand(len(beats), -1)
     count = beats.count_at(times)
-    last, previous = beats.take(count - 1), beats.take(count - 2)
-    phase = TWO_PI * (times - last) / (last - previous)
-    return phase.clamp(max=_BELOW_TWO_PI).numpy()
+    return causal_phase(times, beats.take(count - 1), beats.take(count - 2)).numpy()
 
 
 # --------------------------------------------------------------------------------------------

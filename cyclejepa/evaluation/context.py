@@ -14,13 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from cyclejepa.data.ptbxl import FS
-from cyclejepa.evaluation.mechanism import patient_bootstrap_weights
-from cyclejepa.evaluation.probe import (
-    BootstrapCI,
-    percentile_interval,
-    replicate_macro_auroc,
-    weighted_auroc,
-)
+from cyclejepa.evaluation.bootstrap import BootstrapCI, patient_bootstrap_weights, percentile_interval
+from cyclejepa.evaluation.probe import replicate_macro_auroc, weighted_auroc
 
 __all__ = ["HRStratification", "HRStratum", "heart_rate", "hr_stratified_auroc"]
 

@@ -19,6 +19,8 @@ import numpy as np
 import torch
 from torch import nn
 
+from cyclejepa.progress import progress_bar
+
 __all__ = ["Representations", "embed_records", "extract_tokens", "record_representations"]
 
 QC_FAILED = "qc_failed"
@@ -194,7 +196,7 @@ def _run_batches(
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     network = model.encode if pre_projection else model
-    with _eval_mode(model), torch.inference_mode(), _progress(len(rows), progress) as advance:
+    with _eval_mode(model), torch.inference_mode(), progress_bar(len(rows), "embedding", enabled=progress) as advance:
         for start in range(0, len(rows), batch_size):
             chunk = rows[start : start + batch_size]
             contiguous = chunk[-1] - chunk[0] + 1 == len(chunk)
@@ -213,15 +215,3 @@ def _eval_mode(model: nn.Module) -> Iterator[None]:
         yield
     finally:
         model.train(training)
-
-
-@contextlib.contextmanager
-def _progress(total: int, enabled: bool) -> Iterator[Callable[[int], None]]:
-    if not enabled:
-        yield lambda n: None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    with Progress(TextColumn("embedding"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()) as bar:
-        task = bar.add_task("embedding", total=total)
-        yield lambda n: bar.advance(task, n)

@@ -25,23 +25,21 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from cyclejepa.evaluation.bootstrap import BootstrapCI, Seed, patient_bootstrap_weights, percentile_interval
 from cyclejepa.objectives import pairwise_similarities
 from cyclejepa.objectives.transport import Canonicalizer
 
 __all__ = [
     "G1Result",
     "GainResult",
-    "Interval",
     "RecordSimilarities",
     "g1_gate",
-    "patient_bootstrap_weights",
     "record_similarities",
     "shuffle_phases",
     "transport_gain",
 ]
 
 ArrayLike = Union[np.ndarray, Tensor]
-Seed = Union[int, np.random.SeedSequence]
 
 RECORD_CHUNK = 256
 """Records processed at once, so float64 copies of a corpus's tokens never exist whole."""
@@ -194,40 +192,12 @@ def shuffle_phases(phases: ArrayLike, seed: Seed) -> ArrayLike:
     return shuffled
 
 
-def patient_bootstrap_weights(patient_ids: ArrayLike, replicates: int, seed: Seed) -> np.ndarray:
-    """How often each record enters each patient-clustered bootstrap resample.
-
-    Each replicate draws as many patients as there are, uniformly with replacement; a record
-    counts once per draw of its patient.
-
-    Returns
-    -------
-    (replicates, N) float64 multiplicities.
-    """
-    _, patient = np.unique(np.asarray(patient_ids), return_inverse=True)
-    n_patients = int(patient.max()) + 1
-    draws = np.random.default_rng(seed).integers(0, n_patients, size=(replicates, n_patients))
-    flat = (np.arange(replicates)[:, None] * n_patients + draws).ravel()
-    counts = np.bincount(flat, minlength=replicates * n_patients).reshape(replicates, n_patients)
-    return counts[:, patient.ravel()].astype(np.float64)
-
-
-@dataclass(frozen=True)
-class Interval:
-    """A point estimate with a 95 % percentile bootstrap interval."""
-
-    point: float
-    low: float
-    high: float
-
-
 def ratio_interval(
     weights: np.ndarray, numerators: np.ndarray, denominators: np.ndarray
-) -> Interval:
-    """Σ numerators / Σ denominators with its percentile interval over the weight rows."""
+) -> BootstrapCI:
+    """Σ numerators / Σ denominators with its 95 % percentile interval over the weight rows."""
     replicate_ratios = (weights @ numerators) / (weights @ denominators)
-    low, high = np.percentile(replicate_ratios, [2.5, 97.5])
-    return Interval(float(numerators.sum() / denominators.sum()), float(low), float(high))
+    return percentile_interval(numerators.sum() / denominators.sum(), replicate_ratios)
 
 
 @dataclass(frozen=True)
@@ -247,8 +217,8 @@ class G1Result:
 
     true: GainResult
     shuffled: GainResult
-    paired_difference: Interval
-    mean_gain: Interval
+    paired_difference: BootstrapCI
+    mean_gain: BootstrapCI
     interval_excludes_zero: bool
     shuffled_fraction_within_tolerance: bool
     passed: bool

@@ -28,7 +28,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from cyclejepa.evaluation.mechanism import patient_bootstrap_weights
+from cyclejepa.evaluation.bootstrap import BootstrapCI, patient_bootstrap_weights, percentile_interval
 
 if TYPE_CHECKING:
     from cyclejepa.data.cache import PreparedCache
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_CS",
-    "BootstrapCI",
     "DiagnosticTask",
     "LinearProbe",
     "ProbeResult",
@@ -46,7 +45,6 @@ __all__ = [
     "evaluate_probe",
     "evaluate_task",
     "macro_auroc",
-    "percentile_interval",
     "record_bootstrap",
     "replicate_macro_auroc",
     "score_probe",
@@ -193,17 +191,6 @@ def _fit_target(Y: np.ndarray) -> np.ndarray:
 # AUROC and the bootstrap
 
 
-@dataclass
-class BootstrapCI:
-    """A point estimate and its percentile bootstrap interval."""
-
-    point: float
-    low: float
-    high: float
-    replicates: int
-    level: float
-
-
 def weighted_auroc(Y: np.ndarray, scores: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
     """AUROC of every class under every row of record weights (ties count ½).
 
@@ -264,15 +251,6 @@ def macro_auroc(Y: np.ndarray, scores: np.ndarray, classes: Sequence[str] | None
 def replicate_macro_auroc(Y: np.ndarray, scores: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """(R,) macro-AUROC per weight row, over the classes defined in that replicate."""
     return _nanmean(weighted_auroc(Y, scores, weights), axis=1)
-
-
-def percentile_interval(point: float, values: np.ndarray, level: float = 0.95) -> BootstrapCI:
-    """Percentile interval of replicate ``values`` (NaN replicates ignored) around ``point``."""
-    if not 0 < level < 1 or len(values) == 0:
-        raise ValueError(f"need level in (0, 1) and replicates, got {level=} and {len(values)} replicates")
-    tail = 50 * (1 - level)
-    low, high = np.nanpercentile(values, [tail, 100 - tail])
-    return BootstrapCI(float(point), float(low), float(high), len(values), level)
 
 
 def clustered_bootstrap(

@@ -17,15 +17,9 @@ import torch
 from torch import nn
 
 from cyclejepa.data.ptbxl import LEADS
+from cyclejepa.evaluation.bootstrap import BootstrapCI, patient_bootstrap_weights, percentile_interval
 from cyclejepa.evaluation.embeddings import embed_records
-from cyclejepa.evaluation.mechanism import patient_bootstrap_weights
-from cyclejepa.evaluation.probe import (
-    BootstrapCI,
-    LinearProbe,
-    macro_auroc,
-    percentile_interval,
-    replicate_macro_auroc,
-)
+from cyclejepa.evaluation.probe import LinearProbe, macro_auroc, replicate_macro_auroc
 
 __all__ = ["RobustnessResult", "lead_zeroing", "zero_lead"]
 

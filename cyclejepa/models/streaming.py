@@ -22,10 +22,8 @@ from torch import Tensor, nn
 
 from cyclejepa.models.encoder import CausalConv1d, CausalConvEncoder
 from cyclejepa.models.jepa import JEPAModel
-from cyclejepa.phase.track import TWO_PI, token_times
+from cyclejepa.phase import causal_phase, token_times
 from cyclejepa.symmetry import PhaseSymmetry
-
-_BELOW_TWO_PI = math.nextafter(TWO_PI, 0.0)
 
 
 class ConvRing:
@@ -148,10 +146,11 @@ class StreamingEncoder(nn.Module):
 class CausalPhaseTracker:
     """Cycle phase at the current time from the beats confirmed so far, for ``batch`` records.
 
-    φ(t) = 2π (t − R_last) / (R_last − R_prev), clipped below 2π, where R_last and R_prev are
-    the last two confirmed beats: NaN until two beats are seen. For a regular rhythm this is
-    the offline phase map; it never uses a beat that has not been confirmed. Times are in any
-    unit shared by peaks and queries (`TransportMonitor` uses samples of the streamed signal).
+    φ(t) = 2π (t − R_last) / (R_last − R_prev), clipped below 2π (`cyclejepa.phase.causal_phase`),
+    where R_last and R_prev are the last two confirmed beats: NaN until two beats are seen. For
+    a regular rhythm this is the offline phase map; it never uses a beat that has not been
+    confirmed. Times are in any unit shared by peaks and queries (`TransportMonitor` uses
+    samples of the streamed signal).
 
     Parameters
     ----------
@@ -185,8 +184,7 @@ class CausalPhaseTracker:
                 f"phase queried at {time.tolist()} before a confirmed peak {self.last.tolist()}: "
                 f"add peaks only once the stream has reached them"
             )
-        phase = TWO_PI * (time - self.last) / (self.last - self.previous)
-        return phase.clamp(max=_BELOW_TWO_PI)
+        return causal_phase(time, self.last, self.previous)
 
 
 def _per_record(peaks: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
@@ -216,6 +214,16 @@ def peaks_due(
         fed = column
 
 
+def _confirming(
+    tracker: CausalPhaseTracker, peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray
+) -> Iterator[float]:
+    """Yield each of ``times`` once ``tracker`` has confirmed the peaks due by then (`peaks_due`)."""
+    for time, due in zip(times, peaks_due(peaks, times)):
+        for record, peak in due:
+            tracker.add_peak(peak, record)
+        yield time
+
+
 def causal_phases(peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray) -> np.ndarray:
     """Phase a `CausalPhaseTracker` reports at each of ``times`` when fed ``peaks`` causally.
 
@@ -226,11 +234,7 @@ def causal_phases(peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray) -
     """
     times = np.asarray(times, dtype=np.float64)
     tracker = CausalPhaseTracker(len(_per_record(peaks)))
-    phases = []
-    for time, due in zip(times, peaks_due(peaks, times)):
-        for record, peak in due:
-            tracker.add_peak(peak, record)
-        phases.append(tracker.phase(time))
+    phases = [tracker.phase(time) for time in _confirming(tracker, peaks, times)]
     return torch.stack(phases, dim=1).numpy()
 
 
@@ -316,9 +320,6 @@ class TransportMonitor(nn.Module):
         self.reset(x.shape[0])
         chunks = x.split(self.encoder.patch, dim=-1)
         times = token_times(len(chunks), self.encoder.patch, "causal")
-        scores = []
-        for chunk, due in zip(chunks, peaks_due(peaks, times)):
-            for record, peak in due:
-                self.add_peak(peak, record)
-            scores.append(self.step(chunk))
+        confirmed = _confirming(self.tracker, peaks, times)  # peaks due by each chunk's end
+        scores = [self.step(chunk) for chunk, _ in zip(chunks, confirmed)]
         return torch.stack(scores, dim=1)

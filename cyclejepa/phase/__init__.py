@@ -4,8 +4,12 @@ from cyclejepa.phase.ecg import EcgRPeakProvider, detect_r_peaks
 from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
 from cyclejepa.phase.records import phase_record, read_beat_annotations
 from cyclejepa.phase.track import (
+    PHASE_MAX,
+    TWO_PI,
     PhaseTrack,
     QCVerdict,
+    causal_phase,
+    causal_phase_from_events,
     match_events,
     phase_from_events,
     score_events,
@@ -13,10 +17,14 @@ from cyclejepa.phase.track import (
 )
 
 __all__ = [
+    "PHASE_MAX",
+    "TWO_PI",
     "EcgRPeakProvider",
     "PhaseProvider",
     "PhaseTrack",
     "QCVerdict",
+    "causal_phase",
+    "causal_phase_from_events",
     "channel_indices",
     "detect_r_peaks",
     "fill_nonfinite",

@@ -2,22 +2,27 @@
 
 The phase map (paper, eq. "phase-map") sends a time t in [R_i, R_{i+1}) to
 φ(t) = 2π (t − R_i) / (R_{i+1} − R_i); it is undefined (NaN) before the first event and at or
-after the last one.
+after the last one. Its causal form, for a monitor that has not yet seen R_{i+1}, is
+φ(t) = 2π (t − R_last) / (R_last − R_prev) from the last two events at or before t.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import numpy as np
 
+if TYPE_CHECKING:
+    import torch
+
 TWO_PI = 2.0 * math.pi
-# Largest float64 below 2π: keeps φ in [0, 2π) when rounding would land on 2π itself.
-_BELOW_TWO_PI = float(np.nextafter(TWO_PI, 0.0))
+PHASE_MAX = float(np.nextafter(TWO_PI, 0.0))
+"""Largest float64 below 2π: phases are clipped to it so that they stay in [0, 2π)."""
 
 Convention = Literal["centre", "causal"]
+ArrayOrTensor = TypeVar("ArrayOrTensor", np.ndarray, "torch.Tensor")
 
 
 def phase_from_events(events: np.ndarray, times: np.ndarray | float) -> np.ndarray:
@@ -44,8 +49,51 @@ def phase_from_events(events: np.ndarray, times: np.ndarray | float) -> np.ndarr
     defined = (cycle >= 0) & (cycle < len(events) - 1)
     start = np.clip(cycle, 0, len(events) - 2)
     fraction = (times - events[start]) / (events[start + 1] - events[start])
-    phase = np.minimum(TWO_PI * fraction, _BELOW_TWO_PI)
+    phase = np.minimum(TWO_PI * fraction, PHASE_MAX)
     return np.where(defined, phase, np.nan)
+
+
+def causal_phase(times: ArrayOrTensor, last: ArrayOrTensor, previous: ArrayOrTensor) -> ArrayOrTensor:
+    """Causal phase φ = 2π (t − R_last) / (R_last − R_prev), clipped to `PHASE_MAX`.
+
+    Elementwise and broadcasting, on numpy arrays or torch tensors alike (the result has their
+    type). A NaN ``last`` or ``previous`` (fewer than two events seen) gives NaN. Past the
+    previous cycle's length the phase saturates at `PHASE_MAX` instead of wrapping.
+
+    Parameters
+    ----------
+    times
+        Query times.
+    last, previous
+        The last and the second-to-last event at or before each time.
+    """
+    return (TWO_PI * (times - last) / (last - previous)).clip(max=PHASE_MAX)
+
+
+def causal_phase_from_events(events: np.ndarray, times: np.ndarray | float) -> np.ndarray:
+    """Causal phase (`causal_phase`) at ``times`` from the events at or before each time.
+
+    Reads no event after the query time: the previous interval stands in for the current
+    cycle. Equal to `phase_from_events` for a perfectly regular train, and defined (extrapolated)
+    after the last event.
+
+    Parameters
+    ----------
+    events
+        (E,) strictly increasing event times.
+    times
+        Times in the same unit as ``events``, any shape.
+
+    Returns
+    -------
+    np.ndarray
+        Float64, shaped like ``times``: phase in [0, 2π), NaN until two events are seen.
+    """
+    times = np.asarray(times, dtype=np.float64)
+    # Two NaN in front: index k + 1 is the k-th event (NaN for k < 0).
+    padded = np.concatenate(([np.nan, np.nan], np.asarray(events, dtype=np.float64)))
+    seen = np.searchsorted(padded[2:], times, side="right")
+    return np.asarray(causal_phase(times, padded[seen + 1], padded[seen]))
 
 
 def token_times(n_tokens: int, patch: int, convention: Convention = "centre") -> np.ndarray:

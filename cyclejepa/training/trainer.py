@@ -17,6 +17,7 @@ from cyclejepa.config import ExperimentConfig
 from cyclejepa.data.augment import Augmenter
 from cyclejepa.models import build_model
 from cyclejepa.objectives import prediction_loss, sample_cutoffs, transport_loss
+from cyclejepa.progress import progress_bar
 from cyclejepa.training.batches import BatchSampler
 from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from cyclejepa.training.distributed import Distributed
@@ -191,11 +192,14 @@ class Trainer:
         until = self.cfg.training.steps if until is None else until
         pending: list[tuple[int, torch.Tensor]] = []
         last = checkpoint_path(self.directory, self.step)
-        with _progress(progress and self.dist.is_main, self.directory.name, self.step, until) as bar:
+        shown = progress and self.dist.is_main
+        bar = progress_bar(until, self.directory.name, enabled=shown, completed=self.step, fields=("terms",), rate=True)
+        with bar as update:
             while self.step < until:
                 pending.append((self.step, self.train_step()))
                 if len(pending) == FLUSH_EVERY or self.step == until:
-                    bar(self._flush(pending))
+                    metrics = self._flush(pending)
+                    update(completed=int(metrics["step"]), terms=_terms_text(metrics))
                     pending = []
                 if self.step % self.cfg.training.checkpoint_every == 0 or self.step == self.cfg.training.steps:
                     last = self.save()
@@ -249,33 +253,9 @@ class Trainer:
             metrics.write_text("".join(row + "\n" for row in rows))
 
 
-@contextlib.contextmanager
-def _progress(enabled: bool, label: str, start: int, total: int):
-    """A rich progress bar with the loss terms and steps/s; yields ``update(metrics)``."""
-    if not enabled:
-        yield lambda metrics: None
-        return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
-
-    columns = (
-        TextColumn(label),
-        BarColumn(bar_width=20),
-        MofNCompleteColumn(),
-        TextColumn("{task.fields[terms]}"),
-        TextColumn("{task.fields[rate]}"),
-        TimeRemainingColumn(),
-    )
-    with Progress(*columns) as progress:
-        task = progress.add_task("train", total=total, completed=start, terms="", rate="")
-        began, first = time.perf_counter(), start
-
-        def update(metrics: dict[str, float]) -> None:
-            done = int(metrics["step"])
-            rate = (done - first) / max(time.perf_counter() - began, 1e-9)
-            terms = " ".join(f"{name[:5]} {metrics[name]:.3g}" for name in TERMS)
-            progress.update(task, completed=done, terms=terms, rate=f"{rate:.1f} it/s")
-
-        yield update
+def _terms_text(metrics: dict[str, float]) -> str:
+    """The loss terms of a metrics row, abbreviated for the progress bar."""
+    return " ".join(f"{name[:5]} {metrics[name]:.3g}" for name in TERMS)
 
 
 def load_trained(cfg: ExperimentConfig, path: str | Path, device: str | torch.device = "cpu") -> JEPAObjective:

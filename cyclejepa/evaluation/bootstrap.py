@@ -1,0 +1,62 @@
+"""Patient-clustered bootstrap: resample weights and percentile intervals.
+
+PTB-XL patients contribute several records, which are not independent draws, so every interval
+of the evaluation resamples patients: a replicate is a vector of record multiplicities
+(`patient_bootstrap_weights`), the statistic is recomputed under each row, and the interval is
+the percentile interval of the replicates (`percentile_interval`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+
+__all__ = ["BootstrapCI", "patient_bootstrap_weights", "percentile_interval"]
+
+Seed = Union[int, np.random.SeedSequence]
+
+
+@dataclass
+class BootstrapCI:
+    """A point estimate and its percentile bootstrap interval."""
+
+    point: float
+    low: float
+    high: float
+    replicates: int
+    level: float
+
+
+def patient_bootstrap_weights(patient_ids: np.ndarray, replicates: int, seed: Seed) -> np.ndarray:
+    """How often each record enters each patient-clustered bootstrap resample.
+
+    Each replicate draws as many patients as there are, uniformly with replacement; a record
+    counts once per draw of its patient.
+
+    Parameters
+    ----------
+    patient_ids : (N,) patient of each record (numpy array or tensor).
+    replicates : number of resamples R.
+    seed : seeds `numpy.random.default_rng`.
+
+    Returns
+    -------
+    (replicates, N) float64 multiplicities.
+    """
+    _, patient = np.unique(np.asarray(patient_ids), return_inverse=True)
+    n_patients = int(patient.max()) + 1
+    draws = np.random.default_rng(seed).integers(0, n_patients, size=(replicates, n_patients))
+    flat = (np.arange(replicates)[:, None] * n_patients + draws).ravel()
+    counts = np.bincount(flat, minlength=replicates * n_patients).reshape(replicates, n_patients)
+    return counts[:, patient.ravel()].astype(np.float64)
+
+
+def percentile_interval(point: float, values: np.ndarray, level: float = 0.95) -> BootstrapCI:
+    """Percentile interval of replicate ``values`` (NaN replicates ignored) around ``point``."""
+    if not 0 < level < 1 or len(values) == 0:
+        raise ValueError(f"need level in (0, 1) and replicates, got {level=} and {len(values)} replicates")
+    tail = 50 * (1 - level)
+    low, high = np.nanpercentile(values, [tail, 100 - tail])
+    return BootstrapCI(float(point), float(low), float(high), len(values), level)

@@ -1,0 +1,174 @@
+"""Throughput benchmark: statistics on a fake clock, the instrumented step, a quick tiny run."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from cyclejepa.bench.throughput import (
+    SECTIONS,
+    SPLIT_GROUPS,
+    compare_traces,
+    instrumented_step,
+    run_throughput,
+    synthetic_training_arrays,
+)
+from cyclejepa.bench.timing import PhaseTimer, summarise, time_calls, time_window
+from cyclejepa.config import parse_config
+from cyclejepa.training import Trainer
+
+TINY = {
+    "model": {
+        "encoder": {"width": 16, "hidden": 32},
+        "projector": {"hidden": 32, "dim": 16},
+        "predictor": {"depth": 1, "heads": 2, "ffn": 32, "max_relative_position": 16},
+    },
+    "symmetry": {"spectrum": "2x0+3x1+3x2+1x3"},
+    "objectives": {"regulariser": {"options": {"num_directions": 16}}},
+    "training": {"batch_size": 4},
+}
+
+
+class FakeClock:
+    """A clock that only moves when a fake step says how long it took."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def steps(self, durations):
+        """A step function whose i-th call lasts durations[i] seconds."""
+        remaining = iter(durations)
+
+        def step():
+            self.now += next(remaining)
+
+        return step
+
+
+def test_time_calls_excludes_warmup_and_takes_the_median():
+    clock = FakeClock()
+    step = clock.steps([100.0, 50.0] + [0.3, 0.1, 0.2, 0.5, 0.4])
+    durations = time_calls(step, warmup=2, repeats=5, clock=clock)
+    assert durations == pytest.approx([0.3, 0.1, 0.2, 0.5, 0.4])
+    stats = summarise(durations)
+    assert stats["n"] == 5
+    assert stats["median_ms"] == pytest.approx(300.0)
+    assert stats["mean_ms"] == pytest.approx(300.0)
+    assert stats["min_ms"] == pytest.approx(100.0) and stats["max_ms"] == pytest.approx(500.0)
+    assert stats["p10_ms"] == pytest.approx(np.percentile([0.1, 0.2, 0.3, 0.4, 0.5], 10) * 1e3)
+    assert stats["p90_ms"] == pytest.approx(np.percentile([0.1, 0.2, 0.3, 0.4, 0.5], 90) * 1e3)
+
+
+def test_timers_synchronise_before_reading_the_clock():
+    clock, queued = FakeClock(), []
+
+    def step():  # 1 s on the host, then 0.5 s of device work left queued
+        clock.now += 1.0
+        queued.append(0.5)
+
+    def sync():  # waits for the queued device work
+        clock.now += sum(queued)
+        queued.clear()
+
+    queued.append(7.0)  # work queued before timing starts is not counted
+    assert time_calls(step, warmup=1, repeats=2, sync=sync, clock=clock) == pytest.approx([1.5, 1.5])
+    queued.append(7.0)
+    assert time_window(step, 4, sync=sync, clock=clock) == pytest.approx(4 * 1.0 + 4 * 0.5)
+    assert not queued
+
+
+def test_phase_split_fractions_sum_to_one_and_groups_add_up():
+    clock = FakeClock()
+    timer = PhaseTimer(clock=clock)
+    durations = {"batch": [1.0, 3.0], "augment + cutoffs": [2.0, 2.0], "backward": [4.0, 8.0]}
+    for step in range(2):
+        for name, values in durations.items():
+            with timer.phase(name):
+                clock.now += values[step]
+    split = timer.split({"data": ("batch", "augment + cutoffs"), "rest": ("backward",)})
+    assert split["steps"] == 2 and split["step_mean_ms"] == pytest.approx(10_000.0)
+    fractions = {name: phase["fraction"] for name, phase in split["phases"].items()}
+    assert sum(fractions.values()) == pytest.approx(1.0)
+    assert fractions == pytest.approx({"batch": 0.2, "augment + cutoffs": 0.2, "backward": 0.6})
+    assert split["phases"]["batch"]["median_ms"] == pytest.approx(2000.0)
+    assert split["groups"]["data"] == pytest.approx({"mean_ms": 4000.0, "fraction": 0.4})
+    with pytest.raises(KeyError, match="optimiser"):
+        timer.split({"x": ("optimiser",)})
+
+
+def test_compare_traces_reports_the_worst_relative_difference():
+    reference = [[10.0, 1.0, 50.0, 0.5, 3.0, 1e-4], [9.0, 0.8, 40.0, 0.4, 2.0, 2e-4]]
+    trace = [[10.1, 1.0, 50.0, 0.5, 0.0, 0.0], [9.0, 0.8, 40.0, 0.5, 9.0, 9.0]]
+    result = compare_traces(trace, reference, rtol=0.05)
+    assert result["terms"]["loss"] == pytest.approx({"max_rel_diff": 0.01, "at_step": 1})
+    assert result["terms"]["transport"] == pytest.approx({"max_rel_diff": 0.25, "at_step": 2})
+    assert not result["passed"]  # transport is 25 % off; grad_norm and lr are not compared
+    assert compare_traces(trace[:1], reference, rtol=0.05)["passed"]
+
+
+def test_instrumented_step_computes_what_train_step_computes(tmp_path):
+    cfg = parse_config(TINY)
+    signals, phases = synthetic_training_arrays(leads=12, tokens=125, records=16)
+    plain = Trainer(cfg, signals, phases, tmp_path / "plain", seed=3, transport_weight=1.0)
+    timed = Trainer(cfg, signals, phases, tmp_path / "timed", seed=3, transport_weight=1.0)
+    timer = PhaseTimer()
+    for _ in range(3):
+        expected = plain.train_step()
+        terms = instrumented_step(timed, timer)
+        got = torch.stack([terms[name].detach() for name in ("loss", "prediction", "regulariser", "transport")])
+        torch.testing.assert_close(got, expected[:4], rtol=1e-6, atol=1e-6)
+    assert timed.step == plain.step == 3
+    for p, q in zip(plain.objective.parameters(), timed.objective.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-6)
+    assert set(timer.durations) == set().union(*SPLIT_GROUPS.values())
+
+
+def test_synthetic_phases_have_undefined_ends_and_advance_per_token():
+    _, phases = synthetic_training_arrays(leads=2, tokens=125, records=64, seed=1)
+    defined = np.isfinite(phases)
+    assert defined[:, :12].sum() < defined[:, :12].size and not defined[:, -1].any()
+    assert defined[:, 12:113].all()
+    steps = np.diff(np.unwrap(phases[:, 12:113], axis=1), axis=1)
+    assert np.all((steps > 2 * np.pi / 12.5 - 1e-5) & (steps < 2 * np.pi / 10 + 1e-5))
+
+
+def test_quick_tiny_run_writes_every_section(tmp_path):
+    out = tmp_path / "throughput.json"
+    report = run_throughput(
+        "cpu",
+        quick=True,
+        out=out,
+        config=TINY,
+        prepare_records=20,
+        sections=SECTIONS,
+        log=lambda message: None,
+    )
+    written = json.loads(out.read_text())
+    assert written["schema"] == report["schema"]
+    for key in ("machine", "versions", "settings", *SECTIONS):
+        assert key in written, key
+    assert {"cpu_model", "cpu_count", "memory_bytes"} <= set(written["machine"])
+    assert {"python", "torch", "numpy", "cyclejepa"} <= set(written["versions"])
+    for name in SECTIONS[:-2]:
+        assert written[name]["status"] == "ok", written[name]
+    (training,) = written["training"]
+    assert training["status"] == "ok" and training["finite"]
+    assert training["steps_per_s"] == pytest.approx(1e3 / training["step"]["median_ms"])
+    assert sum(g["fraction"] for g in training["split"]["groups"].values()) == pytest.approx(1.0)
+    assert training["peak_memory"]["bytes"] > 0
+    transport = written["transport"]["rows"]
+    assert {(r["tokens"], r["method"]) for r in transport} == {
+        (t, m) for t in (125, 1000) for m in ("O(T) identity", "all pairs")
+    }
+    assert all(r["abs_difference"] < 1e-4 for r in transport)
+    assert written["sigreg"]["N"] == 4 * 125 and written["sigreg"]["M"] == 16
+    assert written["inference"]["rows"][0]["records_per_s"] > 0
+    assert written["prepare"]["rows"][0]["kept"] == 20
+    equality = written["equality"]["variants"]["float32"]
+    assert equality["passed"] and equality["terms"]["loss"]["max_rel_diff"] == 0.0  # CPU: same path
+    markdown = out.with_suffix(".md").read_text()
+    assert "| float32 |" in markdown and "## Transport loss" in markdown
