@@ -382,3 +382,23 @@ def test_umap_figure_falls_back_to_principal_components_and_says_so(monkeypatch)
     expected = PCA(2).fit_transform(tokens.reshape(-1, 12).astype(np.float32))
     plotted = axis.collections[0].get_offsets()
     np.testing.assert_allclose(np.abs(plotted), np.abs(expected), atol=1e-4)
+
+
+def test_effective_rank_against_closed_forms():
+    from cyclejepa.evaluation.geometry import effective_rank
+
+    rng = np.random.default_rng(0)
+    line = rng.standard_normal((500, 1)) * rng.standard_normal((1, 16))
+    assert effective_rank(line) == pytest.approx(1.0, abs=1e-6)
+    # centred tokens with singular values (3, 1, 0, ...): p = (3/4, 1/4), rank = exp(H(p))
+    basis = np.linalg.qr(rng.standard_normal((16, 16)))[0][:, :2]
+    centred = rng.standard_normal((400, 2))
+    u = np.linalg.qr(centred - centred.mean(0))[0]  # orthonormal columns with zero mean
+    tokens = (u * [3.0, 1.0]) @ basis.T
+    p = np.array([0.75, 0.25])
+    assert effective_rank(tokens) == pytest.approx(np.exp(-(p * np.log(p)).sum()), rel=1e-3)
+    iso = rng.standard_normal((20_000, 8))
+    assert effective_rank(iso) == pytest.approx(8.0, rel=0.01)
+    phases = np.full((20_000,), np.nan)
+    phases[:3] = 0.0
+    assert effective_rank(iso, phases) <= 3.0

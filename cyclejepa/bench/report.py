@@ -32,6 +32,7 @@ def markdown_report(report: dict[str, Any]) -> str:
         ("SIGReg", _sigreg),
         ("Inference (deployed path, no grad)", _inference),
         ("prepare (synthetic corpus)", _prepare),
+        ("torch.compile", _compile),
         ("Equality with strict float32", _equality),
         ("Host synchronisations per step (CUDA sync debug mode)", _syncs),
     ):
@@ -197,6 +198,26 @@ def _equality(report) -> list[str]:
     ]
     header = ["variant", "steps", *(f"{t}: max rel diff" for t in terms), f"all ≤ {rtol:g}"]
     return [f"Reference: {s['reference']}.", "", *_table(header, rows, align="lr" + "r" * len(terms) + "l")]
+
+
+def _compile(report) -> list[str]:
+    entries = report.get("training") if isinstance(report.get("training"), list) else []
+    rows = [
+        [
+            e["variant"],
+            e["dynamo"]["unique_graphs"],
+            sum(e["dynamo"]["graph_breaks"].values()),
+            "; ".join(f"{reason[:80]} ×{count}" for reason, count in e["dynamo"]["graph_breaks"].items()) or "–",
+            ", ".join(f"{key} {value}" for key, value in e["dynamo"]["inductor"].items()) or "–",
+        ]
+        for e in entries
+        if "dynamo" in e
+    ]
+    return (
+        _table(["variant", "graphs", "graph breaks", "break reasons", "CUDA graphs"], rows, align="lrrll")
+        if rows
+        else []
+    )
 
 
 def _syncs(report) -> list[str]:

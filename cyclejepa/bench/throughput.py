@@ -400,7 +400,20 @@ def _measure_variant(
             entry["split"] = measure_split(trainer, budget.instrumented, sync)
             if device.type == "cuda":
                 entry["host_syncs"] = find_host_syncs(trainer.train_step)
+        else:
+            entry["dynamo"] = _dynamo_counters()
     return entry
+
+
+def _dynamo_counters() -> dict[str, Any]:
+    """What torch.compile made of the step: graphs, graph breaks by reason, CUDA-graph skips."""
+    from torch._dynamo.utils import counters
+
+    return {
+        "unique_graphs": counters["stats"]["unique_graphs"],
+        "graph_breaks": dict(counters["graph_break"]),
+        "inductor": {key: value for key, value in counters["inductor"].items() if "cudagraph" in key},
+    }
 
 
 def _trainer(raw: dict[str, Any], variant: Variant, device: torch.device, corpus, directory: str):

@@ -189,6 +189,24 @@ def orbit_coherence(
     )
 
 
+def effective_rank(tokens: ArrayLike, phases: ArrayLike | None = None) -> float:
+    """Effective rank exp(H(p)) of the tokens, p the normalised singular values of the centred
+    token matrix (Roy & Vetterli, 2007); only phase-valid tokens when ``phases`` is given.
+
+    1 for tokens on a line, K for isotropic tokens in K dimensions.
+    """
+    z = torch.as_tensor(np.asarray(tokens), dtype=torch.float64)
+    z = z.reshape(-1, z.shape[-1])
+    if phases is not None:
+        z = z[~torch.as_tensor(np.asarray(phases)).reshape(-1).isnan()]
+    if len(z) < 2:
+        raise ValueError(f"effective_rank needs at least two tokens, got {len(z)}")
+    singular = torch.linalg.svdvals(z - z.mean(0))
+    p = singular / singular.sum()
+    p = p[p > 0]
+    return float(torch.exp(-(p * p.log()).sum()))
+
+
 def _figure(rows: int, columns: int, panel: float) -> tuple[Figure, np.ndarray]:
     """A pyplot-free Figure (renders with Agg, leaves the user's backend alone) and its axes."""
     from matplotlib.figure import Figure

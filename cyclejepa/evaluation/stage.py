@@ -10,7 +10,7 @@ per step and stratifies the superclass AUROC gap by heart rate. Finished files a
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,15 @@ from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.evaluation.anomaly import anomaly_battery
 from cyclejepa.evaluation.context import heart_rate, hr_stratified_auroc
 from cyclejepa.evaluation.embeddings import embed_records, extract_tokens
-from cyclejepa.evaluation.geometry import fundamental_amplitude, orbit_coherence, phase_ring_figure, umap_figure
+from cyclejepa.evaluation.geometry import (
+    effective_rank,
+    fundamental_amplitude,
+    orbit_coherence,
+    phase_ring_figure,
+    umap_figure,
+)
 from cyclejepa.evaluation.mechanism import g1_gate
-from cyclejepa.evaluation.probe import LinearProbe, diagnostic_tasks, evaluate_task
+from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_tasks, evaluate_task
 from cyclejepa.evaluation.robustness import lead_zeroing
 from cyclejepa.jsonio import read_json, write_json
 
@@ -61,22 +67,30 @@ def evaluate_grid(cfg: ExperimentConfig, cache: PreparedCache, plans, steps: lis
         compare_runs(cfg, cache, plans, step, device)
 
 
-def evaluate_checkpoint(
+@dataclass
+class CoreMetrics:
+    """Diagnostic probes, mechanism and geometry of one checkpoint, with what robustness needs."""
+
+    result: dict[str, Any]
+    scores: dict[str, np.ndarray]
+    superclass: DiagnosticTask
+    probe: LinearProbe
+    phase_rows: np.ndarray
+
+
+def core_metrics(
     cfg: ExperimentConfig, cache: PreparedCache, objective, device: torch.device, progress: bool = False
-) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Every per-checkpoint metric as a JSON-ready dict, plus per-record superclass scores."""
+) -> CoreMetrics:
+    """Probes on the three diagnostic tasks, transport gain + G1, amplitude, coherence, effective rank."""
     ev = cfg.evaluation
     model, symmetry = objective.model, objective.symmetry
-    columns = cache.columns
-    patients, qc_ok = columns["patient_id"], columns["qc_ok"]
+    patients, qc_ok = cache.columns["patient_id"], cache.columns["qc_ok"]
     phases = cache.phases("centre")
     rows = np.union1d(cache.select(cfg.data.train_folds), cache.select(cfg.data.eval_folds))
     reps = embed_records(model, cache.signals, phases, qc_ok, rows=rows, device=device, progress=progress)
     result: dict[str, Any] = {"representations": {"records": len(reps.rows), "excluded": reps.excluded}}
-    diagnostic, scores = {}, {}
-    tasks = diagnostic_tasks(
-        cache, cfg.data.train_folds, cfg.data.eval_folds, min_positives=ev.eligible_min_positives
-    )
+    diagnostic, fitted = {}, {}
+    tasks = diagnostic_tasks(cache, cfg.data.train_folds, cfg.data.eval_folds, min_positives=ev.eligible_min_positives)
     for task in tasks:
         try:
             probe_result = evaluate_task(task, reps, patients, C=ev.probe_c, replicates=ev.bootstrap, seed=ev.seed)
@@ -84,21 +98,22 @@ def evaluate_checkpoint(
             diagnostic[task.name] = {"task": task.name, "classes": list(task.classes), "error": str(error)}
             continue
         diagnostic[task.name] = asdict(probe_result)
-        if task.name == "superclass":
-            superclass, probe = task, _fit_probe(task, reps, patients, probe_result.C)
+        fitted[task.name] = (task, probe_result.C)
     result["diagnostic"] = diagnostic
-    if "error" in diagnostic["superclass"]:
+    if "superclass" not in fitted:
         raise ValueError(f"the superclass probe could not be evaluated: {diagnostic['superclass']['error']}")
-
+    superclass, C = fitted["superclass"]
     split = superclass.split(reps, patients)
-    scores["rows"] = split.eval_rows
-    scores["scores"] = probe.decision_function(split.eval_X)
-    scores["labels"] = split.eval_Y
-    scores["patients"] = split.eval_groups
-    scores["heart_rate"] = np.array([heart_rate(cache.rpeaks(i)) for i in split.eval_rows])
-
-    phase_rows = cache.select(cfg.data.eval_folds)
-    phase_rows = phase_rows[qc_ok[phase_rows]]  # phase-QC failures are left out of phase analyses
+    probe = LinearProbe(C=C).fit(split.train_X, split.train_Y, groups=split.train_groups)
+    scores = {
+        "rows": split.eval_rows,
+        "scores": probe.decision_function(split.eval_X),
+        "labels": split.eval_Y,
+        "patients": split.eval_groups,
+        "heart_rate": np.array([heart_rate(cache.rpeaks(i)) for i in split.eval_rows]),
+    }
+    eval_rows = cache.select(cfg.data.eval_folds)
+    phase_rows = eval_rows[qc_ok[eval_rows]]  # phase-QC failures are left out of phase analyses
     tokens = extract_tokens(model, cache.signals[phase_rows], device=device)
     token_phases = phases[phase_rows]
     g1 = g1_gate(tokens, token_phases, symmetry, patients[phase_rows], seed=ev.seed, replicates=ev.bootstrap)
@@ -106,25 +121,31 @@ def evaluate_checkpoint(
     result["geometry"] = {
         "amplitude": fundamental_amplitude(tokens, token_phases, symmetry),
         "coherence": asdict(orbit_coherence(tokens, token_phases, symmetry, bins=8)),
+        "effective_rank": effective_rank(tokens, token_phases),
     }
+    result["phase_records"] = {"evaluated": int(len(phase_rows)), "qc_failed": int((~qc_ok[eval_rows]).sum())}
+    return CoreMetrics(result, scores, superclass, probe, phase_rows)
+
+
+def evaluate_checkpoint(
+    cfg: ExperimentConfig, cache: PreparedCache, objective, device: torch.device, progress: bool = False
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """Every per-checkpoint metric as a JSON-ready dict, plus per-record superclass scores."""
+    ev = cfg.evaluation
+    core = core_metrics(cfg, cache, objective, device, progress)
     robustness = lead_zeroing(
-        model, cache.signals, phases, qc_ok, probe, superclass.labels, patients,
-        rows=split.eval_rows, device=device, replicates=ev.bootstrap, seed=ev.seed,
+        objective.model, cache.signals, cache.phases("centre"), cache.columns["qc_ok"], core.probe,
+        core.superclass.labels, cache.columns["patient_id"], rows=core.scores["rows"], device=device,
+        replicates=ev.bootstrap, seed=ev.seed,
     )
-    result["robustness"] = asdict(robustness)
-    battery_rows = phase_rows[: ev.anomaly_records] if ev.anomaly_records else phase_rows
+    core.result["robustness"] = asdict(robustness)
+    battery_rows = core.phase_rows[: ev.anomaly_records] if ev.anomaly_records else core.phase_rows
     cells = anomaly_battery(
-        model, symmetry, cache.signals[battery_rows], [cache.rpeaks(i) for i in battery_rows],
+        objective.model, objective.symmetry, cache.signals[battery_rows], [cache.rpeaks(i) for i in battery_rows],
         families=ev.families, severities=ev.severities, detector=ev.detector, seed=ev.seed, device=device,
     )
-    result["anomaly"] = [asdict(cell) for cell in cells]
-    result["phase_records"] = {"evaluated": int(len(phase_rows)), "qc_failed": int((~qc_ok[cache.select(cfg.data.eval_folds)]).sum())}
-    return result, scores
-
-
-def _fit_probe(task, reps, patients, C: float) -> LinearProbe:
-    split = task.split(reps, patients)
-    return LinearProbe(C=C).fit(split.train_X, split.train_Y, groups=split.train_groups)
+    core.result["anomaly"] = [asdict(cell) for cell in cells]
+    return core.result, core.scores
 
 
 def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, device: torch.device) -> None:
