@@ -199,6 +199,22 @@ def run(
     console.print(f"[green]report[/green] {report}")
 
 
+BENCHMARKS = {"throughput": "cyclejepa.bench.throughput", "allocations": "cyclejepa.bench.allocations"}
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, add_help_option=False)
+def benchmark(
+    ctx: typer.Context,
+    name: Annotated[str, typer.Argument(help="throughput or allocations; options after it go to the benchmark")],
+) -> None:
+    """Run a benchmark: `throughput` (speed and memory of the trainer's parts) or `allocations`."""
+    import importlib
+
+    if name not in BENCHMARKS:
+        raise typer.BadParameter(registry.unknown_name_message("benchmark", name, list(BENCHMARKS)))
+    importlib.import_module(BENCHMARKS[name]).main(ctx.args)
+
+
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`")]) -> None:
     """Rebuild report.md and report.json of a run directory from its saved results."""

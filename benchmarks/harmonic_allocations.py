@@ -1,0 +1,9 @@
+"""Harmonic allocations compared on the synthetic corpus (same as `cyclejepa benchmark allocations`).
+
+    python benchmarks/harmonic_allocations.py --out runs/allocations --seeds 0 1
+"""
+
+from cyclejepa.bench.allocations import main
+
+if __name__ == "__main__":
+    main()
