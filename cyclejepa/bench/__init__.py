@@ -1,5 +1,7 @@
-"""Benchmarks importable by the command line: timing helpers and the throughput benchmark."""
+"""Benchmarks behind ``cyclejepa benchmark NAME``, importable from an installed package.
 
-from cyclejepa.bench.throughput import main, run_throughput
-
-__all__ = ["main", "run_throughput"]
+`cyclejepa.bench.throughput` measures the speed of the trainer and its parts,
+`cyclejepa.bench.allocations` compares harmonic allocations, and `cyclejepa.bench.timing` holds
+the device-synchronised timing helpers. Nothing is imported here, so that one benchmark does not
+load the other's dependencies.
+"""

@@ -409,9 +409,12 @@ def _dynamo_counters() -> dict[str, Any]:
     """What torch.compile made of the step: graphs, graph breaks by reason, CUDA-graph skips."""
     from torch._dynamo.utils import counters
 
+    breaks: Counter[str] = Counter()
+    for reason, count in counters["graph_break"].items():
+        breaks[reason.splitlines()[0]] += count
     return {
         "unique_graphs": counters["stats"]["unique_graphs"],
-        "graph_breaks": dict(counters["graph_break"]),
+        "graph_breaks": dict(breaks),
         "inductor": {key: value for key, value in counters["inductor"].items() if "cudagraph" in key},
     }
 
@@ -771,11 +774,14 @@ def _torch_threads(threads: int | None) -> Iterator[None]:
 
 
 def _release(device: torch.device, compiled: bool) -> None:
-    """Free what a finished measurement left behind (compiled graphs, cached GPU memory)."""
+    """Free what a finished measurement left behind (compiled graphs and their counters,
+    cached GPU memory)."""
     if compiled:
         import torch._dynamo
+        from torch._dynamo.utils import counters
 
         torch._dynamo.reset()
+        counters.clear()
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
