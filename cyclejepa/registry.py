@@ -36,7 +36,7 @@ _BUILTIN_MODULES = (
     "cyclejepa.models",
     "cyclejepa.phase",
     "cyclejepa.data",
-    "cyclejepa.evaluation",
+    "cyclejepa.evaluation.anomaly",
 )
 
 # Built-in modules that could not be imported because an optional package is missing.

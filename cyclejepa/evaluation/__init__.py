@@ -1,66 +1,70 @@
-"""Evaluation: embeddings, probes, mechanism, robustness, geometry, anomaly battery, report."""
+"""Evaluation: embeddings, probes, mechanism, robustness, geometry, anomaly battery, report.
 
-from cyclejepa.evaluation.bootstrap import (  # noqa: F401
-    BootstrapCI,
-    patient_bootstrap_weights,
-    percentile_interval,
-)
-from cyclejepa.evaluation.mechanism import (  # noqa: F401
-    G1Result,
-    GainResult,
-    RecordSimilarities,
-    g1_gate,
-    record_similarities,
-    shuffle_phases,
-    transport_gain,
-)
-from cyclejepa.evaluation.geometry import (  # noqa: F401
-    CoherenceResult,
-    dephase,
-    fundamental_amplitude,
-    orbit_coherence,
-    phase_ring_figure,
-    umap_figure,
-)
-from cyclejepa.evaluation.embeddings import (  # noqa: F401
-    Representations,
-    embed_records,
-    extract_tokens,
-    record_representations,
-)
-from cyclejepa.evaluation.probe import (  # noqa: F401
-    DiagnosticTask,
-    LinearProbe,
-    ProbeResult,
-    TaskSplit,
-    clustered_bootstrap,
-    diagnostic_tasks,
-    evaluate_probe,
-    evaluate_task,
-    macro_auroc,
-    record_bootstrap,
-    replicate_macro_auroc,
-    score_probe,
-    weighted_auroc,
-)
-from cyclejepa.evaluation.robustness import RobustnessResult, lead_zeroing, zero_lead  # noqa: F401
-from cyclejepa.evaluation.context import (  # noqa: F401
-    HRStratification,
-    HRStratum,
-    heart_rate,
-    hr_stratified_auroc,
-)
-from cyclejepa.evaluation.anomaly import (  # noqa: F401
-    PERTURBATIONS,
-    AnomalyCell,
-    BeatTimes,
-    Perturbed,
-    anomaly_battery,
-    causal_token_phases,
-    evaluate_cell,
-    next_token_predictions,
-    predictor_error,
-    strongest_cell,
-    to_table,
-    transport_violation,
-)
+Names are imported on first use, so that importing one module (e.g. the anomaly detectors the
+registry needs) does not pull in scikit-learn, matplotlib or UMAP.
+"""
+
+import importlib
+
+_EXPORTS = {
+    "AnomalyCell": "anomaly",
+    "BeatTimes": "anomaly",
+    "BootstrapCI": "bootstrap",
+    "CoherenceResult": "geometry",
+    "DiagnosticTask": "probe",
+    "G1Result": "mechanism",
+    "GainResult": "mechanism",
+    "HRStratification": "context",
+    "HRStratum": "context",
+    "LinearProbe": "probe",
+    "PERTURBATIONS": "anomaly",
+    "Perturbed": "anomaly",
+    "ProbeResult": "probe",
+    "RecordSimilarities": "mechanism",
+    "Representations": "embeddings",
+    "RobustnessResult": "robustness",
+    "TaskSplit": "probe",
+    "anomaly_battery": "anomaly",
+    "causal_token_phases": "anomaly",
+    "clustered_bootstrap": "probe",
+    "dephase": "geometry",
+    "diagnostic_tasks": "probe",
+    "embed_records": "embeddings",
+    "evaluate_cell": "anomaly",
+    "evaluate_probe": "probe",
+    "evaluate_task": "probe",
+    "extract_tokens": "embeddings",
+    "fundamental_amplitude": "geometry",
+    "g1_gate": "mechanism",
+    "heart_rate": "context",
+    "hr_stratified_auroc": "context",
+    "lead_zeroing": "robustness",
+    "macro_auroc": "probe",
+    "next_token_predictions": "anomaly",
+    "orbit_coherence": "geometry",
+    "patient_bootstrap_weights": "bootstrap",
+    "percentile_interval": "bootstrap",
+    "phase_ring_figure": "geometry",
+    "predictor_error": "anomaly",
+    "record_bootstrap": "probe",
+    "record_representations": "embeddings",
+    "record_similarities": "mechanism",
+    "replicate_macro_auroc": "probe",
+    "score_probe": "probe",
+    "shuffle_phases": "mechanism",
+    "strongest_cell": "anomaly",
+    "to_table": "anomaly",
+    "transport_gain": "mechanism",
+    "transport_violation": "anomaly",
+    "umap_figure": "geometry",
+    "weighted_auroc": "probe",
+    "zero_lead": "robustness",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_EXPORTS[name]}"), name)

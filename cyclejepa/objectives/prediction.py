@@ -72,8 +72,12 @@ def prediction_loss(
         raise ValueError(
             f"prediction_loss: cutoff must have shape ({z.shape[0]},), got {tuple(cutoff.shape)}"
         )
-    if bool(((cutoff < 0) | (cutoff > z.shape[1] - 2)).any()):
-        raise ValueError(f"prediction_loss: cutoffs must lie in [0, T - 2] = [0, {z.shape[1] - 2}]")
+    in_range = ((cutoff >= 0) & (cutoff <= z.shape[1] - 2)).all()
+    message = f"prediction_loss: cutoffs must lie in [0, T - 2] = [0, {z.shape[1] - 2}]"
+    if cutoff.device.type != "cpu":
+        torch._assert_async(in_range, message)  # checked on the device: no host synchronisation
+    elif not in_range:
+        raise ValueError(message)
     prediction = predictor(z, cutoff)
     if prediction.shape != z.shape:
         raise ValueError(

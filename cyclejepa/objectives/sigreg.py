@@ -61,7 +61,8 @@ def _trapezoid(
         raise ValueError(f"SIGReg quadrature needs knots >= 2 and t_max > 0, got {knots}, {t_max}")
     t = torch.linspace(0.0, t_max, knots, device=device, dtype=dtype)
     weights = torch.full_like(t, 2.0 * t_max / (knots - 1))
-    weights[[0, -1]] /= 2
+    weights[0] /= 2
+    weights[-1] /= 2
     return t, weights
 
 

@@ -185,7 +185,8 @@ class Trainer:
             optimiser.step()
         self.step += 1
         values = torch.stack([terms[name].detach() for name in TERMS] + [grad_norm.detach().float()])
-        return torch.cat([self.dist.mean(values), values.new_tensor([lr])])
+        # torch.full passes lr as a kernel argument: no host-to-device copy, no synchronisation
+        return torch.cat([self.dist.mean(values), torch.full((1,), lr, device=values.device)])
 
     def fit(self, until: int | None = None, progress: bool = True) -> Path:
         """Train up to step ``until`` (default: the configured steps); returns the last checkpoint."""
