@@ -43,6 +43,8 @@ def test_run_writes_every_section_of_the_report(experiment):
                     "## Single-lead zeroing", "## Orbit-subspace coherence", "## Anomaly battery",
                     "## Figures", "## Protocol", "The sealed fold was not touched"):
         assert heading in text, heading
+    superclass_row = next(line for line in text.splitlines() if line.startswith("| Superclass macro-AUROC"))
+    assert superclass_row.count("[") == 2  # a patient-clustered interval for each arm
     summary = json.loads((report.parent / "report.json").read_text())
     assert set(summary["headline"]) == {"winder", "control"}
     assert len(summary["grid"]) == 4  # 2 arms × 1 seed × 2 steps

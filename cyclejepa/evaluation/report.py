@@ -37,8 +37,11 @@ def _macro(result: dict, task: str) -> dict:
     return result["diagnostic"].get(task, {}).get("macro_auroc", _UNDEFINED)
 
 
-def _probe(task: str):
-    return lambda r: _macro(r, task)["point"], lambda r: (_macro(r, task)["low"], _macro(r, task)["high"])
+def _probe_row(label: str, task: str) -> "Row":
+    return Row(
+        "Diagnostic accuracy", label, lambda r: _macro(r, task)["point"], True,
+        lambda r: (_macro(r, task)["low"], _macro(r, task)["high"]),
+    )
 
 
 def _strongest(result: dict) -> dict:
@@ -50,9 +53,9 @@ def _strongest(result: dict) -> dict:
 
 
 ROWS = (
-    Row("Diagnostic accuracy", "Superclass macro-AUROC, 5 classes ↑", *_probe("superclass")),
-    Row("Diagnostic accuracy", "Subclass macro-AUROC, eligible (17 in PTB-XL) ↑", *_probe("subclass-eligible")),
-    Row("Diagnostic accuracy", "Subclass macro-AUROC, 23 classes ↑", *_probe("subclass-all")),
+    _probe_row("Superclass macro-AUROC, 5 classes ↑", "superclass"),
+    _probe_row("Subclass macro-AUROC, eligible (17 in PTB-XL) ↑", "subclass-eligible"),
+    _probe_row("Subclass macro-AUROC, 23 classes ↑", "subclass-all"),
     Row("Mechanism validity", "Transport gain fraction ↑", lambda r: r["mechanism"]["true"]["gain_fraction"]),
     Row("Mechanism validity", "G1 shuffled-φ gate", lambda r: "Pass" if r["mechanism"]["passed"] else "Fail", None),
     Row(
