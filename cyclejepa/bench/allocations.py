@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from cyclejepa.config import apply_overrides, load_config, parse_config
-from cyclejepa.jsonio import write_json
+from cyclejepa.jsonio import read_json, write_json
 
 # K = 32 each: the paper's decreasing profile scaled down, and the alternatives of the issue.
 ALLOCATIONS = {
@@ -58,7 +58,10 @@ def run_allocations(
     for name, spectrum in allocations.items():
         cfg = parse_config(apply_overrides(raw, extra + [f"symmetry.spectrum={json.dumps(spectrum)}"]))
         for seed in seeds:
-            rows.append({"allocation": name, "spectrum": spectrum, "seed": seed, **_score(cfg, cache, name, seed, out, progress)})
+            done = out / "rows" / f"{_slug(name)}-seed{seed}.json"  # finished rows are kept
+            if not done.exists():
+                write_json(done, {"allocation": name, "spectrum": spectrum, "seed": seed, **_score(cfg, cache, name, seed, out, progress)})
+            rows.append(read_json(done))
     summary = {"steps": cfg.training.steps, "seeds": list(seeds), "rows": rows, "table": summarise(rows)}
     write_json(out / "allocations.json", summary)
     (out / "allocations.md").write_text(markdown_table(summary["table"]) + "\n")
@@ -68,12 +71,15 @@ def run_allocations(
 
 def _score(cfg, cache, name: str, seed: int, out: Path, progress: bool) -> dict[str, Any]:
     from cyclejepa.evaluation.stage import core_metrics
-    from cyclejepa.training import Trainer
+    from cyclejepa.training import Trainer, latest_checkpoint
     from cyclejepa.training.trainer import resolve_device
 
     rows = cache.select(cfg.data.train_folds)
     directory = out / "runs" / f"{_slug(name)}-seed{seed}"
     trainer = Trainer(cfg, cache.signals[rows], cache.phases()[rows], directory, seed=seed, transport_weight=1.0)
+    last = latest_checkpoint(directory / "checkpoints")
+    if last is not None:
+        trainer.resume(last)
     trainer.fit(progress=progress)
     result = core_metrics(cfg, cache, trainer.objective.eval(), resolve_device(cfg.evaluation.device)).result
     macro = result["diagnostic"]["superclass"]["macro_auroc"]
@@ -83,16 +89,10 @@ def _score(cfg, cache, name: str, seed: int, out: Path, progress: bool) -> dict[
         "gain_fraction": mechanism["true"]["gain_fraction"],
         "shuffled_gain_fraction": mechanism["shuffled"]["gain_fraction"],
         "g1": mechanism["passed"],
-        "amplitude": result["geometry"]["amplitude"] if _has_fundamental(cfg) else float("nan"),
-        "coherence": result["geometry"]["coherence"]["mean_kappa"] if _has_fundamental(cfg) else float("nan"),
+        "amplitude": result["geometry"].get("amplitude", float("nan")),
+        "coherence": result["geometry"].get("coherence", {}).get("mean_kappa", float("nan")),
         "effective_rank": result["geometry"]["effective_rank"],
     }
-
-
-def _has_fundamental(cfg) -> bool:
-    from cyclejepa.symmetry import HarmonicSpectrum
-
-    return HarmonicSpectrum(cfg.symmetry.spectrum).multiplicities.get(1, 0) > 0
 
 
 def _slug(name: str) -> str:

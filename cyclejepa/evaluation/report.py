@@ -69,8 +69,12 @@ ROWS = (
         "Robustness", "Worst signed Δ macro-AUROC across single-lead dropouts ↑",
         lambda r: (r["robustness"]["worst_delta"], r["robustness"]["worst_lead"]),
     ),
-    Row("Latent geometry", "Fundamental loop amplitude ↑", lambda r: r["geometry"]["amplitude"]),
-    Row("Latent geometry", "Orbit-subspace coherence, mean over 7 non-reference bins ↑", lambda r: r["geometry"]["coherence"]["mean_kappa"]),
+    Row("Latent geometry", "Fundamental loop amplitude ↑", lambda r: r["geometry"].get("amplitude", math.nan)),
+    Row(
+        "Latent geometry", "Orbit-subspace coherence, mean over 7 non-reference bins ↑",
+        lambda r: r["geometry"].get("coherence", {}).get("mean_kappa", math.nan),
+    ),
+    Row("Latent geometry", "Effective rank of z ↑", lambda r: r["geometry"].get("effective_rank", math.nan)),
     Row("Anomaly detection", "Strongest family", lambda r: _strongest(r).get("family", "-"), None),
     Row("Anomaly detection", "Its AUROC at the highest severity ↑", lambda r: _strongest(r).get("auroc", math.nan)),
     Row("Anomaly detection", "Excess over own zero-severity reference ↑", lambda r: _strongest(r).get("excess", math.nan)),
@@ -208,8 +212,8 @@ def _grid_entry(r: dict) -> dict:
         "gain_fraction": r["mechanism"]["true"]["gain_fraction"],
         "g1": r["mechanism"]["passed"],
         "mean_lead_delta": r["robustness"]["mean_delta"]["point"],
-        "amplitude": r["geometry"]["amplitude"],
-        "coherence": r["geometry"]["coherence"]["mean_kappa"],
+        "amplitude": r["geometry"].get("amplitude", math.nan),
+        "coherence": r["geometry"].get("coherence", {}).get("mean_kappa", math.nan),
     }
 
 
@@ -256,6 +260,8 @@ def robustness_markdown(cell: list[dict]) -> str:
 
 
 def geometry_markdown(cell: list[dict]) -> str:
+    if "coherence" not in cell[0]["geometry"]:
+        return ""
     lines = ["## Orbit-subspace coherence per phase bin (8 bins; bin 0 is the reference)", "",
              "| arm | " + " | ".join(f"κ_{b}" for b in range(len(cell[0]["geometry"]["coherence"]["kappa"]))) + " |",
              "|---|" + "---:|" * len(cell[0]["geometry"]["coherence"]["kappa"])]

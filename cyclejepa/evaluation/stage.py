@@ -118,11 +118,10 @@ def core_metrics(
     token_phases = phases[phase_rows]
     g1 = g1_gate(tokens, token_phases, symmetry, patients[phase_rows], seed=ev.seed, replicates=ev.bootstrap)
     result["mechanism"] = asdict(g1)
-    result["geometry"] = {
-        "amplitude": fundamental_amplitude(tokens, token_phases, symmetry),
-        "coherence": asdict(orbit_coherence(tokens, token_phases, symmetry, bins=8)),
-        "effective_rank": effective_rank(tokens, token_phases),
-    }
+    result["geometry"] = {"effective_rank": effective_rank(tokens, token_phases)}
+    if symmetry.spectrum.multiplicities.get(1):  # the loop metrics live in the n = 1 blocks
+        result["geometry"]["amplitude"] = fundamental_amplitude(tokens, token_phases, symmetry)
+        result["geometry"]["coherence"] = asdict(orbit_coherence(tokens, token_phases, symmetry, bins=8))
     result["phase_records"] = {"evaluated": int(len(phase_rows)), "qc_failed": int((~qc_ok[eval_rows]).sum())}
     return CoreMetrics(result, scores, superclass, probe, phase_rows)
 
