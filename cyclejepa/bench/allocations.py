@@ -156,6 +156,8 @@ def allocation_figure(table: list[dict[str, Any]], path: Path):
         high = np.array([e[f"{metric}_max"] for e in table]) - mean
         axis.barh(names, np.nan_to_num(mean), xerr=np.nan_to_num([low, high]), color="#2a7f8f")
         axis.set_title(title, fontsize=9)
+        if metric == "auroc":
+            axis.set_xlim(0.5, 1.0)  # chance level at the left edge
         axis.invert_yaxis()
         if axis is not axes[0]:
             axis.set_yticklabels([])

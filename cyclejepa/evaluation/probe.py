@@ -106,6 +106,14 @@ class LinearProbe(BaseEstimator):
         """Fit on features X (N, K) and multi-hot labels Y (N, C); ``groups`` (N,) are the
         patients for ``C="cv"`` (None: every record its own group)."""
         X, Y = _check_xy(X, Y)
+        constant = np.flatnonzero(Y.min(0) == Y.max(0))
+        if constant.size:
+            log.info("classes %s take one value in the training data: their probes are constant", constant.tolist())
+        with warnings.catch_warnings():  # sklearn warns once per such class; logged above instead
+            warnings.filterwarnings("ignore", message="Label not .* is present in all training examples")
+            return self._fit(X, Y, groups)
+
+    def _fit(self, X: np.ndarray, Y: np.ndarray, groups: np.ndarray | None) -> LinearProbe:
         if isinstance(self.C, str) and self.C == "cv":
             self.cv_scores_ = self._cross_validate(X, Y, groups)
             self.C_ = max(self.cv_scores_, key=lambda c: (self.cv_scores_[c], -c))
