@@ -17,17 +17,9 @@ from cyclejepa.bench.throughput import (
 from cyclejepa.bench.timing import PhaseTimer, summarise, time_calls, time_window
 from cyclejepa.config import parse_config
 from cyclejepa.training import Trainer
+from test_training import TINY as TRAINING_TINY
 
-TINY = {
-    "model": {
-        "encoder": {"width": 16, "hidden": 32},
-        "projector": {"hidden": 32, "dim": 16},
-        "predictor": {"depth": 1, "heads": 2, "ffn": 32, "max_relative_position": 16},
-    },
-    "symmetry": {"spectrum": "2x0+3x1+3x2+1x3"},
-    "objectives": {"regulariser": {"options": {"num_directions": 16}}},
-    "training": {"batch_size": 4},
-}
+TINY = {**TRAINING_TINY, "training": {"batch_size": 4}}  # the training tests' tiny model, default steps
 
 
 class FakeClock:
