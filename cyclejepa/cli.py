@@ -216,6 +216,21 @@ def benchmark(
 
 
 @app.command()
+def evaluate(
+    config: ConfigPath,
+    set_: Overrides = None,
+    unseal: Annotated[bool, typer.Option("--unseal", help="allow (and audit) evaluation on the sealed fold")] = False,
+) -> None:
+    """Evaluate the trained checkpoints of a config and write its report (no training)."""
+    from cyclejepa import runner
+
+    cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
+    with _user_errors():
+        path = runner.evaluate_experiment(cfg)
+    console.print(f"[green]report[/green] {path}")
+
+
+@app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`")]) -> None:
     """Rebuild report.md and report.json of a run directory from its saved results."""
     from cyclejepa.evaluation.report import write_report

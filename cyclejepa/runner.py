@@ -188,14 +188,41 @@ def write_resolved_config(cfg: ExperimentConfig) -> Path:
 
 
 def run_experiment(cfg: ExperimentConfig, progress: bool = True) -> Path:
-    """Every stage in order; returns the report path. Finished stages are skipped."""
+    """Every stage in order; returns the report path (for a grid, the grid summary)."""
+    if cfg.grid:
+        from cyclejepa.config import expand_grid
+        from cyclejepa.evaluation.report import write_grid_summary
+
+        cells = expand_grid(cfg)
+        for _, cell in cells:
+            run_experiment(cell, progress=progress)
+        return write_grid_summary(Path(cfg.output_dir), cells)
     require_unsealed(cfg)
     write_resolved_config(cfg)
     cache = prepare(cfg, progress=progress)
     for plan in plan_runs(cfg):
         pretrain(cfg, cache, plan, progress=progress)
-    from cyclejepa.evaluation.stage import evaluate_grid
-    from cyclejepa.evaluation.report import write_report
+    return evaluate_experiment(cfg, cache, progress=progress)
 
-    evaluate_grid(cfg, cache, plan_runs(cfg), evaluation_steps(cfg), progress=progress)
+
+def evaluate_experiment(cfg: ExperimentConfig, cache=None, progress: bool = True) -> Path:
+    """Evaluate the trained checkpoints of every run and write the report (no training)."""
+    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.evaluation.report import write_report
+    from cyclejepa.evaluation.stage import evaluate_grid
+    from cyclejepa.training.checkpoint import checkpoint_path
+
+    require_unsealed(cfg)
+    steps = evaluation_steps(cfg)
+    missing = [
+        str(checkpoint_path(run_dir(cfg, plan) / "checkpoints", step))
+        for plan in plan_runs(cfg)
+        for step in steps
+        if not checkpoint_path(run_dir(cfg, plan) / "checkpoints", step).exists()
+    ]
+    if missing:
+        raise FileNotFoundError(f"{len(missing)} checkpoint(s) to evaluate are missing, e.g. {missing[0]}; train them with `cyclejepa run`")
+    write_resolved_config(cfg)
+    cache = cache or PreparedCache(cache_dir(cfg))
+    evaluate_grid(cfg, cache, plan_runs(cfg), steps, progress=progress)
     return write_report(Path(cfg.output_dir))

@@ -82,3 +82,29 @@ def test_killed_pretraining_resumes_to_the_same_weights(experiment):
     assert all(torch.equal(finished[name], resumed[name]) for name in finished)
     steps = [json.loads(line)["step"] for line in (directory / "metrics.jsonl").read_text().splitlines()]
     assert steps == [1, 2, 3, 4]
+
+
+def test_evaluate_recomputes_only_what_is_missing_and_needs_checkpoints(experiment, tmp_path):
+    cfg, report = experiment
+    evaluation = cfg.output_dir / "evaluation"
+    kept = evaluation / "winder-seed0-step000004.json"
+    before = kept.stat().st_mtime_ns
+    (evaluation / "control-seed0-step000002.json").unlink()
+    assert runner.evaluate_experiment(cfg, progress=False) == report
+    assert (evaluation / "control-seed0-step000002.json").exists()
+    assert kept.stat().st_mtime_ns == before
+    empty = cfg.model_copy(update={"output_dir": tmp_path / "nothing"})
+    with pytest.raises(FileNotFoundError, match="checkpoint"):
+        runner.evaluate_experiment(empty, progress=False)
+
+
+def test_a_grid_runs_every_cell_and_summarises_them(experiment, tmp_path):
+    cfg, _ = experiment
+    raw = cfg.model_dump(mode="json")
+    raw.update(output_dir=str(tmp_path / "grid"), grid={"objectives.regulariser.weight": [0.1, 0.3]})
+    raw["data"]["cache_dir"] = str(runner.cache_dir(cfg))
+    raw["training"]["steps"], raw["evaluation"]["steps"] = 2, [2]
+    summary = runner.run_experiment(parse_config(raw), progress=False)
+    text = summary.read_text()
+    assert text.count("objectives.regulariser.weight=0.1") == 2 and text.count("objectives.regulariser.weight=0.3") == 2
+    assert (tmp_path / "grid" / "grid" / "g01" / "report" / "report.md").exists()

@@ -9,6 +9,7 @@ geometry and anomaly details, heart-rate strata, the figures, and the protocol.
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -116,6 +117,43 @@ def write_report(output_dir: str | Path) -> Path:
         "figures": sorted(p.name for p in (report_dir / "figures").glob("*.png")),
     })
     return report_dir / "report.md"
+
+
+def write_grid_summary(output_dir: Path, cells: list[tuple[str, ExperimentConfig]]) -> Path:
+    """``grid_summary.md``: for every grid cell, its overrides and its headline metrics per arm."""
+    lines = ["# Grid summary", "", "| cell | settings | arm | superclass AUROC | gain fraction | G1 | report |",
+             "|---|---|---|---:|---:|---|---|"]
+    for label, cfg in cells:
+        report = read_json(Path(cfg.output_dir) / "report" / "report.json")
+        settings = ", ".join(f"{k}={_lookup(cfg, k)}" for k in sorted(cells_keys(cells)))
+        for arm, values in report["headline"].items():
+            auroc = values["Superclass macro-AUROC, 5 classes ↑"]["point"]
+            lines.append(
+                f"| {label} | {settings} | {arm} | {_number(auroc)} | {_number(values['Transport gain fraction ↑'])} | "
+                f"{values['G1 shuffled-φ gate']} | grid/{label}/report/report.md |"
+            )
+    path = output_dir / "grid_summary.md"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def cells_keys(cells: list[tuple[str, ExperimentConfig]]) -> set[str]:
+    """The config keys that differ between grid cells."""
+    dumps = [_flatten(cfg.model_dump(mode="json", exclude={"output_dir"})) for _, cfg in cells]
+    return {k for k in dumps[0] if len({json.dumps(d.get(k)) for d in dumps}) > 1}
+
+
+def _flatten(value: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, item in value.items():
+        name = f"{prefix}{key}"
+        flat.update(_flatten(item, name + ".") if isinstance(item, dict) else {name: item})
+    return flat
+
+
+def _lookup(cfg: ExperimentConfig, key: str):
+    return _flatten(cfg.model_dump(mode="json"))[key]
 
 
 def read_json_yaml(path: Path) -> dict:
