@@ -192,7 +192,7 @@ def run(
     cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
     if dry_run:
         for line in runner.describe_plan(cfg):
-            console.print(line, highlight=False)
+            console.print(line, highlight=False, markup=False)
         return
     with _user_errors():
         report = runner.run_experiment(cfg)

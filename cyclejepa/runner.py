@@ -62,6 +62,13 @@ def evaluation_steps(cfg: ExperimentConfig) -> list[int]:
 def describe_plan(cfg: ExperimentConfig) -> list[str]:
     """Human-readable lines of what `run` would do, and which stages are already done."""
     out = Path(cfg.output_dir)
+    if cfg.grid:
+        from cyclejepa.config import expand_grid
+
+        lines = [f"grid of {len(expand_grid(cfg))} experiments over {', '.join(sorted(cfg.grid))}:"]
+        for label, cell in expand_grid(cfg):
+            lines += [f"[{label}] " + line for line in describe_plan(cell)]
+        return lines + [f"grid summary: {out / 'grid_summary.md'}"]
     lines = [f"output: {out}", f"data: {_corpus_line(cfg)}", f"cache: {cache_dir(cfg)}"]
     for plan in plan_runs(cfg):
         state = "done" if _finished(cfg, plan) else "to train"
@@ -80,7 +87,7 @@ def describe_plan(cfg: ExperimentConfig) -> list[str]:
 
 
 def _corpus_line(cfg: ExperimentConfig) -> str:
-    root = cfg.data.resolved_root()
+    root = cfg.data.resolved_root() or "$CYCLEJEPA_PTBXL (not set: set it or data.root)"
     if cfg.data.synthetic_records:
         return f"synthetic corpus of {cfg.data.synthetic_records} records at {root}"
     return f"PTB-XL at {root}"

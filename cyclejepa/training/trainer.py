@@ -192,7 +192,7 @@ class Trainer:
         """Train up to step ``until`` (default: the configured steps); returns the last checkpoint."""
         until = self.cfg.training.steps if until is None else until
         pending: list[tuple[int, torch.Tensor]] = []
-        last = checkpoint_path(self.directory, self.step)
+        last = checkpoint_path(self.directory / "checkpoints", self.step)
         shown = progress and self.dist.is_main
         bar = progress_bar(until, self.directory.name, enabled=shown, completed=self.step, fields=("terms",), rate=True)
         with bar as update:
