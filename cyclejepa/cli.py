@@ -149,7 +149,7 @@ def train(
     """Pre-train one arm × seed; under torchrun, data-parallel over the processes."""
     from cyclejepa import runner
     from cyclejepa.data.cache import PreparedCache
-    from cyclejepa.training import Trainer, init_distributed, latest_checkpoint
+    from cyclejepa.training import init_distributed
     from cyclejepa.training.trainer import resolve_device
 
     cfg = _load(config, set_)
@@ -159,24 +159,15 @@ def train(
     plan = runner.RunPlan(arms[arm] if arm else cfg.runs.arms[0], cfg.runs.seeds[0] if seed is None else seed)
     dist = init_distributed(resolve_device(cfg.training.device).type)
     with _user_errors():
-        cache = runner.prepare(cfg, progress=dist.is_main) if dist.is_main else None
+        if dist.is_main:
+            runner.prepare(cfg)
         if dist.enabled:
             import torch.distributed
 
             torch.distributed.barrier()
-        cache = cache or PreparedCache(runner.cache_dir(cfg))
-        rows = cache.select(cfg.data.train_folds)
-        directory = runner.run_dir(cfg, plan)
-        trainer = Trainer(
-            cfg, cache.signals[rows], cache.phases(cfg.phase.convention)[rows], directory,
-            seed=plan.seed, transport_weight=plan.arm.transport_weight, dist=dist,
-        )
-        last = latest_checkpoint(directory / "checkpoints")
-        if last is not None:
-            trainer.resume(last)
-        final = trainer.fit(progress=dist.is_main)
+        directory = runner.pretrain(cfg, PreparedCache(runner.cache_dir(cfg)), plan, progress=dist.is_main, dist=dist)
     if dist.is_main:
-        console.print(f"{plan.name}: step {trainer.step}, checkpoint {final}")
+        console.print(f"{plan.name}: trained, checkpoints in {directory / 'checkpoints'}")
 
 
 @app.command()

@@ -126,27 +126,34 @@ def _finished(cfg: ExperimentConfig, plan: RunPlan) -> bool:
     return done.exists() and read_json(done)["config_hash"] == cfg.config_hash()
 
 
-def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True) -> Path:
-    """Stage 2 for one arm × seed: train (resuming from the last checkpoint) unless finished."""
-    from cyclejepa.training import Trainer, latest_checkpoint
+def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, transport_weight: float,
+              dist=None, progress: bool = True):
+    """Train one run on the cache's training folds, resuming from its last checkpoint; returns the trainer."""
+    from cyclejepa.training import Distributed, Trainer, latest_checkpoint
 
-    directory = run_dir(cfg, plan)
-    if _finished(cfg, plan):
-        return directory
     rows = cache.select(cfg.data.train_folds)
     trainer = Trainer(
-        cfg,
-        cache.signals[rows],
-        cache.phases(cfg.phase.convention)[rows],
-        directory,
-        seed=plan.seed,
-        transport_weight=plan.arm.transport_weight,
+        cfg, cache.signals[rows], cache.phases(cfg.phase.convention)[rows], directory,
+        seed=seed, transport_weight=transport_weight, dist=dist or Distributed(),
     )
-    last = latest_checkpoint(directory / "checkpoints")
+    last = latest_checkpoint(Path(directory) / "checkpoints")
     if last is not None:
         trainer.resume(last)
     trainer.fit(progress=progress)
-    write_json(directory / "done.json", {"config_hash": cfg.config_hash(), "steps": trainer.step})
+    return trainer
+
+
+def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True, dist=None) -> Path:
+    """Stage 2 for one arm × seed: train (resuming from the last checkpoint) unless finished."""
+    directory = run_dir(cfg, plan)
+    if _finished(cfg, plan):
+        return directory
+    trainer = train_run(
+        cfg, cache, directory, seed=plan.seed, transport_weight=plan.arm.transport_weight,
+        dist=dist, progress=progress,
+    )
+    if trainer.dist.is_main:
+        write_json(directory / "done.json", {"config_hash": cfg.config_hash(), "steps": trainer.step})
     return directory
 
 

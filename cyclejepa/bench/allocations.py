@@ -71,16 +71,11 @@ def run_allocations(
 
 def _score(cfg, cache, name: str, seed: int, out: Path, progress: bool) -> dict[str, Any]:
     from cyclejepa.evaluation.stage import core_metrics
-    from cyclejepa.training import Trainer, latest_checkpoint
+    from cyclejepa.runner import train_run
     from cyclejepa.training.trainer import resolve_device
 
-    rows = cache.select(cfg.data.train_folds)
     directory = out / "runs" / f"{_slug(name)}-seed{seed}"
-    trainer = Trainer(cfg, cache.signals[rows], cache.phases()[rows], directory, seed=seed, transport_weight=1.0)
-    last = latest_checkpoint(directory / "checkpoints")
-    if last is not None:
-        trainer.resume(last)
-    trainer.fit(progress=progress)
+    trainer = train_run(cfg, cache, directory, seed=seed, transport_weight=1.0, progress=progress)
     result = core_metrics(cfg, cache, trainer.objective.eval(), resolve_device(cfg.evaluation.device)).result
     macro = result["diagnostic"]["superclass"]["macro_auroc"]
     mechanism = result["mechanism"]
