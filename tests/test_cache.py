@@ -163,7 +163,10 @@ def test_rejection_log_holds_exactly_the_corrupted_records(prepared):
     assert {r.record_id: r.check for r in reloaded.rejections} == CORRUPTED
     kept = [i for i in range(1, N_RECORDS + 1) if i not in CORRUPTED]
     assert len(prepared) == N_RECORDS - len(CORRUPTED) and prepared.columns["ecg_id"].tolist() == kept
-    assert prepared.manifest["counts"] == {"records": 40, "kept": 35, "rejected": 5, "qc_failed": 1}
+    counts = prepared.manifest["counts"]
+    qc_failed = prepared.columns["ecg_id"][~prepared.columns["qc_ok"]].tolist()
+    assert FLAT_ID in qc_failed  # a flat line has no beats
+    assert counts == {"records": 40, "kept": 35, "rejected": 5, "qc_failed": len(qc_failed)}
     for array in (prepared.phase_centre, prepared.phase_causal):
         assert array.shape == (35, 125) and array.dtype == np.float32
     assert prepared.signals.shape == (35, 12, 1000) and prepared.signals.dtype == np.float32
@@ -196,7 +199,12 @@ def test_phases_rpeaks_labels_and_qc_match_their_sources(prepared, corpus):
         assert prepared.columns["beats"][row] == len(track.events)
     flat = prepared.columns["ecg_id"].tolist().index(FLAT_ID)  # QC failure: flagged, kept
     assert not prepared.columns["qc_ok"][flat] and prepared.columns["qc_reason"][flat]
-    assert np.isnan(prepared.phase_centre[flat]).all() and prepared.columns["qc_ok"].sum() == 34
+    assert np.isnan(prepared.phase_centre[flat]).all()
+    verdicts = [
+        provider.phase(read_record(corpus, int(ecg_id)), 500, LEADS).qc.ok
+        for ecg_id in prepared.columns["ecg_id"]
+    ]
+    np.testing.assert_array_equal(prepared.columns["qc_ok"], verdicts)
     source = PTBXL(corpus).metadata.set_index("ecg_id").loc[prepared.columns["ecg_id"]]
     np.testing.assert_array_equal(prepared.labels("superclass"), source.filter(like="super_").to_numpy())
     np.testing.assert_array_equal(prepared.labels("subclass"), source.filter(like="sub_").to_numpy())

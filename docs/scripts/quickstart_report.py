@@ -16,6 +16,15 @@ small Winder model (K = 32) for 1,200 steps on the CPU, evaluates checkpoints 60
 fold 9 and writes the report below. It is reproduced here unedited, from the run described in
 `docs/scripts/quickstart_report.py`; the headings below are the report's own.
 
+How to read the mechanism rows: the transport arm passes G1 because its gain depends on the
+true cardiac clock. The control fails G1 the way the paper's control does. Its paired
+true − shuffled interval also excludes zero, but its shuffled gain fraction falls outside
+±0.02. The reason is that its harmonic coordinates carry content shared by a record's tokens,
+and rotating them by shuffled phase differences destroys that similarity. The full
+per-condition numbers are in `evaluation/control-seed0-step001200.json` under `mechanism`.
+How this depends on the recipe and the corpus is described in
+[the G1 notes](evaluation-mechanism.md#the-control-and-the-g1-gate-at-small-scale).
+
 """
 
 
