@@ -158,7 +158,7 @@ def test_sigreg_module_flattens_tokens_and_draws_fresh_directions():
     z = torch.randn(3, 10, 6, generator=torch.Generator().manual_seed(5))
     module = SIGReg(num_directions=7)
     gen = torch.Generator().manual_seed(9)
-    first, second = module(z, gen), module(z, gen)
+    first, second = module(z, generator=gen), module(z, generator=gen)
     directions = sample_directions(6, 7, torch.Generator().manual_seed(9))
     torch.testing.assert_close(first, sigreg(z.reshape(30, 6), directions))
     assert first.item() != second.item()  # the generator advanced: new directions

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from cyclejepa.config import parse_config
+from cyclejepa.objectives import sample_cutoffs
 from cyclejepa.training import RNGStreams, Trainer, learning_rate, load_checkpoint, save_checkpoint
 
 TINY = {
@@ -135,6 +136,16 @@ def test_bf16_autocast_stays_close_to_float32(tmp_path):
     bf16 = Trainer(tiny_config(training={"precision": "bf16"}), x, phi, tmp_path / "b", seed=0, transport_weight=1.0)
     a, b = reference.train_step(), bf16.train_step()
     assert torch.allclose(a[:4], b[:4], rtol=5e-2)  # loss terms within bf16 tolerance
+
+
+def test_objective_traces_as_one_graph_without_breaks(tmp_path):
+    """The regulariser's random draw happens outside the module, so Dynamo sees one graph."""
+    x, phi = corpus()
+    trainer = Trainer(tiny_config(), x, phi, tmp_path, seed=0, transport_weight=1.0)
+    batch, phases = trainer.batches.next()
+    cutoff = sample_cutoffs(batch.shape[0], phases.shape[1], trainer.streams["mask"], trainer.device)
+    explanation = torch._dynamo.explain(trainer.objective)(batch, phases, cutoff, trainer.regulariser_inputs())
+    assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), explanation.break_reasons
 
 
 def test_torch_compile_gives_the_eager_result_in_float32(tmp_path):

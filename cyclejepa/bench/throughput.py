@@ -451,7 +451,7 @@ def instrumented_step(trainer, timer: PhaseTimer) -> dict[str, torch.Tensor]:
     with timer.phase("prediction loss"):
         terms = {"prediction": prediction_loss(lambda *_: prediction, z, cutoff, stop_gradient=objective.stop_gradient)}
     with timer.phase("regulariser"):
-        terms["regulariser"] = objective._regulariser(z)
+        terms["regulariser"] = objective._regulariser(z, trainer.regulariser_inputs())
     with timer.phase("transport"):
         terms["transport"] = objective._transport(z, phi)
     terms["loss"] = sum(objective.weights[name] * value for name, value in terms.items())
@@ -646,11 +646,11 @@ def measure_sigreg(cfg, device: torch.device, budget: Budget) -> dict[str, Any]:
 
     def forward() -> None:
         with torch.no_grad():
-            regulariser(z, generator)
+            regulariser(z, generator=generator)
 
     def forward_backward() -> None:
         z.grad = None
-        regulariser(z, generator).backward()
+        regulariser(z, generator=generator).backward()
 
     row: dict[str, Any] = {
         "status": "ok",

@@ -74,8 +74,8 @@ def prediction_loss(
         )
     in_range = ((cutoff >= 0) & (cutoff <= z.shape[1] - 2)).all()
     message = f"prediction_loss: cutoffs must lie in [0, T - 2] = [0, {z.shape[1] - 2}]"
-    if cutoff.device.type != "cpu":
-        torch._assert_async(in_range, message)  # checked on the device: no host synchronisation
+    if cutoff.device.type != "cpu" or torch.compiler.is_compiling():
+        torch._assert_async(in_range, message)  # no host synchronisation, no graph break
     elif not in_range:
         raise ValueError(message)
     prediction = predictor(z, cutoff)

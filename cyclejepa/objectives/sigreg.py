@@ -118,7 +118,11 @@ def sigreg(
 
 @REGULARISERS.register("sigreg")
 class SIGReg(nn.Module):
-    """SIGReg regulariser with fresh random directions at every call.
+    """SIGReg regulariser with fresh random directions at every step.
+
+    A regulariser's random inputs are drawn by ``draw`` and passed to ``forward`` as keywords,
+    so that the drawing stays outside compiled code (``torch.compile`` cannot trace a
+    ``torch.Generator``).
 
     Parameters
     ----------
@@ -135,20 +139,33 @@ class SIGReg(nn.Module):
             raise ValueError(f"SIGReg: num_directions must be >= 1, got {num_directions}")
         self.num_directions, self.knots, self.t_max = num_directions, knots, t_max
 
+    def draw(
+        self,
+        dim: int,
+        generator: torch.Generator | None = None,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> dict[str, Tensor]:
+        """One step's random inputs: ``{"directions": (dim, num_directions) unit columns}``."""
+        return {"directions": sample_directions(dim, self.num_directions, generator, device=device, dtype=dtype)}
+
     def forward(
         self,
         z: Tensor,
-        generator: torch.Generator | None = None,
+        directions: Tensor | None = None,
         *,
+        generator: torch.Generator | None = None,
         reduce: MeanReduce | None = None,
     ) -> Tensor:
-        """SIGReg of all tokens of ``z`` (shape (..., K), leading dims flattened), with
-        directions drawn from ``generator``."""
+        """SIGReg of all tokens of ``z`` (shape (..., K), leading dims flattened).
+
+        ``directions`` come from `draw`; without them, fresh ones are drawn from ``generator``.
+        """
         tokens = z.reshape(-1, z.shape[-1])
-        dtype = torch.promote_types(z.dtype, torch.float32)
-        directions = sample_directions(
-            tokens.shape[1], self.num_directions, generator, device=z.device, dtype=dtype
-        )
+        if directions is None:
+            dtype = torch.promote_types(z.dtype, torch.float32)
+            directions = self.draw(tokens.shape[1], generator, device=z.device, dtype=dtype)["directions"]
         return sigreg(tokens, directions, knots=self.knots, t_max=self.t_max, reduce=reduce)
 
     def extra_repr(self) -> str:

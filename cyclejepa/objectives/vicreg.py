@@ -68,7 +68,8 @@ def vicreg(
 class VICReg(nn.Module):
     """VICReg variance + covariance regulariser on all tokens of ``z`` (shape (..., K)).
 
-    Same call signature as `SIGReg`, so the trainer can swap them; it draws no random numbers.
+    Same interface as `SIGReg` (``draw`` then ``forward``), so the trainer can swap them; it
+    draws no random numbers.
     """
 
     def __init__(
@@ -82,14 +83,12 @@ class VICReg(nn.Module):
         self.variance_weight, self.covariance_weight = variance_weight, covariance_weight
         self.std_target, self.eps = std_target, eps
 
-    def forward(
-        self,
-        z: Tensor,
-        generator: torch.Generator | None = None,
-        *,
-        reduce: MeanReduce | None = None,
-    ) -> Tensor:
-        """VICReg of the flattened tokens; ``generator`` is accepted for interface parity."""
+    def draw(self, dim: int, generator: torch.Generator | None = None, **_: object) -> dict[str, Tensor]:
+        """No random inputs: an empty dict."""
+        return {}
+
+    def forward(self, z: Tensor, *, reduce: MeanReduce | None = None) -> Tensor:
+        """VICReg of the flattened tokens."""
         return vicreg(
             z.reshape(-1, z.shape[-1]),
             variance_weight=self.variance_weight,

@@ -68,7 +68,6 @@ class JEPAObjective(nn.Module):
         }
         self.stop_gradient = cfg.objectives.prediction.stop_gradient
         self.bf16 = cfg.training.precision == "bf16"
-        self.sigreg_generator: torch.Generator | None = None
         self.dist = Distributed()
 
     def _autocast(self, device_type: str):
@@ -80,22 +79,30 @@ class JEPAObjective(nn.Module):
         with self._autocast(z.device.type):
             return self.model.predictor(z, cutoff).float()
 
-    def forward(self, x: torch.Tensor, phi: torch.Tensor, cutoff: torch.Tensor) -> dict[str, torch.Tensor]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        phi: torch.Tensor,
+        cutoff: torch.Tensor,
+        regulariser_inputs: dict[str, torch.Tensor],
+    ) -> dict[str, torch.Tensor]:
+        """Loss terms of one batch; ``regulariser_inputs`` from ``regulariser.draw`` (SIGReg's
+        directions), drawn by the caller so that no random generator runs in compiled code."""
         with self._autocast(x.device.type):
             z = self.model(x)
         z = z.float()  # the objectives always run in float32
         terms = {
             "prediction": prediction_loss(self._predict, z, cutoff, stop_gradient=self.stop_gradient),
-            "regulariser": self._regulariser(z),
+            "regulariser": self._regulariser(z, regulariser_inputs),
             "transport": self._transport(z, phi),
         }
         terms["loss"] = sum(self.weights[name] * value for name, value in terms.items())
         return terms
 
-    def _regulariser(self, z: torch.Tensor) -> torch.Tensor:
+    def _regulariser(self, z: torch.Tensor, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
         if self.dist.enabled:
-            return self.regulariser(z, self.sigreg_generator, reduce=self.dist.ecf_reduce)
-        return self.regulariser(z, self.sigreg_generator)
+            return self.regulariser(z, **inputs, reduce=self.dist.ecf_reduce)
+        return self.regulariser(z, **inputs)
 
     def _transport(self, z: torch.Tensor, phi: torch.Tensor) -> torch.Tensor:
         context = torch.no_grad() if self.weights["transport"] == 0 else contextlib.nullcontext()
@@ -143,7 +150,6 @@ class Trainer:
         self.streams = RNGStreams(seed, self.device)
         init_seed = int(torch.randint(2**62, (1,), generator=self.streams["init"]))
         self.objective = JEPAObjective(cfg, transport_weight, init_seed).to(self.device)
-        self.objective.sigreg_generator = self.streams["sigreg"]
         self.objective.dist = dist
         self.step_module = self._wrap(self.objective)
         self.augmenter = Augmenter.from_config(
@@ -176,7 +182,7 @@ class Trainer:
         x, phi, cutoff = (self.dist.shard(t) for t in (x, phi, cutoff))
         lr = learning_rate(self.step, self.cfg.training.steps, self.cfg.optimiser)
         set_learning_rate(self.optimisers, lr)
-        terms = self.step_module(x, phi, cutoff)
+        terms = self.step_module(x, phi, cutoff, self.regulariser_inputs())
         for optimiser in self.optimisers:
             optimiser.zero_grad(set_to_none=True)
         terms["loss"].backward()
@@ -187,6 +193,11 @@ class Trainer:
         values = torch.stack([terms[name].detach() for name in TERMS] + [grad_norm.detach().float()])
         # torch.full passes lr as a kernel argument: no host-to-device copy, no synchronisation
         return torch.cat([self.dist.mean(values), torch.full((1,), lr, device=values.device)])
+
+    def regulariser_inputs(self) -> dict[str, torch.Tensor]:
+        """This step's random inputs of the regulariser, from the ``sigreg`` stream."""
+        dim = self.cfg.model.projector.dim
+        return self.objective.regulariser.draw(dim, self.streams["sigreg"], device=self.device)
 
     def fit(self, until: int | None = None, progress: bool = True) -> Path:
         """Train up to step ``until`` (default: the configured steps); returns the last checkpoint."""
