@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import platform
 from contextlib import contextmanager
 from pathlib import Path
@@ -256,6 +257,7 @@ def _devices() -> list[str]:
 
 
 def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # the library's notices, on stderr
     app()
 
 

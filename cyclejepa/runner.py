@@ -17,6 +17,7 @@ experiment does nothing and a killed one resumes from its last checkpoint.
 from __future__ import annotations
 
 import json
+import logging
 import subprocess
 import time
 from dataclasses import dataclass
@@ -27,6 +28,8 @@ import yaml
 from cyclejepa import __version__
 from cyclejepa.config import ArmConfig, ExperimentConfig
 from cyclejepa.jsonio import read_json, write_json
+
+log = logging.getLogger(__name__)
 
 SEALED_FOLD = 10
 
@@ -139,6 +142,7 @@ def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, trans
     last = latest_checkpoint(Path(directory) / "checkpoints")
     if last is not None:
         trainer.resume(last)
+        log.info("%s: resuming from step %d (%s)", Path(directory).name, trainer.step, last)
     trainer.fit(progress=progress)
     return trainer
 

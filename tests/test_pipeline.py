@@ -69,7 +69,7 @@ def test_rerun_skips_finished_stages_and_report_rebuilds_from_saved_results(expe
     assert write_report(out).read_text() == text
 
 
-def test_killed_pretraining_resumes_to_the_same_weights(experiment):
+def test_killed_pretraining_resumes_to_the_same_weights(experiment, caplog):
     cfg, _ = experiment
     plan = runner.plan_runs(cfg)[0]
     directory = runner.run_dir(cfg, plan)
@@ -79,7 +79,9 @@ def test_killed_pretraining_resumes_to_the_same_weights(experiment):
     (directory / "checkpoints" / "step_000004.pt").unlink()
     from cyclejepa.data.cache import PreparedCache
 
-    runner.pretrain(cfg, PreparedCache(runner.cache_dir(cfg)), plan, progress=False)
+    with caplog.at_level("INFO", logger="cyclejepa.runner"):
+        runner.pretrain(cfg, PreparedCache(runner.cache_dir(cfg)), plan, progress=False)
+    assert f"{directory.name}: resuming from step 2" in caplog.text
     resumed = load_checkpoint(directory / "checkpoints" / "step_000004.pt")["model"]
     assert all(torch.equal(finished[name], resumed[name]) for name in finished)
     steps = [json.loads(line)["step"] for line in (directory / "metrics.jsonl").read_text().splitlines()]

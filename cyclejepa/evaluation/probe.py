@@ -108,7 +108,7 @@ class LinearProbe(BaseEstimator):
         X, Y = _check_xy(X, Y)
         constant = np.flatnonzero(Y.min(0) == Y.max(0))
         if constant.size:
-            log.info("classes %s take one value in the training data: their probes are constant", constant.tolist())
+            log.info("label columns %s take one value in the training data: their probes are constant", constant.tolist())
         with warnings.catch_warnings():  # sklearn warns once per such class; logged above instead
             warnings.filterwarnings("ignore", message="Label not .* is present in all training examples")
             return self._fit(X, Y, groups)
