@@ -83,8 +83,15 @@ class VICReg(nn.Module):
         self.variance_weight, self.covariance_weight = variance_weight, covariance_weight
         self.std_target, self.eps = std_target, eps
 
-    def draw(self, dim: int, generator: torch.Generator | None = None, **_: object) -> dict[str, Tensor]:
-        """No random inputs: an empty dict."""
+    def draw(
+        self,
+        dim: int,
+        generator: torch.Generator | None = None,
+        *,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype = torch.float32,
+    ) -> dict[str, Tensor]:
+        """No random inputs: an empty dict (the signature is `SIGReg.draw`'s)."""
         return {}
 
     def forward(self, z: Tensor, *, reduce: MeanReduce | None = None) -> Tensor:
