@@ -151,7 +151,7 @@ def train(
     from cyclejepa import runner
     from cyclejepa.data.cache import PreparedCache
     from cyclejepa.training import init_distributed
-    from cyclejepa.training.trainer import resolve_device
+    from cyclejepa.devices import resolve_device
 
     cfg = _load(config, set_)
     arms = {a.name: a for a in cfg.runs.arms}

@@ -144,8 +144,13 @@ class TrainingConfig(Section):
     batch_size: int = Field(64, ge=1)
     checkpoint_every: int = Field(2_500, ge=1)
     device: str = "auto"
-    precision: Literal["float32", "bf16"] = "float32"
-    compile: bool = False
+    precision: Literal["auto", "float32", "bf16"] = Field(
+        "auto", description="auto: bf16 autocast on CUDA, float32 on the CPU"
+    )
+    compile: bool | Literal["auto", "default", "reduce-overhead", "max-autotune"] = Field(
+        False,
+        description="torch.compile mode (true = default); auto: reduce-overhead (CUDA graphs) on CUDA, eager on the CPU",
+    )
 
 
 class AugmentationConfig(Section):

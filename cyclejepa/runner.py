@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import yaml
 
 from cyclejepa import __version__
@@ -129,6 +130,14 @@ def _finished(cfg: ExperimentConfig, plan: RunPlan) -> bool:
     return done.exists() and read_json(done)["config_hash"] == cfg.config_hash()
 
 
+def training_phases(cache, rows, convention: str):
+    """Token phases of ``rows`` for training: NaN throughout for records that fail phase QC,
+    so that they take no part in phase-dependent losses (the transport term)."""
+    phases = np.array(cache.phases(convention)[rows], dtype=np.float32)
+    phases[~cache.columns["qc_ok"][rows]] = np.nan
+    return phases
+
+
 def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, transport_weight: float,
               dist=None, progress: bool = True):
     """Train one run on the cache's training folds, resuming from its last checkpoint; returns the trainer."""
@@ -136,7 +145,7 @@ def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, trans
 
     rows = cache.select(cfg.data.train_folds)
     trainer = Trainer(
-        cfg, cache.signals[rows], cache.phases(cfg.phase.convention)[rows], directory,
+        cfg, cache.signals[rows], training_phases(cache, rows, cfg.phase.convention), directory,
         seed=seed, transport_weight=transport_weight, dist=dist or Distributed(),
     )
     last = latest_checkpoint(Path(directory) / "checkpoints")

@@ -30,12 +30,13 @@ BLOCKS = [(0, 2), (1, 2), (3, 1)]  # (harmonic, multiplicity), in layout order
 # ---------------------------------------------------------------- references
 
 
-def epps_pulley_numpy(x: np.ndarray, t: np.ndarray) -> float:
-    """N ∫ |φ̂(t) − e^{−t²/2}|² e^{−t²/2} dt by numpy's trapezoid on the given knots."""
+def epps_pulley_numpy(x: np.ndarray, t: np.ndarray, n: int | None = None) -> float:
+    """N ∫ |φ̂(t) − e^{−t²/2}|² e^{−t²/2} dt by numpy's trapezoid on the given knots; φ̂ is the
+    mean over all of ``x``, N is ``n`` (default: the length of ``x``)."""
     phases = np.outer(t, x)
     gaussian = np.exp(-0.5 * t**2)
     integrand = ((np.cos(phases).mean(1) - gaussian) ** 2 + np.sin(phases).mean(1) ** 2) * gaussian
-    return len(x) * np.trapezoid(integrand, t)
+    return (len(x) if n is None else n) * np.trapezoid(integrand, t)
 
 
 def epps_pulley_exact(x: np.ndarray, t_max: float = 3.0) -> float:
@@ -156,13 +157,50 @@ def test_sigreg_reduce_hook_combines_shards_into_the_full_batch_value():
 def test_sigreg_module_flattens_tokens_and_draws_fresh_directions():
     assert REGULARISERS.get("sigreg") is SIGReg
     z = torch.randn(3, 10, 6, generator=torch.Generator().manual_seed(5))
-    module = SIGReg(num_directions=7)
+    module = SIGReg(num_directions=7, sample_size="tokens")
     gen = torch.Generator().manual_seed(9)
     first, second = module(z, generator=gen), module(z, generator=gen)
     directions = sample_directions(6, 7, torch.Generator().manual_seed(9))
     torch.testing.assert_close(first, sigreg(z.reshape(30, 6), directions))
     assert first.item() != second.item()  # the generator advanced: new directions
     torch.testing.assert_close(directions.norm(dim=0), torch.ones(7))
+
+
+@pytest.mark.parametrize("sample_size", ["records", "tokens"])
+def test_sigreg_sample_size_counts_records_or_tokens(sample_size):
+    """φ̂ always pools the B × T tokens; N in front of the integral is B (records) or B × T."""
+    gen = torch.Generator().manual_seed(4)
+    z = torch.randn(5, 12, 6, generator=gen, dtype=torch.float64) * 1.4 + 0.3
+    directions = sample_directions(6, 4, gen, dtype=torch.float64)
+    x = (z.reshape(60, 6) @ directions).numpy()
+    n = 5 if sample_size == "records" else 60
+    expected = np.mean([epps_pulley_numpy(x[:, m], np.linspace(-3.0, 3.0, 33), n=n) for m in range(4)])
+    value = SIGReg(num_directions=4, sample_size=sample_size)(z, directions)
+    assert value.item() == pytest.approx(expected, rel=1e-12)
+
+
+def test_sigreg_records_under_a_split_batch_uses_the_global_record_count():
+    """Two shards of 2 and 3 records through the DDP reduction give the statistic of all 5."""
+    gen = torch.Generator().manual_seed(6)
+    z = torch.randn(5, 8, 4, generator=gen, dtype=torch.float64)
+    directions = sample_directions(4, 3, gen, dtype=torch.float64)
+    module, captured = SIGReg(num_directions=3), {}
+
+    def capture(ecf, rows):
+        captured.update(ecf=ecf, rows=rows)
+        return ecf, rows
+
+    def combine(ecf, rows):  # the all-reduce of (rows · ecf, rows), as Distributed.ecf_reduce
+        total = rows + captured["rows"]
+        return (rows * ecf + captured["rows"] * captured["ecf"]) / total, total
+
+    module(z[:2], directions, reduce=capture)
+    torch.testing.assert_close(module(z[2:], directions, reduce=combine), module(z, directions), rtol=1e-13, atol=0)
+
+
+def test_sigreg_rejects_an_unknown_sample_size():
+    with pytest.raises(ValueError, match="sample_size must be one of"):
+        SIGReg(sample_size="batches")
 
 
 def test_sigreg_rejects_mismatched_shapes():

@@ -72,7 +72,7 @@ def run_allocations(
 def _score(cfg, cache, name: str, seed: int, out: Path, progress: bool) -> dict[str, Any]:
     from cyclejepa.evaluation.stage import core_metrics
     from cyclejepa.runner import train_run
-    from cyclejepa.training.trainer import resolve_device
+    from cyclejepa.devices import resolve_device
 
     directory = out / "runs" / f"{_slug(name)}-seed{seed}"
     trainer = train_run(cfg, cache, directory, seed=seed, transport_weight=1.0, progress=progress)

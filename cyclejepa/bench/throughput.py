@@ -59,7 +59,7 @@ from cyclejepa.objectives import SIGReg, prediction_loss, sample_cutoffs, transp
 from cyclejepa.symmetry import U1Symmetry
 from cyclejepa.training import JEPAObjective, Trainer
 from cyclejepa.training.schedule import learning_rate, set_learning_rate
-from cyclejepa.training.trainer import resolve_device
+from cyclejepa.devices import resolve_device
 
 __all__ = [
     "SECTIONS",
@@ -777,10 +777,10 @@ def _release(device: torch.device, compiled: bool) -> None:
     """Free what a finished measurement left behind (compiled graphs and their counters,
     cached GPU memory)."""
     if compiled:
-        import torch._dynamo
+        from torch._dynamo import reset
         from torch._dynamo.utils import counters
 
-        torch._dynamo.reset()
+        reset()
         counters.clear()
     gc.collect()
     if device.type == "cuda":

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from cyclejepa.devices import same_device
 from cyclejepa.registry import AUGMENTATIONS
 
 __all__ = [
@@ -76,7 +77,7 @@ def check_batch(x: Tensor, generator: torch.Generator) -> None:
             f"augmentations take a floating batch of shape (B, leads, samples), "
             f"got {x.dtype} of shape {tuple(x.shape)}"
         )
-    if generator.device != x.device:
+    if not same_device(generator.device, x.device):
         raise ValueError(
             f"the augmentation generator is on {generator.device} but the batch is on {x.device}; "
             f"create the stream on the batch's device, torch.Generator(device=x.device)"

@@ -45,7 +45,7 @@ def evaluate_grid(cfg: ExperimentConfig, cache: PreparedCache, plans, steps: lis
     from cyclejepa.runner import audit_unseal, run_dir
     from cyclejepa.training import load_trained
     from cyclejepa.training.checkpoint import checkpoint_path
-    from cyclejepa.training.trainer import resolve_device
+    from cyclejepa.devices import resolve_device
 
     audit_unseal(cfg)
     device = resolve_device(cfg.evaluation.device)

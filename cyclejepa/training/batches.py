@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from cyclejepa.devices import indexed
+
 # Keep the corpus on an accelerator when it takes less than this fraction of free memory.
 _RESIDENT_FRACTION = 0.5
 
@@ -31,7 +33,7 @@ class BatchSampler:
             raise ValueError(f"{len(signals)} signals but {len(phases)} phase rows")
         if len(signals) < batch_size:
             raise ValueError(f"batch size {batch_size} exceeds the {len(signals)} training records")
-        self.device = torch.device(device)
+        self.device = indexed(device)
         self.batch_size, self.generator = batch_size, generator
         self.signals = self._place(torch.as_tensor(np.asarray(signals, dtype=np.float32)))
         self.phases = self._place(torch.as_tensor(np.asarray(phases, dtype=np.float32)))

@@ -46,7 +46,8 @@ class Distributed:
         return value / self.world
 
     def ecf_reduce(self, ecf: torch.Tensor, n: int | torch.Tensor):
-        """SIGReg hook: the N-weighted mean of the ranks' characteristic functions, and total N.
+        """Regulariser hook: the n-weighted mean of the ranks' per-sample means, and the total n
+        (SIGReg: characteristic functions over token rows; VICReg: moments).
 
         Differentiable: the backward of the sum all-reduce is an all-reduce of the gradients,
         which DDP's averaging turns back into the gradient of the global statistic.

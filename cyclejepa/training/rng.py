@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from cyclejepa.devices import indexed
+
 STREAMS = ("init", "mask", "sigreg", "augment", "data")
 
 
@@ -20,7 +22,7 @@ class RNGStreams:
         children = np.random.SeedSequence(seed).spawn(len(STREAMS))
         self.generators: dict[str, torch.Generator] = {}
         for name, child in zip(STREAMS, children):
-            where = "cpu" if name == "init" else torch.device(device)
+            where = "cpu" if name == "init" else indexed(device)
             generator = torch.Generator(device=where)
             generator.manual_seed(int(child.generate_state(1, dtype=np.uint64)[0] >> 1))
             self.generators[name] = generator

@@ -24,10 +24,15 @@ def learning_rate(step: int, total_steps: int, cfg: OptimiserConfig) -> float:
 
 
 def build_optimisers(model: torch.nn.Module, cfg: OptimiserConfig) -> list[torch.optim.Optimizer]:
-    """AdamW for Euclidean parameters and geoopt's Riemannian Adam for manifold parameters."""
+    """AdamW for Euclidean parameters and geoopt's Riemannian Adam for manifold parameters.
+
+    On CUDA, AdamW is the fused kernel (one launch for all parameters instead of a few per
+    tensor); elsewhere torch's default implementation.
+    """
     on_manifold = {id(p) for p in manifold_parameters(model)}
     euclidean = [p for p in model.parameters() if p.requires_grad and id(p) not in on_manifold]
-    settings = dict(lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay)
+    fused = bool(euclidean) and all(p.is_cuda for p in euclidean)
+    settings = dict(lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay, fused=fused or None)
     optimisers: list[torch.optim.Optimizer] = [torch.optim.AdamW(euclidean, **settings)]
     if on_manifold:
         from geoopt.optim import RiemannianAdam

@@ -15,6 +15,7 @@ from torch import nn
 from cyclejepa import registry
 from cyclejepa.config import ExperimentConfig
 from cyclejepa.data.augment import Augmenter
+from cyclejepa.devices import resolve_device
 from cyclejepa.models import build_model
 from cyclejepa.objectives import prediction_loss, sample_cutoffs, transport_loss
 from cyclejepa.progress import progress_bar
@@ -29,11 +30,22 @@ TERMS = ("loss", "prediction", "regulariser", "transport")
 FLUSH_EVERY = 25
 
 
-def resolve_device(name: str) -> torch.device:
-    """``auto`` picks CUDA when present, else the CPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+def uses_bf16(precision: str, device_type: str) -> bool:
+    """Whether ``training.precision`` means bf16 autocast on ``device_type`` (``auto``: on CUDA)."""
+    return precision == "bf16" or (precision == "auto" and device_type == "cuda")
+
+
+def compile_mode(setting: bool | str, device_type: str) -> str | None:
+    """The ``torch.compile`` mode of ``training.compile`` on ``device_type`` (None: eager).
+
+    ``true`` is torch's ``default`` mode; ``auto`` is ``reduce-overhead`` (CUDA graphs) on CUDA
+    and eager elsewhere.
+    """
+    if setting == "auto":
+        return "reduce-overhead" if device_type == "cuda" else None
+    if isinstance(setting, bool):
+        return "default" if setting else None
+    return setting
 
 
 class JEPAObjective(nn.Module):
@@ -67,11 +79,11 @@ class JEPAObjective(nn.Module):
             "transport": transport_weight,
         }
         self.stop_gradient = cfg.objectives.prediction.stop_gradient
-        self.bf16 = cfg.training.precision == "bf16"
+        self.precision = cfg.training.precision
         self.dist = Distributed()
 
     def _autocast(self, device_type: str):
-        if not self.bf16:
+        if not uses_bf16(self.precision, device_type):
             return contextlib.nullcontext()
         return torch.autocast(device_type, dtype=torch.bfloat16)
 
@@ -142,15 +154,16 @@ class Trainer:
         dist: Distributed = Distributed(),
     ):
         self.cfg, self.directory, self.dist = cfg, Path(directory), dist
-        self.device = resolve_device(cfg.training.device)
-        if self.device.type == "cuda" and dist.enabled:
-            self.device = torch.device("cuda", dist.local_rank)
+        self.device = resolve_device(cfg.training.device, dist.local_rank if dist.enabled else None)
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)  # index-less "cuda" tensors land here too
         if cfg.training.batch_size % dist.world:
             raise ValueError(f"batch size {cfg.training.batch_size} is not divisible by {dist.world} ranks")
         self.streams = RNGStreams(seed, self.device)
         init_seed = int(torch.randint(2**62, (1,), generator=self.streams["init"]))
         self.objective = JEPAObjective(cfg, transport_weight, init_seed).to(self.device)
         self.objective.dist = dist
+        self.compile_mode = compile_mode(cfg.training.compile, self.device.type)
         self.step_module = self._wrap(self.objective)
         self.augmenter = Augmenter.from_config(
             [{"name": a.name, "p": a.p, **a.options} for a in cfg.augmentations]
@@ -167,7 +180,12 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             unused = any(p.requires_grad for p in module.symmetry.parameters())
             module = DistributedDataParallel(module, device_ids=ids, find_unused_parameters=unused)
-        return torch.compile(module) if self.cfg.training.compile else module
+        return module if self.compile_mode is None else torch.compile(module, mode=self.compile_mode)
+
+    @property
+    def cuda_graphs(self) -> bool:
+        """Whether the step module replays CUDA graphs (compile modes with cudagraphs, on CUDA)."""
+        return self.device.type == "cuda" and self.compile_mode in ("reduce-overhead", "max-autotune")
 
     @property
     def model(self) -> nn.Module:
@@ -182,6 +200,8 @@ class Trainer:
         x, phi, cutoff = (self.dist.shard(t) for t in (x, phi, cutoff))
         lr = learning_rate(self.step, self.cfg.training.steps, self.cfg.optimiser)
         set_learning_rate(self.optimisers, lr)
+        if self.cuda_graphs:  # a new step: the graphs may overwrite the last step's outputs
+            torch.compiler.cudagraph_mark_step_begin()
         terms = self.step_module(x, phi, cutoff, self.regulariser_inputs())
         for optimiser in self.optimisers:
             optimiser.zero_grad(set_to_none=True)

@@ -1,0 +1,52 @@
+"""Devices: names from a config to `torch.device`s with an index, and device equality.
+
+``torch.device("cuda") != torch.device("cuda:0")``, although a tensor created on ``"cuda"``
+lives on ``cuda:0`` (the current device). So every device the library creates carries an
+explicit index, and devices are compared with `same_device`, never with ``==``.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def current_cuda_index() -> int:
+    """The index of the current CUDA device (0 when CUDA is not initialised or absent)."""
+    return torch.cuda.current_device() if torch.cuda.is_available() else 0
+
+
+def indexed(device: torch.device | str) -> torch.device:
+    """``device`` with an explicit index: ``cuda`` → ``cuda:<current>``; the CPU is unchanged."""
+    device = torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        return torch.device("cuda", current_cuda_index())
+    return device
+
+
+def same_device(a: torch.device | str, b: torch.device | str) -> bool:
+    """Whether ``a`` and ``b`` name the same device (``cuda`` is the current CUDA device)."""
+    return indexed(a) == indexed(b)
+
+
+def resolve_device(name: str | torch.device, local_rank: int | None = None) -> torch.device:
+    """The device a config names, with an index.
+
+    ``auto`` is CUDA when present, else the CPU. Under torchrun (``local_rank`` given) CUDA is
+    this process's GPU, ``cuda:<local_rank>``, whatever index the name carries. A CUDA device
+    that this machine does not have raises a ValueError that says what there is.
+    """
+    if str(name) == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        device = torch.device(name)
+    except RuntimeError as error:
+        raise ValueError(f"unknown device {name!r}: use auto, cpu, cuda or cuda:N ({error})") from None
+    if device.type != "cuda":
+        return device
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = local_rank if local_rank is not None else device.index
+    if index is None:
+        index = current_cuda_index()
+    if index >= count:
+        raise ValueError(f"device {name!r}: this machine has {count} CUDA device(s)")
+    return torch.device("cuda", index)
