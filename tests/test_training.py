@@ -19,7 +19,7 @@ TINY = {
     },
     "symmetry": {"spectrum": "2x0+3x1+3x2+1x3"},
     "objectives": {"regulariser": {"options": {"num_directions": 16}}},
-    "training": {"steps": 12, "batch_size": 4, "checkpoint_every": 4},
+    "training": {"steps": 12, "batch_size": 4, "checkpoint_every": 4, "precision": "float32"},
 }
 
 
@@ -154,3 +154,20 @@ def test_torch_compile_gives_the_eager_result_in_float32(tmp_path):
     compiled = Trainer(tiny_config(training={"compile": True}), x, phi, tmp_path / "b", seed=0, transport_weight=1.0)
     for _ in range(2):
         assert torch.allclose(eager.train_step(), compiled.train_step(), rtol=1e-4, atol=1e-6)
+
+
+def test_records_failing_phase_qc_take_no_part_in_the_transport_term():
+    from types import SimpleNamespace
+
+    from cyclejepa.runner import training_phases
+
+    _, phi = corpus(records=6)
+    phi[0] = 1.0  # defined phases: only the QC verdict may remove them
+    qc_ok = np.array([False, True, True, False, True, True])
+    cache = SimpleNamespace(phases=lambda convention: phi, columns={"qc_ok": qc_ok})
+    rows = np.array([0, 1, 3, 4])
+    phases = training_phases(cache, rows, "centre")
+    assert np.isnan(phases[[0, 2]]).all()  # records 0 and 3 failed QC
+    np.testing.assert_array_equal(phases[[1, 3]], phi[[1, 4]].astype(np.float32))
+    assert not np.isnan(phi[0]).any()  # the cache's own array is untouched
+
