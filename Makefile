@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 TORCH  := torch==2.13.0
 
-.PHONY: quickstart test docs test-escnn clean
+.PHONY: quickstart test docs test-escnn ptbxl-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,6 +24,13 @@ quickstart: $(VENV)/.installed
 
 test: $(VENV)/.installed-dev
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2
+
+# The development protocol on the 434 real PTB-XL records of ../shared (a GPU run: examples/ptbxl_dev.yaml).
+PTBXL_DEV_ARCHIVE ?= ../shared/data/ptbxl-dev/ptbxl-dev-434.tar.xz
+ptbxl-dev: $(VENV)/.installed
+	test -f runs/ptbxl_dev/data/ptbxl-dev/ptbxl_database.csv || \
+		(mkdir -p runs/ptbxl_dev/data && tar -xJf $(PTBXL_DEV_ARCHIVE) -C runs/ptbxl_dev/data)
+	$(BIN)/cyclejepa run examples/ptbxl_dev.yaml
 
 docs: $(VENV)/.installed-dev
 	$(BIN)/mkdocs build --strict
