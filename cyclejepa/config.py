@@ -177,6 +177,9 @@ class RunsConfig(Section):
         ]
     )
     seeds: list[int] = [0, 1]
+    at_once: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        1, description="runs trained side by side, one process each; auto: all on CUDA, one on the CPU"
+    )
 
 
 class EvaluationConfig(Section):

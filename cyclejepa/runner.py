@@ -225,11 +225,25 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True) -> Path:
             run_experiment(cell, progress=progress)
         return write_grid_summary(Path(cfg.output_dir), cells)
     require_unsealed(cfg)
-    write_resolved_config(cfg)
+    config = write_resolved_config(cfg)
     cache = prepare(cfg, progress=progress)
-    for plan in plan_runs(cfg):
-        pretrain(cfg, cache, plan, progress=progress)
+    pretrain_all(cfg, cache, config, progress=progress)
     return evaluate_experiment(cfg, cache, progress=progress)
+
+
+def pretrain_all(cfg: ExperimentConfig, cache, config: Path, progress: bool = True) -> None:
+    """Stage 2 for every arm × seed: unfinished runs side by side in ``runs.at_once`` processes
+    (each reads the resolved config file ``config``), else one after the other in this one."""
+    from cyclejepa.devices import resolve_device
+    from cyclejepa.training.concurrent import RunJob, runs_at_once, train_concurrently
+
+    todo = [plan for plan in plan_runs(cfg) if not _finished(cfg, plan)]
+    at_once = runs_at_once(cfg.runs.at_once, resolve_device(cfg.training.device).type, len(todo))
+    if at_once > 1:
+        jobs = [RunJob(plan.arm.name, plan.seed, run_dir(cfg, plan)) for plan in todo]
+        train_concurrently(config, jobs, at_once, cfg.training.steps, progress=progress)
+    for plan in plan_runs(cfg):  # the sequential path; finished runs are skipped
+        pretrain(cfg, cache, plan, progress=progress)
 
 
 def evaluate_experiment(cfg: ExperimentConfig, cache=None, progress: bool = True) -> Path:

@@ -164,3 +164,26 @@ def test_quick_tiny_run_writes_every_section(tmp_path):
     assert equality["passed"] and equality["terms"]["loss"]["max_rel_diff"] == 0.0  # CPU: same path
     markdown = out.with_suffix(".md").read_text()
     assert "| float32 |" in markdown and "## Transport loss" in markdown
+
+
+def test_experiment_benchmark_times_every_stage_and_writes_the_report(tmp_path):
+    import yaml
+
+    from cyclejepa.bench.experiment import EXPERIMENT_STAGES, time_experiment
+
+    config = tmp_path / "tiny.yaml"
+    config.write_text(yaml.safe_dump({
+        **{k: v for k, v in TRAINING_TINY.items() if k != "training"},
+        "data": {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
+        "training": {"steps": 2, "batch_size": 4, "checkpoint_every": 2, "precision": "float32"},
+        "runs": {"seeds": [0]},
+        "evaluation": {"steps": [2], "bootstrap": 10, "anomaly_records": 4, "severities": [0.0, 2.0],
+                       "umap": False, "eligible_min_positives": 1},
+    }))
+    result = time_experiment(config, tmp_path / "out", records=60, workers=1, log=lambda _: None)
+    assert set(EXPERIMENT_STAGES) <= set(result["stages"])
+    assert result["experiment_s"] == pytest.approx(sum(result["stages"][s] for s in EXPERIMENT_STAGES))
+    saved = json.loads((tmp_path / "out" / "stages.json").read_text())
+    assert saved["stages"] == result["stages"] and saved["runs"] == ["winder-seed0", "control-seed0"]
+    assert (tmp_path / "out" / "run" / "report" / "report.md").exists()
+    assert "experiment (prepare → report)" in (tmp_path / "out" / "stages.md").read_text()

@@ -1,0 +1,60 @@
+"""Runs trained side by side in processes (`runs.at_once`) equal the runs trained in turn."""
+
+import json
+
+import numpy as np
+import pytest
+
+from cyclejepa import runner
+from cyclejepa.config import parse_config
+from cyclejepa.training.concurrent import RunJob, runs_at_once, train_concurrently
+
+TERMS = ("loss", "prediction", "regulariser", "transport", "grad_norm")
+
+
+def tiny(out, corpus, at_once):
+    return parse_config({
+        "output_dir": str(out),
+        "data": {"root": str(corpus), "synthetic_records": 40, "cache_dir": str(corpus.parent / "cache"),
+                 "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
+        "symmetry": {"spectrum": "2x0+3x1+2x2+2x3"},
+        "model": {
+            "encoder": {"width": 16, "hidden": 32},
+            "projector": {"hidden": 32, "dim": 16},
+            "predictor": {"depth": 1, "heads": 2, "ffn": 32, "max_relative_position": 124},
+        },
+        "objectives": {"regulariser": {"options": {"num_directions": 16}}},
+        "training": {"steps": 4, "batch_size": 4, "checkpoint_every": 2, "device": "cpu", "precision": "float32"},
+        "runs": {"seeds": [0], "at_once": at_once},
+    })
+
+
+def metrics(cfg, name):
+    path = cfg.output_dir / "runs" / name / "metrics.jsonl"
+    return np.array([[json.loads(line)[k] for k in TERMS] for line in path.read_text().splitlines()])
+
+
+def test_concurrent_processes_train_what_the_sequential_runs_train(tmp_path):
+    corpus = tmp_path / "corpus"
+    side_by_side, in_turn = tiny(tmp_path / "a", corpus, 2), tiny(tmp_path / "b", corpus, 1)
+    cache = runner.prepare(side_by_side, progress=False)
+    for cfg in (side_by_side, in_turn):
+        runner.pretrain_all(cfg, cache, runner.write_resolved_config(cfg), progress=False)
+    for name in ("winder-seed0", "control-seed0"):
+        assert (side_by_side.output_dir / "runs" / name / "train.log").exists()  # it ran in a process
+        assert not (in_turn.output_dir / "runs" / name / "train.log").exists()
+        assert runner._finished(side_by_side, runner.RunPlan(next(a for a in side_by_side.runs.arms if name.startswith(a.name)), 0))
+        np.testing.assert_allclose(metrics(side_by_side, name), metrics(in_turn, name), rtol=1e-6)
+
+
+def test_a_failed_process_is_named_with_the_end_of_its_log(tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("training: {steps: banana}\n")
+    job = RunJob("winder", 0, tmp_path / "runs" / "winder-seed0")
+    with pytest.raises(RuntimeError, match=r"(?s)run winder-seed0 failed.*training.steps"):
+        train_concurrently(config, [job, RunJob("control", 0, tmp_path / "runs" / "control-seed0")], 2, 4, progress=False)
+
+
+def test_auto_trains_every_run_at_once_on_cuda_and_one_on_the_cpu():
+    assert runs_at_once("auto", "cuda", 4) == 4 and runs_at_once("auto", "cpu", 4) == 1
+    assert runs_at_once(8, "cuda", 3) == 3 and runs_at_once(2, "cpu", 0) == 1
