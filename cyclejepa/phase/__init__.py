@@ -1,8 +1,17 @@
 """Cyclic coordinates (phase) from biosignals: providers, tracks, token assignment."""
 
-from cyclejepa.phase.ecg import EcgRPeakProvider, detect_r_peaks
+from cyclejepa.phase.detectors import (
+    DEFAULT_DETECTOR,
+    NEUROKIT_METHODS,
+    detector_names,
+    get_detector,
+    register_detector,
+)
+from cyclejepa.phase.ecg import EcgRPeakProvider
+from cyclejepa.phase.pantompkins import detect_r_peaks_pan_tompkins
 from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
 from cyclejepa.phase.records import phase_record, read_beat_annotations
+from cyclejepa.phase.rpeak import detect_r_peaks
 from cyclejepa.phase.track import (
     PHASE_MAX,
     TWO_PI,
@@ -17,6 +26,12 @@ from cyclejepa.phase.track import (
 )
 
 __all__ = [
+    "DEFAULT_DETECTOR",
+    "NEUROKIT_METHODS",
+    "detect_r_peaks_pan_tompkins",
+    "detector_names",
+    "get_detector",
+    "register_detector",
     "PHASE_MAX",
     "TWO_PI",
     "EcgRPeakProvider",

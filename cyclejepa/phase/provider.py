@@ -153,15 +153,47 @@ class PhaseProvider(ABC):
         intervals = track.intervals_s
         ratios = np.maximum(intervals[1:] / intervals[:-1], intervals[:-1] / intervals[1:])
         low, high = self.interval_range_s
-        reasons = []
+        reasons, details = [], []
         if len(track.events) < self.min_events:
             reasons.append("too_few_beats")
-        implausible_interval = np.any((intervals < low) | (intervals > high))
-        erratic = self.max_interval_ratio is not None and np.any(ratios > self.max_interval_ratio)
-        if implausible_interval or erratic:
+            details.append(
+                f"too_few_beats: {len(track.events)} events detected, at least "
+                f"{self.min_events} needed"
+            )
+        starts = track.events[:-1] / track.fs
+        short, long_ = np.flatnonzero(intervals < low), np.flatnonzero(intervals > high)
+        erratic = (
+            np.flatnonzero(ratios > self.max_interval_ratio)
+            if self.max_interval_ratio is not None
+            else np.zeros(0, np.int64)
+        )
+        if len(short) or len(long_) or len(erratic):
             reasons.append("implausible_rr")
+            if len(short):
+                i = short[np.argmin(intervals[short])]
+                details.append(
+                    f"implausible_rr: {len(short)} interval(s) shorter than {low:g} s, the "
+                    f"shortest {intervals[i]:.3f} s from {starts[i]:.2f} s"
+                )
+            if len(long_):
+                i = long_[np.argmax(intervals[long_])]
+                details.append(
+                    f"implausible_rr: {len(long_)} interval(s) longer than {high:g} s, the "
+                    f"longest {intervals[i]:.3f} s from {starts[i]:.2f} s"
+                )
+            if len(erratic):
+                i = erratic[np.argmax(ratios[erratic])]
+                details.append(
+                    f"implausible_rr: successive intervals {intervals[i]:.3f} s and "
+                    f"{intervals[i + 1]:.3f} s (from {starts[i]:.2f} s) differ by "
+                    f"{ratios[i]:.2f}x, above {self.max_interval_ratio:g}x"
+                )
         if track.phase_yield < self.min_phase_yield:
             reasons.append("low_phase_yield")
+            details.append(
+                f"low_phase_yield: phase defined on {track.phase_yield:.1%} of the record, "
+                f"below {self.min_phase_yield:.0%}"
+            )
         metrics = {
             "n_events": len(track.events),
             "interval_min_s": _stat(np.min, intervals),
@@ -171,7 +203,7 @@ class PhaseProvider(ABC):
             "rate_per_min": _stat(lambda x: 60.0 / np.median(x), intervals),
             "phase_yield": track.phase_yield,
         }
-        return QCVerdict(ok=not reasons, reasons=reasons, metrics=metrics)
+        return QCVerdict(ok=not reasons, reasons=reasons, metrics=metrics, details=details)
 
 
 def _stat(statistic, values: np.ndarray) -> float | None:

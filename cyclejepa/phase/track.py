@@ -113,16 +113,24 @@ class QCVerdict:
     """Outcome of phase quality control.
 
     ``reasons`` uses stable names: ``"too_few_beats"``, ``"implausible_rr"``,
-    ``"low_phase_yield"``; ``metrics`` holds the measured values (None where undefined).
+    ``"low_phase_yield"``; ``details`` says, in words, why each reason was given (the measured
+    value, the threshold and, for intervals, where in the record); ``metrics`` holds the
+    measured values (None where undefined).
     """
 
     ok: bool
     reasons: list[str] = field(default_factory=list)
     metrics: dict[str, float | int | None] = field(default_factory=dict)
+    details: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        """``{"ok", "reasons", **metrics}`` with plain Python types (JSON-serialisable)."""
-        return {"ok": bool(self.ok), "reasons": list(self.reasons), **self.metrics}
+        """``{"ok", "reasons", "details", **metrics}`` with plain Python types (JSON-ready)."""
+        return {
+            "ok": bool(self.ok),
+            "reasons": list(self.reasons),
+            "details": list(self.details),
+            **self.metrics,
+        }
 
 
 @dataclass(eq=False)

@@ -1,0 +1,119 @@
+"""Named R-peak detectors, selectable per config (``phase.options: {detector: NAME}``).
+
+Every detector is called as ``detect(signal, fs, timing_row)`` with ``signal`` a finite float64
+(leads, samples) ECG in physical units and ``timing_row`` the row of the lead the beats are
+timed on; it returns strictly increasing int64 sample indices at the native rate.
+
+| name | what |
+| --- | --- |
+| ``cyclejepa`` (default) | `cyclejepa.phase.rpeak.detect_r_peaks`: every lead fused by quality, robust thresholds, search-back, T-wave slope test, R extremum of the timing lead |
+| ``pan-tompkins`` | the paper's Pan–Tompkins-style single-lead core (`cyclejepa.phase.pantompkins`) on the timing lead |
+| ``neurokit2:METHOD`` | NeuroKit2's ``ecg_clean(method=METHOD)`` then ``ecg_findpeaks(method=METHOD)`` on the timing lead, for METHOD in `NEUROKIT_METHODS` (needs ``neurokit2``) |
+| ``wfdb-xqrs`` | WFDB's XQRS (``wfdb.processing.xqrs_detect``) on the timing lead |
+
+`register_detector` adds one (a plugin can register more).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+
+import numpy as np
+
+Detector = Callable[[np.ndarray, float, int], np.ndarray]
+
+NEUROKIT_METHODS = (
+    "neurokit",
+    "pantompkins1985",
+    "hamilton2002",
+    "elgendi2010",
+    "engzeemod2012",
+    "kalidas2017",
+)
+"""NeuroKit2 methods offered as ``neurokit2:METHOD`` (each has a matching ``ecg_clean``)."""
+
+DEFAULT_DETECTOR = "cyclejepa"
+_DETECTORS: dict[str, Detector] = {}
+
+
+def register_detector(name: str) -> Callable[[Detector], Detector]:
+    """Decorator registering ``detect(signal, fs, timing_row)`` under ``name``."""
+
+    def add(detect: Detector) -> Detector:
+        if name in _DETECTORS:
+            raise ValueError(f"R-peak detector {name!r} is already registered")
+        _DETECTORS[name] = detect
+        return detect
+
+    return add
+
+
+def detector_names() -> list[str]:
+    """Every registered detector name, the default first."""
+    return sorted(_DETECTORS, key=lambda name: (name != DEFAULT_DETECTOR, name))
+
+
+def get_detector(name: str) -> Detector:
+    """The detector registered as ``name``.
+
+    Raises
+    ------
+    KeyError
+        Listing the registered names and the closest match.
+    """
+    if name not in _DETECTORS:
+        close = difflib.get_close_matches(name, list(_DETECTORS), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise KeyError(f"unknown R-peak detector {name!r}{hint} Registered: {detector_names()}")
+    return _DETECTORS[name]
+
+
+def _clean_peaks(peaks: np.ndarray, n_samples: int) -> np.ndarray:
+    """Unique in-range int64 indices, ascending."""
+    peaks = np.unique(np.asarray(peaks, dtype=np.int64))
+    return peaks[(peaks >= 0) & (peaks < n_samples)]
+
+
+@register_detector("cyclejepa")
+def _cyclejepa(signal: np.ndarray, fs: float, timing_row: int) -> np.ndarray:
+    from cyclejepa.phase.rpeak import detect_r_peaks
+
+    return detect_r_peaks(signal, fs, timing_row=timing_row)
+
+
+@register_detector("pan-tompkins")
+def _pan_tompkins(signal: np.ndarray, fs: float, timing_row: int) -> np.ndarray:
+    from cyclejepa.phase.pantompkins import detect_r_peaks_pan_tompkins
+
+    return detect_r_peaks_pan_tompkins(signal[timing_row], fs)
+
+
+def _neurokit(method: str) -> Detector:
+    def detect(signal: np.ndarray, fs: float, timing_row: int) -> np.ndarray:
+        try:
+            import neurokit2 as nk
+        except ImportError as error:  # pragma: no cover - depends on the environment
+            raise ImportError(
+                f"detector 'neurokit2:{method}' needs neurokit2 (pip install neurokit2)"
+            ) from error
+        cleaned = nk.ecg_clean(signal[timing_row], sampling_rate=fs, method=method)
+        found = nk.ecg_findpeaks(cleaned, sampling_rate=fs, method=method)["ECG_R_Peaks"]
+        return _clean_peaks(found, signal.shape[-1])
+
+    return detect
+
+
+for _method in NEUROKIT_METHODS:
+    register_detector(f"neurokit2:{_method}")(_neurokit(_method))
+
+
+@register_detector("wfdb-xqrs")
+def _xqrs(signal: np.ndarray, fs: float, timing_row: int) -> np.ndarray:
+    import logging
+
+    from wfdb.processing import xqrs_detect
+
+    logging.getLogger("wfdb").setLevel(logging.WARNING)
+    found = xqrs_detect(signal[timing_row], fs=fs, verbose=False)
+    return _clean_peaks(found, signal.shape[-1])
