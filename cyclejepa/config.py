@@ -188,6 +188,9 @@ class EvaluationConfig(Section):
     bootstrap: int = Field(1_000, ge=1)
     seed: int = 0
     device: str = "auto"
+    at_once: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+        1, description="checkpoints evaluated side by side, one process each; auto: half the cores on CUDA, one on the CPU"
+    )
     probe_c: float | Literal["cv"] = Field(1.0, description="logistic-regression C, or 'cv' within the training folds")
     detector: _component(registry.DETECTORS) = "transport-violation"
     families: list[str] = ["ectopic", "t-inversion", "st-shift", "attenuation", "lead-dropout", "baseline-wander"]

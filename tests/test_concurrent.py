@@ -1,4 +1,5 @@
-"""Runs trained side by side in processes (`runs.at_once`) equal the runs trained in turn."""
+"""Runs trained, and checkpoints evaluated, side by side in processes (`runs.at_once`,
+`evaluation.at_once`) equal those done in turn in one process."""
 
 import json
 
@@ -58,3 +59,31 @@ def test_a_failed_process_is_named_with_the_end_of_its_log(tmp_path):
 def test_auto_trains_every_run_at_once_on_cuda_and_one_on_the_cpu():
     assert runs_at_once("auto", "cuda", 4) == 4 and runs_at_once("auto", "cpu", 4) == 1
     assert runs_at_once(8, "cuda", 3) == 3 and runs_at_once(2, "cpu", 0) == 1
+
+
+def test_checkpoints_evaluated_in_processes_equal_those_evaluated_in_turn(tmp_path):
+    import shutil
+
+    from cyclejepa.evaluation.stage import evaluate_grid, evaluations_at_once
+
+    corpus = tmp_path / "corpus"
+    evaluation = {"steps": [2, 4], "bootstrap": 10, "anomaly_records": 4, "severities": [0.0, 2.0],
+                  "umap": False, "eligible_min_positives": 1}
+    raw = tiny(tmp_path / "a", corpus, 1).model_dump(mode="json")
+    in_turn = parse_config({**raw, "evaluation": evaluation})
+    side_by_side = parse_config({**raw, "output_dir": str(tmp_path / "b"), "evaluation": {**evaluation, "at_once": 2}})
+    cache = runner.prepare(in_turn, progress=False)
+    runner.pretrain_all(in_turn, cache, runner.write_resolved_config(in_turn), progress=False)
+    shutil.copytree(tmp_path / "a" / "runs", tmp_path / "b" / "runs")
+    plans, steps = runner.plan_runs(in_turn), [2, 4]
+    assert evaluations_at_once(side_by_side.evaluation.at_once, "cpu", 4) == 2
+    for cfg in (in_turn, side_by_side):
+        evaluate_grid(cfg, cache, plans, steps, progress=False)
+    for plan in plans:
+        for step in steps:
+            name = f"{plan.name}-step{step:06d}.json"
+            a, b = (json.loads((tmp_path / d / "evaluation" / name).read_text()) for d in ("a", "b"))
+            assert a["diagnostic"]["superclass"]["macro_auroc"]["point"] == pytest.approx(
+                b["diagnostic"]["superclass"]["macro_auroc"]["point"], abs=1e-6)
+            assert a["mechanism"]["true"]["gain_fraction"] == pytest.approx(b["mechanism"]["true"]["gain_fraction"], abs=1e-6)
+    assert (tmp_path / "b" / "evaluation" / "hr-strata-step000004.json").exists()

@@ -10,6 +10,7 @@ per step and stratifies the superclass AUROC gap by heart rate. Finished files a
 
 from __future__ import annotations
 
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from cyclejepa.evaluation.mechanism import g1_gate
 from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_tasks, evaluate_task
 from cyclejepa.evaluation.robustness import lead_zeroing
 from cyclejepa.jsonio import read_json, write_json
+from cyclejepa.progress import progress_bar
 
 
 def evaluation_dir(cfg: ExperimentConfig) -> Path:
@@ -41,30 +43,83 @@ def evaluation_dir(cfg: ExperimentConfig) -> Path:
 
 
 def evaluate_grid(cfg: ExperimentConfig, cache: PreparedCache, plans, steps: list[int], progress: bool = True) -> None:
-    """Evaluate every run × step (skipping finished ones), then the cross-run results."""
-    from cyclejepa.runner import audit_unseal, run_dir
-    from cyclejepa.training import load_trained
-    from cyclejepa.training.checkpoint import checkpoint_path
+    """Evaluate every run × step (skipping finished ones), then the cross-run results.
+
+    With ``evaluation.at_once`` > 1 the checkpoints are evaluated side by side in that many
+    processes (spawned; each loads the cache and writes its own result files).
+    """
     from cyclejepa.devices import resolve_device
+    from cyclejepa.runner import audit_unseal
 
     audit_unseal(cfg)
     device = resolve_device(cfg.evaluation.device)
     out = evaluation_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     _write_protocol(cfg, cache, out)
-    for plan in plans:
-        for step in steps:
-            target = out / f"{plan.name}-step{step:06d}.json"
-            if _current(target, cfg):
-                continue
-            objective = load_trained(cfg, checkpoint_path(run_dir(cfg, plan) / "checkpoints", step), device)
-            result, scores = evaluate_checkpoint(cfg, cache, objective, device, progress)
-            result.update(run=plan.name, arm=plan.arm.name, seed=plan.seed, step=step,
-                          transport_weight=plan.arm.transport_weight, config_hash=cfg.config_hash())
-            np.savez(target.with_suffix(".npz"), **scores)
-            write_json(target, result)
+    cells = [(plan, step) for plan in plans for step in steps if not _current(_cell_path(out, plan, step), cfg)]
+    at_once = evaluations_at_once(cfg.evaluation.at_once, device.type, len(cells))
+    if at_once > 1:
+        _evaluate_in_processes(cfg, cache, cells, at_once, progress)
+    else:
+        for plan, step in cells:
+            evaluate_cell(cfg, cache, plan, step, device, progress)
     for step in steps:
         compare_runs(cfg, cache, plans, step, device)
+
+
+def evaluations_at_once(setting: int | str, device_type: str, cells: int) -> int:
+    """Processes evaluating at once: ``auto`` is half the CPU cores on CUDA (the probes and the
+    bootstrap run on the CPU) and one on the CPU."""
+    if setting == "auto":
+        setting = max(1, (os.cpu_count() or 1) // 2) if device_type == "cuda" else 1
+    return max(1, min(int(setting), cells))
+
+
+def _cell_path(out: Path, plan, step: int) -> Path:
+    return out / f"{plan.name}-step{step:06d}.json"
+
+
+def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, device: torch.device,
+                  progress: bool = False) -> None:
+    """Evaluate the checkpoint of ``plan`` at ``step``: ``<run>-stepNNNNNN.json`` and ``.npz``."""
+    from cyclejepa.runner import run_dir
+    from cyclejepa.training import load_trained
+    from cyclejepa.training.checkpoint import checkpoint_path
+
+    target = _cell_path(evaluation_dir(cfg), plan, step)
+    objective = load_trained(cfg, checkpoint_path(run_dir(cfg, plan) / "checkpoints", step), device)
+    result, scores = evaluate_checkpoint(cfg, cache, objective, device, progress)
+    result.update(run=plan.name, arm=plan.arm.name, seed=plan.seed, step=step,
+                  transport_weight=plan.arm.transport_weight, config_hash=cfg.config_hash())
+    np.savez(target.with_suffix(".npz"), **scores)
+    write_json(target, result)
+
+
+def _evaluate_in_processes(cfg: ExperimentConfig, cache: PreparedCache, cells, at_once: int, progress: bool) -> None:
+    """`evaluate_cell` for every cell in ``at_once`` spawned processes, torch's CPU threads shared out."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    raw = cfg.model_dump(mode="json")
+    threads = max(1, (os.cpu_count() or 1) // at_once)
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(at_once, mp_context=context) as pool, progress_bar(
+        len(cells), f"evaluating {len(cells)} checkpoints, {at_once} at a time", enabled=progress
+    ) as update:
+        futures = [pool.submit(_evaluate_cell_process, raw, str(cache.path), plan, step, threads) for plan, step in cells]
+        for future in as_completed(futures):
+            future.result()  # re-raises a cell's error here
+            update(1)
+
+
+def _evaluate_cell_process(raw: dict[str, Any], cache_path: str, plan, step: int, threads: int) -> None:
+    """`evaluate_cell` in a fresh process: the config and the cache from their serialised forms."""
+    from cyclejepa.config import parse_config
+    from cyclejepa.devices import resolve_device
+
+    torch.set_num_threads(threads)
+    cfg = parse_config(raw)
+    evaluate_cell(cfg, PreparedCache(cache_path), plan, step, resolve_device(cfg.evaluation.device))
 
 
 @dataclass
