@@ -9,23 +9,19 @@ import pytest
 from cyclejepa import runner
 from cyclejepa.config import parse_config
 from cyclejepa.training.concurrent import RunJob, runs_at_once, train_concurrently
+from test_training import TINY
 
 TERMS = ("loss", "prediction", "regulariser", "transport", "grad_norm")
 
 
 def tiny(out, corpus, at_once):
+    """The training tests' tiny model on a 40-record synthetic corpus, both arms, one seed."""
     return parse_config({
+        **TINY,
         "output_dir": str(out),
         "data": {"root": str(corpus), "synthetic_records": 40, "cache_dir": str(corpus.parent / "cache"),
                  "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
-        "symmetry": {"spectrum": "2x0+3x1+2x2+2x3"},
-        "model": {
-            "encoder": {"width": 16, "hidden": 32},
-            "projector": {"hidden": 32, "dim": 16},
-            "predictor": {"depth": 1, "heads": 2, "ffn": 32, "max_relative_position": 124},
-        },
-        "objectives": {"regulariser": {"options": {"num_directions": 16}}},
-        "training": {"steps": 4, "batch_size": 4, "checkpoint_every": 2, "device": "cpu", "precision": "float32"},
+        "training": {**TINY["training"], "steps": 4, "checkpoint_every": 2, "device": "cpu"},
         "runs": {"seeds": [0], "at_once": at_once},
     })
 
