@@ -148,6 +148,16 @@ def test_objective_traces_as_one_graph_without_breaks(tmp_path):
     assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), explanation.break_reasons
 
 
+def test_augmentation_chain_traces_as_one_graph_without_breaks(tmp_path):
+    """The augmenter's draws happen outside `Augmenter.apply`, so Dynamo fuses the whole chain."""
+    x, phi = corpus()
+    trainer = Trainer(tiny_config(), x, phi, tmp_path, seed=0, transport_weight=1.0)
+    batch, _ = trainer.batches.next()
+    draws = trainer.augmenter.draw(batch, trainer.streams["augment"])
+    explanation = torch._dynamo.explain(trainer.augmenter.apply)(batch, draws.rms, draws.applied, draws.params)
+    assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), explanation.break_reasons
+
+
 def test_torch_compile_gives_the_eager_result_in_float32(tmp_path):
     x, phi = corpus()
     eager = Trainer(tiny_config(), x, phi, tmp_path / "a", seed=0, transport_weight=1.0)

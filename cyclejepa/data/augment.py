@@ -409,20 +409,37 @@ class Augmenter:
         """Augment a batch ``x`` (B, leads, samples), drawing from ``generator`` (on x's device).
 
         Returns the augmented batch and, with ``return_params=True``, an `AugmentationTrace`.
+        The same as ``apply(x, draw(x, generator))``.
         """
+        trace = self.draw(x, generator)
+        x = self.apply(x, trace.rms, trace.applied, trace.params)
+        return (x, trace) if return_params else x
+
+    def draw(self, x: Tensor, generator: torch.Generator) -> AugmentationTrace:
+        """Everything random of one call, for every record of ``x``: the gates of the steps (one
+        uniform per record and step, applied where below ``p``), then each step's parameters."""
         check_batch(x, generator)
         trace = AugmentationTrace(rms=record_rms(x))
         gates = torch.rand(
             (x.shape[0], len(self.steps)), generator=generator, device=generator.device
         )
         for gate, step in zip(gates.unbind(dim=1), self.steps):
-            params = step.transform.sample(x, generator)
-            applied = gate < step.p
-            augmented = step.transform.apply(x, trace.rms, params, self.fs)
-            x = torch.where(applied[:, None, None], augmented, x)
-            if return_params:
-                trace.applied[step.name], trace.params[step.name] = applied, params
-        return (x, trace) if return_params else x
+            trace.params[step.name] = step.transform.sample(x, generator)
+            trace.applied[step.name] = gate < step.p
+        return trace
+
+    def apply(
+        self, x: Tensor, rms: Tensor, applied: Mapping[str, Tensor], params: Mapping[str, Params]
+    ) -> Tensor:
+        """The steps in order with the draws of `draw`, each where its gate fired.
+
+        No random generator runs here, so ``torch.compile`` fuses the whole chain (the trainer
+        compiles it with the objective's mode).
+        """
+        for step in self.steps:
+            augmented = step.transform.apply(x, rms, params[step.name], self.fs)
+            x = torch.where(applied[step.name][:, None, None], augmented, x)
+        return x
 
     def __repr__(self) -> str:
         steps = ", ".join(f"{step.transform!r}@p={step.p}" for step in self.steps)

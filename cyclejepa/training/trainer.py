@@ -168,6 +168,7 @@ class Trainer:
         self.augmenter = Augmenter.from_config(
             [{"name": a.name, "p": a.p, **a.options} for a in cfg.augmentations]
         )
+        self.augment = self._compiled(self.augmenter.apply)
         self.optimisers = build_optimisers(self.objective, cfg.optimiser)
         self.batches = BatchSampler(signals, phases, cfg.training.batch_size, self.streams["data"], self.device)
         self.step = 0
@@ -180,7 +181,11 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             unused = any(p.requires_grad for p in module.symmetry.parameters())
             module = DistributedDataParallel(module, device_ids=ids, find_unused_parameters=unused)
-        return module if self.compile_mode is None else torch.compile(module, mode=self.compile_mode)
+        return self._compiled(module)
+
+    def _compiled(self, function):
+        """``function`` under ``torch.compile`` in the configured mode (unchanged when eager)."""
+        return function if self.compile_mode is None else torch.compile(function, mode=self.compile_mode)
 
     @property
     def cuda_graphs(self) -> bool:
@@ -195,13 +200,14 @@ class Trainer:
     def train_step(self) -> torch.Tensor:
         """One optimisation step; returns the step's metrics as one device tensor (no host sync)."""
         x, phi = self.batches.next()
-        x = self.augmenter(x, self.streams["augment"])
+        draws = self.augmenter.draw(x, self.streams["augment"])
         cutoff = sample_cutoffs(x.shape[0], phi.shape[1], self.streams["mask"], self.device)
-        x, phi, cutoff = (self.dist.shard(t) for t in (x, phi, cutoff))
         lr = learning_rate(self.step, self.cfg.training.steps, self.cfg.optimiser)
         set_learning_rate(self.optimisers, lr)
         if self.cuda_graphs:  # a new step: the graphs may overwrite the last step's outputs
             torch.compiler.cudagraph_mark_step_begin()
+        x = self.augment(x, draws.rms, draws.applied, draws.params)
+        x, phi, cutoff = (self.dist.shard(t) for t in (x, phi, cutoff))
         terms = self.step_module(x, phi, cutoff, self.regulariser_inputs())
         for optimiser in self.optimisers:
             optimiser.zero_grad(set_to_none=True)
