@@ -248,6 +248,18 @@ def test_qc_short_valid_span_has_low_phase_yield():
 # --- R-peak detection -----------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("shape", [(4000,), (12, 4000), (2, 3, 900)])
+@pytest.mark.parametrize(("fs", "band"), [(500.0, (5.0, 15.0)), (125.0, (8.0, 40.0)), (100.0, (0.5, 40.0))])
+def test_bandpass_equals_scipy_sosfiltfilt(shape, fs, band):
+    from scipy.signal import butter, sosfiltfilt
+
+    from cyclejepa.phase.rpeak import bandpass
+
+    x = np.random.default_rng(len(shape)).normal(size=shape)
+    sos = butter(2, [band[0], min(band[1], 0.45 * fs)], btype="bandpass", fs=fs, output="sos")
+    np.testing.assert_allclose(bandpass(x, fs, band), sosfiltfilt(sos, x, axis=-1), rtol=0, atol=1e-12)
+
+
 def test_detects_r_peaks_on_synthetic_12_lead_ecg_at_500_hz():
     signal, r_times, _ = synthetic_ecg(500.0)
     track = EcgRPeakProvider(lead="all").phase(signal, 500.0, LEADS)

@@ -179,12 +179,27 @@ def _prepare(report) -> list[str]:
     s = report.get("prepare")
     if not _ok(s):
         return _status(s)
+    caption = f"{s['records']} synthetic records; writing the corpus took {s['synthetic_write_s']:.1f} s"
+    lines = [caption, "", *_prepare_table(s)]
+    if s.get("real"):
+        lines += ["", f"Real PTB-XL records ({s['real']['root']}):", "", *_prepare_table(s["real"])]
+    return lines
+
+
+def _prepare_table(s) -> list[str]:
     rows = [
-        [r["workers"], f"{r['seconds']:.1f}", f"{r['records_per_s']:.1f}", f"{r['records_per_s_per_worker']:.1f}"]
+        [r["workers"], f"{r['seconds']:.1f}", f"{r['records_per_s']:.1f}", f"{r['records_per_s_per_worker']:.1f}",
+         f"{r['records_per_cpu_s']:.1f}" if "records_per_cpu_s" in r else "–"]  # fmt: skip
         for r in s["rows"]
     ]
-    caption = f"{s['records']} records; writing the synthetic corpus took {s['synthetic_write_s']:.1f} s"
-    return [caption, "", *_table(["workers", "seconds", "records/s", "records/s per worker"], rows, align="rrrr")]
+    header = ["workers", "seconds", "records/s", "records/s per worker", "records per CPU-second"]
+    lines = _table(header, rows, align="rrrrr")
+    split = s.get("split")
+    if split:
+        stages = " / ".join(f"{name} {ms:.2f}" for name, ms in split["ms"].items())
+        lines += ["", f"CPU time per record, one process ({split['records']} records): {stages} ms, "
+                      f"total {split['total_ms']:.2f} ms = {split['records_per_cpu_s']:.0f} records per CPU-second."]  # fmt: skip
+    return lines
 
 
 def _equality(report) -> list[str]:
