@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import platform
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated
 
@@ -150,6 +150,7 @@ def train(
     """Pre-train one arm × seed; under torchrun, data-parallel over the processes."""
     from cyclejepa import runner
     from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.lock import output_lock
     from cyclejepa.training import init_distributed
     from cyclejepa.devices import resolve_device
 
@@ -159,7 +160,7 @@ def train(
         raise typer.BadParameter(registry.unknown_name_message("arm", arm, list(arms)))
     plan = runner.RunPlan(arms[arm] if arm else cfg.runs.arms[0], cfg.runs.seeds[0] if seed is None else seed)
     dist = init_distributed(resolve_device(cfg.training.device).type)
-    with _user_errors():
+    with _user_errors(), output_lock(cfg.output_dir) if dist.is_main else nullcontext():
         if dist.is_main:
             runner.prepare(cfg)
         if dist.enabled:

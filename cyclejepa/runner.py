@@ -215,7 +215,16 @@ def write_resolved_config(cfg: ExperimentConfig) -> Path:
 
 
 def run_experiment(cfg: ExperimentConfig, progress: bool = True) -> Path:
-    """Every stage in order; returns the report path (for a grid, the grid summary)."""
+    """Every stage in order; returns the report path (for a grid, the grid summary).
+
+    Holds the output directory's lock throughout (`cyclejepa.lock.output_lock`)."""
+    from cyclejepa.lock import output_lock
+
+    with output_lock(cfg.output_dir):
+        return _run_stages(cfg, progress)
+
+
+def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
     if cfg.grid:
         from cyclejepa.config import expand_grid
         from cyclejepa.evaluation.report import write_grid_summary
