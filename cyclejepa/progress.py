@@ -1,8 +1,10 @@
-"""The one progress bar of the library's long loops (rich, imported only when shown)."""
+"""The one progress display of the library's long loops: a rich bar on a terminal, plain lines
+in a log (rich imported only when shown)."""
 
 from __future__ import annotations
 
 import contextlib
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from typing import Protocol
@@ -18,6 +20,14 @@ def _ignore(advance: int = 0, *, completed: int | None = None, **fields: str) ->
     """The update of a hidden bar."""
 
 
+PLAIN_EVERY_S = 30.0
+"""Seconds between two plain progress lines (stderr not a terminal)."""
+
+
+def _terminal() -> bool:
+    return sys.stderr.isatty()
+
+
 @contextlib.contextmanager
 def progress_bar(
     total: int,
@@ -27,8 +37,14 @@ def progress_bar(
     completed: int = 0,
     fields: Sequence[str] = (),
     rate: bool = False,
+    unit: str = "it",
+    every: float | None = None,
 ) -> Iterator[ProgressUpdate]:
-    """A rich progress bar: description, bar, M/N, ``fields``, [it/s,] time remaining.
+    """Progress on stderr: a rich bar on a terminal, else plain lines every ``every`` seconds.
+
+    The rich bar shows description, bar, M/N, ``fields``, [rate,] time remaining. Written to a
+    file (a log, a pipe), it shows one line at the first update, then one every ``every``
+    seconds and one at the end: ``description: M/N (P%) fields, R unit/s, ETA h:mm:ss``.
 
     Parameters
     ----------
@@ -37,13 +53,17 @@ def progress_bar(
     description
         Label at the left of the bar.
     enabled
-        Show the bar; when False nothing is imported or drawn and updates do nothing.
+        Show progress; when False nothing is imported or written and updates do nothing.
     completed
         Units already done (a resumed run starts there).
     fields
         Names of text columns shown after M/N, set by keyword in the update (e.g. loss terms).
     rate
-        Show the mean rate since the bar opened, in units per second ("it/s").
+        Show the mean rate since the bar opened, in ``unit`` per second (plain lines always do).
+    unit
+        Name of a unit of work in the rate ("it", "steps").
+    every
+        Seconds between plain lines (default `PLAIN_EVERY_S`).
 
     Yields
     ------
@@ -54,6 +74,11 @@ def progress_bar(
     if not enabled:
         yield _ignore
         return
+    if not _terminal():
+        with _plain_lines(total, description, completed, PLAIN_EVERY_S if every is None else every, unit) as update:
+            yield update
+        return
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     shown = (*fields, "rate") if rate else tuple(fields)
@@ -64,7 +89,7 @@ def progress_bar(
         *(TextColumn(f"{{task.fields[{name}]}}") for name in shown),
         TimeRemainingColumn(),
     )
-    with Progress(*columns) as bar:
+    with Progress(*columns, console=Console(stderr=True)) as bar:
         task = bar.add_task(description, total=total, completed=completed, **dict.fromkeys(shown, ""))
         began, first, done = time.perf_counter(), completed, completed
 
@@ -72,7 +97,39 @@ def progress_bar(
             nonlocal done
             done = (done if completed is None else completed) + advance
             if rate:
-                values["rate"] = f"{(done - first) / max(time.perf_counter() - began, 1e-9):.1f} it/s"
+                values["rate"] = f"{(done - first) / max(time.perf_counter() - began, 1e-9):.1f} {unit}/s"
             bar.update(task, completed=done, **values)
 
         yield update
+
+
+@contextlib.contextmanager
+def _plain_lines(total: int, description: str, completed: int, every: float, unit: str) -> Iterator[ProgressUpdate]:
+    """The plain-line form of `progress_bar`: a line at the first update, every ``every`` s, at the end."""
+    began, first = time.monotonic(), completed
+    state = {"done": completed, "fields": {}, "printed": None, "last": None}
+
+    def line() -> None:
+        elapsed = time.monotonic() - began
+        done = state["done"]
+        speed = (done - first) / elapsed if elapsed > 0 else 0.0
+        eta = _clock_text((total - done) / speed) if speed > 0 else "?"
+        parts = [f"{description}: {done}/{total} ({100 * done / max(total, 1):.0f}%)", *state["fields"].values()]
+        print(f"{' '.join(parts)}, {speed:.1f} {unit}/s, ETA {eta}", file=sys.stderr, flush=True)
+        state["printed"], state["last"] = time.monotonic(), done
+
+    def update(advance: int = 0, *, completed: int | None = None, **values: str) -> None:
+        state["done"] = (state["done"] if completed is None else completed) + advance
+        state["fields"].update(values)
+        if state["printed"] is None or time.monotonic() - state["printed"] >= every:
+            line()
+
+    yield update
+    if state["last"] != state["done"]:
+        line()
+
+
+def _clock_text(seconds: float) -> str:
+    """``h:mm:ss`` of a duration."""
+    whole = int(round(seconds))
+    return f"{whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d}"

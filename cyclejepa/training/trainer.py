@@ -231,7 +231,9 @@ class Trainer:
         pending: list[tuple[int, torch.Tensor]] = []
         last = checkpoint_path(self.directory / "checkpoints", self.step)
         shown = progress and self.dist.is_main
-        bar = progress_bar(until, self.directory.name, enabled=shown, completed=self.step, fields=("terms",), rate=True)
+        bar = progress_bar(
+            until, self.directory.name, enabled=shown, completed=self.step, fields=("terms",), rate=True, unit="steps"
+        )
         with bar as update:
             while self.step < until:
                 pending.append((self.step, self.train_step()))
