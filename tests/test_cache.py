@@ -15,6 +15,7 @@ from cyclejepa.data.cache import PreparedCache, prepare_cache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.preprocess import Normalisation, decimate, fit_normalisation
 from cyclejepa.data.ptbxl import LEADS, PTBXL, SUPERCLASSES, read_record
+from test_ptbxl import real_rows  # noqa: F401 (fixture)
 
 wfdb = pytest.importorskip("wfdb")
 signal_lib = pytest.importorskip("scipy.signal")
@@ -247,3 +248,46 @@ def test_cache_dir_errors(corpus, tmp_path):
         prepare_cache(corpus, tmp_path, progress=False)
     with pytest.raises(KeyError, match="ecg-rpeak"):
         prepare_cache(corpus, tmp_path / "x", phase_provider="ecg-rpeek", progress=False)
+
+
+# --------------------------------------------------------- bad CSV rows, validation before swap
+
+
+def test_bad_rows_are_rejected_into_the_log_and_the_run_goes_on(real_rows, tmp_path):
+    """Real PTB-XL rows with one bad cell each: logged with id, column and reason; the rest kept."""
+    from test_ptbxl import GOOD_IDS, ROW_REJECTIONS
+
+    cache = prepare_cache(real_rows, tmp_path / "cache", progress=False)
+    assert cache.columns["ecg_id"].tolist() == GOOD_IDS
+    logged = pd.read_csv(tmp_path / "cache" / "rejections.csv", keep_default_na=False)
+    assert list(logged["id"]) == [str(i) for i, _ in ROW_REJECTIONS] and set(logged["check"]) == {"metadata"}
+    assert [r.record_id for r in PreparedCache(cache.path).rejections] == [i for i, _ in ROW_REJECTIONS]
+    assert cache.manifest["counts"] == {
+        "records": len(GOOD_IDS) + len(ROW_REJECTIONS), "kept": len(GOOD_IDS),
+        "rejected": len(ROW_REJECTIONS), "qc_failed": int((~cache.columns["qc_ok"]).sum()),
+    }  # fmt: skip
+    assert set(cache.columns["sex"]) <= {0, 1}  # 'male' never reaches meta.csv
+
+
+def test_a_broken_build_is_never_published(prepared, corpus, tmp_path, monkeypatch):
+    target = tmp_path / "published"
+    shutil.copytree(prepared.path, target)
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
+    real_write_meta = cache_module._write_meta
+
+    def sex_as_text(path, meta, kept):  # what the reader once let through from sex='male'
+        real_write_meta(path, meta.assign(sex=["male"] + list(meta["sex"][1:])), kept)
+
+    monkeypatch.setattr(cache_module, "_write_meta", sex_as_text)
+    with pytest.raises(ValueError, match=r"not published .* does not load: .*'male'"):
+        prepare_cache(corpus, target, train_folds=range(1, 9), progress=False)
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before  # the old cache is intact
+    assert not list(tmp_path.glob(".published.*"))  # no build folder left behind
+
+    def one_row_short(path, meta, kept):
+        real_write_meta(path, meta.iloc[:-1], kept[:-1])
+
+    monkeypatch.setattr(cache_module, "_write_meta", one_row_short)
+    with pytest.raises(ValueError, match=r"signals\.npy has 35 rows, meta\.csv 34"):
+        prepare_cache(corpus, tmp_path / "fresh", progress=False)
+    assert not (tmp_path / "fresh").exists()

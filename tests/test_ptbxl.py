@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +26,8 @@ from cyclejepa.data.ptbxl import (
     read_record,
     read_verified,
 )
+
+from conftest import SHARED
 
 wfdb = pytest.importorskip("wfdb")
 
@@ -248,3 +252,96 @@ def test_download_fails_fast_without_network(tmp_path, monkeypatch):
     with pytest.raises(DownloadFailed, match="zip") as caught:
         ptbxl.download_ptbxl(tmp_path / "ptbxl", timeout=2.0)
     assert str(tmp_path / "ptbxl") in str(caught.value)
+
+
+# ------------------------------------------------------------------ row-level metadata errors
+
+ARCHIVE = SHARED / "data" / "ptbxl-dev" / "ptbxl-dev-434.tar.xz"
+REAL_ROWS = 16  # the first rows of the real CSV: ecg_id 1-8, 10-17 (9 is in fold 10)
+# ecg_id -> (column, value written into its real row)
+BAD_CELLS = {
+    2: ("strat_fold", "abc"),
+    3: ("ecg_id", "x3"),
+    4: ("patient_id", "unknown"),
+    5: ("strat_fold", ""),
+    6: ("scp_codes", "{'NORM': 100.0"),
+    7: ("sex", "male"),
+    10: ("ecg_id", "8"),  # a second row with ecg_id 8
+    11: ("strat_fold", "11"),
+    12: ("scp_codes", "{'NORMAL': 100.0, 'SR': 0.0}"),
+    13: ("filename_hr", "../outside/00013_hr"),
+}
+# the rejections they cause: (id, detail pattern)
+ROW_REJECTIONS = [
+    (2, r"strat_fold: 'abc' is not an integer in 1\.\.10 \(line 3\)"),
+    ("line 4", r"ecg_id: 'x3' is not an integer .* \(line 4\)"),
+    (4, r"patient_id: 'unknown' is not an integer .* \(line 5\)"),
+    (5, r"strat_fold: is empty \(line 6\)"),
+    (6, r"scp_codes: \"\{'NORM': 100\.0\" is not a dict literal .* \(line 7\)"),
+    (7, r"sex: 'male' is not an integer in 0\.\.1 \(line 8\)"),
+    (8, r"ecg_id: 8 is repeated on lines \[9, 10\] \(line 9\)"),
+    (8, r"ecg_id: 8 is repeated on lines \[9, 10\] \(line 10\)"),
+    (11, r"strat_fold: '11' is not an integer in 1\.\.10 \(line 11\)"),
+    (12, r"scp_codes: statement\(s\) \['NORMAL'\] are not in scp_statements\.csv \(line 12\)"),
+    (13, r"filename_hr: '\.\./outside/00013_hr' is not a relative path inside the dataset root \(line 13\)"),
+]
+GOOD_IDS = [1, 14, 15, 16, 17]
+
+
+@pytest.fixture(scope="module")
+def real_rows(tmp_path_factory) -> Path:
+    """The real CSV files and records of the first `REAL_ROWS` rows of the PTB-XL archive, with
+    the cells of `BAD_CELLS` written into their rows (skips when the archive is absent)."""
+    import csv
+    import tarfile
+
+    if not ARCHIVE.is_file():
+        pytest.skip(f"real PTB-XL records not found at {ARCHIVE}")
+    folder = tmp_path_factory.mktemp("real-rows")
+    ids = [*range(1, 9), *range(10, 18)]
+    wanted = {f"ptbxl-dev/{name}" for name in ("ptbxl_database.csv", "scp_statements.csv")}
+    wanted |= {f"ptbxl-dev/records500/00000/{i:05d}_hr.{ext}" for i in ids for ext in ("hea", "dat")}
+    with tarfile.open(ARCHIVE) as archive:
+        for member in archive:  # one pass over the compressed stream
+            if member.name in wanted:
+                archive.extract(member, folder, filter="data")
+    root = folder / "ptbxl-dev"
+    shutil.copy(root / "ptbxl_database.csv", folder / "original.csv")
+    with (root / "ptbxl_database.csv").open(newline="") as stream:
+        reader = csv.DictReader(stream)
+        columns, rows = reader.fieldnames, list(reader)[:REAL_ROWS]
+    assert [int(row["ecg_id"]) for row in rows] == ids
+    for row in rows:
+        column, value = BAD_CELLS.get(int(row["ecg_id"]), (None, None))
+        if column:
+            row[column] = value
+    with (root / "ptbxl_database.csv").open("w", newline="") as stream:
+        writer = csv.DictWriter(stream, columns)
+        writer.writeheader()
+        writer.writerows(rows)
+    return root
+
+
+def test_each_bad_row_is_rejected_with_its_id_column_reason_and_line(real_rows):
+    dataset = PTBXL(real_rows)
+    found = [(r.record_id, r.check, r.detail) for r in dataset.row_rejections]
+    assert [(record_id, check) for record_id, check, _ in found] == [(i, "metadata") for i, _ in ROW_REJECTIONS]
+    for (_, _, detail), (_, pattern) in zip(found, ROW_REJECTIONS):
+        assert re.fullmatch(pattern, detail), detail
+    meta = dataset.metadata
+    assert meta["ecg_id"].tolist() == GOOD_IDS
+    original = pd.read_csv(real_rows.parent / "original.csv", index_col="ecg_id").loc[GOOD_IDS]
+    np.testing.assert_array_equal(meta["patient_id"], original["patient_id"].astype(np.int64))
+    np.testing.assert_array_equal(meta["fold"], original["strat_fold"])
+    np.testing.assert_array_equal(meta["sex"], original["sex"])
+    np.testing.assert_array_equal(meta["age"], original["age"])
+    with pytest.raises(KeyError, match="ecg_id 7 .* rejected .*sex: 'male'"):
+        dataset.record_path(7)
+
+
+def test_a_file_missing_a_column_names_it(tmp_path):
+    root = write_root(tmp_path, [{"NORM": 100.0}], [1])
+    table = pd.read_csv(root / "ptbxl_database.csv").drop(columns="strat_fold")
+    table.to_csv(root / "ptbxl_database.csv", index=False)
+    with pytest.raises(ValueError, match=r"missing column\(s\) \['strat_fold'\]"):
+        PTBXL(root).metadata

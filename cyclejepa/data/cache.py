@@ -113,8 +113,11 @@ def prepare_cache(
     sha256, it is loaded and nothing is recomputed. Otherwise it is rebuilt and replaced
     atomically. ``workers`` and ``progress`` do not change the result and are not hashed.
 
-    A record failing a check of `read_verified` is logged to rejections.csv and left out; the
-    run goes on. Records failing phase QC stay in, flagged in meta.csv.
+    A row of ptbxl_database.csv failing `check_database`, and a record failing a check of
+    `read_verified`, is logged to rejections.csv and left out; the run goes on. Records failing
+    phase QC stay in, flagged in meta.csv. The finished cache is loaded and checked for
+    consistency before it replaces the previous one (`_validate`), so a broken cache is never
+    published.
 
     Parameters
     ----------
@@ -138,6 +141,7 @@ def prepare_cache(
     build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-", dir=cache_dir.parent))
     try:
         _build(dataset, build_dir, arguments, workers, progress)
+        _validate(build_dir)
         _swap_in(build_dir, cache_dir)
     except BaseException:
         shutil.rmtree(build_dir, ignore_errors=True)
@@ -217,6 +221,42 @@ def _swap_in(build_dir: Path, cache_dir: Path) -> None:
     shutil.rmtree(retired)
 
 
+def _validate(build_dir: Path) -> None:
+    """Load the cache in ``build_dir`` and check that its files agree; raise ValueError if not."""
+    try:
+        cache = PreparedCache(build_dir)
+        problems = _inconsistencies(cache)
+    except (OSError, ValueError, KeyError) as error:
+        problems = [f"it does not load: {error}"]
+    if problems:
+        raise ValueError(
+            f"the cache built in {build_dir} is broken, so it was not published (the previous "
+            f"cache, if any, is unchanged): {'; '.join(problems)}"
+        )
+
+
+def _inconsistencies(cache: PreparedCache) -> list[str]:
+    """What is wrong with a loaded cache: lengths, ragged offsets, ids, folds, sex, statistics."""
+    n, columns, problems = len(cache.columns["ecg_id"]), cache.columns, []
+    lengths = {"signals.npy": len(cache.signals), "phase_centre.npy": len(cache.phase_centre),
+               "phase_causal.npy": len(cache.phase_causal), "rpeaks.npz offsets": len(cache.rpeak_offsets) - 1}  # fmt: skip
+    problems += [f"{name} has {length} rows, meta.csv {n}" for name, length in lengths.items() if length != n]
+    offsets = cache.rpeak_offsets
+    if len(offsets) and (offsets[0] != 0 or np.any(np.diff(offsets) < 0) or offsets[-1] != len(cache.rpeak_indices)):
+        problems.append("rpeaks.npz offsets do not partition its indices")
+    if np.any(np.diff(columns["ecg_id"]) <= 0):
+        problems.append("meta.csv ecg_ids are not strictly increasing")
+    checks = {"fold": range(1, 11), "sex": range(0, 2)}
+    problems += [f"meta.csv {name} outside {allowed}" for name, allowed in checks.items()
+                 if np.any(~np.isin(columns[name], list(allowed)))]  # fmt: skip
+    if not (np.all(np.isfinite(cache.norm.mean)) and np.all(cache.norm.std > 0)):
+        problems.append("norm.json statistics are not finite and positive")
+    counts = cache.manifest["counts"]
+    if counts["kept"] != n or counts["rejected"] != len(cache.rejections):
+        problems.append(f"manifest counts {counts} disagree with meta.csv and rejections.csv")
+    return problems
+
+
 @dataclass
 class _Outcome:
     """What one record contributes (its decimated signal goes straight to the scratch memmap)."""
@@ -248,16 +288,17 @@ def _build(
         _run_jobs(jobs, scratch_path, arguments, workers, progress), key=lambda o: o.row
     )
     kept = [o for o in outcomes if o.rejection is None]
-    rejections = [o.rejection for o in outcomes if o.rejection is not None]
+    rejections = dataset.row_rejections + [o.rejection for o in outcomes if o.rejection is not None]
     rows = np.array([o.row for o in kept], dtype=np.int64)
     scratch = np.load(scratch_path, mmap_mode="r")
+    n_rows = len(meta) + len(dataset.row_rejections)
     in_train = np.zeros(len(meta), dtype=bool)
     in_train[rows] = np.isin(meta["fold"].to_numpy()[rows], arguments["train_folds"])
     if not in_train.any():
         checks = Counter(r.check for r in rejections)
         raise ValueError(
             f"no record of train_folds {arguments['train_folds']} passed verification "
-            f"({len(rejections)} of {len(meta)} records rejected: {dict(checks)})"
+            f"({len(rejections)} of {n_rows} records rejected: {dict(checks)})"
         )
     norm = fit_normalisation(scratch, in_train)
     _write_signals(build_dir / "signals.npy", scratch, rows, norm)
@@ -270,7 +311,7 @@ def _build(
                     "records": int(in_train.sum())}, indent=2)  # fmt: skip
     )
     _write_rejections(build_dir / "rejections.csv", rejections)
-    _write_manifest(build_dir, arguments, len(meta), kept, rejections)
+    _write_manifest(build_dir, arguments, n_rows, kept, rejections)
 
 
 def _run_jobs(

@@ -16,6 +16,8 @@ verify checksum, extent, sampling rate and lead order). A record that fails a ch
 from __future__ import annotations
 
 import ast
+import csv
+import math
 import os
 from collections.abc import Mapping
 from functools import cached_property
@@ -40,6 +42,7 @@ __all__ = [
     "RecordRejected",
     "SUBCLASSES",
     "SUPERCLASSES",
+    "check_database",
     "checksum16",
     "diagnostic_labels",
     "diagnostic_map",
@@ -66,6 +69,7 @@ SUBCLASSES = (
 )  # fmt: skip
 """The 23 diagnostic subclasses of PTB-XL 1.0.3, sorted."""
 CHECKS = (
+    "metadata",
     "unreadable",
     "sampling_rate",
     "extent",
@@ -75,7 +79,8 @@ CHECKS = (
     "calibration",
     "non_finite",
 )
-"""Names a `RecordRejected.check` can take, in the order the checks run."""
+"""Names a `RecordRejected.check` can take, in the order the checks run (``metadata``: the
+record's row of ptbxl_database.csv, see `check_database`)."""
 
 DATABASE_CSV = "ptbxl_database.csv"
 STATEMENTS_CSV = "scp_statements.csv"
@@ -186,6 +191,116 @@ def eligible_subclasses(meta: pd.DataFrame, fold: int = 9, min_positives: int = 
     return [s for s in SUBCLASSES if int(meta.loc[in_fold, f"sub_{s}"].sum()) >= min_positives]
 
 
+REQUIRED_COLUMNS = ("ecg_id", "patient_id", "age", "sex", "scp_codes", "strat_fold", "filename_lr", "filename_hr")
+"""Columns of ptbxl_database.csv the reader needs."""
+
+
+def check_database(path: Path, codes: set[str]) -> tuple[pd.DataFrame, list[RecordRejected]]:
+    """The rows of a ptbxl_database.csv that pass every check, and a rejection per other row.
+
+    A row is rejected (check ``metadata``, id its ecg_id or ``line N`` when that is unusable,
+    detail ``column: reason (line N)``) at its first failing check: ``ecg_id`` a positive
+    integer that no other row repeats; ``patient_id`` a non-negative integer; ``strat_fold``
+    an integer 1..10; ``sex`` 0 or 1; ``age`` empty or a non-negative number; ``scp_codes`` a
+    dict literal of statement -> number whose statements are all in ``codes`` (the index of
+    scp_statements.csv); ``filename_hr`` a relative path that stays inside the root. A file
+    missing a required column raises ValueError. Returns the kept rows indexed by ``ecg_id``
+    (``patient_id``, ``sex``, ``strat_fold`` as integers, ``age`` as float, the rest as read)
+    and the rejections.
+    """
+    import pandas as pd
+
+    with path.open(newline="", encoding="utf-8") as stream:
+        reader = csv.DictReader(stream)
+        missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{path}: missing column(s) {missing}; PTB-XL 1.0.3 has {list(REQUIRED_COLUMNS)}")
+        rows = [(reader.line_num, row) for row in reader]
+    lines_of: dict[int, list[int]] = {}
+    for line, row in rows:
+        lines_of.setdefault(_integer(row["ecg_id"]), []).append(line)
+    kept, rejections = [], []
+    for line, row in rows:
+        try:
+            kept.append(_checked_row(row, lines_of, codes))
+        except _BadCell as bad:
+            ecg_id = _integer(row["ecg_id"])
+            record_id = ecg_id if ecg_id is not None and ecg_id > 0 else f"line {line}"
+            rejections.append(RecordRejected(record_id, "metadata", f"{bad.column}: {bad.reason} (line {line})"))
+    columns = list(rows[0][1]) if rows else list(REQUIRED_COLUMNS)
+    table = pd.DataFrame(kept, columns=columns).set_index("ecg_id")
+    return table, rejections
+
+
+class _BadCell(ValueError):
+    def __init__(self, column: str, reason: str):
+        self.column, self.reason = column, reason
+        super().__init__(f"{column}: {reason}")
+
+
+def _checked_row(row: dict[str, str], lines_of: dict[int | None, list[int]], codes: set[str]) -> dict:
+    """``row`` with its checked cells converted; raises `_BadCell` at the first bad cell."""
+
+    def integer(column: str, allowed: range) -> int:
+        text = row[column].strip()
+        value = _integer(text)
+        if value is None or value not in allowed:
+            shown = "is empty" if not text else f"{text!r} is not an integer in {allowed.start}..{allowed.stop - 1}"
+            raise _BadCell(column, shown)
+        return value
+
+    checked = dict(row)
+    checked["ecg_id"] = integer("ecg_id", range(1, 10**9))
+    if len(lines_of[checked["ecg_id"]]) > 1:
+        raise _BadCell("ecg_id", f"{checked['ecg_id']} is repeated on lines {lines_of[checked['ecg_id']]}")
+    checked["patient_id"] = integer("patient_id", range(0, 10**9))
+    checked["strat_fold"] = integer("strat_fold", range(1, 11))
+    checked["sex"] = integer("sex", range(0, 2))
+    checked["age"] = _age(row["age"])
+    checked["scp_codes"] = _scp_codes(row["scp_codes"], codes)
+    checked["filename_hr"] = _inside_root(row["filename_hr"])
+    return checked
+
+
+def _integer(text: str) -> int | None:
+    """``text`` as an integer ("3" and "3.0" alike), None when it is not one."""
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return int(value) if math.isfinite(value) and value == int(value) else None
+
+
+def _age(text: str) -> float:
+    if not text.strip():
+        return math.nan  # PTB-XL leaves a few ages empty
+    try:
+        age = float(text)
+    except ValueError:
+        age = -1.0
+    if not (math.isfinite(age) and age >= 0):
+        raise _BadCell("age", f"{text!r} is not a non-negative number")
+    return age
+
+
+def _scp_codes(text: str, codes: set[str]) -> str:
+    try:
+        parsed = parse_scp_codes(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError) as error:
+        raise _BadCell("scp_codes", f"{text!r} is not a dict literal of statement -> likelihood ({error})") from None
+    unknown = sorted(set(parsed) - codes)
+    if unknown:
+        raise _BadCell("scp_codes", f"statement(s) {unknown} are not in {STATEMENTS_CSV}")
+    return text
+
+
+def _inside_root(name: str) -> str:
+    normal = os.path.normpath(name) if name.strip() else ""
+    if not normal or os.path.isabs(normal) or normal.split(os.sep)[0] == os.pardir:
+        raise _BadCell("filename_hr", f"{name!r} is not a relative path inside the dataset root")
+    return name
+
+
 @DATASETS.register("ptbxl")
 class PTBXL:
     """A PTB-XL 1.0.3 folder: metadata, labels and verified records.
@@ -203,10 +318,17 @@ class PTBXL:
 
     @cached_property
     def database(self) -> pd.DataFrame:
-        """ptbxl_database.csv as read, indexed by ``ecg_id``."""
-        import pandas as pd
+        """The rows of ptbxl_database.csv that pass `check_database`, indexed by ``ecg_id``."""
+        return self._checked_database[0]
 
-        return pd.read_csv(self.root / DATABASE_CSV, index_col="ecg_id")
+    @cached_property
+    def row_rejections(self) -> list[RecordRejected]:
+        """The rows of ptbxl_database.csv that fail `check_database` (check ``metadata``)."""
+        return self._checked_database[1]
+
+    @cached_property
+    def _checked_database(self) -> tuple[pd.DataFrame, list[RecordRejected]]:
+        return check_database(self.root / DATABASE_CSV, set(self.statements.index))
 
     @cached_property
     def statements(self) -> pd.DataFrame:
@@ -241,10 +363,10 @@ class PTBXL:
         table = pd.DataFrame(
             {
                 "ecg_id": db.index.astype(np.int64),
-                "patient_id": db["patient_id"].astype(np.int64).to_numpy(),
+                "patient_id": db["patient_id"].to_numpy(dtype=np.int64),
                 "age": db["age"].to_numpy(dtype=float),
-                "sex": db["sex"].to_numpy(),
-                "fold": db["strat_fold"].astype(np.int64).to_numpy(),
+                "sex": db["sex"].to_numpy(dtype=np.int64),
+                "fold": db["strat_fold"].to_numpy(dtype=np.int64),
                 "filename_hr": db["filename_hr"].to_numpy(),
                 "filename_lr": db["filename_lr"].to_numpy(),
             }
@@ -261,7 +383,9 @@ class PTBXL:
         try:
             filename = self.database.at[ecg_id, "filename_hr"]
         except KeyError:
-            raise KeyError(f"ecg_id {ecg_id} is not in {self.root / DATABASE_CSV}") from None
+            rejected = [str(r) for r in self.row_rejections if r.record_id == ecg_id]
+            why = f": its row is rejected, {'; '.join(rejected)}" if rejected else ""
+            raise KeyError(f"ecg_id {ecg_id} is not in {self.root / DATABASE_CSV}{why}") from None
         return self.root / filename
 
     def read(self, ecg_id: int) -> np.ndarray:
