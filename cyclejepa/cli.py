@@ -40,10 +40,23 @@ def _load(config: Path, overrides: list[str] | None):
         raise typer.Exit(code=2) from None
 
 
+def _preflight(cfg) -> None:
+    """Run `runner.preflight` (every check the config and the files on disk allow) or exit with its problems."""
+    from cyclejepa.runner import preflight
+
+    try:
+        preflight(cfg)
+    except ConfigError as error:
+        errors.print(f"[red]invalid config[/red] {error}", markup=True, highlight=False)
+        raise typer.Exit(code=2) from None
+
+
 @app.command()
 def validate(config: ConfigPath, set_: Overrides = None) -> None:
-    """Check a config file: unknown keys, wrong types and unknown component names."""
+    """Check a config: keys, types, component names and options, spectrum, steps, folds, devices,
+    the corpus on disk and the runs already trained in its output directory."""
     cfg = _load(config, set_)
+    _preflight(cfg)
     console.print(f"[green]valid[/green] {config} (hash {cfg.config_hash()})")
 
 
@@ -183,6 +196,7 @@ def run(
     from cyclejepa import runner
 
     cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
+    _preflight(cfg)
     if dry_run:
         for line in runner.describe_plan(cfg):
             console.print(line, highlight=False, markup=False)
@@ -231,6 +245,34 @@ def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cy
     with _user_errors():
         path = write_report(run_dir)
     console.print(f"[green]report[/green] {path}")
+
+
+@app.command()
+def embed(
+    run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`, or one run folder in it")],
+    records: Annotated[list[Path], typer.Argument(help="WFDB record paths, without extension")],
+    out: Annotated[Path, typer.Option(help="output file: .npz or .parquet")],
+    checkpoint: Annotated[int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")] = None,
+    arm: Annotated[str | None, typer.Option(help="arm of the run (default: the first)")] = None,
+    seed: Annotated[int | None, typer.Option(help="seed of the run (default: the first)")] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
+    batch_size: Annotated[int, typer.Option(min=1, help="records read and windows embedded at a time")] = 256,
+    tokens: Annotated[bool, typer.Option(help="keep the token embeddings (else record embeddings, phases, QC)")] = True,
+) -> None:
+    """Embed WFDB records with a trained run: record and token embeddings, token phases, QC."""
+    from cyclejepa.embed import check_output, load_encoder
+
+    with _user_errors():
+        check_output(out)
+        encoder = load_encoder(run_dir, checkpoint, device, arm=arm, seed=seed)
+        result = encoder.embed_files(records, batch_size=batch_size, progress=True, keep_tokens=tokens)
+        result.save(out)
+    for record, reason in result.failed.items():
+        errors.print(f"[red]{record}[/red]: {reason}", highlight=False, soft_wrap=True)
+    console.print(f"{out}: {len(result)} records embedded ({int(result.qc_ok.sum())} pass phase QC), "
+                  f"{len(result.failed)} failed; {encoder}", highlight=False, soft_wrap=True)  # fmt: skip
+    if result.failed:
+        raise typer.Exit(code=1)
 
 
 @contextmanager

@@ -221,8 +221,199 @@ class ExperimentConfig(Section):
 
     def config_hash(self) -> str:
         """A stable short hash of the whole configuration."""
-        text = json.dumps(self.model_dump(mode="json"), sort_keys=True)
-        return hashlib.sha256(text.encode()).hexdigest()[:16]
+        return _short_hash(self.model_dump(mode="json"))
+
+    def training_identity(self, transport_weight: float, seed: int) -> dict[str, Any]:
+        """What one arm × seed's weights depend on, as ``{key path: value}`` (see `TRAINING_KEYS`)."""
+        return {**_flat_keys(self, TRAINING_KEYS), "arm.transport_weight": transport_weight, "seed": seed}
+
+    def evaluation_identity(self) -> dict[str, Any]:
+        """What a checkpoint's evaluation results depend on besides its weights (`EVALUATION_KEYS`)."""
+        return _flat_keys(self, TRAINING_KEYS + EVALUATION_KEYS)
+
+
+# Run identity: the keys that change a run's weights. A checkpoint, `done.json` and an evaluation
+# result carry the identity they were made with; other keys (names, output paths, data.root,
+# data.workers, devices, runs.at_once, training.compile and checkpoint_every, evaluation.unseal,
+# reporting) never invalidate them. training.precision is part of it: bf16 autocast changes the
+# arithmetic of every step, not only its rounding. See docs/configuration.md, "Run identity".
+TRAINING_KEYS = (
+    "data.dataset", "data.synthetic_records", "data.synthetic_seed", "data.train_folds",
+    "phase", "symmetry", "model", "objectives.prediction", "objectives.regulariser", "optimiser",
+    "training.steps", "training.batch_size", "training.precision", "augmentations",
+)
+EVALUATION_KEYS = (
+    "data.eval_folds", "evaluation.bootstrap", "evaluation.seed", "evaluation.probe_c", "evaluation.detector",
+    "evaluation.families", "evaluation.severities", "evaluation.anomaly_records", "evaluation.eligible_min_positives",
+)
+
+
+def _short_hash(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def identity_hash(identity: dict[str, Any]) -> str:
+    """A stable short hash of an identity from `ExperimentConfig.training_identity`."""
+    return _short_hash(identity)
+
+
+def _flat_keys(cfg: ExperimentConfig, keys: tuple[str, ...]) -> dict[str, Any]:
+    """``{leaf key path: JSON value}`` of the sections at ``keys`` (list items as ``key[i]``)."""
+    dumped = cfg.model_dump(mode="json")
+    flat: dict[str, Any] = {}
+    for key in keys:
+        value = dumped
+        for part in key.split("."):
+            value = value[part]
+        _flatten(key, value, flat)
+    return flat
+
+
+def _flatten(path: str, value: Any, flat: dict[str, Any]) -> None:
+    if isinstance(value, dict) and value:
+        for name, item in value.items():
+            _flatten(f"{path}.{name}", item, flat)
+    elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        for index, item in enumerate(value):
+            _flatten(f"{path}[{index}]", item, flat)
+    else:
+        flat[path] = value
+
+
+def identity_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``key: old → new`` for every key path whose value differs between two identities."""
+    absent = "(absent)"
+    return [
+        f"{key}: {json.dumps(old.get(key, absent))} → {json.dumps(new.get(key, absent))}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key, absent) != new.get(key, absent)
+    ]
+
+
+def consistency_problems(cfg: ExperimentConfig) -> list[str]:
+    """What makes a valid-looking config fail later, checked from the config alone: one line per
+    problem with its key path, the allowed values and the closest match. A grid is checked cell
+    by cell (`expand_grid`)."""
+    if cfg.grid:
+        return [f"grid {label}: {problem}" for label, cell in expand_grid(cfg) for problem in consistency_problems(cell)]
+    problems = _spectrum_problems(cfg) + _step_problems(cfg) + _fold_problems(cfg) + _name_problems(cfg)
+    problems += _option_problems("phase.options", registry.PHASE_PROVIDERS, cfg.phase.provider, cfg.phase.options)
+    regulariser = cfg.objectives.regulariser
+    problems += _option_problems("objectives.regulariser.options", registry.REGULARISERS, regulariser.name, regulariser.options)
+    for index, augmentation in enumerate(cfg.augmentations):
+        key = f"augmentations[{index}].options"
+        problems += _option_problems(key, registry.AUGMENTATIONS, augmentation.name, augmentation.options)
+    return problems
+
+
+def _spectrum_problems(cfg: ExperimentConfig) -> list[str]:
+    from cyclejepa.symmetry.spectrum import HarmonicSpectrum
+
+    try:
+        spectrum = HarmonicSpectrum(cfg.symmetry.spectrum)
+    except ValueError as error:
+        return [f"symmetry.spectrum: {error} (got {cfg.symmetry.spectrum!r}; e.g. {PAPER_SPECTRUM!r})"]
+    if spectrum.dim != cfg.model.projector.dim:
+        return [
+            f"symmetry.spectrum: {cfg.symmetry.spectrum!r} has dimension {spectrum.dim}, "
+            f"but model.projector.dim is {cfg.model.projector.dim}; the two must be equal"
+        ]
+    return []
+
+
+def checkpointed_steps(cfg: ExperimentConfig) -> list[int]:
+    """The steps the trainer writes a checkpoint at: every ``checkpoint_every`` and the last."""
+    every, steps = cfg.training.checkpoint_every, cfg.training.steps
+    return sorted({*range(every, steps + 1, every), steps})
+
+
+def _step_problems(cfg: ExperimentConfig) -> list[str]:
+    saved = checkpointed_steps(cfg)
+    problems = []
+    for step in cfg.evaluation.steps:
+        if step > cfg.training.steps:
+            problems.append(f"evaluation.steps: {step} is beyond training.steps ({cfg.training.steps})")
+        elif step not in saved:
+            nearest = min(saved, key=lambda s: abs(s - step))
+            problems.append(
+                f"evaluation.steps: step {step} is never checkpointed (training.checkpoint_every "
+                f"{cfg.training.checkpoint_every}); checkpointed: {_listing(saved)}. Did you mean {nearest}?"
+            )
+    headline = cfg.evaluation.headline_step
+    if headline is not None and headline not in cfg.evaluation.steps:
+        hint = min(cfg.evaluation.steps, key=lambda s: abs(s - headline), default=None)
+        problems.append(
+            f"evaluation.headline_step: {headline} is not evaluated; allowed: evaluation.steps "
+            f"{cfg.evaluation.steps}" + (f". Did you mean {hint}?" if hint is not None else "")
+        )
+    return problems
+
+
+def _listing(steps: list[int], shown: int = 8) -> str:
+    if len(steps) <= shown:
+        return ", ".join(map(str, steps))
+    return ", ".join(map(str, steps[: shown - 1])) + f", …, {steps[-1]}"
+
+
+def _fold_problems(cfg: ExperimentConfig) -> list[str]:
+    shared = sorted(set(cfg.data.train_folds) & set(cfg.data.eval_folds))
+    if shared:
+        return [f"data.eval_folds: folds {shared} are also in data.train_folds {cfg.data.train_folds}; the two must not overlap"]
+    return []
+
+
+def _name_problems(cfg: ExperimentConfig) -> list[str]:
+    from collections import Counter
+
+    from cyclejepa.evaluation.anomaly import PERTURBATIONS
+
+    problems = []
+    for index, family in enumerate(cfg.evaluation.families):
+        if family not in PERTURBATIONS:
+            problems.append(f"evaluation.families[{index}]: {registry.unknown_name_message('anomaly family', family, list(PERTURBATIONS))}")
+    arms = Counter(arm.name for arm in cfg.runs.arms)
+    problems += [f"runs.arms: arm name {name!r} appears {n} times; arm names must be unique" for name, n in arms.items() if n > 1]
+    seeds = Counter(cfg.runs.seeds)
+    problems += [f"runs.seeds: seed {seed} appears {n} times; seeds must be unique" for seed, n in seeds.items() if n > 1]
+    return problems
+
+
+def _option_problems(key: str, reg: registry.Registry, name: str, options: dict[str, Any]) -> list[str]:
+    """Options that the component's constructor does not take, then the values it refuses."""
+    import inspect
+
+    component = reg.get(name)
+    accepted = _keyword_parameters(component)
+    if accepted is not None:
+        unknown = [option for option in options if option not in accepted]
+        if unknown:
+            return [
+                f"{key}.{option}: unknown option of {reg.kind} {name!r}; allowed: {', '.join(sorted(accepted))}"
+                + (f". Did you mean {hint!r}?" if (hint := closest_match(option, sorted(accepted))) else "")
+                for option in unknown
+            ]
+    if inspect.isclass(component):
+        try:
+            component(**options)
+        except (TypeError, ValueError) as error:
+            return [f"{key}: {reg.kind} {name!r} refuses {options}: {error}"]
+    return []
+
+
+def _keyword_parameters(component: Any) -> set[str] | None:
+    """Keyword names a class's constructor (through ``**kwargs`` to its bases) accepts; None: any."""
+    import inspect
+
+    classes = inspect.getmro(component) if inspect.isclass(component) else ()
+    functions = [cls.__init__ for cls in classes if "__init__" in vars(cls) and cls is not object] or [component]
+    names: set[str] = set()
+    for function in functions:
+        parameters = list(inspect.signature(function).parameters.values())
+        kinds = {p.kind for p in parameters}
+        names |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"}
+        if inspect.Parameter.VAR_KEYWORD not in kinds:
+            return names
+    return None
 
 
 class ConfigError(ValueError):
@@ -230,7 +421,10 @@ class ConfigError(ValueError):
 
     def __init__(self, problems: list[str], source: str = "config"):
         self.problems = problems
-        super().__init__(f"{source}: {len(problems)} problem(s)\n" + "\n".join(f"  {p}" for p in problems))
+        if len(problems) == 1:
+            super().__init__(f"{source}: {problems[0]}")
+        else:
+            super().__init__(f"{source}: {len(problems)} problems\n" + "\n".join(f"  {p}" for p in problems))
 
 
 def load_config(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig:
@@ -292,7 +486,11 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
             if not isinstance(child, dict):
                 raise ConfigError([f"{key}: {part!r} is not a section"], "--set")
             node = child
-        node[leaf] = yaml.safe_load(text)
+        try:
+            node[leaf] = yaml.safe_load(text)
+        except yaml.YAMLError as error:
+            reason = getattr(error, "problem", None) or str(error).splitlines()[0]
+            raise ConfigError([f"{key}: value {text!r} is not valid YAML ({reason}); quote it or fix it"], f"--set {item}") from None
     return result
 
 

@@ -8,35 +8,37 @@ Everything lands in one output directory (``output_dir`` of the config)::
       runs/<arm>-seed<seed>/      metrics.jsonl, checkpoints/step_XXXXXX.pt, done.json
       evaluation/<arm>-seed<seed>-step<step>.json
       report/                     report.md, report.json, figures (*.png)
-      unseal_audit.jsonl          one line per evaluation on the sealed fold
+      folds_used.jsonl            the folds each stage read (`cyclejepa.seal`)
+      unseal_audit.jsonl          one line per use of the sealed fold
 
-A stage whose outputs exist for the same configuration is skipped, so re-running a finished
-experiment does nothing and a killed one resumes from its last checkpoint.
+A stage whose outputs exist for the same run identity (the keys that change the weights, see
+`ExperimentConfig.training_identity`) is skipped, so re-running a finished experiment does
+nothing and a killed one resumes from its last checkpoint. `preflight` checks everything that
+can be checked from the config and the files on disk before any work starts.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
 
-from cyclejepa import __version__
-from cyclejepa.config import ArmConfig, ExperimentConfig
+from cyclejepa.config import (
+    ArmConfig,
+    ConfigError,
+    ExperimentConfig,
+    consistency_problems,
+    expand_grid,
+    identity_differences,
+    identity_hash,
+)
 from cyclejepa.jsonio import read_json, write_json
+from cyclejepa.seal import SEALED_FOLD, SealedFoldError, require_unsealed, use_folds
 
 log = logging.getLogger(__name__)
-
-SEALED_FOLD = 10
-
-
-class SealedFoldError(PermissionError):
-    """Evaluation on the sealed test fold without an explicit, audited unseal."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,10 @@ class RunPlan:
     def name(self) -> str:
         return f"{self.arm.name}-seed{self.seed}"
 
+    def identity(self, cfg: ExperimentConfig) -> dict:
+        """What this run's weights depend on (`ExperimentConfig.training_identity`)."""
+        return cfg.training_identity(self.arm.transport_weight, self.seed)
+
 
 def plan_runs(cfg: ExperimentConfig) -> list[RunPlan]:
     """Every arm × seed of the experiment, arm-major."""
@@ -57,18 +63,87 @@ def plan_runs(cfg: ExperimentConfig) -> list[RunPlan]:
 
 
 def evaluation_steps(cfg: ExperimentConfig) -> list[int]:
-    """The evaluated checkpoints: configured steps that the schedule reaches and checkpoints."""
-    steps = cfg.training.steps
-    every = cfg.training.checkpoint_every
-    return sorted({s for s in cfg.evaluation.steps if s <= steps and (s % every == 0 or s == steps)})
+    """The evaluated checkpoints (`preflight` refuses steps that are never checkpointed)."""
+    return sorted(set(cfg.evaluation.steps))
+
+
+def preflight(cfg: ExperimentConfig) -> None:
+    """Every check that the config and the files on disk allow, before any work: raises one
+    `ConfigError` listing each problem with its key path (a grid: each cell's)."""
+    problems = consistency_problems(cfg)
+    for label, cell in expand_grid(cfg):
+        where = f"grid {label}: " if label else ""
+        problems += [where + problem for problem in _device_problems(cell) + _corpus_problems(cell) + identity_problems(cell)]
+    if problems:
+        raise ConfigError(problems, source="preflight")
+
+
+def _device_problems(cfg: ExperimentConfig) -> list[str]:
+    from cyclejepa.devices import resolve_device
+
+    problems = []
+    for key in ("training.device", "evaluation.device"):
+        section, name = key.split(".")
+        try:
+            resolve_device(getattr(getattr(cfg, section), name))
+        except ValueError as error:
+            problems.append(f"{key}: {error}")
+    return problems
+
+
+def _corpus_problems(cfg: ExperimentConfig) -> list[str]:
+    """A configured synthetic corpus that disagrees with the one already at the root."""
+    from cyclejepa.data.synthetic import RPEAKS_FILENAME
+
+    root, wanted = cfg.data.resolved_root(), cfg.data.synthetic_records
+    if not wanted or root is None or not (root / "ptbxl_database.csv").exists():
+        return []
+    if not (root / RPEAKS_FILENAME).exists():
+        return [f"data.synthetic_records: {wanted}, but {root} holds a corpus that is not a cyclejepa synthetic one; "
+                "unset data.synthetic_records or point data.root elsewhere"]
+    import csv
+
+    with open(root / "ptbxl_database.csv", newline="") as stream:
+        found = sum(1 for _ in csv.reader(stream)) - 1
+    seed = read_json(root / RPEAKS_FILENAME).get("seed")
+    if (found, seed) != (wanted, cfg.data.synthetic_seed):
+        return [f"data.synthetic_records: the corpus at {root} was written with synthetic_records {found}, "
+                f"synthetic_seed {seed}, not {wanted}, {cfg.data.synthetic_seed}; set those values or point "
+                "data.root at a new folder"]
+    return []
+
+
+def identity_problems(cfg: ExperimentConfig) -> list[str]:
+    """Runs in the output directory trained with other settings than ``cfg``'s, with the keys that differ."""
+    problems = []
+    for plan in plan_runs(cfg):
+        recorded = recorded_identity(cfg, plan)
+        if recorded is None:
+            continue
+        differences = identity_differences(recorded, plan.identity(cfg))
+        if differences:
+            problems.append(
+                f"{run_dir(cfg, plan)} was trained with other settings ({'; '.join(differences)}); "
+                "restore them, or choose another output_dir"
+            )
+    return problems
+
+
+def recorded_identity(cfg: ExperimentConfig, plan: RunPlan) -> dict | None:
+    """The identity a run directory was trained with: from done.json, else its last checkpoint."""
+    from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint
+
+    directory = run_dir(cfg, plan)
+    if (directory / "done.json").exists():
+        return read_json(directory / "done.json").get("identity", {})
+    last = latest_checkpoint(directory / "checkpoints")
+    return None if last is None else load_checkpoint(last)["meta"].get("identity", {})
 
 
 def describe_plan(cfg: ExperimentConfig) -> list[str]:
     """Human-readable lines of what `run` would do, and which stages are already done."""
     out = Path(cfg.output_dir)
     if cfg.grid:
-        from cyclejepa.config import expand_grid
-
         lines = [f"grid of {len(expand_grid(cfg))} experiments over {', '.join(sorted(cfg.grid))}:"]
         for label, cell in expand_grid(cfg):
             lines += [f"[{label}] " + line for line in describe_plan(cell)]
@@ -84,7 +159,7 @@ def describe_plan(cfg: ExperimentConfig) -> list[str]:
         f"evaluate steps {evaluation_steps(cfg)} on folds {cfg.data.eval_folds} "
         f"(probe fitted on folds {cfg.data.train_folds})"
     )
-    if SEALED_FOLD in cfg.data.eval_folds:
+    if SEALED_FOLD in cfg.data.eval_folds + cfg.data.train_folds:
         lines.append(f"fold {SEALED_FOLD} is sealed: " + ("UNSEALED (audited)" if cfg.evaluation.unseal else "needs --unseal"))
     lines.append(f"report: {out / 'report' / 'report.md'}")
     return lines
@@ -109,6 +184,7 @@ def prepare(cfg: ExperimentConfig, progress: bool = True):
     """Stage 1: write the synthetic corpus when configured and missing, then build the cache."""
     from cyclejepa.data.cache import prepare_cache
 
+    train_folds = use_folds(cfg, "normalisation statistics", "data.train_folds")
     root = cfg.data.resolved_root()
     if cfg.data.synthetic_records and root is not None and not (root / "ptbxl_database.csv").exists():
         from cyclejepa.data.synthetic import write_synthetic_corpus
@@ -117,7 +193,7 @@ def prepare(cfg: ExperimentConfig, progress: bool = True):
     return prepare_cache(
         root,
         cache_dir(cfg),
-        train_folds=tuple(cfg.data.train_folds),
+        train_folds=tuple(train_folds),
         phase_provider=cfg.phase.provider,
         phase_options=cfg.phase.options,
         workers=cfg.data.workers,
@@ -127,7 +203,7 @@ def prepare(cfg: ExperimentConfig, progress: bool = True):
 
 def _finished(cfg: ExperimentConfig, plan: RunPlan) -> bool:
     done = run_dir(cfg, plan) / "done.json"
-    return done.exists() and read_json(done)["config_hash"] == cfg.config_hash()
+    return done.exists() and read_json(done).get("identity") == plan.identity(cfg)
 
 
 def training_phases(cache, rows, convention: str):
@@ -143,7 +219,7 @@ def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, trans
     """Train one run on the cache's training folds, resuming from its last checkpoint; returns the trainer."""
     from cyclejepa.training import Distributed, Trainer, latest_checkpoint
 
-    rows = cache.select(cfg.data.train_folds)
+    rows = cache.select(use_folds(cfg, "pre-training", "data.train_folds"))
     trainer = Trainer(
         cfg, cache.signals[rows], training_phases(cache, rows, cfg.phase.convention), directory,
         seed=seed, transport_weight=transport_weight, dist=dist or Distributed(),
@@ -166,45 +242,9 @@ def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True,
         dist=dist, progress=progress,
     )
     if trainer.dist.is_main:
-        write_json(directory / "done.json", {"config_hash": cfg.config_hash(), "steps": trainer.step})
+        identity = plan.identity(cfg)
+        write_json(directory / "done.json", {"identity": identity, "run_hash": identity_hash(identity), "steps": trainer.step})
     return directory
-
-
-def require_unsealed(cfg: ExperimentConfig) -> None:
-    """Raise `SealedFoldError` when the evaluation folds hold the sealed fold and it is not unsealed."""
-    if SEALED_FOLD in cfg.data.eval_folds and not cfg.evaluation.unseal:
-        raise SealedFoldError(
-            f"evaluation folds {cfg.data.eval_folds} include the sealed fold {SEALED_FOLD}; "
-            "pass --unseal (or set evaluation.unseal: true) to evaluate on it — it is audited"
-        )
-
-
-def audit_unseal(cfg: ExperimentConfig) -> None:
-    """Before touching the sealed fold: check it is unsealed and append to the audit log."""
-    require_unsealed(cfg)
-    if SEALED_FOLD not in cfg.data.eval_folds:
-        return
-    entry = {
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "config_hash": cfg.config_hash(),
-        "git_revision": _git_revision(),
-        "cyclejepa": __version__,
-        "eval_folds": cfg.data.eval_folds,
-    }
-    audit = Path(cfg.output_dir) / "unseal_audit.jsonl"
-    audit.parent.mkdir(parents=True, exist_ok=True)
-    with audit.open("a") as stream:
-        stream.write(json.dumps(entry) + "\n")
-
-
-def _git_revision() -> str:
-    try:
-        found = subprocess.run(
-            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
-        )
-        return found.stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
 
 
 def write_resolved_config(cfg: ExperimentConfig) -> Path:
@@ -225,8 +265,8 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True) -> Path:
 
 
 def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
+    preflight(cfg)
     if cfg.grid:
-        from cyclejepa.config import expand_grid
         from cyclejepa.evaluation.report import write_grid_summary
 
         cells = expand_grid(cfg)
@@ -262,6 +302,7 @@ def evaluate_experiment(cfg: ExperimentConfig, cache=None, progress: bool = True
     from cyclejepa.evaluation.stage import evaluate_grid
     from cyclejepa.training.checkpoint import checkpoint_path
 
+    preflight(cfg)
     require_unsealed(cfg)
     steps = evaluation_steps(cfg)
     missing = [

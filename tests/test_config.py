@@ -136,7 +136,7 @@ def test_cli_validate_prints_the_fix_for_a_misspelt_component(tmp_path):
 
 def test_cli_validate_accepts_overrides(tmp_path):
     path = write(tmp_path, {})
-    assert runner.invoke(app, ["validate", str(path), "--set", "training.steps=3"]).exit_code == 0
+    assert runner.invoke(app, ["validate", str(path), "--set", "training.batch_size=3"]).exit_code == 0
     bad = runner.invoke(app, ["validate", str(path), "--set", "training.stepz=3"])
     assert bad.exit_code == 2 and "Did you mean 'steps'?" in bad.output
 

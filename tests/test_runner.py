@@ -14,31 +14,17 @@ def config(tmp_path, **sections):
     return parse_config({"output_dir": str(tmp_path / "out"), **sections})
 
 
-def test_plan_covers_every_arm_and_seed_and_reachable_checkpoint(tmp_path):
-    cfg = config(tmp_path, training={"steps": 7000, "checkpoint_every": 2500}, evaluation={"steps": [2500, 6000, 7000, 9000]})
+def test_plan_covers_every_arm_and_seed_and_refuses_steps_never_checkpointed(tmp_path):
+    cfg = config(tmp_path, training={"steps": 7000, "checkpoint_every": 2500}, evaluation={"steps": [2500, 7000]})
     assert [p.name for p in runner.plan_runs(cfg)] == ["winder-seed0", "winder-seed1", "control-seed0", "control-seed1"]
-    # 6000 is never checkpointed, 9000 is never reached; the final step is always written
-    assert runner.evaluation_steps(cfg) == [2500, 7000]
-
-
-def test_sealed_fold_needs_unseal_and_each_unsealing_is_audited(tmp_path):
-    sealed = config(tmp_path)
-    with pytest.raises(runner.SealedFoldError, match="--unseal"):
-        runner.require_unsealed(sealed)
-    with pytest.raises(runner.SealedFoldError):
-        runner.audit_unseal(sealed)
-    audit = tmp_path / "out" / "unseal_audit.jsonl"
-    assert not audit.exists()
-    unsealed = config(tmp_path, evaluation={"unseal": True})
-    runner.audit_unseal(unsealed)
-    runner.audit_unseal(unsealed)
-    entries = [json.loads(line) for line in audit.read_text().splitlines()]
-    assert len(entries) == 2
-    assert entries[0]["config_hash"] == unsealed.config_hash() and entries[0]["eval_folds"] == [10]
-    assert {"time", "git_revision"} <= entries[0].keys()
-    development = config(tmp_path, data={"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]})
-    runner.audit_unseal(development)  # fold 9 is not sealed: nothing to audit
-    assert len(audit.read_text().splitlines()) == 2
+    assert runner.evaluation_steps(cfg) == [2500, 7000]  # the final step is always written
+    bad = config(tmp_path, training={"steps": 7000, "checkpoint_every": 2500}, evaluation={"steps": [2500, 6000, 7000, 9000]})
+    with pytest.raises(ConfigError) as caught:
+        runner.preflight(bad)
+    problems = caught.value.problems
+    assert len(problems) == 2
+    assert problems[0].startswith("evaluation.steps: step 6000 is never checkpointed") and "Did you mean 5000?" in problems[0]
+    assert problems[1] == "evaluation.steps: 9000 is beyond training.steps (7000)"
 
 
 def test_dry_run_prints_the_plan_without_touching_anything(tmp_path):

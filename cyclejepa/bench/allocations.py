@@ -44,19 +44,28 @@ def run_allocations(
     overrides: Sequence[str] = (),
     progress: bool = True,
 ) -> dict[str, Any]:
-    """Train and score every allocation × seed; write ``allocations.json``, ``.md`` and ``.png``."""
-    from cyclejepa.runner import prepare
+    """Train and score every allocation × seed; write ``allocations.json``, ``.md`` and ``.png``.
+
+    Every allocation's config passes `preflight` and the seal before the cache is prepared."""
+    from cyclejepa.runner import preflight, prepare, require_unsealed
 
     out = Path(out)
     base = load_config(base_config, list(overrides))
     raw = base.model_dump(mode="json")
     extra = [f"output_dir={json.dumps(str(out))}", f"data.cache_dir={json.dumps(str(base.data.cache_dir or Path(base.output_dir) / 'cache'))}"]
     if steps is not None:
-        extra.append(f"training.steps={steps}")
-    cache = prepare(parse_config(apply_overrides(raw, extra)), progress=progress)
+        extra += [f"training.steps={steps}", f"evaluation.steps=[{steps}]", "evaluation.headline_step=null"]
+    configs = {
+        name: parse_config(apply_overrides(raw, extra + [f"symmetry.spectrum={json.dumps(spectrum)}"]))
+        for name, spectrum in allocations.items()
+    }
+    for cfg in configs.values():
+        preflight(cfg)
+        require_unsealed(cfg)
+    cache = prepare(next(iter(configs.values())), progress=progress)
     rows = []
     for name, spectrum in allocations.items():
-        cfg = parse_config(apply_overrides(raw, extra + [f"symmetry.spectrum={json.dumps(spectrum)}"]))
+        cfg = configs[name]
         for seed in seeds:
             done = out / "rows" / f"{_slug(name)}-seed{seed}.json"  # finished rows are kept
             if not done.exists():

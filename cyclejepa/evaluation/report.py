@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from cyclejepa.config import ExperimentConfig, parse_config
 from cyclejepa.jsonio import read_json, write_json
+from cyclejepa.seal import AUDIT_FILE, FOLDS_FILE, SEALED_FOLD, read_lines
 
 
 @dataclass(frozen=True)
@@ -353,18 +354,40 @@ def protocol_markdown(output_dir: Path) -> str:
     counts = protocol["counts"]
     lines = [
         "## Protocol", "",
-        f"- Pre-training and probe fitting on folds {protocol['train_folds']}; evaluation on folds {protocol['eval_folds']}.",
+        *folds_markdown(output_dir),
         f"- Cache `{protocol['cache']}`: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".",
         f"- Rejected records: {len(protocol['rejections'])}"
         + "".join(f"\n  - {r['record']}: {r['check']} ({r['detail']})" for r in protocol["rejections"][:50]),
         "", protocol["cohort_markdown"],
     ]
-    audit = output_dir / "unseal_audit.jsonl"
-    if audit.exists():
-        lines += ["", "Unsealing record (fold 10):", "", "```", audit.read_text().strip(), "```"]
-    else:
-        lines += ["", "The sealed fold was not touched."]
-    return "\n".join(lines)
+    return "\n".join(lines + ["", *sealed_markdown(output_dir)])
+
+
+def folds_markdown(output_dir: Path) -> list[str]:
+    """The folds each stage read, from ``folds_used.jsonl`` (what the stages recorded, not the config)."""
+    used: dict[tuple[str, str, tuple[int, ...]], int] = {}
+    for entry in read_lines(output_dir / FOLDS_FILE):
+        key = (entry["stage"], entry["key"], tuple(entry["folds"]))
+        used[key] = used.get(key, 0) + 1
+    if not used:
+        return ["- No stage recorded the folds it read (a run directory from before `folds_used.jsonl`)."]
+    lines = ["- Folds read, as recorded by each stage:", "", "  | stage | key | folds | times |", "  |---|---|---|---:|"]
+    lines += [f"  | {stage} | `{key}` | {list(folds)} | {n} |" for (stage, key, folds), n in used.items()]
+    return lines + [""]
+
+
+def sealed_markdown(output_dir: Path) -> list[str]:
+    """Which stages read the sealed fold, and the audit log of each use."""
+    stages = sorted({e["stage"] for e in read_lines(output_dir / FOLDS_FILE) if SEALED_FOLD in e["folds"]})
+    audit = read_lines(output_dir / AUDIT_FILE)
+    if not stages and not audit:
+        return ["The sealed fold was not touched."]
+    lines = [f"Sealed fold {SEALED_FOLD} was read by: {', '.join(stages) or '(no recorded stage)'}; "
+             f"{len(audit)} audit entr{'y' if len(audit) == 1 else 'ies'} (`{AUDIT_FILE}`):", "",
+             "| time | stage | key | folds | git revision |", "|---|---|---|---|---|"]
+    lines += [f"| {e['time']} | {e.get('stage', '-')} | `{e.get('key', 'data.eval_folds')}` | {e.get('folds', e.get('eval_folds'))} "
+              f"| {e['git_revision'][:12]} |" for e in audit]
+    return lines
 
 
 def _interval(value: dict) -> str:

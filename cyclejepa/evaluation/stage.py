@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from cyclejepa.config import ExperimentConfig
+from cyclejepa.config import ExperimentConfig, identity_hash
 from cyclejepa.data.cache import PreparedCache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.evaluation.anomaly import anomaly_battery
 from cyclejepa.evaluation.context import heart_rate, hr_stratified_auroc
-from cyclejepa.evaluation.embeddings import embed_records, extract_tokens
+from cyclejepa.evaluation.embeddings import Representations, embed_records, extract_tokens
 from cyclejepa.evaluation.geometry import (
     effective_rank,
     fundamental_amplitude,
@@ -36,6 +36,7 @@ from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_t
 from cyclejepa.evaluation.robustness import lead_zeroing
 from cyclejepa.jsonio import read_json, write_json
 from cyclejepa.progress import progress_bar
+from cyclejepa.seal import use_folds
 
 
 def evaluation_dir(cfg: ExperimentConfig) -> Path:
@@ -49,9 +50,7 @@ def evaluate_grid(cfg: ExperimentConfig, cache: PreparedCache, plans, steps: lis
     processes (spawned; each loads the cache and writes its own result files).
     """
     from cyclejepa.devices import resolve_device
-    from cyclejepa.runner import audit_unseal
 
-    audit_unseal(cfg)
     device = resolve_device(cfg.evaluation.device)
     out = evaluation_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
@@ -90,7 +89,7 @@ def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, 
     objective = load_trained(cfg, checkpoint_path(run_dir(cfg, plan) / "checkpoints", step), device)
     result, scores = evaluate_checkpoint(cfg, cache, objective, device, progress)
     result.update(run=plan.name, arm=plan.arm.name, seed=plan.seed, step=step,
-                  transport_weight=plan.arm.transport_weight, config_hash=cfg.config_hash())
+                  transport_weight=plan.arm.transport_weight, evaluation_hash=_evaluation_hash(cfg))
     np.savez(target.with_suffix(".npz"), **scores)
     write_json(target, result)
 
@@ -133,6 +132,18 @@ class CoreMetrics:
     phase_rows: np.ndarray
 
 
+def record_embeddings(
+    cfg: ExperimentConfig, cache: PreparedCache, model, device: torch.device, progress: bool = False
+) -> Representations:
+    """The record representations the probes score: training and evaluation folds, token phases
+    in the centre convention, records failing phase QC left out."""
+    train_folds = use_folds(cfg, "probe fitting", "data.train_folds")
+    eval_folds = use_folds(cfg, "evaluation", "data.eval_folds")
+    rows = np.union1d(cache.select(train_folds), cache.select(eval_folds))
+    phases, qc_ok = cache.phases("centre"), cache.columns["qc_ok"]
+    return embed_records(model, cache.signals, phases, qc_ok, rows=rows, device=device, progress=progress)
+
+
 def core_metrics(
     cfg: ExperimentConfig, cache: PreparedCache, objective, device: torch.device, progress: bool = False
 ) -> CoreMetrics:
@@ -141,11 +152,11 @@ def core_metrics(
     model, symmetry = objective.model, objective.symmetry
     patients, qc_ok = cache.columns["patient_id"], cache.columns["qc_ok"]
     phases = cache.phases("centre")
-    rows = np.union1d(cache.select(cfg.data.train_folds), cache.select(cfg.data.eval_folds))
-    reps = embed_records(model, cache.signals, phases, qc_ok, rows=rows, device=device, progress=progress)
+    reps = record_embeddings(cfg, cache, model, device, progress)  # the folds passed the seal there
+    train_folds, eval_folds = cfg.data.train_folds, cfg.data.eval_folds
     result: dict[str, Any] = {"representations": {"records": len(reps.rows), "excluded": reps.excluded}}
     diagnostic, fitted = {}, {}
-    tasks = diagnostic_tasks(cache, cfg.data.train_folds, cfg.data.eval_folds, min_positives=ev.eligible_min_positives)
+    tasks = diagnostic_tasks(cache, train_folds, eval_folds, min_positives=ev.eligible_min_positives)
     for task in tasks:
         try:
             probe_result = evaluate_task(task, reps, patients, C=ev.probe_c, replicates=ev.bootstrap, seed=ev.seed)
@@ -167,7 +178,7 @@ def core_metrics(
         "patients": split.eval_groups,
         "heart_rate": np.array([heart_rate(cache.rpeaks(i)) for i in split.eval_rows]),
     }
-    eval_rows = cache.select(cfg.data.eval_folds)
+    eval_rows = cache.select(eval_folds)
     phase_rows = eval_rows[qc_ok[eval_rows]]  # phase-QC failures are left out of phase analyses
     tokens = extract_tokens(model, cache.signals[phase_rows], device=device)
     token_phases = phases[phase_rows]
@@ -213,7 +224,7 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, 
     figures.mkdir(parents=True, exist_ok=True)
     ring, umap = figures / f"phase-ring-step{step:06d}.png", figures / f"umap-step{step:06d}.png"
     if not (ring.exists() and (umap.exists() or not cfg.evaluation.umap)):
-        rows = cache.select(cfg.data.train_folds)
+        rows = cache.select(use_folds(cfg, "figures", "data.train_folds"))
         rows = rows[cache.columns["qc_ok"][rows]][:2000]  # the paper draws both from folds 1-9
         phases = cache.phases("centre")[rows]
         runs = {}
@@ -245,20 +256,25 @@ def _write_hr_strata(cfg: ExperimentConfig, plans, step: int, out: Path) -> None
 
 
 def _write_protocol(cfg: ExperimentConfig, cache: PreparedCache, out: Path) -> None:
-    table = cohort_table(cache, cfg.data.train_folds, cfg.data.eval_folds)
+    train_folds, eval_folds = (use_folds(cfg, "cohort table", key) for key in ("data.train_folds", "data.eval_folds"))
+    table = cohort_table(cache, train_folds, eval_folds)
     protocol = {
-        "train_folds": cfg.data.train_folds,
-        "eval_folds": cfg.data.eval_folds,
         "cache": str(cache.path),
         "counts": cache.manifest["counts"],
         "rejections": [
             {"record": str(r.record_id), "check": r.check, "detail": r.detail} for r in cache.rejections
         ],
         "cohort_markdown": cohort_markdown(table),
-        "config_hash": cfg.config_hash(),
+        "evaluation_hash": _evaluation_hash(cfg),
     }
     write_json(out / "protocol.json", protocol)
 
 
+def _evaluation_hash(cfg: ExperimentConfig) -> str:
+    """What a result depends on (`ExperimentConfig.evaluation_identity`): results made with
+    another unseal flag, device, name or report setting are kept."""
+    return identity_hash(cfg.evaluation_identity())
+
+
 def _current(path: Path, cfg: ExperimentConfig) -> bool:
-    return path.exists() and read_json(path).get("config_hash") == cfg.config_hash()
+    return path.exists() and read_json(path).get("evaluation_hash") == _evaluation_hash(cfg)

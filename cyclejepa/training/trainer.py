@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from cyclejepa import registry
-from cyclejepa.config import ExperimentConfig
+from cyclejepa.config import ExperimentConfig, identity_differences, identity_hash
 from cyclejepa.data.augment import Augmenter
 from cyclejepa.devices import resolve_device
 from cyclejepa.models import build_model
@@ -172,7 +172,8 @@ class Trainer:
         self.optimisers = build_optimisers(self.objective, cfg.optimiser)
         self.batches = BatchSampler(signals, phases, cfg.training.batch_size, self.streams["data"], self.device)
         self.step = 0
-        self.meta = {"seed": seed, "transport_weight": transport_weight, "config_hash": cfg.config_hash()}
+        identity = cfg.training_identity(transport_weight, seed)
+        self.meta = {"seed": seed, "transport_weight": transport_weight, "identity": identity, "run_hash": identity_hash(identity)}
 
     def _wrap(self, module: nn.Module) -> nn.Module:
         if self.dist.enabled:
@@ -268,8 +269,12 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        if state["meta"] != self.meta:
-            raise ValueError(f"checkpoint belongs to run {state['meta']}, not {self.meta}")
+        differences = identity_differences(state["meta"].get("identity", {}), self.meta["identity"])
+        if differences:
+            raise ValueError(
+                f"checkpoint belongs to run {state['meta'].get('run_hash', '(no identity)')}, trained with other "
+                f"settings than this run {self.meta['run_hash']}: " + "; ".join(differences)
+            )
         self.objective.load_state_dict(state["model"])
         for optimiser, saved in zip(self.optimisers, state["optimisers"], strict=True):
             optimiser.load_state_dict(saved)

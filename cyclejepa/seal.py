@@ -1,0 +1,89 @@
+"""The sealed test fold: the one gate every stage passes before it reads the folds it uses.
+
+Fold 10 is the paper's sealed test fold. `use_folds` is asked by every stage that reads
+records of configured folds (normalisation statistics, pre-training, probe fitting,
+evaluation, figures, benchmarks; grids through their cells). It refuses fold 10 unless
+``evaluation.unseal`` is set (``--unseal``), appends one line per unsealed use to
+``<output_dir>/unseal_audit.jsonl``, and records every use (stage, key, folds) in
+``<output_dir>/folds_used.jsonl``, from which the report states what each stage used.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from cyclejepa import __version__
+from cyclejepa.config import ExperimentConfig
+
+SEALED_FOLD = 10
+FOLD_KEYS = ("data.train_folds", "data.eval_folds")
+AUDIT_FILE = "unseal_audit.jsonl"
+FOLDS_FILE = "folds_used.jsonl"
+
+
+class SealedFoldError(PermissionError):
+    """A stage would read the sealed test fold without an explicit, audited unseal."""
+
+
+def folds_of(cfg: ExperimentConfig, key: str) -> list[int]:
+    """The folds at ``key`` (``data.train_folds`` or ``data.eval_folds``)."""
+    if key not in FOLD_KEYS:
+        raise ValueError(f"unknown fold key {key!r}; one of {', '.join(FOLD_KEYS)}")
+    return list(getattr(cfg.data, key.removeprefix("data.")))
+
+
+def require_unsealed(cfg: ExperimentConfig) -> None:
+    """Before any work: raise `SealedFoldError` when a fold key holds the sealed fold without unseal."""
+    for key in FOLD_KEYS:
+        _check(cfg, key, "this experiment")
+
+
+def _check(cfg: ExperimentConfig, key: str, stage: str) -> list[int]:
+    folds = folds_of(cfg, key)
+    if SEALED_FOLD in folds and not cfg.evaluation.unseal:
+        raise SealedFoldError(
+            f"{stage}: {key} {folds} includes the sealed fold {SEALED_FOLD}; "
+            "pass --unseal (or set evaluation.unseal: true) to use it — it is audited"
+        )
+    return folds
+
+
+def use_folds(cfg: ExperimentConfig, stage: str, key: str) -> list[int]:
+    """The folds at ``key`` that ``stage`` may read: refuses the sealed fold unless unsealed,
+    audits an unsealed use, and records the use in ``folds_used.jsonl``."""
+    folds = _check(cfg, key, stage)
+    entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stage": stage, "key": key, "folds": folds}
+    out = Path(cfg.output_dir)
+    if SEALED_FOLD in folds:
+        audit = {**entry, "config_hash": cfg.config_hash(), "git_revision": _git_revision(), "cyclejepa": __version__}
+        _append(out / AUDIT_FILE, audit)
+    _append(out / FOLDS_FILE, entry)
+    return folds
+
+
+def _append(path: Path, entry: dict[str, Any]) -> None:
+    """One JSON line, appended in one write (concurrent stages each add whole lines)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a") as stream:
+        stream.write(json.dumps(entry) + "\n")
+
+
+def read_lines(path: Path) -> list[dict[str, Any]]:
+    """The entries of a JSON-lines log (none when it does not exist)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _git_revision() -> str:
+    try:
+        found = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True, cwd=Path(__file__).parent
+        )
+        return found.stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
