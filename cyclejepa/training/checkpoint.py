@@ -1,13 +1,22 @@
-"""Atomic checkpoints, read back with ``weights_only=True``."""
+"""Atomic checkpoints, read back with ``weights_only=True``; damaged ones named, and skipped
+when resuming."""
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+log = logging.getLogger(__name__)
+
+
+class CheckpointDamaged(ValueError):
+    """A checkpoint file that is truncated or corrupt (it fails its zip CRC checks)."""
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
@@ -28,8 +37,15 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint written by `save_checkpoint` (tensors and plain Python values only)."""
-    return torch.load(Path(path), map_location=map_location, weights_only=True)
+    """Read a checkpoint written by `save_checkpoint` (tensors and plain Python values only).
+
+    Raises `CheckpointDamaged`, naming the file, when it is truncated or corrupt.
+    """
+    path = Path(path)
+    damage = _damage(path)
+    if damage:
+        raise CheckpointDamaged(f"checkpoint {path} is {damage}")
+    return torch.load(path, map_location=map_location, weights_only=True)
 
 
 def checkpoint_path(directory: str | Path, step: int) -> Path:
@@ -37,6 +53,23 @@ def checkpoint_path(directory: str | Path, step: int) -> Path:
 
 
 def latest_checkpoint(directory: str | Path) -> Path | None:
-    """The checkpoint with the highest step in ``directory``, or None."""
-    found = sorted(Path(directory).glob("step_*.pt"))
-    return found[-1] if found else None
+    """The intact checkpoint with the highest step in ``directory``, or None.
+
+    A damaged later one (a copy cut short, a full disk) is skipped with a warning naming it.
+    """
+    for path in sorted(Path(directory).glob("step_*.pt"), reverse=True):
+        damage = _damage(path)
+        if not damage:
+            return path
+        log.warning("checkpoint %s is %s; falling back to the one before it", path, damage)
+    return None
+
+
+def _damage(path: Path) -> str | None:
+    """What is wrong with a checkpoint file (None when its zip structure and CRCs are intact)."""
+    try:
+        with zipfile.ZipFile(path) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError) as error:
+        return f"unreadable, truncated or not a checkpoint ({error})"
+    return None if bad is None else f"corrupt (its part {bad} fails its CRC check)"
