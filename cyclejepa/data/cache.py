@@ -58,7 +58,7 @@ from cyclejepa.progress import progress_bar
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CACHE_FORMAT", "META_COLUMNS", "PreparedCache", "prepare_cache"]
+__all__ = ["CACHE_FORMAT", "META_COLUMNS", "PreparedCache", "RecordOutcome", "prepare_cache", "prepare_record"]
 
 log = logging.getLogger(__name__)
 
@@ -258,8 +258,9 @@ def _inconsistencies(cache: PreparedCache) -> list[str]:
 
 
 @dataclass
-class _Outcome:
-    """What one record contributes (its decimated signal goes straight to the scratch memmap)."""
+class RecordOutcome:
+    """What one record contributes besides its decimated signal (which goes straight to the
+    scratch memmap): its rejection, or its R-peaks, token phases and phase QC."""
 
     row: int
     rejection: RecordRejected | None = None
@@ -290,8 +291,8 @@ def _build(
     kept = [o for o in outcomes if o.rejection is None]
     rejections = dataset.row_rejections + [o.rejection for o in outcomes if o.rejection is not None]
     rows = np.array([o.row for o in kept], dtype=np.int64)
-    scratch = np.load(scratch_path, mmap_mode="r")
     n_rows = len(meta) + len(dataset.row_rejections)
+    scratch = np.load(scratch_path, mmap_mode="r")
     in_train = np.zeros(len(meta), dtype=bool)
     in_train[rows] = np.isin(meta["fold"].to_numpy()[rows], arguments["train_folds"])
     if not in_train.any():
@@ -320,12 +321,12 @@ def _run_jobs(
     arguments: Mapping[str, Any],
     workers: int,
     progress: bool,
-) -> list[_Outcome]:
+) -> list[RecordOutcome]:
     """Every record through `_process_chunk`, inline or over ``workers`` processes."""
     size = min(64, max(1, len(jobs) // (8 * workers)))
     chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
     provider = (arguments["phase_provider"], arguments["phase_options"])
-    outcomes: list[_Outcome] = []
+    outcomes: list[RecordOutcome] = []
     with progress_bar(len(jobs), "preparing records", enabled=progress) as advance:
         if workers == 1:
             for chunk in chunks:
@@ -366,7 +367,7 @@ def _process_chunk(
     scratch_path: Path,
     provider_name: str,
     provider_options: Mapping[str, Any],
-) -> list[_Outcome]:
+) -> list[RecordOutcome]:
     """Verify, decimate (into the scratch memmap) and phase-tag the records of one chunk."""
     from cyclejepa.registry import PHASE_PROVIDERS
 
@@ -377,10 +378,10 @@ def _process_chunk(
         try:
             signal = read_record_fast(path, record_id=ecg_id)
         except RecordRejected as rejection:
-            outcomes.append(_Outcome(row, rejection=rejection))
+            outcomes.append(RecordOutcome(row, rejection=rejection))
             continue
         try:
-            scratch[row], outcome, _ = _prepare_record(signal, provider)
+            scratch[row], outcome, _ = prepare_record(signal, provider)
             outcome.row = row
             outcomes.append(outcome)
         except Exception as error:
@@ -474,11 +475,14 @@ STAGES = ("read_verify", "decimate", "rpeaks", "phase")
 """The per-record stages `prepare_split` times."""
 
 
-def _prepare_record(signal: np.ndarray, provider, clock=None) -> tuple[np.ndarray, Any, list]:
+def prepare_record(signal: np.ndarray, provider, clock=None) -> tuple[np.ndarray, RecordOutcome, list]:
     """Decimated signal and phase outcome of one verified record (stage times when ``clock``).
 
-    Stages after reading: decimation, R-peaks (``provider.phase``: detection and QC), phase
-    (token phases in both conventions).
+    ``signal`` is a (12, 5000) float32 record in mV at `FS`, leads in `LEADS` order (what
+    `read_record_fast` returns); ``provider`` a `PhaseProvider`. Returns the (12, 1000) float32
+    decimated signal (not normalised), the `RecordOutcome` (R-peaks, token phases in both
+    conventions, QC) and the stage times (empty without ``clock``). Stages after reading:
+    decimation, R-peaks (``provider.phase``: detection and QC), phase (token phases).
     """
     times = []
     start = clock() if clock else 0.0
@@ -528,7 +532,7 @@ def prepare_split(
         except RecordRejected:
             continue
         totals["read_verify"] += time.process_time() - start
-        _, _, times = _prepare_record(signal, provider, time.process_time)
+        _, _, times = prepare_record(signal, provider, time.process_time)
         for stage, seconds in zip(STAGES[1:], times):
             totals[stage] += seconds
         done += 1
@@ -537,7 +541,7 @@ def prepare_split(
     return {"records": done, "ms": ms, "total_ms": total, "records_per_cpu_s": 1e3 / total}
 
 
-def _phase_outcome(row: int, track) -> _Outcome:
+def _phase_outcome(row: int, track) -> RecordOutcome:
     """Events, token phases (both conventions) and QC of a `PhaseTrack`."""
 
     def tokens(convention: str) -> np.ndarray:
@@ -545,7 +549,7 @@ def _phase_outcome(row: int, track) -> _Outcome:
         return np.asarray(phases, dtype=np.float32)
 
     qc = track.qc
-    return _Outcome(
+    return RecordOutcome(
         row,
         events=np.asarray(track.events, dtype=np.int64),
         phase_centre=tokens("centre"),
@@ -565,7 +569,7 @@ def _write_signals(path: Path, scratch: np.ndarray, rows: np.ndarray, norm: Norm
     out.flush()
 
 
-def _write_phases(build_dir: Path, kept: list[_Outcome]) -> None:
+def _write_phases(build_dir: Path, kept: list[RecordOutcome]) -> None:
     empty = np.zeros((0, N_TOKENS), dtype=np.float32)
     for convention in ("centre", "causal"):
         stack = [getattr(o, f"phase_{convention}") for o in kept]
@@ -576,7 +580,7 @@ def _write_phases(build_dir: Path, kept: list[_Outcome]) -> None:
     np.savez(build_dir / "rpeaks.npz", indices=indices, offsets=offsets)
 
 
-def _write_meta(path: Path, meta: pd.DataFrame, kept: list[_Outcome]) -> None:
+def _write_meta(path: Path, meta: pd.DataFrame, kept: list[RecordOutcome]) -> None:
     columns = {name: meta[name].to_numpy() for name in _DATASET_COLUMNS}
     columns |= {
         "beats": [len(o.events) for o in kept],
@@ -601,7 +605,7 @@ def _write_manifest(
     build_dir: Path,
     arguments: dict[str, Any],
     n_records: int,
-    kept: list[_Outcome],
+    kept: list[RecordOutcome],
     rejections: list[RecordRejected],
 ) -> None:
     manifest = {

@@ -1,5 +1,7 @@
 """Steps 4 and 6 of the preprocessing chain: decimation and per-lead z-score normalisation.
 
+`resample` brings a record at another rate to the corpus rate with the same filter design.
+
 Decimation is polyphase FIR resampling (up 1, down 5) with scipy's default design for that
 ratio: ``firwin(101, 1/5, window=("kaiser", 5.0))``, i.e. 101 linear-phase taps, cut-off at the
 new Nyquist frequency (50 Hz), Kaiser beta = 5.0. `scipy.signal.resample_poly` compensates the
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 
@@ -20,6 +23,7 @@ __all__ = [
     "Normalisation",
     "decimate",
     "fit_normalisation",
+    "resample",
 ]
 
 DECIMATION = 5
@@ -41,6 +45,28 @@ def decimate(x: np.ndarray, factor: int = DECIMATION) -> np.ndarray:
     y = resample_poly(
         x.astype(np.float64), 1, factor, axis=-1, window=("kaiser", KAISER_BETA), padtype="edge"
     )
+    return y.astype(np.float32)
+
+
+def resample(x: np.ndarray, fs: float, fs_out: float) -> np.ndarray:
+    """Polyphase resampling of ``x`` from ``fs`` to ``fs_out`` Hz along the last axis, float32 out.
+
+    The filter design of `decimate` (Kaiser window, beta `KAISER_BETA`, edge padding) for the
+    rational ratio ``fs_out / fs`` (each rate to 1/1000 Hz): (..., L) -> (..., ceil(L · fs_out /
+    fs)), output sample n at time n / fs_out. Equal rates return ``x`` as float32, unfiltered.
+    """
+    from scipy.signal import resample_poly
+
+    if not (np.isfinite(fs) and fs > 0 and np.isfinite(fs_out) and fs_out > 0):
+        raise ValueError(f"sampling rates must be finite and positive, got {fs} and {fs_out} Hz")
+    ratio = Fraction(fs_out).limit_denominator(1000) / Fraction(fs).limit_denominator(1000)
+    x = np.asarray(x)
+    if ratio == 1:
+        return x.astype(np.float32)
+    y = resample_poly(
+        x.astype(np.float64), ratio.numerator, ratio.denominator, axis=-1,
+        window=("kaiser", KAISER_BETA), padtype="edge",
+    )  # fmt: skip
     return y.astype(np.float32)
 
 

@@ -13,8 +13,9 @@ from cyclejepa.registry import PHASE_PROVIDERS
 BEAT_SYMBOLS = frozenset("N L R B A a J S V r F e j n E / f Q ?".split())
 
 
-def _read(path: str | Path, reader, *args):
-    """``reader(str(path), *args)`` with a missing or unreadable record named in the error."""
+def read_wfdb(path: str | Path, reader, *args):
+    """``reader(str(path), *args)`` (a wfdb reader: ``rdrecord``, ``rdann``) with a missing or
+    unreadable record named in the error: FileNotFoundError or ValueError."""
     try:
         return reader(str(path), *args)
     except FileNotFoundError as error:
@@ -56,7 +57,7 @@ def phase_record(
         provider = PHASE_PROVIDERS.build(provider, **({} if lead is None else {"lead": lead}))
     elif lead is not None:
         raise ValueError("pass lead= to the provider instance, not to phase_record")
-    record = _read(path, wfdb.rdrecord)
+    record = read_wfdb(path, wfdb.rdrecord)
     track = provider.phase(record.p_signal.T, record.fs, record.sig_name)
     fs = float(record.fs)
     return {
@@ -72,6 +73,6 @@ def read_beat_annotations(path: str | Path, extension: str = "atr") -> np.ndarra
     """Sample indices of the reference beats of a WFDB record (non-beat labels dropped)."""
     import wfdb
 
-    annotation = _read(path, wfdb.rdann, extension)
+    annotation = read_wfdb(path, wfdb.rdann, extension)
     is_beat = np.isin(np.asarray(annotation.symbol), list(BEAT_SYMBOLS))
     return np.asarray(annotation.sample, dtype=np.int64)[is_beat]

@@ -1,0 +1,408 @@
+"""Embeddings out: a trained run's encoder applied to new records with the run's own preprocessing.
+
+`load_encoder` finds a run's configuration, checkpoint and preprocessing cache; `Encoder.embed`
+takes a signal in mV at any rate and prepares it as the cache prepared the training records:
+the run's leads in the run's order, resampled to the cache's native rate, cut into windows of
+the training record length (a shorter tail is dropped), each window through the cache's
+`prepare_record` (decimation, the run's phase provider, token phases, phase QC) and the run's
+normalisation. Tokens come from `extract_tokens` and a record's embedding is the mean of its
+phase-valid tokens (`record_representations`), as in the evaluation stage. `cyclejepa embed`
+runs `Encoder.embed_files` over WFDB records and writes `Embeddings.save` (.npz or .parquet).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from cyclejepa.config import load_config
+from cyclejepa.data.cache import PreparedCache, prepare_record
+from cyclejepa.data.preprocess import resample
+from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
+from cyclejepa.phase.provider import channel_indices
+from cyclejepa import runner
+from cyclejepa.progress import progress_bar
+
+__all__ = ["Embeddings", "Encoder", "check_output", "load_encoder"]
+
+FORMATS = (".npz", ".parquet")
+"""Output formats of `Embeddings.save`, by file suffix."""
+
+
+def load_encoder(
+    run_dir: str | os.PathLike,
+    step: int | None = None,
+    device: str = "auto",
+    *,
+    arm: str | None = None,
+    seed: int | None = None,
+) -> Encoder:
+    """The trained encoder of a run, with the run's preprocessing.
+
+    Parameters
+    ----------
+    run_dir : output directory of `cyclejepa run` (holds config.yaml), or one run's folder in it
+        (``<output_dir>/runs/<arm>-seed<seed>``).
+    step : checkpoint step; default ``evaluation.headline_step`` when that checkpoint exists,
+        else the latest checkpoint.
+    device : ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
+    arm, seed : the run of an output directory (default: the first arm and the first seed).
+    """
+    from cyclejepa.devices import resolve_device
+    from cyclejepa.training import load_trained
+
+    cfg, plan = _locate(Path(run_dir), arm, seed)
+    checkpoint = _checkpoint(runner.run_dir(cfg, plan) / "checkpoints", step, cfg.evaluation.headline_step)
+    target = resolve_device(device)
+    objective = load_trained(cfg, checkpoint, target)
+    return Encoder(objective.model, PreparedCache(runner.cache_dir(cfg)), target, checkpoint)
+
+
+def _locate(path: Path, arm: str | None, seed: int | None):
+    """The config (output_dir set to where it lies now) and the `RunPlan` of ``path``."""
+    if (path / "config.yaml").is_file():
+        output, name = path, None
+    elif path.parent.name == "runs" and (path.parents[1] / "config.yaml").is_file():
+        output, name = path.parents[1], path.name
+    else:
+        raise FileNotFoundError(
+            f"{path} is neither the output directory of `cyclejepa run` (no config.yaml) "
+            f"nor a run folder <output_dir>/runs/<arm>-seed<seed> in one"
+        )
+    cfg = load_config(output / "config.yaml").model_copy(update={"output_dir": output})
+    if cfg.grid:
+        raise ValueError(f"{output} holds a grid of experiments: give one cell, {output / 'grid'}/<label>")
+    plans = runner.plan_runs(cfg)
+    wanted = [
+        p for p in plans
+        if (name is None or p.name == name) and arm in (None, p.arm.name) and seed in (None, p.seed)
+    ]  # fmt: skip
+    if not wanted:
+        asked = name or f"arm {arm or 'any'}, seed {'any' if seed is None else seed}"
+        raise ValueError(f"{output} has no run {asked}; its runs are {[p.name for p in plans]}")
+    return cfg, wanted[0]
+
+
+def _checkpoint(directory: Path, step: int | None, headline: int | None) -> Path:
+    """The checkpoint of ``step``; by default the headline step's, else the latest."""
+    from cyclejepa.training.checkpoint import checkpoint_path
+
+    steps = sorted(int(p.stem.removeprefix("step_")) for p in directory.glob("step_*.pt"))
+    if not steps:
+        raise FileNotFoundError(f"no checkpoint in {directory}; train the run with `cyclejepa run`")
+    if step is None:
+        step = headline if headline in steps else steps[-1]
+    if step not in steps:
+        raise FileNotFoundError(f"no checkpoint of step {step} in {directory}; it holds steps {steps}")
+    return checkpoint_path(directory, step)
+
+
+@dataclass
+class Embeddings:
+    """Embeddings of N records, cut into M windows of the run's record length.
+
+    Attributes
+    ----------
+    records : (N,) record names (paths for files, ``"0"``, ``"1"``, … for arrays).
+    embeddings : (N, K) float64 mean of the phase-valid projected tokens of the record's windows
+        that pass phase QC (the evaluation's record representation); NaN where not ``qc_ok``.
+    qc_ok : (N,) bool, whether the record has an embedding.
+    qc_reason : (N,) why not: ``qc_failed: <the provider's reasons>`` or ``no_valid_phase``.
+    windows : (N,) windows per record; record i's are the next ``windows[i]`` window rows.
+    window_start : (M,) float64 start of each window in the record, seconds.
+    window_qc_ok, window_qc_reason : (M,) the phase QC of each window.
+    token_phases : (M, T) float32 radians, centre convention (the evaluation's), NaN undefined.
+    tokens : (M, T, K) float32 projected token embeddings, or None when not kept.
+    failed : record name -> why it could not be embedded (`Encoder.embed_files`).
+    source : run folder and checkpoint step the embeddings come from.
+    """
+
+    records: np.ndarray
+    embeddings: np.ndarray
+    qc_ok: np.ndarray
+    qc_reason: np.ndarray
+    windows: np.ndarray
+    window_start: np.ndarray
+    window_qc_ok: np.ndarray
+    window_qc_reason: np.ndarray
+    token_phases: np.ndarray
+    tokens: np.ndarray | None
+    failed: dict[str, str] = field(default_factory=dict)
+    source: dict[str, object] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write to ``path``: ``.npz`` (these arrays) or ``.parquet`` (one row per record).
+
+        ``source`` and ``failed`` go along as JSON: npz entries, parquet schema metadata.
+        """
+        path = check_output(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.suffix == ".npz":
+            arrays = {k: v for k, v in vars(self).items() if isinstance(v, np.ndarray)}
+            np.savez(path, **arrays, source=json.dumps(self.source), failed=json.dumps(self.failed))
+        else:
+            _write_parquet(self, path)
+        return path
+
+
+def check_output(path: str | os.PathLike) -> Path:
+    """``path`` as a Path if `Embeddings.save` can write it (suffix, pyarrow for parquet)."""
+    path = Path(path)
+    if path.suffix not in FORMATS:
+        raise ValueError(f"output {path}: unknown format {path.suffix!r}; use one of {', '.join(FORMATS)}")
+    if path.suffix == ".parquet":
+        try:
+            import pyarrow  # noqa: F401
+        except ImportError:
+            raise ValueError(
+                f"output {path}: writing parquet needs pyarrow (pip install pyarrow), or write .npz"
+            ) from None
+    return path
+
+
+def _write_parquet(result: Embeddings, path: Path) -> None:
+    """One row per record; the per-window columns are lists over its windows."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    offsets = pa.array(np.concatenate([[0], np.cumsum(result.windows)]), pa.int32())
+
+    def nested(values: np.ndarray) -> pa.Array:
+        """(rows, a, b, ...) numpy -> arrow fixed-size lists of (a, b, ...) per row."""
+        array = pa.array(values.reshape(-1))
+        for size in reversed(values.shape[1:]):
+            array = pa.FixedSizeListArray.from_arrays(array, size)
+        return array
+
+    def per_record(values: np.ndarray) -> pa.Array:
+        return pa.ListArray.from_arrays(offsets, nested(values))
+
+    columns = {
+        "record": pa.array(result.records.astype(str)),
+        "embedding": nested(result.embeddings),
+        "qc_ok": pa.array(result.qc_ok),
+        "qc_reason": pa.array(result.qc_reason.astype(str)),
+        "windows": pa.array(result.windows),
+        "window_start": per_record(result.window_start),
+        "window_qc_ok": per_record(result.window_qc_ok),
+        "window_qc_reason": per_record(result.window_qc_reason.astype(str)),
+        "token_phases": per_record(result.token_phases),
+    }
+    if result.tokens is not None:
+        columns["tokens"] = per_record(result.tokens)
+    metadata = {"source": json.dumps(result.source), "failed": json.dumps(result.failed)}
+    table = pa.table(columns).replace_schema_metadata(metadata)
+    pq.write_table(table, path)
+
+
+@dataclass
+class _Windows:
+    """One record prepared as the cache prepares a record: its normalised windows and phases."""
+
+    signals: np.ndarray  # (W, leads, samples at the model rate) float32, z-scored
+    phases: np.ndarray  # (W, T) float32, centre convention
+    qc_ok: np.ndarray  # (W,) bool
+    qc_reason: list[str]
+    start: np.ndarray  # (W,) seconds
+
+
+class Encoder:
+    """A trained encoder with its run's preprocessing (build it with `load_encoder`).
+
+    Attributes
+    ----------
+    model : the trained `JEPAModel`, in eval mode, on ``device``.
+    cache : the run's `PreparedCache` (leads, rates, normalisation, phase provider).
+    leads : the channels the model reads, in its order.
+    fs : the cache's native rate (Hz), at which windows are phased and then decimated.
+    window : samples of one window at ``fs`` (the training record length).
+    """
+
+    def __init__(self, model, cache: PreparedCache, device, checkpoint: Path):
+        from cyclejepa.registry import PHASE_PROVIDERS
+
+        self.model, self.cache, self.device = model, cache, device
+        manifest = cache.manifest
+        self.leads: list[str] = list(manifest["leads"])
+        self.fs: float = manifest["fs_native"]
+        self.window = round(cache.signals.shape[-1] * self.fs / manifest["fs"])
+        arguments = manifest["arguments"]
+        self.provider = PHASE_PROVIDERS.build(arguments["phase_provider"], **arguments["phase_options"])
+        self.source = {"run": str(checkpoint.parents[1]), "step": int(checkpoint.stem.removeprefix("step_"))}
+
+    def __repr__(self) -> str:
+        return f"Encoder(run={self.source['run']!r}, step={self.source['step']}, device={self.device})"
+
+    def embed(
+        self,
+        signal: np.ndarray,
+        fs: float,
+        channel_names: Sequence[str],
+        *,
+        batch_size: int = 256,
+        progress: bool = False,
+    ) -> Embeddings:
+        """Embeddings of one record (channels, samples) or a batch (records, channels, samples).
+
+        ``signal`` is in mV at ``fs`` Hz, its rows named by ``channel_names`` (matched to the
+        run's leads case-insensitively; other channels are ignored). ``batch_size`` windows go
+        through the model at a time. A record the run cannot embed (a missing lead, shorter
+        than one window, non-finite samples) raises a ValueError naming it.
+        """
+        signal = np.asarray(signal)
+        if signal.ndim not in (2, 3):
+            raise ValueError(f"signal must be (channels, samples) or (records, channels, samples), got {signal.shape}")
+        batch = signal if signal.ndim == 3 else signal[None]
+        prepared = []
+        for index, record in enumerate(batch):
+            try:
+                prepared.append(self.prepare(record, fs, channel_names))
+            except ValueError as error:
+                raise ValueError(f"record {index}: {error}") from None
+        names = [str(i) for i in range(len(batch))]
+        return self._embed(names, prepared, batch_size, progress, keep_tokens=True)
+
+    def prepare(self, signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> _Windows:
+        """One record (channels, samples) in mV at ``fs`` as the cache prepares a record."""
+        signal = np.asarray(signal)
+        if signal.ndim != 2 or len(channel_names) != len(signal):
+            raise ValueError(f"{len(channel_names)} channel names for a signal of shape {signal.shape}")
+        rows = self._lead_rows([str(name) for name in channel_names])
+        x = signal[rows].astype(np.float32)  # the cache reads records as float32 mV
+        bad = [self.leads[i] for i in np.flatnonzero(~np.isfinite(x).all(axis=1))]
+        if bad:
+            raise ValueError(f"non-finite samples on leads {bad}")
+        x = resample(x, fs, self.fs)
+        count = x.shape[-1] // self.window
+        if count == 0:
+            raise ValueError(
+                f"the record lasts {signal.shape[-1] / fs:.2f} s, shorter than the run's "
+                f"{self.window / self.fs:g} s window"
+            )
+        signals, outcomes = [], []
+        for w in range(count):
+            decimated, outcome, _ = prepare_record(x[:, w * self.window : (w + 1) * self.window], self.provider)
+            signals.append(self.cache.norm.apply(decimated))
+            outcomes.append(outcome)
+        return _Windows(
+            np.stack(signals),
+            np.stack([o.phase_centre for o in outcomes]),
+            np.array([o.qc_ok for o in outcomes]),
+            [o.qc_reason for o in outcomes],
+            np.arange(count) * self.window / self.fs,
+        )
+
+    def _lead_rows(self, names: list[str]) -> list[int]:
+        """Rows of the run's leads in ``names`` (case-insensitive); a ValueError lists those missing."""
+        try:
+            return channel_indices(names, self.leads)
+        except KeyError:
+            missing = [lead for lead in self.leads if lead.lower() not in {n.lower() for n in names}]
+            raise ValueError(f"no channel for the run's leads {missing} (the record has {names})") from None
+
+    def read(self, path: str | os.PathLike) -> tuple[np.ndarray, float, list[str]]:
+        """A WFDB record (path without extension): (channels, samples) mV, fs, channel names.
+
+        Raises FileNotFoundError or ValueError (unreadable, a missing lead, a lead not in mV).
+        """
+        import wfdb
+
+        from cyclejepa.phase.records import read_wfdb
+
+        record = read_wfdb(path, wfdb.rdrecord)
+        names = [str(name) for name in record.sig_name]
+        rows = self._lead_rows(names)
+        units = record.units or [None] * len(names)
+        other = [f"{names[r]} ({units[r]})" for r in rows if (units[r] or "mV").lower() != "mv"]
+        if other:
+            raise ValueError(f"leads {other} are not in mV, the unit the run was trained on")
+        return record.p_signal.T, float(record.fs), names
+
+    def embed_files(
+        self,
+        paths: Sequence[str | os.PathLike],
+        *,
+        batch_size: int = 256,
+        progress: bool = False,
+        keep_tokens: bool = True,
+    ) -> Embeddings:
+        """`embed` of WFDB records, ``batch_size`` records at a time.
+
+        A record that cannot be read or embedded is left out and listed in
+        `Embeddings.failed` with the reason; the others go on. ``keep_tokens`` False keeps only
+        the record embeddings, phases and QC (``tokens`` is None).
+        """
+        parts, failed = [], {}
+        with progress_bar(len(paths), "embedding records", enabled=progress) as advance:
+            for start in range(0, len(paths), batch_size):
+                names, prepared = [], []
+                for path in paths[start : start + batch_size]:
+                    try:
+                        prepared.append(self.prepare(*self.read(path)))
+                        names.append(str(path))
+                    except (FileNotFoundError, ValueError) as error:
+                        failed[str(path)] = str(error)
+                if prepared:
+                    parts.append(self._embed(names, prepared, batch_size, False, keep_tokens))
+                advance(len(paths[start : start + batch_size]))
+        if not parts:
+            raise ValueError(f"none of the {len(paths)} records could be embedded: {failed}")
+        return _concatenate(parts, failed)
+
+    def _embed(
+        self, names: list[str], prepared: list[_Windows], batch_size: int, progress: bool, keep_tokens: bool
+    ) -> Embeddings:
+        """Tokens of every window, then each record's mean over its phase-valid, QC-passing windows."""
+        tokens = extract_tokens(
+            self.model, np.concatenate([p.signals for p in prepared]), batch_size=batch_size,
+            device=self.device, progress=progress,
+        )  # fmt: skip
+        phases = np.concatenate([p.phases for p in prepared])
+        window_qc = np.concatenate([p.qc_ok for p in prepared])
+        windows = np.array([len(p.qc_ok) for p in prepared], dtype=np.int64)
+        embeddings = np.full((len(prepared), tokens.shape[-1]), np.nan)
+        reasons = np.full(len(prepared), "", dtype=object)
+        for i, (start, p) in enumerate(zip(np.cumsum(windows) - windows, prepared)):
+            rows = slice(start, start + windows[i])
+            kept = np.where(window_qc[rows, None], phases[rows], np.nan)  # failing windows: no valid token
+            reps = record_representations(
+                tokens[rows].reshape(1, -1, tokens.shape[-1]), kept.reshape(1, -1), window_qc[rows].any()[None]
+            )
+            if len(reps.rows):
+                embeddings[i] = reps.features[0]
+            elif reps.excluded[QC_FAILED]:
+                reasons[i] = f"{QC_FAILED}: " + "; ".join(dict.fromkeys(r for r in p.qc_reason if r))
+            else:
+                reasons[i] = next(reason for reason, count in reps.excluded.items() if count)
+        return Embeddings(
+            records=np.array(names, dtype=str),
+            embeddings=embeddings,
+            qc_ok=~np.isnan(embeddings).any(axis=1),
+            qc_reason=reasons.astype(str),
+            windows=windows,
+            window_start=np.concatenate([p.start for p in prepared]),
+            window_qc_ok=window_qc,
+            window_qc_reason=np.array([r for p in prepared for r in p.qc_reason], dtype=str),
+            token_phases=phases,
+            tokens=tokens if keep_tokens else None,
+            source=dict(self.source),
+        )
+
+
+def _concatenate(parts: list[Embeddings], failed: dict[str, str]) -> Embeddings:
+    """The records of ``parts`` in order, as one `Embeddings`."""
+    first = parts[0]
+    joined = {
+        name: None if value is None else np.concatenate([getattr(p, name) for p in parts])
+        for name, value in vars(first).items()
+        if isinstance(value, np.ndarray) or value is None
+    }
+    return Embeddings(**joined, failed=failed, source=first.source)

@@ -1,0 +1,169 @@
+"""Embeddings out: `cyclejepa embed` and `load_encoder` against the evaluation stage on a tiny trained run."""
+
+import json
+import sys
+
+import numpy as np
+import pytest
+import torch
+from typer.testing import CliRunner
+
+import cyclejepa
+from cyclejepa import runner
+from cyclejepa.cli import app
+from cyclejepa.config import parse_config
+from cyclejepa.data.cache import read_record_fast
+from cyclejepa.data.preprocess import resample
+from cyclejepa.data.ptbxl import LEADS, PTBXL
+from cyclejepa.embed import check_output
+from cyclejepa.evaluation.stage import record_embeddings
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """A tiny run: 40 synthetic records, one arm, two training steps; and its record paths."""
+    out = tmp_path_factory.mktemp("embed")
+    cfg = parse_config({
+        "name": "tiny",
+        "output_dir": str(out / "run"),
+        "data": {"root": str(out / "corpus"), "synthetic_records": 40, "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
+        "symmetry": {"spectrum": "2x0+3x1+2x2+2x3"},
+        "model": {
+            "encoder": {"width": 16, "hidden": 32},
+            "projector": {"hidden": 32, "dim": 16},
+            "predictor": {"depth": 1, "heads": 2, "ffn": 32, "max_relative_position": 124},
+        },
+        "objectives": {"regulariser": {"options": {"num_directions": 16}}},
+        "training": {"steps": 2, "batch_size": 4, "checkpoint_every": 1},
+        "runs": {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 1.0}]},
+        "evaluation": {"steps": [1, 2], "headline_step": 1},
+    })
+    runner.write_resolved_config(cfg)
+    cache = runner.prepare(cfg, progress=False)
+    runner.pretrain(cfg, cache, runner.plan_runs(cfg)[0], progress=False)
+    meta = PTBXL(cfg.data.root).metadata
+    paths = {int(i): str(cfg.data.root / name) for i, name in zip(meta["ecg_id"], meta["filename_hr"])}
+    return cfg, cache, paths
+
+
+def evaluation_embeddings(cfg, cache, encoder):
+    """The evaluation stage's record representations with the encoder's model, by ecg_id."""
+    reps = record_embeddings(cfg, cache, encoder.model, torch.device("cpu"))
+    return cache.columns["ecg_id"][reps.rows], reps.features
+
+
+def write_record(path, signal, fs, names):
+    import wfdb
+
+    wfdb.wrsamp(path.name, fs=fs, units=["mV"] * len(names), sig_name=list(names), p_signal=signal.T,
+                fmt=["16"] * len(names), adc_gain=[1000.0] * len(names), baseline=[0] * len(names), write_dir=str(path.parent))
+    return str(path)
+
+
+def test_cli_and_load_encoder_give_the_evaluation_stages_embeddings(trained, tmp_path):
+    cfg, cache, paths = trained
+    fewer = write_record(tmp_path / "fewer", np.full((5, 5000), 0.1), 500, LEADS[:5])
+    short = write_record(tmp_path / "short", read_record_fast(paths[1])[:, :3000], 500, LEADS)
+    bad = [str(tmp_path / "missing"), fewer, short]
+    out = tmp_path / "all.npz"
+    result = CliRunner().invoke(app, ["embed", str(cfg.output_dir), *paths.values(), *bad, "--out", str(out), "--device", "cpu", "--batch-size", "16"])
+    assert result.exit_code == 1, result.output  # some records failed
+    assert "40 records embedded" in result.output and "3 failed" in result.output
+    assert f"{bad[0]}: WFDB record {bad[0]!r} not found" in result.output
+    saved = np.load(out)
+    failed = json.loads(str(saved["failed"]))
+    assert set(failed) == set(bad)
+    assert failed[fewer].startswith("no channel for the run's leads ['aVF', 'V1', 'V2', 'V3', 'V4', 'V5', 'V6']")
+    assert failed[short] == "the record lasts 6.00 s, shorter than the run's 10 s window"
+    assert json.loads(str(saved["source"]))["step"] == 1  # evaluation.headline_step, not the latest (2)
+
+    encoder = cyclejepa.load_encoder(cfg.output_dir, device="cpu")
+    ids, features = evaluation_embeddings(cfg, cache, encoder)
+    by_path = {p: i for i, p in enumerate(saved["records"])}
+    rows = [by_path[paths[i]] for i in ids]
+    np.testing.assert_allclose(saved["embeddings"][rows], features, rtol=1e-5, atol=1e-6)
+    assert saved["qc_ok"][rows].all() and len(ids) > 30
+    order = [by_path[paths[i]] for i in cache.columns["ecg_id"]]
+    np.testing.assert_array_equal(saved["token_phases"][order], cache.phases("centre"))
+    np.testing.assert_array_equal(saved["window_qc_ok"][order], cache.columns["qc_ok"])
+
+    batch = np.stack([read_record_fast(paths[i]) for i in ids])  # arrays, not files
+    direct = encoder.embed(batch, 500, [lead.lower() for lead in LEADS], batch_size=7)
+    np.testing.assert_allclose(direct.embeddings, features, rtol=1e-5, atol=1e-6)
+    single = encoder.embed(batch[3], 500.0, LEADS)
+    np.testing.assert_allclose(single.embeddings[0], features[3], rtol=1e-5, atol=1e-6)
+    assert single.tokens.shape == (1, 125, 16) and single.token_phases.shape == (1, 125)
+
+
+def test_a_long_record_is_cut_into_windows_of_the_training_length(trained, tmp_path):
+    cfg, cache, paths = trained
+    encoder = cyclejepa.load_encoder(cfg.output_dir, step=2, device="cpu")
+    first, second = read_record_fast(paths[1]), read_record_fast(paths[2])
+    long = np.concatenate([first, second, first[:, :2500]], axis=1)  # 25 s: two windows, 5 s dropped
+    together = encoder.embed(long, 500, LEADS)
+    alone = encoder.embed(np.stack([first, second]), 500, LEADS)
+    assert together.windows.tolist() == [2] and together.window_start.tolist() == [0.0, 10.0]
+    np.testing.assert_allclose(together.tokens, alone.tokens, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(together.token_phases, alone.token_phases)
+    valid = ~np.isnan(alone.token_phases) & alone.window_qc_ok[:, None]
+    np.testing.assert_allclose(together.embeddings[0], alone.tokens[valid].mean(axis=0), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="record 0: the record lasts 6.00 s, shorter than the run's 10 s window"):
+        encoder.embed(np.stack([first[:, :3000], second[:, :3000]]), 500, LEADS)
+
+
+def test_resample_matches_the_sampled_sine():
+    for fs, fs_out in ((250, 500), (360, 500), (1000, 500)):
+        t = np.arange(int(4 * fs)) / fs
+        y = resample(np.sin(2 * np.pi * 7.0 * t)[None], fs, fs_out)
+        t_out = np.arange(y.shape[-1]) / fs_out
+        inner = slice(fs_out // 2, -fs_out // 2)  # away from the padded ends
+        assert y.shape == (1, int(4 * fs_out)) and y.dtype == np.float32
+        np.testing.assert_allclose(y[0, inner], np.sin(2 * np.pi * 7.0 * t_out)[inner], atol=2e-3)
+
+
+def test_npz_and_parquet_round_trip(trained, tmp_path):
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    cfg, cache, paths = trained
+    long = np.concatenate([read_record_fast(paths[i]) for i in (5, 6, 7)], axis=1)[:, :12500]  # 25 s
+    fast = write_record(tmp_path / "fast", resample(long, 500, 1000).astype(np.float64), 1000, LEADS)
+    encoder = cyclejepa.load_encoder(cfg.output_dir / "runs" / "winder-seed0", device="cpu")
+    result = encoder.embed_files([paths[1], fast, paths[2]], batch_size=2)
+    assert result.windows.tolist() == [1, 2, 1] and not result.failed
+    npz = np.load(result.save(tmp_path / "e.npz"))
+    for name in ("records", "embeddings", "qc_ok", "qc_reason", "windows", "window_start", "window_qc_ok",
+                 "window_qc_reason", "token_phases", "tokens"):
+        np.testing.assert_array_equal(npz[name], getattr(result, name), err_msg=name)
+    table = pd.read_parquet(result.save(tmp_path / "e.parquet"))
+    assert table["record"].tolist() == result.records.tolist()
+    np.testing.assert_array_equal(np.stack(table["embedding"]), result.embeddings)
+    np.testing.assert_array_equal(table["qc_ok"], result.qc_ok)
+    np.testing.assert_array_equal(table["windows"], result.windows)
+    for name in ("window_start", "window_qc_ok", "window_qc_reason", "token_phases", "tokens"):
+        flat = np.concatenate([nested_array(cell) for cell in table[name]])  # records' windows in order
+        np.testing.assert_array_equal(flat, getattr(result, name), err_msg=name)
+
+
+def nested_array(cell):
+    """A parquet list cell as pandas gives it (object arrays of arrays) as one numpy array."""
+    if cell.dtype == object and len(cell) and isinstance(cell[0], np.ndarray):
+        return np.stack([nested_array(inner) for inner in cell])
+    return np.array(cell.tolist())
+
+
+def test_bad_arguments_fail_before_any_work(trained, tmp_path, monkeypatch):
+    cfg, _, paths = trained
+    with pytest.raises(ValueError, match=r"unknown format '\.csv'; use one of \.npz, \.parquet"):
+        check_output(tmp_path / "e.csv")
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    with pytest.raises(ValueError, match=r"parquet needs pyarrow \(pip install pyarrow\)"):
+        check_output(tmp_path / "e.parquet")
+    with pytest.raises(FileNotFoundError, match=r"no checkpoint of step 3 .* it holds steps \[1, 2\]"):
+        cyclejepa.load_encoder(cfg.output_dir, step=3, device="cpu")
+    with pytest.raises(ValueError, match=r"has no run arm control"):
+        cyclejepa.load_encoder(cfg.output_dir, arm="control", device="cpu")
+    with pytest.raises(FileNotFoundError, match="no config.yaml"):
+        cyclejepa.load_encoder(tmp_path, device="cpu")
+    result = CliRunner().invoke(app, ["embed", str(cfg.output_dir), str(tmp_path / "missing"), "--out", str(tmp_path / "e.npz")])
+    assert result.exit_code == 1 and "none of the 1 records could be embedded" in result.output
+    assert not (tmp_path / "e.npz").exists()
