@@ -219,7 +219,8 @@ def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, trans
     """Train one run on the cache's training folds, resuming from its last checkpoint; returns the trainer."""
     from cyclejepa.training import Distributed, Trainer, latest_checkpoint
 
-    rows = cache.select(use_folds(cfg, "pre-training", "data.train_folds"))
+    folds = use_folds(cfg, "pre-training", "data.train_folds")
+    rows = cache.select(folds)
     trainer = Trainer(
         cfg, cache.signals[rows], training_phases(cache, rows, cfg.phase.convention), directory,
         seed=seed, transport_weight=transport_weight, dist=dist or Distributed(),
@@ -270,6 +271,8 @@ def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
         from cyclejepa.evaluation.report import write_grid_summary
 
         cells = expand_grid(cfg)
+        for _, cell in cells:  # every cell passes the seal before the first one starts
+            require_unsealed(cell)
         for _, cell in cells:
             run_experiment(cell, progress=progress)
         return write_grid_summary(Path(cfg.output_dir), cells)

@@ -150,10 +150,10 @@ def core_metrics(
     """Probes on the three diagnostic tasks, transport gain + G1, amplitude, coherence, effective rank."""
     ev = cfg.evaluation
     model, symmetry = objective.model, objective.symmetry
-    patients, qc_ok = cache.columns["patient_id"], cache.columns["qc_ok"]
-    phases = cache.phases("centre")
     reps = record_embeddings(cfg, cache, model, device, progress)  # the folds passed the seal there
     train_folds, eval_folds = cfg.data.train_folds, cfg.data.eval_folds
+    patients, qc_ok = cache.columns["patient_id"], cache.columns["qc_ok"]
+    phases = cache.phases("centre")
     result: dict[str, Any] = {"representations": {"records": len(reps.rows), "excluded": reps.excluded}}
     diagnostic, fitted = {}, {}
     tasks = diagnostic_tasks(cache, train_folds, eval_folds, min_positives=ev.eligible_min_positives)
@@ -224,7 +224,8 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, 
     figures.mkdir(parents=True, exist_ok=True)
     ring, umap = figures / f"phase-ring-step{step:06d}.png", figures / f"umap-step{step:06d}.png"
     if not (ring.exists() and (umap.exists() or not cfg.evaluation.umap)):
-        rows = cache.select(use_folds(cfg, "figures", "data.train_folds"))
+        folds = use_folds(cfg, "figures", "data.train_folds")
+        rows = cache.select(folds)
         rows = rows[cache.columns["qc_ok"][rows]][:2000]  # the paper draws both from folds 1-9
         phases = cache.phases("centre")[rows]
         runs = {}
