@@ -276,16 +276,34 @@ def test_detects_r_peaks_single_lead_at_other_rates(fs):
     np.testing.assert_allclose(peaks / fs, r_times, atol=0.010)
 
 
-@pytest.mark.parametrize("sign", [1.0, -1.0])
-def test_refinement_lands_on_the_extremum_of_either_polarity(sign):
+def two_wave_ecg(fs, r_mv, s_mv, seed=4):
+    """Beats of an R wave (``r_mv``) and an S wave (``s_mv``, 30 ms later) plus 0.4 mV baseline
+    wander; returns the signal and the samples of the R-wave and S-wave extrema."""
+    rng = np.random.default_rng(seed)
+    beats = 0.5 + np.cumsum(np.r_[0.0, 0.8 * (1 + 0.08 * rng.standard_normal(10))])
+    t = np.arange(round(10 * fs)) / fs
+    bump = lambda centre: np.exp(-0.5 * ((t - centre[:, None]) / 0.012) ** 2).sum(axis=0)  # noqa: E731
+    clean = r_mv * bump(beats) + s_mv * bump(beats + 0.03)
+    around = np.round(beats * fs).astype(int)[:, None] + np.arange(-5, 21)  # R - 10 ms to S + 10 ms
+    r_at = around[np.arange(len(beats)), np.argmax(np.sign(r_mv) * clean[around], axis=1)]
+    s_at = around[np.arange(len(beats)), np.argmax(np.sign(s_mv) * clean[around], axis=1)]
+    return clean + 0.4 * np.sin(2 * np.pi * 0.3 * t), r_at, s_at
+
+
+@pytest.mark.parametrize(
+    ("r_mv", "s_mv", "expected"),
+    [
+        (1.0, -0.3, "r"),  # qRs: the R wave
+        (0.5, -0.9, "r"),  # RS with the deeper S: still the R wave
+        (0.2, -1.0, "s"),  # rS, S over twice the r: the nadir
+        (-1.0, 0.3, "r"),  # an inverted lead: the trough of the inverted R
+    ],
+)
+def test_refinement_lands_on_the_r_wave_or_the_nadir(r_mv, s_mv, expected):
     fs = 500.0
-    _, r_times, clean = synthetic_ecg(fs, n_leads=1, noise_mv=0.0, wander_mv=0.0, seed=4)
-    ecg = sign * clean[0] + 0.4 * np.sin(2 * np.pi * 0.3 * np.arange(clean.shape[1]) / fs)
+    ecg, r_wave, s_wave = two_wave_ecg(fs, r_mv, s_mv)
     peaks = detect_r_peaks(ecg, fs)
-    window = np.arange(-30, 31)  # ±60 ms around each true R
-    around = np.round(r_times * fs).astype(int)[:, None] + window
-    r_wave = around[np.arange(len(r_times)), np.argmax(clean[0][around], axis=1)]
-    np.testing.assert_array_equal(peaks, r_wave)  # the trough when inverted
+    np.testing.assert_allclose(peaks, r_wave if expected == "r" else s_wave, rtol=0, atol=1)  # 2 ms
 
 
 def test_inverted_ectopic_beat_refines_to_its_trough():

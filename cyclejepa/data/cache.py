@@ -64,8 +64,9 @@ log = logging.getLogger(__name__)
 
 CACHE_FORMAT = 1
 """Version of the cache layout; part of the manifest hash."""
-PHASE_REVISION = 2
-"""Revision of the default R-peak detection (2: multi-lead fusion); part of the manifest hash,
+PHASE_REVISION = 3
+"""Revision of the default R-peak detection (2: multi-lead fusion; 3: timed on the R wave unless
+the QRS is negative); part of the manifest hash,
 so a cache built by an older detector is rebuilt rather than reused."""
 TOKEN_PATCH = 8
 """Samples per token at the decimated rate (80 ms at 100 Hz)."""

@@ -26,9 +26,10 @@
    also before the record end.
 6. **Refinement to the R extremum** of the chosen lead (``timing_row``; by default the best
    quality lead): the 0.5–45 Hz zero-phase band-passed lead within ±``refine_window_s``, on
-   the lead's dominant deflection (positive or negative, from the median beat), a beat whose
-   opposite deflection is more than twice as large (an inverted ectopic beat) taking the
-   opposite polarity.
+   the R wave, the QRS's positive deflection, unless the lead's negative deflection is more
+   than twice as large over the record (a QS or rS complex, an inverted lead: then the
+   nadir); a beat departs from that polarity only when clearly of the other kind (an inverted
+   ectopic beat: negative deflection over 4 times the positive).
 """
 
 from __future__ import annotations
@@ -57,7 +58,9 @@ SPIKE_RATIO = 10.0
 PREMATURE_RR_FACTOR = 0.6
 PREMATURE_LEVEL = 0.6
 SPIKE_S = 0.006
-OPPOSITE_BEAT_RATIO = 2.0
+NEGATIVE_QRS_RATIO = 2.0
+"""A lead (beat) is timed on its nadir when its negative deflection is over this many times its
+positive one (median over beats); a beat departs from its lead by a further factor of it."""
 FLAT = 1e-12
 DETECTION_FS = 125.0
 
@@ -310,9 +313,13 @@ def refine_to_extremum(
     """Move each detection to the R-wave extremum of one lead within ±``window_s``.
 
     ``signal`` is the (samples,) lead. It is band-passed 0.5–45 Hz (zero phase: no baseline,
-    no delay); its polarity is its dominant deflection over the record (median over beats of
-    the window maximum against minus the window minimum). A beat whose opposite deflection is
-    more than twice as large (an inverted ectopic beat) takes the opposite polarity.
+    no delay). A beat's negative-to-positive ratio is minus its window minimum over its window
+    maximum. The lead is timed on the R wave, its positive deflection (also in an RS complex
+    whose S is deeper than R is tall), unless the median ratio exceeds `NEGATIVE_QRS_RATIO`
+    (a QS or rS complex, an inverted lead): then on the nadir. A beat departs from its lead's
+    polarity only when its own ratio lies beyond that boundary by a further factor of
+    `NEGATIVE_QRS_RATIO` (above 4 on a positive lead: an inverted ectopic beat; below 1 on a
+    negative one), so that beats near the boundary do not flip one by one.
     """
     if len(detections) == 0:
         return np.zeros(0, np.int64)
@@ -321,9 +328,11 @@ def refine_to_extremum(
     window = np.clip(detections[:, None] + np.arange(-half, half + 1), 0, len(signal) - 1)
     values = filtered[window]  # (beats, window)
     peak, trough = values.max(axis=-1), -values.min(axis=-1)
-    record_up = np.median(peak) >= np.median(trough)
-    dominant, opposite = (peak, trough) if record_up else (trough, peak)
-    upward = record_up ^ (opposite > OPPOSITE_BEAT_RATIO * dominant)
+    ratio = NEGATIVE_QRS_RATIO
+    if np.median(trough) <= ratio * np.median(peak):
+        upward = trough <= ratio * ratio * peak
+    else:
+        upward = trough < peak
     polarity = np.where(upward, 1.0, -1.0)[:, None]
     extremum = np.argmax(polarity * values, axis=-1)
     refined = window[np.arange(len(detections)), extremum]
