@@ -31,12 +31,27 @@ Overrides = Annotated[
 ]
 
 
+def _show_version(value: bool) -> None:
+    if value:
+        console.print(f"cyclejepa {__version__}", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_show_version, is_eager=True, help="print the version and exit")
+    ] = False,
+) -> None:
+    """Phase-equivariant self-supervised learning on cyclic biosignals."""
+
+
 def _load(config: Path, overrides: list[str] | None):
     """Load a config or exit with its problems listed."""
     try:
         return load_config(config, overrides or [])
     except ConfigError as error:
-        errors.print(f"[red]invalid config[/red] {error}", markup=True, highlight=False)
+        errors.print(f"[red]invalid config[/red] {error}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
 
 
@@ -47,7 +62,7 @@ def _preflight(cfg) -> None:
     try:
         preflight(cfg)
     except ConfigError as error:
-        errors.print(f"[red]invalid config[/red] {error}", markup=True, highlight=False)
+        errors.print(f"[red]invalid config[/red] {error}", markup=True, highlight=False, soft_wrap=True)
         raise typer.Exit(code=2) from None
 
 
@@ -88,7 +103,11 @@ def phase(
     provider: Annotated[str, typer.Option(help="registered phase provider")] = "ecg-rpeak",
     format: Annotated[str, typer.Option("--format", help="jsonl or table")] = "jsonl",
 ) -> None:
-    """Detect cycle events (R-peaks) and phase QC for each record: one JSON object per record."""
+    """Detect cycle events (R-peaks) and phase QC for each record: one JSON object per record.
+
+    A record that cannot be read is reported on stderr and skipped; the exit status is 1 when
+    any was.
+    """
     import json
 
     from cyclejepa.phase import phase_record
@@ -97,19 +116,35 @@ def phase(
         raise typer.BadParameter(f"--format must be jsonl or table, got {format!r}")
     leads = lead.split(",") if lead and "," in lead else lead
     table = Table("record", "fs", "beats", "phase yield", "qc")
-    for record in records:
+    table.columns[0].overflow = "fold"  # whole names: records often share a long prefix
+    names, failed = _short_names(records), 0
+    for record, name in zip(records, names):
         try:
             result = phase_record(record, lead=leads, provider=provider)
-        except (FileNotFoundError, ValueError, KeyError) as error:
+        except (OSError, ValueError, KeyError) as error:
             errors.print(f"[red]{record}[/red]: {error}", highlight=False)
-            raise typer.Exit(code=1) from None
+            failed += 1
+            continue
         if format == "jsonl":
             print(json.dumps(result))
         else:
             verdict = "ok" if result["qc"]["ok"] else ", ".join(result["qc"]["reasons"])
-            table.add_row(result["record"], str(result["fs"]), str(len(result["r_peaks"])), f"{result['phase_yield']:.3f}", verdict)
-    if format == "table":
+            table.add_row(name, str(result["fs"]), str(len(result["r_peaks"])), f"{result['phase_yield']:.3f}", verdict)
+    if format == "table" and table.row_count:
         console.print(table)
+    if failed:
+        errors.print(f"{failed} of {len(records)} records could not be read", highlight=False)
+        raise typer.Exit(code=1)
+
+
+def _short_names(records: list[Path]) -> list[str]:
+    """Record paths without the folder they all share (whole paths for a single record)."""
+    if len(records) < 2:
+        return [str(r) for r in records]
+    import os
+
+    shared = os.path.commonpath([os.path.abspath(r.parent) for r in records])
+    return [os.path.relpath(os.path.abspath(r), shared) for r in records]
 
 
 @app.command()
@@ -118,11 +153,20 @@ def synth(
     records: Annotated[int, typer.Option(min=1, help="number of records")] = 2000,
     seed: Annotated[int, typer.Option(help="random seed")] = 0,
     workers: Annotated[int, typer.Option(min=1, help="worker processes")] = 1,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="replace a corpus already in --out")] = False,
 ) -> None:
     """Write a synthetic corpus in the exact PTB-XL layout, with ground-truth R-peaks."""
+    from cyclejepa.data.ptbxl import DATABASE_CSV
     from cyclejepa.data.synthetic import write_synthetic_corpus
 
-    path = write_synthetic_corpus(out, records, seed=seed, workers=workers)
+    if (out / DATABASE_CSV).exists() and not overwrite:
+        errors.print(
+            f"[red]error[/red] {out} already holds a corpus ({DATABASE_CSV}); pass --overwrite to "
+            "replace it, or choose another --out",
+            highlight=False,
+        )
+        raise typer.Exit(code=1)
+    path = write_synthetic_corpus(out, records, seed=seed, workers=workers, overwrite=overwrite)
     console.print(f"wrote {records} synthetic records to {path}")
 
 
@@ -212,11 +256,19 @@ BENCHMARKS = {"throughput": "cyclejepa.bench.throughput", "allocations": "cyclej
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, add_help_option=False)
 def benchmark(
     ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="throughput or allocations; options after it go to the benchmark")],
+    name: Annotated[
+        str | None, typer.Argument(help="throughput or allocations; options after it go to the benchmark")
+    ] = None,
 ) -> None:
-    """Run a benchmark: `throughput` (speed and memory of the trainer's parts) or `allocations`."""
+    """Run a benchmark: `throughput` (speed and memory of the trainer's parts) or `allocations`.
+
+    `cyclejepa benchmark NAME --help` lists the options of benchmark NAME.
+    """
     import importlib
 
+    if name in (None, "--help", "-h"):
+        console.print(ctx.get_help(), highlight=False, markup=False)
+        raise typer.Exit(code=0 if name else 2)
     if name not in BENCHMARKS:
         raise typer.BadParameter(registry.unknown_name_message("benchmark", name, list(BENCHMARKS)))
     importlib.import_module(BENCHMARKS[name]).main(ctx.args)

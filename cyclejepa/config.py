@@ -489,7 +489,7 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
         try:
             node[leaf] = yaml.safe_load(text)
         except yaml.YAMLError as error:
-            reason = getattr(error, "problem", None) or str(error).splitlines()[0]
+            reason = " ".join((getattr(error, "problem", None) or str(error)).split())
             raise ConfigError([f"{key}: value {text!r} is not valid YAML ({reason}); quote it or fix it"], f"--set {item}") from None
     return result
 

@@ -1,0 +1,100 @@
+"""Validation up front: every check that the config and the files on disk allow fails in
+`validate`, in `run --dry-run` and at the start of `run`, before any work, with the key path,
+the allowed values and the closest match."""
+
+import json
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from cyclejepa.cli import app
+from cyclejepa.data.synthetic import write_synthetic_corpus
+
+# (overrides, expected fragments of the one problem line)
+CASES = {
+    "malformed spectrum": ({"symmetry": {"spectrum": "4x0+banana"}}, ["symmetry.spectrum: malformed term 2 ('banana')"]),
+    "repeated harmonic": ({"symmetry": {"spectrum": "4x0+4x1+4x1"}}, ["symmetry.spectrum: frequency 1 appears in more than one term"]),
+    "spectrum dimension": (
+        {"symmetry": {"spectrum": "4x0+4x1"}},
+        ["symmetry.spectrum: '4x0+4x1' has dimension 12, but model.projector.dim is 256"],
+    ),
+    "anomaly family": (
+        {"evaluation": {"families": ["ectopic", "st-shfit"]}},
+        ["evaluation.families[1]: unknown anomaly family 'st-shfit'", "registered: attenuation,", "Did you mean 'st-shift'?"],
+    ),
+    "headline step": (
+        {"evaluation": {"headline_step": 14000}},
+        ["evaluation.headline_step: 14000 is not evaluated; allowed: evaluation.steps [5000, 15000, 30000]. Did you mean 15000?"],
+    ),
+    "step beyond training": (
+        {"training": {"steps": 20000}, "evaluation": {"steps": [5000, 15000, 30000]}},
+        ["evaluation.steps: 30000 is beyond training.steps (20000)"],
+    ),
+    "fold overlap": (
+        {"data": {"train_folds": [1, 2, 3], "eval_folds": [3, 4]}},
+        ["data.eval_folds: folds [3] are also in data.train_folds [1, 2, 3]"],
+    ),
+    "device name": ({"training": {"device": "banana"}}, ["training.device: unknown device 'banana': use auto, cpu, cuda or cuda:N"]),
+    "missing device": ({"evaluation": {"device": "cuda:7"}}, ["evaluation.device: device 'cuda:7': this machine has"]),
+    "duplicate arm": (
+        {"runs": {"arms": [{"name": "winder", "transport_weight": 1.0}, {"name": "winder", "transport_weight": 0.0}]}},
+        ["runs.arms: arm name 'winder' appears 2 times"],
+    ),
+    "provider option": (
+        {"phase": {"options": {"min_event": 3}}},
+        ["phase.options.min_event: unknown option of phase provider 'ecg-rpeak'", "allowed: detection_leads, detector,", "Did you mean 'min_events'?"],
+    ),
+}
+
+
+def write(tmp_path, sections):
+    path = tmp_path / "c.yaml"
+    path.write_text(json.dumps({"output_dir": str(tmp_path / "out"), **sections}))
+    return path
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, [str(a) for a in args], terminal_width=400)
+
+
+def assert_refused_everywhere(tmp_path, path, fragments):
+    """`validate`, `run --dry-run` and `run` exit 2 naming the problem; nothing is written."""
+    for command in (["validate", path], ["run", path, "--dry-run"], ["run", path]):
+        result = invoke(*command)
+        assert result.exit_code == 2, (command, result.output)
+        flat = " ".join(result.output.split())
+        for fragment in fragments:
+            assert fragment in flat, (command, fragment, result.output)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_config_that_would_fail_later_is_refused_up_front(tmp_path, case):
+    sections, fragments = CASES[case]
+    if case == "missing device" and torch.cuda.device_count() > 7:
+        pytest.skip("this machine has a cuda:7")
+    assert_refused_everywhere(tmp_path, write(tmp_path, sections), fragments)
+
+
+def test_the_consistent_default_passes(tmp_path):
+    result = invoke("validate", write(tmp_path, {}))
+    assert result.exit_code == 0 and "valid" in result.output, result.output
+
+
+def test_a_synthetic_size_that_disagrees_with_the_corpus_on_disk(tmp_path):
+    corpus = write_synthetic_corpus(tmp_path / "corpus", 20, seed=0, progress=False)
+    data = {"root": str(corpus), "synthetic_records": 20, "synthetic_seed": 0}
+    assert invoke("validate", write(tmp_path, {"data": data})).exit_code == 0
+    data["synthetic_records"] = 40
+    assert_refused_everywhere(tmp_path, write(tmp_path, {"data": data}), [
+        f"data.synthetic_records: the corpus at {corpus} was written with synthetic_records 20, synthetic_seed 0, not 40, 0",
+    ])
+
+
+def test_a_malformed_override_is_one_line_naming_it(tmp_path):
+    result = invoke("validate", write(tmp_path, {}), "--set", "x=[1")
+    assert result.exit_code == 2
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1, result.output
+    assert "--set x=[1: x: value '[1' is not valid YAML" in lines[0] and "Traceback" not in result.output
