@@ -1,0 +1,61 @@
+"""The smaller commands: `--version`, `benchmark --help`, `synth` into a corpus, `phase` over
+several records with bad ones among them."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from cyclejepa import __version__
+from cyclejepa.cli import app
+from cyclejepa.data.synthetic import write_synthetic_corpus
+
+cli = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Three synthetic records, deep enough that their paths share a long prefix."""
+    root = tmp_path_factory.mktemp("cli") / ("a-long-folder-name-" * 4) / "corpus"
+    return write_synthetic_corpus(root, 3, seed=0, progress=False)
+
+
+def test_version_prints_the_package_version():
+    result = cli.invoke(app, ["--version"])
+    assert result.exit_code == 0 and result.stdout.strip() == f"cyclejepa {__version__}"
+
+
+def test_benchmark_help_lists_the_benchmarks_and_each_passes_its_own_help():
+    result = cli.invoke(app, ["benchmark", "--help"])
+    assert result.exit_code == 0 and "throughput" in result.stdout and "allocations" in result.stdout
+    own = cli.invoke(app, ["benchmark", "throughput", "--help"])
+    assert own.exit_code == 0 and "--quick" in own.stdout
+
+
+def test_synth_into_an_existing_corpus_says_to_pass_overwrite(corpus):
+    database = (corpus / "ptbxl_database.csv").read_bytes()
+    result = cli.invoke(app, ["synth", "--out", str(corpus), "--records", "2"])
+    assert result.exit_code == 1 and result.exception is None or isinstance(result.exception, SystemExit)
+    assert "already holds a corpus" in result.stderr and "--overwrite" in result.stderr
+    assert "overwrite=True" not in result.output  # no Python argument, no traceback
+    assert (corpus / "ptbxl_database.csv").read_bytes() == database
+
+
+@pytest.mark.parametrize("format", ["jsonl", "table"])
+def test_phase_reports_each_bad_record_goes_on_and_exits_non_zero(corpus, tmp_path, format):
+    records = corpus / "records500" / "00000"
+    broken = tmp_path / "00009_hr"
+    broken.with_suffix(".hea").write_text("not a header\n")
+    paths = [records / "00001_hr", tmp_path / "missing", records / "00002_hr", broken, records / "00003_hr"]
+    result = cli.invoke(app, ["phase", *map(str, paths), "--format", format])
+    assert result.exit_code == 1
+    assert f"{tmp_path / 'missing'}:" in result.stderr and f"{broken}:" in result.stderr
+    assert "2 of 5 records could not be read" in result.stderr
+    good = [str(paths[i]) for i in (0, 2, 4)]
+    if format == "jsonl":
+        assert [json.loads(line)["record"] for line in result.stdout.splitlines()] == good
+    else:  # one row per good record, each with its own, whole name
+        rows = [line for line in result.stdout.splitlines() if "_hr" in line]
+        assert len(rows) == 3, result.stdout
+        for name, row in zip(("00001_hr", "00002_hr", "00003_hr"), rows):
+            assert name in row
