@@ -1,0 +1,118 @@
+"""Run identity: a run is the keys that change its weights. Evaluation, reporting, unsealing,
+workers, devices and names never invalidate training; other keys are refused, named."""
+
+import json
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from cyclejepa import runner
+from cyclejepa.cli import app
+from cyclejepa.config import ConfigError, apply_overrides, identity_differences, parse_config
+
+TINY = {
+    "name": "tiny",
+    "symmetry": {"spectrum": "2x0+3x1+2x2+2x3"},
+    "model": {
+        "encoder": {"width": 16, "hidden": 32},
+        "projector": {"hidden": 32, "dim": 16},
+        "predictor": {"depth": 1, "heads": 2, "ffn": 32, "max_relative_position": 124},
+    },
+    "objectives": {"regulariser": {"options": {"num_directions": 16}}},
+    "training": {"steps": 2, "batch_size": 8, "checkpoint_every": 2},
+    "runs": {"seeds": [0]},
+    "evaluation": {
+        "steps": [2], "bootstrap": 10, "anomaly_records": 4, "families": ["ectopic"], "severities": [0.0, 2.0],
+        "umap": False, "eligible_min_positives": 1,
+    },
+}
+
+EXECUTION_ONLY = [
+    "name=renamed", "output_dir=elsewhere", "data.root=/moved", "data.cache_dir=/c", "data.workers=4",
+    "data.eval_folds=[9]", "training.device=cpu", "training.compile=true", "training.checkpoint_every=1",
+    "runs.at_once=2", "runs.seeds=[0,5]", "evaluation.unseal=true", "evaluation.bootstrap=7", "evaluation.device=cpu",
+    "evaluation.steps=[1]", "evaluation.umap=false", "objectives.transport_weight=0.3",
+]
+WEIGHT_KEYS = [
+    ("model.encoder.width=24", "model.encoder.width: 16 → 24"),
+    ("optimiser.lr=0.01", "optimiser.lr: 0.0003 → 0.01"),
+    ("training.steps=4", "training.steps: 2 → 4"),
+    ("training.batch_size=4", "training.batch_size: 8 → 4"),
+    ("training.precision=bf16", 'training.precision: "auto" → "bf16"'),
+    ("data.train_folds=[1,2,3]", "data.train_folds: [1, 2, 3, 4, 5, 6, 7, 8, 9] → [1, 2, 3]"),
+    ("phase.options={lead: V1}", 'phase.options.lead: "(absent)" → "V1"'),
+]
+
+
+def identity(overrides=(), transport_weight=1.0, seed=0):
+    return parse_config(apply_overrides(TINY, list(overrides))).training_identity(transport_weight, seed)
+
+
+@pytest.mark.parametrize("override", EXECUTION_ONLY)
+def test_execution_and_evaluation_keys_leave_the_identity_unchanged(override):
+    assert identity([override]) == identity()
+
+
+@pytest.mark.parametrize("override, named", WEIGHT_KEYS)
+def test_a_key_that_changes_the_weights_changes_the_identity_and_is_named(override, named):
+    assert named in identity_differences(identity(), identity([override]))
+
+
+def test_the_arm_and_seed_are_part_of_the_identity():
+    assert identity_differences(identity(), identity(transport_weight=0.0, seed=3)) == [
+        "arm.transport_weight: 1.0 → 0.0", "seed: 0 → 3",
+    ]
+    paper, changed = (parse_config(dict(TINY, augmentations=[{"name": "tone", "p": p}])) for p in (0.5, 0.1))
+    assert identity_differences(paper.training_identity(1.0, 0), changed.training_identity(1.0, 0)) == [
+        "augmentations[0].p: 0.5 → 0.1"
+    ]
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """The README's several-GPU flow on a tiny config: `cyclejepa train` per arm (the entry point
+    torchrun starts), then later `cyclejepa run --unseal` with other evaluation keys."""
+    out = tmp_path_factory.mktemp("identity")
+    config = out / "tiny.yaml"
+    raw = dict(TINY, output_dir=str(out / "run"), data={"root": str(out / "corpus"), "synthetic_records": 150})
+    config.write_text(yaml.safe_dump(raw))
+    for arm in ("winder", "control"):
+        result = CliRunner().invoke(app, ["train", str(config), "--arm", arm, "--seed", "0"])
+        assert result.exit_code == 0, result.output
+    return config, out / "run"
+
+
+def snapshot(run):
+    return {p: p.stat().st_mtime_ns for p in sorted((run / "runs").rglob("*")) if p.is_file()}
+
+
+def test_train_then_run_unsealed_with_other_evaluation_keys_reuses_the_checkpoints(trained):
+    config, run = trained
+    before = snapshot(run)
+    assert any(p.name == "step_000002.pt" for p in before) and any(p.name == "done.json" for p in before)
+    result = CliRunner().invoke(app, [
+        "run", str(config), "--unseal", "--set", "evaluation.bootstrap=12", "--set", "name=later",
+        "--set", "data.workers=2", "--set", "training.device=cpu",
+    ])
+    assert result.exit_code == 0, result.output
+    assert snapshot(run) == before  # no checkpoint, metrics row or done.json rewritten: nothing retrained
+    report = (run / "report" / "report.md").read_text()
+    assert "Sealed fold 10 was read by: cohort table, evaluation;" in report and "not touched" not in report
+    assert "| pre-training | `data.train_folds` | [1, 2, 3, 4, 5, 6, 7, 8, 9] | 2 |" in report
+    audit = [json.loads(line) for line in (run / "unseal_audit.jsonl").read_text().splitlines()]
+    assert {(e["stage"], tuple(e["folds"])) for e in audit} == {("cohort table", (10,)), ("evaluation", (10,))}
+
+
+def test_a_checkpoint_from_another_configuration_is_refused_with_the_keys_named(trained):
+    config, run = trained
+    for command in (["validate"], ["run", "--dry-run", "--unseal"], ["run", "--unseal"]):
+        result = CliRunner().invoke(app, [command[0], str(config), *command[1:], "--set", "model.encoder.width=24",
+                                          "--set", "optimiser.lr=0.01"])
+        assert result.exit_code == 2, result.output
+        flat = " ".join(result.output.split())
+        assert f"{run / 'runs' / 'winder-seed0'} was trained with other settings" in flat
+        assert "model.encoder.width: 16 → 24; optimiser.lr: 0.0003 → 0.01" in flat
+    cfg = parse_config(apply_overrides(yaml.safe_load(config.read_text()), ["training.steps=4", "evaluation.steps=[4]"]))
+    with pytest.raises(ConfigError, match="training.steps: 2 → 4"):
+        runner.preflight(cfg)
