@@ -7,8 +7,9 @@ cycle; the base class builds the phase track (phase by linear interpolation betw
 token phases) and applies the shared quality control. Registering a name makes the provider
 usable from a config (``phase: {provider: resp-breath}``) once this module is imported.
 
-RECORD is a WFDB record path (no extension) with a RESP channel; the default is the MIMIC-style
-sample ``v102s`` in ../shared/data/physionet-samples, and synthetic breathing when it is absent.
+RECORD is a WFDB record path (no extension) with a RESP channel; a RECORD that does not exist
+is an error. Without RECORD the MIMIC-style sample ``v102s`` in ../shared/data/physionet-samples
+is read, and synthetic breathing (said so in the output) when that sample is absent.
 """
 
 from __future__ import annotations
@@ -90,20 +91,26 @@ def synthetic_breathing(
     return signal[None], peaks[peaks < t[-1]]
 
 
-def load(record: Path) -> tuple[np.ndarray, float, list[str], str]:
-    """(signal, fs, channel names, description) of ``record``, or synthetic breathing."""
-    if record.with_suffix(".hea").is_file():
-        import wfdb
+def load(record: Path | None) -> tuple[np.ndarray, float, list[str], str]:
+    """(signal, fs, channel names, description) of ``record``; None reads `DEFAULT_RECORD`, or
+    synthetic breathing when it is absent. Raises FileNotFoundError for a missing ``record``."""
+    if record is None and not DEFAULT_RECORD.with_suffix(".hea").is_file():
+        signal, _ = synthetic_breathing()
+        return signal, 50.0, ["RESP"], f"synthetic breathing ({DEFAULT_RECORD} not found)"
+    record = DEFAULT_RECORD if record is None else record
+    if not record.with_suffix(".hea").is_file():
+        raise FileNotFoundError(f"record {record} not found: no {record}.hea (give a WFDB record path without extension)")
+    import wfdb
 
-        data = wfdb.rdrecord(str(record))
-        return data.p_signal.T, float(data.fs), data.sig_name, str(record)
-    signal, _ = synthetic_breathing()
-    return signal, 50.0, ["RESP"], "synthetic breathing (no record found)"
+    data = wfdb.rdrecord(str(record))
+    return data.p_signal.T, float(data.fs), data.sig_name, str(record)
 
 
 def main() -> None:
-    record = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT_RECORD
-    signal, fs, channel_names, source = load(record)
+    try:
+        signal, fs, channel_names, source = load(Path(sys.argv[1]) if len(sys.argv) > 1 else None)
+    except FileNotFoundError as error:
+        sys.exit(f"error: {error}")
     track = PHASE_PROVIDERS.build("resp-breath").phase(signal, fs, channel_names)
     qc = track.qc
     print(source)
