@@ -254,7 +254,7 @@ class Encoder:
 
         ``signal`` is in mV at ``fs`` Hz, its rows named by ``channel_names`` (matched to the
         run's leads case-insensitively; other channels are ignored). ``batch_size`` windows go
-        through the model at a time. A record the run cannot embed (a missing lead, shorter
+        through the model at a time; ``progress`` shows a progress bar over them. A record the run cannot embed (a missing lead, shorter
         than one window, non-finite samples) raises a ValueError naming it.
         """
         signal = np.asarray(signal)

@@ -142,6 +142,10 @@ def test_npz_and_parquet_round_trip(trained, tmp_path):
     for name in ("window_start", "window_qc_ok", "window_qc_reason", "token_phases", "tokens"):
         flat = np.concatenate([nested_array(cell) for cell in table[name]])  # records' windows in order
         np.testing.assert_array_equal(flat, getattr(result, name), err_msg=name)
+    light = encoder.embed_files([paths[1]], keep_tokens=False)  # --no-tokens
+    np.testing.assert_allclose(light.embeddings, result.embeddings[:1], rtol=1e-5, atol=1e-6)  # another batch
+    assert light.tokens is None and "tokens" not in np.load(light.save(tmp_path / "light.npz"))
+    assert "tokens" not in pd.read_parquet(light.save(tmp_path / "light.parquet")).columns
 
 
 def nested_array(cell):
