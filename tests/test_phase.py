@@ -383,3 +383,131 @@ def test_phase_record_errors_name_the_problem(physionet_samples, tmp_path):
         phase_record(tmp_path / "nonexistent")
     with pytest.raises(KeyError, match="'V9'.*'MLII'"):
         phase_record(physionet_samples / "100", lead="V9")
+
+
+# --- named detectors, the annotated real sets, real PTB-XL, the synthetic ground truth --------
+
+
+def test_detector_registry_names_the_default_first_and_suggests_close_names():
+    from cyclejepa.phase import detector_names, get_detector
+
+    names = detector_names()
+    assert names[0] == "cyclejepa" and {"pan-tompkins", "wfdb-xqrs", "neurokit2:neurokit"} <= set(names)
+    with pytest.raises(KeyError, match="did you mean 'pan-tompkins'"):
+        get_detector("pan-tomkins")
+    with pytest.raises(KeyError, match="pan-tomkins"):
+        EcgRPeakProvider(detector="pan-tomkins")  # at construction, before any record
+
+
+@pytest.mark.parametrize("detector", ["pan-tompkins", "neurokit2:neurokit", "wfdb-xqrs"])
+def test_named_detectors_run_on_the_timing_lead(detector):
+    signal, r_times, _ = synthetic_ecg(500.0, seed=8)
+    events = EcgRPeakProvider(lead="V5", detector=detector).phase(signal, 500.0, LEADS).events
+    det, ref = match_events(events, np.round(r_times * 500.0), 25)
+    assert len(det) == len(r_times) and len(events) <= len(r_times) + 1
+    lead_v5 = EcgRPeakProvider(lead="V5", detector=detector).phase(signal[[10]], 500.0, ["V5"])
+    np.testing.assert_array_equal(events, lead_v5.events)  # one lead read, the others ignored
+
+
+def reference_scores(name, detector):
+    from cyclejepa.phase import get_detector
+    from cyclejepa.phase.reference_sets import load_set, score_set
+
+    from conftest import SHARED
+
+    try:
+        records = list(load_set(name, SHARED / "data"))
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
+    detect = get_detector(detector)
+    return score_set(name, [(r, detect(r.signal, r.fs, 0)) for r in records])
+
+
+# Pooled (Se, PPV) that the default detector must reach on each set (benchmarks/
+# phase_validation.py; docs/phase.md): just under its own figures, and above the better of
+# NeuroKit2 0.2.13 `neurokit` and WFDB 4.3.1 XQRS there (cpsc2019: 0.884 / 0.957; cpsc2021:
+# 0.980 / 0.964).
+FLOORS = {"cpsc2019": (50, 0.935, 0.970), "cpsc2021": (18, 0.985, 0.968)}
+
+
+@pytest.mark.parametrize("name", ["cpsc2019", "cpsc2021"])
+def test_default_detector_beats_the_peers_on_the_cpsc_sets(name):
+    scores = reference_scores(name, "cyclejepa")
+    records, se, ppv = FLOORS[name]
+    assert scores["records"] == records
+    assert scores["sensitivity"] >= se and scores["ppv"] >= ppv, scores
+
+
+def test_default_detector_beats_pan_tompkins_on_cpsc2019():
+    """The single-lead core the paper names stays selectable; the default finds more beats."""
+    default, core = reference_scores("cpsc2019", "cyclejepa"), reference_scores("cpsc2019", "pan-tompkins")
+    assert default["tp"] > core["tp"] + 50 and default["fp"] < core["fp"]
+
+
+@pytest.fixture(scope="module")
+def ptbxl_records(tmp_path_factory):
+    """24 real PTB-XL records (500 Hz, 12 leads) of the shared archive, in mV."""
+    import tarfile
+
+    from cyclejepa.data.ptbxl import read_verified
+
+    from conftest import SHARED
+
+    archive = SHARED / "data" / "ptbxl-dev" / "ptbxl-dev-434.tar.xz"
+    if not archive.is_file():
+        pytest.skip(f"real PTB-XL records not found at {archive}")
+    folder = tmp_path_factory.mktemp("ptbxl-records")
+    complete = []
+    with tarfile.open(archive) as tar:
+        for member in tar:  # archive order; stop once 24 records are complete
+            if member.isfile() and "/records500/" in member.name:
+                path = folder / member.name.rsplit("/", 1)[1]
+                path.write_bytes(tar.extractfile(member).read())
+                if path.with_suffix(".hea").exists() and path.with_suffix(".dat").exists():
+                    complete.append(path.with_suffix(""))
+                    if len(complete) == 24:
+                        break
+    return {path.name: read_verified(path).astype(np.float64) for path in complete}
+
+
+def test_real_ptbxl_records_agree_with_the_beats_both_peers_find(ptbxl_records):
+    """Beats that NeuroKit2 and XQRS both find on lead II (±50 ms, 0.5 s edges aside): the
+    default provider finds each of them and adds none that neither has, except on the paced
+    record 498, where the peers mark the pacemaker spike and the default (spikes removed) the
+    paced QRS after it."""
+    from cyclejepa.data.ptbxl import LEADS as PTBXL_LEADS
+    from cyclejepa.phase import get_detector
+
+    assert "00498_hr" in ptbxl_records
+    failed = 0
+    for name, signal in ptbxl_records.items():
+        track = EcgRPeakProvider().phase(signal, 500.0, list(PTBXL_LEADS))
+        failed += not track.qc.ok
+        nk, xqrs = (get_detector(d)(signal, 500.0, 1) for d in ("neurokit2:neurokit", "wfdb-xqrs"))
+        both = nk[match_events(nk, xqrs, 25)[0]]
+        both, mine = (x[(x >= 250) & (x < 4750)] for x in (both, track.events))
+        if name == "00498_hr":
+            after = mine[np.minimum(np.searchsorted(mine, both), len(mine) - 1)] - both  # next detection
+            assert len(both) >= 8 and np.all((after >= 20) & (after <= 65)), after
+            continue
+        matched, _ = match_events(mine, both, 25)
+        assert len(matched) == len(both), (name, both, mine)
+        unmatched = np.delete(mine, matched)
+        near_a_peer = [min(np.abs(nk - e).min(initial=99), np.abs(xqrs - e).min(initial=99)) <= 25 for e in unmatched]
+        assert all(near_a_peer), (name, unmatched)
+    assert failed <= 1
+
+
+def test_synthetic_ground_truth_12_leads():
+    from cyclejepa.data.ptbxl import LEADS as PTBXL_LEADS
+    from cyclejepa.data.ptbxl import N_SAMPLES
+    from cyclejepa.data.synthetic import generate_records
+
+    records = generate_records(64, 0)
+    tp = fn = fp = 0
+    for signal, truth in zip(records.signals, records.rpeaks):
+        events = EcgRPeakProvider().phase(signal.astype(np.float64), 500.0, list(PTBXL_LEADS)).events
+        events, truth = (x[(x >= 25) & (x < N_SAMPLES - 25)] for x in (events, np.asarray(truth)))
+        matched, _ = match_events(events, truth, 25)
+        tp, fn, fp = tp + len(matched), fn + len(truth) - len(matched), fp + len(events) - len(matched)
+    assert tp > 700 and tp / (tp + fn) >= 0.99 and tp / (tp + fp) >= 0.99, (tp, fn, fp)
