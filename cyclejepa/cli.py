@@ -217,7 +217,7 @@ def train(
         raise typer.BadParameter(registry.unknown_name_message("arm", arm, list(arms)))
     plan = runner.RunPlan(arms[arm] if arm else cfg.runs.arms[0], cfg.runs.seeds[0] if seed is None else seed)
     dist = init_distributed(resolve_device(cfg.training.device).type)
-    with _user_errors(), output_lock(cfg.output_dir) if dist.is_main else nullcontext():
+    with _user_errors(), output_lock(runner.run_dir(cfg, plan)) if dist.is_main else nullcontext():
         if dist.is_main:
             runner.prepare(cfg)
         if dist.enabled:

@@ -2,10 +2,11 @@
 
 `output_lock` creates ``<directory>/.cyclejepa.lock`` (pid, host, command, start time, a random
 token) for as long as its ``with`` block runs, and removes it afterwards. A second writer on the
-same directory is refused with `OutputLocked`, naming the holder. A lock left by a process that
-no longer runs on this host is stale: it is taken over with a warning. Processes started by the
-holder (``runs.at_once`` training children) inherit the token through `HOLDER_ENV` and enter
-without taking the lock again; under ``torchrun`` only rank 0 takes it.
+same directory, or on a folder enclosing it or inside it while that one is held (`run` locks the
+output directory, `train` its run's folder), is refused with `OutputLocked`, naming the holder.
+A lock left by a process that no longer runs on this host is stale: it is taken over with a
+warning. Processes started by the holder (``runs.at_once`` training children) inherit its token
+through `HOLDER_ENV` and are not refused by it; under ``torchrun`` only rank 0 takes a lock.
 """
 
 from __future__ import annotations
@@ -50,6 +51,11 @@ def output_lock(directory: str | os.PathLike) -> Iterator[Path]:
     token = uuid.uuid4().hex
     with _guard(path):
         _take(path, token)
+    try:
+        _check_nested(path)
+    except OutputLocked:
+        path.unlink(missing_ok=True)
+        raise
     previous = os.environ.get(HOLDER_ENV)
     os.environ[HOLDER_ENV] = ",".join(filter(None, (previous, token)))
     try:
@@ -76,11 +82,7 @@ def _take(path: Path, token: str) -> None:
         pass
     held = _read(path)
     if held is not None and not _stale(held):
-        raise OutputLocked(
-            f"{path.parent} is in use by pid {held.get('pid')} on host {held.get('host')} "
-            f"({held.get('command', '?')}, since {held.get('started', '?')}); wait for it to end. "
-            f"If that process is gone, delete {path}."
-        )
+        raise _refusal(path, held)
     log.warning(
         "taking over the stale lock %s: %s",
         path,
@@ -88,6 +90,27 @@ def _take(path: Path, token: str) -> None:
     )
     path.unlink(missing_ok=True)
     _create(path, entry)
+
+
+def _check_nested(path: Path) -> None:
+    """Refuse when a live process other than our ancestors holds a lock of an enclosing folder
+    (a `run` writing the whole output directory) or of a folder inside (a `train` of one run)."""
+    directory = path.parent.resolve()
+    enclosing = [folder / LOCK_FILE for folder in directory.parents]
+    inside = [found for found in directory.rglob(LOCK_FILE) if found != directory / LOCK_FILE]
+    inherited = _inherited_tokens()
+    for other in (*enclosing, *inside):
+        held = _read(other) if other.is_file() else None
+        if held is not None and held.get("token") not in inherited and not _stale(held):
+            raise _refusal(other, held)
+
+
+def _refusal(path: Path, held: dict) -> OutputLocked:
+    return OutputLocked(
+        f"{path.parent} is in use by pid {held.get('pid')} on host {held.get('host')} "
+        f"({held.get('command', '?')}, since {held.get('started', '?')}); wait for it to end. "
+        f"If that process is gone, delete {path}."
+    )
 
 
 def _create(path: Path, entry: dict) -> None:

@@ -54,7 +54,7 @@ def test_run_and_train_refuse_before_any_work(holder, tmp_path):
         runner.run_experiment(load_config(config))
     result = CliRunner().invoke(app, ["train", str(config)])
     assert result.exit_code == 1 and f"pid {process.pid}" in result.output, result.output
-    assert sorted(p.name for p in out.iterdir()) == [LOCK_FILE]  # nothing prepared, trained or written
+    assert [p for p in out.rglob("*") if p.is_file()] == [out / LOCK_FILE]  # nothing prepared, trained or written
     assert not (tmp_path / "corpus").exists()
 
 
@@ -93,3 +93,21 @@ def test_concurrent_training_children_run_under_the_parents_lock(tmp_path):
         plan = runner.plan_runs(cfg)[0]
         train_concurrently(config, [RunJob(plan.arm.name, plan.seed, runner.run_dir(cfg, plan))], 1, 4, progress=False)
     assert runner._finished(cfg, plan)
+
+
+def test_runs_of_one_output_directory_train_side_by_side_but_a_run_waits(tmp_path):
+    """`train` locks its run's folder: another run's `train` goes ahead, a `run` of the whole
+    output directory is refused, and so is a `train` inside a directory a `run` holds."""
+    out = tmp_path / "out"
+    process = subprocess.Popen([sys.executable, "-c", HOLD, str(out / "runs" / "a"), "60"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline().strip() == "held"
+        with output_lock(out / "runs" / "b"):
+            pass
+        with pytest.raises(OutputLocked, match=rf"{out / 'runs' / 'a'} is in use by pid {process.pid}"):
+            with output_lock(out):
+                pytest.fail("a run entered while another process trains one of its runs")
+        assert not (out / LOCK_FILE).exists()  # the refused lock is not left behind
+    finally:
+        process.kill()
+        process.wait()
