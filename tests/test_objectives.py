@@ -358,3 +358,85 @@ def test_sample_cutoffs_cover_the_admissible_indices():
     torch.testing.assert_close(again, cutoffs[:10])
     with pytest.raises(ValueError, match="tokens >= 2"):
         sample_cutoffs(4, 1, gen)
+
+
+# ---------------------------------------------------------------- transport on a torus
+
+TORUS = "2x(0,0)+2x(1,0)+1x(0,1)+1x(1,1)+1x(2,-1)"  # K = 2 + 4 + 2 + 2 + 2 = 12
+TORUS_BLOCKS = [((0, 0), 2), ((1, 0), 2), ((0, 1), 1), ((1, 1), 1), ((2, -1), 1)]
+
+
+def torus_similarities(z: np.ndarray, phi: np.ndarray):
+    """Per record: mean c_R over ordered valid pairs, summed block by block in float64.
+
+    c_R = Σ_blocks ⟨R(⟨n, φ_u − φ_t⟩) ẑ_t[block], ẑ_u[block]⟩, R the 2×2 rotation (identity on
+    invariants); a token is valid when both coordinates are finite.
+    """
+    means = []
+    for record, phases in zip(z, phi):
+        unit = record / np.linalg.norm(record, axis=1, keepdims=True)
+        valid = [t for t in range(len(phases)) if np.isfinite(phases[t]).all()]
+        values = []
+        for t in valid:
+            for u in valid:
+                if t == u:
+                    continue
+                total, start = 0.0, 0
+                for n, copies in TORUS_BLOCKS:
+                    angle = float(np.dot(n, phases[u] - phases[t]))
+                    c, s = np.cos(angle), np.sin(angle)
+                    rotation = np.eye(1) if not any(n) else np.array([[c, -s], [s, c]])
+                    width = rotation.shape[0]
+                    for _ in range(copies):
+                        block = slice(start, start + width)
+                        total += rotation @ unit[t, block] @ unit[u, block]
+                        start += width
+                values.append(total)
+        means.append(np.mean(values) if values else np.nan)
+    return np.array(means)
+
+
+def test_torus_transport_loss_is_the_naive_sum_over_blocks():
+    from cyclejepa.symmetry import TorusSymmetry
+
+    rng = np.random.default_rng(11)
+    z = rng.normal(size=(4, 6, 12))
+    phi = rng.uniform(0, 2 * np.pi, size=(4, 6, 2))
+    phi[rng.random((4, 6)) < 0.25, 1] = np.nan  # respiration undefined: the token drops out
+    phi[0, :, 0] = np.nan  # a record without a defined cardiac phase
+    c_r = torus_similarities(z, phi)
+    expected = np.mean(1 - c_r[np.isfinite(c_r)])
+    torus = TorusSymmetry(TORUS)
+    loss = transport_loss(torch.from_numpy(z), torch.from_numpy(phi), torus)
+    assert loss.item() == pytest.approx(expected, abs=1e-10)
+    transported, _, pairs = pairwise_similarities(torch.from_numpy(z), torch.from_numpy(phi), torus)
+    np.testing.assert_allclose(transported.numpy(), c_r, atol=1e-10)
+    assert pairs[0] == 0
+
+
+def test_one_coordinate_as_t_by_1_is_bit_identical(symmetry, masked_batch):
+    from cyclejepa.symmetry import TorusSymmetry
+
+    z, phi = masked_batch
+    z = z.float().requires_grad_(True)
+    phi = phi.float()
+    reference = transport_loss(z, phi, symmetry)
+    (reference_grad,) = torch.autograd.grad(reference, z)
+    rank_one_torus = TorusSymmetry("2x(0)+2x(1)+1x(3)")  # rank 1, g of shape (..., 1)
+    cases = ((phi[..., None], symmetry), (phi[..., None], rank_one_torus), (phi, rank_one_torus))
+    for phases, group in cases:
+        loss = transport_loss(z, phases, group)
+        (grad,) = torch.autograd.grad(loss, z)
+        assert torch.equal(loss, reference) and torch.equal(grad, reference_grad)
+    stacked, flat = (pairwise_similarities(z, p, symmetry) for p in (phi[..., None], phi))
+    for a, b in zip(stacked, flat):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)  # bit for bit, NaN too
+
+
+def test_transport_names_a_phase_coordinate_count_the_symmetry_does_not_take(symmetry):
+    from cyclejepa.symmetry import TorusSymmetry
+
+    with pytest.raises(ValueError, match=r"phi of shape \(2, 5, 2\) has 2 phase coordinate.*rank 1"):
+        transport_loss(torch.randn(2, 5, 8), torch.zeros(2, 5, 2), symmetry)
+    with pytest.raises(ValueError, match=r"phi of shape \(2, 5\) has 1 phase coordinate.*rank 2"):
+        transport_loss(torch.randn(2, 5, 12), torch.zeros(2, 5), TorusSymmetry(TORUS))

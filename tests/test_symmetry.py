@@ -21,6 +21,7 @@ PAPER = "4x0+24x1+24x2+20x3+16x4+12x5+10x6+8x7+6x8+4x9+2x10"
 GAPPED = "8x0+40x1+40x4+40x7"
 TORUS = "4x(0,0)+8x(1,0)+8x(0,1)+4x(1,-1)"
 SMALL = "2x0+3x1+2x2+1x5"
+CARDIO_RESPIRATORY = "4x(0,0)+8x(1,0)+8x(0,1)+4x(1,1)"  # examples/cardio_respiratory.yaml
 
 
 # ----------------------------------------------------------------------------- references
@@ -149,7 +150,7 @@ def test_spectrum_equality_and_hash():
 # ----------------------------------------------------------------------------- group action
 
 
-@pytest.mark.parametrize("spec", [PAPER, GAPPED, "1x3+2x0+1x1", TORUS])
+@pytest.mark.parametrize("spec", [PAPER, GAPPED, "1x3+2x0+1x1", TORUS, CARDIO_RESPIRATORY])
 def test_matrix_matches_naive_block_diagonal(spec):
     symmetry = make_symmetry(spec, "canonical")
     for g in random_elements(symmetry, (4,), seed=1):
@@ -235,6 +236,23 @@ def test_shape_errors_are_clear():
         TorusSymmetry(TORUS).act(torch.zeros(3, 44), torch.zeros(3))
     with pytest.raises(ValueError, match="use TorusSymmetry"):
         U1Symmetry(TORUS)
+
+
+def test_element_maps_per_token_phase_coordinates_to_group_elements():
+    phases = torch.rand(3, 5, 2, dtype=torch.float64) * 2 * math.pi
+    torus = TorusSymmetry(CARDIO_RESPIRATORY)
+    assert torch.equal(torus.element(phases), phases)
+    u1 = U1Symmetry(SMALL)
+    assert torch.equal(u1.element(phases[..., :1]), phases[..., 0])  # (..., T, 1) acts as (..., T)
+    z = torch.randn(3, 5, torus.dim, dtype=torch.float64)
+    g = torus.element(phases)
+    # the torus acts coordinate-wise: rho(phi1 + psi1, phi2 + psi2) = rho(phi1, phi2) rho(psi1, psi2)
+    shift = torch.tensor([0.3, 1.1], dtype=torch.float64)
+    torch.testing.assert_close(torus.act(torus.act(z, g), shift), torus.act(z, g + shift), atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match=r"rank 1, so expected \(\.\.\., 1\)"):
+        u1.element(phases)
+    with pytest.raises(ValueError, match=r"rank 2, so expected \(\.\.\., 2\)"):
+        torus.element(phases[..., :1])
 
 
 # ----------------------------------------------------------------------------- bases

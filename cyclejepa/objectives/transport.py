@@ -8,6 +8,11 @@ pairs t ≠ t' of the n valid tokens,
     Σ_{t≠t'} ⟨w_t, w_t'⟩ = ‖Σ_t w_t‖² − Σ_t ‖w_t‖²,
 
 so the mean over the n(n − 1) pairs costs one canonicalisation and two sums per record.
+
+Token phases have shape (B, T) for one cyclic coordinate or (B, T, C) for C coordinates (a
+point of the torus U(1)^C per token, e.g. cardiac and respiratory phase), with C the rank of
+the symmetry's spectrum; (B, T, 1) and (B, T) give bit-identical results. A token takes part
+when all its coordinates are finite.
 """
 
 from __future__ import annotations
@@ -22,24 +27,40 @@ from cyclejepa.registry import OBJECTIVES
 
 
 class Canonicalizer(Protocol):
-    """What the transport needs of a symmetry: ρ(φ)⁻¹ z, batched over leading dimensions."""
+    """What the transport needs of a symmetry (a `PhaseSymmetry`): the group element of
+    per-token phase coordinates, and ρ(g)⁻¹ z batched over leading dimensions."""
 
-    def canonicalize(self, z: Tensor, phi: Tensor) -> Tensor: ...
+    def element(self, coordinates: Tensor) -> Tensor: ...
+
+    def canonicalize(self, z: Tensor, g: Tensor) -> Tensor: ...
 
 
-def _unit_tokens(z: Tensor, phi: Tensor, caller: str) -> tuple[Tensor, Tensor, Tensor]:
-    """Unit directions ẑ (zero stays zero), the valid-token mask, and phases with the
-    undefined (non-finite) ones set to 0 so that no NaN reaches the trigonometry."""
-    if z.dim() != 3 or phi.dim() < 2 or phi.shape[:2] != z.shape[:2]:
+def valid_tokens(phi: Tensor) -> Tensor:
+    """(B, T) mask of the tokens whose phase is defined (every coordinate finite)."""
+    return torch.isfinite(phi).reshape(*phi.shape[:2], -1).all(-1)
+
+
+def _unit_tokens(
+    z: Tensor, phi: Tensor, symmetry: Canonicalizer, caller: str
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Unit directions ẑ (zero stays zero), the valid-token mask, and the group elements of the
+    phases, undefined (non-finite) coordinates set to 0 so that no NaN reaches the trigonometry."""
+    if z.dim() != 3 or phi.dim() not in (2, 3) or phi.shape[:2] != z.shape[:2]:
         raise ValueError(
-            f"{caller}: z must have shape (B, T, K) and phi (B, T) (or (B, T, d) on a torus) "
-            f"with the same B and T; got z {tuple(z.shape)} and phi {tuple(phi.shape)}"
+            f"{caller}: z must have shape (B, T, K) and phi (B, T) or (B, T, C) (C cyclic "
+            f"coordinates) with the same B and T; got z {tuple(z.shape)} and phi {tuple(phi.shape)}"
         )
     dtype = torch.promote_types(z.dtype, torch.float32)
-    defined = torch.isfinite(phi)
-    valid = defined.reshape(*phi.shape[:2], -1).all(-1)
-    phases = torch.where(defined, phi, 0.0).to(dtype)
-    return F.normalize(z.to(dtype), dim=-1), valid, phases
+    coordinates = phi if phi.dim() == 3 else phi.unsqueeze(-1)
+    coordinates = torch.where(torch.isfinite(coordinates), coordinates, 0.0).to(dtype)
+    try:
+        elements = symmetry.element(coordinates)
+    except ValueError as error:
+        raise ValueError(
+            f"{caller}: phi of shape {tuple(phi.shape)} has {coordinates.shape[-1]} phase "
+            f"coordinate(s) per token, which the symmetry does not take: {error}"
+        ) from None
+    return F.normalize(z.to(dtype), dim=-1), valid_tokens(phi), elements
 
 
 def _mean_pair_inner_product(w: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
@@ -74,9 +95,9 @@ def transport_loss(z: Tensor, phi: Tensor, symmetry: Canonicalizer) -> Tensor:
     z
         Projected tokens, shape (B, T, K).
     phi
-        Token phases in radians, shape (B, T); NaN marks an undefined phase.
+        Token phases in radians, shape (B, T) or (B, T, C); NaN marks an undefined phase.
     symmetry
-        Provides ``canonicalize(z, phi)`` = ρ(φ)⁻¹ z.
+        Provides ``element`` and ``canonicalize(z, g)`` = ρ(g)⁻¹ z.
 
     Returns
     -------
@@ -84,7 +105,7 @@ def transport_loss(z: Tensor, phi: Tensor, symmetry: Canonicalizer) -> Tensor:
         Scalar averaged over the records with at least two valid tokens; a zero attached to the
         graph of ``z`` when there are none. Never NaN.
     """
-    unit, valid, phases = _unit_tokens(z, phi, "transport_loss")
+    unit, valid, phases = _unit_tokens(z, phi, symmetry, "transport_loss")
     cosine, pairs = _mean_pair_inner_product(symmetry.canonicalize(unit, phases), valid)
     counted = (pairs > 0).to(cosine.dtype)
     return ((1 - cosine) * counted).sum() / counted.sum().clamp_min(1)
@@ -103,7 +124,7 @@ def pairwise_similarities(
         ``c_R`` (B,), ``c_I`` (B,) (NaN for records with fewer than two valid tokens) and
         ``n_pairs`` (B,) int64, the number of ordered pairs n(n − 1).
     """
-    unit, valid, phases = _unit_tokens(z, phi, "pairwise_similarities")
+    unit, valid, phases = _unit_tokens(z, phi, symmetry, "pairwise_similarities")
     transported, pairs = _mean_pair_inner_product(symmetry.canonicalize(unit, phases), valid)
     untransported, _ = _mean_pair_inner_product(unit, valid)
     undefined = pairs == 0

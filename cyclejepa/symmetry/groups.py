@@ -80,6 +80,19 @@ class PhaseSymmetry(nn.Module):
         """``g`` as (..., rank) group coordinates in radians."""
         raise NotImplementedError
 
+    def element(self, coordinates: Tensor) -> Tensor:
+        """The group element ``g`` (as `act` takes it) with the (..., rank) ``coordinates``.
+
+        The inverse of `_group_coordinates`: the identity on a torus; on U(1) it drops the
+        last axis, so that token phases stored as (..., T, 1) act like (..., T).
+        """
+        if coordinates.shape[-1:] != (self.rank,):
+            raise ValueError(
+                f"group coordinates have shape {tuple(coordinates.shape)}; spectrum "
+                f"{self._spectrum} has rank {self.rank}, so expected (..., {self.rank})"
+            )
+        return coordinates
+
     def _angles(self, g: Tensor | float, like: Tensor | None = None) -> Tensor:
         """theta_k = <n_k, g> of shape (..., K) on ``like``'s device, in at least float32."""
         g = torch.as_tensor(g, device=None if like is None else like.device)
@@ -161,6 +174,9 @@ class U1Symmetry(PhaseSymmetry):
 
     def _group_coordinates(self, g: Tensor) -> Tensor:
         return g.unsqueeze(-1)
+
+    def element(self, coordinates: Tensor) -> Tensor:
+        return super().element(coordinates).squeeze(-1)
 
 
 @SYMMETRIES.register("torus")

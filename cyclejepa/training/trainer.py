@@ -18,6 +18,7 @@ from cyclejepa.data.augment import Augmenter
 from cyclejepa.devices import resolve_device
 from cyclejepa.models import build_model
 from cyclejepa.objectives import prediction_loss, sample_cutoffs, transport_loss
+from cyclejepa.objectives.transport import valid_tokens
 from cyclejepa.progress import progress_bar
 from cyclejepa.training.batches import BatchSampler
 from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
@@ -123,7 +124,7 @@ class JEPAObjective(nn.Module):
         if not self.dist.enabled:
             return loss
         # Re-weight so the DDP average over ranks is the mean over the global batch's records.
-        counted = ((~phi.isnan()).sum(1) >= 2).sum().to(loss.dtype)
+        counted = (valid_tokens(phi).sum(1) >= 2).sum().to(loss.dtype)
         return loss * counted / self.dist.mean(counted).clamp_min(1)
 
 
@@ -135,7 +136,8 @@ class Trainer:
     cfg
         The experiment; ``cfg.training`` and ``cfg.optimiser`` drive the loop.
     signals, phases
-        Training records (N, leads, samples) and their token phases (N, tokens), NaN undefined.
+        Training records (N, leads, samples) and their token phases (N, tokens), or
+        (N, tokens, C) for C cyclic coordinates (a torus symmetry of rank C); NaN undefined.
     directory
         Output folder of this run.
     seed, transport_weight
