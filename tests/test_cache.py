@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -167,7 +168,7 @@ def test_rejection_log_holds_exactly_the_corrupted_records(prepared):
     counts = prepared.manifest["counts"]
     qc_failed = prepared.columns["ecg_id"][~prepared.columns["qc_ok"]].tolist()
     assert FLAT_ID in qc_failed  # a flat line has no beats
-    assert counts == {"records": 40, "kept": 35, "rejected": 5, "qc_failed": len(qc_failed)}
+    assert counts == {"records": 40, "records_kept": 35, "kept": 35, "rejected": 5, "qc_failed": len(qc_failed)}
     for array in (prepared.phase_centre, prepared.phase_causal):
         assert array.shape == (35, 125) and array.dtype == np.float32
     assert prepared.signals.shape == (35, 12, 1000) and prepared.signals.dtype == np.float32
@@ -180,7 +181,7 @@ def test_normalisation_and_signals_match_independent_recomputation(prepared, cor
     train = np.concatenate([decimated[i] for i, f in zip(ids, folds) if f <= 9], axis=1)
     np.testing.assert_allclose(prepared.norm.mean, train.mean(axis=1), atol=1e-6)
     np.testing.assert_allclose(prepared.norm.std, train.std(axis=1), rtol=1e-5)
-    assert json.loads((prepared.path / "norm.json").read_text())["records"] == int((folds <= 9).sum())
+    assert json.loads((prepared.path / "norm.json").read_text())["windows"] == int((folds <= 9).sum())
     for row in (0, 17, 34):
         expected = (decimated[ids[row]] - train.mean(axis=1)[:, None]) / train.std(axis=1)[:, None]
         np.testing.assert_allclose(prepared.signals[row], expected, atol=1e-4)
@@ -263,7 +264,7 @@ def test_bad_rows_are_rejected_into_the_log_and_the_run_goes_on(real_rows, tmp_p
     assert list(logged["id"]) == [str(i) for i, _ in ROW_REJECTIONS] and set(logged["check"]) == {"metadata"}
     assert [r.record_id for r in PreparedCache(cache.path).rejections] == [i for i, _ in ROW_REJECTIONS]
     assert cache.manifest["counts"] == {
-        "records": len(GOOD_IDS) + len(ROW_REJECTIONS), "kept": len(GOOD_IDS),
+        "records": len(GOOD_IDS) + len(ROW_REJECTIONS), "records_kept": len(GOOD_IDS), "kept": len(GOOD_IDS),
         "rejected": len(ROW_REJECTIONS), "qc_failed": int((~cache.columns["qc_ok"]).sum()),
     }  # fmt: skip
     assert set(cache.columns["sex"]) <= {0, 1}  # 'male' never reaches meta.csv
@@ -275,8 +276,8 @@ def test_a_broken_build_is_never_published(prepared, corpus, tmp_path, monkeypat
     before = {p.name: p.read_bytes() for p in target.iterdir()}
     real_write_meta = cache_module._write_meta
 
-    def sex_as_text(path, meta, kept):  # what the reader once let through from sex='male'
-        real_write_meta(path, meta.assign(sex=["male"] + list(meta["sex"][1:])), kept)
+    def sex_as_text(path, entries, levels, kept):  # what the reader once let through from sex='male'
+        real_write_meta(path, [dataclasses.replace(entries[0], sex="male")] + entries[1:], levels, kept)
 
     monkeypatch.setattr(cache_module, "_write_meta", sex_as_text)
     with pytest.raises(ValueError, match=r"not published .* does not load: .*'male'"):
@@ -284,8 +285,8 @@ def test_a_broken_build_is_never_published(prepared, corpus, tmp_path, monkeypat
     assert {p.name: p.read_bytes() for p in target.iterdir()} == before  # the old cache is intact
     assert not list(tmp_path.glob(".published.*"))  # no build folder left behind
 
-    def one_row_short(path, meta, kept):
-        real_write_meta(path, meta.iloc[:-1], kept[:-1])
+    def one_row_short(path, entries, levels, kept):
+        real_write_meta(path, entries[:-1], levels, kept[:-1])
 
     monkeypatch.setattr(cache_module, "_write_meta", one_row_short)
     with pytest.raises(ValueError, match=r"signals\.npy has 35 rows, meta\.csv 34"):

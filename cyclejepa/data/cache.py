@@ -1,23 +1,27 @@
-"""The preprocessing cache: each PTB-XL record verified, decimated, normalised, phase-tagged once.
+"""The preprocessing cache: each record of a dataset verified, windowed, decimated, normalised,
+phase-tagged once.
 
-`prepare_cache` runs steps 1-7 of the paper's preprocessing chain over the whole corpus and the
-phase provider over each record's native 500 Hz signal, and writes::
+`prepare_cache` reads every record of a `Dataset` (PTB-XL, the synthetic corpus, the Challenge
+format, a plugin), resamples it to the cache rate ``fs`` (500 Hz by default), cuts it into
+windows of the model's length (`cut_windows`, 10 s by default), and runs steps 4-7 of the
+paper's preprocessing chain and the phase provider on every window. It writes::
 
-    CACHE/signals.npy        (N, 12, 1000) float32, z-scored, lead-major (memory-mapped on load)
-    CACHE/phase_centre.npy   (N, 125) float32 token phases in radians, centre convention (training)
-    CACHE/phase_causal.npy   (N, 125) float32 token phases in radians, causal convention (reporting)
-    CACHE/rpeaks.npz         R-peaks at 500 Hz, ragged: ``indices`` (all beats), ``offsets`` (N+1)
-    CACHE/meta.csv           one row per kept record (see `META_COLUMNS`)
+    CACHE/signals.npy        (N, C, L) float32 windows, z-scored, lead-major (PTB-XL: 12 x 1000)
+    CACHE/phase_centre.npy   (N, T) float32 token phases in radians, centre convention (training)
+    CACHE/phase_causal.npy   (N, T) float32 token phases in radians, causal convention (reporting)
+    CACHE/rpeaks.npz         R-peaks at ``fs`` from each window's start, ragged: ``indices``, ``offsets`` (N+1)
+    CACHE/meta.csv           one row per kept window (see `meta_columns`)
     CACHE/norm.json          per-lead mean and std (mV) fitted on the training folds
     CACHE/rejections.csv     id, check, detail of every rejected record
-    CACHE/manifest.json      arguments, their hash, library version, counts, sha256 of every file
+    CACHE/manifest.json      arguments, their hash, channels, rates, label vocabularies, counts,
+                             sha256 of every file
 
-Row i of every array is row i of meta.csv (records kept, in ecg_id order); phases are NaN where
-undefined. Normalisation is fitted on the decimated training-fold signals before any normalised
-signal is written: pass one writes decimated mV to a scratch memmap, pass two fits the
-statistics on it and writes the z-scored rows of the kept records. The cache is built in a
-temporary folder beside ``cache_dir`` and renamed into place; loading it needs only numpy
-(pandas only for `PreparedCache.meta`).
+Row i of every array is row i of meta.csv (windows of the kept records, in record order, then
+window order); phases are NaN where undefined. Normalisation is fitted on the decimated
+training-fold windows before any normalised signal is written: pass one writes decimated mV to
+scratch files, pass two fits the statistics on them and writes the z-scored windows. The cache
+is built in a temporary folder beside ``cache_dir`` and renamed into place; loading it needs
+only numpy (pandas only for `PreparedCache.meta`).
 """
 
 from __future__ import annotations
@@ -27,7 +31,6 @@ import hashlib
 import json
 import logging
 import os
-import re
 import shutil
 import tempfile
 from collections import Counter
@@ -40,29 +43,21 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from cyclejepa.data.preprocess import DECIMATION, KAISER_BETA, Normalisation, fit_normalisation
-from cyclejepa.data.ptbxl import (
-    DATABASE_CSV,
-    FS,
-    LEADS,
-    N_SAMPLES,
-    PTBXL,
-    STATEMENTS_CSV,
-    SUBCLASSES,
-    SUPERCLASSES,
-    RecordRejected,
-    read_verified,
-)
+from cyclejepa.data.datasets import Dataset, Entry, LabelLevel, RecordRejected, conform
+from cyclejepa.data.preprocess import DECIMATION, KAISER_BETA, Normalisation, cut_windows, fit_normalisation
+from cyclejepa.data.ptbxl import FS, LEADS, PTBXL, read_record_fast
 from cyclejepa.progress import progress_bar
 
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["CACHE_FORMAT", "META_COLUMNS", "PreparedCache", "RecordOutcome", "prepare_cache", "prepare_record"]
+__all__ = [
+    "CACHE_FORMAT", "PreparedCache", "RecordOutcome", "meta_columns", "prepare_cache", "prepare_record", "record_windows",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2
 """Version of the cache layout; part of the manifest hash."""
 PHASE_REVISION = 3
 """Revision of the default R-peak detection (2: multi-lead fusion; 3: timed on the R wave unless
@@ -70,9 +65,8 @@ the QRS is negative); part of the manifest hash,
 so a cache built by an older detector is rebuilt rather than reused."""
 TOKEN_PATCH = 8
 """Samples per token at the decimated rate (80 ms at 100 Hz)."""
-FS_OUT = FS // DECIMATION
-N_OUT = N_SAMPLES // DECIMATION
-N_TOKENS = N_OUT // TOKEN_PATCH
+WINDOW_S = 10.0
+"""Default window length (s): the model's record length."""
 MANIFEST = "manifest.json"
 DATA_FILES = (
     "signals.npy",
@@ -83,13 +77,15 @@ DATA_FILES = (
     "norm.json",
     "rejections.csv",
 )
-LABEL_COLUMNS = tuple(f"super_{c}" for c in SUPERCLASSES) + tuple(f"sub_{c}" for c in SUBCLASSES)
-_DATASET_COLUMNS = ("ecg_id", "patient_id", "fold", "age", "sex") + LABEL_COLUMNS
-META_COLUMNS = _DATASET_COLUMNS + ("beats", "phase_yield", "qc_ok", "qc_reason")
-"""Columns of meta.csv: age 300 = de-identified over 89; sex 0 male, 1 female; beats = R-peaks
-detected; phase_yield = fraction of native samples with a defined phase; qc_reason = the
-provider's QC reasons joined by ``;`` (empty when ``qc_ok``)."""
+ENTRY_COLUMNS = ("ecg_id", "record", "window", "patient_id", "fold", "age", "sex")
+QC_COLUMNS = ("beats", "phase_yield", "qc_ok", "qc_reason")
+"""meta.csv holds `ENTRY_COLUMNS`, then one 0/1 column per class of each label level
+(``{prefix}_{class}``), then `QC_COLUMNS`. ecg_id is the dataset's integer record id, record its
+name, window the window's index in the record; age NaN unknown (PTB-XL: 300 = de-identified over
+89); sex 0 male, 1 female, -1 unknown; beats = R-peaks detected; phase_yield = fraction of native
+samples with a defined phase; qc_reason = the provider's QC reasons joined by ``;``."""
 _FLOAT_COLUMNS = ("age", "phase_yield")
+_TEXT_COLUMNS = ("record", "qc_reason")
 
 
 # --------------------------------------------------------------------------------------------
@@ -97,43 +93,54 @@ _FLOAT_COLUMNS = ("age", "phase_yield")
 
 
 def prepare_cache(
-    root: str | os.PathLike | None,
+    dataset: Dataset | str | os.PathLike | None,
     cache_dir: str | os.PathLike,
     *,
     train_folds: Sequence[int] = tuple(range(1, 10)),
     phase_provider: str = "ecg-rpeak",
     phase_options: Mapping[str, Any] | None = None,
+    fs: float = FS,
+    window_s: float = WINDOW_S,
     workers: int = 1,
     progress: bool = True,
 ) -> PreparedCache:
-    """Build (or reuse) the preprocessing cache of the PTB-XL corpus at ``root``.
+    """Build (or reuse) the preprocessing cache of ``dataset``.
+
+    Every record of the dataset is read and verified (`Dataset.load`), its channels picked and
+    resampled to ``fs`` (`conform`), cut into windows of ``window_s`` seconds (`cut_windows`:
+    non-overlapping from the first sample, a shorter tail dropped; a record shorter than one
+    window is rejected, check ``extent``), and each window decimated by `DECIMATION` and
+    phase-tagged at ``fs``. Row i of the cache is one window; the windows of a record share its
+    id, patient, fold and labels.
 
     Idempotent: when ``cache_dir`` already holds a cache whose manifest hash matches these
-    arguments (dataset root, its two CSV files, ``train_folds``, ``phase_provider``,
-    ``phase_options``, library and cache-format version) and whose files match their recorded
-    sha256, it is loaded and nothing is recomputed. Otherwise it is rebuilt and replaced
-    atomically. ``workers`` and ``progress`` do not change the result and are not hashed.
+    arguments (the dataset's `Dataset.fingerprint`, ``train_folds``, ``phase_provider``,
+    ``phase_options``, ``fs``, ``window_s``, library and cache-format version) and whose files
+    match their recorded sha256, it is loaded and nothing is recomputed. Otherwise it is
+    rebuilt and replaced atomically. ``workers`` and ``progress`` do not change the result.
 
-    A row of ptbxl_database.csv failing `check_database`, and a record failing a check of
-    `read_verified`, is logged to rejections.csv and left out; the run goes on. Records failing
-    phase QC stay in, flagged in meta.csv. The finished cache is loaded and checked for
-    consistency before it replaces the previous one (`_validate`), so a broken cache is never
-    published.
+    Records the dataset rejects while indexing (`Dataset.rejected`, e.g. a bad row of
+    ptbxl_database.csv) or while reading are logged to rejections.csv and left out; the run goes
+    on. Windows failing phase QC stay in, flagged in meta.csv. The finished cache is loaded and
+    checked for consistency before it replaces the previous one (`_validate`).
 
     Parameters
     ----------
-    root : PTB-XL folder (None reads ``$CYCLEJEPA_PTBXL``).
+    dataset : a `Dataset`; a path (or None: ``$CYCLEJEPA_PTBXL``) is read as PTB-XL.
     cache_dir : where the cache lives; an existing non-cache, non-empty folder is refused.
     train_folds : folds the normalisation statistics are fitted on.
     phase_provider, phase_options : registered `PhaseProvider` name and constructor options.
+    fs : the rate (Hz) records are resampled to and phased at; the model sees fs / `DECIMATION`.
+    window_s : the window (the model's record length) in seconds.
     workers : processes reading records in parallel (1 runs in this process).
     progress : show a rich progress bar.
     """
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
-    dataset = PTBXL(root)
+    if not isinstance(dataset, Dataset):
+        dataset = PTBXL(dataset)
     cache_dir = Path(cache_dir)
-    arguments = _arguments(dataset, train_folds, phase_provider, phase_options)
+    arguments = _arguments(dataset, train_folds, phase_provider, phase_options, fs, window_s)
     current = _current_cache(cache_dir, arguments)
     if current is not None:
         return current
@@ -151,10 +158,12 @@ def prepare_cache(
 
 
 def _arguments(
-    dataset: PTBXL,
+    dataset: Dataset,
     train_folds: Sequence[int],
     phase_provider: str,
     phase_options: Mapping[str, Any] | None,
+    fs: float,
+    window_s: float,
 ) -> dict[str, Any]:
     """Everything the cache contents depend on, JSON-serialisable."""
     from cyclejepa import __version__
@@ -163,11 +172,18 @@ def _arguments(
     folds = sorted({int(f) for f in train_folds})
     if not folds or not set(folds) <= set(range(1, 11)):
         raise ValueError(f"train_folds must be a non-empty subset of 1..10, got {train_folds!r}")
+    window = window_s * fs
+    if not (fs > 0 and window == int(window) and int(window) % (DECIMATION * TOKEN_PATCH) == 0):
+        raise ValueError(
+            f"window_s {window_s:g} s at fs {fs:g} Hz must be a whole number of tokens "
+            f"({DECIMATION * TOKEN_PATCH} samples each)"
+        )
     PHASE_PROVIDERS.get(phase_provider)  # unknown names fail here, listing the registered ones
     return {
-        "root": str(dataset.root.resolve()),
-        "database_sha256": _sha256(dataset.root / DATABASE_CSV),
-        "statements_sha256": _sha256(dataset.root / STATEMENTS_CSV),
+        "dataset": dataset.fingerprint(),
+        "channels": list(dataset.channels),
+        "fs": fs,
+        "window_s": window_s,
         "train_folds": folds,
         "phase_provider": phase_provider,
         "phase_options": json.loads(json.dumps(dict(phase_options or {}), sort_keys=True)),
@@ -245,9 +261,15 @@ def _inconsistencies(cache: PreparedCache) -> list[str]:
     offsets = cache.rpeak_offsets
     if len(offsets) and (offsets[0] != 0 or np.any(np.diff(offsets) < 0) or offsets[-1] != len(cache.rpeak_indices)):
         problems.append("rpeaks.npz offsets do not partition its indices")
-    if np.any(np.diff(columns["ecg_id"]) <= 0):
-        problems.append("meta.csv ecg_ids are not strictly increasing")
-    checks = {"fold": range(1, 11), "sex": range(0, 2)}
+    ids, windows = columns["ecg_id"], columns["window"]
+    step = np.diff(ids)
+    if np.any(step < 0) or np.any((step == 0) & (np.diff(windows) != 1)) or np.any((step > 0) & (windows[1:] != 0)):
+        problems.append("meta.csv rows are not the windows 0, 1, ... of strictly increasing ecg_ids")
+    same = step == 0
+    for name in ("patient_id", "fold"):
+        if np.any(same & (np.diff(columns[name]) != 0)):
+            problems.append(f"meta.csv windows of one record differ in {name}")
+    checks = {"fold": range(1, 11), "sex": range(-1, 2)}
     problems += [f"meta.csv {name} outside {allowed}" for name, allowed in checks.items()
                  if np.any(~np.isin(columns[name], list(allowed)))]  # fmt: skip
     if not (np.all(np.isfinite(cache.norm.mean)) and np.all(cache.norm.std > 0)):
@@ -260,8 +282,8 @@ def _inconsistencies(cache: PreparedCache) -> list[str]:
 
 @dataclass
 class RecordOutcome:
-    """What one record contributes besides its decimated signal (which goes straight to the
-    scratch memmap): its rejection, or its R-peaks, token phases and phase QC."""
+    """What one window contributes besides its decimated signal (which goes to the chunk's
+    scratch file, row ``slot``): its record's rejection, or its R-peaks, token phases and QC."""
 
     row: int
     rejection: RecordRejected | None = None
@@ -271,54 +293,70 @@ class RecordOutcome:
     qc_ok: bool = True
     qc_reason: str = ""
     phase_yield: float = 0.0
+    window: int = 0
+    slot: int = -1
+    scratch: str = ""
 
 
 def _build(
-    dataset: PTBXL, build_dir: Path, arguments: dict[str, Any], workers: int, progress: bool
+    dataset: Dataset, build_dir: Path, arguments: dict[str, Any], workers: int, progress: bool
 ) -> None:
-    meta = dataset.metadata
-    scratch_path = build_dir / "decimated_mv.npy"
-    scratch = np.lib.format.open_memmap(
-        scratch_path, mode="w+", dtype=np.float32, shape=(len(meta), len(LEADS), N_OUT)
-    )
-    del scratch  # workers reopen it
-    jobs = [
-        (row, int(ecg_id), str(dataset.root / name))
-        for row, (ecg_id, name) in enumerate(zip(meta["ecg_id"], meta["filename_hr"]))
-    ]
+    entries = dataset.entries()
     outcomes = sorted(
-        _run_jobs(jobs, scratch_path, arguments, workers, progress), key=lambda o: o.row
+        _run_jobs(dataset, list(enumerate(entries)), build_dir, arguments, workers, progress),
+        key=lambda o: (o.row, o.window),
     )
     kept = [o for o in outcomes if o.rejection is None]
-    rejections = dataset.row_rejections + [o.rejection for o in outcomes if o.rejection is not None]
-    rows = np.array([o.row for o in kept], dtype=np.int64)
-    n_rows = len(meta) + len(dataset.row_rejections)
-    scratch = np.load(scratch_path, mmap_mode="r")
-    in_train = np.zeros(len(meta), dtype=bool)
-    in_train[rows] = np.isin(meta["fold"].to_numpy()[rows], arguments["train_folds"])
+    rejections = dataset.rejected() + [o.rejection for o in outcomes if o.rejection is not None]
+    n_records = len(entries) + len(dataset.rejected())
+    folds = np.array([entries[o.row].fold for o in kept], dtype=np.int64)
+    in_train = np.isin(folds, arguments["train_folds"])
     if not in_train.any():
         checks = Counter(r.check for r in rejections)
         raise ValueError(
             f"no record of train_folds {arguments['train_folds']} passed verification "
-            f"({len(rejections)} of {n_rows} records rejected: {dict(checks)})"
+            f"({len(rejections)} of {n_records} records rejected: {dict(checks)})"
         )
+    scratch = _gather_scratch(build_dir / "decimated_mv.npy", kept)
     norm = fit_normalisation(scratch, in_train)
-    _write_signals(build_dir / "signals.npy", scratch, rows, norm)
+    _write_signals(build_dir / "signals.npy", scratch, norm)
     del scratch
-    scratch_path.unlink()
-    _write_phases(build_dir, kept)
-    _write_meta(build_dir / "meta.csv", meta.iloc[rows], kept)
+    (build_dir / "decimated_mv.npy").unlink()
+    _write_phases(build_dir, kept, _n_tokens(arguments))
+    levels = dataset.label_levels
+    _write_meta(build_dir / "meta.csv", [entries[o.row] for o in kept], levels, kept)
     (build_dir / "norm.json").write_text(
-        json.dumps({**norm.to_dict(LEADS), "train_folds": arguments["train_folds"],
-                    "records": int(in_train.sum())}, indent=2)  # fmt: skip
+        json.dumps({**norm.to_dict(arguments["channels"]), "train_folds": arguments["train_folds"],
+                    "windows": int(in_train.sum())}, indent=2)  # fmt: skip
     )
     _write_rejections(build_dir / "rejections.csv", rejections)
-    _write_manifest(build_dir, arguments, n_rows, kept, rejections)
+    _write_manifest(build_dir, arguments, levels, n_records, kept, rejections)
+
+
+def _n_tokens(arguments: Mapping[str, Any]) -> int:
+    return round(arguments["window_s"] * arguments["fs"]) // (DECIMATION * TOKEN_PATCH)
+
+
+def _gather_scratch(path: Path, kept: list[RecordOutcome]) -> np.ndarray:
+    """The decimated windows of ``kept`` in order, from the chunks' scratch files into one memmap."""
+    chunks = {name: np.load(name, mmap_mode="r") for name in dict.fromkeys(o.scratch for o in kept)}
+    first = next(iter(chunks.values()))
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(len(kept), *first.shape[1:]))
+    for i, o in enumerate(kept):
+        out[i] = chunks[o.scratch][o.slot]
+    out.flush()
+    del chunks
+    for name in dict.fromkeys(o.scratch for o in kept):
+        Path(name).unlink()
+    for leftover in path.parent.glob("scratch-*.npy"):  # chunks whose every record was rejected
+        leftover.unlink()
+    return np.load(path, mmap_mode="r")
 
 
 def _run_jobs(
-    jobs: list[tuple[int, int, str]],
-    scratch_path: Path,
+    dataset: Dataset,
+    jobs: list[tuple[int, Entry]],
+    build_dir: Path,
     arguments: Mapping[str, Any],
     workers: int,
     progress: bool,
@@ -326,19 +364,17 @@ def _run_jobs(
     """Every record through `_process_chunk`, inline or over ``workers`` processes."""
     size = min(64, max(1, len(jobs) // (8 * workers)))
     chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
-    provider = (arguments["phase_provider"], arguments["phase_options"])
     outcomes: list[RecordOutcome] = []
     with progress_bar(len(jobs), "preparing records", enabled=progress) as advance:
         if workers == 1:
+            _set_worker_dataset(dataset)
             for chunk in chunks:
-                outcomes += _process_chunk(chunk, scratch_path, *provider)
+                outcomes += _process_chunk(chunk, build_dir, arguments)
                 advance(len(chunk))
             return outcomes
-        with ProcessPoolExecutor(workers, mp_context=_worker_context()) as pool:
-            futures = {
-                pool.submit(_process_chunk, chunk, scratch_path, *provider): len(chunk)
-                for chunk in chunks
-            }
+        context = _worker_context()
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_set_worker_dataset, initargs=(dataset,)) as pool:
+            futures = {pool.submit(_process_chunk, chunk, build_dir, arguments): len(chunk) for chunk in chunks}
             for future in as_completed(futures):
                 outcomes += future.result()
                 advance(futures[future])
@@ -363,94 +399,53 @@ def _worker_context():
     return context
 
 
-def _process_chunk(
-    jobs: Sequence[tuple[int, int, str]],
-    scratch_path: Path,
-    provider_name: str,
-    provider_options: Mapping[str, Any],
-) -> list[RecordOutcome]:
-    """Verify, decimate (into the scratch memmap) and phase-tag the records of one chunk."""
+_WORKER: dict[str, Dataset] = {}
+
+
+def _set_worker_dataset(dataset: Dataset) -> None:
+    """The dataset this process reads (sent once per worker process, not once per chunk)."""
+    _WORKER["dataset"] = dataset
+
+
+def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments: Mapping[str, Any]) -> list[RecordOutcome]:
+    """Read, verify, window, decimate (into the chunk's scratch file) and phase-tag one chunk."""
     from cyclejepa.registry import PHASE_PROVIDERS
 
-    provider = PHASE_PROVIDERS.build(provider_name, **provider_options)
-    scratch = np.load(scratch_path, mmap_mode="r+")
-    outcomes = []
-    for row, ecg_id, path in jobs:
+    dataset = _WORKER["dataset"]
+    provider = PHASE_PROVIDERS.build(arguments["phase_provider"], **arguments["phase_options"])
+    channels, fs = tuple(arguments["channels"]), arguments["fs"]
+    window = round(arguments["window_s"] * fs)
+    scratch = str(Path(build_dir) / f"scratch-{jobs[0][0]:09d}.npy")
+    outcomes, signals = [], []
+    for row, entry in jobs:
         try:
-            signal = read_record_fast(path, record_id=ecg_id)
+            windows = record_windows(dataset, entry, channels, fs, window)
         except RecordRejected as rejection:
             outcomes.append(RecordOutcome(row, rejection=rejection))
             continue
         try:
-            scratch[row], outcome, _ = prepare_record(signal, provider)
-            outcome.row = row
-            outcomes.append(outcome)
+            for w, segment in enumerate(windows):
+                decimated, outcome, _ = prepare_record(segment, provider, fs=fs, channels=channels)
+                outcome.row, outcome.window, outcome.slot, outcome.scratch = row, w, len(signals), scratch
+                signals.append(decimated)
+                outcomes.append(outcome)
         except Exception as error:
-            raise RuntimeError(f"preparing record {ecg_id} ({path}) failed: {error}") from error
-    scratch.flush()
+            raise RuntimeError(f"preparing record {entry.id} ({entry.name}) failed: {error}") from error
+    if signals:
+        np.save(scratch, np.stack(signals))
     return outcomes
 
 
-# --------------------------------------------------------------------------------------------
-# the per-record work, fast path
-
-_HEADER_SIGNAL = re.compile(
-    r"^(?P<file>\S+) 16 (?P<gain>[0-9.eE+-]+)\((?P<baseline>-?\d+)\)/(?P<unit>\S+)"
-    r" \d+ -?\d+ -?\d+ (?P<checksum>-?\d+) 0 (?P<name>\S+)$"
-)
-
-
-def read_record_fast(path: str | os.PathLike, record_id: object = None) -> np.ndarray:
-    """`read_verified` of a plainly written PTB-XL record in a fraction of its time.
-
-    Parses the header itself and reads the samples with one ``np.fromfile``, then runs the same
-    checks (sampling rate, extent, lead order, format 16, file size, checksums, calibration,
-    invalid samples) and computes the same float32 mV values. Any record that is not a plain
-    single-file, format-16, mV record with every header field present, and any record failing
-    a check, goes through `read_verified` itself, so rejections are exactly its rejections.
-    """
-    path = Path(path)
+def record_windows(dataset: Dataset, entry: Entry, channels: tuple[str, ...], fs: float, window: int) -> np.ndarray:
+    """(W, C, window) float32 mV: ``entry``'s verified record conformed to ``channels`` at ``fs``
+    and cut by `cut_windows`; raises `RecordRejected` (``extent`` when shorter than a window)."""
+    x = conform(dataset.load(entry), channels, fs)
     try:
-        lines = [
-            line
-            for line in path.with_suffix(".hea").read_text().splitlines()
-            if line.strip() and not line.startswith("#")
-        ]
-        record = lines[0].split()
-        fields = [_HEADER_SIGNAL.match(line) for line in lines[1 : 1 + len(LEADS)]]
-        plain = (
-            len(record) == 4
-            and record[0] == path.name
-            and float(record[2]) == FS
-            and (int(record[1]), int(record[3])) == (len(LEADS), N_SAMPLES)
-            and len(lines) == 1 + len(LEADS)
-            and all(fields)
-            and len({f["file"] for f in fields}) == 1
-            and [f["name"].lower() for f in fields] == [lead.lower() for lead in LEADS]
-            and all(f["unit"].lower() == "mv" for f in fields)
-        )
-        if plain:
-            data = path.parent / fields[0]["file"]
-            plain = data.is_file() and data.stat().st_size == 2 * len(LEADS) * N_SAMPLES
-    except (OSError, ValueError, UnicodeDecodeError):
-        plain = False
-    if not plain:
-        return read_verified(path, record_id=record_id)
-    digital = np.fromfile(data, dtype="<i2").reshape(N_SAMPLES, len(LEADS))
-    gain = np.array([float(f["gain"]) for f in fields])
-    checksum = np.array([int(f["checksum"]) for f in fields], dtype=np.int64)
-    wide = digital.astype(np.int64)
-    if (
-        not np.all(np.isfinite(gain) & (gain > 0))
-        or np.any(np.mod(wide.sum(axis=0), 65536) != np.mod(checksum, 65536))
-        or np.any(digital == -32768)
-    ):
-        return read_verified(path, record_id=record_id)
-    baseline = np.array([float(f["baseline"]) for f in fields])
-    signal = ((wide - baseline) / gain * 1.0).T  # the operations of read_verified, in order
-    if not np.isfinite(signal).all():
-        return read_verified(path, record_id=record_id)
-    return signal.astype(np.float32)
+        return cut_windows(x, window)
+    except ValueError:
+        raise RecordRejected(
+            entry.id, "extent", f"the record lasts {x.shape[-1] / fs:.2f} s, shorter than one {window / fs:g} s window"
+        ) from None
 
 
 @lru_cache(maxsize=1)
@@ -476,11 +471,14 @@ STAGES = ("read_verify", "decimate", "rpeaks", "phase")
 """The per-record stages `prepare_split` times."""
 
 
-def prepare_record(signal: np.ndarray, provider, clock=None) -> tuple[np.ndarray, RecordOutcome, list]:
-    """Decimated signal and phase outcome of one verified record (stage times when ``clock``).
+def prepare_record(
+    signal: np.ndarray, provider, clock=None, *, fs: float = FS, channels: Sequence[str] = LEADS
+) -> tuple[np.ndarray, RecordOutcome, list]:
+    """Decimated signal and phase outcome of one verified window (stage times when ``clock``).
 
-    ``signal`` is a (12, 5000) float32 record in mV at `FS`, leads in `LEADS` order (what
-    `read_record_fast` returns); ``provider`` a `PhaseProvider`. Returns the (12, 1000) float32
+    ``signal`` is a (C, L) float32 window in mV at ``fs``, rows named by ``channels`` (e.g. a
+    (12, 5000) PTB-XL record from `read_record_fast`); ``provider`` a `PhaseProvider`. Returns
+    the (C, L / `DECIMATION`) float32
     decimated signal (not normalised), the `RecordOutcome` (R-peaks, token phases in both
     conventions, QC) and the stage times (empty without ``clock``). Stages after reading:
     decimation, R-peaks (``provider.phase``: detection and QC), phase (token phases).
@@ -491,9 +489,9 @@ def prepare_record(signal: np.ndarray, provider, clock=None) -> tuple[np.ndarray
         if step == 0:
             decimated = decimate_fast(signal)
         elif step == 1:
-            track = provider.phase(signal.astype(np.float64), FS, LEADS)
+            track = provider.phase(signal.astype(np.float64), fs, tuple(channels))
         else:
-            outcome = _phase_outcome(0, track)
+            outcome = _phase_outcome(0, track, fs / DECIMATION)
         if clock:
             now = clock()
             times.append(now - start)
@@ -542,11 +540,11 @@ def prepare_split(
     return {"records": done, "ms": ms, "total_ms": total, "records_per_cpu_s": 1e3 / total}
 
 
-def _phase_outcome(row: int, track) -> RecordOutcome:
+def _phase_outcome(row: int, track, fs_out: float) -> RecordOutcome:
     """Events, token phases (both conventions) and QC of a `PhaseTrack`."""
 
     def tokens(convention: str) -> np.ndarray:
-        phases = track.at_tokens(patch=TOKEN_PATCH, fs_out=FS_OUT, convention=convention)
+        phases = track.at_tokens(patch=TOKEN_PATCH, fs_out=fs_out, convention=convention)
         return np.asarray(phases, dtype=np.float32)
 
     qc = track.qc
@@ -561,17 +559,15 @@ def _phase_outcome(row: int, track) -> RecordOutcome:
     )
 
 
-def _write_signals(path: Path, scratch: np.ndarray, rows: np.ndarray, norm: Normalisation) -> None:
-    out = np.lib.format.open_memmap(
-        path, mode="w+", dtype=np.float32, shape=(len(rows), len(LEADS), N_OUT)
-    )
-    for start in range(0, len(rows), 512):
-        out[start : start + 512] = norm.apply(scratch[rows[start : start + 512]])
+def _write_signals(path: Path, scratch: np.ndarray, norm: Normalisation) -> None:
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=scratch.shape)
+    for start in range(0, len(scratch), 512):
+        out[start : start + 512] = norm.apply(scratch[start : start + 512])
     out.flush()
 
 
-def _write_phases(build_dir: Path, kept: list[RecordOutcome]) -> None:
-    empty = np.zeros((0, N_TOKENS), dtype=np.float32)
+def _write_phases(build_dir: Path, kept: list[RecordOutcome], n_tokens: int) -> None:
+    empty = np.zeros((0, n_tokens), dtype=np.float32)
     for convention in ("centre", "causal"):
         stack = [getattr(o, f"phase_{convention}") for o in kept]
         np.save(build_dir / f"phase_{convention}.npy", np.stack(stack) if stack else empty)
@@ -581,18 +577,21 @@ def _write_phases(build_dir: Path, kept: list[RecordOutcome]) -> None:
     np.savez(build_dir / "rpeaks.npz", indices=indices, offsets=offsets)
 
 
-def _write_meta(path: Path, meta: pd.DataFrame, kept: list[RecordOutcome]) -> None:
-    columns = {name: meta[name].to_numpy() for name in _DATASET_COLUMNS}
-    columns |= {
-        "beats": [len(o.events) for o in kept],
-        "phase_yield": [o.phase_yield for o in kept],
-        "qc_ok": [int(o.qc_ok) for o in kept],
-        "qc_reason": [o.qc_reason for o in kept],
-    }
+def meta_columns(levels: Sequence[LabelLevel]) -> tuple[str, ...]:
+    """The columns of meta.csv for these label levels (see `QC_COLUMNS`)."""
+    return ENTRY_COLUMNS + tuple(c for level in levels for c in level.columns()) + QC_COLUMNS
+
+
+def _write_meta(path: Path, entries: list[Entry], levels: Sequence[LabelLevel], kept: list[RecordOutcome]) -> None:
+    rows = []
+    for e, o in zip(entries, kept):
+        labels = [int(c in e.labels.get(level.name, ())) for level in levels for c in level.classes]
+        rows.append([e.id, e.name, o.window, e.patient_id, e.fold, "" if np.isnan(e.age) else e.age, e.sex,
+                     *labels, len(o.events), o.phase_yield, int(o.qc_ok), o.qc_reason])  # fmt: skip
     with path.open("w", newline="") as stream:
         writer = csv.writer(stream)
-        writer.writerow(META_COLUMNS)
-        writer.writerows(zip(*(columns[name] for name in META_COLUMNS)))
+        writer.writerow(meta_columns(levels))
+        writer.writerows(rows)
 
 
 def _write_rejections(path: Path, rejections: Iterable[RecordRejected]) -> None:
@@ -605,6 +604,7 @@ def _write_rejections(path: Path, rejections: Iterable[RecordRejected]) -> None:
 def _write_manifest(
     build_dir: Path,
     arguments: dict[str, Any],
+    levels: Sequence[LabelLevel],
     n_records: int,
     kept: list[RecordOutcome],
     rejections: list[RecordRejected],
@@ -613,11 +613,14 @@ def _write_manifest(
         "config_hash": _hash(arguments),
         "arguments": arguments,
         "cyclejepa_version": arguments["cyclejepa_version"],
-        "leads": list(LEADS),
-        "fs_native": FS,
-        "fs": FS_OUT,
+        "leads": arguments["channels"],
+        "fs_native": arguments["fs"],
+        "fs": arguments["fs"] / DECIMATION,
+        "window_s": arguments["window_s"],
+        "label_levels": [{"name": lv.name, "prefix": lv.prefix, "classes": list(lv.classes)} for lv in levels],
         "counts": {
             "records": n_records,
+            "records_kept": len({o.row for o in kept}),
             "kept": len(kept),
             "rejected": len(rejections),
             "qc_failed": sum(not o.qc_ok for o in kept),
@@ -644,11 +647,12 @@ class PreparedCache:
 
     Attributes
     ----------
-    signals : (N, 12, 1000) float32 memmap, z-scored, lead-major.
-    phase_centre, phase_causal : (N, 125) float32 token phases, NaN undefined.
+    signals : (N, C, L) float32 memmap of N windows, z-scored, lead-major (PTB-XL: 12 x 1000).
+    phase_centre, phase_causal : (N, T) float32 token phases, NaN undefined (PTB-XL: T = 125).
     rpeak_indices, rpeak_offsets : ragged R-peaks at 500 Hz; record i's are
         ``rpeak_indices[rpeak_offsets[i]:rpeak_offsets[i + 1]]`` (see `rpeaks`).
-    columns : meta.csv as a dict of numpy arrays (`META_COLUMNS`).
+    columns : meta.csv as a dict of numpy arrays (`meta_columns`).
+    label_levels : the dataset's `LabelLevel` vocabularies.
     norm : the fitted `Normalisation`.
     rejections : the rejected records as `RecordRejected` (record_id, check, detail).
     manifest : the manifest dict (arguments, counts, file hashes).
@@ -668,7 +672,10 @@ class PreparedCache:
         self.phase_causal = np.load(self.path / "phase_causal.npy")
         with np.load(self.path / "rpeaks.npz") as rpeaks:
             self.rpeak_indices, self.rpeak_offsets = rpeaks["indices"], rpeaks["offsets"]
-        self.columns = _read_meta(self.path / "meta.csv")
+        self.label_levels = tuple(
+            LabelLevel(lv["name"], lv["prefix"], tuple(lv["classes"])) for lv in self.manifest["label_levels"]
+        )
+        self.columns = _read_meta(self.path / "meta.csv", meta_columns(self.label_levels))
         self.norm = Normalisation.from_dict(json.loads((self.path / "norm.json").read_text()))
         self.rejections = _read_rejections(self.path / "rejections.csv")
 
@@ -702,24 +709,27 @@ class PreparedCache:
         return np.flatnonzero(np.isin(self.columns["fold"], list(folds)))
 
     def labels(self, level: str = "superclass") -> np.ndarray:
-        """(N, C) uint8 multi-hot of ``"superclass"`` (`SUPERCLASSES`) or ``"subclass"``."""
-        names = {"superclass": ("super", SUPERCLASSES), "subclass": ("sub", SUBCLASSES)}
-        if level not in names:
-            raise ValueError(f"unknown label level {level!r}; use 'superclass' or 'subclass'")
-        prefix, classes = names[level]
-        return np.stack([self.columns[f"{prefix}_{c}"] for c in classes], axis=1).astype(np.uint8)
+        """(N, C) uint8 multi-hot of the label level named ``level`` (PTB-XL: ``"superclass"``,
+        ``"subclass"``), columns in the order of its classes."""
+        found = {lv.name: lv for lv in self.label_levels}
+        if level not in found:
+            raise ValueError(f"unknown label level {level!r}; this cache has {sorted(found)}")
+        columns = found[level].columns()
+        if not columns:
+            return np.zeros((len(self), 0), dtype=np.uint8)
+        return np.stack([self.columns[c] for c in columns], axis=1).astype(np.uint8)
 
 
-def _read_meta(path: Path) -> dict[str, np.ndarray]:
+def _read_meta(path: Path, expected: tuple[str, ...]) -> dict[str, np.ndarray]:
     with path.open(newline="") as stream:
         reader = csv.reader(stream)
         header = next(reader)
-        if tuple(header) != META_COLUMNS:
-            raise ValueError(f"{path}: columns {header} differ from {list(META_COLUMNS)}")
+        if tuple(header) != expected:
+            raise ValueError(f"{path}: columns {header} differ from {list(expected)}")
         values = list(zip(*reader)) or [()] * len(header)
     columns = {}
     for name, column in zip(header, values):
-        if name == "qc_reason":
+        if name in _TEXT_COLUMNS:
             columns[name] = np.array(column, dtype=str)
         elif name in _FLOAT_COLUMNS:
             columns[name] = np.array([float(v) if v else np.nan for v in column], dtype=np.float64)

@@ -21,6 +21,7 @@ __all__ = [
     "DECIMATION",
     "KAISER_BETA",
     "Normalisation",
+    "cut_windows",
     "decimate",
     "fit_normalisation",
     "resample",
@@ -68,6 +69,19 @@ def resample(x: np.ndarray, fs: float, fs_out: float) -> np.ndarray:
         window=("kaiser", KAISER_BETA), padtype="edge",
     )  # fmt: skip
     return y.astype(np.float32)
+
+
+def cut_windows(x: np.ndarray, window: int) -> np.ndarray:
+    """(..., L) -> (W, ..., window): consecutive non-overlapping windows from the first sample.
+
+    The windowing rule of the cache and of `cyclejepa.embed`: W = L // window, a tail shorter
+    than ``window`` is dropped; a record shorter than one window raises ValueError.
+    """
+    x = np.asarray(x)
+    count = x.shape[-1] // window
+    if count == 0:
+        raise ValueError(f"{x.shape[-1]} samples are fewer than one window of {window}")
+    return np.stack([x[..., w * window : (w + 1) * window] for w in range(count)])
 
 
 @dataclass(frozen=True)
