@@ -51,7 +51,9 @@ class Section(BaseModel):
 
 class DataConfig(Section):
     dataset: _component(registry.DATASETS) = "ptbxl"
-    root: Path | None = Field(None, description=f"PTB-XL root; None reads ${PTBXL_ENV}")
+    options: dict[str, Any] = Field(default_factory=dict, description="keyword options of the dataset")
+    root: Path | None = Field(None, description=f"dataset root; None reads ${PTBXL_ENV}")
+    window_s: float = Field(10.0, gt=0, description="window (model record length) in seconds; longer records are cut")
     synthetic_records: int | None = Field(
         None, ge=20, description="write a synthetic corpus of this size at `root` if none exists"
     )
@@ -238,7 +240,7 @@ class ExperimentConfig(Section):
 # reporting) never invalidate them. training.precision is part of it: bf16 autocast changes the
 # arithmetic of every step, not only its rounding. See docs/configuration.md, "Run identity".
 TRAINING_KEYS = (
-    "data.dataset", "data.synthetic_records", "data.synthetic_seed", "data.train_folds",
+    "data.dataset", "data.options", "data.window_s", "data.synthetic_records", "data.synthetic_seed", "data.train_folds",
     "phase", "symmetry", "model", "objectives.prediction", "objectives.regulariser", "optimiser",
     "training.steps", "training.batch_size", "training.precision", "augmentations",
 )
@@ -297,6 +299,7 @@ def consistency_problems(cfg: ExperimentConfig) -> list[str]:
     if cfg.grid:
         return [f"grid {label}: {problem}" for label, cell in expand_grid(cfg) for problem in consistency_problems(cell)]
     problems = _spectrum_problems(cfg) + _step_problems(cfg) + _fold_problems(cfg) + _name_problems(cfg)
+    problems += _dataset_problems(cfg)
     problems += _option_problems("phase.options", registry.PHASE_PROVIDERS, cfg.phase.provider, cfg.phase.options)
     regulariser = cfg.objectives.regulariser
     problems += _option_problems("objectives.regulariser.options", registry.REGULARISERS, regulariser.name, regulariser.options)
@@ -360,6 +363,22 @@ def _fold_problems(cfg: ExperimentConfig) -> list[str]:
     if shared:
         return [f"data.eval_folds: folds {shared} are also in data.train_folds {cfg.data.train_folds}; the two must not overlap"]
     return []
+
+
+def _dataset_problems(cfg: ExperimentConfig) -> list[str]:
+    """data.options the dataset's constructor does not take; synthetic_records on a non-PTB-XL dataset."""
+    data = cfg.data
+    if data.synthetic_records and data.dataset not in ("ptbxl", "synthetic"):
+        return [f"data.synthetic_records: the synthetic corpus is PTB-XL's layout; it cannot be used with data.dataset {data.dataset!r}"]
+    accepted = _keyword_parameters(registry.DATASETS.get(data.dataset))
+    if accepted is None:
+        return []
+    accepted.discard("root")
+    return [
+        f"data.options.{option}: unknown option of dataset {data.dataset!r}; allowed: {', '.join(sorted(accepted)) or '(none)'}"
+        + (f". Did you mean {hint!r}?" if (hint := closest_match(option, sorted(accepted))) else "")
+        for option in data.options if option not in accepted or option == "root"
+    ]
 
 
 def _name_problems(cfg: ExperimentConfig) -> list[str]:

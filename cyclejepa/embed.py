@@ -3,7 +3,7 @@
 `load_encoder` finds a run's configuration, checkpoint and preprocessing cache; `Encoder.embed`
 takes a signal in mV at any rate and prepares it as the cache prepared the training records:
 the run's leads in the run's order, resampled to the cache's native rate, cut into windows of
-the training record length (a shorter tail is dropped), each window through the cache's
+the training record length (`cut_windows`, the cache's rule: a shorter tail is dropped), each window through the cache's
 `prepare_record` (decimation, the run's phase provider, token phases, phase QC) and the run's
 normalisation. Tokens come from `extract_tokens` and a record's embedding is the mean of its
 phase-valid tokens (`record_representations`), as in the evaluation stage. `cyclejepa embed`
@@ -22,7 +22,7 @@ import numpy as np
 
 from cyclejepa.config import load_config
 from cyclejepa.data.cache import PreparedCache, prepare_record
-from cyclejepa.data.preprocess import resample
+from cyclejepa.data.preprocess import cut_windows, resample
 from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
 from cyclejepa.phase.provider import channel_indices
 from cyclejepa import runner
@@ -280,18 +280,19 @@ class Encoder:
         bad = [self.leads[i] for i in np.flatnonzero(~np.isfinite(x).all(axis=1))]
         if bad:
             raise ValueError(f"non-finite samples on leads {bad}")
-        x = resample(x, fs, self.fs)
-        count = x.shape[-1] // self.window
-        if count == 0:
+        try:
+            windows = cut_windows(resample(x, fs, self.fs), self.window)
+        except ValueError:
             raise ValueError(
                 f"the record lasts {signal.shape[-1] / fs:.2f} s, shorter than the run's "
                 f"{self.window / self.fs:g} s window"
-            )
+            ) from None
         signals, outcomes = [], []
-        for w in range(count):
-            decimated, outcome, _ = prepare_record(x[:, w * self.window : (w + 1) * self.window], self.provider)
+        for segment in windows:
+            decimated, outcome, _ = prepare_record(segment, self.provider, fs=self.fs, channels=self.leads)
             signals.append(self.cache.norm.apply(decimated))
             outcomes.append(outcome)
+        count = len(windows)
         return _Windows(
             np.stack(signals),
             np.stack([o.phase_centre for o in outcomes]),

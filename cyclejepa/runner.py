@@ -169,7 +169,7 @@ def _corpus_line(cfg: ExperimentConfig) -> str:
     root = cfg.data.resolved_root() or "$CYCLEJEPA_PTBXL (not set: set it or data.root)"
     if cfg.data.synthetic_records:
         return f"synthetic corpus of {cfg.data.synthetic_records} records at {root}"
-    return f"PTB-XL at {root}"
+    return f"dataset {cfg.data.dataset} at {root}"
 
 
 def cache_dir(cfg: ExperimentConfig) -> Path:
@@ -180,22 +180,30 @@ def run_dir(cfg: ExperimentConfig, plan: RunPlan) -> Path:
     return Path(cfg.output_dir) / "runs" / plan.name
 
 
+def build_dataset(cfg: ExperimentConfig, progress: bool = False):
+    """The configured `Dataset`: ``data.dataset`` built with ``data.root`` and ``data.options``
+    (with ``data.synthetic_records``: the synthetic corpus, written at the root when missing)."""
+    from cyclejepa.registry import DATASETS
+
+    data, root = cfg.data, cfg.data.resolved_root()
+    if data.synthetic_records:
+        return DATASETS.build("synthetic", root=root, records=data.synthetic_records, seed=data.synthetic_seed, progress=progress)
+    return DATASETS.build(data.dataset, root=root, **data.options)
+
+
 def prepare(cfg: ExperimentConfig, progress: bool = True):
-    """Stage 1: write the synthetic corpus when configured and missing, then build the cache."""
+    """Stage 1: build the configured dataset (writing the synthetic corpus when configured and
+    missing), then the cache of its windows."""
     from cyclejepa.data.cache import prepare_cache
 
     train_folds = use_folds(cfg, "normalisation statistics", "data.train_folds")
-    root = cfg.data.resolved_root()
-    if cfg.data.synthetic_records and root is not None and not (root / "ptbxl_database.csv").exists():
-        from cyclejepa.data.synthetic import write_synthetic_corpus
-
-        write_synthetic_corpus(root, cfg.data.synthetic_records, seed=cfg.data.synthetic_seed, progress=progress)
     return prepare_cache(
-        root,
+        build_dataset(cfg, progress),
         cache_dir(cfg),
         train_folds=tuple(train_folds),
         phase_provider=cfg.phase.provider,
         phase_options=cfg.phase.options,
+        window_s=cfg.data.window_s,
         workers=cfg.data.workers,
         progress=progress,
     )

@@ -14,7 +14,7 @@ from sklearn.preprocessing import StandardScaler
 from torch import nn
 
 from cyclejepa.data.cache import PreparedCache
-from cyclejepa.data.ptbxl import LEADS, SUBCLASSES, SUPERCLASSES
+from cyclejepa.data.ptbxl import LEADS, PTBXL, SUBCLASSES, SUPERCLASSES
 from cyclejepa.evaluation.bootstrap import patient_bootstrap_weights
 from cyclejepa.evaluation.context import heart_rate, hr_stratified_auroc
 from cyclejepa.evaluation.embeddings import (
@@ -325,6 +325,7 @@ class StubCache:
 
     select = PreparedCache.select
     labels = PreparedCache.labels
+    label_levels = PTBXL.label_levels
 
     def __init__(self, meta: pd.DataFrame):
         self.meta = meta

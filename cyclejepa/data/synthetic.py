@@ -38,6 +38,7 @@ from cyclejepa.data.preprocess import decimate
 from cyclejepa.data.ptbxl import (
     DATABASE_CSV,
     FS,
+    PTBXL,
     N_SAMPLES,
     STATEMENTS_CSV,
     SUBCLASSES,
@@ -45,11 +46,13 @@ from cyclejepa.data.ptbxl import (
     checksum16,
 )
 from cyclejepa.progress import progress_bar
+from cyclejepa.registry import DATASETS
 
 __all__ = [
     "DATABASE_COLUMNS",
     "HEADER_LEADS",
     "RPEAKS_FILENAME",
+    "SyntheticPTBXL",
     "SyntheticRecords",
     "generate_metadata",
     "generate_records",
@@ -1242,3 +1245,18 @@ def read_rpeaks(root: str | os.PathLike[str]) -> dict[int, np.ndarray]:
         raise FileNotFoundError(f"no {RPEAKS_FILENAME} in {root}: not a cyclejepa synthetic corpus")
     sidecar = json.loads(path.read_text())
     return {int(k): np.asarray(v, dtype=np.int64) for k, v in sidecar["rpeaks"].items()}
+
+
+@DATASETS.register("synthetic")
+class SyntheticPTBXL(PTBXL):
+    """The synthetic corpus as a dataset: PTB-XL's reader on a corpus root.
+
+    With ``records``, a corpus of that size and ``seed`` is written first when ``root`` holds
+    none (``data.synthetic_records`` and ``data.synthetic_seed`` of the config).
+    """
+
+    def __init__(self, root: str | os.PathLike | None = None, records: int | None = None, seed: int = 0,
+                 progress: bool = False):  # fmt: skip
+        if records and root is not None and not (Path(root) / DATABASE_CSV).exists():
+            write_synthetic_corpus(root, records, seed=seed, progress=progress)
+        super().__init__(root)

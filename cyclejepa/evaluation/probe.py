@@ -460,23 +460,28 @@ def diagnostic_tasks(
     eligible_fold: int = 9,
     min_positives: int = 20,
 ) -> Iterator[DiagnosticTask]:
-    """The paper's three tasks: ``superclass`` (5), ``subclass-eligible`` (subclasses with
-    ≥ ``min_positives`` positives in ``eligible_fold``: the "17-class" task) and
-    ``subclass-all`` (23). Records without a label of a task are left out of it and counted."""
-    from cyclejepa.data.ptbxl import SUBCLASSES, SUPERCLASSES, eligible_subclasses
-
+    """One probe task per label level of the cache's dataset. The first level is one task with
+    all its classes (the headline); every further level gives ``<level>-eligible`` (its classes
+    with ≥ ``min_positives`` positive windows in ``eligible_fold``) and ``<level>-all``. On PTB-XL
+    these are the paper's three: ``superclass`` (5), ``subclass-eligible`` (the "17-class" task)
+    and ``subclass-all`` (23). Windows without a label of a task are left out of it and counted."""
     if set(train_folds) & set(eval_folds):
         raise ValueError(f"train_folds {list(train_folds)} and eval_folds {list(eval_folds)} overlap")
     train, evaluation = cache.select(train_folds), cache.select(eval_folds)
     if not len(train) or not len(evaluation):
         raise ValueError(f"no record in train_folds {list(train_folds)} or eval_folds {list(eval_folds)}")
-    subclasses = cache.labels("subclass")
-    eligible = eligible_subclasses(cache.meta, fold=eligible_fold, min_positives=min_positives)
-    tasks = (
-        ("superclass", SUPERCLASSES, cache.labels("superclass")),
-        ("subclass-eligible", tuple(eligible), subclasses[:, [SUBCLASSES.index(s) for s in eligible]]),
-        ("subclass-all", SUBCLASSES, subclasses),
-    )
+    if not cache.label_levels:
+        raise ValueError(f"the dataset of {cache.path} has no label level to probe")
+    first, *others = cache.label_levels
+    tasks = [(first.name, first.classes, cache.labels(first.name))]
+    for level in others:
+        labels = cache.labels(level.name)
+        in_fold = cache.select([eligible_fold])
+        if not len(in_fold):
+            raise ValueError(f"no record in fold {eligible_fold}, where eligible {level.name} classes are counted")
+        eligible = np.flatnonzero(labels[in_fold].sum(axis=0) >= min_positives)
+        tasks.append((f"{level.name}-eligible", tuple(np.asarray(level.classes)[eligible]), labels[:, eligible]))
+        tasks.append((f"{level.name}-all", level.classes, labels))
     for name, classes, labels in tasks:
         labelled = labels.any(axis=1)
         yield DiagnosticTask(

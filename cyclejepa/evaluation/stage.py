@@ -166,9 +166,10 @@ def core_metrics(
         diagnostic[task.name] = asdict(probe_result)
         fitted[task.name] = (task, probe_result.C)
     result["diagnostic"] = diagnostic
-    if "superclass" not in fitted:
-        raise ValueError(f"the superclass probe could not be evaluated: {diagnostic['superclass']['error']}")
-    superclass, C = fitted["superclass"]
+    headline = next(iter(diagnostic))  # the first label level (PTB-XL: superclass)
+    if headline not in fitted:
+        raise ValueError(f"the {headline} probe could not be evaluated: {diagnostic[headline]['error']}")
+    superclass, C = fitted[headline]
     split = superclass.split(reps, patients)
     probe = LinearProbe(C=C).fit(split.train_X, split.train_Y, groups=split.train_groups)
     scores = {
@@ -200,8 +201,8 @@ def evaluate_checkpoint(
     core = core_metrics(cfg, cache, objective, device, progress)
     robustness = lead_zeroing(
         objective.model, cache.signals, cache.phases("centre"), cache.columns["qc_ok"], core.probe,
-        core.superclass.labels, cache.columns["patient_id"], rows=core.scores["rows"], device=device,
-        replicates=ev.bootstrap, seed=ev.seed,
+        core.superclass.labels, cache.columns["patient_id"], leads=cache.manifest["leads"], rows=core.scores["rows"],
+        device=device, replicates=ev.bootstrap, seed=ev.seed,
     )
     core.result["robustness"] = asdict(robustness)
     battery_rows = core.phase_rows[: ev.anomaly_records] if ev.anomaly_records else core.phase_rows
