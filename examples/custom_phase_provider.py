@@ -5,7 +5,10 @@
 Subclassing `PhaseProvider` takes one method, `events`, that returns one sample index per
 cycle; the base class builds the phase track (phase by linear interpolation between events,
 token phases) and applies the shared quality control. Registering a name makes the provider
-usable from a config (``phase: {provider: resp-breath}``) once this module is imported.
+usable from a config (``phase: {provider: resp-breath, options: {lead: RESP}}``) once this
+module is imported; a plugin entry point does that (``[project.entry-points."cyclejepa.plugins"]``
+``resp = "custom_phase_provider"``), and then ``cyclejepa phase RECORD --provider resp-breath
+--lead RESP`` runs it too. Like every provider it names the channel it reads ``lead``.
 
 RECORD is a WFDB record path (no extension) with a RESP channel; a RECORD that does not exist
 is an error. Without RECORD the MIMIC-style sample ``v102s`` in ../shared/data/physionet-samples
@@ -36,11 +39,19 @@ class BreathPhase(PhaseProvider):
     0.05–0.7 Hz (up to 42 breaths/min, zero phase) and its peaks at least the shortest
     plausible breath apart, with a prominence of a quarter of the 5–95 % range, are breaths.
     Breathing is irregular (sighs, pauses), so the successive-interval ratio check is off.
+
+    Parameters
+    ----------
+    lead
+        The respiration channel's name (case-insensitive).
+    **qc
+        Quality-control thresholds of `PhaseProvider`, with breathing defaults.
     """
 
     def __init__(
         self,
-        channel: str = "RESP",
+        lead: str = "RESP",
+        *,
         interval_range_s: tuple[float, float] = (1.5, 15.0),
         max_interval_ratio: float | None = None,
         **qc: Any,
@@ -48,13 +59,13 @@ class BreathPhase(PhaseProvider):
         super().__init__(
             interval_range_s=interval_range_s, max_interval_ratio=max_interval_ratio, **qc
         )
-        self.channel = channel
+        self.lead = lead
 
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
         from scipy.ndimage import median_filter
         from scipy.signal import butter, find_peaks, sosfiltfilt
 
-        row = channel_indices(channel_names, self.channel)[0]
+        row = channel_indices(channel_names, self.lead)[0]
         resp = fill_nonfinite(signal[[row]], [channel_names[row]])[0]
         resp = median_filter(resp, size=round(0.2 * fs) * 2 + 1, mode="nearest")
         sos = butter(2, [0.05, 0.7], btype="bandpass", fs=fs, output="sos")

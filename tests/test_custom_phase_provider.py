@@ -55,3 +55,90 @@ def test_real_respiration_record_v102s(example, physionet_samples):
     assert 6.0 <= track.qc.metrics["rate_per_min"] <= 40.0
     assert track.qc.ok, track.qc.reasons
     assert len(track.events) >= 300 / 10  # at least one breath per 10 s over 5 min
+
+
+# ---------------------------------------------------------------- one option convention
+
+
+def test_every_channel_reading_provider_names_its_channel_option_lead(example):
+    import inspect
+
+    for name in PHASE_PROVIDERS.names():
+        provider = PHASE_PROVIDERS.get(name)
+        if not issubclass(provider, PhaseProvider):
+            continue  # "composite" reads through its coordinates' providers
+        first = next(iter(list(inspect.signature(provider.__init__).parameters.values())[1:]))
+        assert first.name == "lead", f"{name}: first option is {first.name!r}"
+    assert example.BreathPhase(lead="resp").lead == "resp"
+
+
+def test_validate_checks_resp_breath_options_against_its_signature(example):
+    from cyclejepa.config import consistency_problems, parse_config
+
+    good = parse_config({"phase": {"provider": "resp-breath", "options": {"lead": "RESP", "min_events": 6}}})
+    assert consistency_problems(good) == []
+    bad = parse_config({"phase": {"provider": "resp-breath", "options": {"channel": "RESP"}}})
+    (problem,) = consistency_problems(bad)
+    assert problem.startswith("phase.options.channel: unknown option of phase provider 'resp-breath'")
+    assert "lead" in problem and "min_phase_yield" in problem  # its own and the shared QC options
+
+
+def naive_breath_onsets(resp: np.ndarray, fs: float) -> np.ndarray:
+    """Independent reference: band-pass 0.1–1 Hz, then scan for the upward zero crossing that
+    precedes each rise above +0.2 SD, with hysteresis (a new breath needs a fall below −0.2 SD)."""
+    from scipy.signal import butter, sosfiltfilt
+
+    resp = np.where(np.isfinite(resp), resp, np.nanmedian(resp))
+    y = sosfiltfilt(butter(2, [0.1, 1.0], btype="bandpass", fs=fs, output="sos"), resp)
+    level = 0.2 * np.std(y)
+    onsets, rising, crossing = [], False, 0
+    for k in range(1, len(y)):
+        if y[k - 1] <= 0 < y[k]:
+            crossing = k
+        if not rising and y[k] > level:
+            onsets.append(crossing)
+            rising = True
+        elif rising and y[k] < -level:
+            rising = False
+    return np.asarray(onsets)
+
+
+@pytest.mark.parametrize(
+    ("record", "cycles_with_a_breath"),
+    [("03700181", 0.98), ("v102s", 0.78)],  # ventilated and regular; spontaneous with shallow breaths
+)
+def test_breaths_of_real_records_against_a_naive_onset_scan(example, physionet_samples, record, cycles_with_a_breath):
+    signal, fs, channel_names, _ = example.load(physionet_samples / record)
+    track = PHASE_PROVIDERS.build("resp-breath", lead="RESP").phase(signal, fs, channel_names)
+    onsets = naive_breath_onsets(signal[channel_names.index("RESP")], fs)
+    inside = (track.events > onsets[0]) & (track.events < onsets[-1])
+    cycle = np.searchsorted(onsets, track.events[inside])
+    assert len(np.unique(cycle)) == inside.sum()  # never two breaths in one naive cycle
+    assert inside.sum() >= cycles_with_a_breath * (len(onsets) - 1)
+    if record == "03700181":  # the ventilator's rate: the same by both methods
+        assert track.qc.metrics["rate_per_min"] == pytest.approx(60 / np.median(np.diff(onsets) / fs), rel=0.02)
+
+
+def test_cli_phase_runs_the_entry_point_provider_with_lead(example, physionet_samples, monkeypatch):
+    import json
+
+    from typer.testing import CliRunner
+
+    from cyclejepa import registry
+    from cyclejepa.cli import app
+
+    class ExampleEntry:  # what `[project.entry-points."cyclejepa.plugins"]` would install
+        name = "resp"
+
+        def load(self):
+            return lambda: example  # the module is imported (registered) already
+
+    monkeypatch.setattr(registry, "entry_points", lambda group: [ExampleEntry()] if group == registry.PLUGIN_GROUP else [])
+    assert registry.load_plugins() == ["resp"]
+    record = physionet_samples / "03700181"
+    result = CliRunner().invoke(app, ["phase", str(record), "--provider", "resp-breath", "--lead", "RESP"])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.output.strip().splitlines()[-1])
+    signal, fs, channel_names, _ = example.load(record)
+    expected = example.BreathPhase(lead="RESP").phase(signal, fs, channel_names)
+    assert printed["r_peaks"] == expected.events.tolist() and printed["qc"]["ok"]

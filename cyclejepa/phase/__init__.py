@@ -7,6 +7,7 @@ from cyclejepa.phase.detectors import (
     get_detector,
     register_detector,
 )
+from cyclejepa.phase.composite import CompositePhaseProvider, CompositeTrack
 from cyclejepa.phase.ecg import EcgRPeakProvider
 from cyclejepa.phase.pantompkins import detect_r_peaks_pan_tompkins
 from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
@@ -34,6 +35,8 @@ __all__ = [
     "register_detector",
     "PHASE_MAX",
     "TWO_PI",
+    "CompositePhaseProvider",
+    "CompositeTrack",
     "EcgRPeakProvider",
     "PhaseProvider",
     "PhaseTrack",

@@ -8,12 +8,22 @@ registers a name::
 
     @PHASE_PROVIDERS.register("ppg-pulse")
     class PulsePhase(PhaseProvider):
+        def __init__(self, lead="PLETH", **qc):
+            super().__init__(**qc)
+            self.lead = lead
+
         def events(self, signal, fs, channel_names):
-            pleth = signal[channel_indices(channel_names, "PLETH")[0]]
+            pleth = signal[channel_indices(channel_names, self.lead)[0]]
             return scipy.signal.find_peaks(pleth, distance=int(0.3 * fs))[0]
 
 `PhaseProvider.phase` then validates the input, builds the track and applies the shared
 quality control, whose thresholds are constructor arguments.
+
+Option names follow one convention across providers, so that ``phase.options`` and
+``cyclejepa phase --lead`` mean the same everywhere: ``lead`` (first parameter) names the
+channel(s) a provider reads, and the quality-control thresholds keep the names of
+`PhaseProvider` (``min_events``, ``interval_range_s``, ``max_interval_ratio``,
+``min_phase_yield``), passed on through ``**qc``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,93 @@
+"""The composite phase provider: cardiac and breathing phase of one record as a torus point."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cyclejepa.phase import CompositePhaseProvider, CompositeTrack, EcgRPeakProvider
+from cyclejepa.registry import PHASE_PROVIDERS
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_phase_provider.py"
+COORDINATES = {
+    "cardiac": {"provider": "ecg-rpeak", "lead": "II"},
+    "respiratory": {"provider": "resp-breath", "lead": "RESP"},
+}
+
+
+@pytest.fixture(scope="module")
+def example():
+    """The example module (registers "resp-breath"), imported as a plugin would."""
+    name = "custom_phase_provider_example"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, EXAMPLE)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]
+
+
+@pytest.fixture
+def v102s(example, physionet_samples):
+    """The first 90 s of v102s (II, V, PLETH, RESP at 250 Hz); lead II has an implausible
+    0.22 s RR interval at 99 s, so the whole record fails cardiac QC."""
+    signal, fs, channel_names, _ = example.load(physionet_samples / "v102s")
+    return signal[:, : round(90 * fs)], fs, channel_names
+
+
+def test_composite_tokens_are_each_providers_own_tokens(example, v102s):
+    signal, fs, names = v102s
+    provider = PHASE_PROVIDERS.build("composite", coordinates=COORDINATES)
+    track = provider.phase(signal, fs, names)
+    assert isinstance(track, CompositeTrack) and track.names == ("cardiac", "respiratory")
+    cardiac = EcgRPeakProvider(lead="II").phase(signal, fs, names)
+    breathing = example.BreathPhase(lead="RESP").phase(signal, fs, names)
+    for convention in ("centre", "causal"):
+        tokens = track.at_tokens(patch=8, fs_out=100.0, convention=convention)
+        assert tokens.shape == (1125, 2)
+        np.testing.assert_array_equal(tokens[:, 0], cardiac.at_tokens(8, 100.0, convention))
+        np.testing.assert_array_equal(tokens[:, 1], breathing.at_tokens(8, 100.0, convention))
+    # joint yield: the samples where both phases are defined, counted naively
+    both = np.isfinite(cardiac.phase) & np.isfinite(breathing.phase)
+    assert track.phase_yield == pytest.approx(both.mean(), abs=1.5 / len(both))
+    qc = track.qc
+    assert qc.ok and qc.reasons == [] and qc.metrics["phase_yield"] == track.phase_yield
+    assert qc.metrics["cardiac.n_events"] == len(cardiac.events)
+    assert qc.metrics["respiratory.rate_per_min"] == breathing.qc.metrics["rate_per_min"]
+    assert track.coordinate_qc["respiratory"].metrics == breathing.qc.metrics
+
+
+def test_qc_is_reported_per_coordinate(example, v102s):
+    signal, fs, names = v102s
+    flat = signal.copy()
+    flat[names.index("RESP")] = 0.0  # a disconnected respiration belt
+    track = CompositePhaseProvider(COORDINATES).phase(flat, fs, names)
+    assert track.coordinate_qc["cardiac"].ok and not track.coordinate_qc["respiratory"].ok
+    assert "respiratory:too_few_beats" in track.qc.reasons and "low_phase_yield" in track.qc.reasons
+    assert not any(reason.startswith("cardiac:") for reason in track.qc.reasons)
+    assert any(detail.startswith("respiratory: too_few_beats") for detail in track.qc.details)
+    assert np.isnan(track.at_tokens(8, 100.0)[:, 1]).all() and track.qc.to_dict()["ok"] is False
+
+
+def test_bad_coordinates_are_named(example):
+    with pytest.raises(ValueError, match=r"coordinates\.respiratory\.provider: unknown phase provider 'resp-breth'.*'resp-breath'"):
+        CompositePhaseProvider({"respiratory": {"provider": "resp-breth"}})
+    with pytest.raises(TypeError, match=r"coordinates\.respiratory: provider 'resp-breath' refuses \{'channel': 'RESP'\}"):
+        CompositePhaseProvider({"respiratory": {"provider": "resp-breath", "channel": "RESP"}})
+    with pytest.raises(ValueError, match=r"coordinates\.cardiac: expected a mapping with a 'provider' key"):
+        CompositePhaseProvider({"cardiac": "ecg-rpeak"})
+    with pytest.raises(ValueError, match="non-empty mapping"):
+        CompositePhaseProvider({})
+
+
+def test_validate_reports_a_bad_coordinate_under_phase_options(example):
+    from cyclejepa.config import consistency_problems, parse_config
+
+    options = {"coordinates": {**COORDINATES, "respiratory": {"provider": "resp-breath", "channel": "RESP"}}}
+    (problem,) = consistency_problems(parse_config({"phase": {"provider": "composite", "options": options}}))
+    assert problem.startswith("phase.options: phase provider 'composite' refuses")
+    assert "coordinates.respiratory" in problem and "channel" in problem
+    good = parse_config({"phase": {"provider": "composite", "options": {"coordinates": COORDINATES}}})
+    assert consistency_problems(good) == []
