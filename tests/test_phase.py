@@ -260,6 +260,16 @@ def test_bandpass_equals_scipy_sosfiltfilt(shape, fs, band):
     np.testing.assert_allclose(bandpass(x, fs, band), sosfiltfilt(sos, x, axis=-1), rtol=0, atol=1e-12)
 
 
+@pytest.mark.parametrize("n", [1, 2, 7, 8, 1248, 1249])
+def test_partition_median_and_quantile_equal_numpy(n):
+    from cyclejepa.phase.rpeak import _median, _quantile
+
+    x = np.random.default_rng(n).lognormal(size=(12, n))
+    np.testing.assert_array_equal(_median(x), np.median(x, axis=-1))
+    for q in (0.05, 0.5, 0.95):
+        np.testing.assert_array_equal(_quantile(x, q), np.quantile(x, q, axis=-1))
+
+
 def test_detects_r_peaks_on_synthetic_12_lead_ecg_at_500_hz():
     signal, r_times, _ = synthetic_ecg(500.0)
     track = EcgRPeakProvider(lead="all").phase(signal, 500.0, LEADS)

@@ -65,6 +65,28 @@ FLAT = 1e-12
 DETECTION_FS = 125.0
 
 
+def _median(x: np.ndarray) -> np.ndarray:
+    """``np.median(x, axis=-1)`` of finite values, by one partition (without its overhead)."""
+    n = x.shape[-1]
+    half = n // 2
+    if n % 2:
+        return np.partition(x, half, axis=-1)[..., half]
+    part = np.partition(x, [half - 1, half], axis=-1)
+    return (part[..., half - 1] + part[..., half]) / 2
+
+
+def _quantile(x: np.ndarray, q: float) -> np.ndarray:
+    """``np.quantile(x, q, axis=-1)`` (linear interpolation, numpy's formula) of finite
+    values, by one partition."""
+    virtual = (x.shape[-1] - 1) * np.float64(q)
+    below = int(np.floor(virtual))
+    above = min(below + 1, x.shape[-1] - 1)
+    part = np.partition(x, [below, above] if above > below else below, axis=-1)
+    a, b = part[..., below], part[..., above]
+    t = virtual - below
+    return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
+
+
 @lru_cache(maxsize=32)
 def _butter_bandpass(fs: float, low: float, high: float) -> tuple[np.ndarray, np.ndarray, int]:
     """Second-order sections, their step-response initial state and scipy's pad length."""
@@ -126,7 +148,7 @@ def remove_spikes(signal: np.ndarray, fs: float) -> np.ndarray:
     """
     second = np.abs(np.diff(signal, n=2, axis=-1))
     step = max(1, second.shape[-1] // 1000)  # the percentile of ~1000 samples is plenty
-    limit = SPIKE_RATIO * np.quantile(second[..., ::step], 0.95, axis=-1, keepdims=True)
+    limit = SPIKE_RATIO * _quantile(second[..., ::step], 0.95)[..., None]
     flagged = second > np.maximum(limit, FLAT)
     if not flagged.any():
         return signal
@@ -169,8 +191,8 @@ def lead_quality(envelope: np.ndarray, fs: float) -> tuple[np.ndarray, np.ndarra
     height : (leads,) median of the per-second envelope maxima.
     quality : (leads,) height divided by the envelope's median; 0 for a flat lead.
     """
-    height = np.median(_window_maxima(envelope, max(1, round(LEVEL_WINDOW_S * fs))), axis=-1)
-    floor = np.median(envelope, axis=-1)
+    height = _median(_window_maxima(envelope, max(1, round(LEVEL_WINDOW_S * fs))))
+    floor = _median(envelope)
     quality = np.where(height > FLAT, height / np.maximum(floor, FLAT * 1e-3), 0.0)
     return height, quality
 
@@ -182,10 +204,10 @@ def local_floor(x: np.ndarray, fs: float, window_s: float = FLOOR_WINDOW_S) -> n
     n = len(x) // block
     if n < 1:
         return np.full(len(x), np.median(x))
-    medians = np.median(x[: n * block].reshape(n, block), axis=1)
+    medians = _median(x[: n * block].reshape(n, block))
     padded = np.concatenate((np.repeat(medians[:1], 2), medians, np.repeat(medians[-1:], 2)))
     windows = np.lib.stride_tricks.sliding_window_view(padded, 5)
-    smooth = np.median(windows, axis=1)
+    smooth = _median(windows)
     centres = (np.arange(n) + 0.5) * block
     return np.interp(np.arange(len(x)), centres, smooth)
 
@@ -214,6 +236,21 @@ def fuse_leads(
     return (envelope * scale).sum(axis=0), (slope * scale).sum(axis=0), weights
 
 
+class _History:
+    """The last `HISTORY` values and their median, recomputed only when one is appended."""
+
+    def __init__(self, values: list[float] | None = None):
+        self.values: deque[float] = deque(values or [], maxlen=HISTORY)
+        self.median = median(self.values) if self.values else None
+
+    def __bool__(self) -> bool:
+        return bool(self.values)
+
+    def append(self, value: float) -> None:
+        self.values.append(value)
+        self.median = median(self.values)
+
+
 def classify_peaks(
     positions: np.ndarray,
     heights: np.ndarray,
@@ -239,17 +276,15 @@ def classify_peaks(
     levels
         Starting (signal, noise) levels.
     """
-    signal_init, noise_init = levels
-    signal_hist: deque[float] = deque([signal_init], maxlen=HISTORY)
-    noise_hist: deque[float] = deque([noise_init], maxlen=HISTORY)
-    rr_hist: deque[int] = deque(maxlen=HISTORY)
+    signal_hist, noise_hist, rr_hist = _History([levels[0]]), _History([levels[1]]), _History()
+    # Python numbers: the loop reads one element at a time (same arithmetic, less overhead).
+    positions, heights, slopes = positions.tolist(), heights.tolist(), slopes.tolist()
     beats: list[int] = []
     t_window = T_WAVE_WINDOW_S * fs
     refractory = REFRACTORY_S * fs
 
     def threshold() -> float:
-        signal_level = median(signal_hist)
-        noise_level = median(noise_hist)
+        signal_level, noise_level = signal_hist.median, noise_hist.median
         return max(
             noise_level + THRESHOLD_FRACTION * (signal_level - noise_level),
             THRESHOLD_FLOOR * signal_level,
@@ -265,13 +300,12 @@ def classify_peaks(
     def search_back(k: int, now: float) -> None:
         while beats and rr_hist:
             last = beats[-1]
-            if now - positions[last] <= SEARCHBACK_RR_FACTOR * median(rr_hist):
+            if now - positions[last] <= SEARCHBACK_RR_FACTOR * rr_hist.median:
                 return
-            skipped = np.arange(last + 1, k)
             limit = SEARCHBACK_FRACTION * threshold()
             keep = [
                 j
-                for j in skipped
+                for j in range(last + 1, k)
                 if heights[j] > limit
                 and positions[j] - positions[last] >= refractory
                 and now - positions[j] >= refractory
@@ -280,17 +314,17 @@ def classify_peaks(
             if not keep:
                 return
             found = max(keep, key=lambda j: heights[j])
-            rr_hist.append(int(positions[found] - positions[last]))
+            rr_hist.append(positions[found] - positions[last])
             beats.append(found)
-            signal_hist.append(float(heights[found]))
+            signal_hist.append(heights[found])
 
     def needed(k: int, previous: int | None) -> float:
         """The threshold, raised for a peak that comes much earlier than the RR history says."""
         limit = threshold()
         if previous is not None and rr_hist:
-            early = positions[k] - positions[previous] < PREMATURE_RR_FACTOR * median(rr_hist)
+            early = positions[k] - positions[previous] < PREMATURE_RR_FACTOR * rr_hist.median
             if early:
-                limit = max(limit, PREMATURE_LEVEL * median(signal_hist))
+                limit = max(limit, PREMATURE_LEVEL * signal_hist.median)
         return limit
 
     for k in range(len(positions)):
@@ -298,11 +332,11 @@ def classify_peaks(
         previous = beats[-1] if beats else None
         if heights[k] > needed(k, previous) and not is_t_wave(k, previous):
             if previous is not None:
-                rr_hist.append(int(positions[k] - positions[previous]))
+                rr_hist.append(positions[k] - positions[previous])
             beats.append(k)
-            signal_hist.append(float(heights[k]))
+            signal_hist.append(heights[k])
         else:
-            noise_hist.append(float(heights[k]))
+            noise_hist.append(heights[k])
     search_back(len(positions), n_samples)
     return np.asarray(beats, dtype=np.int64)
 
@@ -329,7 +363,7 @@ def refine_to_extremum(
     values = filtered[window]  # (beats, window)
     peak, trough = values.max(axis=-1), -values.min(axis=-1)
     ratio = NEGATIVE_QRS_RATIO
-    if np.median(trough) <= ratio * np.median(peak):
+    if _median(trough) <= ratio * _median(peak):
         upward = trough <= ratio * ratio * peak
     else:
         upward = trough < peak
@@ -393,7 +427,7 @@ def detect_r_peaks(
     around = np.clip(positions[:, None] + np.arange(-half, half + 1), 0, len(fused) - 1)
     slopes = fused_slope[around].max(axis=1)
     level_window = max(1, round(LEVEL_WINDOW_S * fs_low))
-    levels = (float(np.median(_window_maxima(fused, level_window))), float(np.median(fused)))
+    levels = (float(_median(_window_maxima(fused, level_window))), float(_median(fused)))
     accepted = classify_peaks(positions, heights, slopes, fs_low, len(fused), levels)
     beats = positions[accepted] * factor + (factor - 1) // 2
     row = int(np.argmax(weights)) if timing_row is None else timing_row
