@@ -1,4 +1,5 @@
-"""Data: PTB-XL reader, preprocessing cache, synthetic corpus, augmentations."""
+"""Data: the dataset interface, PTB-XL and Challenge-format readers, preprocessing cache, synthetic corpus,
+augmentations."""
 
 from cyclejepa.data.augment import (
     DEFAULT_AUGMENTATIONS,
@@ -15,8 +16,10 @@ from cyclejepa.data.augment import (
     record_rms,
 )
 from cyclejepa.data.cache import PreparedCache, prepare_cache
+from cyclejepa.data.challenge import Challenge2021
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
-from cyclejepa.data.preprocess import Normalisation, decimate, fit_normalisation
+from cyclejepa.data.datasets import Dataset, Entry, LabelLevel, Record, conform, hash_fold
+from cyclejepa.data.preprocess import Normalisation, cut_windows, decimate, fit_normalisation
 from cyclejepa.data.ptbxl import (
     LEADS,
     PTBXL,
@@ -32,6 +35,7 @@ from cyclejepa.data.ptbxl import (
 from cyclejepa.data.synthetic import (
     HEADER_LEADS,
     RPEAKS_FILENAME,
+    SyntheticPTBXL,
     SyntheticRecords,
     generate_metadata,
     generate_records,

@@ -1,0 +1,147 @@
+"""The PhysioNet/CinC Challenge 2020/2021 reader on a corpus written in that format at test time."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.io
+from scipy.signal import resample_poly
+
+from cyclejepa import runner
+from cyclejepa.config import load_config
+from cyclejepa.data.challenge import Challenge2021
+from cyclejepa.data.datasets import conform
+from cyclejepa.data.ptbxl import LEADS
+from cyclejepa.data.synthetic import generate_records
+from test_ptbxl_dev import SMALL_MODEL
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "ptbxl_dev.yaml"
+GAIN = 1000.0
+DX = ["426783006", "164889003", "59118001", "270492004"]
+
+
+def write_challenge(path: Path, signal_mv: np.ndarray, fs: float, dx: list[str], kind: str, *, leads=LEADS,
+                    age="63", sex="Female") -> np.ndarray:  # fmt: skip
+    """One record in the Challenge layout (``kind`` "mat" or "dat"); returns its stored values."""
+    digital = np.round(signal_mv * GAIN).astype(np.int16)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "mat":
+        scipy.io.savemat(path.with_suffix(".mat"), {"val": digital})
+    else:
+        digital.T.astype("<i2").tofile(path.with_suffix(".dat"))
+    lines = [f"{path.name} {len(leads)} {fs:g} {digital.shape[1]} 05-Feb-2020 11:39:16"]
+    checksums = np.mod(digital.astype(np.int64).sum(axis=1), 65536)
+    lines += [f"{path.name}.{kind} 16+24 {GAIN:g}/mV 16 0 {digital[i, 0]} {checksums[i]} 0 {lead}"
+              for i, lead in enumerate(leads)]  # fmt: skip
+    lines += [f"# Age: {age}", f"# Sex: {sex}", f"# Dx: {','.join(dx)}", "# Rx: Unknown"]
+    path.with_suffix(".hea").write_text("\n".join(lines) + "\n")
+    return digital
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """24 synthetic records: .mat and .dat, at 500, 257 and 1000 Hz, 10 s to 20 s, one 6 s
+    record (shorter than a window) and one corrupt header."""
+    root = tmp_path_factory.mktemp("challenge")
+    source = generate_records(26, seed=3)
+    stored = {}
+    for i in range(24):
+        signal = source.signals[i]
+        if i % 6 == 5:  # a 20 s record: two source records back to back
+            signal = np.concatenate([signal, source.signals[24]], axis=1)
+        fs = (500, 257, 1000)[i % 3]
+        signal = resample_poly(signal.astype(np.float64), fs, 500, axis=1) if fs != 500 else signal
+        name = f"{'g1' if i < 12 else 'g2'}/{'A' if i % 2 else 'HR'}{i:05d}"
+        stored[name] = (fs, write_challenge(root / name, signal, fs, [DX[i % 4], DX[(i + 1) % 4]], ("mat", "dat")[i % 2]))
+    write_challenge(root / "g2" / "S00024", source.signals[25][:, :3000], 500, [DX[0]], "dat")  # 6 s
+    bad = root / "g2" / "X00025"
+    write_challenge(bad, source.signals[25], 500, [DX[0]], "mat")
+    header = bad.with_suffix(".hea").read_text().replace("X00025 12 500", "X00025 12 fivehundred")
+    bad.with_suffix(".hea").write_text(header)
+    return root, stored
+
+
+def test_records_read_as_stored_in_mv_at_their_rate(corpus):
+    root, stored = corpus
+    dataset = Challenge2021(root)
+    entries = {e.name: e for e in dataset.entries()}
+    assert set(entries) == set(stored) | {"g2/S00024"}
+    for name in ("HR00000", "A00001", "HR00002", "A00005"):
+        name = f"g1/{name}"
+        record = dataset.load(entries[name])
+        fs, digital = stored[name]
+        assert record.fs == fs and record.channels == LEADS
+        np.testing.assert_allclose(record.signal, digital / GAIN, atol=1e-6)
+    entry = entries["g1/A00001"]
+    assert (entry.age, entry.sex, entry.labels) == (63.0, 1, {"dx": frozenset({DX[1], DX[2]})})
+    assert dataset.label_levels[0].classes == tuple(sorted(DX, key=int))
+
+
+def test_corrupt_header_rejected_with_reason(corpus):
+    root, _ = corpus
+    [rejection] = Challenge2021(root).rejected()
+    assert rejection.record_id == "g2/X00025" and rejection.check == "unreadable"
+    assert "line 1" in rejection.detail and "must be numbers" in rejection.detail
+
+
+def test_resampling_against_the_analytic_signal(tmp_path):
+    """Sines of 3 and 11 Hz stored at 257 Hz, resampled to 500 Hz, equal the sines sampled at 500 Hz."""
+    t_in = np.arange(round(12 * 257)) / 257
+    wave = lambda t: 0.8 * np.sin(2 * np.pi * 3 * t) + 0.3 * np.cos(2 * np.pi * 11 * t + 0.4)  # noqa: E731
+    write_challenge(tmp_path / "R1", np.tile(wave(t_in), (12, 1)), 257, [DX[0]], "dat")
+    dataset = Challenge2021(tmp_path)
+    x = conform(dataset.load(dataset.entries()[0]), ("II", "V5"), 500.0)
+    t_out = np.arange(x.shape[1]) / 500
+    assert x.shape == (2, int(np.ceil(len(t_in) * 500 / 257)))
+    inner = slice(250, -250)  # edge padding bends the first and last half second
+    np.testing.assert_allclose(x[:, inner], np.tile(wave(t_out[inner]), (2, 1)), atol=3e-3)
+
+
+def test_folds_are_deterministic_hashes_of_the_record(corpus):
+    root, _ = corpus
+    first, second = Challenge2021(root).entries(), Challenge2021(root).entries()
+    assert [(e.name, e.fold, e.patient_id) for e in first] == [(e.name, e.fold, e.patient_id) for e in second]
+    for entry in first:
+        expected = int(hashlib.sha256(entry.name.encode()).hexdigest()[:12], 16) % 10 + 1
+        assert entry.fold == expected
+    assert len({e.patient_id for e in first}) == len(first)  # no patient ids: one record, one patient
+
+
+@pytest.fixture(scope="module")
+def prepared(corpus, tmp_path_factory):
+    root, _ = corpus
+    out = tmp_path_factory.mktemp("run")
+    cfg = load_config(EXAMPLE, [f"data.root={root}", "data.dataset=challenge2021", f"output_dir={out}",
+                                "data.train_folds=[1,2,3,4,5,6,7,8,9]", "data.eval_folds=[10]", "data.workers=2", *SMALL_MODEL])  # fmt: skip
+    return cfg, runner.prepare(cfg, progress=False)
+
+
+def test_prepare_windows_resamples_and_counts_rejections(prepared, corpus):
+    _, stored = corpus
+    cfg, cache = prepared
+    assert {r.record_id: r.check for r in cache.rejections} == {"g2/X00025": "unreadable", 25: "extent"}
+    short = next(r for r in cache.rejections if r.record_id == 25)
+    assert "lasts 6.00 s, shorter than one 10 s window" in short.detail
+    names, windows = cache.columns["record"], cache.columns["window"]
+    expected = {name: 2 if name.endswith(("05", "11", "17", "23")) else 1 for name in stored}
+    assert {n: int((names == n).sum()) for n in set(names)} == expected
+    assert cache.signals.shape[1:] == (12, 1000) and cache.manifest["fs"] == 100
+    assert cache.manifest["counts"] | {} == {"records": 26, "records_kept": 24, "kept": 28, "rejected": 2,
+                                              "qc_failed": cache.manifest["counts"]["qc_failed"]}  # fmt: skip
+    for name in expected:  # windows of one record share its patient and fold
+        rows = names == name
+        assert len(set(cache.columns["patient_id"][rows])) == 1 and len(set(cache.columns["fold"][rows])) == 1
+        assert sorted(windows[rows]) == list(range(expected[name]))
+    labels = cache.labels("dx")
+    assert labels.shape == (28, 4) and (labels.sum(axis=1) == 2).all()
+
+
+def test_a_few_training_steps_on_the_challenge_cache(prepared):
+    cfg, cache = prepared
+    directory = Path(cfg.output_dir) / "runs" / "winder-seed0"
+    runner.train_run(cfg, cache, directory, seed=0, transport_weight=1.0, progress=False)
+    rows = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [1, 2, 3]
+    assert all(np.isfinite([row[k] for k in ("loss", "prediction", "regulariser", "transport")]).all() for row in rows)
