@@ -7,45 +7,44 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cyclejepa.data.ptbxl import SUPERCLASSES
+from cyclejepa.data.datasets import LabelLevel
+from cyclejepa.data.ptbxl import PTBXL
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from cyclejepa.data.cache import PreparedCache
 
-__all__ = ["AGE_SENTINEL", "cohort_column", "cohort_markdown", "cohort_table"]
+__all__ = ["AGE_SENTINEL", "cohort_column", "cohort_markdown", "cohort_table", "rows"]
 
 AGE_SENTINEL = 300
 """PTB-XL's age for de-identified patients over 89."""
 
-ROWS = (
-    "Recordings",
-    "Patients",
-    "Age, median (years)",
-    "Age, lower quartile",
-    "Age, upper quartile",
-    "Age sentinel (age=300)",
-    "Male, %",
-    *(f"{c}, %" for c in SUPERCLASSES),
-    "Unlabeled recordings",
-    "Beats per recording, median",
-    "Phase yield, median",
-    "Recordings failing phase QC",
-)
+PTBXL_LEVEL = PTBXL.label_levels[0]
+"""PTB-XL's superclasses, the level a bare meta table is summarised by."""
 
 
-def cohort_column(meta: pd.DataFrame) -> dict[str, float]:
+def rows(level: LabelLevel = PTBXL_LEVEL) -> tuple[str, ...]:
+    """The table's rows: one prevalence row per class of ``level``."""
+    return (
+        "Recordings", "Patients", "Age, median (years)", "Age, lower quartile", "Age, upper quartile",
+        "Age sentinel (age=300)", "Male, %", *(f"{c}, %" for c in level.classes), "Unlabeled recordings",
+        "Beats per recording, median", "Phase yield, median", "Recordings failing phase QC",
+    )  # fmt: skip
+
+
+def cohort_column(meta: pd.DataFrame, level: LabelLevel = PTBXL_LEVEL) -> dict[str, float]:
     """Composition of the records in ``meta`` (columns as in the cache's meta.csv).
 
     Age statistics exclude the sentinel and missing ages (the sentinel is counted on its own
     row); quartiles interpolate linearly. Male = ``sex == 0``. Prevalences are multi-label
-    percentages of records; "unlabeled" records carry no diagnostic superclass.
+    percentages of records (rows of meta.csv: windows, for records cut into several); "unlabeled"
+    records carry no class of ``level``.
     """
     age = meta["age"].to_numpy(dtype=float)
     real_age = age[np.isfinite(age) & (age != AGE_SENTINEL)]
     q1, median, q3 = np.percentile(real_age, [25, 50, 75]) if real_age.size else [np.nan] * 3
-    labels = meta[[f"super_{c}" for c in SUPERCLASSES]].to_numpy() > 0
+    labels = meta[list(level.columns())].to_numpy().reshape(len(meta), -1) > 0
     return {
         "Recordings": len(meta),
         "Patients": meta["patient_id"].nunique(),
@@ -54,7 +53,7 @@ def cohort_column(meta: pd.DataFrame) -> dict[str, float]:
         "Age, upper quartile": q3,
         "Age sentinel (age=300)": int((age == AGE_SENTINEL).sum()),
         "Male, %": 100.0 * float((meta["sex"] == 0).mean()),
-        **{f"{c}, %": 100.0 * float(labels[:, i].mean()) for i, c in enumerate(SUPERCLASSES)},
+        **{f"{c}, %": 100.0 * float(labels[:, i].mean()) for i, c in enumerate(level.classes)},
         "Unlabeled recordings": int((~labels.any(axis=1)).sum()),
         "Beats per recording, median": float(meta["beats"].median()),
         "Phase yield, median": float(meta["phase_yield"].median()),
@@ -67,28 +66,30 @@ def cohort_table(
     folds_a: Iterable[int] = range(1, 10),
     folds_b: Iterable[int] = (10,),
 ) -> pd.DataFrame:
-    """The cohort-composition table: one row per quantity (`ROWS`), one column per fold group.
+    """The cohort-composition table: one row per quantity (`rows`), one column per fold group.
 
-    ``cache_or_meta`` is a `PreparedCache` or a table with its meta.csv columns. Columns are
-    named like "Folds 1–9" and "Fold 10".
+    ``cache_or_meta`` is a `PreparedCache` (prevalences of its dataset's first label level) or a
+    table with PTB-XL's meta.csv columns. Columns are named like "Folds 1–9" and "Fold 10".
     """
     import pandas as pd
 
-    meta = cache_or_meta if isinstance(cache_or_meta, pd.DataFrame) else cache_or_meta.meta
+    bare = isinstance(cache_or_meta, pd.DataFrame)
+    meta = cache_or_meta if bare else cache_or_meta.meta
+    level = PTBXL_LEVEL if bare else cache_or_meta.label_levels[0]
     columns = {}
     for folds in (sorted(set(folds_a)), sorted(set(folds_b))):
         chosen = meta[meta["fold"].isin(folds)]
         if chosen.empty:
             present = sorted(set(meta["fold"]))
             raise ValueError(f"no record in folds {folds}; folds present: {present}")
-        columns[_fold_label(folds)] = cohort_column(chosen)
-    return pd.DataFrame(columns, index=list(ROWS))
+        columns[_fold_label(folds)] = cohort_column(chosen, level)
+    return pd.DataFrame(columns, index=list(rows(level)))
 
 
 def cohort_markdown(table: pd.DataFrame) -> str:
     """The table as Markdown in the paper's layout (quartiles merged into one IQR row)."""
     lines = ["| | " + " | ".join(table.columns) + " |", "|---|" + "---:|" * len(table.columns)]
-    for row in ROWS:
+    for row in table.index:
         if row == "Age, upper quartile":
             continue
         if row == "Age, lower quartile":

@@ -1,0 +1,150 @@
+"""The dataset interface: registered datasets, the shared windowing rule, and a plugin dataset
+installed through a `cyclejepa.plugins` entry point that `prepare` and `run` use."""
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+
+from cyclejepa import registry, runner
+from cyclejepa.config import ConfigError, parse_config
+from cyclejepa.data.datasets import Record, RecordRejected, conform
+from cyclejepa.data.preprocess import cut_windows
+from cyclejepa.data.synthetic import generate_records
+from cyclejepa.registry import DATASETS
+
+PLUGIN = '''
+"""A third-party dataset: NAME.npz records (signal, fs, channels) and index.json."""
+import json
+from pathlib import Path
+
+import numpy as np
+
+from cyclejepa.data.datasets import Dataset, Entry, LabelLevel, Record, RecordRejected, sha256_of
+from cyclejepa.registry import DATASETS
+
+
+@DATASETS.register("npz-ecg")
+class NpzECG(Dataset):
+    label_levels = (LabelLevel("rhythm", "rhythm", ("ABN", "NORM")),)
+
+    def __init__(self, root, channels=("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6")):
+        self.root, self.channels = Path(root), tuple(channels)
+        self.index = json.loads((self.root / "index.json").read_text())
+
+    def entries(self):
+        return [Entry(i + 1, r["name"], r["patient"], r["patient"] % 10 + 1, labels={"rhythm": frozenset([r["label"]])})
+                for i, r in enumerate(self.index)]
+
+    def load(self, entry):
+        with np.load(self.root / f"{entry.name}.npz") as f:
+            if f["signal"].shape[1] < 10:
+                raise RecordRejected(entry.id, "extent", "fewer than 10 samples")
+            return Record(entry.id, f["signal"], float(f["fs"]), tuple(str(c) for c in f["channels"]))
+
+    def fingerprint(self):
+        return {"root": str(self.root), "index": sha256_of([self.root / "index.json"], self.root)}
+'''
+
+LEADS_SHUFFLED = ("V6", "I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "RESP")
+
+
+def test_cut_windows_rule():
+    x = np.arange(2 * 25).reshape(2, 25)
+    windows = cut_windows(x, 10)
+    assert windows.shape == (2, 2, 10)
+    np.testing.assert_array_equal(windows[1], x[:, 10:20])  # the 5-sample tail is dropped
+    with pytest.raises(ValueError, match="fewer than one window"):
+        cut_windows(x[:, :9], 10)
+
+
+def test_conform_picks_channels_by_name_and_rejects_missing_or_non_finite():
+    signal = np.arange(3 * 8, dtype=np.float32).reshape(3, 8)
+    record = Record(7, signal, 100.0, ("ii", "I", "V1"))
+    np.testing.assert_array_equal(conform(record, ("I", "II"), 100.0), signal[[1, 0]])
+    with pytest.raises(RecordRejected, match=r"record 7 rejected \(lead_order\): no channel \['V2'\]"):
+        conform(record, ("I", "V2"), 100.0)
+    signal[2, 3] = np.nan
+    with pytest.raises(RecordRejected, match=r"\(non_finite\): non-finite samples on \['V1'\]"):
+        conform(Record(7, signal, 100.0, ("ii", "I", "V1")), ("V1",), 100.0)
+
+
+def test_builtin_datasets_are_registered():
+    assert {"ptbxl", "synthetic", "challenge2021"} <= set(DATASETS.names())
+
+
+@pytest.fixture
+def plugin(tmp_path, monkeypatch):
+    """The plugin as an installed distribution: a package and its .dist-info with entry_points.txt."""
+    site = tmp_path / "site"
+    (site / "npz_ecg_plugin").mkdir(parents=True)
+    (site / "npz_ecg_plugin" / "__init__.py").write_text(textwrap.dedent(PLUGIN))
+    info = site / "npz_ecg_plugin-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: npz-ecg-plugin\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text("[cyclejepa.plugins]\nnpz-ecg = npz_ecg_plugin\n")
+    monkeypatch.syspath_prepend(str(site))
+    monkeypatch.setattr(DATASETS, "_entries", dict(DATASETS._entries))  # unregistered after the test
+    assert "npz-ecg" not in DATASETS
+    assert "npz-ecg" in registry.load_plugins()
+    assert "npz-ecg" in DATASETS
+    return tmp_path
+
+
+def write_npz_corpus(root, n=60):
+    """n records at 250 Hz, channels in another order plus RESP; every 5th lasts 20 s; record 3 is 4 s."""
+    source = generate_records(n + 1, seed=5)
+    index = []
+    for i in range(n):
+        signal = source.signals[i][:, ::2]  # 500 -> 250 Hz; the synthetic ECG has little above 50 Hz
+        if i % 5 == 0:
+            signal = np.concatenate([signal, source.signals[n][:, ::2]], axis=1)
+        if i == 3:
+            signal = signal[:, :1000]
+        stacked = np.concatenate([signal[[11, *range(11)]], np.zeros((1, signal.shape[1]), np.float32)])
+        np.savez(root / f"rec{i:03d}.npz", signal=stacked, fs=250.0, channels=np.array(LEADS_SHUFFLED))
+        label = "NORM" if "NORM" in source.metadata[i]["scp_codes"] else "ABN"
+        index.append({"name": f"rec{i:03d}", "patient": i // 2, "label": label})
+    (root / "index.json").write_text(json.dumps(index))
+    return index
+
+
+def tiny_config(root, out, **data):
+    return parse_config({
+        "name": "plugin", "output_dir": str(out),
+        "data": {"dataset": "npz-ecg", "root": str(root), "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9], **data},
+        "symmetry": {"spectrum": "2x0+3x1+2x2+2x3"},
+        "model": {"encoder": {"width": 16, "hidden": 32}, "projector": {"hidden": 32, "dim": 16},
+                  "predictor": {"depth": 1, "heads": 2, "ffn": 32, "max_relative_position": 124}},
+        "objectives": {"regulariser": {"options": {"num_directions": 16}}},
+        "training": {"steps": 2, "batch_size": 8, "checkpoint_every": 2, "device": "cpu"},
+        "runs": {"seeds": [0]},
+        "evaluation": {"steps": [2], "bootstrap": 20, "anomaly_records": 4, "severities": [0.0, 2.0], "umap": False,
+                       "eligible_min_positives": 1, "probe_c": 1.0, "device": "cpu"},
+    })  # fmt: skip
+
+
+def test_plugin_dataset_is_prepared_and_run(plugin):
+    root = plugin / "corpus"
+    root.mkdir()
+    index = write_npz_corpus(root)
+    with pytest.raises(ConfigError, match=r"data.options.channel: unknown option of dataset 'npz-ecg'.*'channels'"):
+        runner.preflight(tiny_config(root, plugin / "bad", options={"channel": ["I"]}))
+    cfg = tiny_config(root, plugin / "run")
+    cache = runner.prepare(cfg, progress=False)
+    assert [(r.record_id, r.check) for r in cache.rejections] == [(4, "extent")]  # rec003 lasts 4 s
+    assert "lasts 4.00 s" in cache.rejections[0].detail
+    kept = [r for i, r in enumerate(index) if i != 3]
+    windows = [2 if int(r["name"][3:]) % 5 == 0 else 1 for r in kept]
+    assert len(cache) == sum(windows) and cache.manifest["fs_native"] == 500 and cache.signals.shape[1:] == (12, 1000)
+    assert list(cache.columns["record"]) == [r["name"] for r, w in zip(kept, windows) for _ in range(w)]
+    assert list(cache.columns["patient_id"]) == [r["patient"] for r, w in zip(kept, windows) for _ in range(w)]
+    assert (cache.columns["fold"] == cache.columns["patient_id"] % 10 + 1).all()  # the dataset's folds, per window
+    expected = [[r["label"] == "ABN", r["label"] == "NORM"] for r, w in zip(kept, windows) for _ in range(w)]
+    np.testing.assert_array_equal(cache.labels("rhythm"), np.array(expected, dtype=np.uint8))
+    report = runner.run_experiment(cfg, progress=False)
+    result = json.loads((plugin / "run" / "evaluation" / "winder-seed0-step000002.json").read_text())
+    assert list(result["diagnostic"]) == ["rhythm"] and np.isfinite(result["diagnostic"]["rhythm"]["macro_auroc"]["point"])
+    assert set(result["robustness"]["delta"]) == set(LEADS_SHUFFLED[:-1])
+    assert report.is_file()
