@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cyclejepa import __version__, registry
@@ -122,7 +123,7 @@ def phase(
         try:
             result = phase_record(record, lead=leads, provider=provider)
         except (OSError, ValueError, KeyError) as error:
-            errors.print(f"[red]{record}[/red]: {error}", highlight=False)
+            errors.print(f"[red]{escape(str(record))}[/red]: {escape(str(error))}", highlight=False, soft_wrap=True)
             failed += 1
             continue
         if format == "jsonl":
@@ -320,7 +321,7 @@ def embed(
         result = encoder.embed_files(records, batch_size=batch_size, progress=True, keep_tokens=tokens)
         result.save(out)
     for record, reason in result.failed.items():
-        errors.print(f"[red]{record}[/red]: {reason}", highlight=False, soft_wrap=True)
+        errors.print(f"[red]{escape(str(record))}[/red]: {escape(str(reason))}", highlight=False, soft_wrap=True)
     console.print(f"{out}: {len(result)} records embedded ({int(result.qc_ok.sum())} pass phase QC), "
                   f"{len(result.failed)} failed; {encoder}", highlight=False, soft_wrap=True)  # fmt: skip
     if result.failed:
