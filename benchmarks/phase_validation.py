@@ -13,7 +13,8 @@ with lead II timing as `cyclejepa prepare` runs it:
   against its ground-truth R-peaks (±50 ms, beats within 50 ms of either end left out);
 - the real PTB-XL records under ``--ptbxl`` (the shared 434, extracted): agreement with the
   default detector (sensitivity / PPV taking the default's beats as the reference, ±50 ms) and
-  the phase-QC exclusion rate (the paper: 222 of 21,799 = 1.0 %).
+  the phase-QC exclusion rate (the paper: 222 of 21,799 = 1.0 %), with a table of the records
+  the default's QC excludes and why (the verdict's details).
 
 Prints one Markdown table (and, with ``--json PATH``, writes every figure). Sets whose data is
 absent are skipped.
@@ -58,9 +59,10 @@ def score_reference_sets(detectors: list[str]) -> dict[str, dict[str, dict]]:
     return results
 
 
-def _provider_events(detector: str, signal: np.ndarray, leads: list[str]) -> tuple[np.ndarray, bool, list[str]]:
+def _provider_events(detector: str, signal: np.ndarray, leads: list[str]) -> tuple[np.ndarray, dict]:
+    """Events of the ``ecg-rpeak`` provider with ``detector``, and its QC verdict as a dict."""
     track = EcgRPeakProvider(detector=detector).phase(signal, 500.0, leads)
-    return track.events, track.qc.ok, track.qc.reasons
+    return track.events, track.qc.to_dict()
 
 
 def score_synthetic(detectors: list[str], records: int) -> dict[str, dict]:
@@ -81,7 +83,7 @@ def score_synthetic(detectors: list[str], records: int) -> dict[str, dict]:
     for detector in detectors:
         totals = Counter()
         for ecg_id, signal in signals.items():
-            events, _, _ = _provider_events(detector, signal, list(LEADS))
+            events, _ = _provider_events(detector, signal, list(LEADS))
             inside = lambda x: x[(x >= margin) & (x < N_SAMPLES - margin)]  # noqa: E731
             det, ref = inside(events), inside(truth[ecg_id])
             matched, _ = match_events(det, ref, margin)
@@ -95,18 +97,19 @@ def score_ptbxl(detectors: list[str], root: Path) -> dict[str, dict]:
     from cyclejepa.data.ptbxl import LEADS, PTBXL, RecordRejected, read_verified
 
     meta = PTBXL(root).metadata
-    signals = []
+    signals = {}
     for ecg_id, name in zip(meta["ecg_id"], meta["filename_hr"]):
         try:
-            signals.append(read_verified(root / name, record_id=int(ecg_id)).astype(np.float64))
+            signals[int(ecg_id)] = read_verified(root / name, record_id=int(ecg_id)).astype(np.float64)
         except RecordRejected as rejection:
             print(f"PTB-XL record rejected: {rejection}")
     events = {}
     results = {}
-    for detector in [detectors[0], *detectors[1:]]:
-        runs = [_provider_events(detector, s, list(LEADS)) for s in signals]
-        events[detector] = [e for e, _, _ in runs]
-        failed = [reasons for _, ok, reasons in runs if not ok]
+    for detector in detectors:
+        runs = {i: _provider_events(detector, s, list(LEADS)) for i, s in signals.items()}
+        events[detector] = [e for e, _ in runs.values()]
+        verdicts = {i: qc for i, (_, qc) in runs.items() if not qc["ok"]}
+        failed = [qc["reasons"] for qc in verdicts.values()]
         totals = Counter()
         for mine, default in zip(events[detector], events[detectors[0]]):
             matched, _ = match_events(mine, default, 25)
@@ -116,8 +119,16 @@ def score_ptbxl(detectors: list[str], root: Path) -> dict[str, dict]:
             "qc_failed": len(failed),
             "qc_exclusion": len(failed) / len(signals),
             "qc_reasons": dict(Counter(r for reasons in failed for r in reasons)),
+            "qc_failures": verdicts,
         }
     return results
+
+
+def qc_failures(verdicts: dict[int, dict]) -> str:
+    """One Markdown row per record failing phase QC, with the verdict's details (why)."""
+    lines = ["| ecg_id | why phase QC fails |", "| --- | --- |"]
+    lines += [f"| {i} | {'; '.join(qc['details'])} |" for i, qc in sorted(verdicts.items())]
+    return "\n".join(lines)
 
 
 def _rates(totals: Counter, **extra) -> dict:
@@ -183,6 +194,7 @@ def main() -> None:
     print(table(detectors, reference, synthetic, ptbxl))
     if ptbxl:
         print(f"\nPTB-XL QC reasons under `cyclejepa`: {ptbxl['cyclejepa']['qc_reasons']}")
+        print(qc_failures(ptbxl["cyclejepa"]["qc_failures"]))
     print(f"\n({time.perf_counter() - start:.0f} s)")
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
