@@ -733,14 +733,16 @@ def measure_prepare(records: int, all_cores: bool = True) -> dict[str, Any]:
 
 
 def _prepare_rows(root: Path, folder: Path, workers: Sequence[int]) -> list[dict[str, Any]]:
-    """One `prepare_cache` run per worker count: wall-clock and CPU-time rates."""
+    """One `prepare_cache` run per worker count: wall-clock rates, and for the one-worker run
+    (in this process) the rate per CPU-second. Forkserver workers' CPU time reaches
+    ``RUSAGE_CHILDREN`` only when the server exits, so several workers get no CPU figure."""
     import resource
 
     from cyclejepa.data.cache import prepare_cache
 
     def cpu_seconds() -> float:
-        own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
-        return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        return own.ru_utime + own.ru_stime
 
     rows = []
     for count in workers:
@@ -748,17 +750,16 @@ def _prepare_rows(root: Path, folder: Path, workers: Sequence[int]) -> list[dict
         cache = prepare_cache(root, folder / f"cache-{count}", workers=count, progress=False)
         seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
         n = cache.manifest["counts"]["records"]
-        rows.append(
-            {
-                "workers": count,
-                "seconds": seconds,
-                "cpu_seconds": cpu,
-                "kept": len(cache),
-                "records_per_s": n / seconds,
-                "records_per_s_per_worker": n / seconds / count,
-                "records_per_cpu_s": n / cpu,
-            }
-        )
+        row = {
+            "workers": count,
+            "seconds": seconds,
+            "kept": len(cache),
+            "records_per_s": n / seconds,
+            "records_per_s_per_worker": n / seconds / count,
+        }
+        if count == 1:
+            row |= {"cpu_seconds": cpu, "records_per_cpu_s": n / cpu}
+        rows.append(row)
     return rows
 
 
