@@ -20,14 +20,12 @@ can be checked from the config and the files on disk before any work starts.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import yaml
 
 from cyclejepa.config import (
-    ArmConfig,
     ConfigError,
     ExperimentConfig,
     consistency_problems,
@@ -36,30 +34,10 @@ from cyclejepa.config import (
     identity_hash,
 )
 from cyclejepa.jsonio import read_json, write_json
+from cyclejepa.outputs import RunPlan, cache_dir, plan_runs, run_dir
 from cyclejepa.seal import SEALED_FOLD, SealedFoldError, require_unsealed, use_folds
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RunPlan:
-    """One pre-training run of the grid."""
-
-    arm: ArmConfig
-    seed: int
-
-    @property
-    def name(self) -> str:
-        return f"{self.arm.name}-seed{self.seed}"
-
-    def identity(self, cfg: ExperimentConfig) -> dict:
-        """What this run's weights depend on (`ExperimentConfig.training_identity`)."""
-        return cfg.training_identity(self.arm.transport_weight, self.seed)
-
-
-def plan_runs(cfg: ExperimentConfig) -> list[RunPlan]:
-    """Every arm × seed of the experiment, arm-major."""
-    return [RunPlan(arm, seed) for arm in cfg.runs.arms for seed in cfg.runs.seeds]
 
 
 def evaluation_steps(cfg: ExperimentConfig) -> list[int]:
@@ -170,14 +148,6 @@ def _corpus_line(cfg: ExperimentConfig) -> str:
     if cfg.data.synthetic_records:
         return f"synthetic corpus of {cfg.data.synthetic_records} records at {root}"
     return f"dataset {cfg.data.dataset} at {root}"
-
-
-def cache_dir(cfg: ExperimentConfig) -> Path:
-    return Path(cfg.data.cache_dir or Path(cfg.output_dir) / "cache")
-
-
-def run_dir(cfg: ExperimentConfig, plan: RunPlan) -> Path:
-    return Path(cfg.output_dir) / "runs" / plan.name
 
 
 def build_dataset(cfg: ExperimentConfig, progress: bool = False):

@@ -35,6 +35,7 @@ from cyclejepa.evaluation.mechanism import g1_gate
 from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_tasks, evaluate_task
 from cyclejepa.evaluation.robustness import lead_zeroing
 from cyclejepa.jsonio import read_json, write_json
+from cyclejepa.outputs import run_dir
 from cyclejepa.progress import progress_bar
 from cyclejepa.seal import use_folds
 
@@ -81,7 +82,6 @@ def _cell_path(out: Path, plan, step: int) -> Path:
 def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, device: torch.device,
                   progress: bool = False) -> None:
     """Evaluate the checkpoint of ``plan`` at ``step``: ``<run>-stepNNNNNN.json`` and ``.npz``."""
-    from cyclejepa.runner import run_dir
     from cyclejepa.training import load_trained
     from cyclejepa.training.checkpoint import checkpoint_path
 
@@ -216,7 +216,6 @@ def evaluate_checkpoint(
 
 def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, device: torch.device) -> None:
     """Phase-ring and UMAP figures (one column per run) and the heart-rate stratified arm gap."""
-    from cyclejepa.runner import run_dir
     from cyclejepa.training import load_trained
     from cyclejepa.training.checkpoint import checkpoint_path
 
