@@ -25,10 +25,11 @@ from collections import deque
 
 import numpy as np
 
+from cyclejepa.phase.rpeak import REFRACTORY_S, bandpass, checked_ecg
+
 QRS_BAND_HZ = (5.0, 15.0)
 REFINE_BAND_HZ = (0.5, 45.0)
 INTEGRATION_S = 0.150
-REFRACTORY_S = 0.200
 T_WAVE_WINDOW_S = 0.360
 SEARCHBACK_RR_FACTOR = 1.66
 RR_HISTORY = 8
@@ -37,14 +38,6 @@ OPPOSITE_BEAT_RATIO = 2.0
 # A lead whose 99th-percentile QRS energy is below this (signal units² per sample²) is flat:
 # it is left out of the combined energy instead of having numerical noise amplified.
 FLAT_ENERGY = 1e-20
-
-
-def _bandpass(signal: np.ndarray, fs: float, band: tuple[float, float]) -> np.ndarray:
-    """Zero-phase 2nd-order Butterworth band-pass along the last axis (upper edge ≤ 0.45 fs)."""
-    from scipy.signal import butter, sosfiltfilt
-
-    sos = butter(2, [band[0], min(band[1], 0.45 * fs)], btype="bandpass", fs=fs, output="sos")
-    return sosfiltfilt(sos, signal, axis=-1)
 
 
 def qrs_energy(signal: np.ndarray, fs: float) -> tuple[np.ndarray, np.ndarray]:
@@ -59,7 +52,7 @@ def qrs_energy(signal: np.ndarray, fs: float) -> tuple[np.ndarray, np.ndarray]:
     """
     from scipy.ndimage import uniform_filter1d
 
-    squared_slope = np.gradient(_bandpass(signal, fs, QRS_BAND_HZ), axis=-1) ** 2
+    squared_slope = np.gradient(bandpass(signal, fs, QRS_BAND_HZ), axis=-1) ** 2
     width = max(1, round(INTEGRATION_S * fs))
     energy = uniform_filter1d(squared_slope, width, axis=-1, mode="nearest")
     scale = np.quantile(energy, 0.99, axis=-1, keepdims=True)
@@ -151,7 +144,7 @@ def refine_to_extremum(
     """
     if len(detections) == 0:
         return np.zeros(0, np.int64)
-    filtered = _bandpass(signal, fs, REFINE_BAND_HZ)
+    filtered = bandpass(signal, fs, REFINE_BAND_HZ)
     half = round(window_s * fs)
     window = np.clip(detections[:, None] + np.arange(-half, half + 1), 0, signal.shape[-1] - 1)
     values = filtered[:, window]  # (leads, beats, window)
@@ -188,15 +181,7 @@ def detect_r_peaks_pan_tompkins(
     from scipy.ndimage import maximum_filter1d
     from scipy.signal import find_peaks
 
-    signal = np.atleast_2d(np.asarray(signal, dtype=np.float64))
-    if not 0 < refine_window_s < REFRACTORY_S / 2:
-        raise ValueError(
-            f"refine_window_s must be in (0, {REFRACTORY_S / 2}), got {refine_window_s}"
-        )
-    if signal.shape[-1] < fs:
-        raise ValueError(f"ECG of {signal.shape[-1]} samples at {fs} Hz is shorter than 1 s")
-    if not np.isfinite(signal).all():
-        raise ValueError("ECG contains non-finite samples; interpolate or drop them first")
+    signal = checked_ecg(signal, fs, refine_window_s)
     energy, squared_slope = qrs_energy(signal, fs)
     positions, peaks = find_peaks(energy, distance=max(1, round(REFRACTORY_S * fs)), prominence=0)
     if len(positions) == 0:

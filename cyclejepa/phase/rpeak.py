@@ -374,6 +374,21 @@ def refine_to_extremum(
     return np.unique(refined).astype(np.int64)
 
 
+def checked_ecg(signal: np.ndarray, fs: float, refine_window_s: float) -> np.ndarray:
+    """The (leads, samples) float64 view of a detector's input, after checking that it is
+    finite and at least 1 s long and that the refinement half-width lies in (0, refractory / 2)."""
+    signal = np.atleast_2d(np.asarray(signal, dtype=np.float64))
+    if not 0 < refine_window_s < REFRACTORY_S / 2:
+        raise ValueError(
+            f"refine_window_s must be in (0, {REFRACTORY_S / 2}), got {refine_window_s}"
+        )
+    if signal.shape[-1] < fs:
+        raise ValueError(f"ECG of {signal.shape[-1]} samples at {fs} Hz is shorter than 1 s")
+    if not np.isfinite(signal).all():
+        raise ValueError("ECG contains non-finite samples; interpolate or drop them first")
+    return signal
+
+
 def detect_r_peaks(
     signal: np.ndarray,
     fs: float,
@@ -401,15 +416,7 @@ def detect_r_peaks(
     """
     from scipy.signal import find_peaks
 
-    signal = np.atleast_2d(np.asarray(signal, dtype=np.float64))
-    if not 0 < refine_window_s < REFRACTORY_S / 2:
-        raise ValueError(
-            f"refine_window_s must be in (0, {REFRACTORY_S / 2}), got {refine_window_s}"
-        )
-    if signal.shape[-1] < fs:
-        raise ValueError(f"ECG of {signal.shape[-1]} samples at {fs} Hz is shorter than 1 s")
-    if not np.isfinite(signal).all():
-        raise ValueError("ECG contains non-finite samples; interpolate or drop them first")
+    signal = checked_ecg(signal, fs, refine_window_s)
     if timing_row is not None and not 0 <= timing_row < len(signal):
         raise ValueError(f"timing_row {timing_row} is not a row of a {len(signal)}-lead signal")
     low, fs_low, factor = detection_rate(signal, fs)
