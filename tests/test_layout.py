@@ -1,0 +1,116 @@
+"""Package layout: no module imports from a later step of the data flow (docs/index.md).
+
+Every ``import`` of every module is read with `ast`, function-local ones included, so a lazy
+import inside a function cannot hide a step reaching back up.
+"""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "cyclejepa"
+
+FOUNDATIONS = ("cyclejepa", "config", "registry", "jsonio", "progress", "devices", "lock", "seal", "outputs")
+"""Top-level modules every step may use (``cyclejepa`` itself: ``__version__``)."""
+FLOW = ("data", "phase", "symmetry", "models", "objectives", "training", "evaluation", "runner", ("embed", "bench"), "cli", "__main__")
+"""The steps after the foundations, in order; a tuple holds steps that may not import each other."""
+ALLOWED = {
+    ("cyclejepa.config", "cyclejepa.symmetry.spectrum"): "validate checks symmetry.spectrum by building it",
+    ("cyclejepa.config", "cyclejepa.evaluation.anomaly"): "validate checks evaluation.families against PERTURBATIONS",
+}
+"""Function-local imports by which the config validates names against components, as the registry does."""
+
+
+def rank(unit: str) -> int:
+    """0 for the foundations, then 1, 2, … along `FLOW`."""
+    if unit in FOUNDATIONS:
+        return 0
+    for index, step in enumerate(FLOW, 1):
+        if unit == step or unit in step:
+            return index
+    raise AssertionError(f"{unit}: not placed in tests/test_layout.py's FLOW or FOUNDATIONS; place it")
+
+
+def unit_of(module: str) -> str:
+    """The step a dotted module name belongs to: its folder or top-level module under cyclejepa."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def module_name(path: Path, root: Path = PACKAGE) -> str:
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imports(path: Path) -> list[tuple[int, str, bool]]:
+    """(line, imported cyclejepa module, inside a function) of every import in ``path``."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    local = {id(node) for fn in ast.walk(tree) if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef))
+             for node in ast.walk(fn)}  # fmt: skip
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        elif isinstance(node, ast.ImportFrom):
+            raise AssertionError(f"{path}:{node.lineno}: relative import; the package imports by absolute name")
+        else:
+            continue
+        found += [(node.lineno, name, id(node) in local) for name in names if name.split(".")[0] == "cyclejepa"]
+    return found
+
+
+def violations(root: Path = PACKAGE) -> list[str]:
+    """Each import of a later step (or of a step beside it) than the importing module's own."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        importer = module_name(path, root)
+        if importer == "cyclejepa":
+            continue  # the facade: exposes load_encoder lazily, and only __version__ is imported from it
+        for line, target, in_function in imports(path):
+            mine, theirs = unit_of(importer), unit_of(target)
+            if mine == theirs or (rank(theirs) < rank(mine)) or (rank(mine) == rank(theirs) == 0):
+                continue
+            if (importer, target) in ALLOWED and in_function:
+                continue
+            found.append(f"{path.relative_to(root.parent)}:{line}: {importer} ({mine}) imports {target} ({theirs})")
+    return found
+
+
+def test_no_module_imports_from_a_later_step():
+    assert violations() == []
+
+
+def test_a_step_reaching_back_up_is_found(tmp_path):
+    """The checker itself: the evaluation importing the runner, at module level or in a function."""
+    package = tmp_path / "cyclejepa"
+    (package / "evaluation").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "runner.py").write_text("from cyclejepa.evaluation.stage import evaluate_grid\n")
+    (package / "evaluation" / "__init__.py").write_text("")
+    (package / "evaluation" / "stage.py").write_text(
+        "from cyclejepa.config import ExperimentConfig\n\n\ndef cell():\n    from cyclejepa.runner import run_dir\n"
+    )
+    (package / "evaluation" / "probe.py").write_text("import cyclejepa.bench.timing\n")
+    assert violations(package) == [
+        "cyclejepa/evaluation/probe.py:1: cyclejepa.evaluation.probe (evaluation) imports cyclejepa.bench.timing (bench)",
+        "cyclejepa/evaluation/stage.py:5: cyclejepa.evaluation.stage (evaluation) imports cyclejepa.runner (runner)",
+    ]
+
+
+def test_steps_beside_each_other_and_unplaced_modules_are_refused(tmp_path):
+    package = tmp_path / "cyclejepa"
+    package.mkdir()
+    (package / "embed.py").write_text("from cyclejepa.bench.timing import versions\n")
+    assert violations(package) == ["cyclejepa/embed.py:1: cyclejepa.embed (embed) imports cyclejepa.bench.timing (bench)"]
+    (package / "newstep.py").write_text("from cyclejepa.config import load_config\n")
+    with pytest.raises(AssertionError, match="newstep: not placed"):
+        violations(package)
+
+
+def test_the_allowed_imports_exist_and_stay_inside_functions():
+    """An allowance that is no longer needed is removed; one at module level is not allowed."""
+    seen = {(module_name(path), target): in_function for path in PACKAGE.rglob("*.py") for _, target, in_function in imports(path)}
+    assert {pair: seen.get(pair) for pair in ALLOWED} == {pair: True for pair in ALLOWED}
