@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.phase import EcgRPeakProvider, detector_names, get_detector, match_events
-from cyclejepa.phase.reference_sets import REFERENCE_SETS, load_set, score_set
+from cyclejepa.phase.reference_sets import REFERENCE_SETS, detection_rates, load_set, score_set
 
 PAPER_QC_EXCLUSION = 222 / 21799
 DEFAULT_PTBXL = Path("runs/ptbxl-dev/ptbxl-dev")
@@ -88,7 +88,7 @@ def score_synthetic(detectors: list[str], records: int) -> dict[str, dict]:
             det, ref = inside(events), inside(truth[ecg_id])
             matched, _ = match_events(det, ref, margin)
             totals.update(tp=len(matched), fn=len(ref) - len(matched), fp=len(det) - len(matched))
-        results[detector] = _rates(totals, records=len(signals))
+        results[detector] = detection_rates(totals["tp"], totals["fn"], totals["fp"], records=len(signals))
     return results
 
 
@@ -115,7 +115,7 @@ def score_ptbxl(detectors: list[str], root: Path) -> dict[str, dict]:
             matched, _ = match_events(mine, default, 25)
             totals.update(tp=len(matched), fn=len(default) - len(matched), fp=len(mine) - len(matched))
         results[detector] = {
-            **_rates(totals, records=len(signals)),
+            **detection_rates(totals["tp"], totals["fn"], totals["fp"], records=len(signals)),
             "qc_failed": len(failed),
             "qc_exclusion": len(failed) / len(signals),
             "qc_reasons": dict(Counter(r for reasons in failed for r in reasons)),
@@ -129,18 +129,6 @@ def qc_failures(verdicts: dict[int, dict]) -> str:
     lines = ["| ecg_id | why phase QC fails |", "| --- | --- |"]
     lines += [f"| {i} | {'; '.join(qc['details'])} |" for i, qc in sorted(verdicts.items())]
     return "\n".join(lines)
-
-
-def _rates(totals: Counter, **extra) -> dict:
-    tp, fn, fp = totals["tp"], totals["fn"], totals["fp"]
-    return {
-        "sensitivity": tp / (tp + fn) if tp + fn else float("nan"),
-        "ppv": tp / (tp + fp) if tp + fp else float("nan"),
-        "tp": tp,
-        "fn": fn,
-        "fp": fp,
-        **extra,
-    }
 
 
 def table(detectors: list[str], reference: dict, synthetic: dict, ptbxl: dict) -> str:

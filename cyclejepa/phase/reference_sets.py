@@ -170,11 +170,17 @@ def score_set(
         tp += len(matched)
         fn += len(reference) - len(matched)
         fp += len(detected) - len(matched)
+    return detection_rates(tp, fn, fp, records=len(results))
+
+
+def detection_rates(tp: int, fn: int, fp: int, **extra) -> dict:
+    """``{"sensitivity": TP / (TP + FN), "ppv": TP / (TP + FP), "tp", "fn", "fp", **extra}``
+    (NaN for an empty denominator)."""
     return {
         "sensitivity": tp / (tp + fn) if tp + fn else float("nan"),
         "ppv": tp / (tp + fp) if tp + fp else float("nan"),
         "tp": tp,
         "fn": fn,
         "fp": fp,
-        "records": len(results),
+        **extra,
     }
