@@ -16,6 +16,12 @@ paper's preprocessing chain and the phase provider on every window. It writes::
     CACHE/manifest.json      arguments, their hash, channels, rates, label vocabularies, counts,
                              sha256 of every file
 
+A provider of C > 1 cyclic coordinates (``composite``) stores (N, T, C) phases, coordinate c in
+the provider's order (`CompositeTrack.at_tokens`), its events per coordinate (``indices``,
+``offsets`` the first coordinate's, ``indices_c``, ``offsets_c`` coordinate c's), the joint QC in
+meta.csv and the coordinate names in the manifest (``phase_coordinates``); a one-coordinate
+cache has none of these additions.
+
 Row i of every array is row i of meta.csv (windows of the kept records, in record order, then
 window order); phases are NaN where undefined. Normalisation is fitted on the decimated
 training-fold windows before any normalised signal is written: pass one writes decimated mV to
@@ -272,6 +278,10 @@ def _inconsistencies(cache: PreparedCache) -> list[str]:
     checks = {"fold": range(1, 11), "sex": range(-1, 2)}
     problems += [f"meta.csv {name} outside {allowed}" for name, allowed in checks.items()
                  if np.any(~np.isin(columns[name], list(allowed)))]  # fmt: skip
+    rank = max(len(cache.coordinates), 1)
+    for name, phases in (("phase_centre.npy", cache.phase_centre), ("phase_causal.npy", cache.phase_causal)):
+        if phases.ndim != (2 if rank == 1 else 3) or (rank > 1 and phases.shape[-1] != rank):
+            problems.append(f"{name} has shape {phases.shape}, expected (N, T{'' if rank == 1 else f', {rank}'})")
     if not (np.all(np.isfinite(cache.norm.mean)) and np.all(cache.norm.std > 0)):
         problems.append("norm.json statistics are not finite and positive")
     counts = cache.manifest["counts"]
@@ -283,11 +293,14 @@ def _inconsistencies(cache: PreparedCache) -> list[str]:
 @dataclass
 class RecordOutcome:
     """What one window contributes besides its decimated signal (which goes to the chunk's
-    scratch file, row ``slot``): its record's rejection, or its R-peaks, token phases and QC."""
+    scratch file, row ``slot``): its record's rejection, or its events (one array per phase
+    coordinate, R-peaks first for ``ecg-rpeak``), token phases and QC; ``coordinates`` names
+    the coordinates of a provider with more than one (empty otherwise)."""
 
     row: int
     rejection: RecordRejected | None = None
-    events: np.ndarray | None = None
+    events: tuple[np.ndarray, ...] = ()
+    coordinates: tuple[str, ...] = ()
     phase_centre: np.ndarray | None = None
     phase_causal: np.ndarray | None = None
     qc_ok: bool = True
@@ -541,16 +554,18 @@ def prepare_split(
 
 
 def _phase_outcome(row: int, track, fs_out: float) -> RecordOutcome:
-    """Events, token phases (both conventions) and QC of a `PhaseTrack`."""
+    """Events, token phases (both conventions) and QC of a `PhaseTrack`, or of a `CompositeTrack`
+    of several coordinates ((T, C) phases, events per coordinate, the joint QC)."""
 
     def tokens(convention: str) -> np.ndarray:
-        phases = track.at_tokens(patch=TOKEN_PATCH, fs_out=fs_out, convention=convention)
-        return np.asarray(phases, dtype=np.float32)
+        phases = np.asarray(track.at_tokens(patch=TOKEN_PATCH, fs_out=fs_out, convention=convention), dtype=np.float32)
+        return phases[:, 0] if len(tracks) == 1 and phases.ndim == 2 else phases  # one coordinate: (T,)
 
-    qc = track.qc
+    qc, tracks = track.qc, getattr(track, "tracks", (track,))
     return RecordOutcome(
         row,
-        events=np.asarray(track.events, dtype=np.int64),
+        events=tuple(np.asarray(t.events, dtype=np.int64) for t in tracks),
+        coordinates=tuple(getattr(track, "names", ())) if len(tracks) > 1 else (),
         phase_centre=tokens("centre"),
         phase_causal=tokens("causal"),
         qc_ok=True if qc is None else bool(qc.ok),
@@ -567,14 +582,19 @@ def _write_signals(path: Path, scratch: np.ndarray, norm: Normalisation) -> None
 
 
 def _write_phases(build_dir: Path, kept: list[RecordOutcome], n_tokens: int) -> None:
-    empty = np.zeros((0, n_tokens), dtype=np.float32)
+    """phase_{centre,causal}.npy ((N, T), or (N, T, C) for C coordinates) and rpeaks.npz."""
+    n_coordinates = len(kept[0].events) if kept else 1
+    shape = (0, n_tokens) if n_coordinates == 1 else (0, n_tokens, n_coordinates)
     for convention in ("centre", "causal"):
         stack = [getattr(o, f"phase_{convention}") for o in kept]
-        np.save(build_dir / f"phase_{convention}.npy", np.stack(stack) if stack else empty)
-    events = [o.events for o in kept]
-    offsets = np.concatenate([[0], np.cumsum([len(e) for e in events])]).astype(np.int64)
-    indices = np.concatenate(events).astype(np.int64) if events else np.zeros(0, np.int64)
-    np.savez(build_dir / "rpeaks.npz", indices=indices, offsets=offsets)
+        np.save(build_dir / f"phase_{convention}.npy", np.stack(stack) if stack else np.zeros(shape, np.float32))
+    arrays = {}
+    for c in range(n_coordinates):
+        events = [o.events[c] for o in kept]
+        suffix = f"_{c}" if c else ""
+        arrays[f"indices{suffix}"] = np.concatenate(events).astype(np.int64) if events else np.zeros(0, np.int64)
+        arrays[f"offsets{suffix}"] = np.concatenate([[0], np.cumsum([len(e) for e in events])]).astype(np.int64)
+    np.savez(build_dir / "rpeaks.npz", **arrays)
 
 
 def meta_columns(levels: Sequence[LabelLevel]) -> tuple[str, ...]:
@@ -587,7 +607,7 @@ def _write_meta(path: Path, entries: list[Entry], levels: Sequence[LabelLevel], 
     for e, o in zip(entries, kept):
         labels = [int(c in e.labels.get(level.name, ())) for level in levels for c in level.classes]
         rows.append([e.id, e.name, o.window, e.patient_id, e.fold, "" if np.isnan(e.age) else e.age, e.sex,
-                     *labels, len(o.events), o.phase_yield, int(o.qc_ok), o.qc_reason])  # fmt: skip
+                     *labels, len(o.events[0]), o.phase_yield, int(o.qc_ok), o.qc_reason])  # fmt: skip
     with path.open("w", newline="") as stream:
         writer = csv.writer(stream)
         writer.writerow(meta_columns(levels))
@@ -627,6 +647,8 @@ def _write_manifest(
         },
         "files": {name: _sha256(build_dir / name) for name in DATA_FILES},
     }
+    if kept and kept[0].coordinates:
+        manifest["phase_coordinates"] = list(kept[0].coordinates)
     (build_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
 
 
@@ -648,9 +670,12 @@ class PreparedCache:
     Attributes
     ----------
     signals : (N, C, L) float32 memmap of N windows, z-scored, lead-major (PTB-XL: 12 x 1000).
-    phase_centre, phase_causal : (N, T) float32 token phases, NaN undefined (PTB-XL: T = 125).
+    phase_centre, phase_causal : (N, T) float32 token phases, NaN undefined (PTB-XL: T = 125);
+        (N, T, C) for a provider of C coordinates (`coordinates`).
     rpeak_indices, rpeak_offsets : ragged R-peaks at 500 Hz; record i's are
-        ``rpeak_indices[rpeak_offsets[i]:rpeak_offsets[i + 1]]`` (see `rpeaks`).
+        ``rpeak_indices[rpeak_offsets[i]:rpeak_offsets[i + 1]]`` (see `rpeaks`); the first
+        coordinate's events for C coordinates (`events` gives any coordinate's).
+    coordinates : the phase coordinates' names (``()`` for a one-coordinate provider).
     columns : meta.csv as a dict of numpy arrays (`meta_columns`).
     label_levels : the dataset's `LabelLevel` vocabularies.
     norm : the fitted `Normalisation`.
@@ -670,8 +695,13 @@ class PreparedCache:
         self.signals = np.load(self.path / "signals.npy", mmap_mode="r")
         self.phase_centre = np.load(self.path / "phase_centre.npy")
         self.phase_causal = np.load(self.path / "phase_causal.npy")
+        self.coordinates = tuple(self.manifest.get("phase_coordinates", ()))
         with np.load(self.path / "rpeaks.npz") as rpeaks:
-            self.rpeak_indices, self.rpeak_offsets = rpeaks["indices"], rpeaks["offsets"]
+            self._events = [
+                (rpeaks[f"indices{s}"], rpeaks[f"offsets{s}"])
+                for s in ("", *(f"_{c}" for c in range(1, len(self.coordinates))))
+            ]
+        self.rpeak_indices, self.rpeak_offsets = self._events[0]
         self.label_levels = tuple(
             LabelLevel(lv["name"], lv["prefix"], tuple(lv["classes"])) for lv in self.manifest["label_levels"]
         )
@@ -695,14 +725,20 @@ class PreparedCache:
         return pd.DataFrame(self.columns)
 
     def phases(self, convention: str = "centre") -> np.ndarray:
-        """(N, 125) token phases, ``"centre"`` (training) or ``"causal"`` (reporting) convention."""
+        """(N, T) token phases ((N, T, C) for C coordinates), ``"centre"`` (training) or ``"causal"`` (reporting) convention."""
         if convention not in ("centre", "causal"):
             raise ValueError(f"unknown token convention {convention!r}; use 'centre' or 'causal'")
         return self.phase_centre if convention == "centre" else self.phase_causal
 
     def rpeaks(self, index: int) -> np.ndarray:
-        """R-peak sample indices (500 Hz) of row ``index``."""
+        """R-peak sample indices (500 Hz) of row ``index`` (the first coordinate's events)."""
         return self.rpeak_indices[self.rpeak_offsets[index] : self.rpeak_offsets[index + 1]]
+
+    def events(self, index: int, coordinate: int = 0) -> np.ndarray:
+        """Event sample indices (at the cache's ``fs_native``) of phase coordinate ``coordinate``
+        in row ``index``."""
+        indices, offsets = self._events[coordinate]
+        return indices[offsets[index] : offsets[index + 1]]
 
     def select(self, folds: Iterable[int]) -> np.ndarray:
         """Row indices of the records in ``folds``, ascending."""

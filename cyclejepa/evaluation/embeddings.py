@@ -127,15 +127,18 @@ def embed_records(
     Parameters
     ----------
     model, signals, batch_size, device, pre_projection, progress, transform : as in `extract_tokens`.
-    phases : (N, T) token phases of every row of ``signals`` (T = tokens per record), NaN undefined.
+    phases : (N, T) token phases of every row of ``signals`` (T = tokens per record), NaN undefined;
+        (N, T, C) for C cyclic coordinates, a token counting when every coordinate is defined.
     qc_ok : (N,) bool phase-QC verdicts, or None.
     rows : rows of ``signals`` to embed (default all); ``Representations.rows`` index ``signals``.
         Excluded records are counted and never run through the model.
     """
     n = _check_signals(signals)
     phases = np.asarray(phases)
+    if phases.ndim == 3:  # only which tokens are defined matters here
+        phases = np.where(np.isfinite(phases).all(axis=-1), 0.0, np.nan)
     if phases.ndim != 2 or len(phases) != n:
-        raise ValueError(f"phases must be (N, T) with N = {n} records like signals, got {phases.shape}")
+        raise ValueError(f"phases must be (N, T) or (N, T, C) with N = {n} records like signals, got {phases.shape}")
     candidates = np.arange(n) if rows is None else np.unique(np.asarray(rows, dtype=np.int64))
     if len(candidates) and (candidates[0] < 0 or candidates[-1] >= n):
         raise IndexError(f"rows must lie in [0, {n}), got {candidates[0]}..{candidates[-1]}")

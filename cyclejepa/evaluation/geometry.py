@@ -191,14 +191,16 @@ def orbit_coherence(
 
 def effective_rank(tokens: ArrayLike, phases: ArrayLike | None = None) -> float:
     """Effective rank exp(H(p)) of the tokens, p the normalised singular values of the centred
-    token matrix (Roy & Vetterli, 2007); only phase-valid tokens when ``phases`` is given.
+    token matrix (Roy & Vetterli, 2007); only phase-valid tokens when ``phases`` ((N, T), or
+    (N, T, C) with every coordinate defined) is given.
 
     1 for tokens on a line, K for isotropic tokens in K dimensions.
     """
     z = torch.as_tensor(np.asarray(tokens), dtype=torch.float64)
     z = z.reshape(-1, z.shape[-1])
     if phases is not None:
-        z = z[~torch.as_tensor(np.asarray(phases)).reshape(-1).isnan()]
+        undefined = torch.as_tensor(np.asarray(phases)).isnan()
+        z = z[~(undefined.any(-1) if undefined.dim() == 3 else undefined).reshape(-1)]
     if len(z) < 2:
         raise ValueError(f"effective_rank needs at least two tokens, got {len(z)}")
     singular = torch.linalg.svdvals(z - z.mean(0))

@@ -49,6 +49,8 @@ def _probe_row(label: str, task: str) -> "Row":
 def _strongest(result: dict) -> dict:
     """The anomaly cell with the largest excess at the highest severity."""
     cells = result["anomaly"]
+    if not cells:  # no battery (a torus run)
+        return {}
     top = max(c["severity"] for c in cells)
     finite = [c for c in cells if c["severity"] == top and _finite(c["excess"])]
     return max(finite, key=lambda c: c["excess"]) if finite else {}
@@ -102,6 +104,7 @@ def write_report(output_dir: str | Path) -> Path:
         grid_markdown(results),
         per_class_markdown(headline),
         mechanism_markdown(headline),
+        coordinates_markdown(headline),
         robustness_markdown(headline),
         geometry_markdown(headline),
         anomaly_markdown(headline),
@@ -286,6 +289,26 @@ def mechanism_markdown(cell: list[dict]) -> str:
             f"{m['interval_excludes_zero']} | {m['shuffled_fraction_within_tolerance']} (tol {m['tolerance']}) | "
             f"{'Pass' if m['passed'] else 'Fail'} |"
         )
+    return "\n".join(lines)
+
+
+def coordinates_markdown(cell: list[dict]) -> str:
+    """Mechanism metrics per cyclic coordinate of a torus run (empty for one coordinate)."""
+    if "coordinates" not in cell[0]:
+        return ""
+    lines = [
+        "## Mechanism per cyclic coordinate (each coordinate's own U(1) terms)", "",
+        "| arm | coordinate | gain fraction | shuffled gain fraction | paired true − shuffled [95 % CI] | G1 | amplitude | coherence |",
+        "|---|---|---:|---:|---|---|---:|---:|",
+    ]
+    for r in cell:
+        for name, c in r["coordinates"].items():
+            m, g = c["mechanism"], c["geometry"]
+            lines.append(
+                f"| {r['arm']} | {name} | {_number(m['true']['gain_fraction'])} | {_number(m['shuffled']['gain_fraction'])} | "
+                f"{_interval(m['paired_difference'])} | {'Pass' if m['passed'] else 'Fail'} | "
+                f"{_number(g.get('amplitude', math.nan))} | {_number(g.get('coherence', {}).get('mean_kappa', math.nan))} |"
+            )
     return "\n".join(lines)
 
 

@@ -31,7 +31,7 @@ from cyclejepa.evaluation.geometry import (
     phase_ring_figure,
     umap_figure,
 )
-from cyclejepa.evaluation.mechanism import g1_gate
+from cyclejepa.evaluation.mechanism import coordinate_view, g1_gate, per_coordinate
 from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_tasks, evaluate_task
 from cyclejepa.evaluation.robustness import lead_zeroing
 from cyclejepa.jsonio import read_json, write_json
@@ -189,8 +189,26 @@ def core_metrics(
     if symmetry.spectrum.multiplicities.get(1):  # the loop metrics live in the n = 1 blocks
         result["geometry"]["amplitude"] = fundamental_amplitude(tokens, token_phases, symmetry)
         result["geometry"]["coherence"] = asdict(orbit_coherence(tokens, token_phases, symmetry, bins=8))
+    if symmetry.rank > 1:
+        names = cache.coordinates or tuple(str(c) for c in range(symmetry.rank))
+        result["coordinates"] = coordinate_metrics(tokens, token_phases, symmetry, names, patients[phase_rows], ev)
     result["phase_records"] = {"evaluated": int(len(phase_rows)), "qc_failed": int((~qc_ok[eval_rows]).sum())}
     return CoreMetrics(result, scores, superclass, probe, phase_rows)
+
+
+def coordinate_metrics(tokens, phases, symmetry, names, patients, ev) -> dict[str, dict[str, Any]]:
+    """Per cyclic coordinate of a torus (`per_coordinate`, on each coordinate's own U(1)
+    sub-representation): the G1 gate (with the gain fraction) and, when every coordinate has a
+    fundamental term (frequency e_c), the loop amplitude and the orbit coherence."""
+    g1 = per_coordinate(g1_gate, tokens, phases, symmetry, names, patient_ids=patients, seed=ev.seed, replicates=ev.bootstrap)
+    out = {name: {"mechanism": asdict(result), "geometry": {}} for name, result in g1.items()}
+    vectors = {term.vector for term in symmetry.spectrum.terms}
+    if all(tuple(int(c == k) for c in range(symmetry.rank)) in vectors for k in range(symmetry.rank)):
+        amplitude = per_coordinate(fundamental_amplitude, tokens, phases, symmetry, names)
+        coherence = per_coordinate(orbit_coherence, tokens, phases, symmetry, names, bins=8)
+        for name in out:
+            out[name]["geometry"] = {"amplitude": amplitude[name], "coherence": asdict(coherence[name])}
+    return out
 
 
 def evaluate_checkpoint(
@@ -205,6 +223,9 @@ def evaluate_checkpoint(
         device=device, replicates=ev.bootstrap, seed=ev.seed,
     )
     core.result["robustness"] = asdict(robustness)
+    if objective.symmetry.rank > 1:  # the battery times beat anomalies by one clock's events
+        core.result["anomaly"] = []
+        return core.result, core.scores
     battery_rows = core.phase_rows[: ev.anomaly_records] if ev.anomaly_records else core.phase_rows
     cells = anomaly_battery(
         objective.model, objective.symmetry, cache.signals[battery_rows], [cache.rpeaks(i) for i in battery_rows],
@@ -232,7 +253,13 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, 
         for plan in plans:
             objective = load_trained(cfg, checkpoint_path(run_dir(cfg, plan) / "checkpoints", step), device)
             runs[plan.name] = (extract_tokens(objective.model, cache.signals[rows], device=device), phases, objective.symmetry)
-        phase_ring_figure(runs, bins=24, path=ring)
+        rank = next(iter(runs.values()))[2].rank
+        if rank == 1:
+            phase_ring_figure(runs, bins=24, path=ring)
+        for c, name in enumerate(cache.coordinates if rank > 1 else ()):  # one ring per torus coordinate
+            views = {k: coordinate_view(*v, c) for k, v in runs.items()}
+            views = {k: (v.tokens, v.phases, v.symmetry) for k, v in views.items()}
+            phase_ring_figure(views, bins=24, path=ring if c == 0 else ring.with_name(f"phase-ring-{name}-step{step:06d}.png"))
         if cfg.evaluation.umap:
             umap_figure({k: v[:2] for k, v in runs.items()}, max_points=cfg.evaluation.umap_points, seed=cfg.evaluation.seed, path=umap)
     _write_hr_strata(cfg, plans, step, out)

@@ -1,0 +1,149 @@
+"""A dataset for a new corpus: multiparameter WFDB records with an ECG lead and a RESP channel.
+
+Registered as ``multiparameter`` once this module is imported, which a plugin entry point does
+(``[project.entry-points."cyclejepa.plugins"]`` ``multiparameter = "multiparameter_dataset"``,
+beside ``resp = "custom_phase_provider"``; see docs/cardio-respiratory.md). In a config::
+
+    data:
+      dataset: multiparameter
+      root: ../shared/data/physionet-samples
+      window_s: 16
+
+Every ``*.hea`` record under ``root`` with an ECG lead (the first of ``ecg_leads`` it has) and
+a ``RESP`` channel is indexed; a record without them is rejected while indexing (check
+``lead_order``), one shorter than a segment too (``extent``). A record is cut into segments of
+``segment_s`` seconds (the cache cuts each segment into windows); the segments of a record
+share its patient (one subject per record) and, with ``split: subject`` (the default), its fold
+(`hash_fold` of the record name). ``split: segment`` folds each segment by its own name
+(``v102s/3``): training and evaluation then share subjects, for a corpus too small to hold
+out a subject. The
+only label is trivial: ``part`` is ``early`` for the first half of a record's segments and
+``late`` for the rest, so that the probes have a task; it says nothing clinical.
+"""
+
+from __future__ import annotations
+
+import os
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from cyclejepa.data.datasets import Dataset, Entry, LabelLevel, Record, RecordRejected, hash_fold, sha256_of
+from cyclejepa.phase import fill_nonfinite
+from cyclejepa.registry import DATASETS
+
+ECG_LEADS = ("II", "MLII", "MCL1", "I", "V", "V5")
+"""ECG leads looked for, in order of preference (case-insensitive)."""
+
+
+@DATASETS.register("multiparameter")
+class Multiparameter(Dataset):
+    """WFDB multiparameter records under ``root``, as channels ``ECG`` and ``RESP``.
+
+    Parameters
+    ----------
+    root : the folder searched for ``*.hea`` headers (any depth).
+    ecg_leads : ECG lead names to take as ``ECG``, first found wins.
+    segment_s : the length of one entry (s); a multiple of the cache's window loses nothing more.
+    max_gap_s : longest run of missing (NaN) samples filled by linear interpolation; a longer one
+        rejects the segment (check ``non_finite``).
+    split : ``"subject"`` (folds by record) or ``"segment"`` (folds by segment, within subjects).
+    """
+
+    channels = ("ECG", "RESP")
+    label_levels = (LabelLevel("part", "part", ("early", "late")),)
+
+    def __init__(
+        self,
+        root: str | os.PathLike | None = None,
+        ecg_leads: list[str] | tuple[str, ...] = ECG_LEADS,
+        segment_s: float = 64.0,
+        max_gap_s: float = 0.5,
+        split: str = "subject",
+    ):
+        if root is None or not Path(root).is_dir():
+            raise FileNotFoundError(f"multiparameter folder {root} does not exist (set data.root)")
+        if segment_s <= 0 or max_gap_s < 0:
+            raise ValueError(f"segment_s must be > 0 and max_gap_s >= 0, got {segment_s}, {max_gap_s}")
+        if split not in ("subject", "segment"):
+            raise ValueError(f"split must be 'subject' or 'segment', got {split!r}")
+        self.split = split
+        self.root, self.ecg_leads = Path(root), tuple(ecg_leads)
+        self.segment_s, self.max_gap_s = float(segment_s), float(max_gap_s)
+        self._headers = sorted(self.root.rglob("*.hea"))
+
+    def __repr__(self) -> str:
+        return f"Multiparameter({str(self.root)!r})"
+
+    @cached_property
+    def _index(self) -> tuple[list[Entry], dict[int, tuple[str, int, list[int]]], list[RecordRejected]]:
+        import wfdb
+
+        entries, sources, rejected = [], {}, []
+        for patient, path in enumerate(self._headers, start=1):
+            name = path.relative_to(self.root).with_suffix("").as_posix()
+            try:
+                header = wfdb.rdheader(str(path.with_suffix("")))
+            except Exception as error:
+                rejected.append(RecordRejected(name, "unreadable", f"header {path}: {error}"))
+                continue
+            lower = [str(s).strip().lower() for s in header.sig_name or []]
+            ecg = next((lower.index(lead.lower()) for lead in self.ecg_leads if lead.lower() in lower), None)
+            if ecg is None or "resp" not in lower:
+                rejected.append(RecordRejected(name, "lead_order", f"needs one of {list(self.ecg_leads)} and RESP, has {header.sig_name}"))  # fmt: skip
+                continue
+            length = round(self.segment_s * header.fs)
+            n = (header.sig_len or 0) // length
+            if n == 0:
+                rejected.append(RecordRejected(name, "extent", f"lasts {(header.sig_len or 0) / header.fs:.1f} s, shorter than one {self.segment_s:g} s segment"))  # fmt: skip
+                continue
+            for k in range(n):
+                number = len(entries) + 1
+                part = "early" if k < n / 2 else "late"
+                fold = hash_fold(name if self.split == "subject" else f"{name}/{k}")
+                entries.append(Entry(number, f"{name}/{k}", patient, fold, labels={"part": frozenset([part])}))
+                sources[number] = (name, k * length, [ecg, lower.index("resp")])
+        return entries, sources, rejected
+
+    def entries(self) -> list[Entry]:
+        """The segments of every record with an ECG lead and RESP, in path order."""
+        return self._index[0]
+
+    def rejected(self) -> list[RecordRejected]:
+        """Records without an ECG lead or RESP, shorter than a segment, or with an unreadable header."""
+        return self._index[2]
+
+    def fingerprint(self) -> dict:
+        """The root, the options and one sha256 over every header."""
+        return {
+            "root": str(self.root.resolve()), "headers_sha256": sha256_of(self._headers, self.root),
+            "ecg_leads": list(self.ecg_leads), "segment_s": self.segment_s, "max_gap_s": self.max_gap_s, "split": self.split,
+        }  # fmt: skip
+
+    def load(self, entry: Entry) -> Record:
+        """One segment, ECG and RESP in physical units; short gaps filled (see ``max_gap_s``)."""
+        import wfdb
+
+        name, start, rows = self._index[1][entry.id]
+        path = self.root / name
+        try:
+            data = wfdb.rdrecord(str(path), channels=rows)
+        except Exception as error:
+            raise RecordRejected(entry.name, "unreadable", f"signals of {path}: {error}") from error
+        length = round(self.segment_s * data.fs)
+        signal = np.asarray(data.p_signal, dtype=np.float64).T[:, start : start + length]
+        gap = _longest_gap(signal)
+        if gap > self.max_gap_s * data.fs:
+            raise RecordRejected(entry.name, "non_finite", f"{gap} missing samples in a row, more than {self.max_gap_s:g} s")
+        filled = fill_nonfinite(signal, list(self.channels))
+        return Record(entry.id, filled.astype(np.float32), float(data.fs), self.channels)
+
+
+def _longest_gap(signal: np.ndarray) -> int:
+    """The longest run of non-finite samples on any channel of (channels, samples) ``signal``."""
+    longest = 0
+    for row in ~np.isfinite(signal):
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], row.astype(np.int8), [0]])))
+        longest = max(longest, int(np.max(edges[1::2] - edges[::2], initial=0)))
+    return longest
