@@ -321,6 +321,13 @@ def _spectrum_problems(cfg: ExperimentConfig) -> list[str]:
             f"symmetry.spectrum: {cfg.symmetry.spectrum!r} has dimension {spectrum.dim}, "
             f"but model.projector.dim is {cfg.model.projector.dim}; the two must be equal"
         ]
+    coordinates = cfg.phase.options.get("coordinates") if cfg.phase.provider == "composite" else None
+    n_phase = len(coordinates) if isinstance(coordinates, dict) else 1
+    if spectrum.rank != n_phase:
+        return [
+            f"symmetry.spectrum: {cfg.symmetry.spectrum!r} has rank {spectrum.rank} (torus coordinates), but "
+            f"phase.provider {cfg.phase.provider!r} gives {n_phase} phase coordinate(s); the two must be equal"
+        ]
     return []
 
 

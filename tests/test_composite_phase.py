@@ -85,9 +85,10 @@ def test_bad_coordinates_are_named(example):
 def test_validate_reports_a_bad_coordinate_under_phase_options(example):
     from cyclejepa.config import consistency_problems, parse_config
 
+    torus = {"name": "torus", "spectrum": "64x(0,0)+48x(1,0)+48x(0,1)"}  # rank 2, K = 256
     options = {"coordinates": {**COORDINATES, "respiratory": {"provider": "resp-breath", "channel": "RESP"}}}
-    (problem,) = consistency_problems(parse_config({"phase": {"provider": "composite", "options": options}}))
+    (problem,) = consistency_problems(parse_config({"phase": {"provider": "composite", "options": options}, "symmetry": torus}))
     assert problem.startswith("phase.options: phase provider 'composite' refuses")
     assert "coordinates.respiratory" in problem and "channel" in problem
-    good = parse_config({"phase": {"provider": "composite", "options": {"coordinates": COORDINATES}}})
+    good = parse_config({"phase": {"provider": "composite", "options": {"coordinates": COORDINATES}}, "symmetry": torus})
     assert consistency_problems(good) == []

@@ -122,7 +122,10 @@ def test_load_config_reports_missing_file(tmp_path):
         load_config(tmp_path / "absent.yaml")
 
 
-@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.yaml")))
+PLUGIN_EXAMPLES = {"respiration.yaml", "cardio_respiratory.yaml"}  # need the example plugins: test_cardio_respiratory.py
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.yaml") if p.name not in PLUGIN_EXAMPLES))
 def test_shipped_examples_validate(name):
     load_config(EXAMPLES / name)
 

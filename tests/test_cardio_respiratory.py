@@ -1,0 +1,103 @@
+"""The multi-coordinate cache, the spectrum-rank check, and the respiration and cardio-respiratory
+examples (plugins through a real cyclejepa.plugins entry point) on the shared multiparameter records."""
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from cyclejepa import registry, runner
+from cyclejepa.config import ConfigError, load_config
+from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "physionet-samples"
+TINY = ["training.steps=3", "training.checkpoint_every=3", "evaluation.steps=[3]", "evaluation.bootstrap=10"]
+pytestmark = pytest.mark.skipif(not (SAMPLES / "v102s.hea").is_file(), reason="shared multiparameter records absent")
+
+
+@pytest.fixture
+def plugins(tmp_path, monkeypatch):
+    """The two example modules installed as a distribution with cyclejepa.plugins entry points."""
+    info = tmp_path / "site" / "cyclejepa_examples-0.1.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: cyclejepa-examples\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(
+        "[cyclejepa.plugins]\nresp = custom_phase_provider\nmultiparameter = multiparameter_dataset\n"
+    )
+    registry.load_builtins()  # before the copies below: the built-ins stay registered after the test
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    monkeypatch.setattr(DATASETS, "_entries", dict(DATASETS._entries))
+    monkeypatch.setattr(PHASE_PROVIDERS, "_entries", dict(PHASE_PROVIDERS._entries))
+    for name in ("custom_phase_provider", "multiparameter_dataset"):
+        monkeypatch.delitem(__import__("sys").modules, name, raising=False)
+    assert {"resp", "multiparameter"} <= set(registry.load_plugins())
+    return tmp_path
+
+
+def config(name, out, *extra):
+    return load_config(EXAMPLES / name, [f"output_dir={out}", f"data.root={SAMPLES}", *TINY, *extra])
+
+
+def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins):
+    cfg = config("cardio_respiratory.yaml", plugins / "cr")
+    cache = runner.prepare(cfg, progress=False)
+    assert cache.coordinates == ("cardiac", "respiratory") and cache.phase_centre.shape == (len(cache), 200, 2)
+    assert [r.check for r in cache.rejections] == ["lead_order", "lead_order"]  # 100 and s0010_re: no RESP
+    dataset = runner.build_dataset(cfg)
+    provider = PHASE_PROVIDERS.build("composite", **cfg.phase.options)
+    from cyclejepa.data.cache import record_windows
+
+    entry = dataset.entries()[0]
+    window = record_windows(dataset, entry, dataset.channels, 500.0, 8000)[1]
+    track = provider.phase(window.astype(np.float64), 500.0, dataset.channels)
+    row = 1  # the second window of the first entry
+    for convention in ("centre", "causal"):
+        expected = track.at_tokens(patch=8, fs_out=100.0, convention=convention).astype(np.float32)
+        np.testing.assert_array_equal(cache.phases(convention)[row], expected)
+    for c in range(2):
+        np.testing.assert_array_equal(cache.events(row, c), track.tracks[c].events)
+    assert cache.columns["qc_ok"][row] == track.qc.ok and cache.columns["qc_reason"][row] == ";".join(track.qc.reasons)
+
+
+def test_one_coordinate_cache_keeps_the_single_phase_layout(plugins):
+    cfg = config("respiration.yaml", plugins / "resp")
+    cache = runner.prepare(cfg, progress=False)
+    assert cache.coordinates == () and cache.phase_centre.shape == (len(cache), 200)
+    assert "phase_coordinates" not in cache.manifest
+    with np.load(cache.path / "rpeaks.npz") as f:
+        assert sorted(f.files) == ["indices", "offsets"]
+    dataset, provider = runner.build_dataset(cfg), PHASE_PROVIDERS.build("resp-breath", lead="RESP")
+    from cyclejepa.data.cache import record_windows
+
+    stack = []
+    for entry in dataset.entries():
+        for window in record_windows(dataset, entry, dataset.channels, 500.0, 8000):
+            track = provider.phase(window.astype(np.float64), 500.0, dataset.channels)
+            stack.append(np.asarray(track.at_tokens(patch=8, fs_out=100.0, convention="centre"), dtype=np.float32))
+    buffer = io.BytesIO()
+    np.save(buffer, np.stack(stack))
+    assert (cache.path / "phase_centre.npy").read_bytes() == buffer.getvalue()  # byte for byte the (N, T) layout
+
+
+def test_validate_checks_spectrum_rank_against_phase_coordinates(plugins):
+    with pytest.raises(ConfigError, match=r"has rank 1 \(torus coordinates\), but phase.provider 'composite' gives 2"):
+        runner.preflight(config("cardio_respiratory.yaml", plugins / "a", "symmetry.name=u1",
+                                'symmetry.spectrum="4x0+8x1+4x2"'))  # fmt: skip
+    with pytest.raises(ConfigError, match=r"has rank 2 \(torus coordinates\), but phase.provider 'resp-breath' gives 1"):
+        runner.preflight(config("respiration.yaml", plugins / "b", "symmetry.name=torus",
+                                'symmetry.spectrum="4x(0,0)+4x(1,0)+4x(0,1)+2x(1,1)"'))  # fmt: skip
+
+
+@pytest.mark.parametrize("example", ["respiration.yaml", "cardio_respiratory.yaml"])
+def test_example_runs_and_reports(plugins, example):
+    cfg = config(example, plugins / "run")
+    runner.run_experiment(cfg, progress=False)
+    text = (plugins / "run" / "report" / "report.md").read_text()
+    assert "G1 shuffled-φ gate" in text
+    per_coordinate = "## Mechanism per cyclic coordinate" in text
+    assert per_coordinate == (example == "cardio_respiratory.yaml")
+    if per_coordinate:
+        assert "| winder | cardiac |" in text and "| winder | respiratory |" in text
