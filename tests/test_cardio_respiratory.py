@@ -101,3 +101,14 @@ def test_example_runs_and_reports(plugins, example):
     assert per_coordinate == (example == "cardio_respiratory.yaml")
     if per_coordinate:
         assert "| winder | cardiac |" in text and "| winder | respiratory |" in text
+        figures = sorted(p.name for p in (plugins / "run" / "report" / "figures").glob("*.png"))
+        assert figures == ["phase-ring-cardiac-step000003.png", "phase-ring-respiratory-step000003.png"]
+
+
+def test_examples_pyproject_declares_both_plugins():
+    import tomllib
+
+    project = tomllib.loads((EXAMPLES / "pyproject.toml").read_text())
+    entries = project["project"]["entry-points"]["cyclejepa.plugins"]
+    assert entries == {"resp": "custom_phase_provider", "multiparameter": "multiparameter_dataset"}
+    assert all((EXAMPLES / f"{module}.py").is_file() for module in project["tool"]["setuptools"]["py-modules"])

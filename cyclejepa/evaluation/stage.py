@@ -243,8 +243,10 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, 
     out = evaluation_dir(cfg)
     figures = Path(cfg.output_dir) / "report" / "figures"
     figures.mkdir(parents=True, exist_ok=True)
-    ring, umap = figures / f"phase-ring-step{step:06d}.png", figures / f"umap-step{step:06d}.png"
-    if not (ring.exists() and (umap.exists() or not cfg.evaluation.umap)):
+    names = cache.coordinates  # a torus: one ring per coordinate, on its own U(1) terms
+    rings = [figures / f"phase-ring-{name}-step{step:06d}.png" for name in names] or [figures / f"phase-ring-step{step:06d}.png"]
+    umap = figures / f"umap-step{step:06d}.png"
+    if not (all(ring.exists() for ring in rings) and (umap.exists() or not cfg.evaluation.umap)):
         folds = use_folds(cfg, "figures", "data.train_folds")
         rows = cache.select(folds)
         rows = rows[cache.columns["qc_ok"][rows]][:2000]  # the paper draws both from folds 1-9
@@ -253,15 +255,13 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, 
         for plan in plans:
             objective = load_trained(cfg, checkpoint_path(run_dir(cfg, plan) / "checkpoints", step), device)
             runs[plan.name] = (extract_tokens(objective.model, cache.signals[rows], device=device), phases, objective.symmetry)
-        rank = next(iter(runs.values()))[2].rank
-        if rank == 1:
-            phase_ring_figure(runs, bins=24, path=ring)
-        for c, name in enumerate(cache.coordinates if rank > 1 else ()):  # one ring per torus coordinate
-            views = {k: coordinate_view(*v, c) for k, v in runs.items()}
-            views = {k: (v.tokens, v.phases, v.symmetry) for k, v in views.items()}
-            phase_ring_figure(views, bins=24, path=ring if c == 0 else ring.with_name(f"phase-ring-{name}-step{step:06d}.png"))
-        if cfg.evaluation.umap:
-            umap_figure({k: v[:2] for k, v in runs.items()}, max_points=cfg.evaluation.umap_points, seed=cfg.evaluation.seed, path=umap)
+        for c, ring in enumerate(rings):
+            views = {k: coordinate_view(*v, c) for k, v in runs.items()} if names else {}
+            views = {k: (v.tokens, v.phases, v.symmetry) for k, v in views.items()} or runs
+            phase_ring_figure(views, bins=24, path=ring)
+        if cfg.evaluation.umap:  # coloured by the first coordinate's phase
+            umap_figure({k: (v[0], v[1][..., 0] if names else v[1]) for k, v in runs.items()},
+                        max_points=cfg.evaluation.umap_points, seed=cfg.evaluation.seed, path=umap)  # fmt: skip
     _write_hr_strata(cfg, plans, step, out)
 
 
