@@ -91,12 +91,14 @@ class Multiparameter(Dataset):
             lower = [str(s).strip().lower() for s in header.sig_name or []]
             ecg = next((lower.index(lead.lower()) for lead in self.ecg_leads if lead.lower() in lower), None)
             if ecg is None or "resp" not in lower:
-                rejected.append(RecordRejected(name, "lead_order", f"needs one of {list(self.ecg_leads)} and RESP, has {header.sig_name}"))  # fmt: skip
+                detail = f"needs one of {list(self.ecg_leads)} and RESP, has {header.sig_name}"
+                rejected.append(RecordRejected(name, "lead_order", detail))
                 continue
             length = round(self.segment_s * header.fs)
             n = (header.sig_len or 0) // length
             if n == 0:
-                rejected.append(RecordRejected(name, "extent", f"lasts {(header.sig_len or 0) / header.fs:.1f} s, shorter than one {self.segment_s:g} s segment"))  # fmt: skip
+                detail = f"lasts {(header.sig_len or 0) / header.fs:.1f} s, shorter than one {self.segment_s:g} s segment"
+                rejected.append(RecordRejected(name, "extent", detail))
                 continue
             for k in range(n):
                 number = len(entries) + 1

@@ -103,6 +103,30 @@ def test_example_runs_and_reports(plugins, example):
         assert "| winder | cardiac |" in text and "| winder | respiratory |" in text
         figures = sorted(p.name for p in (plugins / "run" / "report" / "figures").glob("*.png"))
         assert figures == ["phase-ring-cardiac-step000003.png", "phase-ring-respiratory-step000003.png"]
+        check_coordinate_gains(cfg, plugins / "run")
+
+
+def check_coordinate_gains(cfg, out):
+    """The evaluation's per-coordinate gain fractions: each coordinate's own terms, recomputed
+    from the checkpoint on the evaluation fold's QC-passing windows."""
+    import json
+
+    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.evaluation.embeddings import extract_tokens
+    from cyclejepa.evaluation.mechanism import coordinate_view, transport_gain
+    from cyclejepa.training import load_trained
+
+    cache = PreparedCache(out / "cache")
+    rows = cache.select(cfg.data.eval_folds)
+    rows = rows[cache.columns["qc_ok"][rows]]
+    objective = load_trained(cfg, out / "runs" / "winder-seed0" / "checkpoints" / "step_000003.pt")
+    tokens, phases = extract_tokens(objective.model, cache.signals[rows]), cache.phases("centre")[rows]
+    reported = json.loads((out / "evaluation" / "winder-seed0-step000003.json").read_text())["coordinates"]
+    assert list(reported) == ["cardiac", "respiratory"]
+    for c, name in enumerate(reported):
+        view = coordinate_view(tokens, phases, objective.symmetry, c)
+        expected = transport_gain(view.tokens, view.phases, view.symmetry).gain_fraction
+        assert reported[name]["mechanism"]["true"]["gain_fraction"] == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
 def test_examples_pyproject_declares_both_plugins():
@@ -112,3 +136,46 @@ def test_examples_pyproject_declares_both_plugins():
     entries = project["project"]["entry-points"]["cyclejepa.plugins"]
     assert entries == {"resp": "custom_phase_provider", "multiparameter": "multiparameter_dataset"}
     assert all((EXAMPLES / f"{module}.py").is_file() for module in project["tool"]["setuptools"]["py-modules"])
+
+
+def write_record(folder, name, signal, channels, fs=100.0):
+    import wfdb
+
+    units = ["mV"] * len(channels)
+    wfdb.wrsamp(name, fs=fs, units=units, sig_name=list(channels), p_signal=signal.T, fmt=["16"] * len(channels),
+                adc_gain=[1000.0] * len(channels), baseline=[0] * len(channels), write_dir=str(folder))  # fmt: skip
+
+
+def test_multiparameter_dataset_segments_folds_gaps_and_rejections(plugins):
+    from cyclejepa.data.datasets import RecordRejected, hash_fold
+
+    folder = plugins / "records"
+    folder.mkdir()
+    t = np.arange(4500) / 100.0  # 45 s at 100 Hz: two 20 s segments, a 5 s tail
+    ecg, resp = np.sin(2 * np.pi * 1.2 * t), np.sin(2 * np.pi * 0.25 * t)
+    gappy = resp.copy()
+    gappy[100:130] = np.nan  # 0.3 s: filled
+    gappy[2500:2600] = np.nan  # 1 s in the second segment: rejected
+    write_record(folder, "subj_a", np.stack([resp, ecg]), ("Resp", "MCL1"))
+    write_record(folder, "subj_b", np.stack([ecg, gappy]), ("II", "RESP"))
+    write_record(folder, "no_resp", np.stack([ecg, ecg]), ("II", "V"))
+    write_record(folder, "short", np.stack([ecg[:1500], resp[:1500]]), ("II", "RESP"))
+    dataset = DATASETS.build("multiparameter", root=folder, segment_s=20.0)
+    assert [(r.record_id, r.check) for r in dataset.rejected()] == [("no_resp", "lead_order"), ("short", "extent")]
+    entries = dataset.entries()
+    # patients are ranks of the header paths: no_resp 1, short 2, subj_a 3, subj_b 4
+    assert [(e.name, e.patient_id, e.fold, sorted(e.labels["part"])) for e in entries] == [
+        ("subj_a/0", 3, hash_fold("subj_a"), ["early"]), ("subj_a/1", 3, hash_fold("subj_a"), ["late"]),
+        ("subj_b/0", 4, hash_fold("subj_b"), ["early"]), ("subj_b/1", 4, hash_fold("subj_b"), ["late"]),
+    ]  # fmt: skip
+    record = dataset.load(entries[1])  # channels reordered to (ECG, RESP), the second segment
+    assert record.channels == ("ECG", "RESP") and record.fs == 100.0
+    np.testing.assert_allclose(record.signal, np.stack([ecg, resp])[:, 2000:4000], atol=1e-3)
+    filled = dataset.load(entries[2]).signal[1]
+    np.testing.assert_allclose(filled[100:130], np.interp(np.arange(100, 130), [99, 130], resp[[99, 130]]), atol=2e-3)
+    with pytest.raises(RecordRejected, match=r"subj_b/1 rejected \(non_finite\): 100 missing samples in a row"):
+        dataset.load(entries[3])
+    by_segment = DATASETS.build("multiparameter", root=folder, segment_s=20.0, split="segment")
+    assert [e.fold for e in by_segment.entries()] == [hash_fold(e.name) for e in entries]
+    with pytest.raises(ValueError, match="split must be 'subject' or 'segment'"):
+        DATASETS.build("multiparameter", root=folder, split="patient")
