@@ -243,11 +243,11 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, 
     out = evaluation_dir(cfg)
     figures = Path(cfg.output_dir) / "report" / "figures"
     figures.mkdir(parents=True, exist_ok=True)
+    folds = use_folds(cfg, "figures", "data.train_folds")  # the figures show these folds, drawn now or before
     names = cache.coordinates  # a torus: one ring per coordinate, on its own U(1) terms
     rings = [figures / f"phase-ring-{name}-step{step:06d}.png" for name in names] or [figures / f"phase-ring-step{step:06d}.png"]
     umap = figures / f"umap-step{step:06d}.png"
     if not (all(ring.exists() for ring in rings) and (umap.exists() or not cfg.evaluation.umap)):
-        folds = use_folds(cfg, "figures", "data.train_folds")
         rows = cache.select(folds)
         rows = rows[cache.columns["qc_ok"][rows]][:2000]  # the paper draws both from folds 1-9
         phases = cache.phases("centre")[rows]
