@@ -1,12 +1,26 @@
 """Shared test fixtures."""
 
+import importlib.util
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 SHARED = Path(os.environ.get("CYCLEJEPA_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 SAMPLES = SHARED / "data" / "physionet-samples"
+EXAMPLE_PROVIDER = Path(__file__).resolve().parents[1] / "examples" / "custom_phase_provider.py"
+
+# The tiny Winder model of the end-to-end tests (K = 16, one predictor block): config sections.
+TINY_MODEL = {
+    "symmetry": {"spectrum": "2x0+3x1+2x2+2x3"},
+    "model": {
+        "encoder": {"width": 16, "hidden": 32},
+        "projector": {"hidden": 32, "dim": 16},
+        "predictor": {"depth": 1, "heads": 2, "ffn": 32, "max_relative_position": 124},
+    },
+    "objectives": {"regulariser": {"options": {"num_directions": 16}}},
+}
 
 
 @pytest.fixture
@@ -15,3 +29,15 @@ def physionet_samples() -> Path:
     if not SAMPLES.is_dir():
         pytest.skip(f"real PhysioNet samples not found at {SAMPLES}")
     return SAMPLES
+
+
+@pytest.fixture(scope="module")
+def example():
+    """The example provider module, imported once as a plugin would be (registers "resp-breath")."""
+    name = "custom_phase_provider_example"
+    if name not in sys.modules:
+        spec = importlib.util.spec_from_file_location(name, EXAMPLE_PROVIDER)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules[name] = module
+    return sys.modules[name]

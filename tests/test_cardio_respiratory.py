@@ -29,8 +29,9 @@ def plugins(tmp_path, monkeypatch):
     registry.load_builtins()  # before the copies below: the built-ins stay registered after the test
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.syspath_prepend(str(EXAMPLES))
-    monkeypatch.setattr(DATASETS, "_entries", dict(DATASETS._entries))
-    monkeypatch.setattr(PHASE_PROVIDERS, "_entries", dict(PHASE_PROVIDERS._entries))
+    # Registries as the built-ins leave them: another test may have imported the example provider.
+    monkeypatch.setattr(DATASETS, "_entries", {k: v for k, v in DATASETS._entries.items() if k != "multiparameter"})
+    monkeypatch.setattr(PHASE_PROVIDERS, "_entries", {k: v for k, v in PHASE_PROVIDERS._entries.items() if k != "resp-breath"})
     for name in ("custom_phase_provider", "multiparameter_dataset"):
         monkeypatch.delitem(__import__("sys").modules, name, raising=False)
     assert {"resp", "multiparameter"} <= set(registry.load_plugins())

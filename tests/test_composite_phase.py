@@ -1,32 +1,15 @@
 """The composite phase provider: cardiac and breathing phase of one record as a torus point."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from cyclejepa.phase import CompositePhaseProvider, CompositeTrack, EcgRPeakProvider
 from cyclejepa.registry import PHASE_PROVIDERS
 
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_phase_provider.py"
 COORDINATES = {
     "cardiac": {"provider": "ecg-rpeak", "lead": "II"},
     "respiratory": {"provider": "resp-breath", "lead": "RESP"},
 }
-
-
-@pytest.fixture(scope="module")
-def example():
-    """The example module (registers "resp-breath"), imported as a plugin would."""
-    name = "custom_phase_provider_example"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, EXAMPLE)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
 
 
 @pytest.fixture

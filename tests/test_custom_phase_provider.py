@@ -1,28 +1,10 @@
 """The respiration provider of examples/custom_phase_provider.py (a user-written provider)."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from cyclejepa.phase import PhaseProvider, match_events
 from cyclejepa.registry import PHASE_PROVIDERS
-
-EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "custom_phase_provider.py"
-
-
-@pytest.fixture(scope="module")
-def example():
-    """The example module, imported once (its import registers "resp-breath")."""
-    name = "custom_phase_provider_example"
-    if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, EXAMPLE)
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules[name] = module
-    return sys.modules[name]
 
 
 def test_provider_is_a_registered_phase_provider(example):

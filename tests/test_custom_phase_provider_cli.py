@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from test_custom_phase_provider import EXAMPLE
+from conftest import EXAMPLE_PROVIDER as EXAMPLE
 
 
 def run(*args, shared):

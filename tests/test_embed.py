@@ -9,6 +9,7 @@ import torch
 from typer.testing import CliRunner
 
 import cyclejepa
+from conftest import TINY_MODEL
 from cyclejepa import runner
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
@@ -27,13 +28,7 @@ def trained(tmp_path_factory):
         "name": "tiny",
         "output_dir": str(out / "run"),
         "data": {"root": str(out / "corpus"), "synthetic_records": 40, "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
-        "symmetry": {"spectrum": "2x0+3x1+2x2+2x3"},
-        "model": {
-            "encoder": {"width": 16, "hidden": 32},
-            "projector": {"hidden": 32, "dim": 16},
-            "predictor": {"depth": 1, "heads": 2, "ffn": 32, "max_relative_position": 124},
-        },
-        "objectives": {"regulariser": {"options": {"num_directions": 16}}},
+        **TINY_MODEL,
         "training": {"steps": 2, "batch_size": 4, "checkpoint_every": 1},
         "runs": {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 1.0}]},
         "evaluation": {"steps": [1, 2], "headline_step": 1},

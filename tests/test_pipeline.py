@@ -5,6 +5,7 @@ import json
 import pytest
 import torch
 
+from conftest import TINY_MODEL
 from cyclejepa import runner
 from cyclejepa.config import parse_config
 from cyclejepa.evaluation.report import write_report
@@ -18,13 +19,7 @@ def experiment(tmp_path_factory):
         "name": "tiny",
         "output_dir": str(out / "run"),
         "data": {"root": str(out / "corpus"), "synthetic_records": 150, "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
-        "symmetry": {"spectrum": "2x0+3x1+2x2+2x3"},
-        "model": {
-            "encoder": {"width": 16, "hidden": 32},
-            "projector": {"hidden": 32, "dim": 16},
-            "predictor": {"depth": 1, "heads": 2, "ffn": 32, "max_relative_position": 124},
-        },
-        "objectives": {"regulariser": {"options": {"num_directions": 16}}},
+        **TINY_MODEL,
         "training": {"steps": 4, "batch_size": 8, "checkpoint_every": 2},
         "runs": {"seeds": [0]},
         "evaluation": {

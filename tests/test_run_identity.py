@@ -7,19 +7,14 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+from conftest import TINY_MODEL
 from cyclejepa import runner
 from cyclejepa.cli import app
 from cyclejepa.config import ConfigError, apply_overrides, identity_differences, parse_config
 
 TINY = {
     "name": "tiny",
-    "symmetry": {"spectrum": "2x0+3x1+2x2+2x3"},
-    "model": {
-        "encoder": {"width": 16, "hidden": 32},
-        "projector": {"hidden": 32, "dim": 16},
-        "predictor": {"depth": 1, "heads": 2, "ffn": 32, "max_relative_position": 124},
-    },
-    "objectives": {"regulariser": {"options": {"num_directions": 16}}},
+    **TINY_MODEL,
     "training": {"steps": 2, "batch_size": 8, "checkpoint_every": 2},
     "runs": {"seeds": [0]},
     "evaluation": {
