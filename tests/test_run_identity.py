@@ -111,3 +111,32 @@ def test_a_checkpoint_from_another_configuration_is_refused_with_the_keys_named(
     cfg = parse_config(apply_overrides(yaml.safe_load(config.read_text()), ["training.steps=4", "evaluation.steps=[4]"]))
     with pytest.raises(ConfigError, match="training.steps: 2 → 4"):
         runner.preflight(cfg)
+
+
+def test_torchrun_train_on_two_ranks_then_run_unsealed(tmp_path):
+    """The README's several-GPU flow as launched, on two CPU ranks (gloo): `torchrun … train` (one
+    arm here), then `cyclejepa run --unseal` evaluates those runs without training again."""
+    import os
+    import subprocess
+    import sys
+
+    config = tmp_path / "tiny.yaml"
+    one_arm = {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 1.0}]}
+    raw = dict(TINY, output_dir=str(tmp_path / "run"), runs=one_arm,
+               data={"root": str(tmp_path / "corpus"), "synthetic_records": 120})  # fmt: skip
+    config.write_text(yaml.safe_dump(raw))
+    CliRunner().invoke(app, ["prepare", str(config)])  # once, before the ranks start
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    for arm in ("winder",):
+        launch = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                  "-m", "cyclejepa", "train", str(config), "--arm", arm, "--seed", "0"]  # fmt: skip
+        done = subprocess.run(launch, env=env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+    run = tmp_path / "run"
+    rows = [json.loads(line) for line in (run / "runs" / "winder-seed0" / "metrics.jsonl").read_text().splitlines()]
+    assert [row["step"] for row in rows] == [1, 2]  # one writer (rank 0), each step once
+    before = snapshot(run)
+    result = CliRunner().invoke(app, ["run", str(config), "--unseal", "--set", "evaluation.bootstrap=12"])
+    assert result.exit_code == 0, result.output
+    assert snapshot(run) == before
+    assert (run / "report" / "report.md").is_file()
