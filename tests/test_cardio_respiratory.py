@@ -98,6 +98,8 @@ def test_example_runs_and_reports(plugins, example):
     runner.run_experiment(cfg, progress=False)
     text = (plugins / "run" / "report" / "report.md").read_text()
     assert "G1 shuffled-φ gate" in text
+    bottom_line = text.split("## Bottom line", 1)[1].split("\n## ", 1)[0]
+    assert "| `part` macro-AUROC ↑ |" in bottom_line and "Superclass" not in bottom_line  # the dataset's own task
     per_coordinate = "## Mechanism per cyclic coordinate" in text
     assert per_coordinate == (example == "cardio_respiratory.yaml")
     if per_coordinate:
