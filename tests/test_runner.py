@@ -51,3 +51,27 @@ def test_grid_with_an_invalid_value_fails_at_load_with_its_key(tmp_path):
     with pytest.raises(ConfigError) as caught:
         config(tmp_path, grid={"model.predictor.dept": [1, 2]})
     assert "model.predictor.dept: unknown key" in str(caught.value) and "Did you mean 'depth'?" in str(caught.value)
+
+
+@pytest.mark.parametrize(("tasks", "label"), [
+    (["superclass", "subclass-eligible", "subclass-all"], "Superclass macro-AUROC, 5 classes ↑"),
+    (["rhythm"], "`rhythm` macro-AUROC ↑"),
+])  # fmt: skip
+def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, tasks, label):
+    from cyclejepa.evaluation.report import headline_rows, write_grid_summary
+    from cyclejepa.jsonio import write_json
+
+    cells = []
+    for i, weight in enumerate([0.1, 0.2]):
+        cfg = config(tmp_path / f"cell{i}", objectives={"regulariser": {"weight": weight}})
+        result = {"diagnostic": {task: {"macro_auroc": {"point": 0.7 + i / 10 + k / 100, "low": 0, "high": 1}}
+                                 for k, task in enumerate(tasks)}}  # fmt: skip
+        rows = headline_rows([result])
+        assert [row.label for row in rows[: len(tasks)]][0] == label
+        headline = {rows[0].label: {"point": rows[0].value(result)}, "Transport gain fraction ↑": 0.5 + i,
+                    "G1 shuffled-φ gate": "Pass"}  # fmt: skip
+        write_json(tmp_path / f"cell{i}" / "out" / "report" / "report.json", {"headline": {"winder": headline}})
+        cells.append((f"c{i}", cfg))
+    text = write_grid_summary(tmp_path, cells).read_text()
+    assert "| c0 | objectives.regulariser.weight=0.1 | winder | 0.7000 | 0.5000 | Pass |" in text
+    assert "| c1 | objectives.regulariser.weight=0.2 | winder | 0.8000 | 1.5000 | Pass |" in text

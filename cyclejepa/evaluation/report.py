@@ -137,13 +137,13 @@ def write_report(output_dir: str | Path) -> Path:
 
 def write_grid_summary(output_dir: Path, cells: list[tuple[str, ExperimentConfig]]) -> Path:
     """``grid_summary.md``: for every grid cell, its overrides and its headline metrics per arm."""
-    lines = ["# Grid summary", "", "| cell | settings | arm | superclass AUROC | gain fraction | G1 | report |",
+    lines = ["# Grid summary", "", "| cell | settings | arm | headline-task AUROC | gain fraction | G1 | report |",
              "|---|---|---|---:|---:|---|---|"]
     for label, cfg in cells:
         report = read_json(Path(cfg.output_dir) / "report" / "report.json")
         settings = ", ".join(f"{k}={_lookup(cfg, k)}" for k in sorted(cells_keys(cells)))
         for arm, values in report["headline"].items():
-            auroc = values["Superclass macro-AUROC, 5 classes ↑"]["point"]
+            auroc = next(iter(values.values()))["point"]  # the first row: the headline task's probe (PTB-XL: superclass)
             lines.append(
                 f"| {label} | {settings} | {arm} | {_number(auroc)} | {_number(values['Transport gain fraction ↑'])} | "
                 f"{values['G1 shuffled-φ gate']} | grid/{label}/report/report.md |"
