@@ -101,7 +101,8 @@ def info() -> None:
 def phase(
     records: Annotated[list[Path], typer.Argument(help="WFDB record paths, without extension")],
     lead: Annotated[str | None, typer.Option(help="lead name, a comma list, or 'all'; default II")] = None,
-    provider: Annotated[str, typer.Option(help="registered phase provider")] = "ecg-rpeak",
+    provider: Annotated[str | None, typer.Option(help="registered phase provider [default: ecg-rpeak]")] = None,
+    config: Annotated[Path | None, typer.Option(help="take provider and options from this config's phase section")] = None,
     format: Annotated[str, typer.Option("--format", help="jsonl or table")] = "jsonl",
 ) -> None:
     """Detect cycle events (R-peaks) and phase QC for each record: one JSON object per record.
@@ -115,13 +116,20 @@ def phase(
 
     if format not in ("jsonl", "table"):
         raise typer.BadParameter(f"--format must be jsonl or table, got {format!r}")
+    options = None
+    if config is not None:
+        if provider is not None or lead is not None:
+            raise typer.BadParameter("--config sets the provider and its options: drop --provider and --lead")
+        phase_section = _load(config, None).phase
+        provider, options = phase_section.provider, dict(phase_section.options)
+    provider = provider or "ecg-rpeak"
     leads = lead.split(",") if lead and "," in lead else lead
     table = Table("record", "fs", "beats", "phase yield", "qc")
     table.columns[0].overflow = "fold"  # whole names: records often share a long prefix
     names, failed = _short_names(records), 0
     for record, name in zip(records, names):
         try:
-            result = phase_record(record, lead=leads, provider=provider)
+            result = phase_record(record, lead=leads, provider=provider, options=options)
         except (OSError, ValueError, KeyError) as error:
             errors.print(f"[red]{escape(str(record))}[/red]: {escape(str(error))}", highlight=False, soft_wrap=True)
             failed += 1
@@ -130,12 +138,19 @@ def phase(
             print(json.dumps(result))
         else:
             verdict = "ok" if result["qc"]["ok"] else ", ".join(result["qc"]["reasons"])
-            table.add_row(name, str(result["fs"]), str(len(result["r_peaks"])), f"{result['phase_yield']:.3f}", verdict)
+            table.add_row(name, str(result["fs"]), _beats(result), f"{result['phase_yield']:.3f}", verdict)
     if format == "table" and table.row_count:
         console.print(table)
     if failed:
         errors.print(f"{failed} of {len(records)} records could not be read", highlight=False)
         raise typer.Exit(code=1)
+
+
+def _beats(result: dict) -> str:
+    """Event count of a `phase_record` result; per coordinate for several."""
+    if "coordinates" in result:
+        return ", ".join(f"{name} {len(c['events'])}" for name, c in result["coordinates"].items())
+    return str(len(result["r_peaks"]))
 
 
 def _short_names(records: list[Path]) -> list[str]:

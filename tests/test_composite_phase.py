@@ -75,3 +75,33 @@ def test_validate_reports_a_bad_coordinate_under_phase_options(example):
     assert "coordinates.respiratory" in problem and "channel" in problem
     good = parse_config({"phase": {"provider": "composite", "options": {"coordinates": COORDINATES}}, "symmetry": torus})
     assert consistency_problems(good) == []
+
+
+def test_phase_command_takes_a_composite_provider_from_a_config(example, physionet_samples, tmp_path):
+    import json
+
+    import yaml
+    from typer.testing import CliRunner
+
+    from cyclejepa.cli import app
+
+    config = tmp_path / "torus.yaml"
+    config.write_text(yaml.safe_dump({
+        "phase": {"provider": "composite", "options": {"coordinates": COORDINATES}},
+        "symmetry": {"name": "torus", "spectrum": "4x(0,0)+4x(1,0)+4x(0,1)"},
+        "model": {"projector": {"dim": 20}},
+    }))  # fmt: skip
+    record = str(physionet_samples / "v102s")
+    result = CliRunner().invoke(app, ["phase", record, "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    printed = json.loads(result.stdout)
+    assert list(printed["coordinates"]) == ["cardiac", "respiratory"] and "r_peaks" not in printed
+    raw = __import__("wfdb").rdrecord(record)  # the whole record, as the command reads it
+    signal, fs, channel_names = raw.p_signal.T, raw.fs, raw.sig_name
+    for name, own in [("cardiac", EcgRPeakProvider(lead="II")), ("respiratory", PHASE_PROVIDERS.build("resp-breath", lead="RESP"))]:
+        assert printed["coordinates"][name]["events"] == own.phase(signal, fs, channel_names).events.tolist()
+    table = CliRunner().invoke(app, ["phase", record, "--config", str(config), "--format", "table"], terminal_width=200)
+    counts = {name: len(c["events"]) for name, c in printed["coordinates"].items()}
+    assert all(f"{name} {count}" in table.stdout for name, count in counts.items())  # the cell may wrap
+    both = CliRunner().invoke(app, ["phase", record, "--config", str(config), "--provider", "ecg-rpeak"])
+    assert both.exit_code == 2 and "--config sets the provider" in " ".join(both.output.split())

@@ -30,6 +30,7 @@ def phase_record(
     path: str | Path,
     lead: str | None = None,
     provider: str | PhaseProvider = "ecg-rpeak",
+    options: dict | None = None,
 ) -> dict:
     """Events, QC and phase yield of one WFDB record, as a JSON-ready dict.
 
@@ -43,30 +44,36 @@ def phase_record(
         else the first channel).
     provider
         A registered provider name, or a provider instance (then ``lead`` must be None).
+    options
+        Further constructor options of a named provider (e.g. a config's ``phase.options``;
+        ``composite``: ``{"coordinates": {...}}``).
 
     Returns
     -------
     dict
         ``{"record", "fs", "r_peaks", "qc", "phase_yield"}`` with ``r_peaks`` the event sample
         indices at the native rate and ``qc`` = ``{"ok", "reasons", **metrics}``; plain
-        Python types.
+        Python types. A provider of several coordinates (``composite``) gives the joint
+        ``qc`` and ``phase_yield`` and, instead of ``r_peaks``, ``coordinates`` =
+        ``{name: {"events", "qc", "phase_yield"}}``.
     """
     import wfdb
 
     if isinstance(provider, str):
-        provider = PHASE_PROVIDERS.build(provider, **({} if lead is None else {"lead": lead}))
-    elif lead is not None:
-        raise ValueError("pass lead= to the provider instance, not to phase_record")
+        provider = PHASE_PROVIDERS.build(provider, **(options or {}), **({} if lead is None else {"lead": lead}))
+    elif lead is not None or options:
+        raise ValueError("pass lead= and options to the provider instance, not to phase_record")
     record = read_wfdb(path, wfdb.rdrecord)
     track = provider.phase(record.p_signal.T, record.fs, record.sig_name)
     fs = float(record.fs)
-    return {
-        "record": str(path),
-        "fs": int(fs) if fs.is_integer() else fs,
-        "r_peaks": track.events.tolist(),
-        "qc": track.qc.to_dict(),
-        "phase_yield": track.phase_yield,
-    }
+    result = {"record": str(path), "fs": int(fs) if fs.is_integer() else fs}
+    if hasattr(track, "tracks"):  # several coordinates
+        coordinates = {
+            name: {"events": t.events.tolist(), "qc": t.qc.to_dict(), "phase_yield": t.phase_yield}
+            for name, t in zip(track.names, track.tracks)
+        }
+        return {**result, "coordinates": coordinates, "qc": track.qc.to_dict(), "phase_yield": track.phase_yield}
+    return {**result, "r_peaks": track.events.tolist(), "qc": track.qc.to_dict(), "phase_yield": track.phase_yield}
 
 
 def read_beat_annotations(path: str | Path, extension: str = "atr") -> np.ndarray:
