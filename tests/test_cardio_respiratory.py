@@ -66,7 +66,8 @@ def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins
 def test_one_coordinate_cache_keeps_the_single_phase_layout(plugins):
     cfg = config("respiration.yaml", plugins / "resp")
     cache = runner.prepare(cfg, progress=False)
-    assert cache.coordinates == () and cache.phase_centre.shape == (len(cache), 200)
+    samples = round(cfg.data.window_s * 500)  # the window at the cache's 500 Hz; 80 ms tokens
+    assert cache.coordinates == () and cache.phase_centre.shape == (len(cache), samples // 40)
     assert "phase_coordinates" not in cache.manifest
     with np.load(cache.path / "rpeaks.npz") as f:
         assert sorted(f.files) == ["indices", "offsets"]
@@ -75,7 +76,7 @@ def test_one_coordinate_cache_keeps_the_single_phase_layout(plugins):
 
     stack = []
     for entry in dataset.entries():
-        for window in record_windows(dataset, entry, dataset.channels, 500.0, 8000):
+        for window in record_windows(dataset, entry, dataset.channels, 500.0, samples):
             track = provider.phase(window.astype(np.float64), 500.0, dataset.channels)
             stack.append(np.asarray(track.at_tokens(patch=8, fs_out=100.0, convention="centre"), dtype=np.float32))
     buffer = io.BytesIO()
