@@ -22,9 +22,9 @@ import numpy as np
 
 from cyclejepa.config import load_config
 from cyclejepa.data.cache import PreparedCache, prepare_record
-from cyclejepa.data.preprocess import cut_windows, resample
+from cyclejepa.data.datasets import Record, RecordRejected, conform
+from cyclejepa.data.preprocess import cut_windows
 from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
-from cyclejepa.phase.provider import channel_indices
 from cyclejepa import runner
 from cyclejepa.progress import progress_bar
 
@@ -275,13 +275,12 @@ class Encoder:
         signal = np.asarray(signal)
         if signal.ndim != 2 or len(channel_names) != len(signal):
             raise ValueError(f"{len(channel_names)} channel names for a signal of shape {signal.shape}")
-        rows = self._lead_rows([str(name) for name in channel_names])
-        x = signal[rows].astype(np.float32)  # the cache reads records as float32 mV
-        bad = [self.leads[i] for i in np.flatnonzero(~np.isfinite(x).all(axis=1))]
-        if bad:
-            raise ValueError(f"non-finite samples on leads {bad}")
+        try:  # the run's leads at its rate, as the cache conforms a dataset's record
+            x = conform(Record("record", signal, fs, tuple(map(str, channel_names))), self.leads, self.fs)
+        except RecordRejected as rejection:
+            raise ValueError(rejection.detail) from None
         try:
-            windows = cut_windows(resample(x, fs, self.fs), self.window)
+            windows = cut_windows(x, self.window)
         except ValueError:
             raise ValueError(
                 f"the record lasts {signal.shape[-1] / fs:.2f} s, shorter than the run's "
@@ -301,14 +300,6 @@ class Encoder:
             np.arange(count) * self.window / self.fs,
         )
 
-    def _lead_rows(self, names: list[str]) -> list[int]:
-        """Rows of the run's leads in ``names`` (case-insensitive); a ValueError lists those missing."""
-        try:
-            return channel_indices(names, self.leads)
-        except KeyError:
-            missing = [lead for lead in self.leads if lead.lower() not in {n.lower() for n in names}]
-            raise ValueError(f"no channel for the run's leads {missing} (the record has {names})") from None
-
     def read(self, path: str | os.PathLike) -> tuple[np.ndarray, float, list[str]]:
         """A WFDB record (path without extension): (channels, samples) mV, fs, channel names.
 
@@ -320,9 +311,9 @@ class Encoder:
 
         record = read_wfdb(path, wfdb.rdrecord)
         names = [str(name) for name in record.sig_name]
-        rows = self._lead_rows(names)
         units = record.units or [None] * len(names)
-        other = [f"{names[r]} ({units[r]})" for r in rows if (units[r] or "mV").lower() != "mv"]
+        leads = {lead.lower() for lead in self.leads}
+        other = [f"{n} ({u})" for n, u in zip(names, units) if n.lower() in leads and (u or "mV").lower() != "mv"]
         if other:
             raise ValueError(f"leads {other} are not in mV, the unit the run was trained on")
         return record.p_signal.T, float(record.fs), names

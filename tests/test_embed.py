@@ -68,7 +68,7 @@ def test_cli_and_load_encoder_give_the_evaluation_stages_embeddings(trained, tmp
     saved = np.load(out)
     failed = json.loads(str(saved["failed"]))
     assert set(failed) == set(bad)
-    assert failed[fewer].startswith("no channel for the run's leads ['aVF', 'V1', 'V2', 'V3', 'V4', 'V5', 'V6']")
+    assert failed[fewer].startswith("no channel ['aVF', 'V1', 'V2', 'V3', 'V4', 'V5', 'V6']")
     assert failed[short] == "the record lasts 6.00 s, shorter than the run's 10 s window"
     assert json.loads(str(saved["source"]))["step"] == 1  # evaluation.headline_step, not the latest (2)
 
