@@ -712,6 +712,31 @@ class PreparedCache:
     def __len__(self) -> int:
         return len(self.signals)
 
+    @property
+    def channels(self) -> tuple[str, ...]:
+        """The channels of ``signals``, in row order."""
+        return tuple(self.manifest["leads"])
+
+    @property
+    def fs(self) -> float:
+        """The model's sampling rate (Hz): the rate of ``signals``."""
+        return float(self.manifest["fs"])
+
+    @property
+    def event_fs(self) -> float:
+        """The rate (Hz) the phase provider ran at: events (`events`, `rpeaks`) are sample indices at it."""
+        return float(self.manifest["fs_native"])
+
+    @property
+    def token_patch(self) -> int:
+        """Samples of ``signals`` per token."""
+        return int(self.manifest["arguments"]["token_patch"])
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens per window: T = L / ``token_patch``."""
+        return self.signals.shape[-1] // self.token_patch
+
     def __repr__(self) -> str:
         counts = self.manifest["counts"]
         kept, rejected = counts["kept"], counts["rejected"]
