@@ -1,6 +1,8 @@
 """cyclejepa."""
 
-__version__ = "0.1.0"
+from cyclejepa.version import __version__
+
+__all__ = ["__version__", "load_encoder"]
 
 
 def __getattr__(name: str):

@@ -172,8 +172,7 @@ def synth(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="replace a corpus already in --out")] = False,
 ) -> None:
     """Write a synthetic corpus in the exact PTB-XL layout, with ground-truth R-peaks."""
-    from cyclejepa.data.ptbxl import DATABASE_CSV
-    from cyclejepa.data.synthetic import write_synthetic_corpus
+    from cyclejepa.data.synthetic import DATABASE_CSV, write_synthetic_corpus
 
     if (out / DATABASE_CSV).exists() and not overwrite:
         errors.print(
@@ -200,17 +199,15 @@ def prepare(config: ConfigPath, set_: Overrides = None) -> None:
 
 @app.command()
 def download(
-    dataset: Annotated[str, typer.Argument(help="dataset name: ptbxl")],
+    dataset: Annotated[str, typer.Argument(help="registered dataset name, e.g. ptbxl")],
     dest: Annotated[Path, typer.Option(help="destination folder")],
 ) -> None:
-    """Download a dataset from PhysioNet (needs network access)."""
-    from cyclejepa.data.ptbxl import download_ptbxl
-
-    if dataset != "ptbxl":
-        raise typer.BadParameter(f"unknown dataset {dataset!r}; available: ptbxl")
+    """Download a dataset from its source (needs network access; PTB-XL: PhysioNet)."""
+    if dataset not in registry.DATASETS:
+        raise typer.BadParameter(registry.unknown_name_message("dataset", dataset, registry.DATASETS.names()))
     with _user_errors():
-        path = download_ptbxl(dest)
-    console.print(f"PTB-XL is in {path}")
+        path = registry.DATASETS.get(dataset).download(dest)
+    console.print(f"{dataset} is in {path}")
 
 
 @app.command()
@@ -346,7 +343,7 @@ def embed(
 @contextmanager
 def _user_errors():
     """Print errors a user can act on (missing data, bad records, sealed fold) without a traceback."""
-    from cyclejepa.data.ptbxl import DatasetNotFound, DownloadFailed
+    from cyclejepa.data.datasets import DatasetNotFound, DownloadFailed
     from cyclejepa.runner import SealedFoldError
 
     try:

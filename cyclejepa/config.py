@@ -13,19 +13,23 @@ from __future__ import annotations
 
 import copy
 import hashlib
+from dataclasses import dataclass
 import json
-import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from cyclejepa import registry
 from cyclejepa.registry import closest_match
 
 PAPER_SPECTRUM = "4x0+24x1+24x2+20x3+16x4+12x5+10x6+8x7+6x8+4x9+2x10"
-PTBXL_ENV = "CYCLEJEPA_PTBXL"
+REMOVED_KEYS = {
+    "data.synthetic_records": "the synthetic corpus is a dataset: data.dataset: synthetic, data.options: {records: N, seed: S}",
+    "data.synthetic_seed": "the synthetic corpus is a dataset: data.dataset: synthetic, data.options: {records: N, seed: S}",
+}
+"""Keys of earlier versions, with what replaces them."""
 
 
 def _registered(reg: registry.Registry):
@@ -50,25 +54,20 @@ class Section(BaseModel):
 
 
 class DataConfig(Section):
+    """The corpus and its cache. Keys left out (None) take the dataset's own facts
+    (`cyclejepa.data.datasets.Dataset`): its rates, window and fold protocol."""
+
     dataset: _component(registry.DATASETS) = "ptbxl"
     options: dict[str, Any] = Field(default_factory=dict, description="keyword options of the dataset")
-    root: Path | None = Field(None, description=f"dataset root; None reads ${PTBXL_ENV}")
-    window_s: float = Field(10.0, gt=0, description="window (model record length) in seconds; longer records are cut")
-    synthetic_records: int | None = Field(
-        None, ge=20, description="write a synthetic corpus of this size at `root` if none exists"
-    )
-    synthetic_seed: int = 0
+    root: Path | None = Field(None, description="dataset root; None: the dataset's own environment variable")
+    fs: float | None = Field(None, gt=0, description="cache rate (Hz): records are resampled to it and phased at it")
+    decimation: int | None = Field(None, ge=1, description="the model sees fs / decimation")
+    token_patch: int | None = Field(None, ge=1, description="samples per token at the model rate")
+    window_s: float | None = Field(None, gt=0, description="window (model record length) in seconds; longer records are cut")
     cache_dir: Path | None = Field(None, description="default: <output_dir>/cache")
-    train_folds: list[Annotated[int, Field(ge=1, le=10)]] = list(range(1, 10))
-    eval_folds: list[Annotated[int, Field(ge=1, le=10)]] = [10]
+    train_folds: list[Annotated[int, Field(ge=1, le=10)]] | None = None
+    eval_folds: list[Annotated[int, Field(ge=1, le=10)]] | None = None
     workers: int = Field(1, ge=1)
-
-    def resolved_root(self) -> Path | None:
-        """The dataset root from the config, else from the environment, else None."""
-        if self.root is not None:
-            return self.root
-        env = os.environ.get(PTBXL_ENV)
-        return Path(env) if env else None
 
 
 class PhaseConfig(Section):
@@ -86,8 +85,8 @@ class SymmetryConfig(Section):
 
 class EncoderConfig(Section):
     name: _component(registry.ENCODERS) = "winder-conv"
-    leads: int = Field(12, ge=1)
-    patch: int = Field(8, ge=1)
+    leads: int | None = Field(None, ge=1, description="input channels; None: the dataset's channel count")
+    patch: int | None = Field(None, ge=1, description="samples per token; None: data.token_patch")
     width: int = Field(256, ge=1)
     hidden: int = Field(512, ge=1)
     kernel: int = Field(3, ge=1)
@@ -104,7 +103,9 @@ class PredictorConfig(Section):
     depth: int = Field(4, ge=1)
     heads: int = Field(4, ge=1)
     ffn: int = Field(1024, ge=1)
-    max_relative_position: int = Field(249, ge=1)
+    max_relative_position: int | None = Field(
+        None, ge=1, description="relative-position bias range; None: 2T - 1 for T tokens per window (paper: 249)"
+    )
 
 
 class ModelConfig(Section):
@@ -220,6 +221,31 @@ class ExperimentConfig(Section):
     grid: dict[str, list[Any]] = Field(
         default_factory=dict, description="key.path -> values: `run` trains every combination"
     )
+    _derived: set[str] = PrivateAttr(default_factory=set)
+    """Key paths filled from the dataset's facts (left out of a grid cell's base)."""
+
+    @model_validator(mode="after")
+    def _derive_from_data(self) -> ExperimentConfig:
+        """Fill the keys left out from the dataset's facts (`DataFacts`); a key that cannot be
+        derived stays None and `consistency_problems` says why."""
+        facts = data_facts(self.data)
+        if isinstance(facts, str):
+            return self
+        derived = {
+            "data.fs": facts.cache_fs, "data.decimation": facts.decimation, "data.token_patch": facts.token_patch,
+            "data.window_s": facts.window_s, "data.train_folds": list(facts.folds.train),
+            "data.eval_folds": list(facts.folds.evaluation), "model.encoder.leads": len(facts.channels),
+            "model.encoder.patch": facts.token_patch, "model.predictor.max_relative_position": 2 * facts.n_tokens - 1,
+        }  # fmt: skip
+        for key, value in derived.items():
+            *parents, leaf = key.split(".")
+            section = self
+            for part in parents:
+                section = getattr(section, part)
+            if getattr(section, leaf) is None:
+                setattr(section, leaf, value)
+                self._derived.add(key)
+        return self
 
     def config_hash(self) -> str:
         """A stable short hash of the whole configuration."""
@@ -240,7 +266,7 @@ class ExperimentConfig(Section):
 # reporting) never invalidate them. training.precision is part of it: bf16 autocast changes the
 # arithmetic of every step, not only its rounding. See docs/configuration.md, "Run identity".
 TRAINING_KEYS = (
-    "data.dataset", "data.options", "data.window_s", "data.synthetic_records", "data.synthetic_seed", "data.train_folds",
+    "data.dataset", "data.options", "data.fs", "data.decimation", "data.token_patch", "data.window_s", "data.train_folds",
     "phase", "symmetry", "model", "objectives.prediction", "objectives.regulariser", "optimiser",
     "training.steps", "training.batch_size", "training.precision", "augmentations",
 )
@@ -373,19 +399,37 @@ def _fold_problems(cfg: ExperimentConfig) -> list[str]:
 
 
 def _dataset_problems(cfg: ExperimentConfig) -> list[str]:
-    """data.options the dataset's constructor does not take; synthetic_records on a non-PTB-XL dataset."""
+    """data.options the dataset's constructor does not take; data facts that cannot be derived or
+    that the config contradicts (`_shape_problems`)."""
     data = cfg.data
-    if data.synthetic_records and data.dataset not in ("ptbxl", "synthetic"):
-        return [f"data.synthetic_records: the synthetic corpus is PTB-XL's layout; it cannot be used with data.dataset {data.dataset!r}"]
     accepted = _keyword_parameters(registry.DATASETS.get(data.dataset))
-    if accepted is None:
-        return []
-    accepted.discard("root")
-    return [
-        f"data.options.{option}: unknown option of dataset {data.dataset!r}; allowed: {', '.join(sorted(accepted)) or '(none)'}"
-        + (f". Did you mean {hint!r}?" if (hint := closest_match(option, sorted(accepted))) else "")
-        for option in data.options if option not in accepted or option == "root"
-    ]
+    problems = []
+    if accepted is not None:
+        accepted.discard("root")
+        problems += [
+            f"data.options.{option}: unknown option of dataset {data.dataset!r}; allowed: {', '.join(sorted(accepted)) or '(none)'}"
+            + (f". Did you mean {hint!r}?" if (hint := closest_match(option, sorted(accepted))) else "")
+            for option in data.options if option not in accepted or option == "root"
+        ]
+    facts = data_facts(data)
+    return problems + ([facts] if isinstance(facts, str) else _shape_problems(cfg, facts))
+
+
+def _shape_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
+    """Model keys set by hand that contradict the data: channels and token patch."""
+    where = f"dataset {cfg.data.dataset!r}"
+    problems = []
+    if cfg.model.encoder.leads != len(facts.channels):
+        problems.append(
+            f"model.encoder.leads: {cfg.model.encoder.leads}, but {where} gives {len(facts.channels)} channel(s) "
+            f"{list(facts.channels)}; leave model.encoder.leads out to derive it"
+        )
+    if cfg.model.encoder.patch != facts.token_patch:
+        problems.append(
+            f"model.encoder.patch: {cfg.model.encoder.patch}, but the cache's tokens are data.token_patch = "
+            f"{facts.token_patch} samples; leave model.encoder.patch out to derive it"
+        )
+    return problems
 
 
 def _name_problems(cfg: ExperimentConfig) -> list[str]:
@@ -442,6 +486,49 @@ def _keyword_parameters(component: Any) -> set[str] | None:
     return None
 
 
+@dataclass(frozen=True)
+class DataFacts:
+    """What the data implies for a config: the dataset's channels, the cache's rates and window
+    (the dataset's defaults where ``data`` leaves them out), tokens per window and fold protocol."""
+
+    channels: tuple[str, ...]
+    cache_fs: float
+    decimation: int
+    token_patch: int
+    window_s: float
+    n_tokens: int
+    folds: Any
+
+
+def data_facts(data: DataConfig) -> DataFacts | str:
+    """The `DataFacts` of a data section, from the dataset's class and options (nothing is read
+    from disk), or one line saying which key to set when they cannot be derived.
+
+    Channels are the ``channels`` option when the dataset takes one (else that parameter's
+    default), else its class's ``channels``.
+    """
+    import inspect
+
+    from cyclejepa.data.datasets import check_window
+
+    cls = registry.DATASETS.get(data.dataset)
+    parameter = inspect.signature(cls).parameters.get("channels")
+    default = parameter.default if parameter is not None and parameter.default is not inspect.Parameter.empty else None
+    channels = data.options.get("channels", default or getattr(cls, "channels", ()))
+    if not isinstance(channels, (list, tuple)) or not channels:
+        return f"data.dataset: {data.dataset!r} declares no channels (a class attribute `channels` or a `channels` option)"
+    try:
+        rate = data.fs or cls.cache_fs or cls.fs
+        if not rate:
+            return f"data.fs: dataset {data.dataset!r} has no fixed sampling rate; set data.fs (the cache rate in Hz)"
+        decimation, patch = data.decimation or cls.decimation, data.token_patch or cls.token_patch
+        window_s = data.window_s or cls.window_s
+        n_tokens = check_window(float(rate), int(decimation), int(patch), float(window_s))
+    except ValueError as error:
+        return f"data.window_s: {error}"
+    return DataFacts(tuple(map(str, channels)), float(rate), int(decimation), int(patch), float(window_s), n_tokens, cls.folds)
+
+
 class ConfigError(ValueError):
     """A configuration that does not validate; one line per problem, each with its key path."""
 
@@ -483,7 +570,7 @@ def expand_grid(cfg: ExperimentConfig) -> list[tuple[str, ExperimentConfig]]:
 
     if not cfg.grid:
         return [("", cfg)]
-    base = cfg.model_dump(mode="json", exclude={"grid"})
+    base = _without(cfg.model_dump(mode="json", exclude={"grid"}), cfg._derived)
     keys = sorted(cfg.grid)
     expanded = []
     for index, values in enumerate(itertools.product(*(cfg.grid[k] for k in keys))):
@@ -496,6 +583,17 @@ def expand_grid(cfg: ExperimentConfig) -> list[tuple[str, ExperimentConfig]]:
         raw = apply_overrides(base, overrides + shared)
         expanded.append((label, parse_config(raw, source=f"grid {label} ({', '.join(overrides)})")))
     return expanded
+
+
+def _without(raw: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    """``raw`` less the dotted ``keys`` (values derived from the data, derived again per cell)."""
+    for key in keys:
+        *parents, leaf = key.split(".")
+        node = raw
+        for part in parents:
+            node = node[part]
+        node.pop(leaf, None)
+    return raw
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
@@ -523,6 +621,8 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
 def _describe(error: dict[str, Any]) -> str:
     """One line for one pydantic error: key path, what is wrong, allowed values, closest match."""
     loc = ".".join(str(part) for part in error["loc"]) or "(top level)"
+    if error["type"] == "extra_forbidden" and loc in REMOVED_KEYS:
+        return f"{loc}: no longer a key; {REMOVED_KEYS[loc]}"
     if error["type"] == "extra_forbidden":
         allowed = _allowed_keys(error["loc"][:-1])
         hint = closest_match(str(error["loc"][-1]), allowed)

@@ -230,11 +230,11 @@ class Encoder:
         from cyclejepa.registry import PHASE_PROVIDERS
 
         self.model, self.cache, self.device = model, cache, device
-        manifest = cache.manifest
-        self.leads: list[str] = list(manifest["leads"])
-        self.fs: float = manifest["fs_native"]
-        self.window = round(cache.signals.shape[-1] * self.fs / manifest["fs"])
-        arguments = manifest["arguments"]
+        self.leads: list[str] = list(cache.channels)
+        self.fs: float = cache.event_fs
+        self.shape = {"decimation": round(cache.event_fs / cache.fs), "token_patch": cache.token_patch}
+        self.window = round(cache.signals.shape[-1] * self.fs / cache.fs)
+        arguments = cache.manifest["arguments"]
         self.provider = PHASE_PROVIDERS.build(arguments["phase_provider"], **arguments["phase_options"])
         self.source = {"run": str(checkpoint.parents[1]), "step": int(checkpoint.stem.removeprefix("step_"))}
 
@@ -288,7 +288,7 @@ class Encoder:
             ) from None
         signals, outcomes = [], []
         for segment in windows:
-            decimated, outcome, _ = prepare_record(segment, self.provider, fs=self.fs, channels=self.leads)
+            decimated, outcome, _ = prepare_record(segment, self.provider, fs=self.fs, channels=self.leads, **self.shape)
             signals.append(self.cache.norm.apply(decimated))
             outcomes.append(outcome)
         count = len(windows)

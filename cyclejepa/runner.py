@@ -35,7 +35,7 @@ from cyclejepa.config import (
 )
 from cyclejepa.jsonio import read_json, write_json
 from cyclejepa.outputs import RunPlan, cache_dir, plan_runs, run_dir
-from cyclejepa.seal import SEALED_FOLD, SealedFoldError, require_unsealed, use_folds
+from cyclejepa.seal import SealedFoldError, require_unsealed, sealed_folds, use_folds
 
 log = logging.getLogger(__name__)
 
@@ -70,25 +70,19 @@ def _device_problems(cfg: ExperimentConfig) -> list[str]:
 
 
 def _corpus_problems(cfg: ExperimentConfig) -> list[str]:
-    """A configured synthetic corpus that disagrees with the one already at the root."""
-    from cyclejepa.data.synthetic import RPEAKS_FILENAME
+    """A dataset that cannot be built from the config, or whose data on disk is not the one asked
+    for (e.g. a synthetic corpus of another size at the root)."""
+    from cyclejepa.data.datasets import DatasetNotFound
 
-    root, wanted = cfg.data.resolved_root(), cfg.data.synthetic_records
-    if not wanted or root is None or not (root / "ptbxl_database.csv").exists():
-        return []
-    if not (root / RPEAKS_FILENAME).exists():
-        return [f"data.synthetic_records: {wanted}, but {root} holds a corpus that is not a cyclejepa synthetic one; "
-                "unset data.synthetic_records or point data.root elsewhere"]
-    import csv
-
-    with open(root / "ptbxl_database.csv", newline="") as stream:
-        found = sum(1 for _ in csv.reader(stream)) - 1
-    seed = read_json(root / RPEAKS_FILENAME).get("seed")
-    if (found, seed) != (wanted, cfg.data.synthetic_seed):
-        return [f"data.synthetic_records: the corpus at {root} was written with synthetic_records {found}, "
-                f"synthetic_seed {seed}, not {wanted}, {cfg.data.synthetic_seed}; set those values or point "
-                "data.root at a new folder"]
-    return []
+    try:
+        dataset = build_dataset(cfg)
+    except DatasetNotFound:
+        return []  # said in full, with where to get it, when prepare needs the data
+    except (ValueError, TypeError) as error:
+        return [f"data: dataset {cfg.data.dataset!r}: {str(error).splitlines()[0]}"]
+    mismatch = getattr(dataset, "mismatch", None)
+    problem = mismatch() if mismatch else None
+    return [problem] if problem else []
 
 
 def identity_problems(cfg: ExperimentConfig) -> list[str]:
@@ -137,28 +131,30 @@ def describe_plan(cfg: ExperimentConfig) -> list[str]:
         f"evaluate steps {evaluation_steps(cfg)} on folds {cfg.data.eval_folds} "
         f"(probe fitted on folds {cfg.data.train_folds})"
     )
-    if SEALED_FOLD in cfg.data.eval_folds + cfg.data.train_folds:
-        lines.append(f"fold {SEALED_FOLD} is sealed: " + ("UNSEALED (audited)" if cfg.evaluation.unseal else "needs --unseal"))
+    touched = sorted(set(cfg.data.eval_folds + cfg.data.train_folds) & set(sealed_folds(cfg)))
+    if touched:
+        lines.append(f"fold {', '.join(map(str, touched))} is sealed: " + ("UNSEALED (audited)" if cfg.evaluation.unseal else "needs --unseal"))
     lines.append(f"report: {out / 'report' / 'report.md'}")
     return lines
 
 
 def _corpus_line(cfg: ExperimentConfig) -> str:
-    root = cfg.data.resolved_root() or "$CYCLEJEPA_PTBXL (not set: set it or data.root)"
-    if cfg.data.synthetic_records:
-        return f"synthetic corpus of {cfg.data.synthetic_records} records at {root}"
-    return f"dataset {cfg.data.dataset} at {root}"
+    data = cfg.data
+    options = f" {data.options}" if data.options else ""
+    root = data.root if data.root is not None else "its default root"
+    return (f"dataset {data.dataset}{options} at {root}: {data.fs:g} Hz cache, model at "
+            f"{data.fs / data.decimation:g} Hz, {data.window_s:g} s windows of {data.token_patch}-sample tokens")  # fmt: skip
 
 
 def build_dataset(cfg: ExperimentConfig, progress: bool = False):
     """The configured `Dataset`: ``data.dataset`` built with ``data.root`` and ``data.options``
-    (with ``data.synthetic_records``: the synthetic corpus, written at the root when missing)."""
+    (nothing is read or written; `prepare` calls its `fetch`)."""
     from cyclejepa.registry import DATASETS
 
-    data, root = cfg.data, cfg.data.resolved_root()
-    if data.synthetic_records:
-        return DATASETS.build("synthetic", root=root, records=data.synthetic_records, seed=data.synthetic_seed, progress=progress)
-    return DATASETS.build(data.dataset, root=root, **data.options)
+    options = dict(cfg.data.options)
+    if cfg.data.dataset == "synthetic":
+        options.setdefault("progress", progress)
+    return DATASETS.build(cfg.data.dataset, root=cfg.data.root, **options)
 
 
 def prepare(cfg: ExperimentConfig, progress: bool = True):
@@ -167,13 +163,19 @@ def prepare(cfg: ExperimentConfig, progress: bool = True):
     from cyclejepa.data.cache import prepare_cache
 
     train_folds = use_folds(cfg, "normalisation statistics", "data.train_folds")
+    dataset = build_dataset(cfg, progress)
+    dataset.fetch()
+    data = cfg.data
     return prepare_cache(
-        build_dataset(cfg, progress),
+        dataset,
         cache_dir(cfg),
         train_folds=tuple(train_folds),
         phase_provider=cfg.phase.provider,
         phase_options=cfg.phase.options,
-        window_s=cfg.data.window_s,
+        fs=data.fs,
+        decimation=data.decimation,
+        token_patch=data.token_patch,
+        window_s=data.window_s,
         workers=cfg.data.workers,
         progress=progress,
     )

@@ -1,8 +1,9 @@
 """The sealed test fold: the one gate every stage passes before it reads the folds it uses.
 
-Fold 10 is the paper's sealed test fold. `use_folds` is asked by every stage that reads
-records of configured folds (normalisation statistics, pre-training, probe fitting,
-evaluation, figures, benchmarks; grids through their cells). It refuses fold 10 unless
+The sealed folds are the dataset's (`FoldProtocol.sealed`; PTB-XL: fold 10, the paper's sealed
+test fold). `use_folds` is asked by every stage that reads records of configured folds
+(normalisation statistics, pre-training, probe fitting, evaluation, figures, benchmarks; grids
+through their cells). It refuses a sealed fold unless
 ``evaluation.unseal`` is set (``--unseal``), appends one line per unsealed use to
 ``<output_dir>/unseal_audit.jsonl``, and records every use (stage, key, folds) in
 ``<output_dir>/folds_used.jsonl``, from which the report states what each stage used.
@@ -16,10 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cyclejepa import __version__
+from cyclejepa import registry
 from cyclejepa.config import ExperimentConfig
+from cyclejepa.version import __version__
 
-SEALED_FOLD = 10
 FOLD_KEYS = ("data.train_folds", "data.eval_folds")
 AUDIT_FILE = "unseal_audit.jsonl"
 FOLDS_FILE = "folds_used.jsonl"
@@ -36,6 +37,11 @@ def folds_of(cfg: ExperimentConfig, key: str) -> list[int]:
     return list(getattr(cfg.data, key.removeprefix("data.")))
 
 
+def sealed_folds(cfg: ExperimentConfig) -> list[int]:
+    """The folds the configured dataset seals (`FoldProtocol.sealed`)."""
+    return sorted(registry.DATASETS.get(cfg.data.dataset).folds.sealed)
+
+
 def require_unsealed(cfg: ExperimentConfig) -> None:
     """Before any work: raise `SealedFoldError` when a fold key holds the sealed fold without unseal."""
     for key in FOLD_KEYS:
@@ -44,9 +50,11 @@ def require_unsealed(cfg: ExperimentConfig) -> None:
 
 def _check(cfg: ExperimentConfig, key: str, stage: str) -> list[int]:
     folds = folds_of(cfg, key)
-    if SEALED_FOLD in folds and not cfg.evaluation.unseal:
+    sealed = sorted(set(folds) & set(sealed_folds(cfg)))
+    if sealed and not cfg.evaluation.unseal:
         raise SealedFoldError(
-            f"{stage}: {key} {folds} includes the sealed fold {SEALED_FOLD}; "
+            f"{stage}: {key} {folds} includes the sealed fold {', '.join(map(str, sealed))} of dataset "
+            f"{cfg.data.dataset!r}; "
             "pass --unseal (or set evaluation.unseal: true) to use it — it is audited"
         )
     return folds
@@ -56,9 +64,10 @@ def use_folds(cfg: ExperimentConfig, stage: str, key: str) -> list[int]:
     """The folds at ``key`` that ``stage`` may read: refuses the sealed fold unless unsealed,
     audits an unsealed use, and records the use in ``folds_used.jsonl``."""
     folds = _check(cfg, key, stage)
-    entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stage": stage, "key": key, "folds": folds}
+    sealed = sealed_folds(cfg)
+    entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stage": stage, "key": key, "folds": folds, "sealed": sealed}
     out = Path(cfg.output_dir)
-    if SEALED_FOLD in folds:
+    if set(folds) & set(sealed):
         audit = {**entry, "config_hash": cfg.config_hash(), "git_revision": _git_revision(), "cyclejepa": __version__}
         _append(out / AUDIT_FILE, audit)
     _append(out / FOLDS_FILE, entry)

@@ -52,7 +52,12 @@ class Multiparameter(Dataset):
     """
 
     channels = ("ECG", "RESP")
+    units = ("mV", "NU")
     label_levels = (LabelLevel("part", "part", ("early", "late")),)
+    fs = None  # 125 or 250 Hz, record by record
+    cache_fs = 500.0  # the R-peak detector's rate; the breathing example sets its own (data.fs)
+    decimation = 5
+    token_patch = 8
 
     def __init__(
         self,
@@ -123,7 +128,7 @@ class Multiparameter(Dataset):
             "ecg_leads": list(self.ecg_leads), "segment_s": self.segment_s, "max_gap_s": self.max_gap_s, "split": self.split,
         }  # fmt: skip
 
-    def load(self, entry: Entry) -> Record:
+    def read(self, entry: Entry) -> Record:
         """One segment, ECG and RESP in physical units; short gaps filled (see ``max_gap_s``)."""
         import wfdb
 

@@ -172,13 +172,13 @@ def test_multiparameter_dataset_segments_folds_gaps_and_rejections(plugins):
         ("subj_a/0", 3, hash_fold("subj_a"), ["early"]), ("subj_a/1", 3, hash_fold("subj_a"), ["late"]),
         ("subj_b/0", 4, hash_fold("subj_b"), ["early"]), ("subj_b/1", 4, hash_fold("subj_b"), ["late"]),
     ]  # fmt: skip
-    record = dataset.load(entries[1])  # channels reordered to (ECG, RESP), the second segment
+    record = dataset.read(entries[1])  # channels reordered to (ECG, RESP), the second segment
     assert record.channels == ("ECG", "RESP") and record.fs == 100.0
     np.testing.assert_allclose(record.signal, np.stack([ecg, resp])[:, 2000:4000], atol=1e-3)
-    filled = dataset.load(entries[2]).signal[1]
+    filled = dataset.read(entries[2]).signal[1]
     np.testing.assert_allclose(filled[100:130], np.interp(np.arange(100, 130), [99, 130], resp[[99, 130]]), atol=2e-3)
     with pytest.raises(RecordRejected, match=r"subj_b/1 rejected \(non_finite\): 100 missing samples in a row"):
-        dataset.load(entries[3])
+        dataset.read(entries[3])
     by_segment = DATASETS.build("multiparameter", root=folder, segment_s=20.0, split="segment")
     assert [e.fold for e in by_segment.entries()] == [hash_fold(e.name) for e in entries]
     with pytest.raises(ValueError, match="split must be 'subject' or 'segment'"):

@@ -70,7 +70,7 @@ def test_records_read_as_stored_in_mv_at_their_rate(corpus):
     assert set(entries) == set(stored) | {"g2/S00024"}
     for name in ("HR00000", "A00001", "HR00002", "A00005"):
         name = f"g1/{name}"
-        record = dataset.load(entries[name])
+        record = dataset.read(entries[name])
         fs, digital = stored[name]
         assert record.fs == fs and record.channels == LEADS
         np.testing.assert_allclose(record.signal, digital / GAIN, atol=1e-6)
@@ -92,7 +92,7 @@ def test_resampling_against_the_analytic_signal(tmp_path):
     wave = lambda t: 0.8 * np.sin(2 * np.pi * 3 * t) + 0.3 * np.cos(2 * np.pi * 11 * t + 0.4)  # noqa: E731
     write_challenge(tmp_path / "R1", np.tile(wave(t_in), (12, 1)), 257, [DX[0]], "dat")
     dataset = Challenge2021(tmp_path)
-    x = conform(dataset.load(dataset.entries()[0]), ("II", "V5"), 500.0)
+    x = conform(dataset.read(dataset.entries()[0]), ("II", "V5"), 500.0)
     t_out = np.arange(x.shape[1]) / 500
     assert x.shape == (2, int(np.ceil(len(t_in) * 500 / 257)))
     inner = slice(250, -250)  # edge padding bends the first and last half second

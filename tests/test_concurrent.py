@@ -19,7 +19,7 @@ def tiny(out, corpus, at_once):
     return parse_config({
         **TINY,
         "output_dir": str(out),
-        "data": {"root": str(corpus), "synthetic_records": 40, "cache_dir": str(corpus.parent / "cache"),
+        "data": {"root": str(corpus), "dataset": "synthetic", "options": {"records": 40}, "cache_dir": str(corpus.parent / "cache"),
                  "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
         "training": {**TINY["training"], "steps": 4, "checkpoint_every": 2, "device": "cpu"},
         "runs": {"seeds": [0], "at_once": at_once},

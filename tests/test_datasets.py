@@ -28,6 +28,7 @@ from cyclejepa.registry import DATASETS
 @DATASETS.register("npz-ecg")
 class NpzECG(Dataset):
     label_levels = (LabelLevel("rhythm", "rhythm", ("ABN", "NORM")),)
+    cache_fs, decimation = 500.0, 5  # records at any rate, phased at 500 Hz, the model at 100 Hz
 
     def __init__(self, root, channels=("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6")):
         self.root, self.channels = Path(root), tuple(channels)
@@ -37,7 +38,7 @@ class NpzECG(Dataset):
         return [Entry(i + 1, r["name"], r["patient"], r["patient"] % 10 + 1, labels={"rhythm": frozenset([r["label"]])})
                 for i, r in enumerate(self.index)]
 
-    def load(self, entry):
+    def read(self, entry):
         with np.load(self.root / f"{entry.name}.npz") as f:
             if f["signal"].shape[1] < 10:
                 raise RecordRejected(entry.id, "extent", "fewer than 10 samples")

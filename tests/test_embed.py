@@ -13,7 +13,7 @@ from conftest import TINY_MODEL
 from cyclejepa import runner
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
-from cyclejepa.data.cache import read_record_fast
+from cyclejepa.data.ptbxl import read_record_fast
 from cyclejepa.data.preprocess import resample
 from cyclejepa.data.ptbxl import LEADS, PTBXL
 from cyclejepa.embed import check_output
@@ -27,7 +27,7 @@ def trained(tmp_path_factory):
     cfg = parse_config({
         "name": "tiny",
         "output_dir": str(out / "run"),
-        "data": {"root": str(out / "corpus"), "synthetic_records": 40, "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
+        "data": {"root": str(out / "corpus"), "dataset": "synthetic", "options": {"records": 40}, "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
         **TINY_MODEL,
         "training": {"steps": 2, "batch_size": 4, "checkpoint_every": 1},
         "runs": {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 1.0}]},

@@ -18,7 +18,7 @@ def experiment(tmp_path_factory):
     cfg = parse_config({
         "name": "tiny",
         "output_dir": str(out / "run"),
-        "data": {"root": str(out / "corpus"), "synthetic_records": 150, "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
+        "data": {"root": str(out / "corpus"), "dataset": "synthetic", "options": {"records": 150}, "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
         **TINY_MODEL,
         "training": {"steps": 4, "batch_size": 8, "checkpoint_every": 2},
         "runs": {"seeds": [0]},

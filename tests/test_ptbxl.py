@@ -200,7 +200,7 @@ def test_root_from_environment_and_record_lookup(tmp_path, monkeypatch):
     by_name = read_record(root, "records500/00000/00002_hr")
     np.testing.assert_array_equal(by_id, by_name)
     with pytest.raises(KeyError, match="ecg_id 3"):
-        PTBXL().read(3)
+        PTBXL().read_id(3)
 
 
 # --------------------------------------------------------------------------------- labels

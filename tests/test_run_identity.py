@@ -70,7 +70,7 @@ def trained(tmp_path_factory):
     torchrun starts), then later `cyclejepa run --unseal` with other evaluation keys."""
     out = tmp_path_factory.mktemp("identity")
     config = out / "tiny.yaml"
-    raw = dict(TINY, output_dir=str(out / "run"), data={"root": str(out / "corpus"), "synthetic_records": 150})
+    raw = dict(TINY, output_dir=str(out / "run"), data={"root": str(out / "corpus"), "dataset": "synthetic", "options": {"records": 150}})
     config.write_text(yaml.safe_dump(raw))
     for arm in ("winder", "control"):
         result = CliRunner().invoke(app, ["train", str(config), "--arm", arm, "--seed", "0"])
@@ -123,7 +123,7 @@ def test_torchrun_train_on_two_ranks_then_run_unsealed(tmp_path):
     config = tmp_path / "tiny.yaml"
     one_arm = {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 1.0}]}
     raw = dict(TINY, output_dir=str(tmp_path / "run"), runs=one_arm,
-               data={"root": str(tmp_path / "corpus"), "synthetic_records": 120})  # fmt: skip
+               data={"root": str(tmp_path / "corpus"), "dataset": "synthetic", "options": {"records": 120}})  # fmt: skip
     config.write_text(yaml.safe_dump(raw))
     CliRunner().invoke(app, ["prepare", str(config)])  # once, before the ranks start
     env = {**os.environ, "OMP_NUM_THREADS": "1"}

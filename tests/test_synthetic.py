@@ -202,7 +202,7 @@ def test_library_ptbxl_reader_accepts_the_corpus(corpus, in_memory):
     meta = dataset.metadata
     columns = [f"super_{k}" for k in ptbxl.SUPERCLASSES]
     np.testing.assert_array_equal(meta[columns].to_numpy(), superclass_matrix(in_memory.metadata))
-    np.testing.assert_array_equal(dataset.read(17), in_memory.signals[16])
+    np.testing.assert_array_equal(dataset.read_id(17), in_memory.signals[16])
 
 
 # ------------------------------------------------------------------------------- physiology

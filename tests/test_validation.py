@@ -84,11 +84,11 @@ def test_the_consistent_default_passes(tmp_path):
 
 def test_a_synthetic_size_that_disagrees_with_the_corpus_on_disk(tmp_path):
     corpus = write_synthetic_corpus(tmp_path / "corpus", 20, seed=0, progress=False)
-    data = {"root": str(corpus), "synthetic_records": 20, "synthetic_seed": 0}
+    data = {"root": str(corpus), "dataset": "synthetic", "options": {"records": 20, "seed": 0}}
     assert invoke("validate", write(tmp_path, {"data": data})).exit_code == 0
-    data["synthetic_records"] = 40
+    data["options"]["records"] = 40
     assert_refused_everywhere(tmp_path, write(tmp_path, {"data": data}), [
-        f"data.synthetic_records: the corpus at {corpus} was written with synthetic_records 20, synthetic_seed 0, not 40, 0",
+        f"data.options: the corpus at {corpus} was written with records 20, seed 0, not 40, 0",
     ])
 
 

@@ -51,7 +51,8 @@ def time_experiment(
 
     out = Path(out)
     corpus = out / "corpus"
-    sets = [f"data.root={corpus}", f"data.synthetic_records={records}", f"output_dir={out / 'run'}", *overrides]
+    sets = [f"data.root={corpus}", "data.dataset=synthetic", f"data.options={{records: {records}, seed: 0}}",
+            f"output_dir={out / 'run'}", *overrides]
     cfg = load_config(config, sets + (["evaluation.unseal=true"] if unseal else []))
     result: dict[str, Any] = {
         "config": str(config), "overrides": list(overrides), "records": records,
@@ -72,7 +73,7 @@ def time_experiment(
 
     with stage("synthetic corpus (stand-in, not timed in the experiment)"):
         if not (corpus / "ptbxl_database.csv").exists():
-            write_synthetic_corpus(corpus, records, seed=cfg.data.synthetic_seed, workers=workers, progress=False)
+            write_synthetic_corpus(corpus, records, seed=cfg.data.options["seed"], workers=workers, progress=False)
     runner.require_unsealed(cfg)
     config_file = runner.write_resolved_config(cfg)
     with stage("prepare"):

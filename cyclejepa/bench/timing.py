@@ -226,7 +226,7 @@ def versions() -> dict[str, str | None]:
     """Versions of python, torch, numpy, cyclejepa and (when present) CUDA, cuDNN and Triton."""
     import numpy
 
-    from cyclejepa import __version__
+    from cyclejepa.version import __version__
 
     found: dict[str, str | None] = {
         "python": platform.python_version(),

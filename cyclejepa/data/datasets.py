@@ -1,7 +1,9 @@
 """The dataset interface: what the cache, the runner and the evaluation need from a corpus.
 
 A dataset is a class registered in `cyclejepa.registry.DATASETS` and built from the config as
-``DATASETS.build(data.dataset, root=data.root, **data.options)``. It lists its records as
+``DATASETS.build(data.dataset, root=data.root, **data.options)``. It owns its facts: channels and
+their units, native and cache rates, window, fold protocol, label levels and where its root is
+found (`Dataset`). It lists its records as
 `Entry` rows (integer id, name, patient, fold 1..10, age, sex, multi-label targets per
 `LabelLevel`), reads one record as a `Record` (signal in mV, rate, channel names) and reports
 what it rejected while indexing. Reading a record verifies it: a record that fails a check
@@ -22,10 +24,11 @@ from typing import Any
 
 import numpy as np
 
-from cyclejepa.data.preprocess import resample
+from cyclejepa.data.preprocess import resample, resampling_ratio
 
 __all__ = [
-    "Dataset", "Entry", "LabelLevel", "Record", "RecordRejected", "conform", "hash_fold", "sha256_of",
+    "MV_PER_UNIT", "Dataset", "DatasetNotFound", "DownloadFailed", "Entry", "FoldProtocol", "LabelLevel", "Record", "RecordRejected", "check_window",
+    "conform", "hash_fold", "sha256_of",
 ]  # fmt: skip
 
 
@@ -89,25 +92,82 @@ class Entry:
     labels: dict[str, frozenset[str]] = field(default_factory=dict)
 
 
-class Dataset:
-    """Base of a registered dataset (subclass it and register it in `DATASETS`).
+@dataclass(frozen=True)
+class FoldProtocol:
+    """Which folds (1..10) a dataset's stages use by default.
 
-    A subclass sets `channels` and `label_levels` and implements `entries` and `read`; it
-    overrides `rejected` when indexing can reject records and `fingerprint` with what its
-    contents depend on (the cache is rebuilt when that changes).
+    ``train`` and ``evaluation`` are the default ``data.train_folds`` / ``data.eval_folds`` (the
+    confirmatory stage); ``sealed`` the folds no stage reads without an audited unseal;
+    ``eligible`` the development fold where a probe counts a class's positives.
+    """
+
+    train: tuple[int, ...] = tuple(range(1, 10))
+    evaluation: tuple[int, ...] = (10,)
+    sealed: tuple[int, ...] = (10,)
+    eligible: int = 9
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"train": list(self.train), "evaluation": list(self.evaluation), "sealed": list(self.sealed),
+                "eligible": self.eligible}  # fmt: skip
+
+
+class DatasetNotFound(FileNotFoundError):
+    """A dataset's root is not configured or holds no data: says where to put it and how to get it."""
+
+
+class DownloadFailed(RuntimeError):
+    """A dataset's source could not be reached or the download broke off."""
+
+
+class Dataset:
+    """Base of a registered dataset: subclass it, set its facts, implement `entries` and `read`.
+
+    The cache calls exactly `entries`, `read`, `rejected` and `fingerprint` (in that order of
+    need) and reads the class facts below; a runner calls `fetch` first. Everything after
+    reading is generic (`conform`, `cut_windows`, the cache), so a dataset never resamples.
+
+    Facts (class attributes; a config may override the rates and the window):
+
+    - ``channels``: the channels the cache keeps, in order (matched to a record's names
+      case-insensitively); a dataset whose channels are an option takes a ``channels`` keyword.
+    - ``units``: each channel's physical unit (``"mV"`` for ECG, ``"NU"`` for a pulse wave).
+    - ``fs``: the native rate in Hz (None when it varies from record to record).
+    - ``cache_fs``: the rate records are resampled to and phased at (``data.fs``; None: ``fs``).
+    - ``decimation``: the model sees ``cache_fs / decimation`` (``data.decimation``).
+    - ``token_patch``: samples per token at the model rate (``data.token_patch``).
+    - ``window_s``: the model's record length in seconds (``data.window_s``).
+    - ``folds``: the `FoldProtocol`; ``label_levels``: the label vocabularies (may be empty).
+    - ``root_env``: the environment variable naming the root when ``data.root`` is not set.
+
+    >>> class Tiny(Dataset):
+    ...     channels, units, fs = ("PPG",), ("NU",), 125.0
+    ...     def entries(self):
+    ...         return [Entry(1, "a", patient_id=1, fold=hash_fold("a"))]
+    ...     def read(self, entry):
+    ...         return Record(entry.id, np.zeros((1, 1250), np.float32), self.fs, self.channels)
+    >>> Tiny().rates()
+    {'cache_fs': 125.0, 'decimation': 1, 'token_patch': 8, 'window_s': 10.0}
     """
 
     channels: tuple[str, ...] = ()
-    """The channels the cache keeps, in this order (matched to a record's names case-insensitively)."""
+    units: tuple[str, ...] = ()
+    """Each channel's unit; empty means mV throughout."""
     label_levels: tuple[LabelLevel, ...] = ()
+    fs: float | None = None
+    cache_fs: float | None = None
+    decimation: int = 1
+    token_patch: int = 8
+    window_s: float = 10.0
+    folds: FoldProtocol = FoldProtocol()
+    root_env: str | None = None
 
     def entries(self) -> list[Entry]:
         """Every indexed record, in a fixed order."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement entries()")
 
     def read(self, entry: Entry) -> Record:
         """The verified record of ``entry``; raises `RecordRejected` naming the failed check."""
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement read(entry)")
 
     def rejected(self) -> list[RecordRejected]:
         """Records (or metadata rows) rejected while indexing, before any signal is read."""
@@ -117,13 +177,87 @@ class Dataset:
         """What the dataset's contents depend on, JSON-serialisable (part of the cache hash)."""
         return {"class": f"{type(self).__module__}.{type(self).__qualname__}"}
 
+    def fetch(self) -> None:
+        """Make the data available at the root before indexing (e.g. write a generated corpus);
+        by default nothing."""
+
+    @classmethod
+    def download(cls, dest: str | os.PathLike) -> Path:
+        """Download the dataset into ``dest`` (``cyclejepa download NAME``) and return the root;
+        raises `DownloadFailed`. By default the dataset has no download."""
+        raise DownloadFailed(f"{cls.__name__} has no download: put its files in a folder and set data.root")
+
+    @classmethod
+    def resolve_root(cls, root: str | os.PathLike | None) -> Path:
+        """``root``, else ``$root_env``; raises `DatasetNotFound` naming both when neither is set."""
+        if root is not None:
+            return Path(root).expanduser()
+        found = os.environ.get(cls.root_env) if cls.root_env else None
+        if found:
+            return Path(found).expanduser()
+        where = f"set data.root or ${cls.root_env}" if cls.root_env else "set data.root"
+        raise DatasetNotFound(f"{cls.__name__}: no dataset root configured ({where})")
+
+    def unit_of(self, channel: str) -> str:
+        """The physical unit of ``channel`` (``units`` in channel order; mV when not declared)."""
+        names = [c.lower() for c in self.channels]
+        if channel.lower() not in names:
+            raise KeyError(f"{type(self).__name__} has no channel {channel!r}; channels: {list(self.channels)}")
+        return self.units[names.index(channel.lower())] if self.units else "mV"
+
+    def rates(self, fs: float | None = None, decimation: int | None = None, token_patch: int | None = None,
+              window_s: float | None = None) -> dict[str, Any]:  # fmt: skip
+        """The cache's rates and window: each argument, else the dataset's default.
+
+        Raises ValueError when no cache rate is known (no ``fs`` given, no ``cache_fs``, no fixed
+        native ``fs``) or the window is not a whole number of tokens.
+        """
+        rate = fs or self.cache_fs or self.fs
+        if not rate:
+            raise ValueError(f"{type(self).__name__} has no fixed sampling rate: set data.fs (the cache rate in Hz)")
+        values = {"cache_fs": float(rate), "decimation": int(decimation or self.decimation),
+                  "token_patch": int(token_patch or self.token_patch), "window_s": float(window_s or self.window_s)}  # fmt: skip
+        check_window(**values)
+        return values
+
+
+def check_window(cache_fs: float, decimation: int, token_patch: int, window_s: float) -> int:
+    """Tokens per window, T = window_s · cache_fs / (decimation · token_patch); ValueError unless whole."""
+    samples = window_s * cache_fs
+    per_token = decimation * token_patch
+    if not (cache_fs > 0 and decimation >= 1 and token_patch >= 1 and window_s > 0):
+        raise ValueError(f"rates must be positive (fs {cache_fs:g} Hz, decimation {decimation}, token_patch {token_patch})")
+    if abs(samples - round(samples)) > 1e-6 or round(samples) % per_token:
+        raise ValueError(
+            f"window_s {window_s:g} s at fs {cache_fs:g} Hz is {samples:g} samples, not a whole number of "
+            f"tokens of {per_token} samples (decimation {decimation} x token_patch {token_patch})"
+        )
+    return round(samples) // per_token
+
+
+MV_PER_UNIT = {"mv": 1.0, "uv": 1e-3, "µv": 1e-3, "μv": 1e-3, "v": 1e3}
+"""Millivolts per physical unit, for the voltage units WFDB headers write (lower case)."""
+MAX_RECORD_BYTES = 1 << 30
+"""The most memory one conformed record may take (float32); a longer one is rejected (``extent``)."""
+
 
 def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
     """``record``'s ``channels`` (by name, case-insensitive) resampled to ``fs``: (C, L) float32.
 
-    Raises `RecordRejected`: ``lead_order`` when a channel is missing, ``non_finite`` when a
-    sample is not finite.
+    Raises `RecordRejected`, checked in this order before any resampling: ``sampling_rate``
+    when the record's rate is out of range or the resampling ratio unreasonable
+    (`resampling_ratio`), ``extent`` when the result would exceed `MAX_RECORD_BYTES`,
+    ``lead_order`` when a channel is missing, ``non_finite`` when a sample is not finite.
     """
+    try:
+        resampling_ratio(float(record.fs), float(fs))
+    except (TypeError, ValueError) as error:
+        raise RecordRejected(record.id, "sampling_rate", str(error)) from None
+    length = np.shape(record.signal)[-1] * float(fs) / float(record.fs)
+    if 4.0 * len(channels) * length > MAX_RECORD_BYTES:
+        raise RecordRejected(
+            record.id, "extent", f"{len(channels)} x {length:.0f} samples at {fs:g} Hz exceed {MAX_RECORD_BYTES >> 20} MiB"
+        )
     lower = [name.lower() for name in record.channels]
     missing = [c for c in channels if c.lower() not in lower]
     if missing:

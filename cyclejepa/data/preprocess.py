@@ -49,6 +49,27 @@ def decimate(x: np.ndarray, factor: int = DECIMATION) -> np.ndarray:
     return y.astype(np.float32)
 
 
+MIN_FS, MAX_FS = 0.01, 1e6
+"""Sampling rates (Hz) a record may declare; anything outside is refused before any work."""
+MAX_RATIO_TERM = 10_000
+"""Largest up or down factor of a polyphase resampling (its filter has about 20 · factor taps)."""
+
+
+def resampling_ratio(fs: float, fs_out: float) -> Fraction:
+    """fs_out / fs as the fraction `resample` uses (each rate to 1/1000 Hz); ValueError for a
+    rate outside [`MIN_FS`, `MAX_FS`] or a ratio whose terms exceed `MAX_RATIO_TERM`."""
+    for name, rate in (("fs", fs), ("fs_out", fs_out)):
+        if not (np.isfinite(rate) and MIN_FS <= rate <= MAX_FS):
+            raise ValueError(f"{name} = {rate!r} Hz is outside [{MIN_FS:g}, {MAX_FS:g}] Hz")
+    ratio = Fraction(fs_out).limit_denominator(1000) / Fraction(fs).limit_denominator(1000)
+    if max(ratio.numerator, ratio.denominator) > MAX_RATIO_TERM:
+        raise ValueError(
+            f"resampling {fs:g} Hz to {fs_out:g} Hz needs up/down factors {ratio.numerator}/{ratio.denominator} "
+            f"(at most {MAX_RATIO_TERM})"
+        )
+    return ratio
+
+
 def resample(x: np.ndarray, fs: float, fs_out: float) -> np.ndarray:
     """Polyphase resampling of ``x`` from ``fs`` to ``fs_out`` Hz along the last axis, float32 out.
 
@@ -58,9 +79,7 @@ def resample(x: np.ndarray, fs: float, fs_out: float) -> np.ndarray:
     """
     from scipy.signal import resample_poly
 
-    if not (np.isfinite(fs) and fs > 0 and np.isfinite(fs_out) and fs_out > 0):
-        raise ValueError(f"sampling rates must be finite and positive, got {fs} and {fs_out} Hz")
-    ratio = Fraction(fs_out).limit_denominator(1000) / Fraction(fs).limit_denominator(1000)
+    ratio = resampling_ratio(fs, fs_out)
     x = np.asarray(x)
     if ratio == 1:
         return x.astype(np.float32)

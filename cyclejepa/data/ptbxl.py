@@ -19,7 +19,6 @@ import ast
 import csv
 import math
 import os
-import re
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
@@ -27,7 +26,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cyclejepa.data.datasets import Dataset, Entry, LabelLevel, Record, RecordRejected, sha256_of
+from cyclejepa.data import datasets
+from cyclejepa.data.datasets import MV_PER_UNIT, Dataset, DownloadFailed, Entry, FoldProtocol, LabelLevel, Record, RecordRejected, sha256_of
+from cyclejepa.data.wfdb_header import HeaderError, WfdbHeader, read_header, resolve_inside
 from cyclejepa.registry import DATASETS
 
 if TYPE_CHECKING:
@@ -87,13 +88,14 @@ record's row of ptbxl_database.csv, see `check_database`)."""
 
 DATABASE_CSV = "ptbxl_database.csv"
 STATEMENTS_CSV = "scp_statements.csv"
+ROOT_ENV = "CYCLEJEPA_PTBXL"
+"""The environment variable naming the PTB-XL folder when ``data.root`` is not set."""
 PHYSIONET_SLUG = "ptb-xl"
 PHYSIONET_URL = "https://physionet.org/content/ptb-xl/1.0.3/"
-_UNIT_FACTORS = {"mv": 1.0, "uv": 1e-3, "µv": 1e-3, "μv": 1e-3, "v": 1e3}
 _FMT16_INVALID = -32768  # WFDB's "no sample" value in format 16
 
 
-class DatasetNotFound(FileNotFoundError):
+class DatasetNotFound(datasets.DatasetNotFound):
     """PTB-XL is missing or incomplete; the message says where it must be and how to get it."""
 
     def __init__(self, root: Path | None, missing: str):
@@ -101,7 +103,7 @@ class DatasetNotFound(FileNotFoundError):
         where = f"at {root}" if root is not None else "(no root given)"
         super().__init__(
             f"PTB-XL 1.0.3 not found {where}: {missing}.\n"
-            f"Point `data.root` in the config (or the CYCLEJEPA_PTBXL environment variable) at "
+            f"Point `data.root` in the config (or the {ROOT_ENV} environment variable) at "
             f"the folder that holds {DATABASE_CSV}, {STATEMENTS_CSV} and records500/.\n"
             f"To get it: `cyclejepa download ptbxl --dest DIR` (wraps "
             f"wfdb.dl_database('{PHYSIONET_SLUG}', DIR)), or download the zip from "
@@ -111,22 +113,16 @@ class DatasetNotFound(FileNotFoundError):
         )
 
 
-class DownloadFailed(RuntimeError):
-    """PhysioNet could not be reached or the download broke off."""
-
-
 # --------------------------------------------------------------------------------------------
 # dataset root and metadata
 
 
 def resolve_root(root: str | os.PathLike | None = None) -> Path:
     """The PTB-XL folder: ``root``, else ``$CYCLEJEPA_PTBXL``; raises `DatasetNotFound`."""
-    from cyclejepa.config import PTBXL_ENV
-
     if root is None:
-        env = os.environ.get(PTBXL_ENV)
+        env = os.environ.get(ROOT_ENV)
         if not env:
-            raise DatasetNotFound(None, f"neither `data.root` nor ${PTBXL_ENV} is set")
+            raise DatasetNotFound(None, f"neither `data.root` nor ${ROOT_ENV} is set")
         root = env
     root = Path(root).expanduser()
     if not root.is_dir():
@@ -296,7 +292,15 @@ class PTBXL(Dataset):
     """
 
     channels = LEADS
+    units = ("mV",) * len(LEADS)
     label_levels = (LabelLevel("superclass", "super", SUPERCLASSES), LabelLevel("subclass", "sub", SUBCLASSES))
+    fs = float(FS)
+    cache_fs = float(FS)
+    decimation = 5
+    token_patch = 8
+    window_s = 10.0
+    folds = FoldProtocol(train=tuple(range(1, 10)), evaluation=(10,), sealed=(10,), eligible=9)
+    root_env = ROOT_ENV
 
     def __init__(self, root: str | os.PathLike | None = None):
         self.root = resolve_root(root)
@@ -312,12 +316,17 @@ class PTBXL(Dataset):
             for i, (ecg_id, name, patient, fold, age, sex) in enumerate(zip(*(meta[c] for c in columns)))
         ]  # fmt: skip
 
-    def load(self, entry: Entry) -> Record:
+    def read(self, entry: Entry) -> Record:
         """The verified 500 Hz record of ``entry`` (`read_record_fast`)."""
-        return Record(entry.id, read_record_fast(self.root / entry.name, record_id=entry.id), FS, LEADS)
+        return Record(entry.id, read_record_fast(self.root / entry.name, record_id=entry.id, root=self.root), FS, LEADS)
 
     def rejected(self) -> list[RecordRejected]:
         return self.row_rejections
+
+    @classmethod
+    def download(cls, dest: str | os.PathLike) -> Path:
+        """PTB-XL 1.0.3 from PhysioNet into ``dest`` (`download_ptbxl`)."""
+        return download_ptbxl(dest)
 
     def fingerprint(self) -> dict:
         """The root and the sha256 of its two CSV files."""
@@ -399,7 +408,7 @@ class PTBXL(Dataset):
             raise KeyError(f"ecg_id {ecg_id} is not in {self.root / DATABASE_CSV}{why}") from None
         return self.root / filename
 
-    def read(self, ecg_id: int) -> np.ndarray:
+    def read_id(self, ecg_id: int) -> np.ndarray:
         """The verified record ``ecg_id``: (12, 5000) float32 mV (see `read_verified`)."""
         return read_verified(self.record_path(ecg_id), record_id=ecg_id)
 
@@ -411,7 +420,7 @@ def read_record(root: str | os.PathLike | None, record: int | str) -> np.ndarray
     ``root`` such as ``"records500/00000/00001_hr"``. Raises `RecordRejected`.
     """
     if isinstance(record, (int, np.integer)):
-        return PTBXL(root).read(int(record))
+        return PTBXL(root).read_id(int(record))
     return read_verified(resolve_root(root) / record, record_id=record)
 
 
@@ -466,51 +475,35 @@ def read_verified(path: str | os.PathLike, record_id: object = None) -> np.ndarr
     return _physical_mv(header, digital, reject)
 
 
-_HEADER_SIGNAL = re.compile(
-    r"^(?P<file>\S+) 16 (?P<gain>[0-9.eE+-]+)\((?P<baseline>-?\d+)\)/(?P<unit>\S+)"
-    r" \d+ -?\d+ -?\d+ (?P<checksum>-?\d+) 0 (?P<name>\S+)$"
-)
-
-
-def read_record_fast(path: str | os.PathLike, record_id: object = None) -> np.ndarray:
+def read_record_fast(path: str | os.PathLike, record_id: object = None, root: str | os.PathLike | None = None) -> np.ndarray:
     """`read_verified` of a plainly written PTB-XL record in a fraction of its time.
 
-    Parses the header itself and reads the samples with one ``np.fromfile``, then runs the same
-    checks (sampling rate, extent, lead order, format 16, file size, checksums, calibration,
-    invalid samples) and computes the same float32 mV values. Any record that is not a plain
-    single-file, format-16, mV record with every header field present, and any record failing
-    a check, goes through `read_verified` itself, so rejections are exactly its rejections.
+    Parses the header with the library's WFDB header reader and reads the samples with one
+    ``np.fromfile``, then runs the same checks (sampling rate, extent, lead order, format 16,
+    file size, checksums, calibration, invalid samples) and computes the same float32 mV values.
+    Any record that is not a plain single-file, format-16, mV record with every header field
+    present, and any record failing a check, goes through `read_verified` itself, so rejections
+    are exactly its rejections. With ``root``, a header naming a signal file outside it is
+    rejected first (check ``outside_root``).
     """
     path = Path(path)
+    record_id = path.name if record_id is None else record_id
     try:
-        lines = [
-            line
-            for line in path.with_suffix(".hea").read_text().splitlines()
-            if line.strip() and not line.startswith("#")
-        ]
-        record = lines[0].split()
-        fields = [_HEADER_SIGNAL.match(line) for line in lines[1 : 1 + len(LEADS)]]
-        plain = (
-            len(record) == 4
-            and record[0] == path.name
-            and float(record[2]) == FS
-            and (int(record[1]), int(record[3])) == (len(LEADS), N_SAMPLES)
-            and len(lines) == 1 + len(LEADS)
-            and all(fields)
-            and len({f["file"] for f in fields}) == 1
-            and [f["name"].lower() for f in fields] == [lead.lower() for lead in LEADS]
-            and all(f["unit"].lower() == "mv" for f in fields)
-        )
-        if plain:
-            data = path.parent / fields[0]["file"]
-            plain = data.is_file() and data.stat().st_size == 2 * len(LEADS) * N_SAMPLES
-    except (OSError, ValueError, UnicodeDecodeError):
-        plain = False
-    if not plain:
+        header = read_header(path)
+    except (HeaderError, OSError):
+        header = None
+    if header is not None and root is not None:
+        for name in dict.fromkeys(s.file for s in header.signals):
+            try:
+                resolve_inside(path.parent, name, Path(root))
+            except HeaderError as error:
+                raise RecordRejected(record_id, "outside_root", str(error)) from None
+    data = path.parent / header.signals[0].file if header is not None and header.signals else None
+    if not (data is not None and _plain(header, path.name) and data.is_file() and data.stat().st_size == 2 * len(LEADS) * N_SAMPLES):
         return read_verified(path, record_id=record_id)
     digital = np.fromfile(data, dtype="<i2").reshape(N_SAMPLES, len(LEADS))
-    gain = np.array([float(f["gain"]) for f in fields])
-    checksum = np.array([int(f["checksum"]) for f in fields], dtype=np.int64)
+    gain = np.array([s.gain for s in header.signals])
+    checksum = np.array([s.checksum for s in header.signals], dtype=np.int64)
     wide = digital.astype(np.int64)
     if (
         not np.all(np.isfinite(gain) & (gain > 0))
@@ -518,11 +511,27 @@ def read_record_fast(path: str | os.PathLike, record_id: object = None) -> np.nd
         or np.any(digital == -32768)
     ):
         return read_verified(path, record_id=record_id)
-    baseline = np.array([float(f["baseline"]) for f in fields])
+    baseline = np.array([float(s.baseline) for s in header.signals])
     signal = ((wide - baseline) / gain * 1.0).T  # the operations of read_verified, in order
     if not np.isfinite(signal).all():
         return read_verified(path, record_id=record_id)
     return signal.astype(np.float32)
+
+
+def _plain(header: WfdbHeader, name: str) -> bool:
+    """A header the fast path reads as it is: this record's name, 500 Hz, 12 x 5,000 samples of
+    format 16 (one sample per frame, no skew or offset) in one file, the PTB-XL leads in order,
+    mV, every checksum written."""
+    signals = header.signals
+    return (
+        header.record == name
+        and header.fs == FS
+        and (header.n_signals, header.samples) == (len(LEADS), N_SAMPLES)
+        and len({s.file for s in signals}) == 1
+        and all((s.format, s.samples_per_frame, s.skew, s.byte_offset, s.block_size) == (16, 1, 0, 0, 0) for s in signals)
+        and all(s.checksum is not None and s.units.lower() == "mv" for s in signals)
+        and [s.name.lower() for s in signals] == [lead.lower() for lead in LEADS]
+    )
 
 
 def _verify_header(header, reject) -> None:
@@ -575,13 +584,13 @@ def _verify_checksums(header, digital: np.ndarray, reject) -> None:
 def _physical_mv(header, digital: np.ndarray, reject) -> np.ndarray:
     """(stored - baseline) / gain x unit factor, (leads, samples) float32."""
     units = [str(unit or "mV").lower() for unit in header.units or [None] * header.n_sig]
-    unknown = sorted({u for u in units if u not in _UNIT_FACTORS})
+    unknown = sorted({u for u in units if u not in MV_PER_UNIT})
     if unknown:
         raise reject("calibration", f"unknown physical unit(s) {unknown}")
     gain = np.asarray(header.adc_gain, dtype=np.float64)
     if not np.all(np.isfinite(gain) & (gain > 0)):
         raise reject("calibration", f"ADC gains {gain.tolist()} are not all finite and positive")
-    factor = np.array([_UNIT_FACTORS[u] for u in units])
+    factor = np.array([MV_PER_UNIT[u] for u in units])
     baseline = np.asarray(header.baseline, dtype=np.float64)
     invalid = digital == _FMT16_INVALID
     signal = ((digital - baseline) / gain * factor).T

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from cyclejepa.config import ExperimentConfig, parse_config
 from cyclejepa.jsonio import read_json, write_json
-from cyclejepa.seal import AUDIT_FILE, FOLDS_FILE, SEALED_FOLD, read_lines
+from cyclejepa.seal import AUDIT_FILE, FOLDS_FILE, read_lines
 
 
 @dataclass(frozen=True)
@@ -413,11 +413,13 @@ def folds_markdown(output_dir: Path) -> list[str]:
 
 def sealed_markdown(output_dir: Path) -> list[str]:
     """Which stages read the sealed fold, and the audit log of each use."""
-    stages = sorted({e["stage"] for e in read_lines(output_dir / FOLDS_FILE) if SEALED_FOLD in e["folds"]})
+    uses = [e for e in read_lines(output_dir / FOLDS_FILE) if set(e["folds"]) & set(e.get("sealed", [10]))]
+    stages = sorted({e["stage"] for e in uses})
+    sealed = sorted({fold for e in uses for fold in set(e["folds"]) & set(e.get("sealed", [10]))})
     audit = read_lines(output_dir / AUDIT_FILE)
     if not stages and not audit:
         return ["The sealed fold was not touched."]
-    lines = [f"Sealed fold {SEALED_FOLD} was read by: {', '.join(stages) or '(no recorded stage)'}; "
+    lines = [f"Sealed fold {', '.join(map(str, sealed)) or '-'} was read by: {', '.join(stages) or '(no recorded stage)'}; "
              f"{len(audit)} audit entr{'y' if len(audit) == 1 else 'ies'} (`{AUDIT_FILE}`):", "",
              "| time | stage | key | folds | git revision |", "|---|---|---|---|---|"]
     lines += [f"| {e['time']} | {e.get('stage', '-')} | `{e.get('key', 'data.eval_folds')}` | {e.get('folds', e.get('eval_folds'))} "

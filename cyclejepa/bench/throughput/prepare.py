@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +31,6 @@ def measure_prepare(records: int, all_cores: bool = True) -> dict[str, Any]:
         import scipy  # noqa: F401  (decimation, R-peak detection)
         import wfdb  # noqa: F401  (record reading)
 
-        from cyclejepa.data.cache import prepare_split
         from cyclejepa.data.synthetic import write_synthetic_corpus
     except ImportError as error:
         return _skipped(f"needs the data dependencies: {error}")
@@ -44,14 +43,14 @@ def measure_prepare(records: int, all_cores: bool = True) -> dict[str, Any]:
         write_synthetic_corpus(root, records, 0, workers=workers[-1], progress=False)
         result["synthetic_write_s"] = time.perf_counter() - start
         result["rows"] = _prepare_rows(root, Path(folder), workers)
-        result["split"] = prepare_split(root, min(records, 500))
+        result["split"] = prepare_split(_ptbxl_layout(root), min(records, 500))
     real = Path(os.environ.get("CYCLEJEPA_PREPARE_REAL", "runs/ptbxl-dev/ptbxl-dev"))
     if (real / "ptbxl_database.csv").is_file():
         with tempfile.TemporaryDirectory(prefix="cyclejepa-bench-prepare-real-") as folder:
             result["real"] = {
                 "root": str(real),
                 "rows": _prepare_rows(real, Path(folder), workers),
-                "split": prepare_split(real),
+                "split": prepare_split(_ptbxl_layout(real)),
             }
     return result
 
@@ -72,7 +71,7 @@ def _prepare_rows(root: Path, folder: Path, workers: Sequence[int]) -> list[dict
     rows = []
     for count in workers:
         cpu, start = cpu_seconds(), time.perf_counter()
-        cache = prepare_cache(root, folder / f"cache-{count}", workers=count, progress=False)
+        cache = prepare_cache(_ptbxl_layout(root), folder / f"cache-{count}", workers=count, progress=False)
         seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
         n = cache.manifest["counts"]["records"]
         row = {
@@ -86,3 +85,52 @@ def _prepare_rows(root: Path, folder: Path, workers: Sequence[int]) -> list[dict
             row |= {"cpu_seconds": cpu, "records_per_cpu_s": n / cpu}
         rows.append(row)
     return rows
+
+
+def _ptbxl_layout(root: Path):
+    """The PTB-XL-layout corpus at ``root`` (real or synthetic) as a registered dataset."""
+    from cyclejepa.registry import DATASETS
+
+    return DATASETS.build("ptbxl", root=root)
+
+
+def prepare_split(
+    dataset,
+    records: int | None = None,
+    phase_provider: str = "ecg-rpeak",
+    phase_options: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Per-record CPU time of each prepare stage (`STAGES`) in this process.
+
+    Runs exactly the per-record work of `prepare_cache` on the first ``records`` entries of
+    ``dataset`` (all when None) at its default rates: reading, verification and conforming
+    (`record_windows`), decimation, events (the provider's detection and QC), phase (token
+    phases in both conventions), reading ``time.process_time`` between stages (CPU time: other
+    jobs on a shared machine do not inflate it). Rejected records are skipped. Returns
+    ``{"records", "ms": {stage: mean ms per record}, "total_ms", "records_per_cpu_s"}``.
+    """
+    from cyclejepa.data.cache.record import STAGES, prepare_record, record_windows
+    from cyclejepa.data.datasets import RecordRejected
+    from cyclejepa.registry import PHASE_PROVIDERS
+
+    rates = dataset.rates()
+    fs, channels = rates["cache_fs"], tuple(dataset.channels)
+    shape = {"decimation": rates["decimation"], "token_patch": rates["token_patch"]}
+    provider = PHASE_PROVIDERS.build(phase_provider, **dict(phase_options or {}))
+    totals = dict.fromkeys(STAGES, 0.0)
+    done = 0
+    for entry in dataset.entries()[: records or None]:
+        start = time.process_time()
+        try:
+            windows = record_windows(dataset, entry, channels, fs, round(rates["window_s"] * fs))
+        except RecordRejected:
+            continue
+        totals["read_verify"] += time.process_time() - start
+        for window in windows:
+            _, _, times = prepare_record(window, provider, time.process_time, fs=fs, channels=channels, **shape)
+            for stage, seconds in zip(STAGES[1:], times):
+                totals[stage] += seconds
+        done += 1
+    ms = {stage: 1e3 * seconds / max(done, 1) for stage, seconds in totals.items()}
+    total = sum(ms.values())
+    return {"records": done, "ms": ms, "total_ms": total, "records_per_cpu_s": 1e3 / total}

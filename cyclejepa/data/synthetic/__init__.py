@@ -25,6 +25,7 @@ labels, folds, metadata), `waveforms` (synthesis), `generate` (records in memory
 
 from cyclejepa.data.synthetic.corpus import (
     DATABASE_COLUMNS,
+    DATABASE_CSV,
     HEADER_LEADS,
     RPEAKS_FILENAME,
     read_rpeaks,
@@ -36,6 +37,7 @@ from cyclejepa.data.synthetic.statements import scp_statements
 
 __all__ = [
     "DATABASE_COLUMNS",
+    "DATABASE_CSV",
     "HEADER_LEADS",
     "RPEAKS_FILENAME",
     "SyntheticPTBXL",

@@ -1,0 +1,47 @@
+"""The preprocessing cache: each record of a dataset verified, windowed, decimated, normalised,
+phase-tagged once.
+
+`prepare_cache` reads every record of a `Dataset` (PTB-XL, the synthetic corpus, the Challenge
+format, a plugin), resamples it to the cache rate ``fs`` (the dataset's ``cache_fs`` unless the
+config sets ``data.fs``; PTB-XL: 500 Hz), cuts it into windows of the model's length
+(`cut_windows`), decimates each window to the model rate fs / decimation, normalises it and runs
+the phase provider on it at fs. The cache knows no corpus: every fact comes from the dataset and
+is recorded in the manifest, which every later stage reads (`PreparedCache.fs`, `event_fs`,
+`token_patch`, `channels`, `units`, `folds`). It writes::
+
+    CACHE/signals.npy        (N, C, L) float32 windows, z-scored, lead-major (PTB-XL: 12 x 1000)
+    CACHE/phase_centre.npy   (N, T) float32 token phases in radians, centre convention (training)
+    CACHE/phase_causal.npy   (N, T) float32 token phases in radians, causal convention (reporting)
+    CACHE/rpeaks.npz         events (R-peaks) at ``fs`` from each window's start, ragged: ``indices``, ``offsets`` (N+1)
+    CACHE/meta.csv           one row per kept window (see `meta_columns`)
+    CACHE/norm.json          per-channel mean and std fitted on the training folds
+    CACHE/rejections.csv     id, check, detail of every rejected record
+    CACHE/manifest.json      arguments, their hash, the dataset's facts (name, units, folds),
+                             channels, rates, label vocabularies, counts, sha256 of every file
+
+A provider of C > 1 cyclic coordinates (``composite``) stores (N, T, C) phases, coordinate c in
+the provider's order (`CompositeTrack.at_tokens`), its events per coordinate (``indices``,
+``offsets`` the first coordinate's, ``indices_c``, ``offsets_c`` coordinate c's), the joint QC in
+meta.csv and the coordinate names in the manifest (``phase_coordinates``); a one-coordinate
+cache has none of these additions.
+
+Row i of every array is row i of meta.csv (windows of the kept records, in record order, then
+window order); phases are NaN where undefined. Normalisation is fitted on the decimated
+training-fold windows before any normalised signal is written: pass one writes decimated mV to
+scratch files, pass two fits the statistics on them and writes the z-scored windows. The cache
+is built in a temporary folder beside ``cache_dir`` and renamed into place; loading it needs
+only numpy (pandas only for `PreparedCache.meta`).
+
+Modules: `record` (one record through the chain), `files` (file names, meta.csv columns,
+writers and readers), `prepared` (`PreparedCache`), `build` (`prepare_cache`).
+"""
+
+from cyclejepa.data.cache.build import prepare_cache
+from cyclejepa.data.cache.files import CACHE_FORMAT, meta_columns
+from cyclejepa.data.cache.prepared import PreparedCache
+from cyclejepa.data.cache.record import RecordOutcome, decimate_fast, prepare_record, record_windows
+
+__all__ = [
+    "CACHE_FORMAT", "PreparedCache", "RecordOutcome", "decimate_fast", "meta_columns", "prepare_cache", "prepare_record",
+    "record_windows",
+]  # fmt: skip

@@ -1,0 +1,340 @@
+"""Building the cache: every record of a dataset through `prepare_record`, then the files.
+
+`prepare_cache` is idempotent (a cache whose manifest matches the arguments and whose files
+match their sha256 is reused) and atomic (built in a folder beside ``cache_dir``, validated,
+then renamed into place). Records are read inline or by worker processes in chunks; each chunk
+writes its decimated windows to a scratch file, gathered in order before normalisation.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cyclejepa.data.cache import files
+from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PHASE_REVISION, arguments_hash, sha256_file
+from cyclejepa.data.cache.prepared import PreparedCache, inconsistencies
+from cyclejepa.data.cache.record import RecordOutcome, prepare_record, record_windows
+from cyclejepa.data.datasets import Dataset, Entry, RecordRejected, check_window
+from cyclejepa.data.preprocess import fit_normalisation
+from cyclejepa.progress import progress_bar
+from cyclejepa.version import __version__
+
+log = logging.getLogger(__name__)
+
+
+def prepare_cache(
+    dataset: Dataset,
+    cache_dir: str | os.PathLike,
+    *,
+    train_folds: Sequence[int] | None = None,
+    phase_provider: str = "ecg-rpeak",
+    phase_options: Mapping[str, Any] | None = None,
+    fs: float | None = None,
+    decimation: int | None = None,
+    token_patch: int | None = None,
+    window_s: float | None = None,
+    workers: int = 1,
+    progress: bool = True,
+) -> PreparedCache:
+    """Build (or reuse) the preprocessing cache of ``dataset``.
+
+    Every record of the dataset is read and verified (`Dataset.read`), its channels picked and
+    resampled to ``fs`` (`conform`), cut into windows of ``window_s`` seconds (`cut_windows`:
+    non-overlapping from the first sample, a shorter tail dropped; a record shorter than one
+    window is rejected, check ``extent``), and each window decimated by ``decimation`` and
+    phase-tagged at ``fs``. Row i of the cache is one window; the windows of a record share its
+    id, patient, fold and labels.
+
+    Idempotent: when ``cache_dir`` already holds a cache whose manifest hash matches these
+    arguments (the dataset's `Dataset.fingerprint` and channels, ``train_folds``, the phase
+    provider and its options, the rates, the window, library and cache-format version) and
+    whose files match their recorded sha256, it is loaded and nothing is recomputed. Otherwise
+    it is rebuilt and replaced atomically. ``workers`` and ``progress`` do not change the result.
+
+    Records the dataset rejects while indexing (`Dataset.rejected`, e.g. a bad row of a metadata
+    table) or while reading are logged to rejections.csv and left out; the run goes on. Windows
+    failing phase QC stay in, flagged in meta.csv. The finished cache is loaded and checked for
+    consistency before it replaces the previous one (`_validate`).
+
+    Parameters
+    ----------
+    dataset : a `Dataset` (its `Dataset.fetch` has run: the data is on disk).
+    cache_dir : where the cache lives; an existing non-cache, non-empty folder is refused.
+    train_folds : folds the normalisation statistics are fitted on (None: the dataset's
+        ``folds.train``).
+    phase_provider, phase_options : registered `PhaseProvider` name and constructor options.
+    fs, decimation, token_patch, window_s : the cache rate (Hz; records are resampled to it and
+        phased at it), the model rate's divisor (the model sees fs / decimation), samples per
+        token at the model rate and the window in seconds; None takes the dataset's
+        (`Dataset.rates`).
+    workers : processes reading records in parallel (1 runs in this process).
+    progress : show a rich progress bar.
+    """
+    if not isinstance(dataset, Dataset):
+        raise TypeError(f"prepare_cache needs a Dataset (e.g. DATASETS.build(name, root=...)), got {dataset!r}")
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    cache_dir = Path(cache_dir)
+    rates = dataset.rates(fs, decimation, token_patch, window_s)
+    folds = dataset.folds.train if train_folds is None else train_folds
+    arguments = _arguments(dataset, folds, phase_provider, phase_options, rates)
+    current = _current_cache(cache_dir, arguments)
+    if current is not None:
+        return current
+    _check_replaceable(cache_dir)
+    cache_dir.parent.mkdir(parents=True, exist_ok=True)
+    build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-", dir=cache_dir.parent))
+    try:
+        _build(dataset, build_dir, arguments, workers, progress)
+        _validate(build_dir)
+        _swap_in(build_dir, cache_dir)
+    except BaseException:
+        shutil.rmtree(build_dir, ignore_errors=True)
+        raise
+    return PreparedCache(cache_dir)
+
+
+def _arguments(
+    dataset: Dataset,
+    train_folds: Sequence[int],
+    phase_provider: str,
+    phase_options: Mapping[str, Any] | None,
+    rates: Mapping[str, Any],
+) -> dict[str, Any]:
+    """Everything the cache contents depend on, JSON-serialisable."""
+    from cyclejepa.registry import PHASE_PROVIDERS
+
+    folds = sorted({int(f) for f in train_folds})
+    if not folds or not set(folds) <= set(range(1, 11)):
+        raise ValueError(f"train_folds must be a non-empty subset of 1..10, got {train_folds!r}")
+    PHASE_PROVIDERS.get(phase_provider)  # unknown names fail here, listing the registered ones
+    return {
+        "dataset": dataset.fingerprint(),
+        "channels": list(dataset.channels),
+        "fs": rates["cache_fs"],
+        "decimation": rates["decimation"],
+        "window_s": rates["window_s"],
+        "train_folds": folds,
+        "phase_provider": phase_provider,
+        "phase_options": json.loads(json.dumps(dict(phase_options or {}), sort_keys=True)),
+        "token_patch": rates["token_patch"],
+        "phase_revision": PHASE_REVISION,
+        "cache_format": CACHE_FORMAT,
+        "cyclejepa_version": __version__,
+    }
+
+
+def _current_cache(cache_dir: Path, arguments: Mapping[str, Any]) -> PreparedCache | None:
+    """The cache at ``cache_dir`` if it was built with ``arguments`` and is intact, else None."""
+    manifest_path = cache_dir / MANIFEST
+    if not manifest_path.is_file():
+        return None
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError:
+        log.warning("cache manifest %s is unreadable; rebuilding", manifest_path)
+        return None
+    if manifest.get("config_hash") != arguments_hash(arguments):
+        log.info("cache %s was built with other arguments; rebuilding", cache_dir)
+        return None
+    for name, digest in manifest.get("files", {}).items():
+        path = cache_dir / name
+        if not path.is_file() or sha256_file(path) != digest:
+            log.warning("cache file %s is missing or modified; rebuilding", path)
+            return None
+    return PreparedCache(cache_dir)
+
+
+def _check_replaceable(cache_dir: Path) -> None:
+    if cache_dir.exists() and not (cache_dir / MANIFEST).is_file() and any(cache_dir.iterdir()):
+        raise FileExistsError(
+            f"{cache_dir} exists, is not empty and holds no {MANIFEST}; refusing to replace it "
+            f"with a cache (choose another cache_dir or empty it)"
+        )
+
+
+def _swap_in(build_dir: Path, cache_dir: Path) -> None:
+    """Rename the finished ``build_dir`` to ``cache_dir``, replacing an older cache."""
+    if not cache_dir.exists():
+        build_dir.rename(cache_dir)
+        return
+    retired = cache_dir.with_name(f".{cache_dir.name}.old-{os.getpid()}")
+    cache_dir.rename(retired)
+    build_dir.rename(cache_dir)
+    shutil.rmtree(retired)
+
+
+def _validate(build_dir: Path) -> None:
+    """Load the cache in ``build_dir`` and check that its files agree; raise ValueError if not."""
+    try:
+        cache = PreparedCache(build_dir)
+        problems = inconsistencies(cache)
+    except (OSError, ValueError, KeyError) as error:
+        problems = [f"it does not load: {error}"]
+    if problems:
+        raise ValueError(
+            f"the cache built in {build_dir} is broken, so it was not published (the previous "
+            f"cache, if any, is unchanged): {'; '.join(problems)}"
+        )
+
+
+
+def _build(
+    dataset: Dataset, build_dir: Path, arguments: dict[str, Any], workers: int, progress: bool
+) -> None:
+    entries = dataset.entries()
+    outcomes = sorted(
+        _run_jobs(dataset, list(enumerate(entries)), build_dir, arguments, workers, progress),
+        key=lambda o: (o.row, o.window),
+    )
+    kept = [o for o in outcomes if o.rejection is None]
+    rejections = dataset.rejected() + [o.rejection for o in outcomes if o.rejection is not None]
+    n_records = len(entries) + len(dataset.rejected())
+    folds = np.array([entries[o.row].fold for o in kept], dtype=np.int64)
+    in_train = np.isin(folds, arguments["train_folds"])
+    if not in_train.any():
+        checks = Counter(r.check for r in rejections)
+        raise ValueError(
+            f"no record of train_folds {arguments['train_folds']} passed verification "
+            f"({len(rejections)} of {n_records} records rejected: {dict(checks)})"
+        )
+    scratch = _gather_scratch(build_dir / "decimated_mv.npy", kept)
+    norm = fit_normalisation(scratch, in_train)
+    files.write_signals(build_dir / "signals.npy", scratch, norm)
+    del scratch
+    (build_dir / "decimated_mv.npy").unlink()
+    files.write_phases(build_dir, kept, _n_tokens(arguments))
+    levels = dataset.label_levels
+    files.write_meta(build_dir / "meta.csv", [entries[o.row] for o in kept], levels, kept)
+    (build_dir / "norm.json").write_text(
+        json.dumps({**norm.to_dict(arguments["channels"]), "train_folds": arguments["train_folds"],
+                    "windows": int(in_train.sum())}, indent=2)  # fmt: skip
+    )
+    files.write_rejections(build_dir / "rejections.csv", rejections)
+    facts = {"name": _registered_name(dataset), "units": [dataset.unit_of(c) for c in dataset.channels],
+             "folds": dataset.folds.to_dict()}  # fmt: skip
+    files.write_manifest(build_dir, arguments, facts, levels, n_records, kept, rejections)
+
+
+def _n_tokens(arguments: Mapping[str, Any]) -> int:
+    return check_window(arguments["fs"], arguments["decimation"], arguments["token_patch"], arguments["window_s"])
+
+
+def _registered_name(dataset: Dataset) -> str | None:
+    """The name ``dataset``'s class is registered under in `DATASETS` (None when it is not)."""
+    from cyclejepa.registry import DATASETS
+
+    return next((name for name in DATASETS.names() if DATASETS.get(name) is type(dataset)), None)
+
+
+def _gather_scratch(path: Path, kept: list[RecordOutcome]) -> np.ndarray:
+    """The decimated windows of ``kept`` in order, from the chunks' scratch files into one memmap."""
+    chunks = {name: np.load(name, mmap_mode="r") for name in dict.fromkeys(o.scratch for o in kept)}
+    first = next(iter(chunks.values()))
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(len(kept), *first.shape[1:]))
+    for i, o in enumerate(kept):
+        out[i] = chunks[o.scratch][o.slot]
+    out.flush()
+    del chunks
+    for name in dict.fromkeys(o.scratch for o in kept):
+        Path(name).unlink()
+    for leftover in path.parent.glob("scratch-*.npy"):  # chunks whose every record was rejected
+        leftover.unlink()
+    return np.load(path, mmap_mode="r")
+
+
+def _run_jobs(
+    dataset: Dataset,
+    jobs: list[tuple[int, Entry]],
+    build_dir: Path,
+    arguments: Mapping[str, Any],
+    workers: int,
+    progress: bool,
+) -> list[RecordOutcome]:
+    """Every record through `_process_chunk`, inline or over ``workers`` processes."""
+    size = min(64, max(1, len(jobs) // (8 * workers)))
+    chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
+    outcomes: list[RecordOutcome] = []
+    with progress_bar(len(jobs), "preparing records", enabled=progress) as advance:
+        if workers == 1:
+            _set_worker_dataset(dataset)
+            for chunk in chunks:
+                outcomes += _process_chunk(chunk, build_dir, arguments)
+                advance(len(chunk))
+            return outcomes
+        context = _worker_context()
+        with ProcessPoolExecutor(workers, mp_context=context, initializer=_set_worker_dataset, initargs=(dataset,)) as pool:
+            futures = {pool.submit(_process_chunk, chunk, build_dir, arguments): len(chunk) for chunk in chunks}
+            for future in as_completed(futures):
+                outcomes += future.result()
+                advance(futures[future])
+    return outcomes
+
+
+def _worker_context():
+    """Processes forked from a server that imported this module once (not fresh interpreters).
+
+    ``spawn`` re-imports the library in every worker (about 2 s each: the data package imports
+    torch), which alone would cost more than a worker's share of a 20,000-record corpus on 16
+    cores; a plain ``fork`` of a parent that may run threads (the progress bar, torch) is
+    unsafe. The ``forkserver`` imports once and forks workers from a clean, single-threaded
+    process. Platforms without it (Windows, macOS defaults aside) fall back to ``spawn``.
+    """
+    import multiprocessing
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload([__name__, "cyclejepa.phase", "scipy.signal"])
+    return context
+
+
+_WORKER: dict[str, Dataset] = {}
+
+
+def _set_worker_dataset(dataset: Dataset) -> None:
+    """The dataset this process reads (sent once per worker process, not once per chunk)."""
+    _WORKER["dataset"] = dataset
+
+
+def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments: Mapping[str, Any]) -> list[RecordOutcome]:
+    """Read, verify, window, decimate (into the chunk's scratch file) and phase-tag one chunk."""
+    from cyclejepa.registry import PHASE_PROVIDERS
+
+    dataset = _WORKER["dataset"]
+    provider = PHASE_PROVIDERS.build(arguments["phase_provider"], **arguments["phase_options"])
+    channels, fs = tuple(arguments["channels"]), arguments["fs"]
+    shape = {"decimation": arguments["decimation"], "token_patch": arguments["token_patch"]}
+    window = round(arguments["window_s"] * fs)
+    scratch = str(Path(build_dir) / f"scratch-{jobs[0][0]:09d}.npy")
+    outcomes, signals = [], []
+    for row, entry in jobs:
+        try:
+            windows = record_windows(dataset, entry, channels, fs, window)
+        except RecordRejected as rejection:
+            outcomes.append(RecordOutcome(row, rejection=rejection))
+            continue
+        try:
+            prepared = [prepare_record(segment, provider, fs=fs, channels=channels, **shape)[:2] for segment in windows]
+        except (ValueError, KeyError) as error:  # the provider refuses this record (e.g. no such lead)
+            outcomes.append(RecordOutcome(row, rejection=RecordRejected(entry.id, "phase", f"{type(error).__name__}: {error}")))
+            continue
+        for w, (decimated, outcome) in enumerate(prepared):
+            outcome.row, outcome.window, outcome.slot, outcome.scratch = row, w, len(signals), scratch
+            signals.append(decimated)
+            outcomes.append(outcome)
+    if signals:
+        np.save(scratch, np.stack(signals))
+    return outcomes
+

@@ -1,0 +1,184 @@
+"""A prepared cache, loaded with numpy only (`PreparedCache`), and its consistency checks."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from cyclejepa.data.cache.files import MANIFEST, meta_columns, read_meta, read_rejections
+from cyclejepa.data.datasets import FoldProtocol, LabelLevel
+from cyclejepa.data.preprocess import Normalisation
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+class PreparedCache:
+    """A cache written by `prepare_cache`, loaded with numpy only.
+
+    Attributes
+    ----------
+    signals : (N, C, L) float32 memmap of N windows, z-scored, lead-major (PTB-XL: 12 x 1000).
+    phase_centre, phase_causal : (N, T) float32 token phases, NaN undefined (PTB-XL: T = 125);
+        (N, T, C) for a provider of C coordinates (`coordinates`).
+    rpeak_indices, rpeak_offsets : ragged events (R-peaks) at `event_fs`; record i's are
+        ``rpeak_indices[rpeak_offsets[i]:rpeak_offsets[i + 1]]`` (see `rpeaks`); the first
+        coordinate's events for C coordinates (`events` gives any coordinate's).
+    coordinates : the phase coordinates' names (``()`` for a one-coordinate provider).
+    columns : meta.csv as a dict of numpy arrays (`meta_columns`).
+    label_levels : the dataset's `LabelLevel` vocabularies.
+    norm : the fitted `Normalisation`.
+    rejections : the rejected records as `RecordRejected` (record_id, check, detail).
+    manifest : the manifest dict (arguments, counts, file hashes).
+    """
+
+    def __init__(self, cache_dir: str | os.PathLike):
+        self.path = Path(cache_dir)
+        manifest_path = self.path / MANIFEST
+        if not manifest_path.is_file():
+            raise FileNotFoundError(
+                f"{self.path} holds no prepared cache (no {MANIFEST}); build it with "
+                f"`cyclejepa prepare CONFIG` or cyclejepa.data.prepare_cache()"
+            )
+        self.manifest = json.loads(manifest_path.read_text())
+        self.signals = np.load(self.path / "signals.npy", mmap_mode="r")
+        self.phase_centre = np.load(self.path / "phase_centre.npy")
+        self.phase_causal = np.load(self.path / "phase_causal.npy")
+        self.coordinates = tuple(self.manifest.get("phase_coordinates", ()))
+        with np.load(self.path / "rpeaks.npz") as rpeaks:
+            self._events = [
+                (rpeaks[f"indices{s}"], rpeaks[f"offsets{s}"])
+                for s in ("", *(f"_{c}" for c in range(1, len(self.coordinates))))
+            ]
+        self.rpeak_indices, self.rpeak_offsets = self._events[0]
+        self.label_levels = tuple(
+            LabelLevel(lv["name"], lv["prefix"], tuple(lv["classes"])) for lv in self.manifest["label_levels"]
+        )
+        self.columns = read_meta(self.path / "meta.csv", meta_columns(self.label_levels))
+        self.norm = Normalisation.from_dict(json.loads((self.path / "norm.json").read_text()))
+        self.rejections = read_rejections(self.path / "rejections.csv")
+
+    def __len__(self) -> int:
+        return len(self.signals)
+
+    @property
+    def channels(self) -> tuple[str, ...]:
+        """The channels of ``signals``, in row order."""
+        return tuple(self.manifest["leads"])
+
+    @property
+    def fs(self) -> float:
+        """The model's sampling rate (Hz): the rate of ``signals``."""
+        return float(self.manifest["fs"])
+
+    @property
+    def event_fs(self) -> float:
+        """The rate (Hz) the phase provider ran at: events (`events`, `rpeaks`) are sample indices at it."""
+        return float(self.manifest["fs_native"])
+
+    @property
+    def token_patch(self) -> int:
+        """Samples of ``signals`` per token."""
+        return int(self.manifest["arguments"]["token_patch"])
+
+    @property
+    def units(self) -> tuple[str, ...]:
+        """Each channel's physical unit, as the dataset declared it."""
+        return tuple(self.manifest.get("dataset", {}).get("units") or ["mV"] * len(self.channels))
+
+    @property
+    def folds(self) -> FoldProtocol:
+        """The dataset's fold protocol, as recorded when the cache was built."""
+        found = self.manifest.get("dataset", {}).get("folds")
+        if not found:
+            return FoldProtocol()
+        return FoldProtocol(tuple(found["train"]), tuple(found["evaluation"]), tuple(found["sealed"]), found["eligible"])
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens per window: T = L / ``token_patch``."""
+        return self.signals.shape[-1] // self.token_patch
+
+    def __repr__(self) -> str:
+        counts = self.manifest["counts"]
+        kept, rejected = counts["kept"], counts["rejected"]
+        return f"PreparedCache({str(self.path)!r}, kept={kept}, rejected={rejected})"
+
+    @cached_property
+    def meta(self) -> pd.DataFrame:
+        """meta.csv as a pandas DataFrame."""
+        import pandas as pd
+
+        return pd.DataFrame(self.columns)
+
+    def phases(self, convention: str = "centre") -> np.ndarray:
+        """(N, T) token phases ((N, T, C) for C coordinates), ``"centre"`` (training) or ``"causal"`` (reporting) convention."""
+        if convention not in ("centre", "causal"):
+            raise ValueError(f"unknown token convention {convention!r}; use 'centre' or 'causal'")
+        return self.phase_centre if convention == "centre" else self.phase_causal
+
+    def rpeaks(self, index: int) -> np.ndarray:
+        """Event (R-peak) sample indices at `event_fs` of row ``index`` (the first coordinate's)."""
+        return self.rpeak_indices[self.rpeak_offsets[index] : self.rpeak_offsets[index + 1]]
+
+    def events(self, index: int, coordinate: int = 0) -> np.ndarray:
+        """Event sample indices (at the cache's ``fs_native``) of phase coordinate ``coordinate``
+        in row ``index``."""
+        indices, offsets = self._events[coordinate]
+        return indices[offsets[index] : offsets[index + 1]]
+
+    def select(self, folds: Iterable[int]) -> np.ndarray:
+        """Row indices of the records in ``folds``, ascending."""
+        return np.flatnonzero(np.isin(self.columns["fold"], list(folds)))
+
+    def labels(self, level: str = "superclass") -> np.ndarray:
+        """(N, C) uint8 multi-hot of the label level named ``level`` (PTB-XL: ``"superclass"``,
+        ``"subclass"``), columns in the order of its classes."""
+        found = {lv.name: lv for lv in self.label_levels}
+        if level not in found:
+            raise ValueError(f"unknown label level {level!r}; this cache has {sorted(found)}")
+        columns = found[level].columns()
+        if not columns:
+            return np.zeros((len(self), 0), dtype=np.uint8)
+        return np.stack([self.columns[c] for c in columns], axis=1).astype(np.uint8)
+
+
+
+
+def inconsistencies(cache: PreparedCache) -> list[str]:
+    """What is wrong with a loaded cache: lengths, ragged offsets, ids, folds, sex, statistics."""
+    n, columns, problems = len(cache.columns["ecg_id"]), cache.columns, []
+    lengths = {"signals.npy": len(cache.signals), "phase_centre.npy": len(cache.phase_centre),
+               "phase_causal.npy": len(cache.phase_causal), "rpeaks.npz offsets": len(cache.rpeak_offsets) - 1}  # fmt: skip
+    problems += [f"{name} has {length} rows, meta.csv {n}" for name, length in lengths.items() if length != n]
+    offsets = cache.rpeak_offsets
+    if len(offsets) and (offsets[0] != 0 or np.any(np.diff(offsets) < 0) or offsets[-1] != len(cache.rpeak_indices)):
+        problems.append("rpeaks.npz offsets do not partition its indices")
+    ids, windows = columns["ecg_id"], columns["window"]
+    step = np.diff(ids)
+    if np.any(step < 0) or np.any((step == 0) & (np.diff(windows) != 1)) or np.any((step > 0) & (windows[1:] != 0)):
+        problems.append("meta.csv rows are not the windows 0, 1, ... of strictly increasing ecg_ids")
+    same = step == 0
+    for name in ("patient_id", "fold"):
+        if np.any(same & (np.diff(columns[name]) != 0)):
+            problems.append(f"meta.csv windows of one record differ in {name}")
+    checks = {"fold": range(1, 11), "sex": range(-1, 2)}
+    problems += [f"meta.csv {name} outside {allowed}" for name, allowed in checks.items()
+                 if np.any(~np.isin(columns[name], list(allowed)))]  # fmt: skip
+    rank = max(len(cache.coordinates), 1)
+    for name, phases in (("phase_centre.npy", cache.phase_centre), ("phase_causal.npy", cache.phase_causal)):
+        if phases.ndim != (2 if rank == 1 else 3) or (rank > 1 and phases.shape[-1] != rank):
+            problems.append(f"{name} has shape {phases.shape}, expected (N, T{'' if rank == 1 else f', {rank}'})")
+    if not (np.all(np.isfinite(cache.norm.mean)) and np.all(cache.norm.std > 0)):
+        problems.append("norm.json statistics are not finite and positive")
+    counts = cache.manifest["counts"]
+    if counts["kept"] != n or counts["rejected"] != len(cache.rejections):
+        problems.append(f"manifest counts {counts} disagree with meta.csv and rejections.csv")
+    return problems
+

@@ -1,0 +1,130 @@
+"""One record through the cache's chain: read and conform, cut into windows, decimate, phase-tag.
+
+`record_windows` reads a dataset's record (`Dataset.read`), picks its channels and resamples it
+to the cache rate (`conform`) and cuts it into windows; `prepare_record` decimates one window to
+the model rate and runs the phase provider on it at the cache rate. `cyclejepa embed` runs the
+same two functions on new records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from cyclejepa.data.datasets import Dataset, Entry, RecordRejected, conform
+from cyclejepa.data.preprocess import KAISER_BETA, cut_windows
+
+STAGES = ("read_verify", "decimate", "rpeaks", "phase")
+"""The per-record stages of `prepare_record` (after reading), as a benchmark times them."""
+
+
+@dataclass
+class RecordOutcome:
+    """What one window contributes besides its decimated signal (which goes to the chunk's
+    scratch file, row ``slot``): its record's rejection, or its events (one array per phase
+    coordinate, R-peaks first for ``ecg-rpeak``), token phases and QC; ``coordinates`` names
+    the coordinates of a provider with more than one (empty otherwise)."""
+
+    row: int
+    rejection: RecordRejected | None = None
+    events: tuple[np.ndarray, ...] = ()
+    coordinates: tuple[str, ...] = ()
+    phase_centre: np.ndarray | None = None
+    phase_causal: np.ndarray | None = None
+    qc_ok: bool = True
+    qc_reason: str = ""
+    phase_yield: float = 0.0
+    window: int = 0
+    slot: int = -1
+    scratch: str = ""
+
+
+
+def record_windows(dataset: Dataset, entry: Entry, channels: tuple[str, ...], fs: float, window: int) -> np.ndarray:
+    """(W, C, window) float32 mV: ``entry``'s verified record conformed to ``channels`` at ``fs``
+    and cut by `cut_windows`; raises `RecordRejected` (``extent`` when shorter than a window)."""
+    x = conform(dataset.read(entry), channels, fs)
+    try:
+        return cut_windows(x, window)
+    except ValueError:
+        raise RecordRejected(
+            entry.id, "extent", f"the record lasts {x.shape[-1] / fs:.2f} s, shorter than one {window / fs:g} s window"
+        ) from None
+
+
+@lru_cache(maxsize=8)
+def _decimation_taps(factor: int) -> np.ndarray:
+    """The FIR that `decimate` designs on every call: firwin(20 q + 1, 1/q, kaiser 5.0) for q = ``factor``."""
+    from scipy.signal import firwin
+
+    return firwin(2 * 10 * factor + 1, 1.0 / factor, window=("kaiser", KAISER_BETA))
+
+
+def decimate_fast(signal: np.ndarray, factor: int) -> np.ndarray:
+    """`decimate` by ``factor`` with its filter designed once per process: the same float32
+    output (``factor`` 1: the signal as float32, unfiltered)."""
+    from scipy.signal import resample_poly
+
+    if factor == 1:
+        return np.asarray(signal, dtype=np.float32).copy()
+    y = resample_poly(
+        signal.astype(np.float64), 1, factor, axis=-1, window=_decimation_taps(factor),
+        padtype="edge",
+    )  # fmt: skip
+    return y.astype(np.float32)
+
+
+
+
+def prepare_record(
+    signal: np.ndarray, provider, clock=None, *, fs: float, channels: Sequence[str], decimation: int, token_patch: int
+) -> tuple[np.ndarray, RecordOutcome, list]:
+    """Decimated signal and phase outcome of one verified window (stage times when ``clock``).
+
+    ``signal`` is a (C, L) float32 window in physical units at the cache rate ``fs``, rows named
+    by ``channels`` (e.g. a (12, 5000) PTB-XL record at 500 Hz); ``provider`` a `PhaseProvider`.
+    Returns the (C, L / ``decimation``) float32 decimated signal (not normalised), the
+    `RecordOutcome` (events, token phases of ``token_patch`` samples at fs / decimation in both
+    conventions, QC) and the stage times (empty without ``clock``). Stages after reading:
+    decimation, events (``provider.phase``: detection and QC), phase (token phases).
+    """
+    times = []
+    start = clock() if clock else 0.0
+    for step in range(3):
+        if step == 0:
+            decimated = decimate_fast(signal, decimation)
+        elif step == 1:
+            track = provider.phase(signal.astype(np.float64), fs, tuple(channels))
+        else:
+            outcome = _phase_outcome(0, track, fs / decimation, token_patch)
+        if clock:
+            now = clock()
+            times.append(now - start)
+            start = now
+    return decimated, outcome, times
+
+
+
+def _phase_outcome(row: int, track, fs_out: float, token_patch: int) -> RecordOutcome:
+    """Events, token phases (both conventions) and QC of a `PhaseTrack`, or of a `CompositeTrack`
+    of several coordinates ((T, C) phases, events per coordinate, the joint QC)."""
+
+    def tokens(convention: str) -> np.ndarray:
+        phases = np.asarray(track.at_tokens(patch=token_patch, fs_out=fs_out, convention=convention), dtype=np.float32)
+        return phases[:, 0] if len(tracks) == 1 and phases.ndim == 2 else phases  # one coordinate: (T,)
+
+    qc, tracks = track.qc, getattr(track, "tracks", (track,))
+    return RecordOutcome(
+        row,
+        events=tuple(np.asarray(t.events, dtype=np.int64) for t in tracks),
+        coordinates=tuple(getattr(track, "names", ())) if len(tracks) > 1 else (),
+        phase_centre=tokens("centre"),
+        phase_causal=tokens("causal"),
+        qc_ok=True if qc is None else bool(qc.ok),
+        qc_reason="" if qc is None else ";".join(qc.reasons),
+        phase_yield=float(track.phase_yield),
+    )
+
