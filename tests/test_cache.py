@@ -111,7 +111,7 @@ def hand_meta() -> pd.DataFrame:
 
 
 def test_cohort_table_numbers_on_hand_built_meta():
-    table = cohort_table(hand_meta(), folds_a=(1, 2), folds_b=(10,))
+    table = cohort_table(hand_meta(), folds_a=(1, 2), folds_b=(10,), level=PTBXL.label_levels[0])
     a, b = table["Folds 1–2"], table["Fold 10"]
     assert (a["Recordings"], a["Patients"], b["Recordings"], b["Patients"]) == (6, 5, 2, 1)
     # ages 40, 50, 60, 70 (two sentinels excluded): median 55, linear quartiles 47.5 and 62.5
@@ -127,7 +127,18 @@ def test_cohort_table_numbers_on_hand_built_meta():
     assert "| Age, interquartile range | 47.5–62.5 | 42.5–67.5 |" in markdown
     assert "| NORM, % | 33.3 | 50.0 |" in markdown
     with pytest.raises(ValueError, match="no record in folds"):
-        cohort_table(hand_meta(), folds_a=(3,))
+        cohort_table(hand_meta(), folds_a=(3,), folds_b=(10,), level=PTBXL.label_levels[0])
+
+
+def test_cohort_table_of_an_unlabelled_corpus_of_unknown_age_and_sex():
+    meta = hand_meta().drop(columns=[f"super_{name}" for name in SUPERCLASSES])
+    meta["age"], meta["sex"] = np.nan, -1
+    table = cohort_table(meta, folds_a=(1, 2), folds_b=(10,), level=None)
+    assert "Unlabeled recordings" not in table.index and not any(r.endswith(", %") and r != "Male, %" for r in table.index)
+    markdown = cohort_markdown(table)
+    assert "| Male, % | unknown | unknown |" in markdown
+    assert "| Age, interquartile range | unknown | unknown |" in markdown
+    assert "| Recordings | 6 | 2 |" in markdown
 
 
 # ------------------------------------------------------------------------- cache end to end

@@ -262,7 +262,7 @@ def test_lead_zeroing_flags_the_only_informative_lead():
     x, Y, phases = lead_three_corpus(rng, 200)
     qc = np.ones(200, bool)
     qc[:4] = False
-    result = lead_zeroing(model, x, phases, qc, probe, Y, np.arange(200) // 2, replicates=100, batch_size=64)
+    result = lead_zeroing(model, x, phases, qc, probe, Y, np.arange(200) // 2, leads=LEADS, replicates=100, batch_size=64)
     assert result.intact > 0.95 and result.records == 196 and result.excluded["qc_failed"] == 4
     assert result.worst_lead == "aVR" and result.delta["aVR"].point < -0.35
     assert result.delta["aVR"].high < 0

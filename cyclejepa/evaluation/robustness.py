@@ -16,7 +16,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from cyclejepa.data.ptbxl import LEADS
 from cyclejepa.evaluation.bootstrap import BootstrapCI, patient_bootstrap_weights, percentile_interval
 from cyclejepa.evaluation.embeddings import embed_records
 from cyclejepa.evaluation.probe import LinearProbe, macro_auroc, replicate_macro_auroc
@@ -62,7 +61,7 @@ def lead_zeroing(
     Y: np.ndarray,
     groups: np.ndarray,
     *,
-    leads: Sequence[str] = LEADS,
+    leads: Sequence[str],
     rows: np.ndarray | None = None,
     device: str | torch.device = "cpu",
     batch_size: int = 256,
