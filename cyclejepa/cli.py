@@ -13,7 +13,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from cyclejepa import __version__, registry
+from cyclejepa import registry
+from cyclejepa.version import __version__
 from cyclejepa.config import ConfigError, load_config
 
 app = typer.Typer(

@@ -509,8 +509,6 @@ def data_facts(data: DataConfig) -> DataFacts | str:
     """
     import inspect
 
-    from cyclejepa.data.datasets import check_window
-
     cls = registry.DATASETS.get(data.dataset)
     parameter = inspect.signature(cls).parameters.get("channels")
     default = parameter.default if parameter is not None and parameter.default is not inspect.Parameter.empty else None
@@ -518,15 +516,12 @@ def data_facts(data: DataConfig) -> DataFacts | str:
     if not isinstance(channels, (list, tuple)) or not channels:
         return f"data.dataset: {data.dataset!r} declares no channels (a class attribute `channels` or a `channels` option)"
     try:
-        rate = data.fs or cls.cache_fs or cls.fs
-        if not rate:
-            return f"data.fs: dataset {data.dataset!r} has no fixed sampling rate; set data.fs (the cache rate in Hz)"
-        decimation, patch = data.decimation or cls.decimation, data.token_patch or cls.token_patch
-        window_s = data.window_s or cls.window_s
-        n_tokens = check_window(float(rate), int(decimation), int(patch), float(window_s))
+        rates = cls.rates(data.fs, data.decimation, data.token_patch, data.window_s)
     except ValueError as error:
-        return f"data.window_s: {error}"
-    return DataFacts(tuple(map(str, channels)), float(rate), int(decimation), int(patch), float(window_s), n_tokens, cls.folds)
+        key = "data.fs" if "data.fs" in str(error) else "data.window_s"
+        return f"{key}: {error}"
+    return DataFacts(tuple(map(str, channels)), rates["cache_fs"], rates["decimation"], rates["token_patch"],
+                     rates["window_s"], rates["n_tokens"], cls.folds)  # fmt: skip
 
 
 class ConfigError(ValueError):

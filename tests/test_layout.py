@@ -11,8 +11,12 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cyclejepa"
 
-FOUNDATIONS = ("cyclejepa", "config", "registry", "jsonio", "progress", "devices", "lock", "seal", "outputs")
-"""Top-level modules every step may use (``cyclejepa`` itself: ``__version__``)."""
+FOUNDATIONS = ("cyclejepa", "version", "config", "registry", "jsonio", "progress", "devices", "lock", "seal", "outputs")
+"""Top-level modules every step may use (``cyclejepa`` itself only to reach a submodule)."""
+CORPORA = ("cyclejepa.data.ptbxl", "cyclejepa.data.challenge")
+"""Corpus leaves: imported only by themselves, by the data package (which registers them) and by
+the synthetic corpus (written in PTB-XL's layout)."""
+CORPUS_IMPORTERS = ("cyclejepa.data", "cyclejepa.data.synthetic")
 FLOW = ("data", "phase", "symmetry", "models", "objectives", "training", "evaluation", "runner", ("embed", "bench"), "cli", "__main__")
 """The steps after the foundations, in order; a tuple holds steps that may not import each other."""
 ALLOWED = {
@@ -114,3 +118,106 @@ def test_the_allowed_imports_exist_and_stay_inside_functions():
     """An allowance that is no longer needed is removed; one at module level is not allowed."""
     seen = {(module_name(path), target): in_function for path in PACKAGE.rglob("*.py") for _, target, in_function in imports(path)}
     assert {pair: seen.get(pair) for pair in ALLOWED} == {pair: True for pair in ALLOWED}
+
+
+# ------------------------------------------------------------------ cycles, the root, corpora
+
+
+def module_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """module -> the package modules it imports (``from A import B`` reaches ``A.B`` when that is a module)."""
+    modules = {module_name(path, root): path for path in root.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets |= {alias.name for alias in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                targets |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names}
+        graph[name] = {t for t in targets if t in modules and t != name}
+    return graph
+
+
+def import_cycles(root: Path = PACKAGE) -> list[list[str]]:
+    """Every set of modules that import each other in a ring, module-level and function-local
+    imports alike (Tarjan's strongly connected components of more than one module)."""
+    graph, index, low, stack, cycles = module_graph(root), {}, {}, [], []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            ring = []
+            while not ring or ring[-1] != node:
+                ring.append(stack.pop())
+            if len(ring) > 1:
+                cycles.append(sorted(ring))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def upward_imports(root: Path = PACKAGE) -> list[str]:
+    """Names taken from a package's ``__init__`` by a module inside that package (e.g.
+    ``from cyclejepa import __version__`` in a step), instead of from the module defining them."""
+    found = []
+    modules = {module_name(path, root) for path in root.rglob("*.py")}
+    for path in sorted(root.rglob("*.py")):
+        importer = module_name(path, root)
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not (isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in modules):
+                continue
+            package = node.module
+            is_package = (root.parent / package.replace(".", "/") / "__init__.py").exists()
+            names = [a.name for a in node.names if f"{package}.{a.name}" not in modules]
+            if is_package and names and importer.startswith(package + ".") and importer != "cyclejepa.__main__":
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}: {importer} takes {names} from {package}/__init__.py")
+    return found
+
+
+def corpus_imports(root: Path = PACKAGE) -> list[str]:
+    """Imports of a corpus leaf (`CORPORA`) from anywhere but the leaf, the data package and the
+    synthetic corpus: generic layers never import a corpus."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        importer = module_name(path, root)
+        if importer in CORPUS_IMPORTERS or importer.startswith("cyclejepa.data.synthetic."):
+            continue
+        for line, target, _ in imports(path):
+            leaf = next((c for c in CORPORA if target == c or target.startswith(c + ".")), None)
+            if leaf and not importer.startswith(leaf):
+                found.append(f"{path.relative_to(root.parent)}:{line}: {importer} imports the corpus {target}")
+    return found
+
+
+def test_no_import_cycle_no_upward_import_no_corpus_outside_its_leaf():
+    assert import_cycles() == []
+    assert upward_imports() == []
+    assert corpus_imports() == []
+
+
+def test_cycles_upward_and_corpus_imports_are_found(tmp_path):
+    """The checkers themselves, on a package with one ring, one upward import and a corpus import."""
+    package = tmp_path / "cyclejepa"
+    (package / "data").mkdir(parents=True)
+    (package / "evaluation").mkdir()
+    (package / "__init__.py").write_text("__version__ = '0'\n")
+    (package / "config.py").write_text("def f():\n    from cyclejepa.evaluation.anomaly import PERTURBATIONS\n")
+    (package / "data" / "__init__.py").write_text("")
+    (package / "data" / "ptbxl.py").write_text("from cyclejepa.config import f\n")
+    (package / "data" / "cache.py").write_text("from cyclejepa import __version__\nfrom cyclejepa.data.ptbxl import f\n")
+    (package / "evaluation" / "__init__.py").write_text("")
+    (package / "evaluation" / "anomaly.py").write_text("from cyclejepa.data.cache import x\n")
+    assert import_cycles(package) == [
+        ["cyclejepa.config", "cyclejepa.data.cache", "cyclejepa.data.ptbxl", "cyclejepa.evaluation.anomaly"]
+    ]
+    assert upward_imports(package) == ["cyclejepa/data/cache.py:1: cyclejepa.data.cache takes ['__version__'] from cyclejepa/__init__.py"]
+    assert corpus_imports(package) == ["cyclejepa/data/cache.py:2: cyclejepa.data.cache imports the corpus cyclejepa.data.ptbxl"]

@@ -140,13 +140,13 @@ class Dataset:
     - ``root_env``: the environment variable naming the root when ``data.root`` is not set.
 
     >>> class Tiny(Dataset):
-    ...     channels, units, fs = ("PPG",), ("NU",), 125.0
+    ...     channels, units, fs, token_patch = ("PPG",), ("NU",), 125.0, 25
     ...     def entries(self):
     ...         return [Entry(1, "a", patient_id=1, fold=hash_fold("a"))]
     ...     def read(self, entry):
     ...         return Record(entry.id, np.zeros((1, 1250), np.float32), self.fs, self.channels)
-    >>> Tiny().rates()
-    {'cache_fs': 125.0, 'decimation': 1, 'token_patch': 8, 'window_s': 10.0}
+    >>> Tiny.rates()
+    {'cache_fs': 125.0, 'decimation': 1, 'token_patch': 25, 'window_s': 10.0, 'n_tokens': 50}
     """
 
     channels: tuple[str, ...] = ()
@@ -205,20 +205,21 @@ class Dataset:
             raise KeyError(f"{type(self).__name__} has no channel {channel!r}; channels: {list(self.channels)}")
         return self.units[names.index(channel.lower())] if self.units else "mV"
 
-    def rates(self, fs: float | None = None, decimation: int | None = None, token_patch: int | None = None,
+    @classmethod
+    def rates(cls, fs: float | None = None, decimation: int | None = None, token_patch: int | None = None,
               window_s: float | None = None) -> dict[str, Any]:  # fmt: skip
-        """The cache's rates and window: each argument, else the dataset's default.
+        """The cache's rates, window and tokens per window: each argument, else the dataset's default.
 
-        Raises ValueError when no cache rate is known (no ``fs`` given, no ``cache_fs``, no fixed
-        native ``fs``) or the window is not a whole number of tokens.
+        Returns ``{"cache_fs", "decimation", "token_patch", "window_s", "n_tokens"}``. Raises
+        ValueError when no cache rate is known (no ``fs`` given, no ``cache_fs``, no fixed native
+        ``fs``: "set data.fs") or the window is not a whole number of tokens (`check_window`).
         """
-        rate = fs or self.cache_fs or self.fs
+        rate = fs or cls.cache_fs or cls.fs
         if not rate:
-            raise ValueError(f"{type(self).__name__} has no fixed sampling rate: set data.fs (the cache rate in Hz)")
-        values = {"cache_fs": float(rate), "decimation": int(decimation or self.decimation),
-                  "token_patch": int(token_patch or self.token_patch), "window_s": float(window_s or self.window_s)}  # fmt: skip
-        check_window(**values)
-        return values
+            raise ValueError(f"dataset {cls.__name__} has no fixed sampling rate; set data.fs (the cache rate in Hz)")
+        values = {"cache_fs": float(rate), "decimation": int(decimation or cls.decimation),
+                  "token_patch": int(token_patch or cls.token_patch), "window_s": float(window_s or cls.window_s)}  # fmt: skip
+        return {**values, "n_tokens": check_window(**values)}
 
 
 def check_window(cache_fs: float, decimation: int, token_patch: int, window_s: float) -> int:

@@ -157,6 +157,18 @@ class U1Symmetry(PhaseSymmetry):
         A registered basis name (``"canonical"``, ``"householder"``, ``"stiefel"``) or a `Basis`.
     **basis_kwargs
         Options of the named basis (e.g. ``reflections``, ``generator``).
+
+    Examples
+    --------
+    One invariant coordinate, then a pair at harmonic 1: a quarter turn rotates the pair by 90°.
+
+    >>> import torch
+    >>> symmetry = U1Symmetry("1x0+1x1")
+    >>> z = torch.tensor([[2.0, 1.0, 0.0]])
+    >>> symmetry.act(z, torch.tensor([torch.pi / 2])).round(decimals=4) + 0.0
+    tensor([[2., 0., 1.]])
+    >>> torch.allclose(symmetry.canonicalize(symmetry.act(z, torch.tensor([0.3])), torch.tensor([0.3])), z)
+    True
     """
 
     def __init__(

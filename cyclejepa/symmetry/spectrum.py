@@ -109,6 +109,16 @@ class HarmonicSpectrum:
     ValueError
         Malformed or non-canonical terms (naming the term), mixed ranks, repeated frequencies
         or an empty spectrum.
+
+    Examples
+    --------
+    >>> spectrum = HarmonicSpectrum("4x0+24x1+24x2")
+    >>> spectrum.dim, spectrum.invariant_dim, spectrum.n_max
+    (100, 4, 2)
+    >>> spectrum.multiplicities
+    {1: 24, 2: 24}
+    >>> str(spectrum)
+    '4x0+24x1+24x2'
     """
 
     __slots__ = ("_terms", "_rank", "_text")
