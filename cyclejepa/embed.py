@@ -305,18 +305,14 @@ class Encoder:
 
         Raises FileNotFoundError or ValueError (unreadable, a missing lead, a lead not in mV).
         """
-        import wfdb
+        from cyclejepa.data.wfdb_format import read_record
 
-        from cyclejepa.phase.records import read_wfdb
-
-        record = read_wfdb(path, wfdb.rdrecord)
-        names = [str(name) for name in record.sig_name]
-        units = record.units or [None] * len(names)
+        record = read_record(path)
         leads = {lead.lower() for lead in self.leads}
-        other = [f"{n} ({u})" for n, u in zip(names, units) if n.lower() in leads and (u or "mV").lower() != "mv"]
+        other = [f"{n} ({u})" for n, u in zip(record.names, record.units) if n.lower() in leads and u.lower() != "mv"]
         if other:
             raise ValueError(f"leads {other} are not in mV, the unit the run was trained on")
-        return record.p_signal.T, float(record.fs), names
+        return record.signal, record.fs, list(record.names)
 
     def embed_files(
         self,

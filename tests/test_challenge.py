@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -23,8 +24,11 @@ DX = ["426783006", "164889003", "59118001", "270492004"]
 
 
 def write_challenge(path: Path, signal_mv: np.ndarray, fs: float, dx: list[str], kind: str, *, leads=LEADS,
-                    age="63", sex="Female") -> np.ndarray:  # fmt: skip
-    """One record in the Challenge layout (``kind`` "mat" or "dat"); returns its stored values."""
+                    age="63", sex="Female", field: str | None = None) -> np.ndarray:  # fmt: skip
+    """One record in the Challenge layout (``kind`` "mat" or "dat"), its header written exactly as
+    the 2021 release writes it (``E07500.mat 16x1+24 1000.0(0)/mV 16 0 -68 1250 0 I``: the .mat
+    file's 24-byte offset, one sample per frame); a .dat file is plain format 16. ``field``
+    replaces the format field. Returns the stored values."""
     digital = np.round(signal_mv * GAIN).astype(np.int16)
     path.parent.mkdir(parents=True, exist_ok=True)
     if kind == "mat":
@@ -33,7 +37,8 @@ def write_challenge(path: Path, signal_mv: np.ndarray, fs: float, dx: list[str],
         digital.T.astype("<i2").tofile(path.with_suffix(".dat"))
     lines = [f"{path.name} {len(leads)} {fs:g} {digital.shape[1]} 05-Feb-2020 11:39:16"]
     checksums = np.mod(digital.astype(np.int64).sum(axis=1), 65536)
-    lines += [f"{path.name}.{kind} 16+24 {GAIN:g}/mV 16 0 {digital[i, 0]} {checksums[i]} 0 {lead}"
+    field = field or ("16x1+24" if kind == "mat" else "16")
+    lines += [f"{path.name}.{kind} {field} {GAIN:.1f}(0)/mV 16 0 {digital[i, 0]} {checksums[i]} 0 {lead}"
               for i, lead in enumerate(leads)]  # fmt: skip
     lines += [f"# Age: {age}", f"# Sex: {sex}", f"# Dx: {','.join(dx)}", "# Rx: Unknown"]
     path.with_suffix(".hea").write_text("\n".join(lines) + "\n")
@@ -83,7 +88,7 @@ def test_corrupt_header_rejected_with_reason(corpus):
     root, _ = corpus
     [rejection] = Challenge2021(root).rejected()
     assert rejection.record_id == "g2/X00025" and rejection.check == "unreadable"
-    assert "line 1" in rejection.detail and "must be numbers" in rejection.detail
+    assert "line 1" in rejection.detail and "sampling frequency 'fivehundred'" in rejection.detail
 
 
 def test_resampling_against_the_analytic_signal(tmp_path):
@@ -145,3 +150,84 @@ def test_a_few_training_steps_on_the_challenge_cache(prepared):
     rows = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [1, 2, 3]
     assert all(np.isfinite([row[k] for k in ("loss", "prediction", "regulariser", "transport")]).all() for row in rows)
+
+
+# --------------------------------------------------------------- the real release and hostile files
+
+
+@pytest.mark.parametrize(("kind", "field"), [("mat", "16x1+24"), ("mat", "16+24"), ("mat", "16"), ("mat", "16x1"),
+                                             ("dat", "16"), ("dat", "16x1"), ("dat", "16:0")])  # fmt: skip
+def test_every_format_field_of_the_specification_is_read(tmp_path, kind, field):
+    signal = generate_records(1, seed=5).signals[0]
+    digital = write_challenge(tmp_path / "E07500", signal, 500, [DX[0]], kind, field=field)
+    dataset = Challenge2021(tmp_path)
+    assert dataset.rejected() == []
+    np.testing.assert_allclose(dataset.read(dataset.entries()[0]).signal, digital / GAIN, atol=1e-6)
+
+
+def hostile_corpus(root: Path) -> None:
+    """Five good records, then one of each attack: absurd rates, a signal file outside the root, a
+    path to a system file, and a .mat whose variable table declares 12 x 40,000,000 samples (a
+    decompression bomb's shape: the reader must refuse it from the table, before loading; the
+    file is a 120 kB one whose declared dimensions were rewritten, cheaper to make than 960 MB of
+    compressed zeros and refused at the same point)."""
+    source = generate_records(6, seed=7)
+    for i in range(5):
+        write_challenge(root / f"ok/G{i:05d}", source.signals[i], 500, [DX[i % 4]], "mat")
+    for name, rate in (("tiny", "0.0001"), ("huge", "1e12"), ("large", "1e9")):
+        write_challenge(root / f"bad/{name}", source.signals[5], 500, [DX[0]], "dat")
+        header = root / f"bad/{name}.hea"
+        header.write_text(header.read_text().replace(f"{name} 12 500 ", f"{name} 12 {rate} ", 1))
+    (root.parent / "secret.dat").write_bytes(np.zeros((5000, 12), "<i2").tobytes())
+    write_challenge(root / "bad/escape", source.signals[5], 500, [DX[0]], "dat")
+    escape = root / "bad/escape.hea"
+    escape.write_text(escape.read_text().replace("escape.dat ", "../../secret.dat "))
+    system = root / "bad/system.hea"
+    system.write_text(escape.read_text().replace("escape 12", "system 12").replace("../../secret.dat ", "/etc/passwd "))
+    bomb = root / "bad/bomb"
+    scipy.io.savemat(bomb.with_suffix(".mat"), {"val": np.zeros((12, 5000), np.int16)}, do_compression=False)
+    dims = struct.pack("<iiii", 5, 8, 12, 5000)  # miINT32 tag of 8 bytes, then the two dimensions
+    raw = bomb.with_suffix(".mat").read_bytes()
+    assert raw.count(dims) == 1
+    bomb.with_suffix(".mat").write_bytes(raw.replace(dims, struct.pack("<iiii", 5, 8, 12, 40_000_000)))
+    header_lines = [f"bomb 12 500 5000"] + [f"bomb.mat 16x1+24 1000.0(0)/mV 16 0 0 0 0 {lead}" for lead in LEADS]
+    bomb.with_suffix(".hea").write_text("\n".join(header_lines + ["# Dx: 164889003"]) + "\n")
+
+
+def test_hostile_records_are_rejected_by_name_and_the_rest_go_on(tmp_path):
+    import resource
+
+    root = tmp_path / "corpus"
+    hostile_corpus(root)
+    assert (root / "bad/bomb.mat").stat().st_size < 200_000
+    assert scipy.io.whosmat(root / "bad/bomb.mat") == [("val", (12, 40_000_000), "int16")]
+    out = tmp_path / "run"
+    cfg = load_config(EXAMPLE, [f"data.root={root}", "data.dataset=challenge2021", f"output_dir={out}",
+                                "data.train_folds=[1,2,3,4,5,6,7,8,9,10]", "data.eval_folds=[]", "evaluation.unseal=true",
+                                *SMALL_MODEL])  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    cache = runner.prepare(cfg, progress=False)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    checks = {r.record_id: r.check for r in cache.rejections}
+    assert checks == {"bad/tiny": "sampling_rate", "bad/huge": "sampling_rate", "bad/large": "sampling_rate",
+                      "bad/escape": "outside_root", "bad/system": "outside_root", "bad/bomb": "extent"}  # fmt: skip
+    assert sorted(set(cache.columns["record"])) == [f"ok/G{i:05d}" for i in range(5)]
+    bomb = next(r for r in cache.rejections if r.record_id == "bad/bomb")
+    assert "(12, 40000000)" in bomb.detail and grown_mb < 1000  # refused from the variable table, never loaded
+
+
+def test_all_records_rejected_still_writes_the_rejections_and_points_to_them(tmp_path):
+    root = tmp_path / "corpus"
+    hostile_corpus(root)
+    import shutil
+
+    shutil.rmtree(root / "ok")
+    out = tmp_path / "run"
+    cfg = load_config(EXAMPLE, [f"data.root={root}", "data.dataset=challenge2021", f"output_dir={out}",
+                                "data.train_folds=[1,2,3,4,5,6,7,8,9,10]", "data.eval_folds=[]", "evaluation.unseal=true",
+                                *SMALL_MODEL])  # fmt: skip
+    with pytest.raises(ValueError, match=r"each record's reason is in .*cache\.rejections\.csv") as caught:
+        runner.prepare(cfg, progress=False)
+    report = Path(str(caught.value).rsplit(" ", 1)[-1])
+    rows = report.read_text().splitlines()
+    assert rows[0] == "id,check,detail" and len(rows) == 1 + 6

@@ -11,7 +11,7 @@ layout: per record a header ``NAME.hea`` and a signal file, ``NAME.mat`` (MATLAB
     # Sex: Male
     # Dx: 59118001,164889003
 
-Headers are parsed by the library's one WFDB header reader (`cyclejepa.data.wfdb_header`), which
+Headers are parsed by the library's one WFDB header reader (`cyclejepa.data.wfdb_format`), which
 accepts every format-field form of the specification (``16``, ``16x1``, ``16+24``, ``16x1+24``);
 signal files must lie inside the root (check ``outside_root``), and a ``.mat`` file's declared
 shape is read (``whosmat``) and checked before its samples are loaded. Records run at 257 Hz to 1 kHz and last 6 s to many minutes; the cache resamples them and
@@ -32,7 +32,7 @@ import numpy as np
 from cyclejepa.data.datasets import (
     MV_PER_UNIT, Dataset, DatasetNotFound, Entry, FoldProtocol, LabelLevel, Record, RecordRejected, hash_fold, sha256_of,
 )  # fmt: skip
-from cyclejepa.data.wfdb_header import HeaderError, WfdbHeader, read_header, resolve_inside
+from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, read_header, resolve_inside
 from cyclejepa.registry import DATASETS
 
 __all__ = ["Challenge2021", "LEADS", "check_header"]
@@ -144,7 +144,7 @@ class Challenge2021(Dataset):
         signal = (digital - baseline[:, None]) / gain[:, None] * factor[:, None]
         if not np.isfinite(signal).all():
             raise RecordRejected(entry.name, "non_finite", "non-finite physical values")
-        return Record(entry.id, signal.astype(np.float32), header.fs, header.names)
+        return Record(entry.name, signal.astype(np.float32), header.fs, header.names)
 
 
 def _samples(header: WfdbHeader, folder: Path, root: Path, name: str) -> np.ndarray:

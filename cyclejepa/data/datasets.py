@@ -53,9 +53,10 @@ class RecordRejected(Exception):
 
 @dataclass(frozen=True)
 class Record:
-    """One verified record: ``signal`` (channels, samples) float32 in mV at ``fs`` Hz."""
+    """One verified record: ``signal`` (channels, samples) float32 in physical units (ECG: mV) at
+    ``fs`` Hz; ``id`` is how rejections name it (the entry's id or name)."""
 
-    id: int
+    id: int | str
     signal: np.ndarray
     fs: float
     channels: tuple[str, ...]

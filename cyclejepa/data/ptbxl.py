@@ -28,7 +28,7 @@ import numpy as np
 
 from cyclejepa.data import datasets
 from cyclejepa.data.datasets import MV_PER_UNIT, Dataset, DownloadFailed, Entry, FoldProtocol, LabelLevel, Record, RecordRejected, sha256_of
-from cyclejepa.data.wfdb_header import HeaderError, WfdbHeader, read_header, resolve_inside
+from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, read_header, resolve_inside
 from cyclejepa.registry import DATASETS
 
 if TYPE_CHECKING:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cyclejepa.data.wfdb_format import read_record
 from cyclejepa.phase.provider import PhaseProvider
 from cyclejepa.registry import PHASE_PROVIDERS
 
@@ -14,8 +15,8 @@ BEAT_SYMBOLS = frozenset("N L R B A a J S V r F e j n E / f Q ?".split())
 
 
 def read_wfdb(path: str | Path, reader, *args):
-    """``reader(str(path), *args)`` (a wfdb reader: ``rdrecord``, ``rdann``) with a missing or
-    unreadable record named in the error: FileNotFoundError or ValueError."""
+    """``reader(str(path), *args)`` (a wfdb reader such as ``rdann``) with a missing or
+    unreadable file named in the error: FileNotFoundError or ValueError (records: `read_record`)."""
     try:
         return reader(str(path), *args)
     except FileNotFoundError as error:
@@ -57,14 +58,12 @@ def phase_record(
         ``qc`` and ``phase_yield`` and, instead of ``r_peaks``, ``coordinates`` =
         ``{name: {"events", "qc", "phase_yield"}}``.
     """
-    import wfdb
-
     if isinstance(provider, str):
         provider = PHASE_PROVIDERS.build(provider, **(options or {}), **({} if lead is None else {"lead": lead}))
     elif lead is not None or options:
         raise ValueError("pass lead= and options to the provider instance, not to phase_record")
-    record = read_wfdb(path, wfdb.rdrecord)
-    track = provider.phase(record.p_signal.T, record.fs, record.sig_name)
+    record = read_record(path)
+    track = provider.phase(record.signal, record.fs, record.names)
     fs = float(record.fs)
     result = {"record": str(path), "fs": int(fs) if fs.is_integer() else fs}
     if hasattr(track, "tracks"):  # several coordinates

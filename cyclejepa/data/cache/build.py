@@ -94,9 +94,10 @@ def prepare_cache(
         return current
     _check_replaceable(cache_dir)
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
-    build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-", dir=cache_dir.parent))
+    _remove_stale_builds(cache_dir)
+    build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-{os.getpid()}-", dir=cache_dir.parent))
     try:
-        _build(dataset, build_dir, arguments, workers, progress)
+        _build(dataset, build_dir, arguments, workers, progress, cache_dir)
         _validate(build_dir)
         _swap_in(build_dir, cache_dir)
     except BaseException:
@@ -190,8 +191,27 @@ def _validate(build_dir: Path) -> None:
 
 
 
+def _remove_stale_builds(cache_dir: Path) -> None:
+    """Remove build folders of ``cache_dir`` left by a process that no longer runs (killed mid-build)."""
+    for folder in cache_dir.parent.glob(f".{cache_dir.name}.build-*"):
+        pid = folder.name.removeprefix(f".{cache_dir.name}.build-").split("-")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            log.info("removing %s, left by a prepare that did not finish (process %s)", folder, pid)
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _build(
-    dataset: Dataset, build_dir: Path, arguments: dict[str, Any], workers: int, progress: bool
+    dataset: Dataset, build_dir: Path, arguments: dict[str, Any], workers: int, progress: bool, cache_dir: Path
 ) -> None:
     entries = dataset.entries()
     outcomes = sorted(
@@ -205,9 +225,11 @@ def _build(
     in_train = np.isin(folds, arguments["train_folds"])
     if not in_train.any():
         checks = Counter(r.check for r in rejections)
+        report = cache_dir.with_name(f"{cache_dir.name}.rejections.csv")
+        files.write_rejections(report, rejections)
         raise ValueError(
             f"no record of train_folds {arguments['train_folds']} passed verification "
-            f"({len(rejections)} of {n_records} records rejected: {dict(checks)})"
+            f"({len(rejections)} of {n_records} records rejected: {dict(checks)}); each record's reason is in {report}"
         )
     scratch = _gather_scratch(build_dir / "decimated_mv.npy", kept)
     norm = fit_normalisation(scratch, in_train)

@@ -1,7 +1,7 @@
-"""One reader of WFDB headers (``.hea``), written from the WFDB specification (header(5)).
+"""The WFDB format: one header reader written from the specification (header(5)), and records.
 
 Every WFDB-format reader of the library (PTB-XL's fast path, the Challenge datasets, the
-``phase`` and ``embed`` commands) parses headers here. A header is comment lines (``#``), a
+``phase`` and ``embed`` commands through `read_record`) parses headers here. A header is comment lines (``#``), a
 record line and one line per signal::
 
     RECORD[/SEGMENTS] N_SIGNALS [FS[/COUNTER_FREQ[(BASE_COUNTER)]] [N_SAMPLES [TIME [DATE]]]]
@@ -27,13 +27,22 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-__all__ = ["FORMATS", "HeaderError", "SignalSpec", "WfdbHeader", "parse_header", "read_header", "resolve_inside"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "FORMATS", "HeaderError", "SignalSpec", "WfdbHeader", "WfdbRecord", "parse_header", "read_header", "read_record",
+    "resolve_inside",
+]  # fmt: skip
 
 FORMATS = (8, 16, 24, 32, 61, 80, 160, 212, 310, 311, 508, 516, 524)
 """The storage formats the specification defines."""
 DEFAULT_FS = 250.0
 DEFAULT_GAIN = 200.0
+MAX_RECORD_SAMPLES = 1 << 28
+"""The most samples (signals x samples per signal) `read_record` loads: 2 GiB as float64."""
 MAX_HEADER_BYTES = 1 << 20
 """A header larger than this is refused before it is read (a real one is a few kB)."""
 
@@ -196,3 +205,42 @@ def resolve_inside(folder: Path, name: str, root: Path) -> Path:
     if not path.is_relative_to(root.resolve()):
         raise HeaderError(f"signal file {name!r} resolves to {path}, outside the dataset root {root}")
     return path
+
+
+@dataclass(frozen=True)
+class WfdbRecord:
+    """A record's samples in physical units: ``signal`` (signals, samples) float64 at ``fs`` Hz."""
+
+    name: str
+    signal: "np.ndarray"
+    fs: float
+    names: tuple[str, ...]
+    units: tuple[str, ...]
+
+
+def read_record(path: str | Path) -> WfdbRecord:
+    """The WFDB record at ``path`` (no extension) in physical units.
+
+    The header is parsed and checked first (`read_header`; every signal file inside the
+    record's folder, at most `MAX_RECORD_SAMPLES` declared samples); the samples are then read
+    with the ``wfdb`` package, which decodes every storage format. Raises FileNotFoundError for a
+    missing record and ValueError (a `HeaderError` or the reader's error, naming the record) for
+    anything unreadable.
+    """
+    import wfdb
+
+    path = Path(path)
+    if not path.with_name(path.name + ".hea").is_file():
+        raise FileNotFoundError(f"WFDB record {str(path)!r} not found (give the path without extension)")
+    header = read_header(path)
+    for signal in header.signals:
+        resolve_inside(path.parent, signal.file, path.parent)
+    declared = header.n_signals * (header.samples or 0) * max((s.samples_per_frame for s in header.signals), default=1)
+    if declared > MAX_RECORD_SAMPLES:
+        raise HeaderError(f"{path}: the header declares {declared} samples, more than {MAX_RECORD_SAMPLES} can be read")
+    try:
+        record = wfdb.rdrecord(str(path))
+    except Exception as error:  # the reader raises assorted types for malformed files
+        raise ValueError(f"cannot read WFDB record {str(path)!r}: {error}") from error
+    names = tuple(str(name) for name in record.sig_name)
+    return WfdbRecord(path.name, record.p_signal.T, float(record.fs), names, tuple(s.units for s in header.signals))
