@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "cyclejepa"
 
 FOUNDATIONS = ("cyclejepa", "config", "registry", "jsonio", "progress", "devices", "lock", "seal", "outputs")
 """Top-level modules every step may use (``cyclejepa`` itself: ``__version__``)."""
-FLOW = ("data", "phase", "symmetry", "models", "objectives", "training", "evaluation", "runner", ("embed", "bench"), "cli", "__main__")
+FLOW = ("data", "phase", "symmetry", "models", "objectives", "training", "evaluation", "runner", ("embed", "bench"), "export", "cli", "__main__")
 """The steps after the foundations, in order; a tuple holds steps that may not import each other."""
 ALLOWED = {
     ("cyclejepa.config", "cyclejepa.symmetry.spectrum"): "validate checks symmetry.spectrum by building it",
@@ -68,7 +68,7 @@ def violations(root: Path = PACKAGE) -> list[str]:
     for path in sorted(root.rglob("*.py")):
         importer = module_name(path, root)
         if importer == "cyclejepa":
-            continue  # the facade: exposes load_encoder lazily, and only __version__ is imported from it
+            continue  # the facade: exposes load_encoder and load_pretrained lazily; only __version__ is imported from it
         for line, target, in_function in imports(path):
             mine, theirs = unit_of(importer), unit_of(target)
             if mine == theirs or (rank(theirs) < rank(mine)) or (rank(mine) == rank(theirs) == 0):
