@@ -6,7 +6,9 @@ import shutil
 import sys
 
 import numpy as np
+import onnxruntime as ort
 import pytest
+import safetensors.torch as safetensors_torch
 import torch
 from typer.testing import CliRunner
 
@@ -17,11 +19,10 @@ from cyclejepa.cli import app
 from cyclejepa.config import parse_config
 from cyclejepa.data.cache import read_record_fast
 from cyclejepa.data.ptbxl import LEADS, PTBXL
-from cyclejepa.export import PackageError, export_run
+from cyclejepa.export import PackageError, export_run, read_package_config
 from cyclejepa.export.package import _config_digest, _sha256
 from cyclejepa.training.checkpoint import load_checkpoint
 
-safetensors_torch = pytest.importorskip("safetensors.torch")
 
 
 @pytest.fixture(scope="module")
@@ -115,6 +116,23 @@ def test_an_unevaluated_step_gets_a_card_without_figures(run, tmp_path):
     card = (package / "MODEL_CARD.md").read_text()
     assert "Step 3 of this run was not evaluated" in card and "| Transport gain fraction" not in card
     assert json.loads((package / "config.json").read_text())["run"]["step"] == 3
+
+
+def test_graphs_in_the_package_give_the_encoders_tokens(run, tmp_path):
+    cfg, _, records = run
+    package = export_run(cfg.output_dir, tmp_path / "graphs", onnx=True, torchscript=True)
+    names = ["MODEL_CARD.md", "config.json", "encoder.onnx", "encoder.pt", "encoder_streaming.onnx",
+             "encoder_streaming.pt", "model.safetensors"]  # fmt: skip
+    assert sorted(p.name for p in package.iterdir()) == names
+    assert sorted(read_package_config(package)["files"]) == [n for n in names if n != "config.json"]
+    encoder = cyclejepa.load_pretrained(package)
+    window = encoder.prepare(records[0], 500, LEADS).signals  # (1, 12, 1000): normalised, at 100 Hz
+    tokens = encoder.embed(records[:1], 500, LEADS).tokens
+    (onnx,) = ort.InferenceSession(str(package / "encoder.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": window})
+    np.testing.assert_allclose(onnx, tokens, rtol=0, atol=1e-4)
+    with torch.no_grad():
+        scripted = torch.jit.load(str(package / "encoder.pt"))(torch.from_numpy(window)).numpy()
+    np.testing.assert_allclose(scripted, tokens, rtol=0, atol=1e-5)
 
 
 def damaged(package, tmp_path, name, change):

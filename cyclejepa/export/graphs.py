@@ -75,10 +75,11 @@ def _graph(model: JEPAModel, samples: int | None) -> tuple[nn.Module, tuple[torc
 @contextmanager
 def _quiet() -> Iterator[None]:
     """Hide the tracer's notes on the encoder's shape checks (constants of a graph of fixed
-    length) and the TorchScript-based exporter's deprecation notice."""
+    length), the TorchScript-based exporter's deprecation notice and its constant-folding notes."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)
         warnings.simplefilter("ignore", DeprecationWarning)
+        warnings.filterwarnings("ignore", "Constant folding", UserWarning)
         yield
 
 
