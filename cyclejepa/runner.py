@@ -220,9 +220,11 @@ def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, trans
         trainer.resume(last)
         log.info("%s: resuming from step %d (%s)", Path(directory).name, trainer.step, last)
     board = watch_run(cfg, trainer, signals, phases)
-    trainer.fit(progress=progress)
-    if board is not None:
-        board.close()
+    try:
+        trainer.fit(progress=progress)
+    finally:
+        if board is not None:
+            board.close()
     return trainer
 
 
