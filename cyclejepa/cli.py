@@ -341,6 +341,29 @@ def embed(
         raise typer.Exit(code=1)
 
 
+@app.command()
+def export(
+    run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`, or one run folder in it")],
+    out: Annotated[Path, typer.Option(help="folder to write the package to")],
+    checkpoint: Annotated[int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")] = None,
+    arm: Annotated[str | None, typer.Option(help="arm of the run (default: the first)")] = None,
+    seed: Annotated[int | None, typer.Option(help="seed of the run (default: the first)")] = None,
+    onnx: Annotated[bool, typer.Option("--onnx", help="add the offline and streaming ONNX graphs")] = False,
+    torchscript: Annotated[bool, typer.Option("--torchscript", help="add the offline and streaming TorchScript graphs")] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing package at --out")] = False,
+) -> None:
+    """Export a run's encoder: model.safetensors, config.json, MODEL_CARD.md (cyclejepa.load_pretrained reads it)."""
+    from cyclejepa.export import export_run
+
+    with _user_errors():
+        try:
+            path = export_run(run_dir, out, step=checkpoint, arm=arm, seed=seed, onnx=onnx, torchscript=torchscript, overwrite=overwrite)
+        except ImportError as error:
+            raise ValueError(str(error)) from None
+    files = ", ".join(sorted(p.name for p in path.iterdir()))
+    console.print(f"{path}: {files}", highlight=False, soft_wrap=True)
+
+
 @contextmanager
 def _user_errors():
     """Print errors a user can act on (missing data, bad records, sealed fold) without a traceback."""
@@ -350,7 +373,7 @@ def _user_errors():
     try:
         yield
     except (DatasetNotFound, DownloadFailed, SealedFoldError, FileNotFoundError, FileExistsError, ValueError) as error:
-        errors.print(f"[red]error[/red] {error}", highlight=False)
+        errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False)
         raise typer.Exit(code=1) from None
 
 

@@ -154,6 +154,8 @@ class TrainingConfig(Section):
         False,
         description="torch.compile mode (true = default); auto: reduce-overhead (CUDA graphs) on CUDA, eager on the CPU",
     )
+    tensorboard: bool = Field(False, description="write TensorBoard events beside metrics.jsonl (the tensorboard extra)")
+    diagnostics_every: int = Field(250, ge=1, description="steps between the held-batch diagnostics in the TensorBoard events")
 
 
 class AugmentationConfig(Section):

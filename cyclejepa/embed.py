@@ -1,6 +1,8 @@
 """Embeddings out: a trained run's encoder applied to new records with the run's own preprocessing.
 
-`load_encoder` finds a run's configuration, checkpoint and preprocessing cache; `Encoder.embed`
+`load_encoder` finds a run's configuration, checkpoint and preprocessing cache (`Preprocessing`
+holds what the encoder needs of the cache; `cyclejepa.load_pretrained` reads the same from an
+exported package); `Encoder.embed`
 takes a signal in mV at any rate and prepares it as the cache prepared the training records:
 the run's leads in the run's order, resampled to the cache's native rate, cut into windows of
 the training record length (`cut_windows`, the cache's rule: a shorter tail is dropped), each window through the cache's
@@ -20,15 +22,15 @@ from pathlib import Path
 
 import numpy as np
 
-from cyclejepa.config import load_config
+from cyclejepa.config import ExperimentConfig, load_config
 from cyclejepa.data.cache import PreparedCache, prepare_record
 from cyclejepa.data.datasets import Record, RecordRejected, conform
-from cyclejepa.data.preprocess import cut_windows
+from cyclejepa.data.preprocess import Normalisation, cut_windows
 from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
 from cyclejepa import runner
 from cyclejepa.progress import progress_bar
 
-__all__ = ["Embeddings", "Encoder", "check_output", "load_encoder"]
+__all__ = ["Embeddings", "Encoder", "Preprocessing", "check_output", "find_checkpoint", "load_encoder", "locate_run"]
 
 FORMATS = (".npz", ".parquet")
 """Output formats of `Embeddings.save`, by file suffix."""
@@ -56,15 +58,18 @@ def load_encoder(
     from cyclejepa.devices import resolve_device
     from cyclejepa.training import load_trained
 
-    cfg, plan = _locate(Path(run_dir), arm, seed)
-    checkpoint = _checkpoint(runner.run_dir(cfg, plan) / "checkpoints", step, cfg.evaluation.headline_step)
+    cfg, plan = locate_run(Path(run_dir), arm, seed)
+    checkpoint = find_checkpoint(runner.run_dir(cfg, plan) / "checkpoints", step, cfg.evaluation.headline_step)
     target = resolve_device(device)
     objective = load_trained(cfg, checkpoint, target)
-    return Encoder(objective.model, PreparedCache(runner.cache_dir(cfg)), target, checkpoint)
+    preprocessing = Preprocessing.from_cache(PreparedCache(runner.cache_dir(cfg)))
+    source = {"run": str(checkpoint.parents[1]), "step": int(checkpoint.stem.removeprefix("step_"))}
+    return Encoder(objective.model, preprocessing, target, source, objective.symmetry)
 
 
-def _locate(path: Path, arm: str | None, seed: int | None):
-    """The config (output_dir set to where it lies now) and the `RunPlan` of ``path``."""
+def locate_run(path: Path, arm: str | None = None, seed: int | None = None) -> tuple[ExperimentConfig, runner.RunPlan]:
+    """The config (output_dir set to where it lies now) and the `RunPlan` of ``path`` (as
+    `load_encoder` takes ``run_dir``, ``arm`` and ``seed``)."""
     if (path / "config.yaml").is_file():
         output, name = path, None
     elif path.parent.name == "runs" and (path.parents[1] / "config.yaml").is_file():
@@ -88,7 +93,7 @@ def _locate(path: Path, arm: str | None, seed: int | None):
     return cfg, wanted[0]
 
 
-def _checkpoint(directory: Path, step: int | None, headline: int | None) -> Path:
+def find_checkpoint(directory: Path, step: int | None, headline: int | None) -> Path:
     """The checkpoint of ``step``; by default the headline step's, else the latest."""
     from cyclejepa.training.checkpoint import checkpoint_path
 
@@ -214,32 +219,96 @@ class _Windows:
     start: np.ndarray  # (W,) seconds
 
 
+@dataclass(frozen=True)
+class Preprocessing:
+    """What `Encoder.prepare` does to a record: the settings of the run's cache.
+
+    Attributes
+    ----------
+    leads : the channels the model reads, in its order.
+    fs : the rate (Hz) a record is resampled to, phased at and then decimated from (the cache's
+        rate); the model reads ``fs / decimation`` (`model_fs`) in tokens of ``token_patch`` samples.
+    window : samples of one window at ``fs`` (the training record length).
+    phase_provider, phase_options : the registered phase provider and its options.
+    norm : the per-lead z-score statistics of the decimated training-fold windows.
+    """
+
+    leads: tuple[str, ...]
+    fs: float
+    window: int
+    phase_provider: str
+    phase_options: dict
+    norm: Normalisation
+    decimation: int
+    token_patch: int
+
+    @property
+    def model_fs(self) -> float:
+        """The rate the model reads (Hz): ``fs`` decimated by ``decimation``."""
+        return self.fs / self.decimation
+
+    @classmethod
+    def from_cache(cls, cache: PreparedCache) -> Preprocessing:
+        arguments = cache.manifest["arguments"]
+        window = round(cache.signals.shape[-1] * cache.event_fs / cache.fs)
+        return cls(
+            cache.channels, cache.event_fs, window, arguments["phase_provider"], dict(arguments["phase_options"]),
+            cache.norm, round(cache.event_fs / cache.fs), cache.token_patch,
+        )  # fmt: skip
+
+    def to_dict(self) -> dict:
+        """JSON form: these fields, the normalisation per lead, and the decimation and token patch
+        of the library that wrote it (`from_dict` refuses others)."""
+        return {
+            "channels": list(self.leads),
+            "fs": self.fs,
+            "window": self.window,
+            "window_s": self.window / self.fs,
+            "decimation": self.decimation,
+            "model_fs": self.model_fs,
+            "token_patch": self.token_patch,
+            "phase_provider": self.phase_provider,
+            "phase_options": self.phase_options,
+            "normalisation": self.norm.to_dict(self.leads),
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> Preprocessing:
+        return cls(
+            tuple(data["channels"]), float(data["fs"]), int(data["window"]), data["phase_provider"],
+            dict(data["phase_options"]), Normalisation.from_dict(data["normalisation"]), int(data["decimation"]),
+            int(data["token_patch"]),
+        )  # fmt: skip
+
+
 class Encoder:
-    """A trained encoder with its run's preprocessing (build it with `load_encoder`).
+    """A trained encoder with its run's preprocessing (build it with `load_encoder` or
+    `cyclejepa.load_pretrained`).
 
     Attributes
     ----------
     model : the trained `JEPAModel`, in eval mode, on ``device``.
-    cache : the run's `PreparedCache` (leads, rates, normalisation, phase provider).
+    preprocessing : the run's `Preprocessing` (leads, rates, window, normalisation, phase provider).
+    symmetry : the run's phase action ρ on the projected tokens (`PhaseSymmetry`).
     leads : the channels the model reads, in its order.
     fs : the cache's native rate (Hz), at which windows are phased and then decimated.
     window : samples of one window at ``fs`` (the training record length).
+    source : where the weights come from (run folder, checkpoint step; the package when exported).
     """
 
-    def __init__(self, model, cache: PreparedCache, device, checkpoint: Path):
+    def __init__(self, model, preprocessing: Preprocessing, device, source: dict, symmetry):
         from cyclejepa.registry import PHASE_PROVIDERS
 
-        self.model, self.cache, self.device = model, cache, device
-        self.leads: list[str] = list(cache.channels)
-        self.fs: float = cache.event_fs
-        self.shape = {"decimation": round(cache.event_fs / cache.fs), "token_patch": cache.token_patch}
-        self.window = round(cache.signals.shape[-1] * self.fs / cache.fs)
-        arguments = cache.manifest["arguments"]
-        self.provider = PHASE_PROVIDERS.build(arguments["phase_provider"], **arguments["phase_options"])
-        self.source = {"run": str(checkpoint.parents[1]), "step": int(checkpoint.stem.removeprefix("step_"))}
+        self.model, self.preprocessing, self.device, self.symmetry = model, preprocessing, device, symmetry
+        self.leads: list[str] = list(preprocessing.leads)
+        self.fs: float = preprocessing.fs
+        self.window: int = preprocessing.window
+        self.provider = PHASE_PROVIDERS.build(preprocessing.phase_provider, **preprocessing.phase_options)
+        self.source = dict(source)
 
     def __repr__(self) -> str:
-        return f"Encoder(run={self.source['run']!r}, step={self.source['step']}, device={self.device})"
+        where = ", ".join(f"{key}={value!r}" for key, value in self.source.items())
+        return f"Encoder({where}, device={self.device})"
 
     def embed(
         self,
@@ -254,8 +323,9 @@ class Encoder:
 
         ``signal`` is in mV at ``fs`` Hz, its rows named by ``channel_names`` (matched to the
         run's leads case-insensitively; other channels are ignored). ``batch_size`` windows go
-        through the model at a time; ``progress`` shows a progress bar over them. A record the run cannot embed (a missing lead, shorter
-        than one window, non-finite samples) raises a ValueError naming it.
+        through the model at a time; ``progress`` shows a progress bar over them. A record the
+        run cannot embed (a missing lead, a rate below the model's, shorter than one window,
+        non-finite samples) raises a ValueError naming it and why.
         """
         signal = np.asarray(signal)
         if signal.ndim not in (2, 3):
@@ -275,6 +345,12 @@ class Encoder:
         signal = np.asarray(signal)
         if signal.ndim != 2 or len(channel_names) != len(signal):
             raise ValueError(f"{len(channel_names)} channel names for a signal of shape {signal.shape}")
+        model_fs = self.preprocessing.model_fs
+        if not (np.isfinite(fs) and fs >= model_fs):
+            raise ValueError(
+                f"the record is sampled at {fs:g} Hz, below the {model_fs:g} Hz the encoder reads (content up to "
+                f"{model_fs / 2:g} Hz); give it at {model_fs:g} Hz or more"
+            )
         try:  # the run's leads at its rate, as the cache conforms a dataset's record
             x = conform(Record("record", signal, fs, tuple(map(str, channel_names))), self.leads, self.fs)
         except RecordRejected as rejection:
@@ -288,8 +364,11 @@ class Encoder:
             ) from None
         signals, outcomes = [], []
         for segment in windows:
-            decimated, outcome, _ = prepare_record(segment, self.provider, fs=self.fs, channels=self.leads, **self.shape)
-            signals.append(self.cache.norm.apply(decimated))
+            decimated, outcome, _ = prepare_record(
+                segment, self.provider, fs=self.fs, channels=self.leads, decimation=self.preprocessing.decimation,
+                token_patch=self.preprocessing.token_patch,
+            )  # fmt: skip
+            signals.append(self.preprocessing.norm.apply(decimated))
             outcomes.append(outcome)
         count = len(windows)
         return _Windows(

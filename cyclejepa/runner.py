@@ -51,7 +51,8 @@ def preflight(cfg: ExperimentConfig) -> None:
     problems = consistency_problems(cfg)
     for label, cell in expand_grid(cfg):
         where = f"grid {label}: " if label else ""
-        problems += [where + problem for problem in _device_problems(cell) + _corpus_problems(cell) + identity_problems(cell)]
+        problems += [where + problem for problem in _device_problems(cell) + _corpus_problems(cell) + identity_problems(cell)
+                     + _extra_problems(cell)]  # fmt: skip
     if problems:
         raise ConfigError(problems, source="preflight")
 
@@ -67,6 +68,17 @@ def _device_problems(cfg: ExperimentConfig) -> list[str]:
         except ValueError as error:
             problems.append(f"{key}: {error}")
     return problems
+
+
+def _extra_problems(cfg: ExperimentConfig) -> list[str]:
+    """An optional package a setting needs that is not installed."""
+    if not cfg.training.tensorboard:
+        return []
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        return ["training.tensorboard: true needs tensorboard: pip install 'cyclejepa[tensorboard]'"]
+    return []
 
 
 def _corpus_problems(cfg: ExperimentConfig) -> list[str]:
@@ -201,16 +213,36 @@ def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, trans
 
     folds = use_folds(cfg, "pre-training", "data.train_folds")
     rows = cache.select(folds)
+    signals, phases = cache.signals[rows], training_phases(cache, rows, cfg.phase.convention)
     trainer = Trainer(
-        cfg, cache.signals[rows], training_phases(cache, rows, cfg.phase.convention), directory,
-        seed=seed, transport_weight=transport_weight, dist=dist or Distributed(),
+        cfg, signals, phases, directory, seed=seed, transport_weight=transport_weight, dist=dist or Distributed(),
     )
     last = latest_checkpoint(Path(directory) / "checkpoints")
     if last is not None:
         trainer.resume(last)
         log.info("%s: resuming from step %d (%s)", Path(directory).name, trainer.step, last)
-    trainer.fit(progress=progress)
+    board = watch_run(cfg, trainer, signals, phases)
+    try:
+        trainer.fit(progress=progress)
+    finally:
+        if board is not None:
+            board.close()
     return trainer
+
+
+def watch_run(cfg: ExperimentConfig, trainer, signals, phases):
+    """With ``training.tensorboard``, a `TensorBoardLog` of ``trainer`` (rank 0 only) with the
+    held-batch diagnostics of its training data every ``training.diagnostics_every`` steps."""
+    if not (cfg.training.tensorboard and trainer.dist.is_main):
+        return None
+    from cyclejepa.evaluation.watch import HeldBatch
+    from cyclejepa.training.tensorboard import TensorBoardLog
+
+    board = TensorBoardLog(
+        trainer.directory, start_step=trainer.step, diagnose=HeldBatch(signals, phases), every=cfg.training.diagnostics_every,
+    )  # fmt: skip
+    trainer.watchers.append(board)
+    return board
 
 
 def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True, dist=None) -> Path:

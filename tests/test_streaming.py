@@ -85,7 +85,7 @@ def test_state_is_constant_and_sums_the_convolution_lags(config, frames):
     chunk = torch.randn(2, 12, 8)
     encoder.step(chunk)
     after_one = {name: buffer.shape for name, buffer in encoder.state.items()}
-    for _ in range(39):  # the longest ring (4 frames) wraps ten times
+    for _ in range(39):  # the longest buffer (4 frames) is replaced ten times over
         encoder.step(chunk)
     assert {name: buffer.shape for name, buffer in encoder.state.items()} == after_one
     assert sum(encoder.state_layout().values()) == frames
@@ -93,7 +93,7 @@ def test_state_is_constant_and_sums_the_convolution_lags(config, frames):
     assert len(encoder.state) == 2 * len(model.encoder.dilations)
 
 
-def test_long_stream_stays_exact_past_many_ring_wraps():
+def test_long_stream_stays_exact():
     model = build_model("winder", seed=4, encoder=SMALL)
     x = torch.randn(2, 12, 8 * 300, generator=torch.Generator().manual_seed(5))
     assert (stream(StreamingEncoder(model), x) - offline(model, x)[0]).abs().amax() <= 1e-5

@@ -13,9 +13,10 @@ from cyclejepa.registry import ENCODERS, MODELS, PREDICTORS
 
 
 class JEPAModel(nn.Module):
-    """Encoder + projector (the deployed path) and the training-only predictor."""
+    """Encoder + projector (the deployed path) and the training-only predictor (None in a
+    deployed model, e.g. one loaded by `cyclejepa.load_pretrained`)."""
 
-    def __init__(self, encoder: nn.Module, projector: nn.Module, predictor: nn.Module):
+    def __init__(self, encoder: nn.Module, projector: nn.Module, predictor: nn.Module | None):
         super().__init__()
         self.encoder, self.projector, self.predictor = encoder, projector, predictor
 

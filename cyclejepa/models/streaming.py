@@ -2,9 +2,9 @@
 
 `StreamingEncoder` runs the deployed path (encoder + projector) on one 80 ms chunk at a time.
 The patch MLP, the channel LayerNorms, GELU and the projector act on each token alone, so the
-only state is, for every causal convolution, its last (k − 1)·d inputs, kept in a fixed-size
-ring buffer that starts at zero: the same zeros the offline convolution pads on the left.
-Every streamed token therefore equals the offline ``model(x)`` at that token.
+only state is, for every causal convolution, its last (k − 1)·d inputs, a fixed-size buffer
+that starts at zero: the same zeros the offline convolution pads on the left. Every streamed
+token therefore equals the offline ``model(x)`` at that token.
 
 `CausalPhaseTracker` gives the cardiac phase at the current time from the beats confirmed so
 far, and `TransportMonitor` scores each token against a running template of dephased tokens.
@@ -26,40 +26,28 @@ from cyclejepa.phase import causal_phase, token_times
 from cyclejepa.symmetry import PhaseSymmetry
 
 
-class ConvRing:
-    """The last (k − 1)·d inputs of one `CausalConv1d` in a ring buffer of ``batch`` records.
+def conv_step(conv: CausalConv1d, u: Tensor, past: Tensor) -> tuple[Tensor, Tensor]:
+    """Output of ``conv`` at the current token, and its next ``past``.
 
-    The buffer has shape (batch, channels, (k − 1)·d) and starts at zero. `step` forms the
-    convolution window (oldest tap first, as in the kernel) from the buffer and the current
-    input, then overwrites the slot of the oldest frame with the current input.
+    ``u`` (batch, channels) is the convolution's current input and ``past`` (batch, channels,
+    (k − 1)·d) its last (k − 1)·d inputs, oldest first. The window [past | u] holds
+    u_{t−(k−1)d} … u_t; every d-th frame of it is a tap, in the kernel's order, and the kernel
+    is applied as one matrix product. The next past is the window without its oldest frame.
     """
-
-    def __init__(self, conv: CausalConv1d, batch: int):
-        self.conv = conv
-        self.frames = conv.left_pad
-        self.buffer = conv.weight.new_zeros(batch, conv.in_channels, self.frames)
-        lags = conv.dilation[0] * torch.arange(conv.kernel_size[0] - 1, 0, -1)
-        # taps[p]: slots of u_{t-(k-1)d}, ..., u_{t-d} when t mod frames = p.
-        slots = torch.arange(self.frames).unsqueeze(1) - lags
-        self.taps = (slots % max(self.frames, 1)).to(self.buffer.device)
-        self.position = 0
-
-    def step(self, u: Tensor) -> Tensor:
-        """Convolution output at the current token from its input ``u`` (batch, channels)."""
-        window = u.unsqueeze(-1)
-        if self.frames:
-            window = torch.cat((self.buffer[:, :, self.taps[self.position]], window), dim=-1)
-            self.buffer[:, :, self.position] = u
-            self.position = (self.position + 1) % self.frames
-        return F.linear(window.flatten(1), self.conv.weight.flatten(1), self.conv.bias)
+    window = torch.cat((past, u.unsqueeze(-1)), dim=-1)
+    taps = window[:, :, :: conv.dilation[0]]
+    return F.linear(taps.flatten(1), conv.weight.flatten(1), conv.bias), window[:, :, 1:]
 
 
 class StreamingEncoder(nn.Module):
     """Streams a `JEPAModel` with a `CausalConvEncoder`: one chunk in, one projected token out.
 
-    Adds no parameters. Call `reset` before a stream (and after moving the model to another
-    device or dtype); `step` then takes chunks (batch, leads, patch), i.e. (B, 12, 8) for the
-    paper at 100 Hz, vectorised over the batch (several monitored patients at once).
+    Adds no parameters. ``forward(chunk, state)`` is one step as a pure function of the chunk
+    and an explicit state (what `cyclejepa.export` exports to TorchScript and ONNX); `reset`
+    and `step` keep the state in the object. Call `reset` before a stream (and after moving
+    the model to another device or dtype); `step` then takes chunks (batch, leads, patch),
+    i.e. (B, 12, 8) for the paper at 100 Hz, vectorised over the batch (several monitored
+    patients at once).
 
     Parameters
     ----------
@@ -76,7 +64,7 @@ class StreamingEncoder(nn.Module):
         self.model = model
         self.batch = 0
         self.tokens_seen = 0
-        self._rings: list[ConvRing] = []
+        self._state: list[Tensor] = []
 
     @property
     def patch(self) -> int:
@@ -96,19 +84,39 @@ class StreamingEncoder(nn.Module):
 
     @property
     def state(self) -> dict[str, Tensor]:
-        """The ring buffers, (batch, channels, frames) per convolution; the whole state."""
-        return {name: ring.buffer for name, ring in zip(self._convs(), self._rings)}
+        """The kept inputs, (batch, channels, frames) per convolution; the whole state."""
+        return dict(zip(self._convs(), self._state))
+
+    def initial_state(self, batch: int) -> list[Tensor]:
+        """The state before the first chunk: zeros (batch, channels, (k − 1)·d) per convolution
+        in `state_layout` order, the offline convolutions' left padding."""
+        return [conv.weight.new_zeros(batch, conv.in_channels, conv.left_pad) for conv in self._convs().values()]
+
+    def forward(self, chunk: Tensor, state: list[Tensor]) -> tuple[Tensor, Tensor, list[Tensor]]:
+        """(z_t, h_t, next state) of ``chunk`` (batch, leads, patch) after ``state``.
+
+        ``state`` is `initial_state` at the first chunk, then the state this returned.
+        """
+        encoder = self.model.encoder
+        h = encoder.patch_mlp(encoder.patchify(chunk)[:, 0])
+        after = []
+        for index, block in enumerate(encoder.blocks):
+            inner, first = conv_step(block.conv1, F.gelu(block.norm1(h)), state[2 * index])
+            update, second = conv_step(block.conv2, F.gelu(block.norm2(inner)), state[2 * index + 1])
+            h = h + update
+            after += [first, second]
+        return self.model.project(h), h, after
 
     def reset(self, batch: int = 1) -> None:
-        """Start ``batch`` new streams: zero buffers (the offline left padding), token 0."""
+        """Start ``batch`` new streams: the zero state (the offline left padding), token 0."""
         if batch < 1:
             raise ValueError(f"batch must be >= 1, got {batch}")
         with torch.inference_mode():
-            self._rings = [ConvRing(conv, batch) for conv in self._convs().values()]
+            self._state = self.initial_state(batch)
         self.batch, self.tokens_seen = batch, 0
 
     def _check_chunk(self, chunk: Tensor) -> None:
-        if not self._rings:
+        if not self.batch:
             raise RuntimeError("StreamingEncoder.step before reset(batch): call reset first")
         expected = (self.batch, self.model.encoder.leads, self.patch)
         if tuple(chunk.shape) != expected:
@@ -121,13 +129,8 @@ class StreamingEncoder(nn.Module):
     def step(self, chunk: Tensor, *, return_h: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """Projected token z_t (batch, K) of the next chunk; with ``return_h`` also h_t."""
         self._check_chunk(chunk)
-        encoder = self.model.encoder
-        h = encoder.patch_mlp(encoder.patchify(chunk)[:, 0])
-        for block, ring1, ring2 in zip(encoder.blocks, self._rings[0::2], self._rings[1::2]):
-            inner = ring1.step(F.gelu(block.norm1(h)))
-            h = h + ring2.step(F.gelu(block.norm2(inner)))
+        z, h, self._state = self(chunk, self._state)
         self.tokens_seen += 1
-        z = self.model.project(h)
         return (z, h) if return_h else z
 
     def encode_stream(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +175,7 @@ class Trainer:
         self.optimisers = build_optimisers(self.objective, cfg.optimiser)
         self.batches = BatchSampler(signals, phases, cfg.training.batch_size, self.streams["data"], self.device)
         self.step = 0
+        self.watchers: list[Callable[[Trainer, list[dict[str, float]]], None]] = []  # called with each flush's rows, rank 0
         identity = cfg.training_identity(transport_weight, seed)
         self.meta = {"seed": seed, "transport_weight": transport_weight, "identity": identity, "run_hash": identity_hash(identity)}
 
@@ -258,6 +260,8 @@ class Trainer:
             self.directory.mkdir(parents=True, exist_ok=True)
             with open(self.directory / "metrics.jsonl", "a") as stream:
                 stream.writelines(json.dumps(record) + "\n" for record in records)
+            for watch in self.watchers:
+                watch(self, records)
         return records[-1]
 
     def state_dict(self) -> dict[str, Any]:

@@ -1,0 +1,133 @@
+"""CPU speed of the deployed encoder in eager PyTorch, TorchScript and ONNX Runtime (paper model).
+
+    python benchmarks/export_latency.py [--threads 1] [--stream-batch 1 32] [--steps 1000]
+                                        [--offline-batch 1 32] [--repeats 20] [--out export.json]
+
+Streaming rows time one chunk (B, 12, 8) → z_t with the state carried between calls:
+`StreamingEncoder.step` (eager), the traced step (TorchScript, read back with
+``torch.jit.load``) and the ONNX step graph (onnxruntime, CPU provider, the state as numpy
+arrays fed back each call); ``steps`` timed calls after 100 untimed ones, each timed on its own.
+Offline rows time whole 10 s windows (B, 12, 1000) → z (B, 125, 256) (``repeats`` calls after 3
+untimed) and give records per second = B / median. The graphs are written by
+`cyclejepa.export.export_torchscript` / `export_onnx` from the same randomly initialised model.
+Prints a Markdown table; ``--out`` writes the rows, the machine and the versions as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import onnxruntime as ort
+import torch
+
+from cyclejepa.bench.timing import machine_info, summarise, time_calls, versions
+from cyclejepa.export import export_onnx, export_torchscript
+from cyclejepa.models import StreamingEncoder, build_model
+
+TOKEN_PERIOD_MS = 80.0
+WINDOW = 1000  # 10 s at 100 Hz
+BACKENDS = ("eager", "torchscript", "onnxruntime")
+
+
+def session(path: Path, threads: int) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+def streaming_step(backend: str, model, folder: Path, batch: int, threads: int) -> Callable[[], object]:
+    """A call that encodes the next chunk of a stream of ``batch`` records on ``backend``."""
+    chunk = torch.randn(batch, 12, 8, generator=torch.Generator().manual_seed(0))
+    if backend == "eager":
+        streamer = StreamingEncoder(model)
+        streamer.reset(batch)
+        return lambda: streamer.step(chunk)
+    if backend == "torchscript":
+        step = torch.jit.load(str(folder / "stream.pt"))
+        state = StreamingEncoder(model).initial_state(batch)
+
+        def scripted():
+            nonlocal state
+            with torch.inference_mode():
+                _, *state = step(chunk, *state)
+
+        return scripted
+    graph = session(folder / "stream.onnx", threads)
+    names = [i.name for i in graph.get_inputs()][1:]
+    feed = {"chunk": chunk.numpy(), **{n: s.numpy() for n, s in zip(names, StreamingEncoder(model).initial_state(batch))}}
+
+    def onnx():
+        _, *after = graph.run(None, feed)
+        feed.update(zip(names, after))
+
+    return onnx
+
+
+def offline_call(backend: str, model, folder: Path, batch: int, threads: int) -> Callable[[], object]:
+    """A call that encodes ``batch`` whole windows on ``backend``."""
+    x = torch.randn(batch, 12, WINDOW, generator=torch.Generator().manual_seed(1))
+    if backend in ("eager", "torchscript"):
+        module = model if backend == "eager" else torch.jit.load(str(folder / "encoder.pt"))
+
+        def run():
+            with torch.inference_mode():
+                return module(x)
+
+        return run
+    graph, feed = session(folder / "encoder.onnx", threads), {"x": x.numpy()}
+    return lambda: graph.run(None, feed)
+
+
+def measure(threads: int, stream_batches: Sequence[int], steps: int, offline_batches: Sequence[int], repeats: int) -> list[dict]:
+    torch.set_num_threads(threads)
+    model = build_model("winder", seed=0).eval()
+    rows = []
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        export_torchscript(model, folder / "stream.pt")
+        export_torchscript(model, folder / "encoder.pt", samples=WINDOW)
+        export_onnx(model, folder / "stream.onnx")
+        export_onnx(model, folder / "encoder.onnx", samples=WINDOW)
+        for batch in stream_batches:
+            for backend in BACKENDS:
+                stats = summarise(time_calls(streaming_step(backend, model, folder, batch, threads), warmup=100, repeats=steps))
+                rows.append({"mode": "streaming", "backend": backend, "threads": threads, "batch": batch, **stats,
+                             "realtime_factor": TOKEN_PERIOD_MS / stats["median_ms"]})  # fmt: skip
+        for batch in offline_batches:
+            for backend in BACKENDS:
+                stats = summarise(time_calls(offline_call(backend, model, folder, batch, threads), warmup=3, repeats=repeats))
+                rows.append({"mode": "offline", "backend": backend, "threads": threads, "batch": batch, **stats,
+                             "records_per_s": 1e3 * batch / stats["median_ms"]})  # fmt: skip
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, nargs="+", default=[1], help="torch and onnxruntime intra-op threads")
+    parser.add_argument("--stream-batch", type=int, nargs="+", default=[1, 32], help="streams encoded at once")
+    parser.add_argument("--steps", type=int, default=1000, help="timed chunks per streaming row")
+    parser.add_argument("--offline-batch", type=int, nargs="+", default=[1, 32], help="windows per offline call")
+    parser.add_argument("--repeats", type=int, default=20, help="timed calls per offline row")
+    parser.add_argument("--out", help="write the rows, the machine and the versions as JSON here")
+    args = parser.parse_args(argv)
+    rows = [row for t in args.threads for row in measure(t, args.stream_batch, args.steps, args.offline_batch, args.repeats)]
+    host, found = machine_info(torch.device("cpu")), {**versions(), "onnxruntime": ort.__version__}
+    print(f"paper model (1,232,384 deployed parameters), {host['cpu_model']}, {host['cpu_count']} CPUs, "
+          f"load average {host['load_average']}, torch {found['torch']}, onnxruntime {found['onnxruntime']}")
+    print("\n| mode | backend | threads | batch | median ms | p10–p90 ms | real-time factor / records per s |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for row in rows:
+        rate = (f"{row['realtime_factor']:.0f}× real time" if row["mode"] == "streaming"
+                else f"{row['records_per_s']:.1f} records/s")  # fmt: skip
+        print(f"| {row['mode']} | {row['backend']} | {row['threads']} | {row['batch']} | {row['median_ms']:.3f} | "
+              f"{row['p10_ms']:.3f}–{row['p90_ms']:.3f} | {rate} |")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"machine": host, "versions": found, "rows": rows}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""MODEL_CARD.md of an exported encoder: what it is, its input, its training data, the run's own
+evaluation figures at the exported step, intended use and limits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cyclejepa.config import ExperimentConfig
+from cyclejepa.evaluation.report import bottom_line_markdown
+from cyclejepa.evaluation.stage import evaluation_dir
+from cyclejepa.jsonio import read_json
+from cyclejepa.outputs import RunPlan
+
+__all__ = ["evaluation_result", "model_card"]
+
+
+def evaluation_result(cfg: ExperimentConfig, plan: RunPlan, step: int) -> dict | None:
+    """The evaluation stage's result of ``plan`` at ``step`` (``evaluation/<run>-step*.json``), or None."""
+    for path in sorted(evaluation_dir(cfg).glob(f"{plan.name}-step*.json")):
+        result = read_json(path)
+        if result.get("step") == step:
+            return result
+    return None
+
+
+def model_card(config: dict[str, Any], cfg: ExperimentConfig, manifest: dict[str, Any], result: dict | None) -> str:
+    """The card's Markdown from the package's ``config`` (config.json), the run's experiment
+    config ``cfg``, its cache ``manifest`` and its evaluation ``result`` at the exported step."""
+    run, prep, model = config["run"], config["preprocessing"], config["model"]
+    tokens = prep["window"] // prep["decimation"] // prep["token_patch"]
+    return "\n\n".join([
+        f"# {run['experiment']}: {run['run']}, step {run['step']}",
+        f"A Winder encoder (encoder + projector, {model['deployed_parameters']:,} parameters) exported by "
+        f"cyclejepa {config['cyclejepa_version']} from run `{run['run']}` of experiment `{run['experiment']}`: "
+        f"arm `{run['arm']}` (λ_trans = {run['transport_weight']:g}), seed {run['seed']}, checkpoint step "
+        f"{run['step']} of {cfg.training.steps}, run identity `{run['run_hash']}`. Load it with "
+        f"`cyclejepa.load_pretrained(DIR)`; `config.json` says how to prepare its input without cyclejepa.",
+        _input_section(prep, config["symmetry"], tokens, model),
+        _training_section(cfg, manifest),
+        _evaluation_section(result, run, cfg.data.eval_folds),
+        _USE,
+        _limits(cfg, prep),
+    ]) + "\n"  # fmt: skip
+
+
+def _input_section(prep: dict, symmetry: dict, tokens: int, model: dict) -> str:
+    phase = prep["phase_provider"] + (f" ({prep['phase_options']})" if prep["phase_options"] else "")
+    return "\n".join([
+        "## Input and output",
+        "",
+        f"- Channels, in this order: {', '.join(prep['channels'])} (mV).",
+        f"- Rate: resampled to {prep['fs']:g} Hz (polyphase, Kaiser β = 5), phased there, decimated by "
+        f"{prep['decimation']} to the model's {prep['model_fs']:g} Hz.",
+        f"- Window: {prep['window_s']:g} s; a longer record is cut into consecutive windows, a shorter tail dropped.",
+        "- Normalisation: per-channel z-score with the training folds' mean and std (in `config.json`).",
+        f"- Phase: provider `{phase}`; token phases at patch centres; a window failing its phase QC gets no embedding.",
+        f"- Output: {tokens} tokens of {model['projector']['out_dim']} dimensions per window (one per "
+        f"{prep['token_patch']} samples at {prep['model_fs']:g} Hz); a record's embedding is the mean of its "
+        f"phase-valid tokens. Phase action: `{symmetry['name']}`, spectrum `{symmetry['spectrum']}`, "
+        f"basis `{symmetry['basis']}`.",
+    ])  # fmt: skip
+
+
+def _training_section(cfg: ExperimentConfig, manifest: dict[str, Any]) -> str:
+    counts = manifest["counts"]
+    options = f" with options {cfg.data.options}" if cfg.data.options else ""
+    synthetic = f" (synthetic corpus of {cfg.data.synthetic_records} records)" if cfg.data.synthetic_records else ""
+    augmentations = ", ".join(a.name for a in cfg.augmentations) or "none"
+    return "\n".join([
+        "## Training data",
+        "",
+        f"- Dataset `{cfg.data.dataset}`{options}{synthetic}: {counts['records']} records, "
+        f"{counts['kept']} windows kept, {counts['rejected']} records rejected, {counts['qc_failed']} windows failing phase QC.",
+        f"- Pre-training folds {cfg.data.train_folds}; evaluation folds {cfg.data.eval_folds} "
+        "(never used for training or for the normalisation).",
+        f"- {cfg.training.steps} steps of batch {cfg.training.batch_size}, AdamW at lr {cfg.optimiser.lr:g}; "
+        f"augmentations: {augmentations}.",
+    ])  # fmt: skip
+
+
+def _evaluation_section(result: dict | None, run: dict, folds: list[int]) -> str:
+    if result is None:
+        return (f"## Evaluation\n\nStep {run['step']} of this run was not evaluated (no "
+                f"`evaluation/{run['run']}-step*.json` for it): no figures to report.")  # fmt: skip
+    table = bottom_line_markdown([result]).removeprefix("## Bottom line\n\n")
+    table = table.replace(" Bold: the better arm where the comparison is non-degenerate.", "")  # one arm here
+    return (f"## Evaluation\n\nThe run's own evaluation of this checkpoint, evaluation folds {folds} "
+            f"(`evaluation/{run['run']}-step{run['step']:06d}.json` of its output directory):\n\n{table}")  # fmt: skip
+
+
+_USE = """## Intended use
+
+Research on cyclic biosignals: frozen record and token embeddings for linear probes, retrieval
+and phase-aware analysis; causal, token-by-token encoding on a device (the ONNX and TorchScript
+graphs, if exported beside this card); transport-violation scores as a research signal of
+beats that break the learned phase structure."""
+
+
+def _limits(cfg: ExperimentConfig, prep: dict) -> str:
+    return "\n".join([
+        "## Limits",
+        "",
+        "- Not a medical device; not validated for diagnosis, triage or monitoring of patients.",
+        f"- Trained on `{cfg.data.dataset}` only: other populations, devices, lead placements, filters and "
+        "noise levels are untested.",
+        f"- Input must be prepared as `config.json` says (channels, {prep['fs']:g} Hz, normalisation); "
+        f"records sampled below {prep['model_fs']:g} Hz, or lacking a channel, are refused.",
+        "- Equivariance to the phase action is learned, not exact: read the transport gain fraction and the G1 "
+        "gate above before relying on it.",
+    ])  # fmt: skip
