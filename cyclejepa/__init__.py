@@ -2,7 +2,7 @@
 
 from cyclejepa.version import __version__
 
-__all__ = ["__version__", "load_encoder"]
+__all__ = ["__version__", "load_encoder", "load_pretrained"]
 
 
 def __getattr__(name: str):

@@ -17,7 +17,7 @@ from conftest import TINY_MODEL
 from cyclejepa import runner
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
-from cyclejepa.data.cache import read_record_fast
+from cyclejepa.data.ptbxl import read_record_fast
 from cyclejepa.data.ptbxl import LEADS, PTBXL
 from cyclejepa.export import PackageError, export_run, read_package_config
 from cyclejepa.export.package import _config_digest, _sha256
@@ -32,7 +32,7 @@ def run(tmp_path_factory):
     cfg = parse_config({
         "name": "tiny",
         "output_dir": str(out / "run"),
-        "data": {"root": str(out / "corpus"), "synthetic_records": 60, "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
+        "data": {"root": str(out / "corpus"), "dataset": "synthetic", "options": {"records": 60}, "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
         **TINY_MODEL,
         "symmetry": {**TINY_MODEL["symmetry"], "basis": "householder", "basis_options": {"reflections": 4}},
         "training": {"steps": 3, "batch_size": 4, "checkpoint_every": 1},

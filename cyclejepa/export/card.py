@@ -64,7 +64,8 @@ def _input_section(prep: dict, symmetry: dict, tokens: int, model: dict) -> str:
 def _training_section(cfg: ExperimentConfig, manifest: dict[str, Any]) -> str:
     counts = manifest["counts"]
     options = f" with options {cfg.data.options}" if cfg.data.options else ""
-    synthetic = f" (synthetic corpus of {cfg.data.synthetic_records} records)" if cfg.data.synthetic_records else ""
+    records = cfg.data.options.get("records") if cfg.data.dataset == "synthetic" else None
+    synthetic = f" (synthetic corpus of {records} records)" if records else ""
     augmentations = ", ".join(a.name for a in cfg.augmentations) or "none"
     return "\n".join([
         "## Training data",

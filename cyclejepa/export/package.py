@@ -30,7 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from cyclejepa import __version__
+from cyclejepa.version import __version__
 from cyclejepa.data.cache import PHASE_REVISION, PreparedCache
 from cyclejepa.data.preprocess import KAISER_BETA
 from cyclejepa.embed import Encoder, Preprocessing, load_encoder, locate_run

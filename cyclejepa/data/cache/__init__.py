@@ -37,11 +37,11 @@ writers and readers), `prepared` (`PreparedCache`), `build` (`prepare_cache`).
 """
 
 from cyclejepa.data.cache.build import prepare_cache
-from cyclejepa.data.cache.files import CACHE_FORMAT, meta_columns
+from cyclejepa.data.cache.files import CACHE_FORMAT, PHASE_REVISION, meta_columns
 from cyclejepa.data.cache.prepared import PreparedCache
 from cyclejepa.data.cache.record import RecordOutcome, decimate_fast, prepare_record, record_windows
 
 __all__ = [
-    "CACHE_FORMAT", "PreparedCache", "RecordOutcome", "decimate_fast", "meta_columns", "prepare_cache", "prepare_record",
+    "CACHE_FORMAT", "PHASE_REVISION", "PreparedCache", "RecordOutcome", "decimate_fast", "meta_columns", "prepare_cache", "prepare_record",
     "record_windows",
 ]  # fmt: skip
