@@ -191,8 +191,10 @@ def prepare(config: ConfigPath, set_: Overrides = None) -> None:
     """Build the preprocessing cache of a config's corpus (idempotent)."""
     from cyclejepa.runner import prepare as prepare_stage
 
+    from cyclejepa.lock import output_lock
+
     cfg = _load(config, set_)
-    with _user_errors():
+    with _user_errors(), output_lock(cfg.output_dir):
         cache = prepare_stage(cfg)
     counts = cache.manifest["counts"]
     console.print(f"cache {cache.path}: {counts['kept']} records kept, {counts['rejected']} rejected")
@@ -220,7 +222,7 @@ def train(
 ) -> None:
     """Pre-train one arm × seed; under torchrun, data-parallel over the processes."""
     from cyclejepa import runner
-    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.data.cache import open_cache
     from cyclejepa.lock import output_lock
     from cyclejepa.training import init_distributed
     from cyclejepa.devices import resolve_device
@@ -238,7 +240,7 @@ def train(
             import torch.distributed
 
             torch.distributed.barrier()
-        directory = runner.pretrain(cfg, PreparedCache(runner.cache_dir(cfg)), plan, progress=dist.is_main, dist=dist)
+        directory = runner.pretrain(cfg, open_cache(cfg), plan, progress=dist.is_main, dist=dist)
     if dist.is_main:
         console.print(f"{plan.name}: trained, checkpoints in {directory / 'checkpoints'}")
 
@@ -297,8 +299,10 @@ def evaluate(
     """Evaluate the trained checkpoints of a config and write its report (no training)."""
     from cyclejepa import runner
 
+    from cyclejepa.lock import output_lock
+
     cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
-    with _user_errors():
+    with _user_errors(), output_lock(cfg.output_dir):
         path = runner.evaluate_experiment(cfg)
     console.print(f"[green]report[/green] {path}")
 
@@ -307,8 +311,9 @@ def evaluate(
 def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`")]) -> None:
     """Rebuild report.md and report.json of a run directory from its saved results."""
     from cyclejepa.evaluation.report import write_report
+    from cyclejepa.lock import output_lock
 
-    with _user_errors():
+    with _user_errors(), output_lock(run_dir):
         path = write_report(run_dir)
     console.print(f"[green]report[/green] {path}")
 
@@ -368,11 +373,12 @@ def export(
 def _user_errors():
     """Print errors a user can act on (missing data, bad records, sealed fold) without a traceback."""
     from cyclejepa.data.datasets import DatasetNotFound, DownloadFailed
+    from cyclejepa.lock import OutputLocked
     from cyclejepa.runner import SealedFoldError
 
     try:
         yield
-    except (DatasetNotFound, DownloadFailed, SealedFoldError, FileNotFoundError, FileExistsError, ValueError) as error:
+    except (DatasetNotFound, DownloadFailed, SealedFoldError, OutputLocked, FileNotFoundError, FileExistsError, ValueError) as error:
         errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False)
         raise typer.Exit(code=1) from None
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.config import ExperimentConfig, load_config
-from cyclejepa.data.cache import PreparedCache, prepare_record
+from cyclejepa.data.cache import PreparedCache, open_cache, prepare_record
 from cyclejepa.data.datasets import Record, RecordRejected, conform
 from cyclejepa.data.preprocess import Normalisation, cut_windows
 from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
@@ -62,7 +62,7 @@ def load_encoder(
     checkpoint = find_checkpoint(runner.run_dir(cfg, plan) / "checkpoints", step, cfg.evaluation.headline_step)
     target = resolve_device(device)
     objective = load_trained(cfg, checkpoint, target)
-    preprocessing = Preprocessing.from_cache(PreparedCache(runner.cache_dir(cfg)))
+    preprocessing = Preprocessing.from_cache(open_cache(cfg))
     source = {"run": str(checkpoint.parents[1]), "step": int(checkpoint.stem.removeprefix("step_"))}
     return Encoder(objective.model, preprocessing, target, source, objective.symmetry)
 

@@ -312,7 +312,7 @@ def pretrain_all(cfg: ExperimentConfig, cache, config: Path, progress: bool = Tr
 
 def evaluate_experiment(cfg: ExperimentConfig, cache=None, progress: bool = True) -> Path:
     """Evaluate the trained checkpoints of every run and write the report (no training)."""
-    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.data.cache import open_cache
     from cyclejepa.evaluation.report import write_report
     from cyclejepa.evaluation.stage import evaluate_grid
     from cyclejepa.training.checkpoint import checkpoint_path
@@ -329,6 +329,6 @@ def evaluate_experiment(cfg: ExperimentConfig, cache=None, progress: bool = True
     if missing:
         raise FileNotFoundError(f"{len(missing)} checkpoint(s) to evaluate are missing, e.g. {missing[0]}; train them with `cyclejepa run`")
     write_resolved_config(cfg)
-    cache = cache or PreparedCache(cache_dir(cfg))
+    cache = cache or open_cache(cfg)
     evaluate_grid(cfg, cache, plan_runs(cfg), steps, progress=progress)
     return write_report(Path(cfg.output_dir))

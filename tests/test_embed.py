@@ -166,3 +166,29 @@ def test_bad_arguments_fail_before_any_work(trained, tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["embed", str(cfg.output_dir), str(tmp_path / "missing"), "--out", str(tmp_path / "e.npz")])
     assert result.exit_code == 1 and "none of the 1 records could be embedded" in result.output
     assert not (tmp_path / "e.npz").exists()
+
+
+def test_a_cache_rebuilt_for_another_experiment_is_refused_by_every_reader(trained, tmp_path):
+    """A second experiment sharing the cache folder rebuilds it with 8 s windows: embedding the
+    first run, evaluating it and its evaluation workers refuse, naming both sides."""
+    import shutil
+
+    from cyclejepa.data.cache import CacheMismatch, open_cache
+    from cyclejepa.embed import load_encoder
+
+    cfg, _, _ = trained
+    out = tmp_path / "first"
+    shutil.copytree(cfg.output_dir, out)
+    first = cfg.model_copy(update={"output_dir": out})
+    open_cache(first)  # the cache it was built with is accepted
+    second = parse_config({**first.model_dump(mode="json"), "data": {
+        **{k: v for k, v in first.data.model_dump(mode="json").items() if k not in ("window_s",)},
+        "window_s": 8.0, "cache_dir": str(out / "cache")}})  # fmt: skip
+    runner.prepare(second, progress=False)
+    expected = r"built for another experiment \(window_s: cache 8.0, config 10.0\)"
+    with pytest.raises(CacheMismatch, match=expected):
+        load_encoder(out)
+    with pytest.raises(CacheMismatch, match=expected):
+        runner.evaluate_experiment(first)
+    result = CliRunner().invoke(app, ["evaluate", str(out / "config.yaml")])
+    assert result.exit_code == 1 and "window_s: cache 8.0, config 10.0" in result.output and "Traceback" not in result.output

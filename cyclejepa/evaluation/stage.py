@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from cyclejepa.config import ExperimentConfig, identity_hash
-from cyclejepa.data.cache import PreparedCache
+from cyclejepa.data.cache import PreparedCache, open_cache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.evaluation.anomaly import anomaly_battery
 from cyclejepa.evaluation.context import heart_rate, hr_stratified_auroc
@@ -118,7 +118,7 @@ def _evaluate_cell_process(raw: dict[str, Any], cache_path: str, plan, step: int
 
     torch.set_num_threads(threads)
     cfg = parse_config(raw)
-    evaluate_cell(cfg, PreparedCache(cache_path), plan, step, resolve_device(cfg.evaluation.device))
+    evaluate_cell(cfg, open_cache(cfg, cache_path), plan, step, resolve_device(cfg.evaluation.device))
 
 
 @dataclass

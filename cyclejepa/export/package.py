@@ -31,13 +31,12 @@ import torch
 from torch import nn
 
 from cyclejepa.version import __version__
-from cyclejepa.data.cache import PHASE_REVISION, PreparedCache
+from cyclejepa.data.cache import PHASE_REVISION, open_cache
 from cyclejepa.data.preprocess import KAISER_BETA
 from cyclejepa.embed import Encoder, Preprocessing, load_encoder, locate_run
 from cyclejepa.export.card import evaluation_result, model_card
 from cyclejepa.export.graphs import export_onnx, export_torchscript, require_onnx, state_names
 from cyclejepa.models import JEPAModel, ProjectorMLP, StreamingEncoder
-from cyclejepa.outputs import cache_dir
 from cyclejepa.registry import ENCODERS, SYMMETRIES
 from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint
 
@@ -93,7 +92,7 @@ def export_run(
     cfg, plan = locate_run(Path(run_dir), arm, seed)
     step = encoder.source["step"]
     meta = load_checkpoint(checkpoint_path(Path(encoder.source["run"]) / "checkpoints", step))["meta"]
-    manifest = PreparedCache(cache_dir(cfg)).manifest
+    manifest = open_cache(cfg).manifest
     model = encoder.model
     config = {
         "format": FORMAT,

@@ -33,15 +33,17 @@ is built in a temporary folder beside ``cache_dir`` and renamed into place; load
 only numpy (pandas only for `PreparedCache.meta`).
 
 Modules: `record` (one record through the chain), `files` (file names, meta.csv columns,
-writers and readers), `prepared` (`PreparedCache`), `build` (`prepare_cache`).
+writers and readers), `prepared` (`PreparedCache`), `build` (`prepare_cache`), `identity`
+(`open_cache`: a cache is read only by the experiment it was built for).
 """
 
 from cyclejepa.data.cache.build import prepare_cache
 from cyclejepa.data.cache.files import CACHE_FORMAT, PHASE_REVISION, meta_columns
+from cyclejepa.data.cache.identity import CacheMismatch, open_cache
 from cyclejepa.data.cache.prepared import PreparedCache
 from cyclejepa.data.cache.record import RecordOutcome, decimate_fast, prepare_record, record_windows
 
 __all__ = [
-    "CACHE_FORMAT", "PHASE_REVISION", "PreparedCache", "RecordOutcome", "decimate_fast", "meta_columns", "prepare_cache", "prepare_record",
+    "CACHE_FORMAT", "PHASE_REVISION", "CacheMismatch", "PreparedCache", "open_cache", "RecordOutcome", "decimate_fast", "meta_columns", "prepare_cache", "prepare_record",
     "record_windows",
 ]  # fmt: skip
