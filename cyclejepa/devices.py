@@ -89,6 +89,15 @@ def visible_gpus() -> list[str]:
     return names[:count]
 
 
+def child_gpus(device: str) -> list[str]:
+    """The GPUs that child processes (side-by-side runs, evaluation workers) are spread over:
+    every visible one (`visible_gpus`) when ``device`` is CUDA without an index (``auto`` on a
+    CUDA machine, ``cuda``); none for the CPU or a ``cuda:N``, which every child uses as named."""
+    if device_type(device) != "cuda" or (str(device) != "auto" and torch.device(device).index is not None):
+        return []
+    return visible_gpus()
+
+
 def thread_environment(threads: int) -> dict[str, str]:
     """`THREAD_VARIABLES`, each set to ``threads``: the environment of a child process that
     shares the cores with others."""

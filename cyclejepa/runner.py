@@ -268,8 +268,8 @@ def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
 def pretrain_all(cfg: ExperimentConfig, cache, config: Path, progress: bool = True) -> None:
     """Stage 2 for every arm × seed: unfinished runs side by side in ``runs.at_once`` processes
     (each reads the resolved config file ``config``), else one after the other in this one."""
-    from cyclejepa.devices import resolve_device
-    from cyclejepa.training.concurrent import RunJob, child_gpus, runs_at_once, train_concurrently
+    from cyclejepa.devices import child_gpus, resolve_device
+    from cyclejepa.training.concurrent import RunJob, runs_at_once, train_concurrently
 
     todo = [plan for plan in plan_runs(cfg) if not _finished(cfg, plan)]
     at_once = runs_at_once(cfg.runs.at_once, resolve_device(cfg.training.device).type, len(todo))

@@ -12,9 +12,9 @@ import torch
 
 from cyclejepa import runner
 from cyclejepa.config import parse_config
-from cyclejepa.devices import THREAD_VARIABLES
+from cyclejepa.devices import THREAD_VARIABLES, child_gpus
 from cyclejepa.training import concurrent
-from cyclejepa.training.concurrent import RunJob, child_gpus, runs_at_once, train_concurrently
+from cyclejepa.training.concurrent import RunJob, runs_at_once, train_concurrently
 from test_training import TINY
 
 TERMS = ("loss", "prediction", "regulariser", "transport", "grad_norm")

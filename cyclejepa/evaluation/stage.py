@@ -24,7 +24,7 @@ import torch
 from cyclejepa.config import ExperimentConfig, identity_hash
 from cyclejepa.data.cache import PreparedCache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
-from cyclejepa.devices import thread_environment
+from cyclejepa.devices import child_gpus, thread_environment
 from cyclejepa.evaluation.anomaly import anomaly_battery
 from cyclejepa.evaluation.context import heart_rate, hr_stratified_auroc
 from cyclejepa.evaluation.embeddings import Representations, embed_records, extract_tokens
@@ -101,8 +101,6 @@ def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, 
 def _evaluate_in_processes(cfg: ExperimentConfig, cache: PreparedCache, cells, at_once: int, progress: bool) -> None:
     """`evaluate_cell` for every cell in an `evaluation_pool` of ``at_once`` processes."""
     from concurrent.futures import as_completed
-
-    from cyclejepa.training.concurrent import child_gpus
 
     raw = cfg.model_dump(mode="json")
     with evaluation_pool(at_once, len(child_gpus(cfg.evaluation.device))) as pool, progress_bar(

@@ -22,9 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
-from cyclejepa.devices import device_type, thread_environment, visible_gpus
+from cyclejepa.devices import thread_environment
 from cyclejepa.progress import progress_bar
 
 POLL_S = 2.0
@@ -52,23 +50,15 @@ def runs_at_once(setting: int | str, device_type: str, runs: int) -> int:
     return max(1, min(int(setting), runs))
 
 
-def child_gpus(device: str) -> list[str]:
-    """The GPUs side-by-side runs are spread over: every visible one when ``training.device``
-    is CUDA without an index (``auto`` on a CUDA machine, ``cuda``); none for the CPU or a
-    ``cuda:N``, whose runs all train where the config says."""
-    if device_type(device) != "cuda" or (str(device) != "auto" and torch.device(device).index is not None):
-        return []
-    return visible_gpus()
-
-
 def train_concurrently(
     config: Path, jobs: Sequence[RunJob], at_once: int, steps: int, *, gpus: Sequence[str] = (),
     progress: bool = True,
 ) -> None:
     """Train ``jobs`` from the resolved config file ``config``, ``at_once`` processes at a time.
 
-    ``gpus`` (`child_gpus`): each process is started with ``CUDA_VISIBLE_DEVICES`` set to the
-    one running the fewest processes (the first of those on a tie); none: the environment's.
+    ``gpus`` (`cyclejepa.devices.child_gpus`): each process is started with
+    ``CUDA_VISIBLE_DEVICES`` set to the one running the fewest processes (the first of those on
+    a tie); none: the environment's.
 
     Raises
     ------
