@@ -224,22 +224,21 @@ def train(
     from cyclejepa import runner
     from cyclejepa.data.cache import open_cache
     from cyclejepa.lock import output_lock
-    from cyclejepa.training import init_distributed
-    from cyclejepa.devices import resolve_device
+    from cyclejepa.training import process_group
 
     cfg = _load(config, set_)
     arms = {a.name: a for a in cfg.runs.arms}
     if arm is not None and arm not in arms:
         raise typer.BadParameter(registry.unknown_name_message("arm", arm, list(arms)))
     plan = runner.RunPlan(arms[arm] if arm else cfg.runs.arms[0], cfg.runs.seeds[0] if seed is None else seed)
-    dist = init_distributed(resolve_device(cfg.training.device).type)
-    with _user_errors(), output_lock(runner.run_dir(cfg, plan)) if dist.is_main else nullcontext():
+    with (
+        _user_errors(),
+        process_group(cfg.training.device) as dist,
+        output_lock(runner.run_dir(cfg, plan)) if dist.is_main else nullcontext(),
+    ):
         if dist.is_main:
             runner.prepare(cfg)
-        if dist.enabled:
-            import torch.distributed
-
-            torch.distributed.barrier()
+        dist.barrier()  # the other ranks read the cache rank 0 prepared
         directory = runner.pretrain(cfg, open_cache(cfg), plan, progress=dist.is_main, dist=dist)
     if dist.is_main:
         console.print(f"{plan.name}: trained, checkpoints in {directory / 'checkpoints'}")

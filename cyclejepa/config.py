@@ -255,18 +255,21 @@ class ExperimentConfig(Section):
 
     def training_identity(self, transport_weight: float, seed: int) -> dict[str, Any]:
         """What one arm × seed's weights depend on, as ``{key path: value}`` (see `TRAINING_KEYS`)."""
-        return {**_flat_keys(self, TRAINING_KEYS), "arm.transport_weight": transport_weight, "seed": seed}
+        identity = {**_flat_keys(self, TRAINING_KEYS), **_resolved_training_keys(self)}
+        return {**identity, "arm.transport_weight": transport_weight, "seed": seed}
 
     def evaluation_identity(self) -> dict[str, Any]:
         """What a checkpoint's evaluation results depend on besides its weights (`EVALUATION_KEYS`)."""
-        return _flat_keys(self, TRAINING_KEYS + EVALUATION_KEYS)
+        return {**_flat_keys(self, TRAINING_KEYS + EVALUATION_KEYS), **_resolved_training_keys(self)}
 
 
 # Run identity: the keys that change a run's weights. A checkpoint, `done.json` and an evaluation
 # result carry the identity they were made with; other keys (names, output paths, data.root,
-# data.workers, devices, runs.at_once, training.compile and checkpoint_every, evaluation.unseal,
-# reporting) never invalidate them. training.precision is part of it: bf16 autocast changes the
-# arithmetic of every step, not only its rounding. See docs/configuration.md, "Run identity".
+# data.workers, the device index, evaluation.device, runs.at_once, training.compile and
+# checkpoint_every, evaluation.unseal, reporting) never invalidate them. training.precision and
+# the kind of training.device count as resolved (`_resolved_training_keys`): bf16 autocast changes
+# the arithmetic of every step, and a CUDA generator draws other numbers than a CPU one from the
+# same seed. See docs/configuration.md, "Run identity".
 TRAINING_KEYS = (
     "data.dataset", "data.options", "data.fs", "data.decimation", "data.token_patch", "data.window_s", "data.train_folds",
     "phase", "symmetry", "model", "objectives.prediction", "objectives.regulariser", "optimiser",
@@ -276,6 +279,15 @@ EVALUATION_KEYS = (
     "data.eval_folds", "evaluation.bootstrap", "evaluation.seed", "evaluation.probe_c", "evaluation.detector",
     "evaluation.families", "evaluation.severities", "evaluation.anomaly_records", "evaluation.eligible_min_positives",
 )
+
+
+def _resolved_training_keys(cfg: ExperimentConfig) -> dict[str, str]:
+    """``training.device`` as a kind of device (``auto``: this machine's) and ``training.precision``
+    as it runs there (``auto``: bf16 on CUDA, float32 on the CPU)."""
+    from cyclejepa.devices import device_type, resolved_precision
+
+    kind = device_type(cfg.training.device)
+    return {"training.device": kind, "training.precision": resolved_precision(cfg.training.precision, kind)}
 
 
 def _short_hash(value: Any) -> str:

@@ -1,4 +1,5 @@
-"""Devices: names from a config to `torch.device`s with an index, and device equality.
+"""Devices: names from a config to `torch.device`s with an index, device equality, the GPUs
+and CPU threads handed to child processes.
 
 ``torch.device("cuda") != torch.device("cuda:0")``, although a tensor created on ``"cuda"``
 lives on ``cuda:0`` (the current device). So every device the library creates carries an
@@ -7,7 +8,13 @@ explicit index, and devices are compared with `same_device`, never with ``==``.
 
 from __future__ import annotations
 
+import os
+
 import torch
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+"""What sizes the thread pools of torch (OpenMP), numpy, scipy and scikit-learn (BLAS, OpenMP).
+Each library reads them once, when it is loaded: a child process gets them in its environment."""
 
 
 def current_cuda_index() -> int:
@@ -50,3 +57,48 @@ def resolve_device(name: str | torch.device, local_rank: int | None = None) -> t
     if index >= count:
         raise ValueError(f"device {name!r}: this machine has {count} CUDA device(s)")
     return torch.device("cuda", index)
+
+
+def device_type(name: str | torch.device) -> str:
+    """The kind of device a config names (``cpu``, ``cuda``): ``auto`` is CUDA when present.
+
+    Unlike `resolve_device`, it does not check that this machine has the device: a run's
+    identity names the kind of device it was trained on wherever it is read.
+    """
+    if str(name) == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        return torch.device(name).type
+    except RuntimeError:
+        return str(name)
+
+
+def resolved_precision(precision: str, device_type: str) -> str:
+    """``training.precision`` on a ``device_type``: ``auto`` is ``bf16`` on CUDA, else ``float32``."""
+    if precision == "auto":
+        return "bf16" if device_type == "cuda" else "float32"
+    return precision
+
+
+def visible_gpus() -> list[str]:
+    """The CUDA devices of this process as a child's ``CUDA_VISIBLE_DEVICES`` names them: the
+    entries of this process's own variable when it is set, else ``0`` … ``count − 1``."""
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    listed = os.environ.get("CUDA_VISIBLE_DEVICES")
+    names = [entry.strip() for entry in listed.split(",")] if listed else [str(i) for i in range(count)]
+    return names[:count]
+
+
+def child_gpus(device: str) -> list[str]:
+    """The GPUs that child processes (side-by-side runs, evaluation workers) are spread over:
+    every visible one (`visible_gpus`) when ``device`` is CUDA without an index (``auto`` on a
+    CUDA machine, ``cuda``); none for the CPU or a ``cuda:N``, which every child uses as named."""
+    if device_type(device) != "cuda" or (str(device) != "auto" and torch.device(device).index is not None):
+        return []
+    return visible_gpus()
+
+
+def thread_environment(threads: int) -> dict[str, str]:
+    """`THREAD_VARIABLES`, each set to ``threads``: the environment of a child process that
+    shares the cores with others."""
+    return {name: str(threads) for name in THREAD_VARIABLES}

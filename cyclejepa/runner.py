@@ -58,10 +58,14 @@ def preflight(cfg: ExperimentConfig) -> None:
 
 
 def _device_problems(cfg: ExperimentConfig) -> list[str]:
+    """Devices this machine lacks; ``training.device`` only while a run is left to train (runs
+    trained on CUDA are evaluated elsewhere with their ``training.device``, see the run identity)."""
     from cyclejepa.devices import resolve_device
 
-    problems = []
-    for key in ("training.device", "evaluation.device"):
+    problems, keys = [], ["evaluation.device"]
+    if not all(_finished(cfg, plan) for plan in plan_runs(cfg)):
+        keys.insert(0, "training.device")
+    for key in keys:
         section, name = key.split(".")
         try:
             resolve_device(getattr(getattr(cfg, section), name))
@@ -298,14 +302,15 @@ def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
 def pretrain_all(cfg: ExperimentConfig, cache, config: Path, progress: bool = True) -> None:
     """Stage 2 for every arm × seed: unfinished runs side by side in ``runs.at_once`` processes
     (each reads the resolved config file ``config``), else one after the other in this one."""
-    from cyclejepa.devices import resolve_device
+    from cyclejepa.devices import child_gpus, resolve_device
     from cyclejepa.training.concurrent import RunJob, runs_at_once, train_concurrently
 
     todo = [plan for plan in plan_runs(cfg) if not _finished(cfg, plan)]
     at_once = runs_at_once(cfg.runs.at_once, resolve_device(cfg.training.device).type, len(todo))
     if at_once > 1:
         jobs = [RunJob(plan.arm.name, plan.seed, run_dir(cfg, plan)) for plan in todo]
-        train_concurrently(config, jobs, at_once, cfg.training.steps, progress=progress)
+        gpus = child_gpus(cfg.training.device)
+        train_concurrently(config, jobs, at_once, cfg.training.steps, gpus=gpus, progress=progress)
     for plan in plan_runs(cfg):  # the sequential path; finished runs are skipped
         pretrain(cfg, cache, plan, progress=progress)
 

@@ -1,13 +1,19 @@
 """Runs trained, and checkpoints evaluated, side by side in processes (`runs.at_once`,
-`evaluation.at_once`) equal those done in turn in one process."""
+`evaluation.at_once`) equal those done in turn in one process; the processes share the GPUs and
+the cores out."""
 
 import json
+import os
+import subprocess
 
 import numpy as np
 import pytest
+import torch
 
 from cyclejepa import runner
 from cyclejepa.config import parse_config
+from cyclejepa.devices import THREAD_VARIABLES, child_gpus
+from cyclejepa.training import concurrent
 from cyclejepa.training.concurrent import RunJob, runs_at_once, train_concurrently
 from test_training import TINY
 
@@ -83,3 +89,101 @@ def test_checkpoints_evaluated_in_processes_equal_those_evaluated_in_turn(tmp_pa
                 b["diagnostic"]["superclass"]["macro_auroc"]["point"], abs=1e-6)
             assert a["mechanism"]["true"]["gain_fraction"] == pytest.approx(b["mechanism"]["true"]["gain_fraction"], abs=1e-6)
     assert (tmp_path / "b" / "evaluation" / "hr-strata-step000004.json").exists()
+
+
+class FakeProcess:
+    """A run's process that ends, successfully, at its ``polls``-th poll."""
+
+    def __init__(self, polls: int):
+        self.polls, self.returncode = polls, None
+
+    def poll(self):
+        self.polls -= 1
+        if self.polls <= 0:
+            self.returncode = 0
+        return self.returncode
+
+
+@pytest.fixture
+def pretend_gpus(monkeypatch):
+    """``pretend_gpus(n)``: this machine has n CUDA devices and 8 cores; no thread variable set."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    for name in THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+
+    def pretend(count):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: count > 0)
+        monkeypatch.setattr(torch.cuda, "device_count", lambda: count)
+
+    return pretend
+
+
+@pytest.mark.parametrize(
+    ("gpus", "at_once", "polls", "expected"),
+    [
+        (2, 4, [1, 1, 1, 1], ["0", "1", "0", "1"]),  # two runs per GPU
+        (4, 4, [1, 1, 1, 1], ["0", "1", "2", "3"]),  # one run per GPU
+        (2, 2, [3, 1, 1, 1], ["0", "1", "1", "1"]),  # a new run goes to the GPU that is free
+    ],
+)
+def test_side_by_side_runs_are_spread_over_the_gpus(tmp_path, monkeypatch, pretend_gpus, gpus, at_once, polls, expected):
+    """Four runs: each process sees one GPU, the one the fewest running processes hold."""
+    pretend_gpus(gpus)
+    lengths, started = iter(polls), []
+    monkeypatch.setattr(concurrent, "POLL_S", 0)
+    monkeypatch.setattr(subprocess, "Popen", lambda command, env, **_: started.append(env) or FakeProcess(next(lengths)))
+    jobs = [RunJob(arm, seed, tmp_path / f"{arm}-seed{seed}") for arm in ("winder", "control") for seed in (0, 1)]
+    train_concurrently(tmp_path / "config.yaml", jobs, at_once, 4, gpus=child_gpus("auto"), progress=False)
+    assert [env["CUDA_VISIBLE_DEVICES"] for env in started] == expected
+    assert all(env[name] == str(8 // at_once) for env in started for name in THREAD_VARIABLES)
+
+
+def test_runs_stay_where_the_config_puts_them_without_gpus_or_with_an_index(monkeypatch, pretend_gpus):
+    pretend_gpus(4)
+    assert child_gpus("cuda") == ["0", "1", "2", "3"]
+    assert child_gpus("cuda:1") == [] and child_gpus("cpu") == []
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5,6,7")  # the GPUs this process was given
+    assert child_gpus("auto") == ["3", "5", "6", "7"]
+    pretend_gpus(0)
+    assert child_gpus("auto") == []
+
+
+@pytest.mark.parametrize(("gpus", "expected"), [(2, [0, 1, 0, 1]), (4, [0, 1, 2, 3]), (0, [])])
+def test_evaluation_workers_take_the_gpus_in_turn(monkeypatch, gpus, expected):
+    import multiprocessing
+
+    from cyclejepa.evaluation.stage import _device_queue, _start_worker
+
+    made_current = []
+    monkeypatch.setattr(torch.cuda, "set_device", made_current.append)
+    monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)
+    queue = _device_queue(multiprocessing.get_context("spawn"), 4, gpus)
+    for _ in range(4):  # four workers start
+        _start_worker(2, queue)
+    assert made_current == expected
+
+
+def _thread_pools() -> dict:
+    """In a worker: torch's threads and those of every BLAS and OpenMP library loaded."""
+    import scipy.linalg  # noqa: F401  (loads scipy's BLAS, as the probes do)
+    import sklearn.linear_model  # noqa: F401
+    from threadpoolctl import threadpool_info
+
+    pools = {"torch": {torch.get_num_threads()}}
+    for pool in threadpool_info():
+        pools.setdefault(pool["user_api"], set()).add(pool["num_threads"])
+    return pools
+
+
+def test_evaluation_workers_limit_the_blas_and_openmp_threads(monkeypatch):
+    """numpy, scipy and scikit-learn in a worker use its share of the cores, not every core."""
+    from cyclejepa.evaluation.stage import evaluation_pool
+
+    for name in THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)  # 2 workers: one thread each
+    with evaluation_pool(2) as pool:
+        pools = pool.submit(_thread_pools).result()
+    assert pools == {"torch": {1}, "blas": {1}, "openmp": {1}}
+    assert all(name not in os.environ for name in THREAD_VARIABLES)  # restored in this process

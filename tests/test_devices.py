@@ -82,20 +82,22 @@ def test_augmentation_accepts_a_generator_on_cuda_for_a_batch_on_cuda0(monkeypat
 
 
 @pytest.mark.parametrize(
-    ("setting", "device_type", "expected"),
+    ("setting", "device_type", "distributed", "expected"),
     [
-        (False, "cuda", None),
-        (True, "cpu", "default"),
-        ("default", "cuda", "default"),
-        ("auto", "cuda", "reduce-overhead"),
-        ("auto", "cpu", None),
-        ("reduce-overhead", "cuda", "reduce-overhead"),
-        ("max-autotune", "cuda", "max-autotune"),
+        (False, "cuda", False, None),
+        (True, "cpu", False, "default"),
+        ("default", "cuda", False, "default"),
+        ("auto", "cuda", False, "reduce-overhead"),
+        ("auto", "cuda", True, "default"),  # under torchrun: no CUDA graphs
+        ("auto", "cpu", False, None),
+        ("auto", "cpu", True, None),
+        ("reduce-overhead", "cuda", True, "reduce-overhead"),  # asked for: the networks' graphs only
+        ("max-autotune", "cuda", False, "max-autotune"),
     ],
 )
-def test_compile_setting_maps_to_a_torch_compile_mode(setting, device_type, expected):
+def test_compile_setting_maps_to_a_torch_compile_mode(setting, device_type, distributed, expected):
     cfg = parse_config({"training": {"compile": setting}})
-    assert compile_mode(cfg.training.compile, device_type) == expected
+    assert compile_mode(cfg.training.compile, device_type, distributed) == expected
 
 
 def test_precision_auto_is_bf16_on_cuda_only():

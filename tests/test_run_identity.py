@@ -4,6 +4,7 @@ workers, devices and names never invalidate training; other keys are refused, na
 import json
 
 import pytest
+import torch
 import yaml
 from typer.testing import CliRunner
 
@@ -11,11 +12,12 @@ from conftest import TINY_MODEL
 from cyclejepa import runner
 from cyclejepa.cli import app
 from cyclejepa.config import ConfigError, apply_overrides, identity_differences, parse_config
+from cyclejepa.jsonio import write_json
 
 TINY = {
     "name": "tiny",
     **TINY_MODEL,
-    "training": {"steps": 2, "batch_size": 8, "checkpoint_every": 2},
+    "training": {"steps": 2, "batch_size": 8, "checkpoint_every": 2, "device": "cpu"},
     "runs": {"seeds": [0]},
     "evaluation": {
         "steps": [2], "bootstrap": 10, "anomaly_records": 4, "families": ["ectopic"], "severities": [0.0, 2.0],
@@ -25,7 +27,7 @@ TINY = {
 
 EXECUTION_ONLY = [
     "name=renamed", "output_dir=elsewhere", "data.root=/moved", "data.cache_dir=/c", "data.workers=4",
-    "data.eval_folds=[9]", "training.device=cpu", "training.compile=true", "training.checkpoint_every=1",
+    "data.eval_folds=[9]", "training.compile=true", "training.checkpoint_every=1",
     "runs.at_once=2", "runs.seeds=[0,5]", "evaluation.unseal=true", "evaluation.bootstrap=7", "evaluation.device=cpu",
     "evaluation.steps=[1]", "evaluation.umap=false", "objectives.transport_weight=0.3",
 ]
@@ -34,7 +36,8 @@ WEIGHT_KEYS = [
     ("optimiser.lr=0.01", "optimiser.lr: 0.0003 → 0.01"),
     ("training.steps=4", "training.steps: 2 → 4"),
     ("training.batch_size=4", "training.batch_size: 8 → 4"),
-    ("training.precision=bf16", 'training.precision: "auto" → "bf16"'),
+    ("training.precision=bf16", 'training.precision: "float32" → "bf16"'),  # auto: float32 on the CPU
+    ("training.device=cuda", 'training.device: "cpu" → "cuda"'),
     ("data.train_folds=[1,2,3]", "data.train_folds: [1, 2, 3, 4, 5, 6, 7, 8, 9] → [1, 2, 3]"),
     ("phase.options={lead: V1}", 'phase.options.lead: "(absent)" → "V1"'),
 ]
@@ -52,6 +55,33 @@ def test_execution_and_evaluation_keys_leave_the_identity_unchanged(override):
 @pytest.mark.parametrize("override, named", WEIGHT_KEYS)
 def test_a_key_that_changes_the_weights_changes_the_identity_and_is_named(override, named):
     assert named in identity_differences(identity(), identity([override]))
+
+
+def test_the_device_counts_by_its_kind_and_the_precision_as_resolved():
+    def on(device, precision="auto"):
+        return identity([f"training.device={device}", f"training.precision={precision}"])
+
+    assert on("cuda") == on("cuda:1") == on("cuda", "bf16")  # no index; auto is bf16 on CUDA ...
+    assert on("cpu") == on("cpu", "float32")  # ... and float32 on the CPU
+    assert identity_differences(on("cpu"), on("cuda")) == [
+        'training.device: "cpu" → "cuda"', 'training.precision: "float32" → "bf16"',
+    ]
+    assert identity_differences(on("cpu", "float32"), on("cuda", "float32")) == ['training.device: "cpu" → "cuda"']
+    evaluation = {d: parse_config(apply_overrides(TINY, [f"training.device={d}"])).evaluation_identity() for d in ("cpu", "cuda")}
+    assert identity_differences(evaluation["cpu"], evaluation["cuda"]) == [
+        'training.device: "cpu" → "cuda"', 'training.precision: "float32" → "bf16"',
+    ]
+
+
+def test_runs_trained_on_cuda_are_evaluated_on_a_machine_without_one(tmp_path, monkeypatch):
+    """`training.device: cuda` keeps the runs' identity; it need not exist once every run is done."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    cfg = parse_config(apply_overrides(dict(TINY, output_dir=str(tmp_path)), ["training.device=cuda"]))
+    with pytest.raises(ConfigError, match="training.device: device 'cuda': this machine has 0 CUDA"):
+        runner.preflight(cfg)  # a run is left to train
+    for plan in runner.plan_runs(cfg):  # as trained on a GPU machine
+        write_json(runner.run_dir(cfg, plan) / "done.json", {"identity": plan.identity(cfg)})
+    runner.preflight(cfg)
 
 
 def test_the_arm_and_seed_are_part_of_the_identity():

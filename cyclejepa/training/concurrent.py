@@ -5,7 +5,10 @@ so the arm × seed runs of an experiment can share the GPU: `train_concurrently`
 ``python -m cyclejepa train CONFIG --arm A --seed S`` process per run, at most ``at_once`` at a
 time, logs each to ``<run dir>/train.log``, shows one bar over the steps of all runs (read from
 their ``metrics.jsonl``), and raises naming every run that failed with the end of its log.
-A process computes exactly what the in-process trainer computes, from the same seed.
+On a machine with several GPUs each process sees one (``CUDA_VISIBLE_DEVICES``), the one that
+runs the fewest of the others, and each gets an equal share of the CPU threads.
+A process computes what the in-process trainer computes from the same seed (bit for bit on the
+CPU; on CUDA up to the run-to-run nondeterminism of cuDNN and atomic additions).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cyclejepa.devices import thread_environment
 from cyclejepa.progress import progress_bar
 
 POLL_S = 2.0
@@ -39,16 +43,22 @@ class RunJob:
 
 
 def runs_at_once(setting: int | str, device_type: str, runs: int) -> int:
-    """Processes to train at once: ``auto`` is every run on CUDA and one on the CPU."""
+    """Processes to train at once: ``auto`` is every run on CUDA (spread over the GPUs by
+    `train_concurrently`) and one on the CPU."""
     if setting == "auto":
         return runs if device_type == "cuda" else 1
     return max(1, min(int(setting), runs))
 
 
 def train_concurrently(
-    config: Path, jobs: Sequence[RunJob], at_once: int, steps: int, *, progress: bool = True
+    config: Path, jobs: Sequence[RunJob], at_once: int, steps: int, *, gpus: Sequence[str] = (),
+    progress: bool = True,
 ) -> None:
     """Train ``jobs`` from the resolved config file ``config``, ``at_once`` processes at a time.
+
+    ``gpus`` (`cyclejepa.devices.child_gpus`): each process is started with
+    ``CUDA_VISIBLE_DEVICES`` set to the one running the fewest processes (the first of those on
+    a tie); none: the environment's.
 
     Raises
     ------
@@ -57,14 +67,14 @@ def train_concurrently(
         the end of its log.
     """
     pending, running, failed = list(jobs), {}, []
-    env = _child_environment(at_once)
     with progress_bar(steps * len(jobs), f"{len(jobs)} runs, {at_once} at a time", enabled=progress) as update:
         while pending or running:
             while pending and len(running) < at_once:
                 job = pending.pop(0)
-                running[job] = _start(config, job, env)
+                gpu = _least_busy(gpus, [held for _, held in running.values()])
+                running[job] = (_start(config, job, _child_environment(at_once, gpu)), gpu)
             time.sleep(POLL_S)
-            for job, process in list(running.items()):
+            for job, (process, _) in list(running.items()):
                 if process.poll() is not None:
                     del running[job]
                     if process.returncode != 0:
@@ -81,10 +91,19 @@ def _start(config: Path, job: RunJob, env: dict[str, str]) -> subprocess.Popen:
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-def _child_environment(at_once: int) -> dict[str, str]:
-    """The parent's environment; CPU threads shared out between the processes unless set."""
+def _least_busy(gpus: Sequence[str], held: list[str | None]) -> str | None:
+    """The GPU of ``gpus`` that the fewest running processes hold (None without GPUs)."""
+    return min(gpus, key=held.count) if gpus else None
+
+
+def _child_environment(at_once: int, gpu: str | None) -> dict[str, str]:
+    """The parent's environment with the CPU threads shared out between the processes (each of
+    `cyclejepa.devices.THREAD_VARIABLES` the user has not set) and, given a ``gpu``, that one GPU visible."""
     env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // at_once)))
+    for name, value in thread_environment(max(1, (os.cpu_count() or 1) // at_once)).items():
+        env.setdefault(name, value)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     return env
 
 

@@ -1,4 +1,4 @@
-"""Data-parallel training: process group set-up and the global-batch SIGReg reduction.
+"""Data-parallel training: the process group's lifetime and the global-batch SIGReg reduction.
 
 ``torchrun --nproc_per_node N -m cyclejepa train CONFIG`` starts N processes; each draws the
 same global batch (same data, augmentation and mask streams), keeps its contiguous shard of
@@ -9,11 +9,16 @@ the average over ranks is the mean over all records of the global batch.
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
+
+from cyclejepa.devices import resolve_device
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,15 @@ class Distributed:
         """This rank's contiguous slice of a global batch."""
         size = batch.shape[0] // self.world
         return batch[self.rank * size : (self.rank + 1) * size]
+
+    def barrier(self) -> None:
+        """Wait until every rank is here (on NCCL, on this rank's GPU, ``cuda:<local_rank>``)."""
+        if not self.enabled:
+            return
+        if dist.get_backend() == "nccl":
+            dist.barrier(device_ids=[self.local_rank])
+        else:
+            dist.barrier()
 
     def mean(self, value: torch.Tensor) -> torch.Tensor:
         """The average of ``value`` over ranks (no gradient)."""
@@ -74,11 +88,32 @@ class _SumOverRanks(torch.autograd.Function):
         return grad
 
 
-def init_distributed(device_type: str) -> Distributed:
-    """Join the process group torchrun describes in the environment (NCCL on GPU, gloo on CPU)."""
+@contextmanager
+def process_group(device: str) -> Iterator[Distributed]:
+    """Join the process group torchrun describes in the environment, and leave it at exit.
+
+    Outside torchrun (``WORLD_SIZE`` unset or 1) there is nothing to join. On CUDA this rank's
+    GPU, ``cuda:<LOCAL_RANK>``, becomes the current device before anything else, and NCCL is
+    bound to it (``device_id``, where torch has it), so no rank opens a context on GPU 0 and every
+    collective runs on the rank's own GPU; on the CPU the backend is gloo. The group is destroyed
+    when the block ends, normally or by an error.
+    """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
-        return Distributed()
-    if not dist.is_initialized():
-        dist.init_process_group("nccl" if device_type == "cuda" else "gloo")
-    return Distributed(dist.get_rank(), dist.get_world_size(), int(os.environ.get("LOCAL_RANK", "0")))
+        yield Distributed()
+        return
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    target = resolve_device(device, local_rank)
+    options = {}
+    if target.type == "cuda":
+        torch.cuda.set_device(target)
+        if "device_id" in inspect.signature(dist.init_process_group).parameters:
+            options["device_id"] = target
+    joined = not dist.is_initialized()
+    if joined:
+        dist.init_process_group("nccl" if target.type == "cuda" else "gloo", **options)
+    try:
+        yield Distributed(dist.get_rank(), dist.get_world_size(), local_rank)
+    finally:
+        if joined:
+            dist.destroy_process_group()

@@ -34,8 +34,18 @@ class RNGStreams:
         return {name: g.get_state() for name, g in self.generators.items()}
 
     def load_state_dict(self, states: dict[str, torch.Tensor]) -> None:
+        """Continue every stream where ``states`` left it; a state from another kind of device
+        (a CUDA generator's for a CPU one, or the reverse) raises a ValueError naming the stream."""
         missing = set(STREAMS) - set(states)
         if missing:
             raise KeyError(f"checkpoint lacks RNG stream(s) {sorted(missing)}")
+        for name, generator in self.generators.items():  # every stream checked before any is set
+            saved, size = states[name].numel(), generator.get_state().numel()
+            if saved != size:  # e.g. a CUDA generator's 16 bytes against a CPU one's 5,056
+                raise ValueError(
+                    f"RNG stream {name!r}: the checkpoint holds a {saved}-byte generator state, but this run's "
+                    f"generator on {generator.device} takes {size} bytes: the checkpoint was written on another "
+                    "kind of device; resume it on the kind it was trained on (training.device)"
+                )
         for name, generator in self.generators.items():
             generator.set_state(states[name].cpu())

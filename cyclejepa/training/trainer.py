@@ -16,7 +16,7 @@ from torch import nn
 from cyclejepa import registry
 from cyclejepa.config import ExperimentConfig, identity_differences, identity_hash
 from cyclejepa.data.augment import Augmenter
-from cyclejepa.devices import resolve_device
+from cyclejepa.devices import resolve_device, resolved_precision
 from cyclejepa.models import build_model
 from cyclejepa.objectives import prediction_loss, sample_cutoffs, transport_loss
 from cyclejepa.objectives.transport import valid_tokens
@@ -34,17 +34,20 @@ FLUSH_EVERY = 25
 
 def uses_bf16(precision: str, device_type: str) -> bool:
     """Whether ``training.precision`` means bf16 autocast on ``device_type`` (``auto``: on CUDA)."""
-    return precision == "bf16" or (precision == "auto" and device_type == "cuda")
+    return resolved_precision(precision, device_type) == "bf16"
 
 
-def compile_mode(setting: bool | str, device_type: str) -> str | None:
+def compile_mode(setting: bool | str, device_type: str, distributed: bool = False) -> str | None:
     """The ``torch.compile`` mode of ``training.compile`` on ``device_type`` (None: eager).
 
-    ``true`` is torch's ``default`` mode; ``auto`` is ``reduce-overhead`` (CUDA graphs) on CUDA
-    and eager elsewhere.
+    ``true`` is torch's ``default`` mode; ``auto`` is ``reduce-overhead`` (CUDA graphs) on one
+    CUDA device, ``default`` (no CUDA graphs) on CUDA under torchrun (``distributed``), and eager
+    elsewhere.
     """
     if setting == "auto":
-        return "reduce-overhead" if device_type == "cuda" else None
+        if device_type != "cuda":
+            return None
+        return "default" if distributed else "reduce-overhead"
     if isinstance(setting, bool):
         return "default" if setting else None
     return setting
@@ -166,7 +169,7 @@ class Trainer:
         init_seed = int(torch.randint(2**62, (1,), generator=self.streams["init"]))
         self.objective = JEPAObjective(cfg, transport_weight, init_seed).to(self.device)
         self.objective.dist = dist
-        self.compile_mode = compile_mode(cfg.training.compile, self.device.type)
+        self.compile_mode = compile_mode(cfg.training.compile, self.device.type, dist.enabled)
         self.step_module = self._wrap(self.objective)
         self.augmenter = Augmenter.from_config(
             [{"name": a.name, "p": a.p, **a.options} for a in cfg.augmentations]
@@ -179,14 +182,25 @@ class Trainer:
         identity = cfg.training_identity(transport_weight, seed)
         self.meta = {"seed": seed, "transport_weight": transport_weight, "identity": identity, "run_hash": identity_hash(identity)}
 
-    def _wrap(self, module: nn.Module) -> nn.Module:
-        if self.dist.enabled:
-            from torch.nn.parallel import DistributedDataParallel
+    def _wrap(self, objective: JEPAObjective) -> nn.Module:
+        """The module a step calls: in one process, the objective compiled whole (one graph).
 
-            ids = [self.device.index] if self.device.type == "cuda" else None
-            unused = any(p.requires_grad for p in module.symmetry.parameters())
-            module = DistributedDataParallel(module, device_ids=ids, find_unused_parameters=unused)
-        return self._compiled(module)
+        Under torchrun no collective may lie in a compiled region: neither DDP's gradient
+        hooks nor the objective's cross-rank reductions (SIGReg's all-reduced characteristic
+        function, the transport loss's record count), which CUDA graphs cannot capture safely.
+        So DDP wraps the eager objective, and only the model's two networks, which hold no
+        collective, are compiled, in place (their parameter names are unchanged).
+        """
+        if not self.dist.enabled:
+            return self._compiled(objective)
+        from torch.nn.parallel import DistributedDataParallel
+
+        if self.compile_mode is not None:
+            for network in (objective.model, objective.model.predictor):  # encoder + projector; predictor
+                network.compile(mode=self.compile_mode)
+        ids = [self.device.index] if self.device.type == "cuda" else None
+        unused = any(p.requires_grad for p in objective.symmetry.parameters())
+        return DistributedDataParallel(objective, device_ids=ids, find_unused_parameters=unused)
 
     def _compiled(self, function):
         """``function`` under ``torch.compile`` in the configured mode (unchanged when eager)."""
