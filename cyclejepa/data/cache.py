@@ -408,7 +408,7 @@ def _worker_context():
     if "forkserver" not in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("spawn")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__, "cyclejepa.phase.rpeak", "scipy.signal"])
+    context.set_forkserver_preload([__name__, "cyclejepa.phase.ecg.rpeak", "scipy.signal"])
     return context
 
 
