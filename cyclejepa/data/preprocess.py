@@ -51,7 +51,7 @@ def decimate(x: np.ndarray, factor: int = DECIMATION) -> np.ndarray:
 
 MIN_FS, MAX_FS = 0.01, 1e6
 """Sampling rates (Hz) a record may declare; anything outside is refused before any work."""
-MAX_RATIO_TERM = 10_000
+MAX_RATIO_TERM = 100_000
 """Largest up or down factor of a polyphase resampling (its filter has about 20 · factor taps)."""
 
 
