@@ -1,0 +1,68 @@
+"""The anomaly battery: six synthetic perturbation families scored by one causal detector.
+
+Each family perturbs z-scored 100 Hz records (N, 12, 1000) from a per-record onset onward at a
+severity s in [0, 2]; s = 0 runs the same pipeline at zero amplitude and is the identity. A
+detector from `DETECTORS` emits one score per 80 ms token (T = 125) that reads only tokens
+≤ t. Per family and severity, `anomaly_battery` compares the perturbed records with the same
+records unperturbed: AUROC of the record scores (maximum over the tokens from the onset on),
+its excess over the family's zero-severity reference, and, at a threshold calibrated on the
+clean records only, the alarm rate, the localisation hit rate and the median latency.
+
+Phases come from a causal tracker on the clean record's R-peaks (`causal_token_phases`): the
+phase of token t uses only the beats at or before the token's last sample.
+
+The package: `beats` (beat times, the causal tracker), `perturbations` (the families),
+`detectors` (the registered scorers), `battery` (cells, metrics, the battery, its table).
+"""
+
+from cyclejepa.evaluation.anomaly.battery import (
+    AnomalyCell,
+    alarm_threshold,
+    anomaly_battery,
+    auroc,
+    draw_onsets,
+    evaluate_cell,
+    first_alarms,
+    record_scores,
+    strongest_cell,
+    to_table,
+)
+from cyclejepa.evaluation.anomaly.beats import FS, PATCH, RPEAK_FS, SEVERITIES, TOKEN_MS, BeatTimes, causal_token_phases
+from cyclejepa.evaluation.anomaly.detectors import next_token_predictions, predictor_error, transport_violation
+from cyclejepa.evaluation.anomaly.perturbations import (
+    PERTURBATIONS,
+    Perturbed,
+    attenuation,
+    baseline_wander,
+    ectopic,
+    lead_dropout,
+    st_shift,
+    t_inversion,
+)
+
+__all__ = [
+    "PERTURBATIONS",
+    "SEVERITIES",
+    "AnomalyCell",
+    "BeatTimes",
+    "Perturbed",
+    "alarm_threshold",
+    "anomaly_battery",
+    "attenuation",
+    "auroc",
+    "baseline_wander",
+    "causal_token_phases",
+    "draw_onsets",
+    "ectopic",
+    "evaluate_cell",
+    "first_alarms",
+    "lead_dropout",
+    "next_token_predictions",
+    "predictor_error",
+    "record_scores",
+    "st_shift",
+    "strongest_cell",
+    "t_inversion",
+    "to_table",
+    "transport_violation",
+]
