@@ -126,6 +126,7 @@ OBJECTIVES = Registry("objective")
 AUGMENTATIONS = Registry("augmentation")
 DATASETS = Registry("dataset")
 DETECTORS = Registry("detector")
+PERTURBATIONS = Registry("anomaly family")
 
 ALL_REGISTRIES: dict[str, Registry] = {
     "phase_providers": PHASE_PROVIDERS,
@@ -139,6 +140,7 @@ ALL_REGISTRIES: dict[str, Registry] = {
     "augmentations": AUGMENTATIONS,
     "datasets": DATASETS,
     "detectors": DETECTORS,
+    "perturbations": PERTURBATIONS,
 }
 
 _loaded = False

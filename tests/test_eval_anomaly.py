@@ -37,7 +37,7 @@ def beat_train(n=4, seed=0, noise=0.05):
 def run_family(name, x, peaks100, severity, onset, seed=3):
     beats = A.BeatTimes.from_rpeaks([5 * p for p in peaks100])
     onset = torch.as_tensor(onset).expand(len(x))
-    return A.PERTURBATIONS[name](x, severity, onset, beats, np.random.default_rng(seed))
+    return A.PERTURBATIONS.get(name)(x, severity, onset, beats, np.random.default_rng(seed))
 
 
 def rise(u):
@@ -48,7 +48,7 @@ def rise(u):
 # perturbation families
 
 
-@pytest.mark.parametrize("name", list(A.PERTURBATIONS))
+@pytest.mark.parametrize("name", A.FAMILIES)
 def test_family_is_the_identity_at_zero_and_never_touches_the_past(name):
     x, peaks = beat_train()
     onset = torch.tensor([400, 333, 512, 610])
@@ -226,8 +226,8 @@ def test_causal_phase_matches_the_streaming_tracker():
 # detectors
 
 
-def small_model(seed=0):
-    return build_model("winder", seed=seed, encoder={"width": 16, "hidden": 32}, predictor={"depth": 2, "heads": 2})
+def small_model(seed=0, leads=12):
+    return build_model("winder", seed=seed, encoder={"width": 16, "hidden": 32, "leads": leads}, predictor={"depth": 2, "heads": 2})
 
 
 def test_one_pass_predictions_equal_the_training_cutoff_convention():
@@ -405,16 +405,24 @@ def invisible(x, severity, onset, beats, rng):
     return A.Perturbed(x + severity * after * (torch.arange(12) == 11)[:, None], onset)
 
 
-def test_battery_finds_a_phase_jump_and_ignores_what_the_detector_cannot_see(monkeypatch):
-    monkeypatch.setitem(A.PERTURBATIONS, "phase-jump", phase_jump)
-    monkeypatch.setitem(A.PERTURBATIONS, "invisible", invisible)
+@pytest.fixture
+def test_families(monkeypatch):
+    """``phase-jump`` and ``invisible`` registered as plugin families, unregistered after the test."""
+    monkeypatch.setattr(A.PERTURBATIONS, "_entries", dict(A.PERTURBATIONS._entries))
+    A.PERTURBATIONS.register("phase-jump")(phase_jump)
+    A.PERTURBATIONS.register("invisible")(invisible)
+
+
+def test_battery_finds_a_phase_jump_and_ignores_what_the_detector_cannot_see(test_families):
     symmetry = U1Symmetry(SPECTRUM)
     toy = EquivariantToy(symmetry)
     x, rpeaks = toy_records(n=20, seed=1)
-    cells = A.anomaly_battery(
+    battery = A.anomaly_battery(
         toy, symmetry, x.numpy(), rpeaks, families=["phase-jump", "invisible", "st-shift"],
         severities=(1.0, 2.0), seed=5,
     )
+    cells = battery.cells
+    assert battery.skipped == {}
     table = {(c.family, c.severity): c for c in cells}
     assert len(cells) == 9 and all(c.records == 20 for c in cells)
     for family in ("phase-jump", "invisible", "st-shift"):  # severity 0 is the same pipeline
@@ -440,7 +448,7 @@ def test_battery_runs_a_model_with_either_detector(detector):
     cells = A.anomaly_battery(
         model, symmetry, x, [5 * p for p in peaks], families=["ectopic", "attenuation"],
         severities=(2.0,), detector=detector, batch_size=4,
-    )
+    ).cells
     assert [(c.family, c.severity) for c in cells] == [
         ("ectopic", 0.0), ("ectopic", 2.0), ("attenuation", 0.0), ("attenuation", 2.0)
     ]
@@ -456,3 +464,52 @@ def test_battery_rejects_unknown_family_and_bad_severity():
         A.anomaly_battery(model, symmetry, x, peaks, families=["ectopc"])
     with pytest.raises(ValueError, match="severities"):
         A.anomaly_battery(model, symmetry, x, peaks, severities=(3.0,))
+
+
+# --------------------------------------------------------------------------------------------
+# where the families apply
+
+
+def test_families_apply_by_signal_kind_and_channel_count(test_families):
+    families = [*A.FAMILIES, "phase-jump"]
+    assert A.applicable_families(families, "ecg", 12) == (families, {})
+    kept, skipped = A.applicable_families(families, "resp", 1)
+    assert kept == ["attenuation", "baseline-wander", "phase-jump"]  # a plugin family without a claim applies anywhere
+    assert set(skipped) == {"ectopic", "t-inversion", "st-shift", "lead-dropout"}
+    assert skipped["ectopic"] == "applies to ecg signals; the phase provider's signal is 'resp'"
+    assert skipped["lead-dropout"] == "needs at least 2 channels; the records have 1"
+    assert A.applicable_families(families, None, 2) == (families, {})  # signal kind not checked
+    with pytest.raises(KeyError, match="Did you mean 'st-shift'"):
+        A.applicable_families(["st-shfit"], "ecg", 12)
+
+
+def test_phase_providers_declare_their_signal_kind():
+    from cyclejepa.phase import EcgRPeakProvider, PhaseProvider
+
+    assert PhaseProvider.signal == "any" and EcgRPeakProvider.signal == "ecg"
+
+
+def test_battery_skips_the_families_that_do_not_apply_and_says_why():
+    model, symmetry = small_model(leads=1), U1Symmetry(SPECTRUM)
+    x, peaks = beat_train(n=4, seed=2)
+    battery = A.anomaly_battery(
+        model, symmetry, x[:, :1], [5 * p for p in peaks], families=["ectopic", "lead-dropout", "attenuation"],
+        severities=(2.0,), signal_kind="ppg", batch_size=4,
+    )
+    assert [(c.family, c.severity) for c in battery.cells] == [("attenuation", 0.0), ("attenuation", 2.0)]
+    assert battery.skipped == {
+        "ectopic": "applies to ecg signals; the phase provider's signal is 'ppg'",
+        "lead-dropout": "needs at least 2 channels; the records have 1",
+    }
+
+
+def test_the_report_names_the_skipped_families():
+    from cyclejepa.evaluation.report import anomaly_markdown
+
+    cell = {"family": "attenuation", "severity": 2.0, "detector": "transport-violation", "auroc": 0.9,
+            "reference_auroc": 0.5, "excess": 0.4, "alarm_rate": 0.5, "hit_rate": 0.25, "median_latency_ms": 160.0,
+            "records": 4}  # fmt: skip
+    skipped = {"ectopic": "applies to ecg signals; the phase provider's signal is 'ppg'"}
+    text = anomaly_markdown([{"arm": "winder", "anomaly": [cell], "anomaly_skipped": skipped}])
+    assert "Not run (the family does not apply): ectopic: applies to ecg signals; the phase provider's signal is 'ppg'." in text
+    assert "Not run" not in anomaly_markdown([{"arm": "winder", "anomaly": [cell]}])  # results from before: nothing

@@ -37,6 +37,7 @@ from cyclejepa.evaluation.robustness import lead_zeroing
 from cyclejepa.jsonio import read_json, write_json
 from cyclejepa.outputs import run_dir
 from cyclejepa.progress import progress_bar
+from cyclejepa.registry import PHASE_PROVIDERS
 from cyclejepa.seal import use_folds
 
 
@@ -227,12 +228,19 @@ def evaluate_checkpoint(
         core.result["anomaly"] = []
         return core.result, core.scores
     battery_rows = core.phase_rows[: ev.anomaly_records] if ev.anomaly_records else core.phase_rows
-    cells = anomaly_battery(
+    battery = anomaly_battery(
         objective.model, objective.symmetry, cache.signals[battery_rows], [cache.rpeaks(i) for i in battery_rows],
-        families=ev.families, severities=ev.severities, detector=ev.detector, seed=ev.seed, device=device,
+        families=ev.families, severities=ev.severities, signal_kind=_signal_kind(cfg.phase.provider),
+        detector=ev.detector, seed=ev.seed, device=device,
     )
-    core.result["anomaly"] = [asdict(cell) for cell in cells]
+    core.result["anomaly"] = [asdict(cell) for cell in battery.cells]
+    core.result["anomaly_skipped"] = battery.skipped
     return core.result, core.scores
+
+
+def _signal_kind(provider: str) -> str:
+    """The signal kind the phase provider declares (`PhaseProvider.signal`; "any" when it declares none)."""
+    return getattr(PHASE_PROVIDERS.get(provider), "signal", "any")
 
 
 def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, device: torch.device) -> None:

@@ -11,11 +11,13 @@ clean records only, the alarm rate, the localisation hit rate and the median lat
 Phases come from a causal tracker on the clean record's R-peaks (`causal_token_phases`): the
 phase of token t uses only the beats at or before the token's last sample.
 
-The package: `beats` (beat times, the causal tracker), `perturbations` (the families),
-`detectors` (the registered scorers), `battery` (cells, metrics, the battery, its table).
+The package: `beats` (beat times, the causal tracker), `perturbations` (the families, registered
+in `PERTURBATIONS` with the signals they apply to), `detectors` (the scorers, registered in
+`DETECTORS`), `battery` (cells, metrics, the battery, its table).
 """
 
 from cyclejepa.evaluation.anomaly.battery import (
+    AnomalyBattery,
     AnomalyCell,
     alarm_threshold,
     anomaly_battery,
@@ -30,24 +32,31 @@ from cyclejepa.evaluation.anomaly.battery import (
 from cyclejepa.evaluation.anomaly.beats import FS, PATCH, RPEAK_FS, SEVERITIES, TOKEN_MS, BeatTimes, causal_token_phases
 from cyclejepa.evaluation.anomaly.detectors import next_token_predictions, predictor_error, transport_violation
 from cyclejepa.evaluation.anomaly.perturbations import (
-    PERTURBATIONS,
+    FAMILIES,
     Perturbed,
+    applicable_families,
     attenuation,
     baseline_wander,
     ectopic,
     lead_dropout,
     st_shift,
+    perturbation,
     t_inversion,
 )
+from cyclejepa.registry import DETECTORS, PERTURBATIONS
 
 __all__ = [
+    "DETECTORS",
+    "FAMILIES",
     "PERTURBATIONS",
     "SEVERITIES",
+    "AnomalyBattery",
     "AnomalyCell",
     "BeatTimes",
     "Perturbed",
     "alarm_threshold",
     "anomaly_battery",
+    "applicable_families",
     "attenuation",
     "auroc",
     "baseline_wander",
@@ -58,6 +67,7 @@ __all__ = [
     "first_alarms",
     "lead_dropout",
     "next_token_predictions",
+    "perturbation",
     "predictor_error",
     "record_scores",
     "st_shift",

@@ -4,6 +4,7 @@ Per family and severity, `anomaly_battery` compares the perturbed records with t
 records unperturbed: AUROC of the record scores (maximum over the tokens from the onset on),
 its excess over the family's zero-severity reference, and, at a threshold calibrated on the
 clean records only, the alarm rate, the localisation hit rate and the median latency.
+Families that do not apply to the records (`applicable_families`) are skipped, with the reason.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -27,8 +28,8 @@ from cyclejepa.evaluation.anomaly.beats import (
     BeatTimes,
     causal_token_phases,
 )
-from cyclejepa.evaluation.anomaly.perturbations import PERTURBATIONS
-from cyclejepa.registry import DETECTORS, unknown_name_message
+from cyclejepa.evaluation.anomaly.perturbations import FAMILIES, applicable_families
+from cyclejepa.registry import DETECTORS, PERTURBATIONS
 from cyclejepa.symmetry import PhaseSymmetry
 
 
@@ -181,6 +182,14 @@ def evaluate_cell(
 # the battery
 
 
+@dataclass
+class AnomalyBattery:
+    """The battery's cells, and the requested families it skipped, each with the reason."""
+
+    cells: list[AnomalyCell]
+    skipped: dict[str, str] = field(default_factory=dict)
+
+
 def anomaly_battery(
     model: nn.Module,
     symmetry: PhaseSymmetry,
@@ -190,6 +199,7 @@ def anomaly_battery(
     *,
     families: Sequence[str] | None = None,
     severities: Sequence[float] = SEVERITIES,
+    signal_kind: str | None = None,
     detector: str = "transport-violation",
     detector_options: dict[str, Any] | None = None,
     onset_range: tuple[int, int] = (40, 100),
@@ -198,7 +208,7 @@ def anomaly_battery(
     seed: int = 0,
     device: str | torch.device = "cpu",
     batch_size: int = 64,
-) -> list[AnomalyCell]:
+) -> AnomalyBattery:
     """Every family at every severity (severity 0 always included), scored by one detector.
 
     Parameters
@@ -213,7 +223,11 @@ def anomaly_battery(
         (N, 125) token phases for the detector; default `causal_token_phases` of ``rpeaks``.
         Perturbed records keep the clean record's phases (the rhythm reference is not re-detected).
     families
-        Names in `PERTURBATIONS` (default all six, in table order).
+        Names in `PERTURBATIONS` (default `FAMILIES`, the paper's six in table order).
+    signal_kind
+        The phase provider's signal kind (`PhaseProvider.signal`); families that do not apply
+        to it or to the records' channel count are skipped (`applicable_families`; None: the
+        signal kind is not checked).
     detector, detector_options
         A `DETECTORS` name and its keyword options (e.g. ``{"warmup_beats": 2}``).
     onset_range
@@ -226,12 +240,12 @@ def anomaly_battery(
 
     Returns
     -------
-    One `AnomalyCell` per (family, severity), families in order, severities ascending.
+    `AnomalyBattery`: one `AnomalyCell` per (family, severity) of the families that apply, in
+    order, severities ascending; the others with the reason they were skipped.
     """
-    families = list(PERTURBATIONS) if families is None else list(families)
-    unknown = [f for f in families if f not in PERTURBATIONS]
-    if unknown:
-        raise KeyError(unknown_name_message("perturbation family", unknown[0], list(PERTURBATIONS)))
+    families = list(FAMILIES if families is None else families)
+    for family in families:
+        PERTURBATIONS.get(family)  # unknown names fail here, with the closest registered one
     levels = sorted({0.0, *map(float, severities)})
     if not all(0.0 <= s <= MAX_SEVERITY for s in levels):
         raise ValueError(f"severities must lie in [0, {MAX_SEVERITY}], got {list(severities)}")
@@ -241,6 +255,7 @@ def anomaly_battery(
     beats = BeatTimes.from_rpeaks(rpeaks)
     tokens = x.shape[-1] // PATCH
     phases = causal_token_phases(beats, tokens) if phases_causal is None else np.asarray(phases_causal)
+    families, skipped = applicable_families(families, signal_kind, x.shape[1])
     score_fn = DETECTORS.get(detector)
     options = dict(detector_options or {})
 
@@ -253,7 +268,7 @@ def anomaly_battery(
     for family in families:
         row = []
         for severity in levels:
-            perturbed = PERTURBATIONS[family](x, severity, requested, beats, _family_rng(seed, family))
+            perturbed = PERTURBATIONS.get(family)(x, severity, requested, beats, _family_rng(seed, family))
             onset_tokens = (perturbed.onset // PATCH).numpy()
             row.append(
                 evaluate_cell(
@@ -263,7 +278,7 @@ def anomaly_battery(
             )
         reference = row[0].auroc
         cells += [replace(c, reference_auroc=reference, excess=c.auroc - reference) for c in row]
-    return cells
+    return AnomalyBattery(cells, skipped)
 
 
 def strongest_cell(cells: Sequence[AnomalyCell], severity: float | None = None) -> AnomalyCell:

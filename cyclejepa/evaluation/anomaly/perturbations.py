@@ -1,13 +1,18 @@
-"""The perturbation families of the anomaly battery.
+"""The perturbation families of the anomaly battery, registered in `PERTURBATIONS`.
 
 Each family perturbs z-scored 100 Hz records (N, 12, 1000) from a per-record onset onward at a
 severity s in [0, 2]; s = 0 runs the same pipeline at zero amplitude and is the identity.
+
+A family declares where it is meaningful (`perturbation`): the signal kinds of the phase
+providers it applies to (`PhaseProvider.signal`; ``"any"`` for every signal) and the fewest
+channels it needs. `applicable_families` keeps those that apply to a corpus; the battery skips
+the others and says why.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -17,6 +22,11 @@ from torch import Tensor
 from cyclejepa.data.augment import record_rms
 from cyclejepa.evaluation.anomaly.beats import FS, MAX_SEVERITY, BeatTimes
 from cyclejepa.phase import TWO_PI
+from cyclejepa.registry import PERTURBATIONS
+
+FAMILIES = ("ectopic", "t-inversion", "st-shift", "attenuation", "lead-dropout", "baseline-wander")
+"""The paper's six families in table order: the battery's default."""
+ANY_SIGNAL = "any"
 
 
 class Perturbed(NamedTuple):
@@ -32,6 +42,48 @@ class Perturbed(NamedTuple):
 
 Perturbation = Callable[[Tensor, float, Tensor, BeatTimes, np.random.Generator], Perturbed]
 """``family(signals (N, L, S), severity, onset (N,) samples, beats, rng) -> Perturbed``."""
+
+
+def perturbation(
+    name: str, *, signals: Sequence[str] = (ANY_SIGNAL,), min_channels: int = 1
+) -> Callable[[Perturbation], Perturbation]:
+    """Decorator registering a family in `PERTURBATIONS` as ``name``, with where it applies.
+
+    ``signals`` are the signal kinds it is meaningful on (`PhaseProvider.signal`, e.g.
+    ``("ecg",)`` for a QRS-T morphology change; ``"any"``: every signal) and ``min_channels`` the
+    fewest channels it needs; both are kept on the function. A family registered with
+    ``PERTURBATIONS.register`` alone applies to any signal and channel count.
+    """
+
+    def decorate(family: Perturbation) -> Perturbation:
+        family.signals, family.min_channels = tuple(signals), int(min_channels)
+        return PERTURBATIONS.register(name)(family)
+
+    return decorate
+
+
+def applicable_families(
+    families: Sequence[str], signal_kind: str | None, n_channels: int
+) -> tuple[list[str], dict[str, str]]:
+    """The ``families`` that apply to records of ``signal_kind`` with ``n_channels`` channels,
+    and, for each of the others, why it does not.
+
+    A family applies when its ``signals`` hold ``"any"`` or ``signal_kind`` (None: not checked)
+    and it needs at most ``n_channels`` channels. Unknown names raise `UnknownComponentError`
+    (with the closest registered name).
+    """
+    kept, skipped = [], {}
+    for name in families:
+        family = PERTURBATIONS.get(name)
+        signals = getattr(family, "signals", (ANY_SIGNAL,))
+        needs = getattr(family, "min_channels", 1)
+        if signal_kind is not None and ANY_SIGNAL not in signals and signal_kind not in signals:
+            skipped[name] = f"applies to {' or '.join(signals)} signals; the phase provider's signal is {signal_kind!r}"
+        elif n_channels < needs:
+            skipped[name] = f"needs at least {needs} channels; the records have {n_channels}"
+        else:
+            kept.append(name)
+    return kept, skipped
 
 
 def _check_family_input(name: str, x: Tensor, severity: float, onset: Tensor, beats: BeatTimes) -> None:
@@ -89,6 +141,7 @@ def _beat_window(
     return weight.nan_to_num(0.0) * (previous + start >= onset[:, None])
 
 
+@perturbation("t-inversion", signals=("ecg",))
 def t_inversion(
     x: Tensor,
     severity: float,
@@ -106,6 +159,7 @@ def t_inversion(
     return Perturbed(x * (1.0 - severity * weight).to(x.dtype)[:, None], _first_nonzero(weight))
 
 
+@perturbation("st-shift", signals=("ecg",))
 def st_shift(
     x: Tensor,
     severity: float,
@@ -125,6 +179,7 @@ def st_shift(
     return Perturbed(x + shift.to(x.dtype)[:, None], _first_nonzero(weight))
 
 
+@perturbation("ectopic", signals=("ecg",))
 def ectopic(
     x: Tensor,
     severity: float,
@@ -174,6 +229,7 @@ def ectopic(
     return Perturbed(x.scatter_add(2, target[:, None].expand(n, leads, -1), added), _first_nonzero(support))
 
 
+@perturbation("attenuation")
 def attenuation(
     x: Tensor, severity: float, onset: Tensor, beats: BeatTimes, rng: np.random.Generator
 ) -> Perturbed:
@@ -183,6 +239,7 @@ def attenuation(
     return Perturbed(x * gain[:, None], onset.clamp(max=x.shape[-1]))
 
 
+@perturbation("lead-dropout", min_channels=2)
 def lead_dropout(
     x: Tensor, severity: float, onset: Tensor, beats: BeatTimes, rng: np.random.Generator
 ) -> Perturbed:
@@ -199,6 +256,7 @@ def lead_dropout(
     return Perturbed(x.masked_fill(silent, 0.0), onset.clamp(max=x.shape[-1]))
 
 
+@perturbation("baseline-wander")
 def baseline_wander(
     x: Tensor,
     severity: float,
@@ -222,13 +280,3 @@ def baseline_wander(
     wander = severity * record_rms(x).double()[:, None] * wave
     return Perturbed(x + wander.to(x.dtype)[:, None], onset.clamp(max=x.shape[-1]))
 
-
-PERTURBATIONS: dict[str, Perturbation] = {
-    "ectopic": ectopic,
-    "t-inversion": t_inversion,
-    "st-shift": st_shift,
-    "attenuation": attenuation,
-    "lead-dropout": lead_dropout,
-    "baseline-wander": baseline_wander,
-}
-"""The six families by name; add an entry to battery-test another perturbation."""
