@@ -15,7 +15,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from cyclejepa.phase import causal_phase, token_times
+from cyclejepa.phase import causal_phase_from_events, token_times
 
 FS = 100.0
 """Rate of the z-scored signals (Hz)."""
@@ -61,6 +61,11 @@ class BeatTimes:
     def __len__(self) -> int:
         return self.peaks.shape[0]
 
+    def records(self) -> list[np.ndarray]:
+        """Each record's beat times, without the padding."""
+        counts = torch.isfinite(self.peaks).sum(1).tolist()
+        return [row[:count].numpy() for row, count in zip(self.peaks, counts)]
+
     def count_at(self, times: Tensor) -> Tensor:
         """Number of beats at or before each of ``times`` (N, Q), int64."""
         return torch.searchsorted(self.peaks, times.to(self.peaks).contiguous(), right=True)
@@ -83,9 +88,9 @@ def causal_token_phases(
 
     τ is the token's last sample (the causal convention); R_last, R_prev are the last two
     R-peaks at or before τ, so no later beat is read: the previous RR interval stands in for the
-    current cycle length, as on a bedside monitor (`cyclejepa.phase.causal_phase`). For a
-    perfectly regular rhythm this equals the offline phase map. Vectorised over records and
-    tokens (one batched searchsorted).
+    current cycle length, as on a bedside monitor. Each record's phases are
+    `cyclejepa.phase.causal_phase_from_events` of its beats at the token times. For a perfectly
+    regular rhythm this equals the offline phase map.
 
     Parameters
     ----------
@@ -97,6 +102,6 @@ def causal_token_phases(
     (N, n_tokens) float64 radians in [0, 2π), NaN until two beats have been seen.
     """
     beats = rpeaks if isinstance(rpeaks, BeatTimes) else BeatTimes.from_rpeaks(rpeaks, rpeak_fs=rpeak_fs, fs=fs)
-    times = torch.from_numpy(token_times(n_tokens, patch, "causal")).expand(len(beats), -1)
-    count = beats.count_at(times)
-    return causal_phase(times, beats.take(count - 1), beats.take(count - 2)).numpy()
+    times = token_times(n_tokens, patch, "causal")
+    phases = [causal_phase_from_events(record, times) for record in beats.records()]
+    return np.array(phases, dtype=np.float64).reshape(len(beats), n_tokens)
