@@ -201,7 +201,7 @@ def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, trans
     rows = cache.select(folds)
     trainer = Trainer(
         cfg, cache.signals[rows], training_phases(cache, rows, cfg.phase.convention), directory,
-        seed=seed, transport_weight=transport_weight, dist=dist or Distributed(),
+        seed=seed, transport_weight=transport_weight, fs=cache.fs, dist=dist or Distributed(),
     )
     last = latest_checkpoint(Path(directory) / "checkpoints")
     if last is not None:

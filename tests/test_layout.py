@@ -113,3 +113,17 @@ def test_the_allowed_imports_exist_and_stay_inside_functions():
     """An allowance that is no longer needed is removed; one at module level is not allowed."""
     seen = {(module_name(path), target): in_function for path in PACKAGE.rglob("*.py") for _, target, in_function in imports(path)}
     assert {pair: seen.get(pair) for pair in ALLOWED} == {pair: True for pair in ALLOWED}
+
+
+CORPUS_MODULES = ("cyclejepa.data.ptbxl", "cyclejepa.data.challenge")
+
+
+def test_the_evaluation_imports_no_corpus_module():
+    """Rates, channels and events come from the prepared cache, never from one corpus's module."""
+    found = [
+        f"{path.relative_to(PACKAGE.parent)}:{line}: imports {target}"
+        for path in sorted((PACKAGE / "evaluation").rglob("*.py"))
+        for line, target, _ in imports(path)
+        if target in CORPUS_MODULES
+    ]
+    assert found == []

@@ -16,7 +16,6 @@ import numpy as np
 import torch
 from torch import nn
 
-from cyclejepa.data.ptbxl import LEADS
 from cyclejepa.evaluation.bootstrap import BootstrapCI, patient_bootstrap_weights, percentile_interval
 from cyclejepa.evaluation.embeddings import embed_records
 from cyclejepa.evaluation.probe import LinearProbe, macro_auroc, replicate_macro_auroc
@@ -62,7 +61,7 @@ def lead_zeroing(
     Y: np.ndarray,
     groups: np.ndarray,
     *,
-    leads: Sequence[str] = LEADS,
+    leads: Sequence[str],
     rows: np.ndarray | None = None,
     device: str | torch.device = "cpu",
     batch_size: int = 256,
@@ -80,7 +79,7 @@ def lead_zeroing(
     phases, qc_ok : (N, T) token phases and (N,) QC verdicts, as for `embed_records`.
     probe : a `LinearProbe` fitted on intact training representations.
     Y, groups : (N, C) multi-hot labels and (N,) patients, aligned with ``signals``.
-    leads : the name of each channel of ``signals``, in order.
+    leads : the name of each channel of ``signals``, in order (``cache.channels``).
     rows : the rows to evaluate (default all), e.g. a task's evaluation rows.
     device, batch_size, progress : as in `embed_records`.
     replicates, seed, level : the paired patient-clustered bootstrap of the changes (the same

@@ -21,8 +21,8 @@ import torch
 from cyclejepa.config import ExperimentConfig, identity_hash
 from cyclejepa.data.cache import PreparedCache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
-from cyclejepa.evaluation.anomaly import anomaly_battery
-from cyclejepa.evaluation.context import heart_rate, hr_stratified_auroc
+from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
+from cyclejepa.evaluation.context import hr_stratified_auroc, record_heart_rates
 from cyclejepa.evaluation.embeddings import Representations, embed_records, extract_tokens
 from cyclejepa.evaluation.geometry import (
     effective_rank,
@@ -178,7 +178,7 @@ def core_metrics(
         "scores": probe.decision_function(split.eval_X),
         "labels": split.eval_Y,
         "patients": split.eval_groups,
-        "heart_rate": np.array([heart_rate(cache.rpeaks(i)) for i in split.eval_rows]),
+        "heart_rate": record_heart_rates(cache, split.eval_rows),
     }
     eval_rows = cache.select(eval_folds)
     phase_rows = eval_rows[qc_ok[eval_rows]]  # phase-QC failures are left out of phase analyses
@@ -220,7 +220,7 @@ def evaluate_checkpoint(
     core = core_metrics(cfg, cache, objective, device, progress)
     robustness = lead_zeroing(
         objective.model, cache.signals, cache.phases("centre"), cache.columns["qc_ok"], core.probe,
-        core.superclass.labels, cache.columns["patient_id"], leads=cache.manifest["leads"], rows=core.scores["rows"],
+        core.superclass.labels, cache.columns["patient_id"], leads=cache.channels, rows=core.scores["rows"],
         device=device, replicates=ev.bootstrap, seed=ev.seed,
     )
     core.result["robustness"] = asdict(robustness)
@@ -229,8 +229,8 @@ def evaluate_checkpoint(
         return core.result, core.scores
     battery_rows = core.phase_rows[: ev.anomaly_records] if ev.anomaly_records else core.phase_rows
     battery = anomaly_battery(
-        objective.model, objective.symmetry, cache.signals[battery_rows], [cache.rpeaks(i) for i in battery_rows],
-        families=ev.families, severities=ev.severities, signal_kind=_signal_kind(cfg.phase.provider),
+        objective.model, objective.symmetry, cache.signals[battery_rows], BeatTimes.from_cache(cache, battery_rows),
+        patch=cache.token_patch, families=ev.families, severities=ev.severities, signal_kind=_signal_kind(cfg.phase.provider),
         detector=ev.detector, seed=ev.seed, device=device,
     )
     core.result["anomaly"] = [asdict(cell) for cell in battery.cells]

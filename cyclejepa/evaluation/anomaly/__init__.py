@@ -1,15 +1,17 @@
 """The anomaly battery: six synthetic perturbation families scored by one causal detector.
 
-Each family perturbs z-scored 100 Hz records (N, 12, 1000) from a per-record onset onward at a
-severity s in [0, 2]; s = 0 runs the same pipeline at zero amplitude and is the identity. A
-detector from `DETECTORS` emits one score per 80 ms token (T = 125) that reads only tokens
-≤ t. Per family and severity, `anomaly_battery` compares the perturbed records with the same
+Each family perturbs z-scored records (N, channels, samples) from a per-record onset onward at
+a severity s in [0, 2]; s = 0 runs the same pipeline at zero amplitude and is the identity. A
+detector from `DETECTORS` emits one score per token (80 ms: 8 samples at 100 Hz, for PTB-XL)
+that reads only tokens ≤ t. Every rate comes with the data: the beats' (`BeatTimes.fs`, from
+the cache's manifest) and the token's (``patch``, ``cache.token_patch``). Per family and severity, `anomaly_battery` compares the perturbed records with the same
 records unperturbed: AUROC of the record scores (maximum over the tokens from the onset on),
 its excess over the family's zero-severity reference, and, at a threshold calibrated on the
 clean records only, the alarm rate, the localisation hit rate and the median latency.
 
-Phases come from a causal tracker on the clean record's R-peaks (`causal_token_phases`): the
-phase of token t uses only the beats at or before the token's last sample.
+Phases come from a causal tracker on the clean record's beats, the phase provider's events
+(`causal_token_phases`): the phase of token t uses only the beats at or before the token's
+last sample.
 
 The package: `beats` (beat times, the causal tracker), `perturbations` (the families, registered
 in `PERTURBATIONS` with the signals they apply to), `detectors` (the scorers, registered in
@@ -29,10 +31,11 @@ from cyclejepa.evaluation.anomaly.battery import (
     strongest_cell,
     to_table,
 )
-from cyclejepa.evaluation.anomaly.beats import FS, PATCH, RPEAK_FS, SEVERITIES, TOKEN_MS, BeatTimes, causal_token_phases
+from cyclejepa.evaluation.anomaly.beats import BeatTimes, causal_token_phases
 from cyclejepa.evaluation.anomaly.detectors import next_token_predictions, predictor_error, transport_violation
 from cyclejepa.evaluation.anomaly.perturbations import (
     FAMILIES,
+    SEVERITIES,
     Perturbed,
     applicable_families,
     attenuation,

@@ -19,21 +19,18 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
-from cyclejepa.evaluation.anomaly.beats import (
-    MAX_SEVERITY,
-    PATCH,
-    SEVERITIES,
-    TOKEN_MS,
-    ArrayLike,
-    BeatTimes,
-    causal_token_phases,
-)
-from cyclejepa.evaluation.anomaly.perturbations import FAMILIES, applicable_families
+from cyclejepa.evaluation.anomaly.beats import BeatTimes, causal_token_phases
+from cyclejepa.evaluation.anomaly.detectors import ArrayLike
+from cyclejepa.evaluation.anomaly.perturbations import FAMILIES, MAX_SEVERITY, SEVERITIES, applicable_families
 from cyclejepa.registry import DETECTORS, PERTURBATIONS
 from cyclejepa.symmetry import PhaseSymmetry
 
 
-def draw_onsets(n: int, token_range: tuple[int, int] = (40, 100), seed: int = 0) -> np.ndarray:
+ONSET_FRACTIONS = (0.32, 0.80)
+"""The default onset range as fractions of the record: the paper's tokens 40–100 of 125."""
+
+
+def draw_onsets(n: int, token_range: tuple[int, int], seed: int = 0) -> np.ndarray:
     """(n,) onset tokens uniform on the integers of ``token_range`` (inclusive), seeded."""
     low, high = token_range
     if not 0 < low <= high:
@@ -112,8 +109,8 @@ class AnomalyCell:
     alarm_rate : fraction of perturbed records with an alarm at or after the onset.
     hit_rate : fraction of perturbed records whose first alarm from the onset on falls within
         ``hit_tokens`` tokens of the onset, with no alarm before it.
-    median_latency_ms : median over alarmed records of (first alarm − onset + 1) × 80 ms; NaN
-        when none alarms.
+    median_latency_ms : median over alarmed records of (first alarm − onset + 1) × the token's
+        duration (80 ms for 8 samples at 100 Hz); NaN when none alarms.
     alarmed : number of alarmed perturbed records.
     """
 
@@ -137,13 +134,15 @@ def evaluate_cell(
     perturbed: np.ndarray,
     onset_tokens: np.ndarray,
     *,
+    token_ms: float,
     family: str = "",
     severity: float = math.nan,
     detector: str = "",
     false_alarm_rate: float = 0.05,
     hit_tokens: int = 3,
 ) -> AnomalyCell:
-    """Metrics of one cell from token scores (N, T) of the clean and perturbed records.
+    """Metrics of one cell from token scores (N, T) of the clean and perturbed records, tokens
+    of ``token_ms`` milliseconds.
 
     Records without a defined record score in either version are left out. The threshold uses
     the clean record scores only; the reference is left NaN (`anomaly_battery` fills it in).
@@ -160,7 +159,7 @@ def evaluate_cell(
     first, early = first_alarms(np.asarray(perturbed)[kept], threshold, onset_tokens)
     alarmed = first >= 0
     delay = first - onset_tokens
-    latency = (delay[alarmed] + 1) * TOKEN_MS
+    latency = (delay[alarmed] + 1) * token_ms
     return AnomalyCell(
         family=family,
         severity=float(severity),
@@ -194,15 +193,16 @@ def anomaly_battery(
     model: nn.Module,
     symmetry: PhaseSymmetry,
     signals: ArrayLike,
-    rpeaks: Sequence[np.ndarray],
+    beats: BeatTimes,
     phases_causal: np.ndarray | None = None,
     *,
+    patch: int,
     families: Sequence[str] | None = None,
     severities: Sequence[float] = SEVERITIES,
     signal_kind: str | None = None,
     detector: str = "transport-violation",
     detector_options: dict[str, Any] | None = None,
-    onset_range: tuple[int, int] = (40, 100),
+    onset_range: tuple[int, int] | None = None,
     false_alarm_rate: float = 0.05,
     hit_tokens: int = 3,
     seed: int = 0,
@@ -216,12 +216,15 @@ def anomaly_battery(
     model, symmetry
         The frozen model (on ``device``) and its phase action.
     signals
-        (N, 12, 1000) z-scored 100 Hz records (e.g. ``cache.signals[rows]``).
-    rpeaks
-        Per record, its R-peak indices at 500 Hz (``cache.rpeaks(i)``).
+        (N, channels, samples) z-scored records (e.g. ``cache.signals[rows]``).
+    beats
+        Their beats in samples of ``signals``, with the signals' rate
+        (``BeatTimes.from_cache(cache, rows)``).
     phases_causal
-        (N, 125) token phases for the detector; default `causal_token_phases` of ``rpeaks``.
+        (N, T) token phases for the detector; default `causal_token_phases` of ``beats``.
         Perturbed records keep the clean record's phases (the rhythm reference is not re-detected).
+    patch
+        Samples per token (``cache.token_patch``): T = samples / patch.
     families
         Names in `PERTURBATIONS` (default `FAMILIES`, the paper's six in table order).
     signal_kind
@@ -231,8 +234,9 @@ def anomaly_battery(
     detector, detector_options
         A `DETECTORS` name and its keyword options (e.g. ``{"warmup_beats": 2}``).
     onset_range
-        Inclusive token range of the drawn onsets; each family then starts at its first
-        affected sample at or after it (`Perturbed.onset`), whose token is the cell's onset.
+        Inclusive token range of the drawn onsets (default: `ONSET_FRACTIONS` of the T tokens,
+        rounded: 40–100 for T = 125); each family then starts at its first affected sample at
+        or after it (`Perturbed.onset`), whose token is the cell's onset.
     false_alarm_rate, hit_tokens
         Alarm calibration and localisation window (see `evaluate_cell`).
     seed
@@ -250,11 +254,12 @@ def anomaly_battery(
     if not all(0.0 <= s <= MAX_SEVERITY for s in levels):
         raise ValueError(f"severities must lie in [0, {MAX_SEVERITY}], got {list(severities)}")
     x = torch.as_tensor(np.asarray(signals, dtype=np.float32))
-    if x.dim() != 3 or len(rpeaks) != len(x):
-        raise ValueError(f"signals must be (N, leads, samples) with one R-peak array per record; got {tuple(x.shape)} and {len(rpeaks)}")
-    beats = BeatTimes.from_rpeaks(rpeaks)
-    tokens = x.shape[-1] // PATCH
-    phases = causal_token_phases(beats, tokens) if phases_causal is None else np.asarray(phases_causal)
+    if x.dim() != 3 or len(beats) != len(x):
+        raise ValueError(f"signals must be (N, channels, samples) with one beat train per record; got {tuple(x.shape)} and {len(beats)}")
+    if patch < 1 or x.shape[-1] % patch:
+        raise ValueError(f"patch must divide the {x.shape[-1]} samples of a record into whole tokens, got {patch}")
+    tokens = x.shape[-1] // patch
+    phases = causal_token_phases(beats, tokens, patch) if phases_causal is None else np.asarray(phases_causal)
     families, skipped = applicable_families(families, signal_kind, x.shape[1])
     score_fn = DETECTORS.get(detector)
     options = dict(detector_options or {})
@@ -263,17 +268,21 @@ def anomaly_battery(
         return score_fn(model, symmetry, batch, phases, device=device, batch_size=batch_size, **options)
 
     clean = score(x)
-    requested = torch.from_numpy(draw_onsets(len(x), onset_range, seed) * PATCH)
+    if onset_range is None:
+        onset_range = (round(ONSET_FRACTIONS[0] * tokens), round(ONSET_FRACTIONS[1] * tokens))
+    if not onset_range[1] < tokens:
+        raise ValueError(f"onset_range {onset_range} must end before the last of the {tokens} tokens")
+    requested = torch.from_numpy(draw_onsets(len(x), onset_range, seed) * patch)
     cells = []
     for family in families:
         row = []
         for severity in levels:
             perturbed = PERTURBATIONS.get(family)(x, severity, requested, beats, _family_rng(seed, family))
-            onset_tokens = (perturbed.onset // PATCH).numpy()
+            onset_tokens = (perturbed.onset // patch).numpy()
             row.append(
                 evaluate_cell(
-                    clean, score(perturbed.signals), onset_tokens, family=family, severity=severity,
-                    detector=detector, false_alarm_rate=false_alarm_rate, hit_tokens=hit_tokens,
+                    clean, score(perturbed.signals), onset_tokens, token_ms=1000.0 * patch / beats.fs, family=family,
+                    severity=severity, detector=detector, false_alarm_rate=false_alarm_rate, hit_tokens=hit_tokens,
                 )
             )
         reference = row[0].auroc

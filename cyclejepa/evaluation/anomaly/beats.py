@@ -1,7 +1,10 @@
 """Beat times of a batch of records and the causal phase tracker the anomaly detectors read.
 
-Phases come from a causal tracker on the clean record's R-peaks (`causal_token_phases`): the
-phase of token t uses only the beats at or before the token's last sample.
+Beats are the phase provider's events (R-peaks for ECG), stored by the cache at its event rate
+(`PreparedCache.event_fs`) and rescaled here to the rate of the signals the model reads
+(`PreparedCache.fs`). Phases come from a causal tracker on the clean record's beats
+(`causal_token_phases`): the phase of token t uses only the beats at or before the token's last
+sample.
 """
 
 from __future__ import annotations
@@ -9,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Union
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -17,49 +20,52 @@ from torch import Tensor
 
 from cyclejepa.phase import causal_phase_from_events, token_times
 
-FS = 100.0
-"""Rate of the z-scored signals (Hz)."""
-PATCH = 8
-"""Samples per token; one token is PATCH / FS = 80 ms."""
-TOKEN_MS = 1000.0 * PATCH / FS
-RPEAK_FS = 500.0
-"""Rate of the cached R-peak indices (Hz)."""
-SEVERITIES = (0.0, 0.5, 1.0, 1.5, 2.0)
-MAX_SEVERITY = 2.0
-
-ArrayLike = Union[np.ndarray, Tensor]
+if TYPE_CHECKING:
+    from cyclejepa.data.cache import PreparedCache
 
 
 @dataclass(frozen=True, eq=False)
 class BeatTimes:
-    """R-peak times of N records, padded: ``peaks`` (N, B + 1) float64, +inf after the last.
+    """Beat times of N records, padded: ``peaks`` (N, B + 1) float64, +inf after the last.
 
-    Times are in samples of the signal they index (100 Hz by default), possibly fractional.
-    The extra +inf column makes "the beat after" defined for every time.
+    Times are in samples of the signals they index, whose rate is ``fs`` (Hz), possibly
+    fractional. The extra +inf column makes "the beat after" defined for every time.
     """
 
     peaks: Tensor
+    fs: float
 
     @classmethod
-    def from_rpeaks(
-        cls, rpeaks: Sequence[np.ndarray], *, rpeak_fs: float = RPEAK_FS, fs: float = FS
-    ) -> BeatTimes:
-        """From one array of R-peak indices at ``rpeak_fs`` per record, rescaled to ``fs``."""
-        lengths = np.array([len(r) for r in rpeaks], dtype=np.int64)
-        flat = np.concatenate([np.asarray(r, dtype=np.float64) for r in rpeaks] + [np.zeros(0)])
+    def from_events(cls, events: Sequence[np.ndarray], *, event_fs: float, fs: float) -> BeatTimes:
+        """From one array of event indices at ``event_fs`` per record, rescaled to ``fs``:
+        t = index · fs / event_fs."""
+        if not (event_fs > 0 and fs > 0):
+            raise ValueError(f"rates must be positive, got event_fs {event_fs} and fs {fs}")
+        lengths = np.array([len(r) for r in events], dtype=np.int64)
+        flat = np.concatenate([np.asarray(r, dtype=np.float64) for r in events] + [np.zeros(0)])
         rows = np.repeat(np.arange(len(lengths)), lengths)
         starts = np.cumsum(lengths) - lengths
         columns = np.arange(len(flat)) - np.repeat(starts, lengths)
         same_record = rows[1:] == rows[:-1]
         unsorted = same_record & (np.diff(flat) <= 0)
         if unsorted.any():
-            raise ValueError(f"R-peaks of record {rows[1:][unsorted][0]} are not strictly increasing")
+            raise ValueError(f"events of record {rows[1:][unsorted][0]} are not strictly increasing")
         peaks = np.full((len(lengths), lengths.max(initial=0) + 1), np.inf)
-        peaks[rows, columns] = flat * (fs / rpeak_fs)
-        return cls(torch.from_numpy(peaks))
+        peaks[rows, columns] = flat * (fs / event_fs)
+        return cls(torch.from_numpy(peaks), float(fs))
+
+    @classmethod
+    def from_cache(cls, cache: PreparedCache, rows: Sequence[int]) -> BeatTimes:
+        """The events of the cache's ``rows`` in samples of its signals, at the rates its
+        manifest records (`PreparedCache.event_fs`, `PreparedCache.fs`)."""
+        return cls.from_events([cache.events(i) for i in rows], event_fs=cache.event_fs, fs=cache.fs)
 
     def __len__(self) -> int:
         return self.peaks.shape[0]
+
+    def samples(self, milliseconds: float) -> float:
+        """A duration in samples of the signals: ms · fs / 1000."""
+        return milliseconds * self.fs / 1000.0
 
     def records(self) -> list[np.ndarray]:
         """Each record's beat times, without the padding."""
@@ -76,32 +82,19 @@ class BeatTimes:
         return times.masked_fill(index < 0, math.nan)
 
 
-def causal_token_phases(
-    rpeaks: Sequence[np.ndarray] | BeatTimes,
-    n_tokens: int = 125,
-    *,
-    patch: int = PATCH,
-    fs: float = FS,
-    rpeak_fs: float = RPEAK_FS,
-) -> np.ndarray:
+def causal_token_phases(beats: BeatTimes, n_tokens: int, patch: int) -> np.ndarray:
     """Causal phase of every token: φ = 2π (τ − R_last) / (R_last − R_prev), clipped below 2π.
 
-    τ is the token's last sample (the causal convention); R_last, R_prev are the last two
-    R-peaks at or before τ, so no later beat is read: the previous RR interval stands in for the
-    current cycle length, as on a bedside monitor. Each record's phases are
-    `cyclejepa.phase.causal_phase_from_events` of its beats at the token times. For a perfectly
-    regular rhythm this equals the offline phase map.
-
-    Parameters
-    ----------
-    rpeaks
-        One array of R-peak indices at ``rpeak_fs`` per record, or `BeatTimes` at ``fs``.
+    τ is the token's last sample (the causal convention; tokens of ``patch`` samples); R_last,
+    R_prev are the last two beats at or before τ, so no later beat is read: the previous
+    interval stands in for the current cycle length, as on a bedside monitor. Each record's
+    phases are `cyclejepa.phase.causal_phase_from_events` of its beats at the token times. For
+    a perfectly regular rhythm this equals the offline phase map.
 
     Returns
     -------
     (N, n_tokens) float64 radians in [0, 2π), NaN until two beats have been seen.
     """
-    beats = rpeaks if isinstance(rpeaks, BeatTimes) else BeatTimes.from_rpeaks(rpeaks, rpeak_fs=rpeak_fs, fs=fs)
     times = token_times(n_tokens, patch, "causal")
     phases = [causal_phase_from_events(record, times) for record in beats.records()]
     return np.array(phases, dtype=np.float64).reshape(len(beats), n_tokens)

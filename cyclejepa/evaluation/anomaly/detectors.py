@@ -1,25 +1,25 @@
-"""Causal anomaly detectors: one score per token from the tokens up to it.
-
-A detector from `DETECTORS` emits one score per 80 ms token (T = 125) that reads only tokens
-≤ t.
+"""Causal anomaly detectors, registered in `DETECTORS`: one score per token t that reads only
+tokens ≤ t.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Union
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from cyclejepa.evaluation.anomaly.beats import ArrayLike
 from cyclejepa.evaluation.embeddings import extract_tokens
 from cyclejepa.evaluation.geometry import dephase
 from cyclejepa.evaluation.mechanism import record_chunks
 from cyclejepa.models.predictor import CausalTransformerPredictor
 from cyclejepa.registry import DETECTORS
 from cyclejepa.symmetry import PhaseSymmetry
+
+ArrayLike = Union[np.ndarray, Tensor]
 
 
 def _detector_tokens(

@@ -1,7 +1,8 @@
 """The perturbation families of the anomaly battery, registered in `PERTURBATIONS`.
 
-Each family perturbs z-scored 100 Hz records (N, 12, 1000) from a per-record onset onward at a
-severity s in [0, 2]; s = 0 runs the same pipeline at zero amplitude and is the identity.
+Each family perturbs z-scored records (N, channels, samples) from a per-record onset onward at
+a severity s in [0, 2]; s = 0 runs the same pipeline at zero amplitude and is the identity.
+Durations are given in ms or s and converted at the signals' rate (`BeatTimes.fs`).
 
 A family declares where it is meaningful (`perturbation`): the signal kinds of the phase
 providers it applies to (`PhaseProvider.signal`; ``"any"`` for every signal) and the fewest
@@ -20,13 +21,15 @@ import torch
 from torch import Tensor
 
 from cyclejepa.data.augment import record_rms
-from cyclejepa.evaluation.anomaly.beats import FS, MAX_SEVERITY, BeatTimes
+from cyclejepa.evaluation.anomaly.beats import BeatTimes
 from cyclejepa.phase import TWO_PI
 from cyclejepa.registry import PERTURBATIONS
 
 FAMILIES = ("ectopic", "t-inversion", "st-shift", "attenuation", "lead-dropout", "baseline-wander")
 """The paper's six families in table order: the battery's default."""
 ANY_SIGNAL = "any"
+SEVERITIES = (0.0, 0.5, 1.0, 1.5, 2.0)
+MAX_SEVERITY = 2.0
 
 
 class Perturbed(NamedTuple):
@@ -119,10 +122,6 @@ def _first_nonzero(weight: Tensor) -> Tensor:
     return torch.where(positive.any(1), positive.int().argmax(1), weight.shape[1])
 
 
-def _ms(milliseconds: float) -> float:
-    return milliseconds * FS / 1000.0
-
-
 def _beat_window(
     x: Tensor, onset: Tensor, beats: BeatTimes, window_ms: tuple[float, float], ramp_ms: float, guard_ms: float
 ) -> Tensor:
@@ -135,7 +134,7 @@ def _beat_window(
     t = _sample_times(x)
     count = beats.count_at(t)
     previous, following = beats.take(count - 1), beats.take(count)
-    start, end, ramp, guard = _ms(window_ms[0]), _ms(window_ms[1]), _ms(ramp_ms), _ms(guard_ms)
+    start, end, ramp, guard = (beats.samples(ms) for ms in (*window_ms, ramp_ms, guard_ms))
     since = t - previous
     weight = _rise((since - start) / ramp) * _rise((end - since) / ramp) * _rise((following - t - guard) / ramp)
     return weight.nan_to_num(0.0) * (previous + start >= onset[:, None])
@@ -209,9 +208,9 @@ def ectopic(
     current, following = beats.peaks[:, :-1], beats.peaks[:, 1:]
     complete = torch.isfinite(following)
     centre = torch.where(complete, current + (1 - prematurity) * (following - current), 0.0).round()
-    u = torch.arange(-math.ceil(widening * _ms(complex_ms[0])), math.ceil(widening * _ms(complex_ms[1])) + 1)
+    u = torch.arange(-math.ceil(widening * beats.samples(complex_ms[0])), math.ceil(widening * beats.samples(complex_ms[1])) + 1)
     u = u.double()
-    taper = _rise((u - u[0]) / _ms(taper_ms)) * _rise((u[-1] - u) / _ms(taper_ms))
+    taper = _rise((u - u[0]) / beats.samples(taper_ms)) * _rise((u[-1] - u) / beats.samples(taper_ms))
     target = centre[..., None] + u  # (N, M, W)
     source = torch.where(complete, current, 0.0)[..., None] + u / widening
     included = complete & (centre + u[0] >= onset[:, None])
@@ -275,7 +274,7 @@ def baseline_wander(
     _check_family_input("baseline-wander", x, severity, onset, beats)
     frequency = torch.from_numpy(rng.uniform(*frequency_hz, size=(x.shape[0], 1)))
     phase = torch.from_numpy(rng.uniform(0.0, TWO_PI, size=(x.shape[0], 1)))
-    since = (_sample_times(x) - onset[:, None]) / FS
+    since = (_sample_times(x) - onset[:, None]) / beats.fs
     wave = _rise(since / ramp_s) * torch.sin(TWO_PI * frequency * since + phase)
     wander = severity * record_rms(x).double()[:, None] * wave
     return Perturbed(x + wander.to(x.dtype)[:, None], onset.clamp(max=x.shape[-1]))
