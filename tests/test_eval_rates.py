@@ -14,7 +14,7 @@ from cyclejepa.data.ptbxl import PTBXL, read_record
 from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
 from cyclejepa.evaluation.context import record_heart_rates
 from cyclejepa.models import build_model
-from cyclejepa.registry import PHASE_PROVIDERS
+from cyclejepa.registry import PERTURBATIONS, PHASE_PROVIDERS
 from cyclejepa.symmetry import U1Symmetry
 
 signal_lib = pytest.importorskip("scipy.signal")
@@ -67,8 +67,6 @@ def test_the_battery_perturbs_at_the_providers_beats_in_milliseconds(corpus):
     beats = BeatTimes.from_cache(cache, rows)
     x = torch.from_numpy(np.array(cache.signals[rows]))
     onset = torch.zeros(len(rows), dtype=torch.int64)
-    from cyclejepa.registry import PERTURBATIONS
-
     shifted = PERTURBATIONS.get("st-shift")(x, 2.0, onset, beats, np.random.default_rng(0)).signals
     for i, row in enumerate(rows):
         changed = np.flatnonzero((shifted[i] != x[i]).any(0).numpy()) / cache.fs  # seconds

@@ -49,6 +49,7 @@ _EXPORTS = {
     "phase_ring_figure": "geometry",
     "predictor_error": "anomaly",
     "record_bootstrap": "probe",
+    "record_heart_rates": "context",
     "record_representations": "embeddings",
     "record_similarities": "mechanism",
     "replicate_macro_auroc": "probe",
