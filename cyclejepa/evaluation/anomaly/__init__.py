@@ -3,11 +3,12 @@
 Each family perturbs z-scored records (N, channels, samples) from a per-record onset onward at
 a severity s in [0, 2]; s = 0 runs the same pipeline at zero amplitude and is the identity. A
 detector from `DETECTORS` emits one score per token (80 ms: 8 samples at 100 Hz, for PTB-XL)
-that reads only tokens ≤ t. Every rate comes with the data: the beats' (`BeatTimes.fs`, from
-the cache's manifest) and the token's (``patch``, ``cache.token_patch``). Per family and severity, `anomaly_battery` compares the perturbed records with the same
-records unperturbed: AUROC of the record scores (maximum over the tokens from the onset on),
-its excess over the family's zero-severity reference, and, at a threshold calibrated on the
-clean records only, the alarm rate, the localisation hit rate and the median latency.
+that reads only tokens ≤ t. Per family and severity, `anomaly_battery` compares the perturbed
+records with the same records unperturbed: AUROC of the record scores (maximum over the tokens
+from the onset on), its excess over the family's zero-severity reference, and, at a threshold
+calibrated on the clean records only, the alarm rate, the localisation hit rate and the median
+latency. Every rate comes with the data: the signals' and the beats' (`BeatTimes.from_cache`)
+and the samples per token (``cache.token_patch``), all from the cache's manifest.
 
 Phases come from a causal tracker on the clean record's beats, the phase provider's events
 (`causal_token_phases`): the phase of token t uses only the beats at or before the token's
@@ -42,8 +43,8 @@ from cyclejepa.evaluation.anomaly.perturbations import (
     baseline_wander,
     ectopic,
     lead_dropout,
-    st_shift,
     perturbation,
+    st_shift,
     t_inversion,
 )
 from cyclejepa.registry import DETECTORS, PERTURBATIONS
