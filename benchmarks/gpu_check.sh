@@ -12,6 +12,8 @@
 #                 path (`cyclejepa train`'s Trainer), sections, bf16-vs-float32 equality (~6 min)
 #     ptbxl-dev   examples/ptbxl_dev.yaml on the 434 real PTB-XL records: both arms side by side,
 #                 5,000 steps, evaluation and report (the paper's development pattern)
+#     benchmark-ptbxl  `cyclejepa benchmark ptbxl examples/ptbxl_dev.yaml` on the same records: the
+#                 six statement tasks, linear / fine-tuned / from scratch (docs/benchmark-ptbxl.md)
 #     experiment  examples/winder_ptbxl.yaml --unseal on a 21,799-record synthetic corpus, the wall
 #                 time of every stage (benchmarks/experiment_time.py); EXPERIMENT_SETS adds --set
 #
@@ -86,6 +88,13 @@ for job in "${@:-throughput}"; do
                 | tee "$OUT/ptbxl-dev.log"
             collect runs/ptbxl_dev ptbxl-dev
             ;;
+        benchmark-ptbxl)
+            root=runs/ptbxl_dev/data
+            [[ -f $root/ptbxl-dev/ptbxl_database.csv ]] || { mkdir -p $root && tar -xJf "$DATA/$(basename "$ARCHIVE")" -C $root; }
+            python3 -m cyclejepa benchmark ptbxl examples/ptbxl_dev.yaml --set data.workers=16 2>&1 \
+                | tee "$OUT/benchmark-ptbxl.log"
+            cp runs/ptbxl_dev/benchmark/ptbxl/benchmark.md runs/ptbxl_dev/benchmark/ptbxl/benchmark.json "$OUT/" || true
+            ;;
         experiment)
             sets=(--set "$NO_UMAP" --set data.workers=16)
             for item in ${EXPERIMENT_SETS:-}; do sets+=(--set "$item"); done
@@ -95,7 +104,7 @@ for job in "${@:-throughput}"; do
             collect runs/experiment_time/run experiment
             ;;
         *)
-            echo "unknown job $job: tests, throughput, ptbxl-dev or experiment" >&2
+            echo "unknown job $job: tests, throughput, ptbxl-dev, benchmark-ptbxl or experiment" >&2
             exit 2
             ;;
     esac

@@ -67,6 +67,16 @@ def test_one_command_writes_every_task_and_protocol_and_keeps_finished_cells(fol
     assert "fit folds [1, 2, 3, 4, 5, 6, 7], early stopping on fold 8, scored folds [9]" in report
     assert "so they are context, not a comparison" in report  # fold 9 is not the published fold 10
 
+    # other fine-tuning settings: the cell is recomputed, its checkpoint of the old settings discarded
+    scratch = out / "cells" / "superdiagnostic" / "scratch" / "scratch-ft0-1.json"
+    changed = invoke(config, "--tasks", "superdiagnostic", "--protocols", "scratch", "--fractions", "1", *FAST, "--lr", "2e-3")
+    assert changed.exit_code == 0, changed.output
+    cell = json.loads(scratch.read_text())
+    assert "scores" in cell and cell["identity"]["settings"]["lr"] == 2e-3
+    # the earlier settings again: recomputed as well (the checkpoint left now has the 2e-3 identity)
+    assert invoke(config, "--tasks", "superdiagnostic", "--protocols", "scratch", "--fractions", "1", *FAST).exit_code == 0
+    assert json.loads(scratch.read_text())["identity"]["settings"]["lr"] == 1e-3
+
     def recompute(*args):
         raise AssertionError("a finished cell was recomputed")
 

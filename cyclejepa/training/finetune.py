@@ -40,7 +40,11 @@ from cyclejepa.training.rng import RNGStreams
 from cyclejepa.training.schedule import learning_rate, set_learning_rate
 from cyclejepa.training.trainer import compile_mode, uses_bf16
 
-__all__ = ["Classifier", "FineTuner", "FinetuneSettings", "label_subset", "predict_logits"]
+__all__ = ["CheckpointMismatch", "Classifier", "FineTuner", "FinetuneSettings", "label_subset", "predict_logits"]
+
+
+class CheckpointMismatch(ValueError):
+    """A fine-tuning checkpoint written with another identity than the run that would resume it."""
 
 
 @dataclass(frozen=True)
@@ -247,14 +251,15 @@ class FineTuner:
         return path
 
     def resume(self) -> bool:
-        """Continue from the latest checkpoint in ``directory`` (False when there is none)."""
+        """Continue from the latest checkpoint in ``directory`` (False when there is none); raises
+        `CheckpointMismatch` when it belongs to a run of another identity."""
         last = latest_checkpoint(self.directory / "checkpoints")
         if last is None:
             return False
         state = load_checkpoint(last, map_location=self.device)
         differences = identity_differences(_flat(state["identity"]), _flat(self.identity))
         if differences:
-            raise ValueError(f"{last} was written by a run with other settings: " + "; ".join(differences))
+            raise CheckpointMismatch(f"{last} was written by a run with other settings: " + "; ".join(differences))
         self.classifier.load_state_dict(state["classifier"])
         self.optimiser.load_state_dict(state["optimiser"])
         self.streams.load_state_dict(state["rng"])

@@ -20,6 +20,7 @@ import logging
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from pathlib import Path
 
 from cyclejepa.bench.ptbxl.report import markdown_report, summarise
@@ -126,7 +127,7 @@ def run_benchmark(
             "runs": [plan.name for plan in plans], "wall_s": time.perf_counter() - began,
             "cells_wall_s": sum(c["wall_s"] for c in cells),
         }  # fmt: skip
-        write_json(out / "benchmark.json", {"meta": meta, "settings": settings.__dict__, "summary": summary})
+        write_json(out / "benchmark.json", {"meta": meta, "settings": asdict(settings), "summary": summary})
         (out / "benchmark.md").write_text(markdown_report(summary, meta))
     return out / "benchmark.md"
 

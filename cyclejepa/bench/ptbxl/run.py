@@ -15,13 +15,14 @@ Protocols, per pre-trained run (the checkpoint at ``step``):
 - ``scratch`` (once, not per run): the same network from random weights, every layer at the
   head's rate.
 
-A finished cell (its JSON with the same identity) is kept; an interrupted fine-tuning resumes
-from its checkpoint.
+A finished cell (its JSON with the same identity) is kept, a failed one is tried again; an
+interrupted fine-tuning resumes from its checkpoint, one of another identity is started afresh.
 """
 
 from __future__ import annotations
 
 import logging
+import shutil
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,7 +36,14 @@ from cyclejepa.data.ptbxl_tasks import task_labels
 from cyclejepa.jsonio import read_json, write_json
 from cyclejepa.outputs import RunPlan, run_dir
 from cyclejepa.seal import use_folds
-from cyclejepa.training.finetune import Classifier, FineTuner, FinetuneSettings, label_subset, predict_logits
+from cyclejepa.training.finetune import (
+    CheckpointMismatch,
+    Classifier,
+    FineTuner,
+    FinetuneSettings,
+    label_subset,
+    predict_logits,
+)
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +132,7 @@ class Bench:
         self.step, self.settings, self.out, self.progress = step, settings, Path(out), progress
         self.device = resolve_device(cfg.evaluation.device)
         self.patients = cache.columns["patient_id"]
+        self.fingerprint = dataset.fingerprint()
         self._features: dict[str, Any] = {}
 
     def identity(self, cell: Cell, plan: RunPlan | None) -> dict[str, Any]:
@@ -132,11 +141,11 @@ class Bench:
 
         ev = self.cfg.evaluation
         identity = {**asdict(cell), "folds": [self.split.fit_folds, self.split.validation_fold, self.split.test_folds],
-                    "bootstrap": ev.bootstrap, "evaluation_seed": ev.seed, "dataset": self.dataset.fingerprint()}  # fmt: skip
+                    "bootstrap": ev.bootstrap, "evaluation_seed": ev.seed, "dataset": self.fingerprint}  # fmt: skip
         if cell.protocol in ("linear", "linear-finetune"):
             identity["probe_c"] = ev.probe_c
         if cell.protocol != "linear":
-            identity["settings"] = asdict(self.settings)
+            identity |= {"settings": asdict(self.settings), "precision": self.cfg.training.precision}
         if plan is not None:
             identity["pretrained"] = {"run_hash": identity_hash(plan.identity(self.cfg)), "step": self.step}
         else:
@@ -144,11 +153,12 @@ class Bench:
         return identity
 
     def result(self, cell: Cell, data: TaskData, plan: RunPlan | None) -> dict[str, Any]:
-        """The cell's stored result when current, else computed and stored."""
+        """The cell's stored result when it has this identity and did not fail, else computed and stored."""
         path = self.out / "cells" / f"{cell.name}.json"
         identity = self.identity(cell, plan)
-        if path.exists() and read_json(path).get("identity") == identity:
-            return read_json(path)
+        stored = read_json(path) if path.exists() else {}
+        if stored.get("identity") == identity and "error" not in stored:
+            return stored
         began = time.perf_counter()
         try:
             result = self._compute(cell, data, plan)
@@ -230,7 +240,11 @@ class Bench:
             device=training.device, precision=training.precision, compile=training.compile,
             identity=self.identity(cell, plan),
         )  # fmt: skip
-        tuner.resume()
+        try:
+            tuner.resume()
+        except CheckpointMismatch as stale:  # the cell is recomputed with other settings: start afresh
+            log.warning("%s; starting %s afresh", stale, cell.name)
+            shutil.rmtree(tuner.directory / "checkpoints")
         tuner.fit()
         logits = predict_logits(tuner.classifier, np.asarray(self.cache.signals[data.test]), device=tuner.device, bf16=tuner.bf16)
         return logits, {"best_step": tuner.best_step, "steps": tuner.step, "validation_auroc": tuner.best_score, "history": tuner.history}
