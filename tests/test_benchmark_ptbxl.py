@@ -13,6 +13,7 @@ from cyclejepa.bench.ptbxl import run as bench_run
 from cyclejepa.bench.ptbxl.published import PUBLISHED
 from cyclejepa.cli import app
 from cyclejepa.data.cache import PreparedCache
+from cyclejepa.training.checkpoint import save_checkpoint
 
 from conftest import TINY_MODEL
 
@@ -58,6 +59,7 @@ def test_one_command_writes_every_task_and_protocol_and_keeps_finished_cells(fol
                 assert cell["identity"]["folds"] == [[1, 2, 3, 4, 5, 6, 7], 8, [9]]
                 assert cell["counts"]["fit"] == (cell["counts"]["fit_available"] if cell["fraction"] == 1 else
                                                  -(-cell["counts"]["fit_available"] // 2))  # fmt: skip
+    assert not list(out.rglob("*.pt"))  # a stored cell leaves no fine-tuning checkpoint behind
     report = (out / "benchmark.md").read_text()
     assert "## macro-AUROC, 100% of the fit records" in report and "## Fmax, 50% of the fit records" in report
     for row in PUBLISHED:  # every published figure of these tasks, beside ours
@@ -67,13 +69,14 @@ def test_one_command_writes_every_task_and_protocol_and_keeps_finished_cells(fol
     assert "fit folds [1, 2, 3, 4, 5, 6, 7], early stopping on fold 8, scored folds [9]" in report
     assert "so they are context, not a comparison" in report  # fold 9 is not the published fold 10
 
-    # other fine-tuning settings: the cell is recomputed, its checkpoint of the old settings discarded
+    # other fine-tuning settings, and a checkpoint left by an interrupted run of yet others: the
+    # cell is recomputed from the start
     scratch = out / "cells" / "superdiagnostic" / "scratch" / "scratch-ft0-1.json"
+    save_checkpoint({"identity": {"settings": {"lr": 9.0}}}, out / "finetune" / "superdiagnostic" / "scratch" / "scratch-ft0-1" / "checkpoints" / "step_000002.pt")
     changed = invoke(config, "--tasks", "superdiagnostic", "--protocols", "scratch", "--fractions", "1", *FAST, "--lr", "2e-3")
     assert changed.exit_code == 0, changed.output
     cell = json.loads(scratch.read_text())
-    assert "scores" in cell and cell["identity"]["settings"]["lr"] == 2e-3
-    # the earlier settings again: recomputed as well (the checkpoint left now has the 2e-3 identity)
+    assert "scores" in cell and cell["identity"]["settings"]["lr"] == 2e-3 and cell["history"][0]["step"] == 2
     assert invoke(config, "--tasks", "superdiagnostic", "--protocols", "scratch", "--fractions", "1", *FAST).exit_code == 0
     assert json.loads(scratch.read_text())["identity"]["settings"]["lr"] == 1e-3
 

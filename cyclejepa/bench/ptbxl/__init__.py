@@ -8,7 +8,7 @@ pre-training runs are trained as `cyclejepa run` would, then every cell is compu
 summarised (`report`). Everything goes to ``<output_dir>/benchmark/ptbxl/``::
 
     cells/<task>/<protocol>/<run>-ft<seed>-<fraction>.json   one result each
-    finetune/<same>/checkpoints/                            the latest fine-tuning checkpoint
+    finetune/<same>/checkpoints/                            a running fine-tuning's latest checkpoint
     <task>/<protocol>.json                                  per task and protocol: summary and cells
     benchmark.json, benchmark.md                            the summary and its tables
 """

@@ -16,7 +16,8 @@ Protocols, per pre-trained run (the checkpoint at ``step``):
   head's rate.
 
 A finished cell (its JSON with the same identity) is kept, a failed one is tried again; an
-interrupted fine-tuning resumes from its checkpoint, one of another identity is started afresh.
+interrupted fine-tuning resumes from its checkpoint (removed once the cell is stored), one of
+another identity is started afresh.
 """
 
 from __future__ import annotations
@@ -247,4 +248,5 @@ class Bench:
             shutil.rmtree(tuner.directory / "checkpoints")
         tuner.fit()
         logits = predict_logits(tuner.classifier, np.asarray(self.cache.signals[data.test]), device=tuner.device, bf16=tuner.bf16)
+        shutil.rmtree(tuner.directory)  # the result is about to be stored: nothing left to resume
         return logits, {"best_step": tuner.best_step, "steps": tuner.step, "validation_auroc": tuner.best_score, "history": tuner.history}
