@@ -23,7 +23,7 @@ FAST = ["--seeds", "0", "--steps", "4", "--eval-every", "2", "--batch-size", "4"
 def write_config(tmp_path, folds):
     config = {
         "name": "tiny", "output_dir": str(tmp_path / "run"),
-        "data": {"root": str(tmp_path.parent / "corpus"), "synthetic_records": 60, **folds},
+        "data": {"root": str(tmp_path.parent / "corpus"), "dataset": "synthetic", "options": {"records": 60}, **folds},
         **TINY_MODEL,
         "training": {"steps": 2, "batch_size": 4, "checkpoint_every": 2, "device": "cpu"},
         "runs": {"seeds": [0]}, "evaluation": {"steps": [2], "bootstrap": 20, "device": "cpu"},

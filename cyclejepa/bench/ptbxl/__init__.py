@@ -54,7 +54,7 @@ def _check(cfg: ExperimentConfig, tasks, protocols, fractions, seeds, step: int)
     problems += [f"unknown protocol {p!r}; one of {', '.join(PROTOCOLS)}" for p in protocols if p not in PROTOCOLS]
     problems += [f"label fraction {f} is not in (0, 1]" for f in fractions if not 0 < f <= 1]
     problems += ["no seed given"] if not seeds else []
-    if cfg.data.dataset not in PTBXL_LAYOUT and not cfg.data.synthetic_records:
+    if cfg.data.dataset not in PTBXL_LAYOUT:
         problems.append(f"data.dataset {cfg.data.dataset!r}: the benchmark reads PTB-XL's tables (dataset ptbxl or synthetic)")
     if step not in checkpointed_steps(cfg):
         problems.append(f"step {step} is never checkpointed; checkpointed steps: {checkpointed_steps(cfg)}")
@@ -82,11 +82,10 @@ def run_benchmark(
     ``settings`` the fine-tuning (default: `FinetuneSettings` at ``training.batch_size``);
     ``validation_fold`` the early-stopping fold (default: the last of ``data.train_folds``).
     """
-    from cyclejepa.data.ptbxl import PTBXL
     from cyclejepa.lock import output_lock
     from cyclejepa.outputs import plan_runs
     from cyclejepa.progress import progress_bar
-    from cyclejepa.runner import preflight, prepare, pretrain_all, require_unsealed, write_resolved_config
+    from cyclejepa.runner import build_dataset, preflight, prepare, pretrain_all, require_unsealed, write_resolved_config
 
     began = time.perf_counter()
     cfg = load_target(target, overrides, unseal)
@@ -102,7 +101,8 @@ def run_benchmark(
         if set(protocols) != {SCRATCH}:
             pretrain_all(cfg, cache, config, progress=progress)
         split = benchmark_split(cfg, cache, validation_fold)
-        bench = Bench(cfg, cache, split, PTBXL(cfg.data.resolved_root()), step=step, settings=settings, out=out, progress=False)
+        dataset = build_dataset(cfg)
+        bench = Bench(cfg, cache, split, dataset, step=step, settings=settings, out=out, progress=False)
         plans = plan_runs(cfg)
         per_task = len(fractions) * len(seeds) * sum(1 if p == SCRATCH else len(plans) for p in protocols)
         cells = []
@@ -133,8 +133,10 @@ def run_benchmark(
 
 
 def _corpus(cfg: ExperimentConfig, cache) -> str:
-    kind = f"synthetic ({cfg.data.synthetic_records} records)" if cfg.data.synthetic_records else cfg.data.dataset
-    return f"{kind} at {cfg.data.resolved_root()}, {len(cache)} cached records"
+    records = cfg.data.options.get("records") if cfg.data.dataset == "synthetic" else None
+    kind = f"synthetic ({records} records)" if records else cfg.data.dataset
+    root = cfg.data.root if cfg.data.root is not None else "its default root"
+    return f"{kind} at {root}, {len(cache)} cached records"
 
 
 def _settings_text(settings: FinetuneSettings) -> str:
