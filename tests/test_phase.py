@@ -305,7 +305,8 @@ def two_wave_ecg(fs, r_mv, s_mv, seed=4):
     [
         (1.0, -0.3, "r"),  # qRs: the R wave
         (0.5, -0.9, "r"),  # RS with the deeper S: still the R wave
-        (0.2, -1.0, "s"),  # rS, S over twice the r: the nadir
+        (0.3, -1.0, "r"),  # rS, the S 3.3 times the r: the R wave
+        (0.2, -1.0, "s"),  # rS, the S over 4 times the r (a vestigial r): the nadir
         (-1.0, 0.3, "r"),  # an inverted lead: the trough of the inverted R
     ],
 )
@@ -492,9 +493,9 @@ def test_arterial_pulses_count_systolic_peaks_not_dicrotic_waves():
         arterial_pulses(np.r_[pressure[:10], np.nan], fs)
 
 
-@pytest.fixture(scope="module")
-def ptbxl_records(tmp_path_factory):
-    """24 real PTB-XL records (500 Hz, 12 leads) of the shared archive, in mV."""
+def read_ptbxl_archive(folder, count=None, names=None):
+    """Real PTB-XL records (500 Hz, 12 leads, mV) of the shared archive, ``{name: signal}``:
+    the first ``count`` complete ones in archive order, or those named (``"00041_hr"``)."""
     import tarfile
 
     from cyclejepa.data.ptbxl import read_verified
@@ -504,18 +505,24 @@ def ptbxl_records(tmp_path_factory):
     archive = SHARED / "data" / "ptbxl-dev" / "ptbxl-dev-434.tar.xz"
     if not archive.is_file():
         pytest.skip(f"real PTB-XL records not found at {archive}")
-    folder = tmp_path_factory.mktemp("ptbxl-records")
     complete = []
     with tarfile.open(archive) as tar:
-        for member in tar:  # archive order; stop once 24 records are complete
-            if member.isfile() and "/records500/" in member.name:
+        for member in tar:  # archive order; stop once the records asked for are complete
+            stem = member.name.rsplit("/", 1)[-1].split(".")[0]
+            if member.isfile() and "/records500/" in member.name and (names is None or stem in names):
                 path = folder / member.name.rsplit("/", 1)[1]
                 path.write_bytes(tar.extractfile(member).read())
                 if path.with_suffix(".hea").exists() and path.with_suffix(".dat").exists():
                     complete.append(path.with_suffix(""))
-                    if len(complete) == 24:
+                    if len(complete) == (count or len(names)):
                         break
     return {path.name: read_verified(path).astype(np.float64) for path in complete}
+
+
+@pytest.fixture(scope="module")
+def ptbxl_records(tmp_path_factory):
+    """24 real PTB-XL records of the shared archive."""
+    return read_ptbxl_archive(tmp_path_factory.mktemp("ptbxl-records"), count=24)
 
 
 def test_real_ptbxl_records_agree_with_the_beats_both_peers_find(ptbxl_records):
@@ -559,3 +566,27 @@ def test_synthetic_ground_truth_12_leads():
         matched, _ = match_events(events, truth, 25)
         tp, fn, fp = tp + len(matched), fn + len(truth) - len(matched), fp + len(events) - len(matched)
     assert tp > 700 and tp / (tp + fn) >= 0.99 and tp / (tp + fp) >= 0.99, (tp, fn, fp)
+
+
+def test_real_rs_complexes_are_timed_on_the_r_wave_and_qs_complexes_on_the_nadir(tmp_path):
+    """The fiducial convention on real PTB-XL records whose lead II has an rS complex with an r
+    of a quarter to a half of the S (ecg_id 41, 235, 346, 447): the R wave, where NeuroKit2
+    (which times the QRS maximum) puts it, not the S nadir 30-90 ms later; on a QS complex
+    (477, no R wave) the nadir: the lead's minimum within 20 ms."""
+    from cyclejepa.data.ptbxl import LEADS as PTBXL_LEADS
+    from cyclejepa.phase import get_detector
+    from cyclejepa.phase.ecg.rpeak import REFINE_BAND_HZ, bandpass
+
+    rs = ["00041_hr", "00235_hr", "00346_hr", "00447_hr"]
+    records = read_ptbxl_archive(tmp_path, names=[*rs, "00477_hr"])
+    for name in rs:
+        mine = EcgRPeakProvider().phase(records[name], 500.0, list(PTBXL_LEADS)).events
+        nk = get_detector("neurokit2:neurokit")(records[name], 500.0, 1)
+        found, ref = match_events(mine, nk, 50)
+        assert len(found) >= len(nk) - 1 and np.median(np.abs(mine[found] - nk[ref])) <= 5, (name, mine, nk)
+    qs = records["00477_hr"]
+    mine = EcgRPeakProvider().phase(qs, 500.0, list(PTBXL_LEADS)).events
+    lead_ii = bandpass(qs[1], 500.0, REFINE_BAND_HZ)
+    around = np.clip(mine[:, None] + np.arange(-10, 11), 0, len(lead_ii) - 1)
+    assert len(mine) == 5 and np.all(lead_ii[mine] == lead_ii[around].min(axis=1))
+
