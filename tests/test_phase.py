@@ -345,6 +345,47 @@ def test_lead_selection_is_case_insensitive_and_errors_list_channels():
     assert isinstance(PHASE_PROVIDERS.build("ecg-rpeak", lead="II"), EcgRPeakProvider)
 
 
+def test_only_channels_named_as_ecg_leads_take_part_in_detection():
+    """An arterial pressure channel beside the ECG (pulses 0.25 s after each R wave) never
+    votes: the beats are those of the ECG lead alone, also when the pressure comes first."""
+    from cyclejepa.phase.ecg.provider import ECG_LEAD_NAME, ecg_lead_rows
+
+    leads = ["I", "aVR", "V4R", "vz", "MLII", "MCL1", "CM5", "ECG", "ecg2", "Lead I", "DIII"]
+    others = ["ABP", "ART", "PLETH", "PLETH (NU)", "Resp", "SpO2", "CVP", "EEG", "Lead"]
+    assert [bool(ECG_LEAD_NAME.fullmatch(name)) for name in leads + others] == [True] * 11 + [False] * 9
+    assert ecg_lead_rows(["ABP", "MCL1", "RESP"]) == [1] and ecg_lead_rows(["ch0", "ch1"]) == [0, 1]
+    ecg, r_times, _ = synthetic_ecg(125.0, duration_s=30.0, n_leads=1, seed=10)
+    t = np.arange(ecg.shape[1]) / 125.0
+    pressure = 60 + 40 * np.exp(-0.5 * ((t - r_times[:, None] - 0.25) / 0.08) ** 2).sum(axis=0)
+    alone = detect_r_peaks(ecg[0], 125.0)
+    assert len(alone) == len(r_times)
+    for names, order in [(["MCL1", "ABP"], [0, 1]), (["ABP", "MCL1"], [1, 0])]:
+        signal = np.stack([ecg[0], pressure])[order]
+        np.testing.assert_array_equal(EcgRPeakProvider().phase(signal, 125.0, names).events, alone)
+        np.testing.assert_array_equal(EcgRPeakProvider(lead="all").phase(signal, 125.0, names).events, alone)
+
+
+def test_a_125_hz_mcl1_record_has_as_many_beats_as_its_arterial_pulses(physionet_samples):
+    """03700181 (MCL1, ABP, RESP at 125 Hz, 600 s; its ABP has 1,224 pulses): the default
+    finds one beat per pulse, not one per QRS and T wave; each pulse follows one beat by the
+    record's pulse transit delay."""
+    import wfdb
+
+    from cyclejepa.phase.ecg.reference_sets import arterial_pulses
+
+    path = physionet_samples / "03700181"
+    result = phase_record(path)
+    record = wfdb.rdrecord(str(path))
+    pulses = arterial_pulses(record.p_signal[:, record.sig_name.index("ABP")], record.fs)
+    beats = np.array(result["r_peaks"])
+    assert abs(len(pulses) - 1224) <= 12 and abs(len(beats) - len(pulses)) <= 0.01 * len(pulses)
+    assert result["qc"]["ok"]
+    after_a_beat = pulses[pulses > beats[0]]
+    delay = np.median(after_a_beat - beats[np.searchsorted(beats, after_a_beat) - 1])
+    matched, _ = match_events(beats + round(delay), pulses, 0.08 * record.fs)
+    assert len(matched) >= 0.99 * len(pulses)
+
+
 def test_detects_through_non_finite_samples():
     signal, r_times, _ = synthetic_ecg(500.0, n_leads=1, seed=7)
     signal[0, 1200:1203] = np.nan
