@@ -50,8 +50,9 @@ REQUIREMENTS=(
 IMAGE_MODULES=(torch numpy scipy sklearn pandas matplotlib yaml typer rich requests aiohttp fsspec threadpoolctl triton pytest xdist)
 WHEEL_MODULES=(pydantic wfdb geoopt)                     # from REQUIREMENTS
 # imported only on paths the jobs do not take: umap (evaluation.umap=false below), neurokit2
-# (its R-peak detectors; the configs use ecg-rpeak), pyarrow (`cyclejepa embed --format parquet`)
-UNUSED_MODULES=(umap neurokit2 pyarrow)
+# (its R-peak detectors; the configs use ecg-rpeak), pyarrow (`cyclejepa embed --format parquet`),
+# safetensors and onnx (`cyclejepa export`), tensorboard (training.tensorboard: true)
+UNUSED_MODULES=(umap neurokit2 pyarrow safetensors onnx tensorboard)
 
 if [[ "${1:-}" == "--fetch-wheels" ]]; then
     exclude=$(git rev-parse --git-path info/exclude)

@@ -81,7 +81,7 @@ def _compiled_worker(rank, world, port, directory, result):
     try:
         cfg = tiny_config(training={"steps": 1, "batch_size": 4, "checkpoint_every": 100, "compile": True})
         x, phi = corpus(12)
-        trainer = Trainer(cfg, x, phi, directory, seed=5, transport_weight=1.0, dist=Distributed(rank, world, rank))
+        trainer = Trainer(cfg, x, phi, directory, seed=5, transport_weight=1.0, fs=100.0, dist=Distributed(rank, world, rank))
         metrics = trainer.train_step()
         if rank == 0:
             torch.save({"compiled": compiled, "operators": operators, "step_module": type(trainer.step_module).__name__,
@@ -106,7 +106,7 @@ def test_under_ddp_only_the_networks_are_compiled_and_no_collective_is(tmp_path)
     assert not collectives
     cfg = tiny_config(training={"steps": 1, "batch_size": 4, "checkpoint_every": 100})
     x, phi = corpus(12)
-    eager = Trainer(cfg, x, phi, tmp_path / "single", seed=5, transport_weight=1.0).train_step()
+    eager = Trainer(cfg, x, phi, tmp_path / "single", seed=5, transport_weight=1.0, fs=100.0).train_step()
     assert torch.allclose(seen["metrics"], eager, rtol=2e-4, atol=1e-6)
 
 

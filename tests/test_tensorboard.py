@@ -28,7 +28,7 @@ def events(directory):
 def train(directory, tensorboard, steps=3):
     cfg = tiny_config(training={"steps": steps, "checkpoint_every": 1, "tensorboard": tensorboard})
     signals, phases = corpus()
-    trainer = Trainer(cfg, signals, phases, directory, seed=0, transport_weight=1.0)
+    trainer = Trainer(cfg, signals, phases, directory, seed=0, transport_weight=1.0, fs=100.0)
     board = watch_run(cfg, trainer, signals, phases)
     trainer.fit(progress=False)
     if board is not None:
@@ -122,7 +122,7 @@ def test_diagnostics_come_every_so_many_steps_and_a_resumed_run_purges_later_eve
 def test_only_rank_zero_writes(tmp_path):
     cfg = tiny_config(training={"tensorboard": True})
     signals, phases = corpus()
-    trainer = Trainer(cfg, signals, phases, tmp_path / "rank1", seed=0, transport_weight=1.0)
+    trainer = Trainer(cfg, signals, phases, tmp_path / "rank1", seed=0, transport_weight=1.0, fs=100.0)
     trainer.dist = Distributed(rank=1, world=2)
     assert watch_run(cfg, trainer, signals, phases) is None and trainer.watchers == []
     rows = Rows()

@@ -132,13 +132,13 @@ def test_a_generator_state_from_another_kind_of_device_is_refused_naming_the_str
 def test_a_checkpoint_trained_on_cuda_is_refused_on_the_cpu_naming_device_and_precision(tmp_path):
     cpu, cuda = (tiny_config(training={"steps": 4, "precision": "auto", "device": d}) for d in ("cpu", "cuda"))
     x, phi = corpus()
-    Trainer(cpu, x, phi, tmp_path, seed=0, transport_weight=1.0).fit(progress=False)
+    Trainer(cpu, x, phi, tmp_path, seed=0, transport_weight=1.0, fs=100.0).fit(progress=False)
     path = tmp_path / "checkpoints" / "step_000004.pt"
     state = load_checkpoint(path)  # made into what the same run trained on CUDA writes:
     state["meta"]["identity"] = cuda.training_identity(1.0, 0)  # its identity, and 16-byte generator states
     state["rng"] = {name: s if name == "init" else torch.zeros(16, dtype=torch.uint8) for name, s in state["rng"].items()}
     save_checkpoint(state, path)
-    resumed = Trainer(cpu, x, phi, tmp_path / "b", seed=0, transport_weight=1.0)
+    resumed = Trainer(cpu, x, phi, tmp_path / "b", seed=0, transport_weight=1.0, fs=100.0)
     with pytest.raises(ValueError, match='training.device: "cuda" → "cpu"; training.precision: "bf16" → "float32"'):
         resumed.resume(path)
 
