@@ -45,6 +45,7 @@ class EcgRPeakProvider(PhaseProvider):
     """
 
     signal = "ecg"
+    event_name = "beat"
 
     def __init__(
         self,
