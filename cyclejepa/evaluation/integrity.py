@@ -7,8 +7,10 @@ Every JSON file the evaluation stage writes (``evaluation/<run>-stepNNNNNN.json`
     checksum = sha256( json.dumps(value without "checksum", sort_keys=True, separators=(",", ":")) ),
 
 with the value as it reads back from the file (numpy values as plain numbers, keys as strings).
-A checkpoint's result also carries ``checkpoint_sha256``, the sha256 of the checkpoint file it
-was computed from. `read_result` refuses a file whose checksum does not hold (`ResultAltered`).
+A checkpoint's result also carries ``checkpoint``: the checkpoint file it was computed from and
+``model_sha256``, the digest of the model weights in it (`model_digest`: every tensor, by name,
+so an exact resume that writes the same weights into a new file keeps it). `read_result`
+refuses a file whose content checksum does not hold (`ResultAltered`).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Any
 
 from cyclejepa.jsonio import read_json
 
-__all__ = ["CHECKSUM", "ResultAltered", "content_checksum", "read_result", "with_checksum"]
+__all__ = ["CHECKSUM", "ResultAltered", "content_checksum", "model_digest", "read_result", "with_checksum"]
 
 CHECKSUM = "checksum"
 """The key holding a result's content checksum."""
@@ -57,6 +59,22 @@ def read_result(path: str | Path) -> dict[str, Any]:
             f"(re-run `cyclejepa evaluate CONFIG` to recompute it)"
         )
     return value
+
+
+def model_digest(checkpoint: str | Path) -> str:
+    """sha256 of the model weights of a checkpoint: over the tensors of its ``model`` state in
+    name order, each as its name, dtype, shape and raw bytes."""
+    import torch
+
+    from cyclejepa.training.checkpoint import load_checkpoint
+
+    state = load_checkpoint(checkpoint)["model"]
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name].detach().cpu().contiguous()
+        digest.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
 
 
 def _plain(value: Any) -> Any:

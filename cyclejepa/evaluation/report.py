@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cyclejepa.config import ExperimentConfig, parse_config
-from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, read_result, with_checksum
+from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, model_digest, read_result, with_checksum
 from cyclejepa.jsonio import write_json
 from cyclejepa.seal import AUDIT_FILE, FOLDS_FILE, read_lines
 
@@ -184,15 +184,13 @@ def write_report(output_dir: str | Path) -> Path:
 
 def checked_result(output_dir: Path, path: Path) -> dict:
     """A checkpoint's result (`read_result`), refused (`ResultAltered`) also when the checkpoint
-    it names is still in ``output_dir`` but no longer the file it was computed from."""
-    from cyclejepa.data.cache.files import sha256_file
-    from cyclejepa.training.checkpoint import checkpoint_path
-
+    it came from is still in ``output_dir`` but holds other weights (`model_digest`)."""
     result = read_result(path)
-    checkpoint = checkpoint_path(output_dir / "runs" / result["run"] / "checkpoints", result["step"])
-    if "checkpoint_sha256" in result and checkpoint.exists() and sha256_file(checkpoint) != result["checkpoint_sha256"]:
+    source = result.get("checkpoint")
+    checkpoint = output_dir / source["path"] if source else None
+    if checkpoint and checkpoint.exists() and model_digest(checkpoint) != source["model_sha256"]:
         raise ResultAltered(
-            f"{path} was computed from another {checkpoint} than the one there now (sha256 differs); "
+            f"{path} was computed from other weights than those in {checkpoint} now; "
             f"re-run `cyclejepa evaluate CONFIG` to evaluate the checkpoint present"
         )
     return result
@@ -203,7 +201,7 @@ def integrity_markdown(files: dict[str, dict]) -> str:
     unchecked = sorted(name for name, result in files.items() if CHECKSUM not in result)
     checked = len(files) - len(unchecked)
     line = (f"Results: {checked} file{'s' if checked != 1 else ''} of `evaluation/`, each matching its content "
-            "checksum and, where still present, its checkpoint's (sha256 in `report.json`).")  # fmt: skip
+            "checksum (and the weights of its checkpoint, where still present; checksums in `report.json`).")  # fmt: skip
     if not unchecked:
         return line
     return (f"{line}\n\n> **Warning: unverified results.** {', '.join(f'`{n}`' for n in unchecked)} carry no "

@@ -30,7 +30,6 @@ import torch
 
 from cyclejepa.config import ExperimentConfig, identity_hash
 from cyclejepa.data.cache import PreparedCache, open_cache
-from cyclejepa.data.cache.files import sha256_file
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.devices import child_gpus, thread_environment
 from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
@@ -43,7 +42,7 @@ from cyclejepa.evaluation.geometry import (
     phase_ring_figure,
     umap_figure,
 )
-from cyclejepa.evaluation.integrity import CHECKSUM, content_checksum, with_checksum
+from cyclejepa.evaluation.integrity import CHECKSUM, content_checksum, model_digest, with_checksum
 from cyclejepa.evaluation.mechanism import coordinate_view, g1_gate, per_coordinate
 from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_tasks, evaluate_task
 from cyclejepa.evaluation.robustness import lead_zeroing
@@ -103,7 +102,7 @@ def _checkpoint(cfg: ExperimentConfig, plan, step: int) -> Path:
 def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, device: torch.device,
                   progress: bool = False) -> None:
     """Evaluate the checkpoint of ``plan`` at ``step``: ``<run>-stepNNNNNN.json`` (with the
-    checkpoint's sha256 and its own checksum) and, when a probe ran, ``.npz``."""
+    checkpoint and the digest of its weights, and its own checksum) and, when a probe ran, ``.npz``."""
     from cyclejepa.training import load_trained
 
     target = _cell_path(evaluation_dir(cfg), plan, step)
@@ -112,7 +111,7 @@ def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, 
     result, scores = evaluate_checkpoint(cfg, cache, objective, device, progress)
     result.update(run=plan.name, arm=plan.arm.name, seed=plan.seed, step=step,
                   transport_weight=plan.arm.transport_weight, evaluation_hash=_evaluation_hash(cfg),
-                  checkpoint_sha256=sha256_file(checkpoint))  # fmt: skip
+                  checkpoint={"path": str(checkpoint.relative_to(cfg.output_dir)), "model_sha256": model_digest(checkpoint)})  # fmt: skip
     if scores:
         np.savez(target.with_suffix(".npz"), **scores)
     write_json(target, with_checksum(result))
@@ -436,12 +435,12 @@ def _evaluation_hash(cfg: ExperimentConfig) -> str:
 
 def _current(path: Path, cfg: ExperimentConfig, checkpoint: Path) -> bool:
     """A finished result of this evaluation whose checksums hold: its content's, and its
-    checkpoint's (the file is the one it was computed from); an altered one is recomputed."""
+    checkpoint's (the weights are the ones it was computed from); an altered one is recomputed."""
     if not path.exists():
         return False
     result = read_json(path)
     return (
         result.get("evaluation_hash") == _evaluation_hash(cfg)
         and result.get(CHECKSUM) == content_checksum(result)
-        and result.get("checkpoint_sha256") == sha256_file(checkpoint)
+        and result.get("checkpoint", {}).get("model_sha256") == model_digest(checkpoint)
     )
