@@ -389,8 +389,11 @@ def heart_rate_not_applying(cfg: ExperimentConfig, cache: PreparedCache) -> str 
         return f"{len(cfg.runs.arms)} arm(s): the strata compare two"
     if not cache.label_levels:
         return "no probe scores to stratify (no labels)"
-    if getattr(PHASE_PROVIDERS.get(cfg.phase.provider), "signal", "any") != "ecg" or cache.coordinates:
-        return f"phase provider {cfg.phase.provider!r} gives no ECG beats to take a heart rate from"
+    if cache.coordinates:
+        return f"a torus of {len(cache.coordinates)} phase coordinates: the strata take the heart rate of one ECG clock"
+    signal = getattr(PHASE_PROVIDERS.get(cfg.phase.provider), "signal", "any")
+    if signal != "ecg":
+        return f"phase provider {cfg.phase.provider!r} reads {signal!r} signals: no ECG beats to take a heart rate from"
     return None
 
 
