@@ -35,9 +35,13 @@ def test_run_writes_every_section_of_the_report(experiment):
     cfg, report = experiment
     text = report.read_text()
     for heading in ("## Bottom line", "## Full grid", "## Per-class AUROC", "## Mechanism validity",
-                    "## Single-lead zeroing", "## Orbit-subspace coherence", "## Anomaly battery",
+                    "## Single-lead zeroing (signed Δ superclass macro-AUROC)", "## Orbit-subspace coherence",
+                    "## Anomaly battery", "## Heart-rate stratified superclass AUROC (post hoc)",
                     "## Figures", "## Protocol", "The sealed fold was not touched"):
         assert heading in text, heading
+    # PTB-XL's layout keeps the paper's names
+    assert "| arm | seed | step | superclass AUROC | eligible-subclass AUROC | gain fraction | G1 | mean Δ lead dropout |" in text
+    assert "| Mean signed Δ macro-AUROC, single-lead dropout ↑ |" in text and "Not run" not in text
     superclass_row = next(line for line in text.splitlines() if line.startswith("| Superclass macro-AUROC"))
     assert superclass_row.count("[") == 2  # a patient-clustered interval for each arm
     summary = json.loads((report.parent / "report.json").read_text())
