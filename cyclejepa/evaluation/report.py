@@ -41,13 +41,12 @@ class Row:
 
 
 _UNDEFINED = {"point": math.nan, "low": math.nan, "high": math.nan}
-WORDS = {"channel_word": "lead", "event": "beat", "row": "recording"}
-"""What the data is called when a result does not say (a result written before ``data``): PTB-XL's words."""
 
 
-def words(result: dict) -> dict[str, Any]:
-    """The result's names for its data (`cyclejepa.evaluation.stage.data_facts`) over `WORDS`."""
-    return {**WORDS, **result.get("data", {})}
+def channel_word(result: dict) -> str:
+    """What the result's channels are called (`cyclejepa.evaluation.stage.data_facts`): "lead"
+    (ECG leads in mV; also for a result written before it said) or "channel"."""
+    return result.get("data", {}).get("channel_word", "lead")
 
 
 def _macro(result: dict, task: str) -> dict:
@@ -60,7 +59,7 @@ def _probe_row(label: str, task: str) -> "Row":
 
 
 def g1_text(mechanism: dict) -> str:
-    """"Pass", "Fail" or, with fewer than two patients (``passed`` None), "Not testable (n patient)"."""
+    """G1 as "Pass", "Fail" or, below two patients (``passed`` None), "Not testable (1 patient)"."""
     if mechanism["passed"] is None:
         return f"Not testable ({mechanism['patients']} patient{'s' if mechanism['patients'] != 1 else ''})"
     return "Pass" if mechanism["passed"] else "Fail"
@@ -69,7 +68,7 @@ def g1_text(mechanism: dict) -> str:
 def _strongest(result: dict) -> dict:
     """The anomaly cell with the largest excess at the highest severity."""
     cells = result["anomaly"]
-    if not cells:  # no battery (a torus run)
+    if not cells:  # no battery (a torus run, or no family applies)
         return {}
     top = max(c["severity"] for c in cells)
     finite = [c for c in cells if c["severity"] == top and _finite(c["excess"])]
@@ -90,7 +89,7 @@ def headline_rows(cell: list[dict]) -> tuple["Row", ...]:
     the geometry rows, and the anomaly rows where the battery ran."""
     first = cell[0]
     probes = [_probe_row(PROBE_LABELS.get(task, f"`{task}` macro-AUROC ↑"), task) for task in first["diagnostic"]]
-    robustness = robustness_rows(words(first)["channel_word"]) if "robustness" in first else ()
+    robustness = robustness_rows(channel_word(first)) if "robustness" in first else ()
     anomaly = ANOMALY_ROWS if first.get("anomaly") else ()
     return (*probes, *MECHANISM_ROWS, *robustness, *GEOMETRY_ROWS, *anomaly)
 
@@ -295,7 +294,7 @@ def not_run_markdown(result: dict) -> list[str]:
     not_run = result.get("not_run", {})
     if not not_run:
         return []
-    names = {"probes": "Diagnostic probes", "robustness": f"Single-{words(result)['channel_word']} zeroing",
+    names = {"probes": "Diagnostic probes", "robustness": f"Single-{channel_word(result)} zeroing",
              "heart_rate_strata": "Heart-rate strata", "anomaly": "Anomaly battery"}  # fmt: skip
     return ["", "Not run, as they do not apply to this data:", "",
             *(f"- {names.get(part, part)}: {why}." for part, why in not_run.items())]  # fmt: skip
@@ -345,7 +344,7 @@ def _task_column(task: str) -> str:
 def grid_markdown(results: list[dict]) -> str:
     tasks = grid_tasks(results[0])
     robustness = "robustness" in results[0]
-    word = words(results[0])["channel_word"]
+    word = channel_word(results[0])
     columns = [*(f"{_task_column(t)} AUROC" for t in tasks), "gain fraction", "G1",
                *([f"mean Δ {word} dropout"] if robustness else []), "amplitude", "coherence"]  # fmt: skip
     lines = [
@@ -435,7 +434,7 @@ def robustness_markdown(cell: list[dict]) -> str:
     if "robustness" not in cell[0]:
         return ""
     leads = list(cell[0]["robustness"]["delta"])
-    word, task = words(cell[0])["channel_word"], next(iter(cell[0]["diagnostic"]))
+    word, task = channel_word(cell[0]), next(iter(cell[0]["diagnostic"]))
     lines = [f"## Single-{word} zeroing (signed Δ {task} macro-AUROC)", "",
              f"| {word} | " + " | ".join(r["arm"] for r in cell) + " |", "|---|" + "---:|" * len(cell)]
     for lead in leads:

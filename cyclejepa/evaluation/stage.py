@@ -219,8 +219,7 @@ def record_embeddings(
 def data_facts(cfg: ExperimentConfig, cache: PreparedCache) -> dict[str, Any]:
     """What the report calls the data: the dataset, its channels and units, ``channel_word``
     ("lead" when every channel is in mV, as ECG leads are, else "channel"), the phase provider's
-    signal kind and event word (`PhaseProvider.signal`, `PhaseProvider.event_name`), and the
-    unit of a row ("window" when some record was cut into several, else "recording")."""
+    signal kind and event word (`PhaseProvider.signal`, `PhaseProvider.event_name`)."""
     provider = PHASE_PROVIDERS.build(cfg.phase.provider, **cfg.phase.options)
     units = cache.units
     return {
@@ -230,7 +229,6 @@ def data_facts(cfg: ExperimentConfig, cache: PreparedCache) -> dict[str, Any]:
         "channel_word": "lead" if all(unit.lower() == "mv" for unit in units) else "channel",
         "signal": getattr(provider, "signal", "any"),
         "event": getattr(provider, "event_name", "event"),
-        "row": "window" if (cache.columns["window"] > 0).any() else "recording",
     }
 
 
@@ -416,8 +414,7 @@ def _write_hr_strata(cfg: ExperimentConfig, task: str, step: int, out: Path) -> 
 
 def _write_protocol(cfg: ExperimentConfig, cache: PreparedCache, out: Path) -> None:
     train_folds, eval_folds = (use_folds(cfg, "cohort table", key) for key in ("data.train_folds", "data.eval_folds"))
-    event = getattr(PHASE_PROVIDERS.build(cfg.phase.provider, **cfg.phase.options), "event_name", "event")
-    table = cohort_table(cache, train_folds, eval_folds, event=event)
+    table = cohort_table(cache, train_folds, eval_folds, event=data_facts(cfg, cache)["event"])
     protocol = {
         "cache": str(cache.path),
         "counts": cache.manifest["counts"],
