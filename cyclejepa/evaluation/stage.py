@@ -270,16 +270,19 @@ def core_metrics(
     coherence, effective rank."""
     ev = cfg.evaluation
     model, symmetry = objective.model, objective.symmetry
+    labelled = bool(cache.label_levels)
+    if labelled:
+        reps = record_embeddings(cfg, cache, model, device, progress)  # the folds passed the seal there
+    else:
+        use_folds(cfg, "evaluation", "data.eval_folds")  # read by the mechanism and geometry only
     patients, qc_ok = cache.columns["patient_id"], cache.columns["qc_ok"]
     phases = cache.phases("centre")
     result: dict[str, Any] = {"data": data_facts(cfg, cache), "not_run": {}, "diagnostic": {}}
     headline, probe, scores = None, None, {}
-    if cache.label_levels:
-        reps = record_embeddings(cfg, cache, model, device, progress)  # the folds passed the seal there
+    if labelled:
         result["representations"] = {"records": len(reps.rows), "excluded": reps.excluded}
         result["diagnostic"], headline, probe, scores = probe_metrics(cfg, cache, reps)
     else:
-        use_folds(cfg, "evaluation", "data.eval_folds")  # read by the mechanism and geometry only
         result["not_run"]["probes"] = f"dataset {cfg.data.dataset!r} has no labels (label_levels is empty)"
     eval_rows = cache.select(cfg.data.eval_folds)
     phase_rows = eval_rows[qc_ok[eval_rows]]  # phase-QC failures are left out of phase analyses
