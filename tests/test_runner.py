@@ -78,3 +78,13 @@ def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, tasks, labe
     text = write_grid_summary(tmp_path, cells).read_text()
     assert f"| c0 | objectives.regulariser.weight=0.1 | winder | {aurocs[0]} | 0.5000 | Pass |" in text
     assert f"| c1 | objectives.regulariser.weight=0.2 | winder | {aurocs[1]} | 1.5000 | Pass |" in text
+
+
+def test_anomaly_section_says_why_nothing_ran():
+    from cyclejepa.evaluation.report import anomaly_markdown
+
+    skipped = {"arm": "winder", "anomaly": [], "anomaly_skipped": {"lead-dropout": "needs at least 2 channels; the records have 1"}}
+    text = anomaly_markdown([skipped])
+    assert "**winder**: no family applies to this data." in text and "lead-dropout: needs at least 2 channels" in text
+    torus = {"arm": "winder", "anomaly": [], "not_run": {"anomaly": "a torus of 2 coordinates"}}
+    assert anomaly_markdown([torus]).endswith("Not run: a torus of 2 coordinates.")

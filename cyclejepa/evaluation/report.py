@@ -461,11 +461,10 @@ def anomaly_markdown(cell: list[dict]) -> str:
         skipped = r.get("anomaly_skipped", {})
         if not r["anomaly"]:
             lines += ["", f"**{r['arm']}**: no family applies to this data."]
-            lines += ["", "Not run (the family does not apply): " + "; ".join(f"{f}: {why}" for f, why in skipped.items()) + "."] if skipped else []
-            continue
-        lines += ["", f"**{r['arm']}** — detector `{r['anomaly'][0]['detector']}`", "",
-                  "| family | severity | AUROC | reference | excess | alarm rate | hit rate | median latency (ms) | records |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        else:
+            lines += ["", f"**{r['arm']}** — detector `{r['anomaly'][0]['detector']}`", "",
+                      "| family | severity | AUROC | reference | excess | alarm rate | hit rate | median latency (ms) | records |",
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for c in r["anomaly"]:
             lines.append(
                 f"| {c['family']} | {c['severity']:.1f} | {_number(c['auroc'])} | {_number(c['reference_auroc'])} | "
