@@ -49,6 +49,7 @@ class BreathPhase(PhaseProvider):
     """
 
     signal = "resp"
+    event_name = "breath"
 
     def __init__(
         self,

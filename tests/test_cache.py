@@ -15,6 +15,7 @@ from cyclejepa.data.cache import build as cache_build
 from cyclejepa.data.cache import files as cache_files
 from cyclejepa.data.cache import PreparedCache, prepare_cache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
+from cyclejepa.data.datasets import RecordRejected
 from cyclejepa.data.preprocess import Normalisation, decimate, fit_normalisation
 from cyclejepa.data.ptbxl import LEADS, PTBXL, SUPERCLASSES, read_record
 from test_ptbxl import real_rows  # noqa: F401 (fixture)
@@ -139,6 +140,31 @@ def test_cohort_table_of_an_unlabelled_corpus_of_unknown_age_and_sex():
     assert "| Male, % | unknown | unknown |" in markdown
     assert "| Age, interquartile range | unknown | unknown |" in markdown
     assert "| Recordings | 6 | 2 |" in markdown
+
+
+def test_cohort_table_of_windowed_records_counts_windows_and_the_providers_events():
+    """Records cut into windows: demographics once per recording, the rest per window, events in
+    the provider's word; the age sentinel's row only where a recording carries it."""
+    meta = hand_meta().drop(columns=[f"super_{name}" for name in SUPERCLASSES])
+    windows = meta.loc[[0, 0, 0, 1, 2, 3, 4, 5, 6, 6, 7]].assign(window=[0, 1, 2, 0, 0, 0, 0, 0, 0, 1, 0])
+    table = cohort_table(windows, folds_a=(1, 2), folds_b=(10,), event="breath")
+    a, b = table["Folds 1–2"], table["Fold 10"]
+    assert (a["Recordings"], a["Windows"], b["Recordings"], b["Windows"]) == (6, 8, 2, 3)
+    # ages of the six recordings, sentinels out: 40, 50, 60, 70 (the first recording's three windows count once)
+    assert (a["Age, median (years)"], a["Male, %"]) == (55, 50.0) and b["Male, %"] == 50.0
+    assert a["Breaths per window, median"] == 10.5 and a["Windows failing phase QC"] == 2
+    markdown = cohort_markdown(table)
+    assert "| Age sentinel (age=300) | 2 | 0 |" in markdown and "| Windows | 8 | 3 |" in markdown
+    assert "Beats" not in markdown and "Recordings failing" not in markdown
+    assert "Age sentinel" not in cohort_markdown(cohort_table(windows[windows["age"] != 300], (1, 2), (10,)))
+
+
+def test_rejections_keep_record_names_that_only_look_like_numbers(tmp_path):
+    path = tmp_path / "rejections.csv"
+    rejected = [RecordRejected(12, "extent", "short"), RecordRejected("03700181", "format", "x"),
+                RecordRejected("0", "a", ""), RecordRejected("v102s/3", "b", ""), RecordRejected("٣", "c", "")]  # fmt: skip
+    cache_files.write_rejections(path, rejected)
+    assert [r.record_id for r in cache_files.read_rejections(path)] == [12, "03700181", 0, "v102s/3", "٣"]
 
 
 # ------------------------------------------------------------------------- cache end to end

@@ -2,6 +2,7 @@
 installed through a `cyclejepa.plugins` entry point that `prepare` and `run` use."""
 
 import json
+import sys
 import textwrap
 
 import numpy as np
@@ -9,6 +10,7 @@ import pytest
 
 from cyclejepa import registry, runner
 from cyclejepa.config import ConfigError, parse_config
+from cyclejepa.data.cache import PreparedCache
 from cyclejepa.data.datasets import Record, RecordRejected, conform
 from cyclejepa.data.preprocess import cut_windows
 from cyclejepa.data.synthetic import generate_records
@@ -46,6 +48,21 @@ class NpzECG(Dataset):
 
     def fingerprint(self):
         return {"root": str(self.root), "index": sha256_of([self.root / "index.json"], self.root)}
+
+
+@DATASETS.register("npz-unlabelled")
+class NpzUnlabelled(NpzECG):
+    """The same records without labels, age or sex; patient 0 alone in fold 9; rows marked bad
+    in the index are rejected by name while indexing."""
+
+    label_levels = ()
+
+    def entries(self):
+        return [Entry(i + 1, r["name"], r["patient"], 9 if r["patient"] == 0 else r["patient"] % 8 + 1)
+                for i, r in enumerate(self.index) if not r.get("bad")]
+
+    def rejected(self):
+        return [RecordRejected(r["name"], "metadata", "marked bad in index.json") for r in self.index if r.get("bad")]
 '''
 
 LEADS_SHUFFLED = ("V6", "I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "RESP")
@@ -78,6 +95,8 @@ def test_builtin_datasets_are_registered():
 @pytest.fixture
 def plugin(tmp_path, monkeypatch):
     """The plugin as an installed distribution: a package and its .dist-info with entry_points.txt."""
+    registry.load_builtins()  # the installed plugins first, before this one is on the path
+    monkeypatch.delitem(sys.modules, "npz_ecg_plugin", raising=False)  # imported afresh: it registers again
     site = tmp_path / "site"
     (site / "npz_ecg_plugin").mkdir(parents=True)
     (site / "npz_ecg_plugin" / "__init__.py").write_text(textwrap.dedent(PLUGIN))
@@ -93,8 +112,9 @@ def plugin(tmp_path, monkeypatch):
     return tmp_path
 
 
-def write_npz_corpus(root, n=60):
-    """n records at 250 Hz, channels in another order plus RESP; every 5th lasts 20 s; record 3 is 4 s."""
+def write_npz_corpus(root, n=60, name="rec{:03d}"):
+    """n records at 250 Hz, channels in another order plus RESP; every 5th lasts 20 s; record 3 is
+    4 s; record i is called ``name.format(i)``."""
     source = generate_records(n + 1, seed=5)
     index = []
     for i in range(n):
@@ -104,9 +124,9 @@ def write_npz_corpus(root, n=60):
         if i == 3:
             signal = signal[:, :1000]
         stacked = np.concatenate([signal[[11, *range(11)]], np.zeros((1, signal.shape[1]), np.float32)])
-        np.savez(root / f"rec{i:03d}.npz", signal=stacked, fs=250.0, channels=np.array(LEADS_SHUFFLED))
+        np.savez(root / f"{name.format(i)}.npz", signal=stacked, fs=250.0, channels=np.array(LEADS_SHUFFLED))
         label = "NORM" if "NORM" in source.metadata[i]["scp_codes"] else "ABN"
-        index.append({"name": f"rec{i:03d}", "patient": i // 2, "label": label})
+        index.append({"name": name.format(i), "patient": i // 2, "label": label})
     (root / "index.json").write_text(json.dumps(index))
     return index
 
@@ -149,3 +169,49 @@ def test_plugin_dataset_is_prepared_and_run(plugin):
     assert list(result["diagnostic"]) == ["rhythm"] and np.isfinite(result["diagnostic"]["rhythm"]["macro_auroc"]["point"])
     assert set(result["robustness"]["delta"]) == set(LEADS_SHUFFLED[:-1])
     assert report.is_file()
+
+
+def test_unlabelled_one_channel_dataset_trains_evaluates_and_reports_without_probes(plugin):
+    """An unlabelled corpus (``label_levels = ()``) of one channel, digit-only record names with a
+    leading zero, windows, unknown age and sex, and one patient in the evaluation fold."""
+    root = plugin / "corpus"
+    root.mkdir()
+    index = write_npz_corpus(root, n=40, name="0370{:04d}")
+    index.append({"name": "03709999", "patient": 99, "label": "ABN", "bad": True})
+    (root / "index.json").write_text(json.dumps(index))
+    raw = tiny_config(root, plugin / "run", dataset="npz-unlabelled", options={"channels": ["II"]}).model_dump(mode="json")
+    raw["evaluation"]["families"] = ["ectopic", "attenuation", "lead-dropout"]
+    raw["augmentations"] = []  # the default lead dropout needs several leads
+    cfg = parse_config(raw)
+    report = runner.run_experiment(cfg, progress=False)
+
+    cache = PreparedCache(runner.cache_dir(cfg))
+    assert cache.columns["record"][0] == "03700000"  # meta.csv's names stay strings
+    assert {(r.record_id, r.check) for r in cache.rejections} == {("03709999", "metadata"), (4, "extent")}
+    evaluation = plugin / "run" / "evaluation"
+    result = json.loads((evaluation / "winder-seed0-step000002.json").read_text())
+    assert result["diagnostic"] == {} and "robustness" not in result
+    assert set(result["not_run"]) == {"probes", "robustness", "heart_rate_strata"}
+    mechanism = result["mechanism"]
+    assert mechanism["patients"] == 1 and mechanism["passed"] is None and mechanism["interval_excludes_zero"] is None
+    assert not mechanism["paired_difference"]["testable"] and not mechanism["mean_gain"]["testable"]
+    assert np.isfinite(mechanism["true"]["gain_fraction"]) and np.isfinite(result["geometry"]["effective_rank"])
+    assert {c["family"] for c in result["anomaly"]} == {"ectopic", "attenuation"}
+    assert set(result["anomaly_skipped"]) == {"lead-dropout"}
+    assert not list(evaluation.glob("*.npz")) and not list(evaluation.glob("hr-strata-*.json"))
+
+    text = report.read_text()
+    bottom = text.split("## Full grid")[0]
+    assert "AUROC" not in bottom.split("Anomaly detection")[0]  # no probe row, no lead-zeroing row
+    assert "| G1 shuffled-φ gate | Not testable (1 patient) | Not testable (1 patient) |" in text
+    assert "| Paired true − shuffled gain ↑ |" in text and "[not testable]" in text
+    assert "- Diagnostic probes: dataset 'npz-unlabelled' has no labels" in text
+    assert "- Single-lead zeroing: one lead (II): nothing to zero beside it." in text
+    assert "superclass" not in text and "Single-lead zeroing (" not in text and "Heart-rate stratified" not in text
+    assert "| arm | seed | step | gain fraction | G1 | amplitude | coherence |" in text  # the grid, no task column
+    for row in ("| Windows |", "| Beats per window, median |", "| Windows failing phase QC |",
+                "| Male, % | unknown | unknown |", "| Age, interquartile range | unknown | unknown |"):
+        assert row in text, row
+    assert "Age sentinel" not in text and "Unlabeled" not in text
+    assert "  - 03709999: metadata (marked bad in index.json)" in text
+    assert "41 records: 39 kept as 47 windows, 2 rejected;" in text  # record 3 and the bad row out; 8 of 20 s

@@ -173,6 +173,38 @@ def test_phase_blind_encoders_fail_g1_for_the_right_reason():
     assert not gate.passed
 
 
+def test_g1_of_one_patient_is_not_testable_rather_than_passed():
+    rng = np.random.default_rng(1)
+    symmetry = U1Symmetry(SPEC)
+    tokens, phases, _ = equivariant_tokens(rng, symmetry, 12, 60)
+    one = g1_gate(tokens, phases, symmetry, np.zeros(12, int), replicates=50)
+    # Every resample draws the one patient: each replicate is the sample, the interval a point.
+    assert one.paired_difference.low == pytest.approx(one.paired_difference.point, abs=1e-12)
+    assert one.paired_difference.high == pytest.approx(one.paired_difference.point, abs=1e-12)
+    assert one.patients == 1 and one.passed is None and one.interval_excludes_zero is None
+    assert not one.paired_difference.testable and not one.mean_gain.testable
+    assert one.shuffled_fraction_within_tolerance  # the tolerance condition is still measured
+    two = g1_gate(tokens, phases, symmetry, np.arange(12) % 2, replicates=50)
+    assert two.passed is True and two.paired_difference.testable and two.patients == 2
+
+
+def test_every_patient_clustered_interval_knows_when_it_is_not_testable():
+    from cyclejepa.evaluation.bootstrap import percentile_interval
+    from cyclejepa.evaluation.context import hr_stratified_auroc
+    from cyclejepa.evaluation.probe import clustered_bootstrap
+
+    rng = np.random.default_rng(6)
+    Y = np.array([[1, 0], [0, 1], [1, 1], [0, 0]] * 5)
+    scores = rng.normal(size=Y.shape)
+    assert not clustered_bootstrap(Y, scores, np.zeros(20), replicates=30).testable
+    assert clustered_bootstrap(Y, scores, np.arange(20) % 3, replicates=30).testable
+    assert percentile_interval(0.5, np.ones(3)).testable  # no clusters given: nothing to judge
+    hr = np.linspace(50, 100, 20)
+    strata = hr_stratified_auroc({"a": scores, "b": -scores}, Y, hr, bins=[50, 75, 100.5],
+                                 groups=np.where(hr < 75, 0, np.arange(20)), replicates=30)  # fmt: skip
+    assert not strata.strata[0].gap_ci.testable and strata.strata[1].gap_ci.testable
+
+
 # --- shuffling and the clustered bootstrap ----------------------------------------------------
 
 

@@ -35,9 +35,13 @@ def test_run_writes_every_section_of_the_report(experiment):
     cfg, report = experiment
     text = report.read_text()
     for heading in ("## Bottom line", "## Full grid", "## Per-class AUROC", "## Mechanism validity",
-                    "## Single-lead zeroing", "## Orbit-subspace coherence", "## Anomaly battery",
+                    "## Single-lead zeroing (signed Δ superclass macro-AUROC)", "## Orbit-subspace coherence",
+                    "## Anomaly battery", "## Heart-rate stratified superclass AUROC (post hoc)",
                     "## Figures", "## Protocol", "The sealed fold was not touched"):
         assert heading in text, heading
+    # PTB-XL's layout keeps the paper's names
+    assert "| arm | seed | step | superclass AUROC | eligible-subclass AUROC | gain fraction | G1 | mean Δ lead dropout |" in text
+    assert "| Mean signed Δ macro-AUROC, single-lead dropout ↑ |" in text and "Not run" not in text
     superclass_row = next(line for line in text.splitlines() if line.startswith("| Superclass macro-AUROC"))
     assert superclass_row.count("[") == 2  # a patient-clustered interval for each arm
     summary = json.loads((report.parent / "report.json").read_text())
@@ -107,3 +111,42 @@ def test_a_grid_runs_every_cell_and_summarises_them(experiment, tmp_path):
     text = summary.read_text()
     assert text.count("objectives.regulariser.weight=0.1") == 2 and text.count("objectives.regulariser.weight=0.3") == 2
     assert (tmp_path / "grid" / "grid" / "g01" / "report" / "report.md").exists()
+
+
+def test_report_refuses_an_altered_result_and_evaluate_recomputes_it(experiment):
+    from typer.testing import CliRunner
+
+    from cyclejepa.cli import app
+    from cyclejepa.training.checkpoint import save_checkpoint
+
+    cfg, report = experiment
+    out = cfg.output_dir
+    path = out / "evaluation" / "winder-seed0-step000002.json"
+    result = json.loads(path.read_text())
+    assert result["checkpoint"]["path"] == "runs/winder-seed0/checkpoints/step_000002.pt"
+    honest = result["diagnostic"]["superclass"]["macro_auroc"]["point"]
+    result["diagnostic"]["superclass"]["macro_auroc"]["point"] = 0.99  # an edited AUROC
+    path.write_text(json.dumps(result, indent=1))
+    before = report.read_text()
+    refused = CliRunner().invoke(app, ["report", str(out)])
+    assert refused.exit_code == 1
+    assert "step000002.json was changed after the evaluation wrote it" in refused.output.replace("\n", "")
+    assert report.read_text() == before  # nothing written
+    runner.evaluate_experiment(cfg, progress=False)  # an altered result is not kept: recomputed
+    assert json.loads(path.read_text())["diagnostic"]["superclass"]["macro_auroc"]["point"] == honest
+
+    del result["checksum"]  # a result without a checksum is reported, and marked loudly
+    path.write_text(json.dumps(result, indent=1))
+    assert "**Warning: unverified results.** `winder-seed0-step000002.json` carry no checksum" in write_report(out).read_text()
+    runner.evaluate_experiment(cfg, progress=False)
+    assert "unverified" not in report.read_text()
+
+    checkpoint = out / result["checkpoint"]["path"]
+    saved = checkpoint.read_bytes()
+    state = load_checkpoint(checkpoint)
+    state["model"] = {name: tensor + 1e-3 if tensor.is_floating_point() else tensor for name, tensor in state["model"].items()}
+    save_checkpoint(state, checkpoint)  # other weights under the evaluated checkpoint's name
+    with pytest.raises(ValueError, match="computed from other weights than those in .*step_000002.pt"):
+        write_report(out)
+    checkpoint.write_bytes(saved)
+    assert json.loads((report.parent / "report.json").read_text())["checksums"]["winder-seed0-step000002.json"]

@@ -53,11 +53,12 @@ def test_grid_with_an_invalid_value_fails_at_load_with_its_key(tmp_path):
     assert "model.predictor.dept: unknown key" in str(caught.value) and "Did you mean 'depth'?" in str(caught.value)
 
 
-@pytest.mark.parametrize(("tasks", "label"), [
-    (["superclass", "subclass-eligible", "subclass-all"], "Superclass macro-AUROC, 5 classes ↑"),
-    (["rhythm"], "`rhythm` macro-AUROC ↑"),
+@pytest.mark.parametrize(("tasks", "label", "aurocs"), [
+    (["superclass", "subclass-eligible", "subclass-all"], "Superclass macro-AUROC, 5 classes ↑", ("0.7000", "0.8000")),
+    (["rhythm"], "`rhythm` macro-AUROC ↑", ("0.7000", "0.8000")),
+    ([], None, ("–", "–")),  # an unlabelled dataset: no probe row
 ])  # fmt: skip
-def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, tasks, label):
+def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, tasks, label, aurocs):
     from cyclejepa.evaluation.report import headline_rows, write_grid_summary
     from cyclejepa.jsonio import write_json
 
@@ -67,11 +68,23 @@ def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, tasks, labe
         result = {"diagnostic": {task: {"macro_auroc": {"point": 0.7 + i / 10 + k / 100, "low": 0, "high": 1}}
                                  for k, task in enumerate(tasks)}}  # fmt: skip
         rows = headline_rows([result])
-        assert [row.label for row in rows[: len(tasks)]][0] == label
-        headline = {rows[0].label: {"point": rows[0].value(result)}, "Transport gain fraction ↑": 0.5 + i,
-                    "G1 shuffled-φ gate": "Pass"}  # fmt: skip
-        write_json(tmp_path / f"cell{i}" / "out" / "report" / "report.json", {"headline": {"winder": headline}})
+        probes = [row for row in rows if row.section == "Diagnostic accuracy"]
+        assert [row.label for row in probes[:1]] == ([label] if label else [])
+        headline = {row.label: {"point": row.value(result)} for row in probes}
+        headline |= {"Transport gain fraction ↑": 0.5 + i, "G1 shuffled-φ gate": "Pass"}
+        report = {"headline": {"winder": headline}, "probe_rows": [row.label for row in probes]}
+        write_json(tmp_path / f"cell{i}" / "out" / "report" / "report.json", report)
         cells.append((f"c{i}", cfg))
     text = write_grid_summary(tmp_path, cells).read_text()
-    assert "| c0 | objectives.regulariser.weight=0.1 | winder | 0.7000 | 0.5000 | Pass |" in text
-    assert "| c1 | objectives.regulariser.weight=0.2 | winder | 0.8000 | 1.5000 | Pass |" in text
+    assert f"| c0 | objectives.regulariser.weight=0.1 | winder | {aurocs[0]} | 0.5000 | Pass |" in text
+    assert f"| c1 | objectives.regulariser.weight=0.2 | winder | {aurocs[1]} | 1.5000 | Pass |" in text
+
+
+def test_anomaly_section_says_why_nothing_ran():
+    from cyclejepa.evaluation.report import anomaly_markdown
+
+    skipped = {"arm": "winder", "anomaly": [], "anomaly_skipped": {"lead-dropout": "needs at least 2 channels; the records have 1"}}
+    text = anomaly_markdown([skipped])
+    assert "**winder**: no family applies to this data." in text and "lead-dropout: needs at least 2 channels" in text
+    torus = {"arm": "winder", "anomaly": [], "not_run": {"anomaly": "a torus of 2 coordinates"}}
+    assert anomaly_markdown([torus]).endswith("Not run: a torus of 2 coordinates.")

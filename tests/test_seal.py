@@ -13,6 +13,7 @@ from cyclejepa import runner
 from cyclejepa.bench import allocations
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
+from cyclejepa.data.datasets import LabelLevel
 from cyclejepa.evaluation import stage
 from cyclejepa.evaluation.report import folds_markdown, sealed_markdown
 from cyclejepa.seal import SealedFoldError, use_folds
@@ -22,9 +23,11 @@ WITH_FOLD_10 = {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8, 10], "eval_folds": [9]}
 
 
 class Untouchable:
-    """A cache that fails the test when a stage reads it before the seal refused."""
+    """A cache that fails the test when a stage reads it before the seal refused (its label
+    vocabulary, which says whether there is a probe to fit, holds no record)."""
 
     path = Path("untouchable")
+    label_levels = (LabelLevel("superclass", "super", ("NORM",)),)
 
     def __getattr__(self, name):
         raise AssertionError(f"cache.{name} was read before the seal was asked")
@@ -71,6 +74,10 @@ def test_probes_and_evaluation_refuse_fold_10(tmp_path):
         stage.core_metrics(config(tmp_path, data=WITH_FOLD_10), Untouchable(), objective, torch.device("cpu"))
     with pytest.raises(SealedFoldError, match="evaluation: data.eval_folds"):
         stage.core_metrics(config(tmp_path), Untouchable(), objective, torch.device("cpu"))
+    unlabelled = Untouchable()
+    unlabelled.label_levels = ()  # no probe to fit: the evaluation folds are still asked for first
+    with pytest.raises(SealedFoldError, match="evaluation: data.eval_folds"):
+        stage.core_metrics(config(tmp_path), unlabelled, objective, torch.device("cpu"))
 
 
 def test_the_evaluation_grid_and_its_figures_refuse_fold_10(tmp_path):

@@ -20,37 +20,48 @@ AGE_SENTINEL = 300
 """The age PTB-XL writes for de-identified patients over 89 (counted on its own row)."""
 
 
-def rows(level: LabelLevel | None) -> tuple[str, ...]:
-    """The table's rows: one prevalence row per class of ``level`` (none for an unlabelled dataset)."""
-    labelled = (*(f"{c}, %" for c in level.classes), "Unlabeled recordings") if level else ()
+def rows(level: LabelLevel | None, event: str = "beat", windowed: bool = False) -> tuple[str, ...]:
+    """The table's rows: one prevalence row per class of ``level`` (none for an unlabelled
+    dataset); events counted in the phase provider's word ``event`` (`PhaseProvider.event_name`);
+    per window, with a "Windows" row, when ``windowed`` (records cut into several windows),
+    else per recording."""
+    unit = "window" if windowed else "recording"
+    labelled = (*(f"{c}, %" for c in level.classes), f"Unlabeled {unit}s") if level else ()
     return (
-        "Recordings", "Patients", "Age, median (years)", "Age, lower quartile", "Age, upper quartile",
-        "Age sentinel (age=300)", "Male, %", *labelled,
-        "Beats per recording, median", "Phase yield, median", "Recordings failing phase QC",
+        "Recordings", *(("Windows",) if windowed else ()), "Patients", "Age, median (years)",
+        "Age, lower quartile", "Age, upper quartile", "Age sentinel (age=300)", "Male, %", *labelled,
+        f"{event.capitalize()}s per {unit}, median", "Phase yield, median", f"{unit.capitalize()}s failing phase QC",
     )  # fmt: skip
 
 
-def cohort_column(meta: pd.DataFrame, level: LabelLevel | None) -> dict[str, float]:
-    """Composition of the records in ``meta`` (columns as in the cache's meta.csv).
+def cohort_column(
+    meta: pd.DataFrame, level: LabelLevel | None, event: str = "beat", windowed: bool = False
+) -> dict[str, float]:
+    """Composition of the windows in ``meta`` (columns as in the cache's meta.csv), in the rows of
+    `rows` (``event``, ``windowed``).
 
-    Age statistics exclude the sentinel and missing ages (the sentinel is counted on its own
-    row); quartiles interpolate linearly; NaN when no age is known. Male = ``sex == 0`` among the
-    records whose sex is known (NaN when none is). Prevalences are multi-label percentages of
-    records (rows of meta.csv: windows, for records cut into several); "unlabeled" records carry
+    Recordings are distinct ``ecg_id`` s; age and sex are counted once per recording. Age
+    statistics exclude the sentinel and missing ages (the sentinel is counted on its own row);
+    quartiles interpolate linearly; NaN when no age is known. Male = ``sex == 0`` among the
+    recordings whose sex is known (NaN when none is). Prevalences, event counts and phase QC are
+    per row of meta.csv (a window; one per recording unless ``windowed``); "unlabeled" rows carry
     no class of ``level``.
     """
-    age = meta["age"].to_numpy(dtype=float)
+    unit = "window" if windowed else "recording"
+    recordings = meta.drop_duplicates("ecg_id")
+    age = recordings["age"].to_numpy(dtype=float)
     real_age = age[np.isfinite(age) & (age != AGE_SENTINEL)]
     q1, median, q3 = np.percentile(real_age, [25, 50, 75]) if real_age.size else [np.nan] * 3
     columns = list(level.columns()) if level else []
     labels = meta[columns].to_numpy().reshape(len(meta), -1) > 0
-    sex = meta["sex"].to_numpy()
+    sex = recordings["sex"].to_numpy()
     known = sex[sex >= 0]
     prevalence = {f"{c}, %": 100.0 * float(labels[:, i].mean()) for i, c in enumerate(level.classes)} if level else {}
     if level:
-        prevalence["Unlabeled recordings"] = int((~labels.any(axis=1)).sum())
+        prevalence[f"Unlabeled {unit}s"] = int((~labels.any(axis=1)).sum())
     return {
-        "Recordings": len(meta),
+        "Recordings": len(recordings),
+        **({"Windows": len(meta)} if windowed else {}),
         "Patients": meta["patient_id"].nunique(),
         "Age, median (years)": median,
         "Age, lower quartile": q1,
@@ -58,9 +69,9 @@ def cohort_column(meta: pd.DataFrame, level: LabelLevel | None) -> dict[str, flo
         "Age sentinel (age=300)": int((age == AGE_SENTINEL).sum()),
         "Male, %": 100.0 * float((known == 0).mean()) if known.size else np.nan,
         **prevalence,
-        "Beats per recording, median": float(meta["beats"].median()),
+        f"{event.capitalize()}s per {unit}, median": float(meta["beats"].median()),
         "Phase yield, median": float(meta["phase_yield"].median()),
-        "Recordings failing phase QC": int((~meta["qc_ok"].astype(bool)).sum()),
+        f"{unit.capitalize()}s failing phase QC": int((~meta["qc_ok"].astype(bool)).sum()),
     }
 
 
@@ -69,12 +80,15 @@ def cohort_table(
     folds_a: Iterable[int],
     folds_b: Iterable[int],
     level: LabelLevel | None = None,
+    event: str = "beat",
 ) -> pd.DataFrame:
     """The cohort-composition table: one row per quantity (`rows`), one column per fold group.
 
     ``cache_or_meta`` is a `PreparedCache` (prevalences of its dataset's first label level, none
     for an unlabelled dataset) or a table with the cache's meta.csv columns (prevalences of
-    ``level``). Columns are named like "Folds 1–9" and "Fold 10".
+    ``level``). ``event`` is the phase provider's word for one event. The table counts windows
+    (with a "Windows" row) when some record was cut into several (a ``window`` index above 0),
+    recordings otherwise. Columns are named like "Folds 1–9" and "Fold 10".
     """
     import pandas as pd
 
@@ -82,21 +96,25 @@ def cohort_table(
     meta = cache_or_meta if bare else cache_or_meta.meta
     if not bare:
         level = cache_or_meta.label_levels[0] if cache_or_meta.label_levels else None
+    windowed = "window" in meta and bool((meta["window"] > 0).any())
     columns = {}
     for folds in (sorted(set(folds_a)), sorted(set(folds_b))):
         chosen = meta[meta["fold"].isin(folds)]
         if chosen.empty:
             present = sorted(set(meta["fold"]))
             raise ValueError(f"no record in folds {folds}; folds present: {present}")
-        columns[_fold_label(folds)] = cohort_column(chosen, level)
-    return pd.DataFrame(columns, index=list(rows(level)))
+        columns[_fold_label(folds)] = cohort_column(chosen, level, event, windowed)
+    return pd.DataFrame(columns, index=list(rows(level, event, windowed)))
 
 
 def cohort_markdown(table: pd.DataFrame) -> str:
-    """The table as Markdown in the paper's layout (quartiles merged into one IQR row)."""
+    """The table as Markdown in the paper's layout (quartiles merged into one IQR row; the age
+    sentinel's row only when some recording carries it)."""
     lines = ["| | " + " | ".join(table.columns) + " |", "|---|" + "---:|" * len(table.columns)]
     for row in table.index:
         if row == "Age, upper quartile":
+            continue
+        if row == "Age sentinel (age=300)" and not table.loc[row].any():
             continue
         if row == "Age, lower quartile":
             upper = table.loc["Age, upper quartile"]

@@ -3,7 +3,9 @@
 PTB-XL patients contribute several records, which are not independent draws, so every interval
 of the evaluation resamples patients: a replicate is a vector of record multiplicities
 (`patient_bootstrap_weights`), the statistic is recomputed under each row, and the interval is
-the percentile interval of the replicates (`percentile_interval`).
+the percentile interval of the replicates (`percentile_interval`). With fewer than two
+patients every replicate is the sample itself: the interval collapses to the point and tests
+nothing, so it is marked not testable (``BootstrapCI.testable``).
 """
 
 from __future__ import annotations
@@ -13,20 +15,22 @@ from typing import Union
 
 import numpy as np
 
-__all__ = ["BootstrapCI", "patient_bootstrap_weights", "percentile_interval"]
+__all__ = ["BootstrapCI", "n_clusters", "patient_bootstrap_weights", "percentile_interval"]
 
 Seed = Union[int, np.random.SeedSequence]
 
 
 @dataclass
 class BootstrapCI:
-    """A point estimate and its percentile bootstrap interval."""
+    """A point estimate and its percentile bootstrap interval; ``testable`` is False when it
+    resampled fewer than two clusters (the interval is then the point and tests nothing)."""
 
     point: float
     low: float
     high: float
     replicates: int
     level: float
+    testable: bool = True
 
 
 def patient_bootstrap_weights(patient_ids: np.ndarray, replicates: int, seed: Seed) -> np.ndarray:
@@ -53,10 +57,19 @@ def patient_bootstrap_weights(patient_ids: np.ndarray, replicates: int, seed: Se
     return counts[:, patient.ravel()].astype(np.float64)
 
 
-def percentile_interval(point: float, values: np.ndarray, level: float = 0.95) -> BootstrapCI:
-    """Percentile interval of replicate ``values`` (NaN replicates ignored) around ``point``."""
+def percentile_interval(
+    point: float, values: np.ndarray, level: float = 0.95, clusters: int | None = None
+) -> BootstrapCI:
+    """Percentile interval of replicate ``values`` (NaN replicates ignored) around ``point``;
+    ``clusters``, the number of patients resampled, marks it not testable below two."""
     if not 0 < level < 1 or len(values) == 0:
         raise ValueError(f"need level in (0, 1) and replicates, got {level=} and {len(values)} replicates")
     tail = 50 * (1 - level)
     low, high = np.nanpercentile(values, [tail, 100 - tail])
-    return BootstrapCI(float(point), float(low), float(high), len(values), level)
+    testable = clusters is None or clusters >= 2
+    return BootstrapCI(float(point), float(low), float(high), len(values), level, testable)
+
+
+def n_clusters(patient_ids: np.ndarray) -> int:
+    """The number of distinct patients (bootstrap clusters) in ``patient_ids``."""
+    return len(np.unique(np.asarray(patient_ids)))

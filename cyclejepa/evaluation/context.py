@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cyclejepa.evaluation.bootstrap import BootstrapCI, patient_bootstrap_weights, percentile_interval
+from cyclejepa.evaluation.bootstrap import BootstrapCI, n_clusters, patient_bootstrap_weights, percentile_interval
 from cyclejepa.evaluation.probe import replicate_macro_auroc, weighted_auroc
 
 if TYPE_CHECKING:
@@ -161,5 +161,5 @@ def _stratum(
         paired = replicate_macro_auroc(y[:, defined], scores[first], weights) - replicate_macro_auroc(
             y[:, defined], scores[second], weights
         )
-        gap_ci = percentile_interval(gap, paired, level)
+        gap_ci = percentile_interval(gap, paired, level, n_clusters(np.asarray(groups)[mask]))
     return HRStratum(float(low), float(high), int(mask.sum()), int(defined.sum()), auroc, gap, gap_ci)

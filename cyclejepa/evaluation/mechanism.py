@@ -11,7 +11,10 @@ tokens weighs n(n − 1). Per record, c_R and c_I come from the O(T·K) identity
 
 The G1 gate recomputes the gain after permuting the phases among each record's valid tokens.
 It passes when the patient-clustered 95 % bootstrap interval of the paired true − shuffled mean
-gain excludes zero and the shuffled gain fraction satisfies |g_f| ≤ 0.02.
+gain excludes zero and the shuffled gain fraction satisfies |g_f| ≤ 0.02. With fewer than
+two patients the interval is the point itself (every resample draws the one patient), so the
+first condition tests nothing: the gate is then not testable (``passed`` None), not passed or
+failed.
 
 On a torus of C cyclic coordinates (phases (N, T, C), a `TorusSymmetry`), the functions above
 measure the whole representation. `coordinate_view` isolates coordinate c: the terms of the
@@ -32,7 +35,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from cyclejepa.evaluation.bootstrap import BootstrapCI, Seed, patient_bootstrap_weights, percentile_interval
+from cyclejepa.evaluation.bootstrap import BootstrapCI, Seed, n_clusters, patient_bootstrap_weights, percentile_interval
 from cyclejepa.objectives import pairwise_similarities
 from cyclejepa.objectives.transport import Canonicalizer, valid_tokens
 from cyclejepa.symmetry import PhaseSymmetry, U1Symmetry
@@ -205,11 +208,12 @@ def shuffle_phases(phases: ArrayLike, seed: Seed) -> ArrayLike:
 
 
 def ratio_interval(
-    weights: np.ndarray, numerators: np.ndarray, denominators: np.ndarray
+    weights: np.ndarray, numerators: np.ndarray, denominators: np.ndarray, clusters: int | None = None
 ) -> BootstrapCI:
-    """Σ numerators / Σ denominators with its 95 % percentile interval over the weight rows."""
+    """Σ numerators / Σ denominators with its 95 % percentile interval over the weight rows
+    (not testable when ``clusters``, the patients resampled, are fewer than two)."""
     replicate_ratios = (weights @ numerators) / (weights @ denominators)
-    return percentile_interval(numerators.sum() / denominators.sum(), replicate_ratios)
+    return percentile_interval(numerators.sum() / denominators.sum(), replicate_ratios, clusters=clusters)
 
 
 @dataclass(frozen=True)
@@ -222,18 +226,19 @@ class G1Result:
     paired_difference : pair-weighted mean of the per-record true − shuffled gain, with its
         patient-clustered interval (same resamples as ``mean_gain``).
     mean_gain : ḡ under the true phases with its patient-clustered interval.
-    interval_excludes_zero : the ``paired_difference`` interval lies above or below zero.
+    interval_excludes_zero : the ``paired_difference`` interval lies above or below zero; None
+        when not testable (fewer than two patients).
     shuffled_fraction_within_tolerance : |shuffled g_f| ≤ ``tolerance``.
-    passed : both conditions.
+    passed : both conditions; None when not testable (``patients`` < 2).
     """
 
     true: GainResult
     shuffled: GainResult
     paired_difference: BootstrapCI
     mean_gain: BootstrapCI
-    interval_excludes_zero: bool
+    interval_excludes_zero: bool | None
     shuffled_fraction_within_tolerance: bool
-    passed: bool
+    passed: bool | None
     tolerance: float
     replicates: int
     seed: int
@@ -257,6 +262,9 @@ def g1_gate(
     (`patient_bootstrap_weights`). Shuffling keeps the valid positions, so both conditions weigh
     every record by the same n(n − 1) pairs.
 
+    With fewer than two patients the gate is not testable: ``passed`` and
+    ``interval_excludes_zero`` are None and both intervals are marked (`BootstrapCI.testable`).
+
     Parameters
     ----------
     tokens, phases, symmetry : as in `record_similarities`.
@@ -273,22 +281,23 @@ def g1_gate(
     true_gain, _, pairs = true.pair_sums()
     shuffled_gain, _, _ = shuffled.pair_sums()
     weights = patient_bootstrap_weights(patient_ids, replicates, bootstrap_seed)
-    paired = ratio_interval(weights, true_gain - shuffled_gain, pairs)
+    patients = n_clusters(patient_ids)
+    paired = ratio_interval(weights, true_gain - shuffled_gain, pairs, patients)
     shuffled_summary = shuffled.summary()
-    excludes_zero = paired.low > 0 or paired.high < 0
-    within = abs(shuffled_summary.gain_fraction) <= tolerance
+    excludes_zero = bool(paired.low > 0 or paired.high < 0) if paired.testable else None
+    within = bool(abs(shuffled_summary.gain_fraction) <= tolerance)
     return G1Result(
         true=true.summary(),
         shuffled=shuffled_summary,
         paired_difference=paired,
-        mean_gain=ratio_interval(weights, true_gain, pairs),
-        interval_excludes_zero=bool(excludes_zero),
-        shuffled_fraction_within_tolerance=bool(within),
-        passed=bool(excludes_zero and within),
+        mean_gain=ratio_interval(weights, true_gain, pairs, patients),
+        interval_excludes_zero=excludes_zero,
+        shuffled_fraction_within_tolerance=within,
+        passed=None if excludes_zero is None else excludes_zero and within,
         tolerance=tolerance,
         replicates=replicates,
         seed=seed,
-        patients=len(np.unique(np.asarray(patient_ids))),
+        patients=patients,
     )
 
 

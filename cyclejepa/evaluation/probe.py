@@ -28,7 +28,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from cyclejepa.evaluation.bootstrap import BootstrapCI, patient_bootstrap_weights, percentile_interval
+from cyclejepa.evaluation.bootstrap import BootstrapCI, n_clusters, patient_bootstrap_weights, percentile_interval
 
 if TYPE_CHECKING:
     from cyclejepa.data.cache import PreparedCache
@@ -294,14 +294,15 @@ def clustered_bootstrap(
     message about skipped classes (`macro_auroc`). Each replicate draws as many patients as there
     are, with replacement, and every record of a drawn patient enters once per draw
     (`patient_bootstrap_weights`). A replicate in which a class has no positive (or no
-    negative) weight averages over its remaining classes.
+    negative) weight averages over its remaining classes. With fewer than two patients the
+    interval is marked not testable (`BootstrapCI.testable`).
     """
     Y, scores = _check_scores(Y, scores)
     groups = np.asarray(groups)
     if groups.shape != (len(Y),):
         raise ValueError(f"groups must be ({len(Y)},), one patient per record, got {groups.shape}")
     values = replicate_macro_auroc(Y, scores, patient_bootstrap_weights(groups, replicates, seed))
-    return percentile_interval(macro_auroc(Y, scores, classes), values, level)
+    return percentile_interval(macro_auroc(Y, scores, classes), values, level, n_clusters(groups))
 
 
 def record_bootstrap(

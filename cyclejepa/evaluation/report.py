@@ -5,6 +5,13 @@ The first table has the rows of the paper's "Winder vs control" table for the he
 side, 95 % patient-clustered intervals where the paper has them and the better arm in bold.
 Then the full grid (arms × seeds × steps), per-class AUROCs, the mechanism, robustness,
 geometry and anomaly details, heart-rate strata, the figures, and the protocol.
+
+Things are named from the data (the result's ``data`` section): the dataset's tasks (PTB-XL's
+keep the paper's names), its channels as leads or channels, the phase provider's event word,
+windows or recordings. A part that did not apply is left out and listed with its reason
+(``not_run``); with fewer than two patients in the evaluation set, G1 and every interval read
+"not testable". Every result is read through its checksum (`cyclejepa.evaluation.integrity`):
+an altered one is refused, one without a checksum is marked in the report's first lines.
 """
 
 from __future__ import annotations
@@ -16,22 +23,30 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cyclejepa.config import ExperimentConfig, parse_config
-from cyclejepa.jsonio import read_json, write_json
+from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, model_digest, read_result, with_checksum
+from cyclejepa.jsonio import write_json
 from cyclejepa.seal import AUDIT_FILE, FOLDS_FILE, read_lines
 
 
 @dataclass(frozen=True)
 class Row:
-    """One row of the bottom-line table: how to read it from a result and which way is better."""
+    """One row of the bottom-line table: how to read it from a result, which way is better and,
+    where it has one, its interval (a `BootstrapCI` as a dict)."""
 
     section: str
     label: str
     value: Callable[[dict], Any]
     higher_is_better: bool | None = True
-    interval: Callable[[dict], tuple[float, float]] | None = None
+    interval: Callable[[dict], dict] | None = None
 
 
 _UNDEFINED = {"point": math.nan, "low": math.nan, "high": math.nan}
+
+
+def channel_word(result: dict) -> str:
+    """What the result's channels are called (`cyclejepa.evaluation.stage.data_facts`): "lead"
+    (ECG leads in mV; also for a result written before it said) or "channel"."""
+    return result.get("data", {}).get("channel_word", "lead")
 
 
 def _macro(result: dict, task: str) -> dict:
@@ -40,16 +55,20 @@ def _macro(result: dict, task: str) -> dict:
 
 
 def _probe_row(label: str, task: str) -> "Row":
-    return Row(
-        "Diagnostic accuracy", label, lambda r: _macro(r, task)["point"], True,
-        lambda r: (_macro(r, task)["low"], _macro(r, task)["high"]),
-    )
+    return Row("Diagnostic accuracy", label, lambda r: _macro(r, task)["point"], True, lambda r: _macro(r, task))
+
+
+def g1_text(mechanism: dict) -> str:
+    """G1 as "Pass", "Fail" or, below two patients (``passed`` None), "Not testable (1 patient)"."""
+    if mechanism["passed"] is None:
+        return f"Not testable ({mechanism['patients']} patient{'s' if mechanism['patients'] != 1 else ''})"
+    return "Pass" if mechanism["passed"] else "Fail"
 
 
 def _strongest(result: dict) -> dict:
     """The anomaly cell with the largest excess at the highest severity."""
     cells = result["anomaly"]
-    if not cells:  # no battery (a torus run)
+    if not cells:  # no battery (a torus run, or no family applies)
         return {}
     top = max(c["severity"] for c in cells)
     finite = [c for c in cells if c["severity"] == top and _finite(c["excess"])]
@@ -65,32 +84,46 @@ PROBE_LABELS = {
 
 
 def headline_rows(cell: list[dict]) -> tuple["Row", ...]:
-    """The bottom-line rows of a cell: one probe row per task it evaluated, then `ROWS`."""
-    tasks = cell[0]["diagnostic"] or PROBE_LABELS
-    probes = [_probe_row(PROBE_LABELS.get(task, f"`{task}` macro-AUROC ↑"), task) for task in tasks]
-    return (*probes, *ROWS)
+    """The bottom-line rows of a cell: one probe row per task it evaluated (none without labels),
+    the mechanism rows, the robustness rows where lead zeroing ran (named for leads or channels),
+    the geometry rows, and the anomaly rows where the battery ran."""
+    first = cell[0]
+    probes = [_probe_row(PROBE_LABELS.get(task, f"`{task}` macro-AUROC ↑"), task) for task in first["diagnostic"]]
+    robustness = robustness_rows(channel_word(first)) if "robustness" in first else ()
+    anomaly = ANOMALY_ROWS if first.get("anomaly") else ()
+    return (*probes, *MECHANISM_ROWS, *robustness, *GEOMETRY_ROWS, *anomaly)
 
 
-ROWS = (
+def robustness_rows(word: str) -> tuple["Row", ...]:
+    """The two lead-zeroing rows, ``word`` "lead" (PTB-XL's rows) or "channel"."""
+    return (
+        Row("Robustness", f"Mean signed Δ macro-AUROC, single-{word} dropout ↑", lambda r: r["robustness"]["mean_delta"]["point"]),
+        Row(
+            "Robustness", f"Worst signed Δ macro-AUROC across single-{word} dropouts ↑",
+            lambda r: (r["robustness"]["worst_delta"], r["robustness"]["worst_lead"]),
+        ),
+    )
+
+
+MECHANISM_ROWS = (
     Row("Mechanism validity", "Transport gain fraction ↑", lambda r: r["mechanism"]["true"]["gain_fraction"]),
-    Row("Mechanism validity", "G1 shuffled-φ gate", lambda r: "Pass" if r["mechanism"]["passed"] else "Fail", None),
+    Row("Mechanism validity", "G1 shuffled-φ gate", lambda r: g1_text(r["mechanism"]), None),
     Row(
         "Mechanism validity", "Paired true − shuffled gain ↑",
         lambda r: r["mechanism"]["paired_difference"]["point"],
         True,
-        lambda r: (r["mechanism"]["paired_difference"]["low"], r["mechanism"]["paired_difference"]["high"]),
+        lambda r: r["mechanism"]["paired_difference"],
     ),
-    Row("Robustness", "Mean signed Δ macro-AUROC, single-lead dropout ↑", lambda r: r["robustness"]["mean_delta"]["point"]),
-    Row(
-        "Robustness", "Worst signed Δ macro-AUROC across single-lead dropouts ↑",
-        lambda r: (r["robustness"]["worst_delta"], r["robustness"]["worst_lead"]),
-    ),
+)
+GEOMETRY_ROWS = (
     Row("Latent geometry", "Fundamental loop amplitude ↑", lambda r: r["geometry"].get("amplitude", math.nan)),
     Row(
         "Latent geometry", "Orbit-subspace coherence, mean over 7 non-reference bins ↑",
         lambda r: r["geometry"].get("coherence", {}).get("mean_kappa", math.nan),
     ),
     Row("Latent geometry", "Effective rank of z ↑", lambda r: r["geometry"].get("effective_rank", math.nan)),
+)
+ANOMALY_ROWS = (
     Row("Anomaly detection", "Strongest family", lambda r: _strongest(r).get("family", "-"), None),
     Row("Anomaly detection", "Its AUROC at the highest severity ↑", lambda r: _strongest(r).get("auroc", math.nan)),
     Row("Anomaly detection", "Excess over own zero-severity reference ↑", lambda r: _strongest(r).get("excess", math.nan)),
@@ -100,18 +133,28 @@ ROWS = (
 
 
 def write_report(output_dir: str | Path) -> Path:
-    """Build ``<output_dir>/report/report.md`` and ``report.json`` from the saved evaluation."""
+    """Build ``<output_dir>/report/report.md`` and ``report.json`` from the saved evaluation.
+
+    Raises `ResultAltered` (a ValueError naming the file) when a result's content, or the
+    checkpoint it came from, no longer matches its checksum.
+    """
     output_dir = Path(output_dir)
     cfg = parse_config(read_json_yaml(output_dir / "config.yaml"), source=str(output_dir / "config.yaml"))
     evaluation = output_dir / "evaluation"
-    results = sorted((read_json(p) for p in evaluation.glob("*-seed*-step*.json")), key=_order(cfg))
+    files = {p.name: checked_result(output_dir, p) for p in sorted(evaluation.glob("*-seed*-step*.json"))}
+    results = sorted(files.values(), key=_order(cfg))
     if not results:
         raise FileNotFoundError(f"{evaluation} holds no evaluation results; run `cyclejepa run` first")
     headline = headline_cell(cfg, results)
+    strata = evaluation / f"hr-strata-step{headline[0]['step']:06d}.json"
+    files["protocol.json"] = read_result(evaluation / "protocol.json")
+    if strata.exists():
+        files[strata.name] = read_result(strata)
     report_dir = output_dir / "report"
     sections = [
         f"# {cfg.name}: report\n\nConfig hash `{cfg.config_hash()}`; headline cell: seed {headline[0]['seed']}, "
         f"step {headline[0]['step']} (first seed; `evaluation.headline_step` or the first evaluated step).",
+        integrity_markdown(files),
         bottom_line_markdown(headline),
         grid_markdown(results),
         per_class_markdown(headline),
@@ -120,30 +163,61 @@ def write_report(output_dir: str | Path) -> Path:
         robustness_markdown(headline),
         geometry_markdown(headline),
         anomaly_markdown(headline),
-        strata_markdown(evaluation, headline[0]["step"]),
+        strata_markdown(files.get(strata.name)),
         figures_markdown(report_dir),
-        protocol_markdown(output_dir),
+        protocol_markdown(output_dir, files["protocol.json"]),
     ]
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "report.md").write_text("\n\n".join(s for s in sections if s) + "\n")
-    write_json(report_dir / "report.json", {
-        "headline": {r["arm"]: {row.label: _json_value(row, r) for row in headline_rows(headline)} for r in headline},
+    rows = headline_rows(headline)
+    write_json(report_dir / "report.json", with_checksum({
+        "headline": {r["arm"]: {row.label: _json_value(row, r) for row in rows} for r in headline},
         "headline_cell": {"seed": headline[0]["seed"], "step": headline[0]["step"]},
+        "probe_rows": [row.label for row in rows if row.section == "Diagnostic accuracy"],
         "grid": [_grid_entry(r) for r in results],
         "figures": sorted(p.name for p in (report_dir / "figures").glob("*.png")),
-    })
+        "checksums": {name: result.get(CHECKSUM) for name, result in files.items()},
+    }))
     return report_dir / "report.md"
 
 
+def checked_result(output_dir: Path, path: Path) -> dict:
+    """A checkpoint's result (`read_result`), refused (`ResultAltered`) also when the checkpoint
+    it came from is still in ``output_dir`` but holds other weights (`model_digest`)."""
+    result = read_result(path)
+    source = result.get("checkpoint")
+    checkpoint = output_dir / source["path"] if source else None
+    if checkpoint and checkpoint.exists() and model_digest(checkpoint) != source["model_sha256"]:
+        raise ResultAltered(
+            f"{path} was computed from other weights than those in {checkpoint} now; "
+            f"re-run `cyclejepa evaluate CONFIG` to evaluate the checkpoint present"
+        )
+    return result
+
+
+def integrity_markdown(files: dict[str, dict]) -> str:
+    """One line on the results' checksums; a loud warning naming any result that carries none."""
+    unchecked = sorted(name for name, result in files.items() if CHECKSUM not in result)
+    checked = len(files) - len(unchecked)
+    line = (f"Results: {checked} file{'s' if checked != 1 else ''} of `evaluation/`, each matching its content "
+            "checksum (and the weights of its checkpoint, where still present; checksums in `report.json`).")  # fmt: skip
+    if not unchecked:
+        return line
+    return (f"{line}\n\n> **Warning: unverified results.** {', '.join(f'`{n}`' for n in unchecked)} carry no "
+            "checksum (written before results carried one): nothing shows they are the evaluation's own. "
+            "Re-run `cyclejepa evaluate CONFIG` to recompute them.")  # fmt: skip
+
+
 def write_grid_summary(output_dir: Path, cells: list[tuple[str, ExperimentConfig]]) -> Path:
-    """``grid_summary.md``: for every grid cell, its overrides and its headline metrics per arm."""
+    """``grid_summary.md``: for every grid cell, its overrides and its headline metrics per arm
+    (the first task's AUROC: "–" for a dataset without labels)."""
     lines = ["# Grid summary", "", "| cell | settings | arm | headline-task AUROC | gain fraction | G1 | report |",
              "|---|---|---|---:|---:|---|---|"]
     for label, cfg in cells:
-        report = read_json(Path(cfg.output_dir) / "report" / "report.json")
+        report = read_result(Path(cfg.output_dir) / "report" / "report.json")
         settings = ", ".join(f"{k}={_lookup(cfg, k)}" for k in sorted(cells_keys(cells)))
         for arm, values in report["headline"].items():
-            auroc = next(iter(values.values()))["point"]  # the first row: the headline task's probe (PTB-XL: superclass)
+            auroc = values[report["probe_rows"][0]]["point"] if report["probe_rows"] else math.nan
             lines.append(
                 f"| {label} | {settings} | {arm} | {_number(auroc)} | {_number(values['Transport gain fraction ↑'])} | "
                 f"{values['G1 shuffled-φ gate']} | grid/{label}/report/report.md |"
@@ -206,7 +280,24 @@ def bottom_line_markdown(cell: list[dict]) -> str:
         cells = [_cell(row, r, v, i == best) for i, (r, v) in enumerate(zip(cell, values))]
         lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
     lines += ["", "Intervals: 95 % patient-clustered percentile bootstrap. Bold: the better arm where the comparison is non-degenerate."]
-    return "\n".join(lines)
+    patients = min(r["mechanism"]["patients"] for r in cell)
+    if patients < 2:
+        lines += ["", (f"**Not testable:** the evaluation set holds {patients} patient{'s' if patients != 1 else ''}. "
+                       "A patient-clustered resample of fewer than two patients is the sample itself, so every "
+                       "interval collapses to its point and the G1 gate's interval condition tests nothing; "
+                       "intervals and G1 read \"not testable\" instead of a range or pass/fail.")]  # fmt: skip
+    return "\n".join(lines + not_run_markdown(cell[0]))
+
+
+def not_run_markdown(result: dict) -> list[str]:
+    """The parts of the evaluation that did not apply to this data, each with its reason."""
+    not_run = result.get("not_run", {})
+    if not not_run:
+        return []
+    names = {"probes": "Diagnostic probes", "robustness": f"Single-{channel_word(result)} zeroing",
+             "heart_rate_strata": "Heart-rate strata", "anomaly": "Anomaly battery"}  # fmt: skip
+    return ["", "Not run, as they do not apply to this data:", "",
+            *(f"- {names.get(part, part)}: {why}." for part, why in not_run.items())]  # fmt: skip
 
 
 def _best(row: Row, values: list) -> int | None:
@@ -227,8 +318,7 @@ def _cell(row: Row, result: dict, value: Any, bold: bool) -> str:
     else:
         text = _number(value)
         if row.interval is not None:
-            low, high = row.interval(result)
-            text += f" [{_number(low)}, {_number(high)}]"
+            text += f" {_bracket(row.interval(result))}"
     return f"**{text}**" if bold else text
 
 
@@ -236,42 +326,57 @@ def _json_value(row: Row, result: dict) -> Any:
     value = row.value(result)
     if row.interval is None:
         return list(value) if isinstance(value, tuple) else value
-    low, high = row.interval(result)
-    return {"point": value, "low": low, "high": high}
+    interval = row.interval(result)
+    testable = {} if interval.get("testable", True) else {"testable": False}
+    return {"point": value, "low": interval["low"], "high": interval["high"], **testable}
+
+
+def grid_tasks(result: dict) -> list[str]:
+    """The tasks the grid shows: every evaluated task but the ``<level>-all`` ones."""
+    return [task for task in result["diagnostic"] if not task.endswith("-all")]
+
+
+def _task_column(task: str) -> str:
+    """``<level>-eligible`` as "eligible-<level>" (PTB-XL: "eligible-subclass"), others as they are."""
+    return f"eligible-{task.removesuffix('-eligible')}" if task.endswith("-eligible") else task
 
 
 def grid_markdown(results: list[dict]) -> str:
+    tasks = grid_tasks(results[0])
+    robustness = "robustness" in results[0]
+    word = channel_word(results[0])
+    columns = [*(f"{_task_column(t)} AUROC" for t in tasks), "gain fraction", "G1",
+               *([f"mean Δ {word} dropout"] if robustness else []), "amplitude", "coherence"]  # fmt: skip
     lines = [
         "## Full grid",
         "",
-        "| arm | seed | step | superclass AUROC | eligible-subclass AUROC | gain fraction | G1 | mean Δ lead dropout | amplitude | coherence |",
-        "|---|---:|---:|---:|---:|---:|---|---:|---:|---:|",
+        "| arm | seed | step | " + " | ".join(columns) + " |",
+        "|---|---:|---:|" + "".join("---|" if c == "G1" else "---:|" for c in columns),
     ]
     for r in results:
         entry = _grid_entry(r)
-        lines.append(
-            f"| {r['arm']} | {r['seed']} | {r['step']} | {_number(entry['superclass'])} | {_number(entry['subclass_eligible'])} | "
-            f"{_number(entry['gain_fraction'])} | {'Pass' if entry['g1'] else 'Fail'} | {_number(entry['mean_lead_delta'])} | "
-            f"{_number(entry['amplitude'])} | {_number(entry['coherence'])} |"
-        )
+        cells = [*(_number(entry["auroc"].get(t, math.nan)) for t in tasks), _number(entry["gain_fraction"]),
+                 g1_text(r["mechanism"]), *([_number(entry["mean_lead_delta"])] if robustness else []),
+                 _number(entry["amplitude"]), _number(entry["coherence"])]  # fmt: skip
+        lines.append(f"| {r['arm']} | {r['seed']} | {r['step']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
 def _grid_entry(r: dict) -> dict:
     return {
         "arm": r["arm"], "seed": r["seed"], "step": r["step"],
-        "superclass": _macro(r, "superclass")["point"],
-        "subclass_eligible": _macro(r, "subclass-eligible")["point"],
-        "subclass_all": _macro(r, "subclass-all")["point"],
+        "auroc": {task: _macro(r, task)["point"] for task in r["diagnostic"]},
         "gain_fraction": r["mechanism"]["true"]["gain_fraction"],
         "g1": r["mechanism"]["passed"],
-        "mean_lead_delta": r["robustness"]["mean_delta"]["point"],
+        "mean_lead_delta": r["robustness"]["mean_delta"]["point"] if "robustness" in r else None,
         "amplitude": r["geometry"].get("amplitude", math.nan),
         "coherence": r["geometry"].get("coherence", {}).get("mean_kappa", math.nan),
     }
 
 
 def per_class_markdown(cell: list[dict]) -> str:
+    if not cell[0]["diagnostic"]:
+        return ""
     lines = ["## Per-class AUROC (headline cell)"]
     for task, first in cell[0]["diagnostic"].items():
         classes = first["classes"]
@@ -295,11 +400,11 @@ def mechanism_markdown(cell: list[dict]) -> str:
     ]
     for r in cell:
         m = r["mechanism"]
+        excludes = "not testable" if m["interval_excludes_zero"] is None else m["interval_excludes_zero"]
         lines.append(
             f"| {r['arm']} | {_interval(m['mean_gain'])} | {_number(m['true']['gain_fraction'])} | "
             f"{_number(m['shuffled']['gain_fraction'])} | {_interval(m['paired_difference'])} | "
-            f"{m['interval_excludes_zero']} | {m['shuffled_fraction_within_tolerance']} (tol {m['tolerance']}) | "
-            f"{'Pass' if m['passed'] else 'Fail'} |"
+            f"{excludes} | {m['shuffled_fraction_within_tolerance']} (tol {m['tolerance']}) | {g1_text(m)} |"
         )
     return "\n".join(lines)
 
@@ -318,16 +423,20 @@ def coordinates_markdown(cell: list[dict]) -> str:
             m, g = c["mechanism"], c["geometry"]
             lines.append(
                 f"| {r['arm']} | {name} | {_number(m['true']['gain_fraction'])} | {_number(m['shuffled']['gain_fraction'])} | "
-                f"{_interval(m['paired_difference'])} | {'Pass' if m['passed'] else 'Fail'} | "
+                f"{_interval(m['paired_difference'])} | {g1_text(m)} | "
                 f"{_number(g.get('amplitude', math.nan))} | {_number(g.get('coherence', {}).get('mean_kappa', math.nan))} |"
             )
     return "\n".join(lines)
 
 
 def robustness_markdown(cell: list[dict]) -> str:
+    """Each lead (channel) zeroed: the signed change of the first task's macro-AUROC."""
+    if "robustness" not in cell[0]:
+        return ""
     leads = list(cell[0]["robustness"]["delta"])
-    lines = ["## Single-lead zeroing (signed Δ superclass macro-AUROC)", "",
-             "| lead | " + " | ".join(r["arm"] for r in cell) + " |", "|---|" + "---:|" * len(cell)]
+    word, task = channel_word(cell[0]), next(iter(cell[0]["diagnostic"]))
+    lines = [f"## Single-{word} zeroing (signed Δ {task} macro-AUROC)", "",
+             f"| {word} | " + " | ".join(r["arm"] for r in cell) + " |", "|---|" + "---:|" * len(cell)]
     for lead in leads:
         lines.append(f"| {lead} | " + " | ".join(_number(r["robustness"]["delta"][lead]["point"]) for r in cell) + " |")
     return "\n".join(lines)
@@ -346,36 +455,41 @@ def geometry_markdown(cell: list[dict]) -> str:
 
 def anomaly_markdown(cell: list[dict]) -> str:
     lines = ["## Anomaly battery (one fixed causal detector)"]
+    if "anomaly" in cell[0].get("not_run", {}):
+        return "\n".join(lines + ["", f"Not run: {cell[0]['not_run']['anomaly']}."])
     for r in cell:
-        detector = r["anomaly"][0]["detector"] if r["anomaly"] else "-"
-        lines += ["", f"**{r['arm']}** — detector `{detector}`", "",
-                  "| family | severity | AUROC | reference | excess | alarm rate | hit rate | median latency (ms) | records |",
-                  "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        skipped = r.get("anomaly_skipped", {})
+        if not r["anomaly"]:
+            lines += ["", f"**{r['arm']}**: no family applies to this data."]
+        else:
+            lines += ["", f"**{r['arm']}** — detector `{r['anomaly'][0]['detector']}`", "",
+                      "| family | severity | AUROC | reference | excess | alarm rate | hit rate | median latency (ms) | records |",
+                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for c in r["anomaly"]:
             lines.append(
                 f"| {c['family']} | {c['severity']:.1f} | {_number(c['auroc'])} | {_number(c['reference_auroc'])} | "
                 f"{_number(c['excess'])} | {_number(c['alarm_rate'])} | {_number(c['hit_rate'])} | "
                 f"{_number(c['median_latency_ms'])} | {c['records']} |"
             )
-        skipped = r.get("anomaly_skipped", {})
         if skipped:
             lines += ["", "Not run (the family does not apply): " + "; ".join(f"{f}: {why}" for f, why in skipped.items()) + "."]
     return "\n".join(lines)
 
 
-def strata_markdown(evaluation: Path, step: int) -> str:
-    path = evaluation / f"hr-strata-step{step:06d}.json"
-    if not path.exists():
+def strata_markdown(strata: dict | None) -> str:
+    """The heart-rate strata of the headline step (``hr-strata-stepNNNNNN.json``), if written."""
+    if strata is None:
         return ""
-    lines = ["## Heart-rate stratified superclass AUROC (post hoc)"]
-    for seed, result in read_json(path).items():
+    seeds = strata.get("seeds", {k: v for k, v in strata.items() if k != CHECKSUM})  # a file from before "task"
+    lines = [f"## Heart-rate stratified {strata.get('task', 'superclass')} AUROC (post hoc)"]
+    for seed, result in seeds.items():
         arms = result["arms"]
         lines += ["", f"**{seed}**", "", "| heart rate (bpm) | records | " + " | ".join(arms) + " | gap [95 % CI] |",
                   "|---|---:|" + "---:|" * len(arms) + "---|"]
         for s in result["strata"]:
             lines.append(
                 f"| {s['low']:.0f}–{s['high']:.0f} | {s['records']} | " + " | ".join(_number(s["auroc"][a]) for a in arms)
-                + f" | {_number(s['gap'])} {_ci(s.get('gap_ci'))} |"
+                + f" | {_number(s['gap'])} {_bracket(s['gap_ci']) if s.get('gap_ci') else ''} |"
             )
     return "\n".join(lines)
 
@@ -387,13 +501,11 @@ def figures_markdown(report_dir: Path) -> str:
     return "## Figures\n\n" + "\n\n".join(f"![{p.stem}](figures/{p.name})" for p in figures)
 
 
-def protocol_markdown(output_dir: Path) -> str:
-    protocol = read_json(output_dir / "evaluation" / "protocol.json")
-    counts = protocol["counts"]
+def protocol_markdown(output_dir: Path, protocol: dict) -> str:
     lines = [
         "## Protocol", "",
         *folds_markdown(output_dir),
-        f"- Cache `{protocol['cache']}`: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + ".",
+        f"- Cache `{protocol['cache']}`: {counts_text(protocol['counts'])}.",
         f"- Rejected records: {len(protocol['rejections'])}"
         + "".join(f"\n  - {r['record']}: {r['check']} ({r['detail']})" for r in protocol["rejections"][:50]),
         "", protocol["cohort_markdown"],
@@ -430,12 +542,25 @@ def sealed_markdown(output_dir: Path) -> list[str]:
     return lines
 
 
+def counts_text(counts: dict) -> str:
+    """The cache's counts in words: records kept and rejected; windows when records were cut into several."""
+    kept = f"{counts['records_kept']} kept"
+    if counts["kept"] != counts["records_kept"]:
+        kept += f" as {counts['kept']} windows"
+    unit = "window" if counts["kept"] != counts["records_kept"] else "recording"
+    failing = f"{counts['qc_failed']} {unit}{'s' if counts['qc_failed'] != 1 else ''} failing phase QC"
+    return f"{counts['records']} records: {kept}, {counts['rejected']} rejected; {failing}"
+
+
 def _interval(value: dict) -> str:
-    return f"{_number(value['point'])} [{_number(value['low'])}, {_number(value['high'])}]"
+    return f"{_number(value['point'])} {_bracket(value)}"
 
 
-def _ci(value: dict | None) -> str:
-    return f"[{_number(value['low'])}, {_number(value['high'])}]" if value else ""
+def _bracket(value: dict) -> str:
+    """``[low, high]``, or ``[not testable]`` for an interval over fewer than two patients."""
+    if not value.get("testable", True):
+        return "[not testable]"
+    return f"[{_number(value['low'])}, {_number(value['high'])}]"
 
 
 def _finite(value: Any) -> bool:

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from cyclejepa.evaluation.bootstrap import BootstrapCI, patient_bootstrap_weights, percentile_interval
+from cyclejepa.evaluation.bootstrap import BootstrapCI, n_clusters, patient_bootstrap_weights, percentile_interval
 from cyclejepa.evaluation.embeddings import embed_records
 from cyclejepa.evaluation.probe import LinearProbe, macro_auroc, replicate_macro_auroc
 
@@ -106,14 +106,15 @@ def lead_zeroing(
     changes = {
         lead: replicate_macro_auroc(Y, s, weights) - intact_replicates for lead, s in zeroed_scores.items()
     }
-    delta = {lead: percentile_interval(zeroed[lead] - intact_auroc, changes[lead], level) for lead in leads}
+    patients = n_clusters(groups)
+    delta = {lead: percentile_interval(zeroed[lead] - intact_auroc, changes[lead], level, patients) for lead in leads}
     mean_change = np.mean([d.point for d in delta.values()])
     worst = min(delta, key=lambda lead: delta[lead].point)
     return RobustnessResult(
         intact=intact_auroc,
         zeroed=zeroed,
         delta=delta,
-        mean_delta=percentile_interval(mean_change, np.mean(list(changes.values()), axis=0), level),
+        mean_delta=percentile_interval(mean_change, np.mean(list(changes.values()), axis=0), level, patients),
         worst_delta=delta[worst].point,
         worst_lead=worst,
         records=len(Y),

@@ -2,10 +2,17 @@
 
 Per checkpoint it writes ``evaluation/<run>-step<step>.json`` (diagnostic probes with
 patient-clustered intervals, transport gain and the G1 gate, lead-zeroing robustness, loop
-amplitude and orbit coherence, the anomaly battery, and the counts of records left out) and
-``evaluation/<run>-step<step>.npz`` (per-record superclass scores and heart rates, for the
-heart-rate stratification between arms). Across runs it draws the phase-ring and UMAP figures
-per step and stratifies the superclass AUROC gap by heart rate. Finished files are kept.
+amplitude and orbit coherence, the anomaly battery, the counts of records left out, what the
+data is called, and what did not apply) and ``evaluation/<run>-step<step>.npz`` (per-record
+scores of the first task and heart rates, for the heart-rate stratification between arms).
+Across runs it draws the phase-ring and UMAP figures per step and stratifies the first task's
+AUROC gap by heart rate. Finished files are kept while their checksums hold
+(`cyclejepa.evaluation.integrity`).
+
+Parts that do not apply are not run, and the result says why (``not_run``): the probes, lead
+zeroing and heart-rate strata on a dataset without labels (``label_levels = ()``), lead
+zeroing on one channel, the heart-rate strata without an ECG provider's beats, the anomaly
+battery on a torus.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from cyclejepa.evaluation.geometry import (
     phase_ring_figure,
     umap_figure,
 )
+from cyclejepa.evaluation.integrity import CHECKSUM, content_checksum, model_digest, with_checksum
 from cyclejepa.evaluation.mechanism import coordinate_view, g1_gate, per_coordinate
 from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_tasks, evaluate_task
 from cyclejepa.evaluation.robustness import lead_zeroing
@@ -61,7 +69,8 @@ def evaluate_grid(cfg: ExperimentConfig, cache: PreparedCache, plans, steps: lis
     out = evaluation_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     _write_protocol(cfg, cache, out)
-    cells = [(plan, step) for plan in plans for step in steps if not _current(_cell_path(out, plan, step), cfg)]
+    cells = [(plan, step) for plan in plans for step in steps
+             if not _current(_cell_path(out, plan, step), cfg, _checkpoint(cfg, plan, step))]  # fmt: skip
     at_once = evaluations_at_once(cfg.evaluation.at_once, device.type, len(cells))
     if at_once > 1:
         _evaluate_in_processes(cfg, cache, cells, at_once, progress)
@@ -84,19 +93,28 @@ def _cell_path(out: Path, plan, step: int) -> Path:
     return out / f"{plan.name}-step{step:06d}.json"
 
 
-def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, device: torch.device,
-                  progress: bool = False) -> None:
-    """Evaluate the checkpoint of ``plan`` at ``step``: ``<run>-stepNNNNNN.json`` and ``.npz``."""
-    from cyclejepa.training import load_trained
+def _checkpoint(cfg: ExperimentConfig, plan, step: int) -> Path:
     from cyclejepa.training.checkpoint import checkpoint_path
 
+    return checkpoint_path(run_dir(cfg, plan) / "checkpoints", step)
+
+
+def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, device: torch.device,
+                  progress: bool = False) -> None:
+    """Evaluate the checkpoint of ``plan`` at ``step``: ``<run>-stepNNNNNN.json`` (with the
+    checkpoint and the digest of its weights, and its own checksum) and, when a probe ran, ``.npz``."""
+    from cyclejepa.training import load_trained
+
     target = _cell_path(evaluation_dir(cfg), plan, step)
-    objective = load_trained(cfg, checkpoint_path(run_dir(cfg, plan) / "checkpoints", step), device)
+    checkpoint = _checkpoint(cfg, plan, step)
+    objective = load_trained(cfg, checkpoint, device)
     result, scores = evaluate_checkpoint(cfg, cache, objective, device, progress)
     result.update(run=plan.name, arm=plan.arm.name, seed=plan.seed, step=step,
-                  transport_weight=plan.arm.transport_weight, evaluation_hash=_evaluation_hash(cfg))
-    np.savez(target.with_suffix(".npz"), **scores)
-    write_json(target, result)
+                  transport_weight=plan.arm.transport_weight, evaluation_hash=_evaluation_hash(cfg),
+                  checkpoint={"path": str(checkpoint.relative_to(cfg.output_dir)), "model_sha256": model_digest(checkpoint)})  # fmt: skip
+    if scores:
+        np.savez(target.with_suffix(".npz"), **scores)
+    write_json(target, with_checksum(result))
 
 
 def _evaluate_in_processes(cfg: ExperimentConfig, cache: PreparedCache, cells, at_once: int, progress: bool) -> None:
@@ -176,12 +194,13 @@ def _evaluate_cell_process(raw: dict[str, Any], cache_path: str, plan, step: int
 
 @dataclass
 class CoreMetrics:
-    """Diagnostic probes, mechanism and geometry of one checkpoint, with what robustness needs."""
+    """Diagnostic probes, mechanism and geometry of one checkpoint, with what robustness needs
+    (``headline`` and ``probe``: the first task and its probe; None without labels)."""
 
     result: dict[str, Any]
     scores: dict[str, np.ndarray]
-    superclass: DiagnosticTask
-    probe: LinearProbe
+    headline: DiagnosticTask | None
+    probe: LinearProbe | None
     phase_rows: np.ndarray
 
 
@@ -197,19 +216,29 @@ def record_embeddings(
     return embed_records(model, cache.signals, phases, qc_ok, rows=rows, device=device, progress=progress)
 
 
-def core_metrics(
-    cfg: ExperimentConfig, cache: PreparedCache, objective, device: torch.device, progress: bool = False
-) -> CoreMetrics:
-    """Probes on the three diagnostic tasks, transport gain + G1, amplitude, coherence, effective rank."""
+def data_facts(cfg: ExperimentConfig, cache: PreparedCache) -> dict[str, Any]:
+    """What the report calls the data: the dataset, its channels and units, ``channel_word``
+    ("lead" when every channel is in mV, as ECG leads are, else "channel"), the phase provider's
+    signal kind and event word (`PhaseProvider.signal`, `PhaseProvider.event_name`)."""
+    provider = PHASE_PROVIDERS.build(cfg.phase.provider, **cfg.phase.options)
+    units = cache.units
+    return {
+        "dataset": cfg.data.dataset,
+        "channels": list(cache.channels),
+        "units": list(units),
+        "channel_word": "lead" if all(unit.lower() == "mv" for unit in units) else "channel",
+        "signal": getattr(provider, "signal", "any"),
+        "event": getattr(provider, "event_name", "event"),
+    }
+
+
+def probe_metrics(cfg: ExperimentConfig, cache: PreparedCache, reps: Representations):
+    """Every diagnostic task's probe (`diagnostic_tasks`), and the first task refitted with its
+    scores on the evaluation folds: ``(diagnostic, task, probe, scores)``."""
     ev = cfg.evaluation
-    model, symmetry = objective.model, objective.symmetry
-    reps = record_embeddings(cfg, cache, model, device, progress)  # the folds passed the seal there
-    train_folds, eval_folds = cfg.data.train_folds, cfg.data.eval_folds
-    patients, qc_ok = cache.columns["patient_id"], cache.columns["qc_ok"]
-    phases = cache.phases("centre")
-    result: dict[str, Any] = {"representations": {"records": len(reps.rows), "excluded": reps.excluded}}
+    patients = cache.columns["patient_id"]
     diagnostic, fitted = {}, {}
-    tasks = diagnostic_tasks(cache, train_folds, eval_folds, min_positives=ev.eligible_min_positives)
+    tasks = diagnostic_tasks(cache, cfg.data.train_folds, cfg.data.eval_folds, min_positives=ev.eligible_min_positives)
     for task in tasks:
         try:
             probe_result = evaluate_task(task, reps, patients, C=ev.probe_c, replicates=ev.bootstrap, seed=ev.seed)
@@ -218,12 +247,11 @@ def core_metrics(
             continue
         diagnostic[task.name] = asdict(probe_result)
         fitted[task.name] = (task, probe_result.C)
-    result["diagnostic"] = diagnostic
     headline = next(iter(diagnostic))  # the first label level (PTB-XL: superclass)
     if headline not in fitted:
         raise ValueError(f"the {headline} probe could not be evaluated: {diagnostic[headline]['error']}")
-    superclass, C = fitted[headline]
-    split = superclass.split(reps, patients)
+    task, C = fitted[headline]
+    split = task.split(reps, patients)
     probe = LinearProbe(C=C).fit(split.train_X, split.train_Y, groups=split.train_groups)
     scores = {
         "rows": split.eval_rows,
@@ -232,7 +260,31 @@ def core_metrics(
         "patients": split.eval_groups,
         "heart_rate": record_heart_rates(cache, split.eval_rows),
     }
-    eval_rows = cache.select(eval_folds)
+    return diagnostic, task, probe, scores
+
+
+def core_metrics(
+    cfg: ExperimentConfig, cache: PreparedCache, objective, device: torch.device, progress: bool = False
+) -> CoreMetrics:
+    """Probes on the diagnostic tasks (none without labels), transport gain + G1, amplitude,
+    coherence, effective rank."""
+    ev = cfg.evaluation
+    model, symmetry = objective.model, objective.symmetry
+    labelled = bool(cache.label_levels)
+    if labelled:
+        reps = record_embeddings(cfg, cache, model, device, progress)  # the folds passed the seal there
+    else:
+        use_folds(cfg, "evaluation", "data.eval_folds")  # read by the mechanism and geometry only
+    patients, qc_ok = cache.columns["patient_id"], cache.columns["qc_ok"]
+    phases = cache.phases("centre")
+    result: dict[str, Any] = {"data": data_facts(cfg, cache), "not_run": {}, "diagnostic": {}}
+    headline, probe, scores = None, None, {}
+    if labelled:
+        result["representations"] = {"records": len(reps.rows), "excluded": reps.excluded}
+        result["diagnostic"], headline, probe, scores = probe_metrics(cfg, cache, reps)
+    else:
+        result["not_run"]["probes"] = f"dataset {cfg.data.dataset!r} has no labels (label_levels is empty)"
+    eval_rows = cache.select(cfg.data.eval_folds)
     phase_rows = eval_rows[qc_ok[eval_rows]]  # phase-QC failures are left out of phase analyses
     tokens = extract_tokens(model, cache.signals[phase_rows], device=device)
     token_phases = phases[phase_rows]
@@ -246,7 +298,7 @@ def core_metrics(
         names = cache.coordinates or tuple(str(c) for c in range(symmetry.rank))
         result["coordinates"] = coordinate_metrics(tokens, token_phases, symmetry, names, patients[phase_rows], ev)
     result["phase_records"] = {"evaluated": int(len(phase_rows)), "qc_failed": int((~qc_ok[eval_rows]).sum())}
-    return CoreMetrics(result, scores, superclass, probe, phase_rows)
+    return CoreMetrics(result, scores, headline, probe, phase_rows)
 
 
 def coordinate_metrics(tokens, phases, symmetry, names, patients, ev) -> dict[str, dict[str, Any]]:
@@ -267,22 +319,32 @@ def coordinate_metrics(tokens, phases, symmetry, names, patients, ev) -> dict[st
 def evaluate_checkpoint(
     cfg: ExperimentConfig, cache: PreparedCache, objective, device: torch.device, progress: bool = False
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Every per-checkpoint metric as a JSON-ready dict, plus per-record superclass scores."""
+    """Every per-checkpoint metric as a JSON-ready dict, plus per-record scores of the first task
+    (empty without labels)."""
     ev = cfg.evaluation
     core = core_metrics(cfg, cache, objective, device, progress)
-    robustness = lead_zeroing(
-        objective.model, cache.signals, cache.phases("centre"), cache.columns["qc_ok"], core.probe,
-        core.superclass.labels, cache.columns["patient_id"], leads=cache.channels, rows=core.scores["rows"],
-        device=device, replicates=ev.bootstrap, seed=ev.seed,
-    )
-    core.result["robustness"] = asdict(robustness)
+    words = core.result["data"]
+    if len(cache.channels) < 2:
+        core.result["not_run"]["robustness"] = f"one {words['channel_word']} ({cache.channels[0]}): nothing to zero beside it"
+    elif core.probe is None:
+        core.result["not_run"]["robustness"] = "no probe to score the zeroed inputs (no labels)"
+    else:
+        robustness = lead_zeroing(
+            objective.model, cache.signals, cache.phases("centre"), cache.columns["qc_ok"], core.probe,
+            core.headline.labels, cache.columns["patient_id"], leads=cache.channels, rows=core.scores["rows"],
+            device=device, replicates=ev.bootstrap, seed=ev.seed,
+        )
+        core.result["robustness"] = asdict(robustness)
+    if why := heart_rate_not_applying(cfg, cache):
+        core.result["not_run"]["heart_rate_strata"] = why
     if objective.symmetry.rank > 1:  # the battery times beat anomalies by one clock's events
         core.result["anomaly"] = []
+        core.result["not_run"]["anomaly"] = f"a torus of {objective.symmetry.rank} coordinates: the battery times anomalies by one clock's events"
         return core.result, core.scores
     battery_rows = core.phase_rows[: ev.anomaly_records] if ev.anomaly_records else core.phase_rows
     battery = anomaly_battery(
         objective.model, objective.symmetry, cache.signals[battery_rows], BeatTimes.from_cache(cache, battery_rows),
-        patch=cache.token_patch, families=ev.families, severities=ev.severities, signal_kind=_signal_kind(cfg.phase.provider),
+        patch=cache.token_patch, families=ev.families, severities=ev.severities, signal_kind=words["signal"],
         detector=ev.detector, seed=ev.seed, device=device,
     )
     core.result["anomaly"] = [asdict(cell) for cell in battery.cells]
@@ -290,15 +352,10 @@ def evaluate_checkpoint(
     return core.result, core.scores
 
 
-def _signal_kind(provider: str) -> str:
-    """The signal kind the phase provider declares (`PhaseProvider.signal`; "any" when it declares none)."""
-    return getattr(PHASE_PROVIDERS.get(provider), "signal", "any")
-
-
 def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, device: torch.device) -> None:
-    """Phase-ring and UMAP figures (one column per run) and the heart-rate stratified arm gap."""
+    """Phase-ring and UMAP figures (one column per run) and, where it applies
+    (`heart_rate_not_applying`), the heart-rate stratified arm gap."""
     from cyclejepa.training import load_trained
-    from cyclejepa.training.checkpoint import checkpoint_path
 
     out = evaluation_dir(cfg)
     figures = Path(cfg.output_dir) / "report" / "figures"
@@ -313,7 +370,7 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, 
         phases = cache.phases("centre")[rows]
         runs = {}
         for plan in plans:
-            objective = load_trained(cfg, checkpoint_path(run_dir(cfg, plan) / "checkpoints", step), device)
+            objective = load_trained(cfg, _checkpoint(cfg, plan, step), device)
             runs[plan.name] = (extract_tokens(objective.model, cache.signals[rows], device=device), phases, objective.symmetry)
         for c, ring in enumerate(rings):
             views = {k: coordinate_view(*v, c) for k, v in runs.items()} if names else {}
@@ -322,13 +379,28 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, 
         if cfg.evaluation.umap:  # coloured by the first coordinate's phase
             umap_figure({k: (v[0], v[1][..., 0] if names else v[1]) for k, v in runs.items()},
                         max_points=cfg.evaluation.umap_points, seed=cfg.evaluation.seed, path=umap)  # fmt: skip
-    _write_hr_strata(cfg, plans, step, out)
+    if heart_rate_not_applying(cfg, cache) is None:
+        _write_hr_strata(cfg, cache.label_levels[0].name, step, out)
 
 
-def _write_hr_strata(cfg: ExperimentConfig, plans, step: int, out: Path) -> None:
+def heart_rate_not_applying(cfg: ExperimentConfig, cache: PreparedCache) -> str | None:
+    """Why the heart-rate strata do not apply, or None when they do: they need two arms to
+    compare, a probe (labels) and ECG beats (an ``"ecg"`` phase provider of one coordinate)."""
+    if len(cfg.runs.arms) != 2:
+        return f"{len(cfg.runs.arms)} arm(s): the strata compare two"
+    if not cache.label_levels:
+        return "no probe scores to stratify (no labels)"
+    if cache.coordinates:
+        return f"a torus of {len(cache.coordinates)} phase coordinates: the strata take the heart rate of one ECG clock"
+    signal = getattr(PHASE_PROVIDERS.get(cfg.phase.provider), "signal", "any")
+    if signal != "ecg":
+        return f"phase provider {cfg.phase.provider!r} reads {signal!r} signals: no ECG beats to take a heart rate from"
+    return None
+
+
+def _write_hr_strata(cfg: ExperimentConfig, task: str, step: int, out: Path) -> None:
+    """``hr-strata-stepNNNNNN.json``: per seed, the arms' ``task`` AUROC gap within heart-rate strata."""
     arms = [a.name for a in cfg.runs.arms]
-    if len(arms) != 2:
-        return
     strata = {}
     for seed in cfg.runs.seeds:
         loaded = {arm: np.load(out / f"{arm}-seed{seed}-step{step:06d}.npz") for arm in arms}
@@ -340,12 +412,12 @@ def _write_hr_strata(cfg: ExperimentConfig, plans, step: int, out: Path) -> None
             groups=first["patients"], replicates=cfg.evaluation.bootstrap, seed=cfg.evaluation.seed,
         )
         strata[f"seed{seed}"] = asdict(result)
-    write_json(out / f"hr-strata-step{step:06d}.json", strata)
+    write_json(out / f"hr-strata-step{step:06d}.json", with_checksum({"task": task, "seeds": strata}))
 
 
 def _write_protocol(cfg: ExperimentConfig, cache: PreparedCache, out: Path) -> None:
     train_folds, eval_folds = (use_folds(cfg, "cohort table", key) for key in ("data.train_folds", "data.eval_folds"))
-    table = cohort_table(cache, train_folds, eval_folds)
+    table = cohort_table(cache, train_folds, eval_folds, event=data_facts(cfg, cache)["event"])
     protocol = {
         "cache": str(cache.path),
         "counts": cache.manifest["counts"],
@@ -355,7 +427,7 @@ def _write_protocol(cfg: ExperimentConfig, cache: PreparedCache, out: Path) -> N
         "cohort_markdown": cohort_markdown(table),
         "evaluation_hash": _evaluation_hash(cfg),
     }
-    write_json(out / "protocol.json", protocol)
+    write_json(out / "protocol.json", with_checksum(protocol))
 
 
 def _evaluation_hash(cfg: ExperimentConfig) -> str:
@@ -364,5 +436,14 @@ def _evaluation_hash(cfg: ExperimentConfig) -> str:
     return identity_hash(cfg.evaluation_identity())
 
 
-def _current(path: Path, cfg: ExperimentConfig) -> bool:
-    return path.exists() and read_json(path).get("evaluation_hash") == _evaluation_hash(cfg)
+def _current(path: Path, cfg: ExperimentConfig, checkpoint: Path) -> bool:
+    """A finished result of this evaluation whose checksums hold: its content's, and its
+    checkpoint's (the weights are the ones it was computed from); an altered one is recomputed."""
+    if not path.exists():
+        return False
+    result = read_json(path)
+    return (
+        result.get("evaluation_hash") == _evaluation_hash(cfg)
+        and result.get(CHECKSUM) == content_checksum(result)
+        and result.get("checkpoint", {}).get("model_sha256") == model_digest(checkpoint)
+    )

@@ -6,18 +6,19 @@ from __future__ import annotations
 from typing import Any
 
 from cyclejepa.config import ExperimentConfig
+from cyclejepa.evaluation.integrity import read_result
 from cyclejepa.evaluation.report import bottom_line_markdown
 from cyclejepa.evaluation.stage import evaluation_dir
-from cyclejepa.jsonio import read_json
 from cyclejepa.outputs import RunPlan
 
 __all__ = ["evaluation_result", "model_card"]
 
 
 def evaluation_result(cfg: ExperimentConfig, plan: RunPlan, step: int) -> dict | None:
-    """The evaluation stage's result of ``plan`` at ``step`` (``evaluation/<run>-step*.json``), or None."""
+    """The evaluation stage's result of ``plan`` at ``step`` (``evaluation/<run>-step*.json``), or
+    None; an altered result is refused (`read_result`)."""
     for path in sorted(evaluation_dir(cfg).glob(f"{plan.name}-step*.json")):
-        result = read_json(path)
+        result = read_result(path)
         if result.get("step") == step:
             return result
     return None

@@ -145,6 +145,11 @@ class CompositePhaseProvider:
     def names(self) -> tuple[str, ...]:
         return tuple(self.providers)
 
+    @property
+    def event_name(self) -> str:
+        """The first coordinate's event word (its events are the cache's ``beats`` column)."""
+        return getattr(next(iter(self.providers.values())), "event_name", "event")
+
     def phase(self, signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> CompositeTrack:
         """Each coordinate's `PhaseProvider.phase` on the same record, and the joint QC."""
         tracks = tuple(provider.phase(signal, fs, channel_names) for provider in self.providers.values())

@@ -118,9 +118,14 @@ class PhaseProvider(ABC):
         Class attribute: the kind of signal the provider reads (``"ecg"``, ``"ppg"``,
         ``"resp"``, ...); ``"any"`` (the default) claims none. Evaluation parts meaningful on one
         kind only (the ECG morphology anomaly families) run where it matches.
+    event_name
+        Class attribute: what one event (one cycle) is called, singular (``"beat"`` for
+        ``ecg-rpeak``, ``"breath"`` for a breathing provider); ``"event"`` by default. The
+        report counts events in this word ("Breaths per window, median").
     """
 
     signal: str = "any"
+    event_name: str = "event"
 
     def __init__(
         self,

@@ -158,9 +158,14 @@ def read_meta(path: Path, expected: tuple[str, ...]) -> dict[str, np.ndarray]:
 
 
 def read_rejections(path: Path) -> list[RecordRejected]:
+    """rejections.csv as `RecordRejected`: an id written as an integer (a dataset's entry id) is
+    read back as one, every other id, digit-only record names with a leading zero such as
+    ``03700181`` included, stays the string written."""
     with path.open(newline="") as stream:
         rows = list(csv.DictReader(stream))
-    return [
-        RecordRejected(int(r["id"]) if r["id"].isdigit() else r["id"], r["check"], r["detail"])
-        for r in rows
-    ]
+    return [RecordRejected(_record_id(r["id"]), r["check"], r["detail"]) for r in rows]
+
+
+def _record_id(text: str) -> int | str:
+    """``text`` as the integer it spells exactly (``str(int(text)) == text``), else unchanged."""
+    return int(text) if text.isdecimal() and str(int(text)) == text else text

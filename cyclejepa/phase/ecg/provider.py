@@ -67,6 +67,7 @@ class EcgRPeakProvider(PhaseProvider):
     """
 
     signal = "ecg"
+    event_name = "beat"
 
     def __init__(
         self,

@@ -1,0 +1,82 @@
+"""Checksums of the evaluation's results, so that none goes into a report changed.
+
+Every JSON file the evaluation stage writes (``evaluation/<run>-stepNNNNNN.json``,
+``protocol.json``, ``hr-strata-stepNNNNNN.json``) and the report's ``report.json`` carry
+``checksum``: the sha256 of their own content, taken over the canonical JSON of every other key,
+
+    checksum = sha256( json.dumps(value without "checksum", sort_keys=True, separators=(",", ":")) ),
+
+with the value as it reads back from the file (numpy values as plain numbers, keys as strings).
+A checkpoint's result also carries ``checkpoint``: the checkpoint file it was computed from and
+``model_sha256``, the digest of the model weights in it (`model_digest`: every tensor, by name,
+so an exact resume that writes the same weights into a new file keeps it). `read_result`
+refuses a file whose content checksum does not hold (`ResultAltered`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from cyclejepa.jsonio import read_json
+
+__all__ = ["CHECKSUM", "ResultAltered", "content_checksum", "model_digest", "read_result", "with_checksum"]
+
+CHECKSUM = "checksum"
+"""The key holding a result's content checksum."""
+
+
+class ResultAltered(ValueError):
+    """A result file whose content, or whose checkpoint, no longer matches its checksum."""
+
+
+def content_checksum(value: dict[str, Any]) -> str:
+    """sha256 of the canonical JSON of ``value`` without its ``checksum`` key."""
+    rest = {key: item for key, item in value.items() if key != CHECKSUM}
+    text = json.dumps(rest, sort_keys=True, separators=(",", ":"), default=_plain)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def with_checksum(value: dict[str, Any]) -> dict[str, Any]:
+    """``value`` as it will read back from JSON, with its ``checksum`` added (`content_checksum`)."""
+    plain = json.loads(json.dumps(value, default=_plain))
+    return {**plain, CHECKSUM: content_checksum(plain)}
+
+
+def read_result(path: str | Path) -> dict[str, Any]:
+    """The result in ``path``, its checksum checked.
+
+    Raises `ResultAltered`, naming the file, when the content does not match its ``checksum``.
+    A file without one (written before results carried checksums) is returned as it is: the
+    caller marks it.
+    """
+    value = read_json(path)
+    if CHECKSUM in value and value[CHECKSUM] != content_checksum(value):
+        raise ResultAltered(
+            f"{path} was changed after the evaluation wrote it: its content does not match its checksum "
+            f"(re-run `cyclejepa evaluate CONFIG` to recompute it)"
+        )
+    return value
+
+
+def model_digest(checkpoint: str | Path) -> str:
+    """sha256 of the model weights of a checkpoint: over the tensors of its ``model`` state in
+    name order, each as its name, dtype, shape and raw bytes."""
+    import torch
+
+    from cyclejepa.training.checkpoint import load_checkpoint
+
+    state = load_checkpoint(checkpoint)["model"]
+    digest = hashlib.sha256()
+    for name in sorted(state):
+        tensor = state[name].detach().cpu().contiguous()
+        digest.update(f"{name}\0{tensor.dtype}\0{tuple(tensor.shape)}\0".encode())
+        digest.update(tensor.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()
+
+
+def _plain(value: Any) -> Any:
+    """numpy arrays and scalars as lists and numbers, anything else (a path) as text."""
+    return value.tolist() if hasattr(value, "tolist") else str(value)
