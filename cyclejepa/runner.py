@@ -92,12 +92,12 @@ def _corpus_problems(cfg: ExperimentConfig) -> list[str]:
 
     try:
         dataset = build_dataset(cfg)
+        mismatch = getattr(dataset, "mismatch", None)
+        problem = mismatch() if mismatch else None
     except DatasetNotFound:
         return []  # said in full, with where to get it, when prepare needs the data
     except (ValueError, TypeError) as error:
         return [f"data: dataset {cfg.data.dataset!r}: {str(error).splitlines()[0]}"]
-    mismatch = getattr(dataset, "mismatch", None)
-    problem = mismatch() if mismatch else None
     return [problem] if problem else []
 
 

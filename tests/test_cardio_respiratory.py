@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import SAMPLES
 from cyclejepa import registry, runner
 from cyclejepa.config import ConfigError, load_config
 from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "physionet-samples"
 TINY = ["training.steps=3", "training.checkpoint_every=3", "evaluation.steps=[3]", "evaluation.bootstrap=10"]
 pytestmark = pytest.mark.skipif(not (SAMPLES / "v102s.hea").is_file(), reason="shared multiparameter records absent")
 
