@@ -46,7 +46,11 @@ def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins
     cfg = config("cardio_respiratory.yaml", plugins / "cr")
     cache = runner.prepare(cfg, progress=False)
     assert cache.coordinates == ("cardiac", "respiratory") and cache.phase_centre.shape == (len(cache), 200, 2)
-    assert [r.check for r in cache.rejections] == ["lead_order", "lead_order"]  # 100 and s0010_re: no RESP
+    # 100, a103l and s0010_re have no RESP; mixedsignals' Resp is in Ohm, not the declared NU
+    assert [(str(r.record_id), r.check) for r in cache.rejections] == [
+        ("100", "lead_order"), ("a103l", "lead_order"), ("s0010_re", "lead_order"),
+        ("mixedsignals/0", "units"), ("mixedsignals/1", "units"), ("mixedsignals/2", "units"),
+    ]  # fmt: skip
     dataset = runner.build_dataset(cfg)
     provider = PHASE_PROVIDERS.build("composite", **cfg.phase.options)
     from cyclejepa.data.cache import record_windows
@@ -66,19 +70,26 @@ def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins
 def test_one_coordinate_cache_keeps_the_single_phase_layout(plugins):
     cfg = config("respiration.yaml", plugins / "resp")
     cache = runner.prepare(cfg, progress=False)
-    samples = round(cfg.data.window_s * 500)  # the window at the cache's 500 Hz; 80 ms tokens
-    assert cache.coordinates == () and cache.phase_centre.shape == (len(cache), samples // 40)
+    fs, data = cfg.data.fs, cfg.data  # breathing's own rates: 50 Hz cache, tokens of 10 samples at 10 Hz
+    samples = round(data.window_s * fs)
+    assert cache.coordinates == () and cache.phase_centre.shape == (len(cache), samples // (data.decimation * data.token_patch))
     assert "phase_coordinates" not in cache.manifest
     with np.load(cache.path / "rpeaks.npz") as f:
         assert sorted(f.files) == ["indices", "offsets"]
     dataset, provider = runner.build_dataset(cfg), PHASE_PROVIDERS.build("resp-breath", lead="RESP")
     from cyclejepa.data.cache import record_windows
+    from cyclejepa.data.datasets import RecordRejected
 
     stack = []
     for entry in dataset.entries():
-        for window in record_windows(dataset, entry, dataset.channels, 500.0, samples):
-            track = provider.phase(window.astype(np.float64), 500.0, dataset.channels)
-            stack.append(np.asarray(track.at_tokens(patch=8, fs_out=100.0, convention="centre"), dtype=np.float32))
+        try:
+            windows = record_windows(dataset, entry, dataset.channels, fs, samples)
+        except RecordRejected:  # mixedsignals: Resp in Ohm
+            continue
+        for window in windows:
+            track = provider.phase(window.astype(np.float64), fs, dataset.channels)
+            tokens = track.at_tokens(patch=data.token_patch, fs_out=fs / data.decimation, convention="centre")
+            stack.append(np.asarray(tokens, dtype=np.float32))
     buffer = io.BytesIO()
     np.save(buffer, np.stack(stack))
     assert (cache.path / "phase_centre.npy").read_bytes() == buffer.getvalue()  # byte for byte the (N, T) layout
@@ -145,7 +156,7 @@ def test_examples_pyproject_declares_both_plugins():
 def write_record(folder, name, signal, channels, fs=100.0):
     import wfdb
 
-    units = ["mV"] * len(channels)
+    units = ["NU" if c.lower() == "resp" else "mV" for c in channels]
     wfdb.wrsamp(name, fs=fs, units=units, sig_name=list(channels), p_signal=signal.T, fmt=["16"] * len(channels),
                 adc_gain=[1000.0] * len(channels), baseline=[0] * len(channels), write_dir=str(folder))  # fmt: skip
 

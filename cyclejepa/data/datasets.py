@@ -189,9 +189,9 @@ class Dataset:
         """A record file outside the index, read as `read` reads an entry (``cyclejepa embed``).
 
         By default the WFDB record at ``path`` (no extension; `read_record`) with every channel
-        the dataset keeps in its declared unit (`unit_of`): a voltage in another voltage unit is
-        converted (µV or V to mV), any other unit refused (`RecordRejected`, check ``units``,
-        naming both). Override it when `read` does more than read (renames channels, fills
+        the dataset keeps in its declared unit (`unit_of`; `in_units`): a voltage in another
+        voltage unit is converted (µV or V to mV), any other unit refused (`RecordRejected`,
+        check ``units``, naming both); a channel whose header states no unit is taken as declared. Override it when `read` does more than read (renames channels, fills
         gaps). It runs on a dataset built without its corpus: it must not need the root.
         """
         from cyclejepa.data.wfdb_format import read_record
@@ -283,18 +283,19 @@ MAX_RECORD_BYTES = 1 << 30
 """The most memory one conformed record may take (float32); a longer one is rejected (``extent``)."""
 
 
-def in_units(record_id: int | str, signal: np.ndarray, channels: Sequence[str], units: Sequence[str],
-             declared: Sequence[str]) -> np.ndarray:  # fmt: skip
+def in_units(record_id: int | str, signal: np.ndarray, channels: Sequence[str], units: Sequence[str | None],
+             declared: Sequence[str | None]) -> np.ndarray:  # fmt: skip
     """(C, L) float64 ``signal`` with row c converted from ``units[c]`` to ``declared[c]``: the
     same unit (any case) is kept, a voltage scaled to another (`MV_PER_UNIT`: µV or V to mV),
     any other pair refused (`RecordRejected`, check ``units``, naming the channel and both units).
+    A unit the file does not state (None) is taken to be the declared one.
 
     >>> in_units("r1", np.ones((2, 3)), ("II", "PLETH"), ("uV", "NU"), ("mV", "NU"))[:, 0]
     array([0.001, 1.   ])
     """
     signal = np.array(signal, dtype=np.float64)
     for row, (channel, unit, wanted) in enumerate(zip(channels, units, declared)):
-        if unit.lower() == wanted.lower():
+        if unit is None or wanted is None or unit.lower() == wanted.lower():
             continue
         if unit.lower() not in MV_PER_UNIT or wanted.lower() not in MV_PER_UNIT:
             raise RecordRejected(record_id, "units", f"channel {channel} is in {unit}, but the dataset declares {wanted}")
