@@ -126,6 +126,7 @@ OBJECTIVES = Registry("objective")
 AUGMENTATIONS = Registry("augmentation")
 DATASETS = Registry("dataset")
 DETECTORS = Registry("detector")
+RPEAK_DETECTORS = Registry("R-peak detector")
 
 ALL_REGISTRIES: dict[str, Registry] = {
     "phase_providers": PHASE_PROVIDERS,
@@ -139,6 +140,7 @@ ALL_REGISTRIES: dict[str, Registry] = {
     "augmentations": AUGMENTATIONS,
     "datasets": DATASETS,
     "detectors": DETECTORS,
+    "rpeak_detectors": RPEAK_DETECTORS,
 }
 
 _loaded = False
