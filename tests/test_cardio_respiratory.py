@@ -194,3 +194,49 @@ def test_multiparameter_dataset_segments_folds_gaps_and_rejections(plugins):
     assert [e.fold for e in by_segment.entries()] == [hash_fold(e.name) for e in entries]
     with pytest.raises(ValueError, match="split must be 'subject' or 'segment'"):
         DATASETS.build("multiparameter", root=folder, split="patient")
+
+
+def test_embed_reads_a_training_record_through_the_run_dataset(plugins, tmp_path):
+    """v102s (RESP in NU, gaps filled by the dataset) embedded from its file, by the run and by its
+    exported package, gives the evaluation's windows: the same token phases, QC and per-window
+    representations; a record in another unit is refused naming both units."""
+    import json
+
+    import torch
+    from typer.testing import CliRunner
+
+    import cyclejepa
+    from cyclejepa.cli import app
+    from cyclejepa.data.wfdb_format import read_record
+    from cyclejepa.evaluation.stage import record_embeddings
+
+    assert not np.isfinite(read_record(SAMPLES / "v102s").signal).all()  # the file has gaps
+    cfg = config("respiration.yaml", plugins / "run", "data.options.segment_s=300")  # v102s: one 300 s entry
+    runner.write_resolved_config(cfg)
+    cache = runner.prepare(cfg, progress=False)
+    runner.pretrain(cfg, cache, runner.plan_runs(cfg)[0], progress=False)
+    rows = np.flatnonzero(cache.columns["record"] == "v102s/0")
+    encoder = cyclejepa.load_encoder(cfg.output_dir, device="cpu")
+    reps = record_embeddings(cfg, cache, encoder.model, torch.device("cpu"))
+    expected = reps.features[np.isin(reps.rows, rows)]  # the evaluation's windows of v102s that pass QC
+
+    out = tmp_path / "v102s.npz"
+    paths = [str(SAMPLES / "v102s"), str(SAMPLES / "mixedsignals")]
+    result = CliRunner().invoke(app, ["embed", str(cfg.output_dir), *paths, "--out", str(out), "--device", "cpu"])
+    assert result.exit_code == 1 and "1 records embedded" in result.output, result.output
+    saved = np.load(out)
+    assert json.loads(str(saved["failed"])) == {paths[1]: "channel Resp is in Ohm, but the dataset declares NU"}
+    np.testing.assert_array_equal(saved["token_phases"], cache.phases("centre")[rows])
+    np.testing.assert_array_equal(saved["window_qc_ok"], cache.columns["qc_ok"][rows])
+    valid = ~np.isnan(saved["token_phases"]) & saved["window_qc_ok"][:, None]
+    windows = [saved["tokens"][w][valid[w]].mean(axis=0) for w in range(len(rows)) if valid[w].any()]
+    assert len(windows) == len(expected) > 0
+    np.testing.assert_allclose(np.stack(windows), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(saved["embeddings"][0], saved["tokens"][valid].mean(axis=0), rtol=1e-5, atol=1e-6)
+
+    pytest.importorskip("safetensors")
+    from cyclejepa.export import export_run
+
+    package = export_run(cfg.output_dir, tmp_path / "package")
+    exported = cyclejepa.load_pretrained(package).embed_files([paths[0]])  # no root, the same dataset's reading
+    np.testing.assert_allclose(exported.tokens, saved["tokens"], rtol=0, atol=1e-6)
