@@ -127,6 +127,7 @@ AUGMENTATIONS = Registry("augmentation")
 DATASETS = Registry("dataset")
 DETECTORS = Registry("detector")
 RPEAK_DETECTORS = Registry("R-peak detector")
+PERTURBATIONS = Registry("anomaly family")
 
 ALL_REGISTRIES: dict[str, Registry] = {
     "phase_providers": PHASE_PROVIDERS,
@@ -141,6 +142,7 @@ ALL_REGISTRIES: dict[str, Registry] = {
     "datasets": DATASETS,
     "detectors": DETECTORS,
     "rpeak_detectors": RPEAK_DETECTORS,
+    "perturbations": PERTURBATIONS,
 }
 
 _loaded = False

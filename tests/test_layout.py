@@ -21,7 +21,6 @@ FLOW = ("data", "phase", "symmetry", "models", "objectives", "training", "evalua
 """The steps after the foundations, in order; a tuple holds steps that may not import each other."""
 ALLOWED = {
     ("cyclejepa.config", "cyclejepa.symmetry.spectrum"): "validate checks symmetry.spectrum by building it",
-    ("cyclejepa.config", "cyclejepa.evaluation.anomaly"): "validate checks evaluation.families against PERTURBATIONS",
 }
 """Function-local imports by which the config validates names against components, as the registry does."""
 

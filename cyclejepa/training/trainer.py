@@ -146,6 +146,9 @@ class Trainer:
         Output folder of this run.
     seed, transport_weight
         The run's seed (all five RNG streams derive from it) and its λ_trans.
+    fs
+        Sampling rate of ``signals`` in Hz (the cache's `PreparedCache.fs`), for the
+        augmentations that act in time or frequency.
     """
 
     def __init__(
@@ -157,6 +160,7 @@ class Trainer:
         *,
         seed: int,
         transport_weight: float,
+        fs: float,
         dist: Distributed = Distributed(),
     ):
         self.cfg, self.directory, self.dist = cfg, Path(directory), dist
@@ -172,7 +176,7 @@ class Trainer:
         self.compile_mode = compile_mode(cfg.training.compile, self.device.type, dist.enabled)
         self.step_module = self._wrap(self.objective)
         self.augmenter = Augmenter.from_config(
-            [{"name": a.name, "p": a.p, **a.options} for a in cfg.augmentations]
+            [{"name": a.name, "p": a.p, **a.options} for a in cfg.augmentations], fs=fs
         )
         self.augment = self._compiled(self.augmenter.apply)
         self.optimisers = build_optimisers(self.objective, cfg.optimiser)

@@ -44,6 +44,8 @@ class EcgRPeakProvider(PhaseProvider):
         Quality-control thresholds of `PhaseProvider`.
     """
 
+    signal = "ecg"
+
     def __init__(
         self,
         lead: str | Sequence[str] | None = None,
