@@ -426,7 +426,9 @@ def _dataset_problems(cfg: ExperimentConfig) -> list[str]:
             for option in data.options if option not in accepted or option == "root"
         ]
     facts = data_facts(data)
-    return problems + ([facts] if isinstance(facts, str) else _shape_problems(cfg, facts) + _lead_problems(cfg, facts))
+    if isinstance(facts, str):
+        return problems + [facts]
+    return problems + _shape_problems(cfg, facts) + _lead_problems(cfg, facts)
 
 
 def _shape_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:

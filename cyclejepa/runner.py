@@ -52,7 +52,7 @@ def preflight(cfg: ExperimentConfig) -> None:
     for label, cell in expand_grid(cfg):
         where = f"grid {label}: " if label else ""
         problems += [where + problem for problem in _device_problems(cell) + _corpus_problems(cell) + identity_problems(cell)
-                     + _extra_problems(cell)]  # fmt: skip
+                     + _extra_problems(cell) + _family_problems(cell)]  # fmt: skip
     if problems:
         raise ConfigError(problems, source="preflight")
 
@@ -83,6 +83,24 @@ def _extra_problems(cfg: ExperimentConfig) -> list[str]:
     except ImportError:
         return ["training.tensorboard: true needs tensorboard: pip install 'cyclejepa[tensorboard]'"]
     return []
+
+
+def _family_problems(cfg: ExperimentConfig) -> list[str]:
+    """Anomaly families of a list of the config's own that cannot apply to the phase provider's
+    signal (`PhaseProvider.signal`) or to the dataset's channel count. The default list is the
+    battery's to filter: it skips what does not apply and says so in the report."""
+    from cyclejepa.config import EvaluationConfig, data_facts
+    from cyclejepa.evaluation.anomaly.perturbations import applicable_families
+    from cyclejepa.registry import PERTURBATIONS, PHASE_PROVIDERS
+
+    families, facts = cfg.evaluation.families, data_facts(cfg.data)
+    if families == EvaluationConfig.model_fields["families"].default or isinstance(facts, str) or not all(
+        family in PERTURBATIONS for family in families
+    ):
+        return []  # the default list; facts or names that consistency_problems already names
+    signal = getattr(PHASE_PROVIDERS.get(cfg.phase.provider), "signal", "any")
+    _, skipped = applicable_families(families, signal, len(facts.channels))
+    return [f"evaluation.families[{families.index(name)}]: {name!r} {reason}; leave it out" for name, reason in skipped.items()]
 
 
 def _corpus_problems(cfg: ExperimentConfig) -> list[str]:

@@ -57,6 +57,10 @@ CASES = {
         {"phase": {"provider": "composite", "options": {"coordinates": {"cardiac": {"provider": "ecg-rpeak", "lead": "MLII"}}}}},
         ["phase.options.coordinates.cardiac.lead: 'MLII' is not a channel of dataset 'ptbxl'", "Did you mean 'II'?"],
     ),
+    "family on one channel": (
+        {"data": {"dataset": "challenge2021", "options": {"channels": ["II"]}}, "evaluation": {"families": ["attenuation", "lead-dropout"]}},
+        ["evaluation.families[1]: 'lead-dropout' needs at least 2 channels; the records have 1; leave it out"],
+    ),
     "provider option": (
         {"phase": {"options": {"min_event": 3}}},
         ["phase.options.min_event: unknown option of phase provider 'ecg-rpeak'", "allowed: detection_leads, detector,", "Did you mean 'min_events'?"],
