@@ -31,10 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.data.datasets import (
-    Dataset, DatasetNotFound, Entry, LabelLevel, Record, RecordRejected, hash_fold, in_units, sha256_of,
+    Dataset, DatasetNotFound, Entry, LabelLevel, Record, RecordRejected, fill_gaps, hash_fold, in_units, sha256_of,
 )  # fmt: skip
 from cyclejepa.data.wfdb_format import HeaderError, WfdbRecord, read_header, read_record
-from cyclejepa.phase import fill_nonfinite
 from cyclejepa.registry import DATASETS
 
 ECG_LEADS = ("II", "MLII", "MCL1", "I", "V", "V5")
@@ -165,18 +164,6 @@ class Multiparameter(Dataset):
 
     def _filled(self, record_id: int | str, name: str, signal: np.ndarray, fs: float) -> Record:
         """``signal`` (ECG, RESP) with runs of missing samples up to ``max_gap_s`` interpolated;
-        a longer one rejects it (check ``non_finite``)."""
-        gap = _longest_gap(signal)
-        if gap > self.max_gap_s * fs:
-            raise RecordRejected(name, "non_finite", f"{gap} missing samples in a row, more than {self.max_gap_s:g} s")
-        filled = fill_nonfinite(signal, list(self.channels))
+        a longer one rejects it (check ``non_finite``, `fill_gaps`)."""
+        filled = fill_gaps(name, signal, fs, self.max_gap_s, self.channels)
         return Record(record_id, filled.astype(np.float32), fs, self.channels)
-
-
-def _longest_gap(signal: np.ndarray) -> int:
-    """The longest run of non-finite samples on any channel of (channels, samples) ``signal``."""
-    longest = 0
-    for row in ~np.isfinite(signal):
-        edges = np.flatnonzero(np.diff(np.concatenate([[0], row.astype(np.int8), [0]])))
-        longest = max(longest, int(np.max(edges[1::2] - edges[::2], initial=0)))
-    return longest

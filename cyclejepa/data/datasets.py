@@ -26,11 +26,11 @@ from typing import Any
 
 import numpy as np
 
-from cyclejepa.data.preprocess import resample, resampling_ratio
+from cyclejepa.data.preprocess import fill_nonfinite, resample, resampling_ratio
 
 __all__ = [
     "MV_PER_UNIT", "Dataset", "DatasetNotFound", "DownloadFailed", "Entry", "FoldProtocol", "LabelLevel", "Record", "RecordRejected", "check_window",
-    "conform", "hash_fold", "in_units", "sha256_of",
+    "conform", "fill_gaps", "hash_fold", "in_units", "sha256_of",
 ]  # fmt: skip
 
 
@@ -301,6 +301,26 @@ def in_units(record_id: int | str, signal: np.ndarray, channels: Sequence[str], 
             raise RecordRejected(record_id, "units", f"channel {channel} is in {unit}, but the dataset declares {wanted}")
         signal[row] *= MV_PER_UNIT[unit.lower()] / MV_PER_UNIT[wanted.lower()]
     return signal
+
+
+def fill_gaps(record_id: int | str, signal: np.ndarray, fs: float, max_gap_s: float, channels: Sequence[str]) -> np.ndarray:
+    """(C, L) ``signal`` with its runs of non-finite samples linearly interpolated
+    (`fill_nonfinite`) when none lasts more than ``max_gap_s`` seconds; a longer one raises
+    `RecordRejected` (check ``non_finite``, naming the channel and the run's length and start).
+
+    >>> fill_gaps("r1", np.array([[0.0, np.nan, 2.0, 3.0]]), 2.0, 0.5, ["PLETH"])
+    array([[0., 1., 2., 3.]])
+    """
+    for row, missing in enumerate(~np.isfinite(signal)):
+        if missing.all():
+            raise RecordRejected(record_id, "non_finite", f"no finite sample on {channels[row]}")
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], missing.astype(np.int8), [0]])))
+        starts, lengths = edges[::2], edges[1::2] - edges[::2]
+        if len(lengths) and lengths.max() > max_gap_s * fs:
+            k = int(np.argmax(lengths))
+            raise RecordRejected(record_id, "non_finite", f"{lengths[k]} missing samples in a row on {channels[row]} from "
+                                 f"{starts[k] / fs:.2f} s, more than {max_gap_s:g} s")  # fmt: skip
+    return fill_nonfinite(signal, list(channels))
 
 
 def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
