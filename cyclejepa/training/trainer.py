@@ -53,19 +53,25 @@ def compile_mode(setting: bool | str, device_type: str, distributed: bool = Fals
     return setting
 
 
+def build_configured_model(cfg: ExperimentConfig, seed: int) -> nn.Module:
+    """The model of ``cfg.model`` (encoder, projector, predictor), its weights drawn from ``seed``."""
+    model_cfg = cfg.model
+    return build_model(
+        model_cfg.name,
+        seed=seed,
+        encoder=model_cfg.encoder.model_dump(),
+        projector={"hidden": model_cfg.projector.hidden, "out_dim": model_cfg.projector.dim},
+        predictor=model_cfg.predictor.model_dump(),
+    )
+
+
 class JEPAObjective(nn.Module):
     """The weighted three-term objective of one training step, as one module (DDP wraps it)."""
 
     def __init__(self, cfg: ExperimentConfig, transport_weight: float, init_seed: int):
         super().__init__()
         model_cfg = cfg.model
-        self.model = build_model(
-            model_cfg.name,
-            seed=init_seed,
-            encoder=model_cfg.encoder.model_dump(),
-            projector={"hidden": model_cfg.projector.hidden, "out_dim": model_cfg.projector.dim},
-            predictor=model_cfg.predictor.model_dump(),
-        )
+        self.model = build_configured_model(cfg, init_seed)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed + 1)
             self.symmetry = registry.SYMMETRIES.get(cfg.symmetry.name)(
