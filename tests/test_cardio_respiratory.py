@@ -145,12 +145,13 @@ def check_coordinate_gains(cfg, out):
         assert reported[name]["mechanism"]["true"]["gain_fraction"] == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
-def test_examples_pyproject_declares_both_plugins():
+def test_examples_pyproject_declares_every_plugin():
     import tomllib
 
     project = tomllib.loads((EXAMPLES / "pyproject.toml").read_text())
     entries = project["project"]["entry-points"]["cyclejepa.plugins"]
-    assert entries == {"resp": "custom_phase_provider", "multiparameter": "multiparameter_dataset"}
+    assert entries == {"resp": "custom_phase_provider", "multiparameter": "multiparameter_dataset",
+                       "pulse-phase": "pulse_phase", "pulse-wave": "pulse_wave_dataset"}  # fmt: skip
     assert all((EXAMPLES / f"{module}.py").is_file() for module in project["tool"]["setuptools"]["py-modules"])
 
 
