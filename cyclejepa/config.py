@@ -406,7 +406,7 @@ def _listing(steps: list[int], shown: int = 8) -> str:
 
 
 def _fold_problems(cfg: ExperimentConfig) -> list[str]:
-    shared = sorted(set(cfg.data.train_folds) & set(cfg.data.eval_folds))
+    shared = sorted(set(cfg.data.train_folds or ()) & set(cfg.data.eval_folds or ()))  # None: not derived (named elsewhere)
     if shared:
         return [f"data.eval_folds: folds {shared} are also in data.train_folds {cfg.data.train_folds}; the two must not overlap"]
     return []
