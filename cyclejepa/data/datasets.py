@@ -191,8 +191,9 @@ class Dataset:
         By default the WFDB record at ``path`` (no extension; `read_record`) with every channel
         the dataset keeps in its declared unit (`unit_of`; `in_units`): a voltage in another
         voltage unit is converted (µV or V to mV), any other unit refused (`RecordRejected`,
-        check ``units``, naming both); a channel whose header states no unit is taken as declared. Override it when `read` does more than read (renames channels, fills
-        gaps). It runs on a dataset built without its corpus: it must not need the root.
+        check ``units``, naming both); a channel whose header states no unit is taken as
+        declared. Override it when `read` does more than read (renames channels, fills gaps).
+        It runs on a dataset built without its corpus: it must not need the root.
         """
         from cyclejepa.data.wfdb_format import read_record
 
