@@ -9,10 +9,14 @@ docs/own-signal.md). In a config::
       root: ../shared/data/physionet-samples
       options: {channels: [PLETH]}
 
-Every ``*.hea`` record under ``root`` that holds the channels (case-insensitive) is one entry:
-one subject per record, fold `hash_fold` of its name, no labels. A record without them is
-rejected while indexing (check ``lead_order``). Reading a record (`read`, and `read_path` for a
-record file given by its path, as ``cyclejepa embed`` reads one):
+Every ``*.hea`` record under ``root`` that holds the channels (case-insensitive) is indexed, one
+subject per record, no labels; a record without them is rejected while indexing (check
+``lead_order``). A record is one entry, folded by `hash_fold` of its name, or, with
+``segment_s``, cut into entries of that length (``a103l/0``, ``a103l/1``, ...) folded by
+record (``split: subject``) or each by its own name (``split: segment``: training and evaluation
+then share subjects, for a corpus too small to hold one out). No fold is sealed. Reading a
+record (`read`, and `read_path` for a record file given by its path, as ``cyclejepa embed``
+reads one):
 
 - each channel at its own rate: a multi-rate record (``mixedsignals``: ECG at 250 Hz, pulse
   waves at 125 Hz, in 62.5 Hz frames) is read frame by frame, not averaged to the frame rate;
@@ -39,7 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.data.datasets import (
-    Dataset, DatasetNotFound, Entry, Record, RecordRejected, fill_gaps, hash_fold, in_units, sha256_of,
+    Dataset, DatasetNotFound, Entry, FoldProtocol, Record, RecordRejected, fill_gaps, hash_fold, in_units, sha256_of,
 )  # fmt: skip
 from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, read_header, resolve_inside
 from cyclejepa.registry import DATASETS
@@ -59,6 +63,8 @@ class PulseWaves(Dataset):
     root : the folder searched for ``*.hea`` headers (any depth), when the index is first needed.
     channels : the channels kept, from `UNITS` (``PLETH``, ``ABP``).
     max_gap_s : longest run of missing samples filled by linear interpolation.
+    segment_s : the length of one entry in seconds (None: a whole record).
+    split : ``"subject"`` (folds by record) or ``"segment"`` (folds by segment).
     """
 
     channels = ("PLETH",)
@@ -68,18 +74,20 @@ class PulseWaves(Dataset):
     decimation = 5
     token_patch = 2
     window_s = 10.0
+    folds = FoldProtocol(sealed=())
 
     def __init__(self, root: str | os.PathLike | None = None, channels: list[str] | tuple[str, ...] = ("PLETH",),
-                 max_gap_s: float = 0.5):  # fmt: skip
+                 max_gap_s: float = 0.5, segment_s: float | None = None, split: str = "subject"):  # fmt: skip
         super().__init__(root)
         unknown = [c for c in channels if c.upper() not in UNITS]
         if unknown or not channels:
             raise ValueError(f"channels must be some of {', '.join(UNITS)} (their units are declared), got {list(channels)}")
-        if max_gap_s < 0:
-            raise ValueError(f"max_gap_s must be >= 0, got {max_gap_s}")
+        if max_gap_s < 0 or (segment_s is not None and segment_s <= 0) or split not in ("subject", "segment"):
+            raise ValueError(f"need max_gap_s >= 0, segment_s > 0 or None, split 'subject' or 'segment'; got "
+                             f"{max_gap_s}, {segment_s}, {split!r}")  # fmt: skip
         self.channels = tuple(channels)
         self.units = tuple(UNITS[c.upper()] for c in self.channels)
-        self.max_gap_s = float(max_gap_s)
+        self.max_gap_s, self.segment_s, self.split = float(max_gap_s), segment_s, split
 
     def __repr__(self) -> str:
         return f"PulseWaves({str(self.root)!r}, channels={list(self.channels)})"
@@ -91,37 +99,52 @@ class PulseWaves(Dataset):
         return sorted(self.root.rglob("*.hea"))
 
     @cached_property
-    def _index(self) -> tuple[list[Entry], list[RecordRejected]]:
-        entries, rejected = [], []
+    def _index(self) -> tuple[list[Entry], dict[int, tuple[str, int]], list[RecordRejected]]:
+        entries, segments, rejected = [], {}, []
         for patient, path in enumerate(self._headers, start=1):
             name = path.relative_to(self.root).with_suffix("").as_posix()
             try:
-                self._rows(name, read_header(path))
+                header = read_header(path)
+                self._rows(name, header)
             except (HeaderError, OSError) as error:
                 rejected.append(RecordRejected(name, "unreadable", f"header {path}: {error}"))
+                continue
             except RecordRejected as rejection:
                 rejected.append(rejection)
-            else:
-                entries.append(Entry(len(entries) + 1, name, patient, hash_fold(name)))
-        return entries, rejected
+                continue
+            seconds = (header.samples or 0) / header.fs
+            count = int(seconds // self.segment_s) if self.segment_s else 1
+            for k in range(count):
+                label = f"{name}/{k}" if self.segment_s else name
+                fold = hash_fold(label if self.split == "segment" else name)
+                entries.append(Entry(len(entries) + 1, label, patient, fold))
+                segments[len(entries)] = (name, k)
+            if not count:
+                rejected.append(RecordRejected(name, "extent", f"lasts {seconds:.1f} s, shorter than one {self.segment_s:g} s segment"))
+        return entries, segments, rejected
 
     def entries(self) -> list[Entry]:
-        """Every record with the channels, in path order."""
+        """Every record with the channels (or its segments), in path order."""
         return self._index[0]
 
     def rejected(self) -> list[RecordRejected]:
-        """Records without the channels, or with an unreadable header."""
-        return self._index[1]
+        """Records without the channels, with an unreadable header, or shorter than a segment."""
+        return self._index[2]
 
     def fingerprint(self) -> dict:
         """The root, the options and one sha256 over every header."""
         headers = sha256_of(self._headers, self.root)
         return {"root": str(self.root.resolve()), "headers_sha256": headers, "channels": list(self.channels),
-                "max_gap_s": self.max_gap_s}  # fmt: skip
+                "max_gap_s": self.max_gap_s, "segment_s": self.segment_s, "split": self.split}  # fmt: skip
 
     def read(self, entry: Entry) -> Record:
-        """The record of ``entry`` (see the module docstring)."""
-        return replace(self._read(self.root / entry.name, entry.name), id=entry.id)
+        """The record of ``entry`` (see the module docstring), or its ``segment_s`` segment."""
+        name, k = self._index[1][entry.id]
+        record = self._read(self.root / name, entry.name)
+        if self.segment_s:
+            length = round(self.segment_s * record.fs)
+            record = replace(record, signal=record.signal[:, k * length : (k + 1) * length])
+        return replace(record, id=entry.id)
 
     def read_path(self, path: str | os.PathLike) -> Record:
         """The record file at ``path`` (WFDB, no extension), read as `read` reads an entry."""
