@@ -322,7 +322,7 @@ def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cy
 @app.command()
 def embed(
     run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`, or one run folder in it")],
-    records: Annotated[list[Path], typer.Argument(help="WFDB record paths, without extension")],
+    records: Annotated[list[Path], typer.Argument(help="record files as the run's dataset reads them (WFDB: paths without extension)")],
     out: Annotated[Path, typer.Option(help="output file: .npz or .parquet")],
     checkpoint: Annotated[int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")] = None,
     arm: Annotated[str | None, typer.Option(help="arm of the run (default: the first)")] = None,
@@ -331,7 +331,7 @@ def embed(
     batch_size: Annotated[int, typer.Option(min=1, help="records read and windows embedded at a time")] = 256,
     tokens: Annotated[bool, typer.Option(help="keep the token embeddings (else record embeddings, phases, QC)")] = True,
 ) -> None:
-    """Embed WFDB records with a trained run: record and token embeddings, token phases, QC."""
+    """Embed record files with a trained run (read by its dataset): record and token embeddings, token phases, QC."""
     from cyclejepa.embed import check_output, load_encoder
 
     with _user_errors():

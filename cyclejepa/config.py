@@ -406,7 +406,7 @@ def _listing(steps: list[int], shown: int = 8) -> str:
 
 
 def _fold_problems(cfg: ExperimentConfig) -> list[str]:
-    shared = sorted(set(cfg.data.train_folds) & set(cfg.data.eval_folds))
+    shared = sorted(set(cfg.data.train_folds or ()) & set(cfg.data.eval_folds or ()))  # None: not derived (named elsewhere)
     if shared:
         return [f"data.eval_folds: folds {shared} are also in data.train_folds {cfg.data.train_folds}; the two must not overlap"]
     return []
@@ -414,7 +414,7 @@ def _fold_problems(cfg: ExperimentConfig) -> list[str]:
 
 def _dataset_problems(cfg: ExperimentConfig) -> list[str]:
     """data.options the dataset's constructor does not take; data facts that cannot be derived or
-    that the config contradicts (`_shape_problems`)."""
+    that the config contradicts (`_shape_problems`, `_lead_problems`)."""
     data = cfg.data
     accepted = _keyword_parameters(registry.DATASETS.get(data.dataset))
     problems = []
@@ -426,7 +426,9 @@ def _dataset_problems(cfg: ExperimentConfig) -> list[str]:
             for option in data.options if option not in accepted or option == "root"
         ]
     facts = data_facts(data)
-    return problems + ([facts] if isinstance(facts, str) else _shape_problems(cfg, facts))
+    if isinstance(facts, str):
+        return problems + [facts]
+    return problems + _shape_problems(cfg, facts) + _lead_problems(cfg, facts)
 
 
 def _shape_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
@@ -443,6 +445,35 @@ def _shape_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
             f"model.encoder.patch: {cfg.model.encoder.patch}, but the cache's tokens are data.token_patch = "
             f"{facts.token_patch} samples; leave model.encoder.patch out to derive it"
         )
+    return problems
+
+
+def _lead_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
+    """Channels the phase provider reads (its ``lead`` option, else that option's default; each
+    coordinate's for ``composite``) that the dataset does not keep."""
+    import inspect
+
+    readers = [("phase.options", cfg.phase.provider, cfg.phase.options)]
+    coordinates = cfg.phase.options.get("coordinates")
+    if cfg.phase.provider == "composite" and isinstance(coordinates, dict):
+        readers = [(f"phase.options.coordinates.{name}", spec.get("provider"), spec)
+                   for name, spec in coordinates.items() if isinstance(spec, dict)]  # fmt: skip
+    channels, problems = list(facts.channels), []
+    for key, name, options in readers:
+        if name not in registry.PHASE_PROVIDERS:
+            continue  # named by the composite provider's own check
+        parameter = inspect.signature(registry.PHASE_PROVIDERS.get(name)).parameters.get("lead")
+        default = None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
+        lead = options.get("lead", default)
+        wanted = [lead] if isinstance(lead, str) and lead != "all" else lead if isinstance(lead, (list, tuple)) else []
+        origin = "" if "lead" in options else f" (the default of phase provider {name!r})"
+        for channel in wanted:
+            if str(channel).lower() not in {c.lower() for c in channels}:
+                hint = closest_match(str(channel), channels)
+                problems.append(
+                    f"{key}.lead: {channel!r}{origin} is not a channel of dataset {cfg.data.dataset!r}; its channels: "
+                    f"{', '.join(channels)}" + (f". Did you mean {hint!r}?" if hint else "")
+                )
     return problems
 
 
@@ -527,6 +558,9 @@ def data_facts(data: DataConfig) -> DataFacts | str:
     channels = data.options.get("channels", default or getattr(cls, "channels", ()))
     if not isinstance(channels, (list, tuple)) or not channels:
         return f"data.dataset: {data.dataset!r} declares no channels (a class attribute `channels` or a `channels` option)"
+    units = getattr(cls, "units", ())
+    if units and parameter is None and len(units) != len(channels):
+        return f"data.dataset: {data.dataset!r} declares {len(units)} unit(s) {list(units)} for {len(channels)} channel(s) {list(channels)}"
     try:
         rates = cls.rates(data.fs, data.decimation, data.token_patch, data.window_s)
     except ValueError as error:

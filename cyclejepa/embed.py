@@ -1,15 +1,16 @@
 """Embeddings out: a trained run's encoder applied to new records with the run's own preprocessing.
 
 `load_encoder` finds a run's configuration, checkpoint and preprocessing cache (`Preprocessing`
-holds what the encoder needs of the cache; `cyclejepa.load_pretrained` reads the same from an
-exported package); `Encoder.embed`
-takes a signal in mV at any rate and prepares it as the cache prepared the training records:
-the run's leads in the run's order, resampled to the cache's native rate, cut into windows of
-the training record length (`cut_windows`, the cache's rule: a shorter tail is dropped), each window through the cache's
-`prepare_record` (decimation, the run's phase provider, token phases, phase QC) and the run's
-normalisation. Tokens come from `extract_tokens` and a record's embedding is the mean of its
-phase-valid tokens (`record_representations`), as in the evaluation stage. `cyclejepa embed`
-runs `Encoder.embed_files` over WFDB records and writes `Embeddings.save` (.npz or .parquet).
+holds what the encoder needs of the cache and the run's dataset; `cyclejepa.load_pretrained`
+reads the same from an exported package). A record file is read by the run's dataset
+(`Dataset.read_path`: its reader, units, gap filling) and a record is prepared as the cache
+prepared the training records: the run's channels in the run's order, resampled to the cache's
+rate and cut into windows of the training record length (`cut_record`, the cache's rule: a
+shorter tail is dropped), each window through the cache's `prepare_record` (decimation, the
+run's phase provider, token phases, phase QC) and the run's normalisation. Tokens come from
+`extract_tokens` and a record's embedding is the mean of its phase-valid tokens
+(`record_representations`), as in the evaluation stage. `cyclejepa embed` runs
+`Encoder.embed_files` over record files and writes `Embeddings.save` (.npz or .parquet).
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.config import ExperimentConfig, load_config
-from cyclejepa.data.cache import PreparedCache, open_cache, prepare_record
-from cyclejepa.data.datasets import Record, RecordRejected, conform
-from cyclejepa.data.preprocess import Normalisation, cut_windows
+from cyclejepa.data.cache import PreparedCache, cut_record, open_cache, prepare_record
+from cyclejepa.data.datasets import Dataset, Record, RecordRejected
+from cyclejepa.data.preprocess import Normalisation
 from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
 from cyclejepa import runner
 from cyclejepa.progress import progress_bar
@@ -62,9 +63,9 @@ def load_encoder(
     checkpoint = find_checkpoint(runner.run_dir(cfg, plan) / "checkpoints", step, cfg.evaluation.headline_step)
     target = resolve_device(device)
     objective = load_trained(cfg, checkpoint, target)
-    preprocessing = Preprocessing.from_cache(open_cache(cfg))
+    preprocessing = Preprocessing.from_cache(open_cache(cfg), cfg.data.dataset, cfg.data.options)
     source = {"run": str(checkpoint.parents[1]), "step": int(checkpoint.stem.removeprefix("step_"))}
-    return Encoder(objective.model, preprocessing, target, source, objective.symmetry)
+    return Encoder(objective.model, preprocessing, target, source, objective.symmetry, root=cfg.data.root)
 
 
 def locate_run(path: Path, arm: str | None = None, seed: int | None = None) -> tuple[ExperimentConfig, runner.RunPlan]:
@@ -231,6 +232,9 @@ class Preprocessing:
     window : samples of one window at ``fs`` (the training record length).
     phase_provider, phase_options : the registered phase provider and its options.
     norm : the per-lead z-score statistics of the decimated training-fold windows.
+    dataset, dataset_options : the registered dataset the run read and its options (it reads
+        record files, `Dataset.read_path`).
+    units : each channel's physical unit, as the dataset declares it.
     """
 
     leads: tuple[str, ...]
@@ -241,6 +245,9 @@ class Preprocessing:
     norm: Normalisation
     decimation: int
     token_patch: int
+    dataset: str
+    dataset_options: dict
+    units: tuple[str, ...]
 
     @property
     def model_fs(self) -> float:
@@ -248,12 +255,13 @@ class Preprocessing:
         return self.fs / self.decimation
 
     @classmethod
-    def from_cache(cls, cache: PreparedCache) -> Preprocessing:
+    def from_cache(cls, cache: PreparedCache, dataset: str, dataset_options: dict) -> Preprocessing:
+        """The settings of ``cache``, built from the registered ``dataset`` with ``dataset_options``."""
         arguments = cache.manifest["arguments"]
         window = round(cache.signals.shape[-1] * cache.event_fs / cache.fs)
         return cls(
             cache.channels, cache.event_fs, window, arguments["phase_provider"], dict(arguments["phase_options"]),
-            cache.norm, round(cache.event_fs / cache.fs), cache.token_patch,
+            cache.norm, round(cache.event_fs / cache.fs), cache.token_patch, dataset, dict(dataset_options), cache.units,
         )  # fmt: skip
 
     def to_dict(self) -> dict:
@@ -270,6 +278,8 @@ class Preprocessing:
             "phase_provider": self.phase_provider,
             "phase_options": self.phase_options,
             "normalisation": self.norm.to_dict(self.leads),
+            "dataset": {"name": self.dataset, "options": self.dataset_options},
+            "units": list(self.units),
         }
 
     @classmethod
@@ -277,7 +287,7 @@ class Preprocessing:
         return cls(
             tuple(data["channels"]), float(data["fs"]), int(data["window"]), data["phase_provider"],
             dict(data["phase_options"]), Normalisation.from_dict(data["normalisation"]), int(data["decimation"]),
-            int(data["token_patch"]),
+            int(data["token_patch"]), data["dataset"]["name"], dict(data["dataset"]["options"]), tuple(data["units"]),
         )  # fmt: skip
 
 
@@ -293,17 +303,21 @@ class Encoder:
     leads : the channels the model reads, in its order.
     fs : the cache's native rate (Hz), at which windows are phased and then decimated.
     window : samples of one window at ``fs`` (the training record length).
+    dataset : the run's dataset, which reads record files (`Dataset.read_path`); built from its
+        registered name and options with the run's ``root`` (None for a package), which reading
+        a file does not need.
     source : where the weights come from (run folder, checkpoint step; the package when exported).
     """
 
-    def __init__(self, model, preprocessing: Preprocessing, device, source: dict, symmetry):
-        from cyclejepa.registry import PHASE_PROVIDERS
+    def __init__(self, model, preprocessing: Preprocessing, device, source: dict, symmetry, root=None):
+        from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
 
         self.model, self.preprocessing, self.device, self.symmetry = model, preprocessing, device, symmetry
         self.leads: list[str] = list(preprocessing.leads)
         self.fs: float = preprocessing.fs
         self.window: int = preprocessing.window
         self.provider = PHASE_PROVIDERS.build(preprocessing.phase_provider, **preprocessing.phase_options)
+        self.dataset: Dataset = DATASETS.build(preprocessing.dataset, root=root, **preprocessing.dataset_options)
         self.source = dict(source)
 
     def __repr__(self) -> str:
@@ -321,8 +335,9 @@ class Encoder:
     ) -> Embeddings:
         """Embeddings of one record (channels, samples) or a batch (records, channels, samples).
 
-        ``signal`` is in mV at ``fs`` Hz, its rows named by ``channel_names`` (matched to the
-        run's leads case-insensitively; other channels are ignored). ``batch_size`` windows go
+        ``signal`` is in the dataset's units (`Preprocessing.units`; ECG: mV) at ``fs`` Hz, its
+        rows named by ``channel_names`` (matched to the run's channels case-insensitively; other
+        channels are ignored). ``batch_size`` windows go
         through the model at a time; ``progress`` shows a progress bar over them. A record the
         run cannot embed (a missing lead, a rate below the model's, shorter than one window,
         non-finite samples) raises a ValueError naming it and why.
@@ -341,27 +356,26 @@ class Encoder:
         return self._embed(names, prepared, batch_size, progress, keep_tokens=True)
 
     def prepare(self, signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> _Windows:
-        """One record (channels, samples) in mV at ``fs`` as the cache prepares a record."""
+        """One record (channels, samples) in the dataset's units at ``fs``, prepared as the cache
+        prepares a record (`prepare_record`)."""
         signal = np.asarray(signal)
         if signal.ndim != 2 or len(channel_names) != len(signal):
             raise ValueError(f"{len(channel_names)} channel names for a signal of shape {signal.shape}")
+        return self._prepare(Record("record", signal, fs, tuple(map(str, channel_names))))
+
+    def _prepare(self, record: Record) -> _Windows:
+        """``record``'s windows (`cut_record`) through `prepare_record` and the run's normalisation;
+        ValueError naming what the run cannot embed."""
         model_fs = self.preprocessing.model_fs
-        if not (np.isfinite(fs) and fs >= model_fs):
+        if not (np.isfinite(record.fs) and record.fs >= model_fs):
             raise ValueError(
-                f"the record is sampled at {fs:g} Hz, below the {model_fs:g} Hz the encoder reads (content up to "
+                f"the record is sampled at {record.fs:g} Hz, below the {model_fs:g} Hz the encoder reads (content up to "
                 f"{model_fs / 2:g} Hz); give it at {model_fs:g} Hz or more"
             )
-        try:  # the run's leads at its rate, as the cache conforms a dataset's record
-            x = conform(Record("record", signal, fs, tuple(map(str, channel_names))), self.leads, self.fs)
+        try:  # the run's channels at its rate, in windows, as the cache cuts a dataset's record
+            windows = cut_record(record, self.leads, self.fs, self.window)
         except RecordRejected as rejection:
             raise ValueError(rejection.detail) from None
-        try:
-            windows = cut_windows(x, self.window)
-        except ValueError:
-            raise ValueError(
-                f"the record lasts {signal.shape[-1] / fs:.2f} s, shorter than the run's "
-                f"{self.window / self.fs:g} s window"
-            ) from None
         signals, outcomes = [], []
         for segment in windows:
             decimated, outcome, _ = prepare_record(
@@ -379,19 +393,11 @@ class Encoder:
             np.arange(count) * self.window / self.fs,
         )
 
-    def read(self, path: str | os.PathLike) -> tuple[np.ndarray, float, list[str]]:
-        """A WFDB record (path without extension): (channels, samples) mV, fs, channel names.
-
-        Raises FileNotFoundError or ValueError (unreadable, a missing lead, a lead not in mV).
-        """
-        from cyclejepa.data.wfdb_format import read_record
-
-        record = read_record(path)
-        leads = {lead.lower() for lead in self.leads}
-        other = [f"{n} ({u})" for n, u in zip(record.names, record.units) if n.lower() in leads and u.lower() != "mv"]
-        if other:
-            raise ValueError(f"leads {other} are not in mV, the unit the run was trained on")
-        return record.signal, record.fs, list(record.names)
+    def read(self, path: str | os.PathLike) -> Record:
+        """The record file at ``path`` as the run's dataset reads it (`Dataset.read_path`; WFDB:
+        the path without extension). Raises FileNotFoundError, ValueError (unreadable) or
+        `RecordRejected` (a check of the dataset, e.g. ``units`` for a channel in another unit)."""
+        return self.dataset.read_path(path)
 
     def embed_files(
         self,
@@ -401,7 +407,7 @@ class Encoder:
         progress: bool = False,
         keep_tokens: bool = True,
     ) -> Embeddings:
-        """`embed` of WFDB records, ``batch_size`` records at a time.
+        """`embed` of record files read by the run's dataset (`read`), ``batch_size`` records at a time.
 
         A record that cannot be read or embedded is left out and listed in
         `Embeddings.failed` with the reason; the others go on. ``keep_tokens`` False keeps only
@@ -413,8 +419,10 @@ class Encoder:
                 names, prepared = [], []
                 for path in paths[start : start + batch_size]:
                     try:
-                        prepared.append(self.prepare(*self.read(path)))
+                        prepared.append(self._prepare(self.read(path)))
                         names.append(str(path))
+                    except RecordRejected as rejection:
+                        failed[str(path)] = rejection.detail
                     except (FileNotFoundError, ValueError) as error:
                         failed[str(path)] = str(error)
                 if prepared:

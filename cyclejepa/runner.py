@@ -52,7 +52,7 @@ def preflight(cfg: ExperimentConfig) -> None:
     for label, cell in expand_grid(cfg):
         where = f"grid {label}: " if label else ""
         problems += [where + problem for problem in _device_problems(cell) + _corpus_problems(cell) + identity_problems(cell)
-                     + _extra_problems(cell)]  # fmt: skip
+                     + _extra_problems(cell) + _family_problems(cell)]  # fmt: skip
     if problems:
         raise ConfigError(problems, source="preflight")
 
@@ -85,6 +85,24 @@ def _extra_problems(cfg: ExperimentConfig) -> list[str]:
     return []
 
 
+def _family_problems(cfg: ExperimentConfig) -> list[str]:
+    """Anomaly families of a list of the config's own that cannot apply to the phase provider's
+    signal (`PhaseProvider.signal`) or to the dataset's channel count. The default list is the
+    battery's to filter: it skips what does not apply and says so in the report."""
+    from cyclejepa.config import EvaluationConfig, data_facts
+    from cyclejepa.evaluation.anomaly.perturbations import applicable_families
+    from cyclejepa.registry import PERTURBATIONS, PHASE_PROVIDERS
+
+    families, facts = cfg.evaluation.families, data_facts(cfg.data)
+    if families == EvaluationConfig.model_fields["families"].default or isinstance(facts, str) or not all(
+        family in PERTURBATIONS for family in families
+    ):
+        return []  # the default list; facts or names that consistency_problems already names
+    signal = getattr(PHASE_PROVIDERS.get(cfg.phase.provider), "signal", "any")
+    _, skipped = applicable_families(families, signal, len(facts.channels))
+    return [f"evaluation.families[{families.index(name)}]: {name!r} {reason}; leave it out" for name, reason in skipped.items()]
+
+
 def _corpus_problems(cfg: ExperimentConfig) -> list[str]:
     """A dataset that cannot be built from the config, or whose data on disk is not the one asked
     for (e.g. a synthetic corpus of another size at the root)."""
@@ -92,12 +110,12 @@ def _corpus_problems(cfg: ExperimentConfig) -> list[str]:
 
     try:
         dataset = build_dataset(cfg)
+        mismatch = getattr(dataset, "mismatch", None)
+        problem = mismatch() if mismatch else None
     except DatasetNotFound:
         return []  # said in full, with where to get it, when prepare needs the data
     except (ValueError, TypeError) as error:
         return [f"data: dataset {cfg.data.dataset!r}: {str(error).splitlines()[0]}"]
-    mismatch = getattr(dataset, "mismatch", None)
-    problem = mismatch() if mismatch else None
     return [problem] if problem else []
 
 

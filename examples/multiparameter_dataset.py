@@ -11,13 +11,14 @@ beside ``resp = "custom_phase_provider"``; see docs/cardio-respiratory.md). In a
 
 Every ``*.hea`` record under ``root`` with an ECG lead (the first of ``ecg_leads`` it has) and
 a ``RESP`` channel is indexed; a record without them is rejected while indexing (check
-``lead_order``), one shorter than a segment too (``extent``). A record is cut into segments of
+``lead_order``), one shorter than a segment too (``extent``), one whose channels are in other
+units than ``mV`` and ``NU`` when read (``units``). A record is cut into segments of
 ``segment_s`` seconds (the cache cuts each segment into windows); the segments of a record
 share its patient (one subject per record) and, with ``split: subject`` (the default), its fold
 (`hash_fold` of the record name). ``split: segment`` folds each segment by its own name
 (``v102s/3``): training and evaluation then share subjects, for a corpus too small to hold
-out a subject. The
-only label is trivial: ``part`` is ``early`` for the first half of a record's segments and
+out a subject. `read_path` reads a record file as `read` reads a segment (``cyclejepa embed``:
+the same channels, units check and gap filling). The only label is trivial: ``part`` is ``early`` for the first half of a record's segments and
 ``late`` for the rest, so that the probes have a task; it says nothing clinical.
 """
 
@@ -29,8 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
-from cyclejepa.data.datasets import Dataset, Entry, LabelLevel, Record, RecordRejected, hash_fold, sha256_of
-from cyclejepa.phase import fill_nonfinite
+from cyclejepa.data.datasets import (
+    Dataset, DatasetNotFound, Entry, LabelLevel, Record, RecordRejected, fill_gaps, hash_fold, in_units, sha256_of,
+)  # fmt: skip
+from cyclejepa.data.wfdb_format import HeaderError, WfdbRecord, read_header, read_record
 from cyclejepa.registry import DATASETS
 
 ECG_LEADS = ("II", "MLII", "MCL1", "I", "V", "V5")
@@ -43,7 +46,7 @@ class Multiparameter(Dataset):
 
     Parameters
     ----------
-    root : the folder searched for ``*.hea`` headers (any depth).
+    root : the folder searched for ``*.hea`` headers (any depth), when the index is first needed.
     ecg_leads : ECG lead names to take as ``ECG``, first found wins.
     segment_s : the length of one entry (s); a multiple of the cache's window loses nothing more.
     max_gap_s : longest run of missing (NaN) samples filled by linear interpolation; a longer one
@@ -67,42 +70,47 @@ class Multiparameter(Dataset):
         max_gap_s: float = 0.5,
         split: str = "subject",
     ):
-        if root is None or not Path(root).is_dir():
-            raise FileNotFoundError(f"multiparameter folder {root} does not exist (set data.root)")
+        super().__init__(root)
         if segment_s <= 0 or max_gap_s < 0:
             raise ValueError(f"segment_s must be > 0 and max_gap_s >= 0, got {segment_s}, {max_gap_s}")
         if split not in ("subject", "segment"):
             raise ValueError(f"split must be 'subject' or 'segment', got {split!r}")
-        self.split = split
-        self.root, self.ecg_leads = Path(root), tuple(ecg_leads)
+        self.split, self.ecg_leads = split, tuple(ecg_leads)
         self.segment_s, self.max_gap_s = float(segment_s), float(max_gap_s)
-        self._headers = sorted(self.root.rglob("*.hea"))
 
     def __repr__(self) -> str:
         return f"Multiparameter({str(self.root)!r})"
 
     @cached_property
-    def _index(self) -> tuple[list[Entry], dict[int, tuple[str, int, list[int]]], list[RecordRejected]]:
-        import wfdb
+    def _headers(self) -> list[Path]:
+        if self.root is None or not self.root.is_dir():
+            raise DatasetNotFound(f"multiparameter folder {self.root} does not exist (set data.root)")
+        return sorted(self.root.rglob("*.hea"))
 
+    def _rows(self, names: list[str]) -> list[int] | None:
+        """Rows of the ECG lead (the first of ``ecg_leads`` present) and RESP in ``names``, or None."""
+        lower = [str(name).strip().lower() for name in names]
+        ecg = next((lower.index(lead.lower()) for lead in self.ecg_leads if lead.lower() in lower), None)
+        return None if ecg is None or "resp" not in lower else [ecg, lower.index("resp")]
+
+    @cached_property
+    def _index(self) -> tuple[list[Entry], dict[int, tuple[str, int]], list[RecordRejected]]:
         entries, sources, rejected = [], {}, []
         for patient, path in enumerate(self._headers, start=1):
             name = path.relative_to(self.root).with_suffix("").as_posix()
             try:
-                header = wfdb.rdheader(str(path.with_suffix("")))
-            except Exception as error:
+                header = read_header(path)
+            except (HeaderError, OSError) as error:
                 rejected.append(RecordRejected(name, "unreadable", f"header {path}: {error}"))
                 continue
-            lower = [str(s).strip().lower() for s in header.sig_name or []]
-            ecg = next((lower.index(lead.lower()) for lead in self.ecg_leads if lead.lower() in lower), None)
-            if ecg is None or "resp" not in lower:
-                detail = f"needs one of {list(self.ecg_leads)} and RESP, has {header.sig_name}"
+            if self._rows(list(header.names)) is None:
+                detail = f"needs one of {list(self.ecg_leads)} and RESP, has {list(header.names)}"
                 rejected.append(RecordRejected(name, "lead_order", detail))
                 continue
             length = round(self.segment_s * header.fs)
-            n = (header.sig_len or 0) // length
+            n = (header.samples or 0) // length
             if n == 0:
-                detail = f"lasts {(header.sig_len or 0) / header.fs:.1f} s, shorter than one {self.segment_s:g} s segment"
+                detail = f"lasts {(header.samples or 0) / header.fs:.1f} s, shorter than one {self.segment_s:g} s segment"
                 rejected.append(RecordRejected(name, "extent", detail))
                 continue
             for k in range(n):
@@ -110,7 +118,7 @@ class Multiparameter(Dataset):
                 part = "early" if k < n / 2 else "late"
                 fold = hash_fold(name if self.split == "subject" else f"{name}/{k}")
                 entries.append(Entry(number, f"{name}/{k}", patient, fold, labels={"part": frozenset([part])}))
-                sources[number] = (name, k * length, [ecg, lower.index("resp")])
+                sources[number] = (name, k * length)
         return entries, sources, rejected
 
     def entries(self) -> list[Entry]:
@@ -129,28 +137,33 @@ class Multiparameter(Dataset):
         }  # fmt: skip
 
     def read(self, entry: Entry) -> Record:
-        """One segment, ECG and RESP in physical units; short gaps filled (see ``max_gap_s``)."""
-        import wfdb
-
-        name, start, rows = self._index[1][entry.id]
+        """One segment, ECG in mV and RESP in NU (check ``units``); short gaps filled (see ``max_gap_s``)."""
+        name, start = self._index[1][entry.id]
         path = self.root / name
         try:
-            data = wfdb.rdrecord(str(path), channels=rows)
-        except Exception as error:
+            record = read_record(path)
+        except (OSError, ValueError) as error:
             raise RecordRejected(entry.name, "unreadable", f"signals of {path}: {error}") from error
-        length = round(self.segment_s * data.fs)
-        signal = np.asarray(data.p_signal, dtype=np.float64).T[:, start : start + length]
-        gap = _longest_gap(signal)
-        if gap > self.max_gap_s * data.fs:
-            raise RecordRejected(entry.name, "non_finite", f"{gap} missing samples in a row, more than {self.max_gap_s:g} s")
-        filled = fill_nonfinite(signal, list(self.channels))
-        return Record(entry.id, filled.astype(np.float32), float(data.fs), self.channels)
+        length = round(self.segment_s * record.fs)
+        signal = self._signal(entry.name, record)[:, start : start + length]
+        return self._filled(entry.id, entry.name, signal, record.fs)
 
+    def read_path(self, path: str | os.PathLike) -> Record:
+        """The record file at ``path`` (WFDB, no extension) as `read` reads a segment: the same
+        channels, units check and gap filling, over the whole record."""
+        record = read_record(path)
+        return self._filled(str(path), str(path), self._signal(str(path), record), record.fs)
 
-def _longest_gap(signal: np.ndarray) -> int:
-    """The longest run of non-finite samples on any channel of (channels, samples) ``signal``."""
-    longest = 0
-    for row in ~np.isfinite(signal):
-        edges = np.flatnonzero(np.diff(np.concatenate([[0], row.astype(np.int8), [0]])))
-        longest = max(longest, int(np.max(edges[1::2] - edges[::2], initial=0)))
-    return longest
+    def _signal(self, name: str, record: WfdbRecord) -> np.ndarray:
+        """(ECG, RESP) of ``record`` in mV and NU; `RecordRejected` (``lead_order``, ``units``)."""
+        rows = self._rows(list(record.names))
+        if rows is None:
+            raise RecordRejected(name, "lead_order", f"needs one of {list(self.ecg_leads)} and RESP, has {list(record.names)}")
+        names, units = [record.names[r] for r in rows], [record.units[r] for r in rows]
+        return in_units(name, record.signal[rows], names, units, self.units)
+
+    def _filled(self, record_id: int | str, name: str, signal: np.ndarray, fs: float) -> Record:
+        """``signal`` (ECG, RESP) with runs of missing samples up to ``max_gap_s`` interpolated;
+        a longer one rejects it (check ``non_finite``, `fill_gaps`)."""
+        filled = fill_gaps(name, signal, fs, self.max_gap_s, self.channels)
+        return Record(record_id, filled.astype(np.float32), fs, self.channels)

@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import SAMPLES
 from cyclejepa import registry, runner
 from cyclejepa.config import ConfigError, load_config
 from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "data" / "physionet-samples"
 TINY = ["training.steps=3", "training.checkpoint_every=3", "evaluation.steps=[3]", "evaluation.bootstrap=10"]
 pytestmark = pytest.mark.skipif(not (SAMPLES / "v102s.hea").is_file(), reason="shared multiparameter records absent")
 
@@ -50,7 +50,9 @@ def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins
     found = {(str(r.record_id), r.check) for r in cache.rejections}
     assert {(name, "lead_order") for name in without_resp} <= found
     others = [r for r in cache.rejections if str(r.record_id) not in without_resp]
-    assert all(r.check == "non_finite" and "missing samples in a row" in r.detail for r in others), others
+    assert [(r.record_id, r.check, r.detail) for r in others] == [  # mixedsignals' Resp is in Ohm, not the declared NU
+        (f"mixedsignals/{k}", "units", "channel Resp is in Ohm, but the dataset declares NU") for k in range(3)
+    ]
     dataset = runner.build_dataset(cfg)
     provider = PHASE_PROVIDERS.build("composite", **cfg.phase.options)
     from cyclejepa.data.cache import record_windows
@@ -143,19 +145,20 @@ def check_coordinate_gains(cfg, out):
         assert reported[name]["mechanism"]["true"]["gain_fraction"] == pytest.approx(expected, rel=1e-9, abs=1e-12)
 
 
-def test_examples_pyproject_declares_both_plugins():
+def test_examples_pyproject_declares_every_plugin():
     import tomllib
 
     project = tomllib.loads((EXAMPLES / "pyproject.toml").read_text())
     entries = project["project"]["entry-points"]["cyclejepa.plugins"]
-    assert entries == {"resp": "custom_phase_provider", "multiparameter": "multiparameter_dataset"}
+    assert entries == {"resp": "custom_phase_provider", "multiparameter": "multiparameter_dataset",
+                       "pulse-phase": "pulse_phase", "pulse-wave": "pulse_wave_dataset"}  # fmt: skip
     assert all((EXAMPLES / f"{module}.py").is_file() for module in project["tool"]["setuptools"]["py-modules"])
 
 
 def write_record(folder, name, signal, channels, fs=100.0):
     import wfdb
 
-    units = ["mV"] * len(channels)
+    units = ["NU" if c.lower() == "resp" else "mV" for c in channels]
     wfdb.wrsamp(name, fs=fs, units=units, sig_name=list(channels), p_signal=signal.T, fmt=["16"] * len(channels),
                 adc_gain=[1000.0] * len(channels), baseline=[0] * len(channels), write_dir=str(folder))  # fmt: skip
 
@@ -193,3 +196,49 @@ def test_multiparameter_dataset_segments_folds_gaps_and_rejections(plugins):
     assert [e.fold for e in by_segment.entries()] == [hash_fold(e.name) for e in entries]
     with pytest.raises(ValueError, match="split must be 'subject' or 'segment'"):
         DATASETS.build("multiparameter", root=folder, split="patient")
+
+
+def test_embed_reads_a_training_record_through_the_run_dataset(plugins, tmp_path):
+    """v102s (RESP in NU, gaps filled by the dataset) embedded from its file, by the run and by its
+    exported package, gives the evaluation's windows: the same token phases, QC and per-window
+    representations; a record in another unit is refused naming both units."""
+    import json
+
+    import torch
+    from typer.testing import CliRunner
+
+    import cyclejepa
+    from cyclejepa.cli import app
+    from cyclejepa.data.wfdb_format import read_record
+    from cyclejepa.evaluation.stage import record_embeddings
+
+    assert not np.isfinite(read_record(SAMPLES / "v102s").signal).all()  # the file has gaps
+    cfg = config("respiration.yaml", plugins / "run", "data.options.segment_s=300")  # v102s: one 300 s entry
+    runner.write_resolved_config(cfg)
+    cache = runner.prepare(cfg, progress=False)
+    runner.pretrain(cfg, cache, runner.plan_runs(cfg)[0], progress=False)
+    rows = np.flatnonzero(cache.columns["record"] == "v102s/0")
+    encoder = cyclejepa.load_encoder(cfg.output_dir, device="cpu")
+    reps = record_embeddings(cfg, cache, encoder.model, torch.device("cpu"))
+    expected = reps.features[np.isin(reps.rows, rows)]  # the evaluation's windows of v102s that pass QC
+
+    out = tmp_path / "v102s.npz"
+    paths = [str(SAMPLES / "v102s"), str(SAMPLES / "mixedsignals")]
+    result = CliRunner().invoke(app, ["embed", str(cfg.output_dir), *paths, "--out", str(out), "--device", "cpu"])
+    assert result.exit_code == 1 and "1 records embedded" in result.output, result.output
+    saved = np.load(out)
+    assert json.loads(str(saved["failed"])) == {paths[1]: "channel Resp is in Ohm, but the dataset declares NU"}
+    np.testing.assert_array_equal(saved["token_phases"], cache.phases("centre")[rows])
+    np.testing.assert_array_equal(saved["window_qc_ok"], cache.columns["qc_ok"][rows])
+    valid = ~np.isnan(saved["token_phases"]) & saved["window_qc_ok"][:, None]
+    windows = [saved["tokens"][w][valid[w]].mean(axis=0) for w in range(len(rows)) if valid[w].any()]
+    assert len(windows) == len(expected) > 0
+    np.testing.assert_allclose(np.stack(windows), expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(saved["embeddings"][0], saved["tokens"][valid].mean(axis=0), rtol=1e-5, atol=1e-6)
+
+    pytest.importorskip("safetensors")
+    from cyclejepa.export import export_run
+
+    package = export_run(cfg.output_dir, tmp_path / "package")
+    exported = cyclejepa.load_pretrained(package).embed_files([paths[0]])  # no root, the same dataset's reading
+    np.testing.assert_allclose(exported.tokens, saved["tokens"], rtol=0, atol=1e-6)

@@ -122,7 +122,7 @@ def test_load_config_reports_missing_file(tmp_path):
         load_config(tmp_path / "absent.yaml")
 
 
-PLUGIN_EXAMPLES = {"respiration.yaml", "cardio_respiratory.yaml"}  # need the example plugins: test_cardio_respiratory.py
+PLUGIN_EXAMPLES = {"respiration.yaml", "cardio_respiratory.yaml", "ppg.yaml"}  # need the example plugins: test_cardio_respiratory.py, test_pulse_example.py
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.yaml") if p.name not in PLUGIN_EXAMPLES))

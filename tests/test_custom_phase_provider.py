@@ -57,12 +57,23 @@ def test_every_channel_reading_provider_names_its_channel_option_lead(example):
 def test_validate_checks_resp_breath_options_against_its_signature(example):
     from cyclejepa.config import consistency_problems, parse_config
 
-    good = parse_config({"phase": {"provider": "resp-breath", "options": {"lead": "RESP", "min_events": 6}}})
+    with_resp = {"dataset": "challenge2021", "options": {"channels": ["II", "RESP"]}}
+    good = parse_config({"data": with_resp, "phase": {"provider": "resp-breath", "options": {"lead": "RESP", "min_events": 6}}})
     assert consistency_problems(good) == []
-    bad = parse_config({"phase": {"provider": "resp-breath", "options": {"channel": "RESP"}}})
+    bad = parse_config({"data": with_resp, "phase": {"provider": "resp-breath", "options": {"channel": "RESP"}}})
     (problem,) = consistency_problems(bad)
     assert problem.startswith("phase.options.channel: unknown option of phase provider 'resp-breath'")
     assert "lead" in problem and "min_phase_yield" in problem  # its own and the shared QC options
+
+
+def test_validate_checks_the_channel_resp_breath_reads_against_the_dataset(example):
+    from cyclejepa.config import consistency_problems, parse_config
+
+    (problem,) = consistency_problems(parse_config({"phase": {"provider": "resp-breath"}}))  # PTB-XL has no RESP
+    assert problem == (
+        "phase.options.lead: 'RESP' (the default of phase provider 'resp-breath') is not a channel of dataset "
+        "'ptbxl'; its channels: I, II, III, aVR, aVL, aVF, V1, V2, V3, V4, V5, V6"
+    )
 
 
 def naive_breath_onsets(resp: np.ndarray, fs: float) -> np.ndarray:

@@ -69,7 +69,7 @@ def test_cli_and_load_encoder_give_the_evaluation_stages_embeddings(trained, tmp
     failed = json.loads(str(saved["failed"]))
     assert set(failed) == set(bad)
     assert failed[fewer].startswith("no channel ['aVF', 'V1', 'V2', 'V3', 'V4', 'V5', 'V6']")
-    assert failed[short] == "the record lasts 6.00 s, shorter than the run's 10 s window"
+    assert failed[short] == "the record lasts 6.00 s, shorter than one 10 s window"
     assert json.loads(str(saved["source"]))["step"] == 1  # evaluation.headline_step, not the latest (2)
 
     encoder = cyclejepa.load_encoder(cfg.output_dir, device="cpu")
@@ -102,7 +102,7 @@ def test_a_long_record_is_cut_into_windows_of_the_training_length(trained, tmp_p
     np.testing.assert_array_equal(together.token_phases, alone.token_phases)
     valid = ~np.isnan(alone.token_phases) & alone.window_qc_ok[:, None]
     np.testing.assert_allclose(together.embeddings[0], alone.tokens[valid].mean(axis=0), rtol=1e-5, atol=1e-6)
-    with pytest.raises(ValueError, match="record 0: the record lasts 6.00 s, shorter than the run's 10 s window"):
+    with pytest.raises(ValueError, match="record 0: the record lasts 6.00 s, shorter than one 10 s window"):
         encoder.embed(np.stack([first[:, :3000], second[:, :3000]]), 500, LEADS)
 
 

@@ -181,16 +181,17 @@ def test_rejection_survives_pickling():
 
 def test_missing_root_says_where_and_how_to_download(tmp_path, monkeypatch):
     missing = tmp_path / "nowhere"
+    dataset = PTBXL(missing)  # building reads nothing; the root is looked up when needed
     with pytest.raises(DatasetNotFound) as caught:
-        PTBXL(missing)
+        dataset.fetch()
     message = str(caught.value)
     assert str(missing) in message and "download" in message and "CYCLEJEPA_PTBXL" in message
     monkeypatch.delenv("CYCLEJEPA_PTBXL", raising=False)
     with pytest.raises(DatasetNotFound, match="CYCLEJEPA_PTBXL"):
-        PTBXL(None)
+        PTBXL(None).entries()
     (tmp_path / "ptbxl_database.csv").write_text("ecg_id\n")
     with pytest.raises(DatasetNotFound, match="scp_statements.csv"):
-        PTBXL(tmp_path)
+        PTBXL(tmp_path).root
 
 
 def test_root_from_environment_and_record_lookup(tmp_path, monkeypatch):

@@ -41,6 +41,26 @@ CASES = {
         {"runs": {"arms": [{"name": "winder", "transport_weight": 1.0}, {"name": "winder", "transport_weight": 0.0}]}},
         ["runs.arms: arm name 'winder' appears 2 times"],
     ),
+    "encoder width": (
+        {"model": {"encoder": {"leads": 1}}},
+        ["model.encoder.leads: 1, but dataset 'ptbxl' gives 12 channel(s)", "leave model.encoder.leads out to derive it"],
+    ),
+    "token patch": (
+        {"model": {"encoder": {"patch": 5}}},
+        ["model.encoder.patch: 5, but the cache's tokens are data.token_patch = 8 samples"],
+    ),
+    "provider lead": (
+        {"phase": {"options": {"lead": "PPG"}}},
+        ["phase.options.lead: 'PPG' is not a channel of dataset 'ptbxl'; its channels: I, II, III, aVR"],
+    ),
+    "coordinate lead": (
+        {"phase": {"provider": "composite", "options": {"coordinates": {"cardiac": {"provider": "ecg-rpeak", "lead": "MLII"}}}}},
+        ["phase.options.coordinates.cardiac.lead: 'MLII' is not a channel of dataset 'ptbxl'", "Did you mean 'II'?"],
+    ),
+    "family on one channel": (
+        {"data": {"dataset": "challenge2021", "options": {"channels": ["II"]}}, "evaluation": {"families": ["attenuation", "lead-dropout"]}},
+        ["evaluation.families[1]: 'lead-dropout' needs at least 2 channels; the records have 1; leave it out"],
+    ),
     "provider option": (
         {"phase": {"options": {"min_event": 3}}},
         ["phase.options.min_event: unknown option of phase provider 'ecg-rpeak'", "allowed: detection_leads, detector,", "Did you mean 'min_events'?"],

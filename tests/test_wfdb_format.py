@@ -120,4 +120,13 @@ def test_read_record_equals_the_wfdb_package_on_a_real_record():
     record = read_record(path)
     expected = wfdb.rdrecord(str(path))
     np.testing.assert_array_equal(record.signal, expected.p_signal.T)
-    assert (record.fs, record.names, record.units) == (360.0, ("MLII", "V5"), ("mV", "mV"))
+    assert (record.fs, record.names, record.units) == (360.0, ("MLII", "V5"), (None, None))  # its header states no unit
+    assert read_record(SHARED / "physionet-samples" / "v102s").units == ("mV", "mV", "NU", "NU")
+
+
+def test_a_unit_the_header_does_not_state_is_marked_so():
+    from cyclejepa.data.wfdb_format import parse_header
+
+    stated, unstated, no_gain = parse_header("r 3 250 10\nr.dat 16 200/NU 16 0 0 0 0 PLETH\nr.dat 16 200 16 0 0 0 0 RESP\nr.dat 16").signals
+    assert (stated.units, stated.units_stated) == ("NU", True)
+    assert (unstated.units, unstated.units_stated) == ("mV", False) == (no_gain.units, no_gain.units_stated)  # the default

@@ -18,7 +18,7 @@ from cyclejepa.data.augment import (
 from cyclejepa.data.cache import PreparedCache, prepare_cache
 from cyclejepa.data.challenge import Challenge2021
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
-from cyclejepa.data.datasets import Dataset, Entry, FoldProtocol, LabelLevel, Record, conform, hash_fold
+from cyclejepa.data.datasets import Dataset, Entry, FoldProtocol, LabelLevel, Record, conform, fill_gaps, hash_fold, in_units
 from cyclejepa.data.preprocess import Normalisation, cut_windows, decimate, fit_normalisation
 from cyclejepa.data.ptbxl import (
     LEADS,

@@ -70,7 +70,8 @@ class Challenge2021(Dataset):
 
     Parameters
     ----------
-    root : the folder searched for ``*.hea`` headers; None reads ``$CYCLEJEPA_CHALLENGE2021``.
+    root : the folder searched for ``*.hea`` headers (when the index is first needed); None reads
+        ``$CYCLEJEPA_CHALLENGE2021``.
     channels : the leads the cache keeps (default the 12 standard leads).
     """
 
@@ -84,17 +85,22 @@ class Challenge2021(Dataset):
     root_env = ROOT_ENV
 
     def __init__(self, root: str | os.PathLike | None = None, channels: list[str] | tuple[str, ...] = LEADS):
-        self.root = type(self).resolve_root(root)
-        if not self.root.is_dir():
-            raise DatasetNotFound(f"Challenge corpus folder {self.root} does not exist (set data.root or ${ROOT_ENV})")
+        super().__init__(root)
         self.channels = tuple(channels)
         self.units = ("mV",) * len(self.channels)
-        self._headers = sorted(self.root.rglob("*.hea"))
-        if not self._headers:
-            raise DatasetNotFound(f"no *.hea header under {self.root}: not a Challenge-format corpus")
 
     def __repr__(self) -> str:
         return f"Challenge2021({str(self.root)!r})"
+
+    @cached_property
+    def _headers(self) -> list[Path]:
+        """Every ``*.hea`` under the root; `DatasetNotFound` when there is no root or no header."""
+        if self.root is None or not self.root.is_dir():
+            raise DatasetNotFound(f"Challenge corpus folder {self.root} does not exist (set data.root or ${ROOT_ENV})")
+        headers = sorted(self.root.rglob("*.hea"))
+        if not headers:
+            raise DatasetNotFound(f"no *.hea header under {self.root}: not a Challenge-format corpus")
+        return headers
 
     @cached_property
     def _index(self) -> tuple[list[Entry], dict[int, WfdbHeader], list[RecordRejected]]:
@@ -127,7 +133,8 @@ class Challenge2021(Dataset):
 
     def fingerprint(self) -> dict:
         """The root and one sha256 over every header."""
-        return {"root": str(self.root.resolve()), "headers_sha256": sha256_of(self._headers, self.root)}
+        headers = sha256_of(self._headers, self.root)
+        return {"root": str(self.root.resolve()), "headers_sha256": headers}
 
     def read(self, entry: Entry) -> Record:
         """The record in mV at its own rate; raises `RecordRejected` (``outside_root``,

@@ -3,11 +3,12 @@
 A dataset is a class registered in `cyclejepa.registry.DATASETS` and built from the config as
 ``DATASETS.build(data.dataset, root=data.root, **data.options)``. It owns its facts: channels and
 their units, native and cache rates, window, fold protocol, label levels and where its root is
-found (`Dataset`). It lists its records as
-`Entry` rows (integer id, name, patient, fold 1..10, age, sex, multi-label targets per
-`LabelLevel`), reads one record as a `Record` (signal in mV, rate, channel names) and reports
-what it rejected while indexing. Reading a record verifies it: a record that fails a check
-raises `RecordRejected` naming the check, and the cache logs it to rejections.csv.
+found (`Dataset`). It lists its records as `Entry` rows (integer id, name, patient, fold 1..10,
+age, sex, multi-label targets per `LabelLevel`), reads one record as a `Record` (signal in each
+channel's declared unit, rate, channel names), reads a record file outside its index the same
+way (`Dataset.read_path`, for ``cyclejepa embed``) and reports what it rejected while indexing.
+Reading a record verifies it: a record that fails a check raises `RecordRejected` naming the
+check, and the cache logs it to rejections.csv.
 
 Everything after reading is generic (`conform`): the dataset's channels are picked by name,
 the signal resampled to the cache's rate and cut into windows of the model's length
@@ -18,17 +19,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cyclejepa.data.preprocess import resample, resampling_ratio
+from cyclejepa.data.preprocess import fill_nonfinite, resample, resampling_ratio
 
 __all__ = [
     "MV_PER_UNIT", "Dataset", "DatasetNotFound", "DownloadFailed", "Entry", "FoldProtocol", "LabelLevel", "Record", "RecordRejected", "check_window",
-    "conform", "hash_fold", "sha256_file", "sha256_of",
+    "conform", "fill_gaps", "hash_fold", "in_units", "sha256_file", "sha256_of",
 ]  # fmt: skip
 
 
@@ -124,14 +126,16 @@ class Dataset:
     """Base of a registered dataset: subclass it, set its facts, implement `entries` and `read`.
 
     The cache calls exactly `entries`, `read`, `rejected` and `fingerprint` (in that order of
-    need) and reads the class facts below; a runner calls `fetch` first. Everything after
-    reading is generic (`conform`, `cut_windows`, the cache), so a dataset never resamples.
+    need) and reads the class facts below; a runner calls `fetch` first; ``cyclejepa embed``
+    reads record files with `read_path`. Everything after reading is generic (`conform`,
+    `cut_windows`, the cache), so a dataset never resamples.
 
     Facts (class attributes; a config may override the rates and the window):
 
     - ``channels``: the channels the cache keeps, in order (matched to a record's names
       case-insensitively); a dataset whose channels are an option takes a ``channels`` keyword.
-    - ``units``: each channel's physical unit (``"mV"`` for ECG, ``"NU"`` for a pulse wave).
+    - ``units``: each channel's physical unit (``"mV"`` for ECG, ``"NU"`` for a pulse wave);
+      a record file whose channel is in another unit is refused (`read_path`).
     - ``fs``: the native rate in Hz (None when it varies from record to record).
     - ``cache_fs``: the rate records are resampled to and phased at (``data.fs``; None: ``fs``).
     - ``decimation``: the model sees ``cache_fs / decimation`` (``data.decimation``).
@@ -139,6 +143,11 @@ class Dataset:
     - ``window_s``: the model's record length in seconds (``data.window_s``).
     - ``folds``: the `FoldProtocol`; ``label_levels``: the label vocabularies (may be empty).
     - ``root_env``: the environment variable naming the root when ``data.root`` is not set.
+
+    The dataset is built as ``Cls(root=data.root, **data.options)``. The base constructor keeps
+    the root (``data.root``, else ``$root_env``, else None) in ``self.root``; a subclass with
+    options of its own takes ``root`` first and calls ``super().__init__(root)``. Building reads
+    nothing: ``cyclejepa embed`` builds the dataset where its corpus may be absent.
 
     >>> class Tiny(Dataset):
     ...     channels, units, fs, token_patch = ("PPG",), ("NU",), 125.0, 25
@@ -148,6 +157,8 @@ class Dataset:
     ...         return Record(entry.id, np.zeros((1, 1250), np.float32), self.fs, self.channels)
     >>> Tiny.rates()
     {'cache_fs': 125.0, 'decimation': 1, 'token_patch': 25, 'window_s': 10.0, 'n_tokens': 50}
+    >>> Tiny(root=None).read(Tiny().entries()[0]).signal.shape
+    (1, 1250)
     """
 
     channels: tuple[str, ...] = ()
@@ -162,6 +173,10 @@ class Dataset:
     folds: FoldProtocol = FoldProtocol()
     root_env: str | None = None
 
+    def __init__(self, root: str | os.PathLike | None = None):
+        found = root if root is not None else (os.environ.get(self.root_env) if self.root_env else None)
+        self.root: Path | None = Path(found).expanduser() if found else None
+
     def entries(self) -> list[Entry]:
         """Every indexed record, in a fixed order."""
         raise NotImplementedError(f"{type(self).__name__} must implement entries()")
@@ -169,6 +184,24 @@ class Dataset:
     def read(self, entry: Entry) -> Record:
         """The verified record of ``entry``; raises `RecordRejected` naming the failed check."""
         raise NotImplementedError(f"{type(self).__name__} must implement read(entry)")
+
+    def read_path(self, path: str | os.PathLike) -> Record:
+        """A record file outside the index, read as `read` reads an entry (``cyclejepa embed``).
+
+        By default the WFDB record at ``path`` (no extension; `read_record`) with every channel
+        the dataset keeps in its declared unit (`unit_of`; `in_units`): a voltage in another
+        voltage unit is converted (µV or V to mV), any other unit refused (`RecordRejected`,
+        check ``units``, naming both); a channel whose header states no unit is taken as
+        declared. Override it when `read` does more than read (renames channels, fills gaps).
+        It runs on a dataset built without its corpus: it must not need the root.
+        """
+        from cyclejepa.data.wfdb_format import read_record
+
+        record = read_record(path)
+        kept = {channel.lower(): self.unit_of(channel) for channel in self.channels}
+        declared = [kept.get(name.lower(), unit) for name, unit in zip(record.names, record.units)]
+        signal = in_units(str(path), record.signal, record.names, record.units, declared)
+        return Record(str(path), signal.astype(np.float32), record.fs, record.names)
 
     def rejected(self) -> list[RecordRejected]:
         """Records (or metadata rows) rejected while indexing, before any signal is read."""
@@ -179,8 +212,16 @@ class Dataset:
         return {"class": f"{type(self).__module__}.{type(self).__qualname__}"}
 
     def fetch(self) -> None:
-        """Make the data available at the root before indexing (e.g. write a generated corpus);
-        by default nothing."""
+        """Make the data available at the root before indexing (e.g. write a generated corpus).
+
+        By default only checks the root: `DatasetNotFound` when it is not a folder, or when the
+        dataset has a ``root_env`` and neither it nor ``data.root`` is set.
+        """
+        root = getattr(self, "root", None)
+        if root is None and self.root_env:
+            type(self).resolve_root(None)  # raises, naming data.root and the variable
+        if root is not None and not Path(root).is_dir():
+            raise DatasetNotFound(f"{type(self).__name__}: the root {root} is not a folder (set data.root)")
 
     @classmethod
     def download(cls, dest: str | os.PathLike) -> Path:
@@ -241,6 +282,46 @@ MV_PER_UNIT = {"mv": 1.0, "uv": 1e-3, "µv": 1e-3, "μv": 1e-3, "v": 1e3}
 """Millivolts per physical unit, for the voltage units WFDB headers write (lower case)."""
 MAX_RECORD_BYTES = 1 << 30
 """The most memory one conformed record may take (float32); a longer one is rejected (``extent``)."""
+
+
+def in_units(record_id: int | str, signal: np.ndarray, channels: Sequence[str], units: Sequence[str | None],
+             declared: Sequence[str | None]) -> np.ndarray:  # fmt: skip
+    """(C, L) float64 ``signal`` with row c converted from ``units[c]`` to ``declared[c]``: the
+    same unit (any case) is kept, a voltage scaled to another (`MV_PER_UNIT`: µV or V to mV),
+    any other pair refused (`RecordRejected`, check ``units``, naming the channel and both units).
+    A unit the file does not state (None) is taken to be the declared one.
+
+    >>> in_units("r1", np.ones((2, 3)), ("II", "PLETH"), ("uV", "NU"), ("mV", "NU"))[:, 0]
+    array([0.001, 1.   ])
+    """
+    signal = np.array(signal, dtype=np.float64)
+    for row, (channel, unit, wanted) in enumerate(zip(channels, units, declared)):
+        if unit is None or wanted is None or unit.lower() == wanted.lower():
+            continue
+        if unit.lower() not in MV_PER_UNIT or wanted.lower() not in MV_PER_UNIT:
+            raise RecordRejected(record_id, "units", f"channel {channel} is in {unit}, but the dataset declares {wanted}")
+        signal[row] *= MV_PER_UNIT[unit.lower()] / MV_PER_UNIT[wanted.lower()]
+    return signal
+
+
+def fill_gaps(record_id: int | str, signal: np.ndarray, fs: float, max_gap_s: float, channels: Sequence[str]) -> np.ndarray:
+    """(C, L) ``signal`` with its runs of non-finite samples linearly interpolated
+    (`fill_nonfinite`) when none lasts more than ``max_gap_s`` seconds; a longer one raises
+    `RecordRejected` (check ``non_finite``, naming the channel and the run's length and start).
+
+    >>> fill_gaps("r1", np.array([[0.0, np.nan, 2.0, 3.0]]), 2.0, 0.5, ["PLETH"])
+    array([[0., 1., 2., 3.]])
+    """
+    for row, missing in enumerate(~np.isfinite(signal)):
+        if missing.all():
+            raise RecordRejected(record_id, "non_finite", f"no finite sample on {channels[row]}")
+        edges = np.flatnonzero(np.diff(np.concatenate([[0], missing.astype(np.int8), [0]])))
+        starts, lengths = edges[::2], edges[1::2] - edges[::2]
+        if len(lengths) and lengths.max() > max_gap_s * fs:
+            k = int(np.argmax(lengths))
+            raise RecordRejected(record_id, "non_finite", f"{lengths[k]} missing samples in a row on {channels[row]} from "
+                                 f"{starts[k] / fs:.2f} s, more than {max_gap_s:g} s")  # fmt: skip
+    return fill_nonfinite(signal, list(channels))
 
 
 def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:

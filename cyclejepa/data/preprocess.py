@@ -1,6 +1,8 @@
 """Steps 4 and 6 of the preprocessing chain: decimation and per-lead z-score normalisation.
 
-`resample` brings a record at another rate to the corpus rate with the same filter design.
+`resample` brings a record at another rate to the corpus rate with the same filter design;
+`fill_nonfinite` interpolates missing samples (a dataset's gap filling, `fill_gaps`; phase
+providers' too).
 
 Decimation is polyphase FIR resampling (up 1, down 5) with scipy's default design for that
 ratio: ``firwin(101, 1/5, window=("kaiser", 5.0))``, i.e. 101 linear-phase taps, cut-off at the
@@ -23,6 +25,7 @@ __all__ = [
     "Normalisation",
     "cut_windows",
     "decimate",
+    "fill_nonfinite",
     "fit_normalisation",
     "resample",
 ]
@@ -158,3 +161,24 @@ def fit_normalisation(
         for b in blocks
     )
     return Normalisation(mean, np.sqrt(squares / count))
+
+
+def fill_nonfinite(signal: np.ndarray, channel_names: Sequence[str]) -> np.ndarray:
+    """Copy of (channels, samples) ``signal`` with NaN/inf samples linearly interpolated.
+
+    Raises
+    ------
+    ValueError
+        If a channel has no finite sample at all (named in the message).
+    """
+    finite = np.isfinite(signal)
+    if finite.all():
+        return signal
+    filled = signal.copy()
+    samples = np.arange(signal.shape[1])
+    for row in np.flatnonzero(~finite.all(axis=1)):
+        if not finite[row].any():
+            raise ValueError(f"channel {channel_names[row]!r} has no finite sample")
+        good = finite[row]
+        filled[row, ~good] = np.interp(samples[~good], samples[good], signal[row, good])
+    return filled

@@ -288,7 +288,8 @@ class PTBXL(Dataset):
 
     Parameters
     ----------
-    root : the folder holding ptbxl_database.csv; None reads ``$CYCLEJEPA_PTBXL``.
+    root : the folder holding ptbxl_database.csv; None reads ``$CYCLEJEPA_PTBXL``. It is looked
+        up when first needed (`root`), not when the dataset is built.
     """
 
     channels = LEADS
@@ -303,7 +304,12 @@ class PTBXL(Dataset):
     root_env = ROOT_ENV
 
     def __init__(self, root: str | os.PathLike | None = None):
-        self.root = resolve_root(root)
+        self._root = root
+
+    @cached_property
+    def root(self) -> Path:
+        """The PTB-XL folder (`resolve_root`); `DatasetNotFound` says where to put it and how to get it."""
+        return resolve_root(self._root)
 
     def entries(self) -> list[Entry]:
         """One `Entry` per kept row of ptbxl_database.csv, in ecg_id order (``strat_fold`` folds)."""
@@ -334,7 +340,7 @@ class PTBXL(Dataset):
         return {"root": str(self.root.resolve()), "csv_sha256": sha256_of(csvs, self.root)}
 
     def __repr__(self) -> str:
-        return f"PTBXL({str(self.root)!r})"
+        return f"PTBXL({self._root!r})"
 
     @cached_property
     def database(self) -> pd.DataFrame:

@@ -58,7 +58,8 @@ class HeaderError(ValueError):
 @dataclass(frozen=True)
 class SignalSpec:
     """One signal line: where its samples are stored and how they convert to physical units,
-    physical = (stored - baseline) / gain."""
+    physical = (stored - baseline) / gain; ``units_stated`` False when the line names no unit
+    (``units`` is then the specification's default, mV)."""
 
     file: str
     format: int
@@ -74,6 +75,7 @@ class SignalSpec:
     checksum: int | None = None
     block_size: int = 0
     name: str = ""
+    units_stated: bool = False
 
 
 @dataclass(frozen=True)
@@ -178,6 +180,7 @@ def _signal_line(line: str, number: int) -> SignalSpec:
             raise HeaderError(f"line {number}: gain field {fields[2]!r} is not GAIN[(BASELINE)][/UNITS]")
         values["gain"] = _number(gain["gain"], "ADC gain", number) or DEFAULT_GAIN
         values["units"] = gain["units"] or "mV"
+        values["units_stated"] = gain["units"] is not None
         baseline = int(gain["baseline"]) if gain["baseline"] is not None else baseline
     return SignalSpec(**values, baseline=baseline)
 
@@ -209,13 +212,14 @@ def resolve_inside(folder: Path, name: str, root: Path) -> Path:
 
 @dataclass(frozen=True)
 class WfdbRecord:
-    """A record's samples in physical units: ``signal`` (signals, samples) float64 at ``fs`` Hz."""
+    """A record's samples in physical units: ``signal`` (signals, samples) float64 at ``fs`` Hz;
+    ``units`` as the header states them, None for a signal whose line names none."""
 
     name: str
     signal: "np.ndarray"
     fs: float
     names: tuple[str, ...]
-    units: tuple[str, ...]
+    units: tuple[str | None, ...]
 
 
 def read_record(path: str | Path) -> WfdbRecord:
@@ -243,4 +247,5 @@ def read_record(path: str | Path) -> WfdbRecord:
     except Exception as error:  # the reader raises assorted types for malformed files
         raise ValueError(f"cannot read WFDB record {str(path)!r}: {error}") from error
     names = tuple(str(name) for name in record.sig_name)
-    return WfdbRecord(path.name, record.p_signal.T, float(record.fs), names, tuple(s.units for s in header.signals))
+    units = tuple(s.units if s.units_stated else None for s in header.signals)
+    return WfdbRecord(path.name, record.p_signal.T, float(record.fs), names, units)

@@ -44,7 +44,7 @@ from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint
 __all__ = ["FORMAT", "FORMAT_VERSION", "PackageError", "export_run", "load_pretrained", "read_package_config"]
 
 FORMAT = "cyclejepa-encoder"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 WEIGHTS, CONFIG, CARD = "model.safetensors", "config.json", "MODEL_CARD.md"
 GRAPHS = {
     ("onnx", False): "encoder.onnx",

@@ -33,7 +33,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cyclejepa.data.preprocess import fill_nonfinite
 from cyclejepa.phase.track import PhaseTrack, QCVerdict
+
+__all__ = ["PhaseProvider", "channel_indices", "fill_nonfinite"]
 
 
 def channel_indices(channel_names: Sequence[str], wanted: str | Sequence[str]) -> list[int]:
@@ -54,27 +57,6 @@ def channel_indices(channel_names: Sequence[str], wanted: str | Sequence[str]) -
             )
         rows.append(lowered.index(name.lower()))
     return rows
-
-
-def fill_nonfinite(signal: np.ndarray, channel_names: Sequence[str]) -> np.ndarray:
-    """Copy of (channels, samples) ``signal`` with NaN/inf samples linearly interpolated.
-
-    Raises
-    ------
-    ValueError
-        If a channel has no finite sample at all (named in the message).
-    """
-    finite = np.isfinite(signal)
-    if finite.all():
-        return signal
-    filled = signal.copy()
-    samples = np.arange(signal.shape[1])
-    for row in np.flatnonzero(~finite.all(axis=1)):
-        if not finite[row].any():
-            raise ValueError(f"channel {channel_names[row]!r} has no finite sample")
-        good = finite[row]
-        filled[row, ~good] = np.interp(samples[~good], samples[good], signal[row, good])
-    return filled
 
 
 def _as_signal(signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> np.ndarray:

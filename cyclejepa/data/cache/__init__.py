@@ -41,9 +41,9 @@ from cyclejepa.data.cache.build import prepare_cache
 from cyclejepa.data.cache.files import CACHE_FORMAT, PHASE_REVISION, meta_columns
 from cyclejepa.data.cache.identity import CacheMismatch, open_cache
 from cyclejepa.data.cache.prepared import PreparedCache
-from cyclejepa.data.cache.record import RecordOutcome, decimate_fast, prepare_record, record_windows
+from cyclejepa.data.cache.record import RecordOutcome, cut_record, decimate_fast, prepare_record, record_windows
 
 __all__ = [
-    "CACHE_FORMAT", "PHASE_REVISION", "CacheMismatch", "PreparedCache", "open_cache", "RecordOutcome", "decimate_fast", "meta_columns", "prepare_cache", "prepare_record",
+    "CACHE_FORMAT", "PHASE_REVISION", "CacheMismatch", "PreparedCache", "open_cache", "RecordOutcome", "cut_record", "decimate_fast", "meta_columns", "prepare_cache", "prepare_record",
     "record_windows",
 ]  # fmt: skip

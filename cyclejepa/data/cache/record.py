@@ -1,9 +1,10 @@
 """One record through the cache's chain: read and conform, cut into windows, decimate, phase-tag.
 
-`record_windows` reads a dataset's record (`Dataset.read`), picks its channels and resamples it
-to the cache rate (`conform`) and cuts it into windows; `prepare_record` decimates one window to
-the model rate and runs the phase provider on it at the cache rate. `cyclejepa embed` runs the
-same two functions on new records.
+`record_windows` reads a dataset's record (`Dataset.read`) and `cut_record` picks its channels,
+resamples it to the cache rate (`conform`) and cuts it into windows; `prepare_record` decimates
+one window to the model rate and runs the phase provider on it at the cache rate.
+`cyclejepa embed` runs `cut_record` and `prepare_record` on the records the dataset reads from
+files (`Dataset.read_path`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from cyclejepa.data.datasets import Dataset, Entry, RecordRejected, conform
+from cyclejepa.data.datasets import Dataset, Entry, Record, RecordRejected, conform
 from cyclejepa.data.preprocess import KAISER_BETA, cut_windows
 
 STAGES = ("read_verify", "decimate", "rpeaks", "phase")
@@ -44,14 +45,21 @@ class RecordOutcome:
 
 
 def record_windows(dataset: Dataset, entry: Entry, channels: tuple[str, ...], fs: float, window: int) -> np.ndarray:
-    """(W, C, window) float32 mV: ``entry``'s verified record conformed to ``channels`` at ``fs``
-    and cut by `cut_windows`; raises `RecordRejected` (``extent`` when shorter than a window)."""
-    x = conform(dataset.read(entry), channels, fs)
+    """(W, C, window) float32: ``entry``'s verified record (`Dataset.read`) through `cut_record`."""
+    return cut_record(dataset.read(entry), channels, fs, window, record_id=entry.id)
+
+
+def cut_record(record: Record, channels: Sequence[str], fs: float, window: int, record_id: int | str | None = None) -> np.ndarray:
+    """(W, C, window) float32 in the record's units: ``record`` conformed to ``channels`` at ``fs``
+    (`conform`) and cut by `cut_windows`; raises `RecordRejected` (``extent`` when shorter than
+    one window, naming ``record_id``, by default the record's id)."""
+    x = conform(record, tuple(channels), fs)
     try:
         return cut_windows(x, window)
     except ValueError:
+        record_id = record.id if record_id is None else record_id
         raise RecordRejected(
-            entry.id, "extent", f"the record lasts {x.shape[-1] / fs:.2f} s, shorter than one {window / fs:g} s window"
+            record_id, "extent", f"the record lasts {x.shape[-1] / fs:.2f} s, shorter than one {window / fs:g} s window"
         ) from None
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+from functools import cached_property
+from pathlib import Path
 
 from cyclejepa.data.ptbxl import DATABASE_CSV, PTBXL, resolve_root
 from cyclejepa.data.synthetic.corpus import RPEAKS_FILENAME, write_synthetic_corpus
@@ -25,11 +27,16 @@ class SyntheticPTBXL(PTBXL):
 
     def __init__(self, root: str | os.PathLike | None = None, records: int | None = None, seed: int = 0,
                  progress: bool = False):  # fmt: skip
-        self.root = type(self).resolve_root(root)
+        self._root = root
         self.records, self.seed, self.progress = records, seed, progress
 
+    @cached_property
+    def root(self) -> Path:
+        """``data.root`` (`DatasetNotFound` when it is not set); `fetch` writes the corpus there."""
+        return type(self).resolve_root(self._root)
+
     def __repr__(self) -> str:
-        return f"SyntheticPTBXL({str(self.root)!r}, records={self.records}, seed={self.seed})"
+        return f"SyntheticPTBXL({self._root!r}, records={self.records}, seed={self.seed})"
 
     def fetch(self) -> None:
         """Write the corpus when ``records`` is set and the root holds none, then check the root."""
