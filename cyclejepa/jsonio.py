@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +12,25 @@ import numpy as np
 
 
 def write_json(path: str | Path, value: Any) -> Path:
-    """Write ``value`` as JSON atomically (temporary file, then rename); numpy values become lists/scalars."""
+    """Write ``value`` as JSON atomically; numpy values become lists/scalars.
+
+    The text goes to a temporary file of a name no other writer uses (same folder), which then
+    replaces ``path``: concurrent writers of one file never mix their bytes, and the last
+    rename wins. A failed write (full disk, read-only folder) raises `OSError` naming ``path``.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(value, indent=1, default=_plain))
-    temporary.replace(path)
+    text = json.dumps(value, indent=1, default=_plain)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(temporary, "x") as stream:
+            stream.write(text)
+        os.replace(temporary, path)
+    except BaseException as error:
+        temporary.unlink(missing_ok=True)
+        if isinstance(error, OSError):
+            raise OSError(error.errno, f"cannot write {path}: {error.strerror or error}") from None
+        raise
     return path
 
 
