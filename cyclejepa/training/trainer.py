@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -26,6 +28,8 @@ from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint, save
 from cyclejepa.training.distributed import Distributed
 from cyclejepa.training.rng import RNGStreams
 from cyclejepa.training.schedule import build_optimisers, learning_rate, set_learning_rate
+
+log = logging.getLogger(__name__)
 
 TERMS = ("loss", "prediction", "regulariser", "transport")
 # Metrics are gathered on the device and written every this many steps (one host sync).
@@ -245,8 +249,14 @@ class Trainer:
         return self.objective.regulariser.draw(dim, self.streams["sigreg"], device=self.device)
 
     def fit(self, until: int | None = None, progress: bool = True) -> Path:
-        """Train up to step ``until`` (default: the configured steps); returns the last checkpoint."""
+        """Train up to step ``until`` (default: the configured steps); returns the last checkpoint.
+
+        ``metrics.jsonl`` first loses its rows after the current step (logged by a session that
+        stopped before its next checkpoint, or before its first) and any torn line.
+        """
         until = self.cfg.training.steps if until is None else until
+        if self.dist.is_main:
+            keep_metrics_until(self.directory / "metrics.jsonl", self.step)
         pending: list[tuple[int, torch.Tensor]] = []
         last = checkpoint_path(self.directory / "checkpoints", self.step)
         shown = progress and self.dist.is_main
@@ -312,10 +322,26 @@ class Trainer:
     def resume(self, path: str | Path) -> None:
         """Continue from a checkpoint written by `save`, exactly where it stopped."""
         self.load_state_dict(load_checkpoint(path, map_location=self.device))
-        metrics = self.directory / "metrics.jsonl"
-        if self.dist.is_main and metrics.exists():  # drop rows logged after the checkpoint
-            rows = [line for line in metrics.read_text().splitlines() if json.loads(line)["step"] <= self.step]
-            metrics.write_text("".join(row + "\n" for row in rows))
+
+
+def keep_metrics_until(path: Path, step: int) -> None:
+    """Keep the rows of the metrics file ``path`` up to ``step``; drop a torn line (a write cut
+    short) with a warning naming the file and the line. Rewritten atomically, when it changes."""
+    if not path.exists():
+        return
+    text = path.read_text(errors="replace")
+    lines = text.splitlines()
+    kept = []
+    for number, line in enumerate(lines, 1):
+        try:
+            if json.loads(line)["step"] <= step:
+                kept.append(line)
+        except (ValueError, TypeError, KeyError):
+            log.warning("%s: line %d is not a metrics row (a write cut short?); dropped: %.60r", path, number, line)
+    if len(kept) < len(lines) or not text.endswith("\n"):
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text("".join(row + "\n" for row in kept))
+        os.replace(temporary, path)
 
 
 def _terms_text(metrics: dict[str, float]) -> str:
