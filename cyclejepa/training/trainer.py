@@ -23,6 +23,7 @@ from cyclejepa.models import build_model
 from cyclejepa.objectives import prediction_loss, sample_cutoffs, transport_loss
 from cyclejepa.objectives.transport import valid_tokens
 from cyclejepa.progress import progress_bar
+from cyclejepa.stops import Stopped, StopRequest, deferred_stops
 from cyclejepa.training.batches import BatchSampler
 from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from cyclejepa.training.distributed import Distributed
@@ -252,7 +253,10 @@ class Trainer:
         """Train up to step ``until`` (default: the configured steps); returns the last checkpoint.
 
         ``metrics.jsonl`` first loses its rows after the current step (logged by a session that
-        stopped before its next checkpoint, or before its first) and any torn line.
+        stopped before its next checkpoint, or before its first) and any torn line. A SIGTERM or
+        SIGINT ends training at the next step boundary (under torchrun, the next flush of the
+        metrics, where the ranks agree): the metrics are flushed, a checkpoint is written and
+        `cyclejepa.stops.Stopped` is raised naming both.
         """
         until = self.cfg.training.steps if until is None else until
         if self.dist.is_main:
@@ -263,16 +267,30 @@ class Trainer:
         bar = progress_bar(
             until, self.directory.name, enabled=shown, completed=self.step, fields=("terms",), rate=True, unit="steps"
         )
-        with bar as update:
+        with bar as update, deferred_stops() as stop:
             while self.step < until:
                 pending.append((self.step, self.train_step()))
-                if len(pending) == FLUSH_EVERY or self.step == until:
+                flush = len(pending) == FLUSH_EVERY or self.step == until
+                signum = self._stop_signal(stop, flush)
+                stopping = signum is not None
+                if flush or stopping:
                     metrics = self._flush(pending)
                     update(completed=int(metrics["step"]), terms=_terms_text(metrics))
                     pending = []
-                if self.step % self.cfg.training.checkpoint_every == 0 or self.step == self.cfg.training.steps:
+                if self.step % self.cfg.training.checkpoint_every == 0 or self.step == self.cfg.training.steps or stopping:
                     last = self.save()
+                if stopping:
+                    raise Stopped(signum, self.step, last)
         return last
+
+    def _stop_signal(self, stop: StopRequest, flush: bool) -> int | None:
+        """The signal to stop on after this step, if any (under torchrun: received by any rank,
+        agreed at flushes)."""
+        if not self.dist.enabled:
+            return stop.signum
+        if not flush:
+            return None
+        return self.dist.largest(stop.signum or 0) or None
 
     def _flush(self, pending: list[tuple[int, torch.Tensor]]) -> dict[str, float]:
         rows = torch.stack([values for _, values in pending]).tolist()
