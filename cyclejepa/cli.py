@@ -374,7 +374,8 @@ def export(
 
 @contextmanager
 def _user_errors(again: list[str] | None = None):
-    """Print errors a user can act on (missing data, bad records, sealed fold) without a traceback.
+    """Print errors a user can act on (missing data, bad records, sealed fold, a file that cannot
+    be read or written) without a traceback.
 
     A stop (SIGTERM, SIGINT: `cyclejepa.stops`) prints what was saved and the command ``again``
     that resumes, and exits with 128 + the signal's number.
@@ -386,7 +387,7 @@ def _user_errors(again: list[str] | None = None):
 
     try:
         yield
-    except (DatasetNotFound, DownloadFailed, SealedFoldError, OutputLocked, FileNotFoundError, FileExistsError, ValueError) as error:
+    except (DatasetNotFound, DownloadFailed, SealedFoldError, OutputLocked, OSError, ValueError) as error:
         errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt as interrupt:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,16 +24,27 @@ def write_json(path: str | Path, value: Any) -> Path:
     text = json.dumps(value, indent=1, default=_plain)
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with open(temporary, "x") as stream:
-            stream.write(text)
-        os.replace(temporary, path)
-    except BaseException as error:
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(temporary, "x") as stream:
+                stream.write(text)
+            os.replace(temporary, path)
+    except BaseException:
         temporary.unlink(missing_ok=True)
-        if isinstance(error, OSError):
-            raise OSError(error.errno, f"cannot write {path}: {error.strerror or error}") from None
         raise
     return path
+
+
+@contextlib.contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Re-raise an `OSError` of the block as one naming ``path`` (a failed ``write`` names no
+    file: "No space left on device"), of the same errno and class."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno is None:
+            raise OSError(f"cannot write {path}: {error}") from None
+        raise OSError(error.errno, f"cannot write {path}: {error.strerror or error}") from None
 
 
 def read_json(path: str | Path) -> Any:

@@ -19,6 +19,7 @@ from cyclejepa import registry
 from cyclejepa.config import ExperimentConfig, identity_differences, identity_hash
 from cyclejepa.data.augment import Augmenter
 from cyclejepa.devices import resolve_device, resolved_precision
+from cyclejepa.jsonio import writing
 from cyclejepa.models import build_model
 from cyclejepa.objectives import prediction_loss, sample_cutoffs, transport_loss
 from cyclejepa.objectives.transport import valid_tokens
@@ -299,9 +300,11 @@ class Trainer:
             for (step, _), row in zip(pending, rows)
         ]
         if self.dist.is_main:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            with open(self.directory / "metrics.jsonl", "a") as stream:
-                stream.writelines(json.dumps(record) + "\n" for record in records)
+            path = self.directory / "metrics.jsonl"
+            with writing(path):
+                self.directory.mkdir(parents=True, exist_ok=True)
+                with open(path, "a") as stream:
+                    stream.writelines(json.dumps(record) + "\n" for record in records)
             for watch in self.watchers:
                 watch(self, records)
         return records[-1]
