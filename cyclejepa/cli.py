@@ -388,7 +388,7 @@ def _user_errors(again: list[str] | None = None):
     try:
         yield
     except (DatasetNotFound, DownloadFailed, SealedFoldError, OutputLocked, OSError, ValueError) as error:
-        errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False)
+        errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt as interrupt:
         stop = interrupt if isinstance(interrupt, Stopped) else Stopped(signal.SIGINT)

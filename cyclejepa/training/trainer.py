@@ -371,8 +371,32 @@ def _terms_text(metrics: dict[str, float]) -> str:
 
 
 def load_trained(cfg: ExperimentConfig, path: str | Path, device: str | torch.device = "cpu") -> JEPAObjective:
-    """The trained model and symmetry of a checkpoint, in eval mode (``.model``, ``.symmetry``)."""
+    """The trained model and symmetry of a checkpoint, in eval mode (``.model``, ``.symmetry``).
+
+    Raises a `ValueError` when the checkpoint's tensors do not fit the model ``cfg`` builds,
+    naming the model keys of ``cfg`` that differ from the run's and the first tensors that differ.
+    """
     state = load_checkpoint(path, map_location=device)
-    objective = JEPAObjective(cfg, state["meta"]["transport_weight"], init_seed=0)
+    meta = state["meta"]
+    objective = JEPAObjective(cfg, meta["transport_weight"], init_seed=0)
+    misfits = _misfits(state["model"], objective.state_dict())
+    if misfits:
+        changed = [
+            line for line in identity_differences(meta.get("identity", {}), cfg.training_identity(meta["transport_weight"], meta["seed"]))
+            if line.startswith(("model.", "symmetry."))
+        ]  # fmt: skip
+        keys = f"the config's {'; '.join(changed)} (trained → now); " if changed else ""
+        raise ValueError(f"checkpoint {path} does not fit the config's model: {keys}{len(misfits)} tensors differ, e.g. {'; '.join(misfits[:2])}")
     objective.load_state_dict(state["model"])
     return objective.to(device).eval()
+
+
+def _misfits(saved: dict[str, torch.Tensor], built: dict[str, torch.Tensor]) -> list[str]:
+    """The tensors of a checkpoint's ``saved`` state that the ``built`` model lacks, or has in another shape."""
+    misfits = [f"{name} missing from the checkpoint" for name in built if name not in saved]
+    misfits += [f"{name} not in the config's model" for name in saved if name not in built]
+    return misfits + [
+        f"{name} {tuple(saved[name].shape)} in the checkpoint, {tuple(tensor.shape)} in the config's model"
+        for name, tensor in built.items()
+        if name in saved and saved[name].shape != tensor.shape
+    ]
