@@ -18,6 +18,8 @@
 #                 16 workers on 2,000 synthetic records and on the 434 real ones (scaling to 16 cores)
 #     ptbxl-dev   examples/ptbxl_dev.yaml on the 434 real PTB-XL records: both arms side by side,
 #                 5,000 steps, evaluation and report (the paper's development pattern)
+#     benchmark-ptbxl  `cyclejepa benchmark ptbxl examples/ptbxl_dev.yaml` on the same records: the
+#                 six statement tasks, linear / fine-tuned / from scratch (docs/benchmark-ptbxl.md)
 #     experiment  examples/winder_ptbxl.yaml --unseal on a 21,799-record synthetic corpus, the wall
 #                 time of every stage (benchmarks/experiment_time.py; its prepare stage is the
 #                 PTB-XL-size prepare on 16 workers); EXPERIMENT_SETS adds --set overrides
@@ -27,6 +29,8 @@
 #   benchmarks/gpu_check.sh tests throughput
 #   benchmarks/gpu_check.sh prepare ptbxl-dev
 #   benchmarks/gpu_check.sh experiment
+# and, for the PTB-XL benchmark's figures (docs/benchmark-ptbxl.md), a fourth:
+#   benchmarks/gpu_check.sh benchmark-ptbxl
 # Results go to $OUT (default runs/gpu_check), at most seven files per command: device.txt, and per
 # job its log and results (an experiment as NAME.tar.gz and NAME-report.md).
 set -euo pipefail
@@ -123,6 +127,13 @@ for job in "${@:-throughput}"; do
                 --set data.workers=16 2>&1 | tee "$OUT/ptbxl-dev.log"
             collect runs/ptbxl_dev ptbxl-dev
             ;;
+        benchmark-ptbxl)
+            root=runs/ptbxl_dev/data
+            [[ -f $root/ptbxl-dev/ptbxl_database.csv ]] || { mkdir -p $root && tar -xJf "$DATA/$(basename "$ARCHIVE")" -C $root; }
+            limited "${BENCHMARK_PTBXL_S:-540}" python3 -m cyclejepa benchmark ptbxl examples/ptbxl_dev.yaml \
+                --set data.workers=16 2>&1 | tee "$OUT/benchmark-ptbxl.log"
+            cp runs/ptbxl_dev/benchmark/ptbxl/benchmark.md runs/ptbxl_dev/benchmark/ptbxl/benchmark.json "$OUT/" || true
+            ;;
         experiment)
             sets=(--set "$NO_UMAP" --set data.workers=16)
             for item in ${EXPERIMENT_SETS:-}; do sets+=(--set "$item"); done
@@ -132,7 +143,7 @@ for job in "${@:-throughput}"; do
             collect runs/experiment_time/run experiment
             ;;
         *)
-            echo "unknown job $job: tests, throughput, prepare, ptbxl-dev or experiment" >&2
+            echo "unknown job $job: tests, throughput, prepare, ptbxl-dev, benchmark-ptbxl or experiment" >&2
             exit 2
             ;;
     esac

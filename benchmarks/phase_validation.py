@@ -2,9 +2,9 @@
 
     python benchmarks/phase_validation.py [--ptbxl DIR] [--synthetic N] [--detectors a,b,...]
 
-Scores each detector of `cyclejepa.phase.detectors` (the library's ``cyclejepa`` default and
+Scores each detector of `cyclejepa.phase.ecg.detectors` (the library's ``cyclejepa`` default and
 ``pan-tompkins``, NeuroKit2's methods, WFDB's XQRS) with each set's own convention
-(`cyclejepa.phase.reference_sets`): MIT-BIH 100 (MLII, ±50 ms), CPSC 2021 (18 records, first
+(`cyclejepa.phase.ecg.reference_sets`): MIT-BIH 100 (MLII, ±50 ms), CPSC 2021 (18 records, first
 channel, ±50 ms), CPSC 2019 (50 records, ±75 ms, first and last 0.5 s ignored); sensitivity and
 PPV pooled over a set's records, matched one to one. Then, through the ``ecg-rpeak`` provider
 with lead II timing as `cyclejepa prepare` runs it:
@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.phase import EcgRPeakProvider, detector_names, get_detector, match_events
-from cyclejepa.phase.reference_sets import REFERENCE_SETS, detection_rates, load_set, score_set
+from cyclejepa.phase.ecg.reference_sets import REFERENCE_SETS, detection_rates, load_set, score_set
 
 PAPER_QC_EXCLUSION = 222 / 21799
 DEFAULT_PTBXL = Path("runs/ptbxl-dev/ptbxl-dev")

@@ -268,17 +268,19 @@ def run(
     console.print(f"[green]report[/green] {report}")
 
 
-BENCHMARKS = {"throughput": "cyclejepa.bench.throughput", "allocations": "cyclejepa.bench.allocations"}
+BENCHMARKS = {"throughput": "cyclejepa.bench.throughput", "allocations": "cyclejepa.bench.allocations",
+              "ptbxl": "cyclejepa.bench.ptbxl"}
 
 
 @app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True}, add_help_option=False)
 def benchmark(
     ctx: typer.Context,
     name: Annotated[
-        str | None, typer.Argument(help="throughput or allocations; options after it go to the benchmark")
+        str | None, typer.Argument(help="throughput, allocations or ptbxl; options after it go to the benchmark")
     ] = None,
 ) -> None:
-    """Run a benchmark: `throughput` (speed and memory of the trainer's parts) or `allocations`.
+    """Run a benchmark: `throughput` (speed and memory of the trainer's parts), `allocations`, or
+    `ptbxl` (the six PTB-XL statement tasks: linear probe, fine-tuning, from scratch).
 
     `cyclejepa benchmark NAME --help` lists the options of benchmark NAME.
     """

@@ -461,12 +461,10 @@ def _shape_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
 def _name_problems(cfg: ExperimentConfig) -> list[str]:
     from collections import Counter
 
-    from cyclejepa.evaluation.anomaly import PERTURBATIONS
-
     problems = []
     for index, family in enumerate(cfg.evaluation.families):
-        if family not in PERTURBATIONS:
-            problems.append(f"evaluation.families[{index}]: {registry.unknown_name_message('anomaly family', family, list(PERTURBATIONS))}")
+        if family not in registry.PERTURBATIONS:
+            problems.append(f"evaluation.families[{index}]: {registry.unknown_name_message('anomaly family', family, registry.PERTURBATIONS.names())}")
     arms = Counter(arm.name for arm in cfg.runs.arms)
     problems += [f"runs.arms: arm name {name!r} appears {n} times; arm names must be unique" for name, n in arms.items() if n > 1]
     seeds = Counter(cfg.runs.seeds)

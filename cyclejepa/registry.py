@@ -126,6 +126,8 @@ OBJECTIVES = Registry("objective")
 AUGMENTATIONS = Registry("augmentation")
 DATASETS = Registry("dataset")
 DETECTORS = Registry("detector")
+RPEAK_DETECTORS = Registry("R-peak detector")
+PERTURBATIONS = Registry("anomaly family")
 
 ALL_REGISTRIES: dict[str, Registry] = {
     "phase_providers": PHASE_PROVIDERS,
@@ -139,6 +141,8 @@ ALL_REGISTRIES: dict[str, Registry] = {
     "augmentations": AUGMENTATIONS,
     "datasets": DATASETS,
     "detectors": DETECTORS,
+    "rpeak_detectors": RPEAK_DETECTORS,
+    "perturbations": PERTURBATIONS,
 }
 
 _loaded = False

@@ -219,7 +219,8 @@ def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, trans
     rows = cache.select(folds)
     signals, phases = cache.signals[rows], training_phases(cache, rows, cfg.phase.convention)
     trainer = Trainer(
-        cfg, signals, phases, directory, seed=seed, transport_weight=transport_weight, dist=dist or Distributed(),
+        cfg, signals, phases, directory, seed=seed, transport_weight=transport_weight, fs=cache.fs,
+        dist=dist or Distributed(),
     )
     last = latest_checkpoint(Path(directory) / "checkpoints")
     if last is not None:

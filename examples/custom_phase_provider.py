@@ -48,6 +48,8 @@ class BreathPhase(PhaseProvider):
         Quality-control thresholds of `PhaseProvider`, with breathing defaults.
     """
 
+    signal = "resp"
+
     def __init__(
         self,
         lead: str = "RESP",

@@ -185,7 +185,7 @@ def test_gaussian_noise_std_is_5_percent_of_each_records_clean_rms():
 
 def test_gates_fire_at_rate_p_independently_per_transform_and_record():
     x = torch.randn(B, 12, 16, generator=generator(6))
-    _, trace = Augmenter.from_config()(x, generator(7), return_params=True)
+    _, trace = Augmenter.from_config(fs=100.0)(x, generator(7), return_params=True)
     applied = np.stack([trace.applied[name].numpy() for name in DEFAULT_AUGMENTATIONS], 1)
     sigma = math.sqrt(0.25 / B)
     assert np.abs(applied.mean(0) - 0.5).max() < 4.5 * sigma
@@ -232,7 +232,7 @@ def test_default_chain_matches_a_float64_reference_in_table_order_with_clean_rms
 
 def test_seeded_generator_gives_identical_draws_and_draw_count_is_data_independent():
     x = torch.randn(64, 12, 100, generator=generator(11))
-    augmenter = Augmenter.from_config()
+    augmenter = Augmenter.from_config(fs=100.0)
     g1, g2, g3 = generator(12), generator(12), generator(12)
     y1, trace1 = augmenter(x, g1, return_params=True)
     y2 = augmenter(x, g2)
@@ -266,7 +266,7 @@ def test_augmenter_has_no_host_synchronising_ops():
             torch.ones(3).sum().item()
     x = torch.randn(16, 12, 100, generator=generator(14))
     with _NoHostSync():
-        Augmenter.from_config()(x, generator(15), return_params=True)
+        Augmenter.from_config(fs=100.0)(x, generator(15), return_params=True)
     tree = ast.parse(inspect.getsource(augment))
     attributes = {node.attr for node in ast.walk(tree) if isinstance(node, ast.Attribute)}
     assert not attributes & {"item", "tolist", "cpu", "numpy", "nonzero"}
@@ -274,10 +274,10 @@ def test_augmenter_has_no_host_synchronising_ops():
 
 def test_registry_defaults_and_configurable_ranges():
     assert set(DEFAULT_AUGMENTATIONS) <= set(AUGMENTATIONS.names())
-    default = Augmenter.from_config()
+    default = Augmenter.from_config(fs=100.0)
     assert default.names == DEFAULT_AUGMENTATIONS
     assert all(step.p == 0.5 for step in default.steps)
-    assert Augmenter.from_config([]).names == ()
+    assert Augmenter.from_config([], fs=100.0).names == ()
     x = torch.ones(B, 1, 8, dtype=torch.float64)
     y, params, _ = run_only("lead-gain", x, gain=[2.0, 3.0])
     assert y.min() >= 2.0 and y.max() <= 3.0 and uniform_p(params["gain"], 2.0, 3.0) > P_FLOOR
@@ -302,11 +302,11 @@ def test_record_rms_is_over_all_leads_and_samples():
 )
 def test_bad_configs_raise_naming_the_entry(specs, match):
     with pytest.raises((ValueError, UnknownComponentError), match=match):
-        Augmenter.from_config(specs)
+        Augmenter.from_config(specs, fs=100.0)
 
 
 def test_bad_batches_raise_clear_errors():
-    augmenter = Augmenter.from_config()
+    augmenter = Augmenter.from_config(fs=100.0)
     with pytest.raises(ValueError, match=r"shape \(B, leads, samples\)"):
         augmenter(torch.randn(12, 100), generator())
     with pytest.raises(ValueError, match="generator is on cpu but the batch is on meta"):

@@ -46,7 +46,11 @@ def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins
     cfg = config("cardio_respiratory.yaml", plugins / "cr")
     cache = runner.prepare(cfg, progress=False)
     assert cache.coordinates == ("cardiac", "respiratory") and cache.phase_centre.shape == (len(cache), 200, 2)
-    assert [r.check for r in cache.rejections] == ["lead_order", "lead_order"]  # 100 and s0010_re: no RESP
+    without_resp = {p.stem for p in SAMPLES.glob("*.hea") if "resp" not in p.read_text().lower()}  # 100, a103l, s0010_re
+    found = {(str(r.record_id), r.check) for r in cache.rejections}
+    assert {(name, "lead_order") for name in without_resp} <= found
+    others = [r for r in cache.rejections if str(r.record_id) not in without_resp]
+    assert all(r.check == "non_finite" and "missing samples in a row" in r.detail for r in others), others
     dataset = runner.build_dataset(cfg)
     provider = PHASE_PROVIDERS.build("composite", **cfg.phase.options)
     from cyclejepa.data.cache import record_windows
@@ -66,8 +70,10 @@ def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins
 def test_one_coordinate_cache_keeps_the_single_phase_layout(plugins):
     cfg = config("respiration.yaml", plugins / "resp")
     cache = runner.prepare(cfg, progress=False)
-    samples = round(cfg.data.window_s * 500)  # the window at the cache's 500 Hz; 80 ms tokens
-    assert cache.coordinates == () and cache.phase_centre.shape == (len(cache), samples // 40)
+    fs, per_token = cfg.data.fs, cfg.data.decimation * cfg.data.token_patch  # breathing's own rates: 50 Hz, 1 s tokens
+    assert (fs, cache.fs, cache.token_patch) == (50.0, 10.0, 10)
+    samples = round(cfg.data.window_s * fs)
+    assert cache.coordinates == () and cache.phase_centre.shape == (len(cache), samples // per_token) == (len(cache), 32)
     assert "phase_coordinates" not in cache.manifest
     with np.load(cache.path / "rpeaks.npz") as f:
         assert sorted(f.files) == ["indices", "offsets"]
@@ -75,10 +81,14 @@ def test_one_coordinate_cache_keeps_the_single_phase_layout(plugins):
     from cyclejepa.data.cache import record_windows
 
     stack = []
+    rejected = {r.record_id for r in cache.rejections}
     for entry in dataset.entries():
-        for window in record_windows(dataset, entry, dataset.channels, 500.0, samples):
-            track = provider.phase(window.astype(np.float64), 500.0, dataset.channels)
-            stack.append(np.asarray(track.at_tokens(patch=8, fs_out=100.0, convention="centre"), dtype=np.float32))
+        if entry.name in rejected:
+            continue
+        for window in record_windows(dataset, entry, dataset.channels, fs, samples):
+            track = provider.phase(window.astype(np.float64), fs, dataset.channels)
+            tokens = track.at_tokens(patch=cfg.data.token_patch, fs_out=fs / cfg.data.decimation, convention="centre")
+            stack.append(np.asarray(tokens, dtype=np.float32))
     buffer = io.BytesIO()
     np.save(buffer, np.stack(stack))
     assert (cache.path / "phase_centre.npy").read_bytes() == buffer.getvalue()  # byte for byte the (N, T) layout

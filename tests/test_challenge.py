@@ -190,7 +190,7 @@ def hostile_corpus(root: Path) -> None:
     raw = bomb.with_suffix(".mat").read_bytes()
     assert raw.count(dims) == 1
     bomb.with_suffix(".mat").write_bytes(raw.replace(dims, struct.pack("<iiii", 5, 8, 12, 40_000_000)))
-    header_lines = [f"bomb 12 500 5000"] + [f"bomb.mat 16x1+24 1000.0(0)/mV 16 0 0 0 0 {lead}" for lead in LEADS]
+    header_lines = ["bomb 12 500 5000"] + [f"bomb.mat 16x1+24 1000.0(0)/mV 16 0 0 0 0 {lead}" for lead in LEADS]
     bomb.with_suffix(".hea").write_text("\n".join(header_lines + ["# Dx: 164889003"]) + "\n")
 
 

@@ -21,7 +21,7 @@ def run(directory, dist_info=Distributed()):
     cfg = tiny_config(training={"steps": STEPS, "batch_size": 4, "checkpoint_every": 100})
     x, phi = corpus(12)
     phi[3, :120] = np.nan  # a record with < 2 valid tokens changes the per-rank transport counts
-    trainer = Trainer(cfg, x, phi, directory, seed=5, transport_weight=1.0, dist=dist_info)
+    trainer = Trainer(cfg, x, phi, directory, seed=5, transport_weight=1.0, fs=100.0, dist=dist_info)
     metrics = [trainer.train_step()]
     gradients = {name: p.grad.clone() for name, p in trainer.objective.named_parameters() if p.grad is not None}
     metrics.append(trainer.train_step())

@@ -16,6 +16,17 @@ from cyclejepa.symmetry import U1Symmetry
 
 SPECTRUM = "4x0+2x1+2x2+2x3"  # dim 16 = the small encoder width
 SAMPLES, TOKENS = 1000, 125
+FS, EVENT_FS, PATCH = 100.0, 500.0, 8  # PTB-XL: signals at 100 Hz, R-peaks at 500 Hz, 80 ms tokens
+
+
+def beats_of(rpeaks):
+    """`BeatTimes` at 100 Hz of R-peak indices at 500 Hz."""
+    return A.BeatTimes.from_events(rpeaks, event_fs=EVENT_FS, fs=FS)
+
+
+def token_phases(rpeaks):
+    """Causal token phases of R-peak indices at 500 Hz."""
+    return A.causal_token_phases(beats_of(rpeaks), TOKENS, PATCH)
 
 
 def beat_train(n=4, seed=0, noise=0.05):
@@ -35,9 +46,9 @@ def beat_train(n=4, seed=0, noise=0.05):
 
 
 def run_family(name, x, peaks100, severity, onset, seed=3):
-    beats = A.BeatTimes.from_rpeaks([5 * p for p in peaks100])
+    beats = beats_of([5 * p for p in peaks100])
     onset = torch.as_tensor(onset).expand(len(x))
-    return A.PERTURBATIONS[name](x, severity, onset, beats, np.random.default_rng(seed))
+    return A.PERTURBATIONS.get(name)(x, severity, onset, beats, np.random.default_rng(seed))
 
 
 def rise(u):
@@ -48,7 +59,7 @@ def rise(u):
 # perturbation families
 
 
-@pytest.mark.parametrize("name", list(A.PERTURBATIONS))
+@pytest.mark.parametrize("name", A.FAMILIES)
 def test_family_is_the_identity_at_zero_and_never_touches_the_past(name):
     x, peaks = beat_train()
     onset = torch.tensor([400, 333, 512, 610])
@@ -164,7 +175,7 @@ def test_baseline_wander_is_a_shared_slow_sinusoid_of_amplitude_s_rms():
     for wave in y:  # y(t+1) + y(t−1) = 2 cos(ω) y(t) for a pure sinusoid
         cos_w = np.dot(wave[1:-1], wave[2:] + wave[:-2]) / (2 * np.dot(wave[1:-1], wave[1:-1]))
         omega = math.acos(cos_w)
-        assert 0.1 - 1e-3 <= omega * A.FS / (2 * math.pi) <= 0.5 + 1e-3
+        assert 0.1 - 1e-3 <= omega * FS / (2 * math.pi) <= 0.5 + 1e-3
         quadrature = (wave[2:] - wave[:-2]) / (2 * math.sin(omega))
         np.testing.assert_allclose(np.hypot(wave[1:-1], quadrature), 1.0, atol=2e-3)
 
@@ -174,9 +185,11 @@ def test_family_rejects_bad_severity_and_shapes():
     with pytest.raises(ValueError, match="severity"):
         run_family("st-shift", x, peaks, 2.5, 400)
     with pytest.raises(ValueError, match="one onset"):
-        A.attenuation(x, 1.0, torch.tensor([400]), A.BeatTimes.from_rpeaks(peaks), None)
+        A.attenuation(x, 1.0, torch.tensor([400]), beats_of(peaks), None)
     with pytest.raises(ValueError, match="record 1"):
-        A.BeatTimes.from_rpeaks([np.array([1, 5]), np.array([9, 9])])
+        beats_of([np.array([1, 5]), np.array([9, 9])])
+    with pytest.raises(ValueError, match="rates must be positive"):
+        A.BeatTimes.from_events(peaks, event_fs=0.0, fs=FS)
 
 
 # --------------------------------------------------------------------------------------------
@@ -185,7 +198,7 @@ def test_family_rejects_bad_severity_and_shapes():
 
 def test_causal_phase_equals_the_offline_phase_for_a_regular_rhythm():
     peaks = 55 + 415 * np.arange(12)  # 500 Hz, 0.83 s
-    causal = A.causal_token_phases([peaks])[0]
+    causal = token_phases([peaks])[0]
     offline = PhaseTrack(peaks, 500.0, 5000).at_tokens(8, 100.0, "causal")
     times = 5 * (8 * np.arange(TOKENS) + 7)
     both = (times >= peaks[1]) & (times < peaks[-1])
@@ -197,11 +210,11 @@ def test_causal_phase_equals_the_offline_phase_for_a_regular_rhythm():
 def test_causal_phase_never_reads_a_later_beat():
     rng = np.random.default_rng(1)
     peaks = [np.cumsum(rng.integers(250, 600, 15)), np.cumsum(rng.integers(300, 450, 16))]
-    phases = A.causal_token_phases(peaks)
+    phases = token_phases(peaks)
     times = 5 * (8 * np.arange(TOKENS) + 7)
     for t in (20, 61, 99):
         moved = [np.r_[p[p <= times[t]], np.sort(rng.uniform(times[t] + 1, 6000, 9)).round()] for p in peaks]
-        np.testing.assert_array_equal(A.causal_token_phases(moved)[:, : t + 1], phases[:, : t + 1])
+        np.testing.assert_array_equal(token_phases(moved)[:, : t + 1], phases[:, : t + 1])
     naive = [
         [
             min(2 * math.pi * (tau - p[p <= tau][-1]) / np.diff(p[p <= tau][-2:])[0], math.nextafter(2 * math.pi, 0))
@@ -219,15 +232,15 @@ def test_causal_phase_matches_the_streaming_tracker():
     peaks = [np.cumsum(rng.integers(200, 700, 14)) for _ in range(3)]
     times = 8 * np.arange(TOKENS) + 7.0
     expected = streaming.causal_phases([p / 5 for p in peaks], times)
-    np.testing.assert_allclose(A.causal_token_phases(peaks), expected, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(token_phases(peaks), expected, rtol=0, atol=1e-12)
 
 
 # --------------------------------------------------------------------------------------------
 # detectors
 
 
-def small_model(seed=0):
-    return build_model("winder", seed=seed, encoder={"width": 16, "hidden": 32}, predictor={"depth": 2, "heads": 2})
+def small_model(seed=0, leads=12):
+    return build_model("winder", seed=seed, encoder={"width": 16, "hidden": 32, "leads": leads}, predictor={"depth": 2, "heads": 2})
 
 
 def test_one_pass_predictions_equal_the_training_cutoff_convention():
@@ -252,7 +265,7 @@ def test_one_pass_predictions_equal_the_training_cutoff_convention():
 def test_detectors_are_causal(detector):
     model, symmetry = small_model(), U1Symmetry(SPECTRUM)
     x, peaks = beat_train(n=3)
-    phases = A.causal_token_phases([5 * p for p in peaks])
+    phases = token_phases([5 * p for p in peaks])
     scores = DETECTORS.get(detector)(model, symmetry, x, phases, batch_size=2)
     assert scores.shape == (3, TOKENS) and np.isfinite(scores[:, 60:]).all()
     for t0 in (50, 90):
@@ -267,7 +280,7 @@ def test_transport_violation_matches_a_naive_float64_reference():
     model, symmetry = small_model(seed=1), U1Symmetry(SPECTRUM)
     x, peaks = beat_train(n=2, seed=4)
     rpeaks = [5 * p for p in peaks]
-    phases = A.causal_token_phases(rpeaks)
+    phases = token_phases(rpeaks)
     scores = A.transport_violation(model, symmetry, x, phases, warmup_beats=2)
     with torch.no_grad():
         z = model(x).double()
@@ -292,7 +305,7 @@ def test_transport_violation_equals_the_streaming_monitor():
     x, peaks = beat_train(n=2, seed=5)
     monitor = streaming.TransportMonitor(model, symmetry, warmup_beats=2)
     streamed = monitor.replay(x, [p.astype(float) for p in peaks]).double().numpy()
-    batch = A.transport_violation(model, symmetry, x, A.causal_token_phases([5 * p for p in peaks]))
+    batch = A.transport_violation(model, symmetry, x, token_phases([5 * p for p in peaks]))
     np.testing.assert_array_equal(np.isnan(batch), np.isnan(streamed))
     np.testing.assert_allclose(batch, streamed, atol=1e-5, equal_nan=True)
 
@@ -307,7 +320,7 @@ class EquivariantToy(nn.Module):
         self.v = nn.Parameter(torch.randn(symmetry.dim, generator=torch.Generator().manual_seed(0)))
 
     def forward(self, x):
-        phi = x[:, 0, A.PATCH - 1 :: A.PATCH]
+        phi = x[:, 0, PATCH - 1 :: PATCH]
         return self.symmetry.act(self.v.expand(*phi.shape, -1), phi)
 
 
@@ -327,7 +340,7 @@ def test_transport_violation_is_zero_for_an_equivariant_encoder_and_sees_a_phase
     symmetry = U1Symmetry(SPECTRUM)
     toy = EquivariantToy(symmetry)
     x, rpeaks = toy_records(n=4)
-    phases = A.causal_token_phases(rpeaks)
+    phases = token_phases(rpeaks)
     clean = A.transport_violation(toy, symmetry, x, phases)
     assert np.isfinite(clean[:, 50:]).all() and np.nanmax(np.abs(clean)) < 1e-5
     shift, t0 = 1.0, 70
@@ -356,7 +369,7 @@ def test_record_scores_alarms_hits_and_latency_on_hand_built_scores():
     perturbed[2, 2] = 10.0  # an early alarm: record 2's alarm at its onset is no hit
     perturbed[3, 4:] = np.nan  # no defined score after onset: left out
     np.testing.assert_array_equal(A.record_scores(clean, onset), [1, 2, 3, 4])
-    cell = A.evaluate_cell(clean, perturbed, onset, false_alarm_rate=0.5, hit_tokens=3)
+    cell = A.evaluate_cell(clean, perturbed, onset, token_ms=80.0, false_alarm_rate=0.5, hit_tokens=3)
     threshold = np.quantile([1.0, 2.0, 3.0], 0.5)
     assert cell.records == 3 and cell.threshold == threshold == 2.0
     first, early = A.first_alarms(perturbed[:3], threshold, onset[:3])
@@ -374,7 +387,7 @@ def test_threshold_is_calibrated_on_clean_records_only():
     clean = rng.normal(size=(200, 20))
     onset = rng.integers(5, 15, 200)
     cells = [
-        A.evaluate_cell(clean, clean + shift * rng.normal(size=clean.shape), onset)
+        A.evaluate_cell(clean, clean + shift * rng.normal(size=clean.shape), onset, token_ms=80.0)
         for shift in (0.0, 5.0, 50.0)
     ]
     expected = np.quantile(A.record_scores(clean, onset), 0.95)
@@ -405,24 +418,32 @@ def invisible(x, severity, onset, beats, rng):
     return A.Perturbed(x + severity * after * (torch.arange(12) == 11)[:, None], onset)
 
 
-def test_battery_finds_a_phase_jump_and_ignores_what_the_detector_cannot_see(monkeypatch):
-    monkeypatch.setitem(A.PERTURBATIONS, "phase-jump", phase_jump)
-    monkeypatch.setitem(A.PERTURBATIONS, "invisible", invisible)
+@pytest.fixture
+def test_families(monkeypatch):
+    """``phase-jump`` and ``invisible`` registered as plugin families, unregistered after the test."""
+    monkeypatch.setattr(A.PERTURBATIONS, "_entries", dict(A.PERTURBATIONS._entries))
+    A.PERTURBATIONS.register("phase-jump")(phase_jump)
+    A.PERTURBATIONS.register("invisible")(invisible)
+
+
+def test_battery_finds_a_phase_jump_and_ignores_what_the_detector_cannot_see(test_families):
     symmetry = U1Symmetry(SPECTRUM)
     toy = EquivariantToy(symmetry)
     x, rpeaks = toy_records(n=20, seed=1)
-    cells = A.anomaly_battery(
-        toy, symmetry, x.numpy(), rpeaks, families=["phase-jump", "invisible", "st-shift"],
+    battery = A.anomaly_battery(
+        toy, symmetry, x.numpy(), beats_of(rpeaks), patch=PATCH, families=["phase-jump", "invisible", "st-shift"],
         severities=(1.0, 2.0), seed=5,
     )
+    cells = battery.cells
+    assert battery.skipped == {}
     table = {(c.family, c.severity): c for c in cells}
     assert len(cells) == 9 and all(c.records == 20 for c in cells)
     for family in ("phase-jump", "invisible", "st-shift"):  # severity 0 is the same pipeline
         assert table[family, 0.0].auroc == 0.5 == table[family, 2.0].reference_auroc
     jump = table["phase-jump", 2.0]
     assert jump.auroc == 1.0 and jump.excess == 0.5 and jump.alarm_rate == 1.0
-    assert jump.median_latency_ms == A.TOKEN_MS  # the one-token floor
-    clean = A.transport_violation(toy, symmetry, x, A.causal_token_phases(rpeaks))
+    assert jump.median_latency_ms == 80.0  # the one-token floor
+    clean = A.transport_violation(toy, symmetry, x, token_phases(rpeaks))
     onset = A.draw_onsets(20, (40, 100), seed=5)
     early = (clean > jump.threshold) & (np.arange(TOKENS) < onset[:, None])
     assert jump.hit_rate == pytest.approx(1 - early.any(1).mean())
@@ -438,9 +459,9 @@ def test_battery_runs_a_model_with_either_detector(detector):
     model, symmetry = small_model(), U1Symmetry(SPECTRUM)
     x, peaks = beat_train(n=6, seed=2)
     cells = A.anomaly_battery(
-        model, symmetry, x, [5 * p for p in peaks], families=["ectopic", "attenuation"],
+        model, symmetry, x, beats_of([5 * p for p in peaks]), patch=PATCH, families=["ectopic", "attenuation"],
         severities=(2.0,), detector=detector, batch_size=4,
-    )
+    ).cells
     assert [(c.family, c.severity) for c in cells] == [
         ("ectopic", 0.0), ("ectopic", 2.0), ("attenuation", 0.0), ("attenuation", 2.0)
     ]
@@ -453,6 +474,57 @@ def test_battery_rejects_unknown_family_and_bad_severity():
     model, symmetry = small_model(), U1Symmetry(SPECTRUM)
     x, peaks = beat_train(n=2)
     with pytest.raises(KeyError, match="Did you mean 'ectopic'"):
-        A.anomaly_battery(model, symmetry, x, peaks, families=["ectopc"])
+        A.anomaly_battery(model, symmetry, x, beats_of(peaks), patch=PATCH, families=["ectopc"])
     with pytest.raises(ValueError, match="severities"):
-        A.anomaly_battery(model, symmetry, x, peaks, severities=(3.0,))
+        A.anomaly_battery(model, symmetry, x, beats_of(peaks), patch=PATCH, severities=(3.0,))
+    with pytest.raises(ValueError, match="whole tokens"):
+        A.anomaly_battery(model, symmetry, x, beats_of(peaks), patch=7)
+
+
+# --------------------------------------------------------------------------------------------
+# where the families apply
+
+
+def test_families_apply_by_signal_kind_and_channel_count(test_families):
+    families = [*A.FAMILIES, "phase-jump"]
+    assert A.applicable_families(families, "ecg", 12) == (families, {})
+    kept, skipped = A.applicable_families(families, "resp", 1)
+    assert kept == ["attenuation", "baseline-wander", "phase-jump"]  # a plugin family without a claim applies anywhere
+    assert set(skipped) == {"ectopic", "t-inversion", "st-shift", "lead-dropout"}
+    assert skipped["ectopic"] == "applies to ecg signals; the phase provider's signal is 'resp'"
+    assert skipped["lead-dropout"] == "needs at least 2 channels; the records have 1"
+    assert A.applicable_families(families, None, 2) == (families, {})  # signal kind not checked
+    with pytest.raises(KeyError, match="Did you mean 'st-shift'"):
+        A.applicable_families(["st-shfit"], "ecg", 12)
+
+
+def test_phase_providers_declare_their_signal_kind():
+    from cyclejepa.phase import EcgRPeakProvider, PhaseProvider
+
+    assert PhaseProvider.signal == "any" and EcgRPeakProvider.signal == "ecg"
+
+
+def test_battery_skips_the_families_that_do_not_apply_and_says_why():
+    model, symmetry = small_model(leads=1), U1Symmetry(SPECTRUM)
+    x, peaks = beat_train(n=4, seed=2)
+    battery = A.anomaly_battery(
+        model, symmetry, x[:, :1], beats_of([5 * p for p in peaks]), patch=PATCH,
+        families=["ectopic", "lead-dropout", "attenuation"], severities=(2.0,), signal_kind="ppg", batch_size=4,
+    )
+    assert [(c.family, c.severity) for c in battery.cells] == [("attenuation", 0.0), ("attenuation", 2.0)]
+    assert battery.skipped == {
+        "ectopic": "applies to ecg signals; the phase provider's signal is 'ppg'",
+        "lead-dropout": "needs at least 2 channels; the records have 1",
+    }
+
+
+def test_the_report_names_the_skipped_families():
+    from cyclejepa.evaluation.report import anomaly_markdown
+
+    cell = {"family": "attenuation", "severity": 2.0, "detector": "transport-violation", "auroc": 0.9,
+            "reference_auroc": 0.5, "excess": 0.4, "alarm_rate": 0.5, "hit_rate": 0.25, "median_latency_ms": 160.0,
+            "records": 4}  # fmt: skip
+    skipped = {"ectopic": "applies to ecg signals; the phase provider's signal is 'ppg'"}
+    text = anomaly_markdown([{"arm": "winder", "anomaly": [cell], "anomaly_skipped": skipped}])
+    assert "Not run (the family does not apply): ectopic: applies to ecg signals; the phase provider's signal is 'ppg'." in text
+    assert "Not run" not in anomaly_markdown([{"arm": "winder", "anomaly": [cell]}])  # results from before: nothing

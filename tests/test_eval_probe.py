@@ -278,12 +278,12 @@ def test_lead_zeroing_flags_the_only_informative_lead():
 
 def test_heart_rate_is_the_median_rr():
     beats = np.arange(0, 5000, 400)  # 0.8 s at 500 Hz
-    assert heart_rate(beats) == pytest.approx(75.0)
-    assert heart_rate(np.r_[beats[:5], beats[6:]]) == pytest.approx(75.0)  # one missed beat
+    assert heart_rate(beats, 500.0) == pytest.approx(75.0)
+    assert heart_rate(np.r_[beats[:5], beats[6:]], 500.0) == pytest.approx(75.0)  # one missed beat
     assert heart_rate(np.arange(0, 1000, 100), fs=100) == pytest.approx(60.0)
-    assert np.isnan(heart_rate([120]))
+    assert np.isnan(heart_rate([120], 500.0))
     with pytest.raises(ValueError, match="increasing"):
-        heart_rate([10, 5])
+        heart_rate([10, 5], 500.0)
 
 
 def test_hr_stratification_on_a_hand_built_case():

@@ -1,6 +1,7 @@
 """Weights package: `cyclejepa export` and `load_pretrained` against the run's own encoder; damaged,
 changed and mismatched packages refused; input the encoder cannot conform refused."""
 
+import hashlib
 import json
 import shutil
 import sys
@@ -20,7 +21,7 @@ from cyclejepa.config import parse_config
 from cyclejepa.data.ptbxl import read_record_fast
 from cyclejepa.data.ptbxl import LEADS, PTBXL
 from cyclejepa.export import PackageError, export_run, read_package_config
-from cyclejepa.export.package import _config_digest, _sha256
+from cyclejepa.export.package import _config_digest
 from cyclejepa.training.checkpoint import load_checkpoint
 
 
@@ -95,7 +96,7 @@ def test_config_holds_what_prepares_the_input_and_who_made_it(run):
     model = cyclejepa.load_encoder(cfg.output_dir, device="cpu").model
     assert config["model"]["deployed_parameters"] == sum(p.numel() for m in (model.encoder, model.projector) for p in m.parameters())
     assert [s["shape"] for s in config["streaming"]["state"]] == [["batch", 16, 2], ["batch", 16, 2], ["batch", 16, 4], ["batch", 16, 4]]
-    assert config["files"] == {name: _sha256(package / name) for name in ("MODEL_CARD.md", "model.safetensors")}
+    assert config["files"] == {name: hashlib.sha256((package / name).read_bytes()).hexdigest() for name in ("MODEL_CARD.md", "model.safetensors")}
 
 
 def test_model_card_reports_the_runs_own_figures(run):
@@ -178,7 +179,7 @@ def resealed(package, tmp_path, edit):
     edit(weights)
     safetensors_torch.save_file(weights, copy / "model.safetensors")
     config = json.loads((copy / "config.json").read_text())
-    config["files"]["model.safetensors"] = _sha256(copy / "model.safetensors")
+    config["files"]["model.safetensors"] = hashlib.sha256((copy / "model.safetensors").read_bytes()).hexdigest()
     config["config_sha256"] = _config_digest(config)
     (copy / "config.json").write_text(json.dumps(config))
     return copy

@@ -253,7 +253,7 @@ def test_qc_short_valid_span_has_low_phase_yield():
 def test_bandpass_equals_scipy_sosfiltfilt(shape, fs, band):
     from scipy.signal import butter, sosfiltfilt
 
-    from cyclejepa.phase.rpeak import bandpass
+    from cyclejepa.phase.ecg.rpeak import bandpass
 
     x = np.random.default_rng(len(shape)).normal(size=shape)
     sos = butter(2, [band[0], min(band[1], 0.45 * fs)], btype="bandpass", fs=fs, output="sos")
@@ -262,7 +262,7 @@ def test_bandpass_equals_scipy_sosfiltfilt(shape, fs, band):
 
 @pytest.mark.parametrize("n", [1, 2, 7, 8, 1248, 1249])
 def test_partition_median_and_quantile_equal_numpy(n):
-    from cyclejepa.phase.rpeak import _median, _quantile
+    from cyclejepa.phase.ecg.rpeak import _median, _quantile
 
     x = np.random.default_rng(n).lognormal(size=(12, n))
     np.testing.assert_array_equal(_median(x), np.median(x, axis=-1))
@@ -403,10 +403,31 @@ def test_detector_registry_names_the_default_first_and_suggests_close_names():
 
     names = detector_names()
     assert names[0] == "cyclejepa" and {"pan-tompkins", "wfdb-xqrs", "neurokit2:neurokit"} <= set(names)
-    with pytest.raises(KeyError, match="did you mean 'pan-tompkins'"):
+    with pytest.raises(KeyError, match="Did you mean .pan-tompkins."):
         get_detector("pan-tomkins")
     with pytest.raises(KeyError, match="pan-tomkins"):
         EcgRPeakProvider(detector="pan-tomkins")  # at construction, before any record
+
+
+def test_a_plugin_detector_registered_in_the_registry_serves_the_provider(monkeypatch):
+    """A detector registered as a plugin would (``RPEAK_DETECTORS.register``) is listed, named
+    in the provider's config, and called on the timing lead: its events are the provider's."""
+    from scipy.signal import find_peaks
+
+    from cyclejepa.phase import detector_names
+    from cyclejepa.registry import RPEAK_DETECTORS
+
+    monkeypatch.setattr(RPEAK_DETECTORS, "_entries", dict(RPEAK_DETECTORS._entries))  # unregistered after
+
+    @RPEAK_DETECTORS.register("tallest-samples")
+    def tallest(signal, fs, timing_row):
+        return find_peaks(signal[timing_row], height=0.5, distance=int(0.25 * fs))[0]
+
+    signal, r_times, _ = synthetic_ecg(500.0, noise_mv=0.0, wander_mv=0.0, seed=9)
+    assert "tallest-samples" in detector_names()
+    track = PHASE_PROVIDERS.build("ecg-rpeak", lead="V5", detector="tallest-samples").phase(signal, 500.0, LEADS)
+    np.testing.assert_array_equal(track.events, tallest(signal, 500.0, 10))
+    np.testing.assert_allclose(track.events / 500.0, r_times, atol=0.004)
 
 
 @pytest.mark.parametrize("detector", ["pan-tompkins", "neurokit2:neurokit", "wfdb-xqrs"])
@@ -421,7 +442,7 @@ def test_named_detectors_run_on_the_timing_lead(detector):
 
 def reference_scores(name, detector):
     from cyclejepa.phase import get_detector
-    from cyclejepa.phase.reference_sets import load_set, score_set
+    from cyclejepa.phase.ecg.reference_sets import load_set, score_set
 
     from conftest import SHARED
 

@@ -233,7 +233,8 @@ def test_monitor_equals_the_batch_transport_violation_detector():
     peaks_500hz = [np.cumsum(rng.integers(300, 500, 14)) for _ in range(3)]
     x = torch.randn(3, 12, 1000, generator=torch.Generator().manual_seed(8))
     streamed = monitor.replay(x, [p / 5 for p in peaks_500hz]).double().numpy()
-    phases = anomaly.causal_token_phases(peaks_500hz)
+    beats = anomaly.BeatTimes.from_events(peaks_500hz, event_fs=500.0, fs=100.0)
+    phases = anomaly.causal_token_phases(beats, 125, 8)
     batch = anomaly.transport_violation(monitor.encoder.model, symmetry, x, phases, warmup_beats=2)
     np.testing.assert_array_equal(np.isnan(streamed), np.isnan(batch))
     np.testing.assert_allclose(streamed, batch, rtol=0, atol=1e-5)

@@ -91,12 +91,12 @@ def test_checkpoint_is_atomic_and_loads_with_weights_only(tmp_path):
 def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
     cfg = tiny_config()
     x, phi = corpus()
-    straight = Trainer(cfg, x, phi, tmp_path / "straight", seed=3, transport_weight=1.0)
+    straight = Trainer(cfg, x, phi, tmp_path / "straight", seed=3, transport_weight=1.0, fs=100.0)
     straight.fit(progress=False)
 
-    interrupted = Trainer(cfg, x, phi, tmp_path / "resumed", seed=3, transport_weight=1.0)
+    interrupted = Trainer(cfg, x, phi, tmp_path / "resumed", seed=3, transport_weight=1.0, fs=100.0)
     interrupted.fit(until=6, progress=False)  # "killed" after step 6; last checkpoint: step 4
-    resumed = Trainer(cfg, x, phi, tmp_path / "resumed", seed=3, transport_weight=1.0)
+    resumed = Trainer(cfg, x, phi, tmp_path / "resumed", seed=3, transport_weight=1.0, fs=100.0)
     resumed.resume(tmp_path / "resumed" / "checkpoints" / "step_000004.pt")
     assert resumed.step == 4
     resumed.fit(progress=False)
@@ -143,8 +143,8 @@ def test_a_torn_last_metrics_line_is_dropped_with_a_warning_naming_it(tmp_path, 
 def test_checkpoint_of_another_run_is_refused(tmp_path):
     cfg = tiny_config(training={"steps": 4})
     x, phi = corpus()
-    Trainer(cfg, x, phi, tmp_path, seed=0, transport_weight=1.0).fit(progress=False)
-    other = Trainer(cfg, x, phi, tmp_path / "b", seed=1, transport_weight=1.0)
+    Trainer(cfg, x, phi, tmp_path, seed=0, transport_weight=1.0, fs=100.0).fit(progress=False)
+    other = Trainer(cfg, x, phi, tmp_path / "b", seed=1, transport_weight=1.0, fs=100.0)
     with pytest.raises(ValueError, match="belongs to run"):
         other.resume(tmp_path / "checkpoints" / "step_000004.pt")
 
@@ -176,10 +176,10 @@ def test_a_checkpoint_trained_on_cuda_is_refused_on_the_cpu_naming_device_and_pr
 def test_training_reduces_the_loss_and_the_control_ignores_transport(tmp_path):
     cfg = tiny_config(training={"steps": 40, "checkpoint_every": 40}, optimiser={"lr": 3e-3})
     x, phi = corpus(16)
-    Trainer(cfg, x, phi, tmp_path / "w", seed=0, transport_weight=1.0).fit(progress=False)
+    Trainer(cfg, x, phi, tmp_path / "w", seed=0, transport_weight=1.0, fs=100.0).fit(progress=False)
     rows = losses(tmp_path / "w")
     assert np.mean([r["loss"] for r in rows[-5:]]) < 0.7 * np.mean([r["loss"] for r in rows[:5]])
-    control = Trainer(cfg, x, phi, tmp_path / "c", seed=0, transport_weight=0.0)
+    control = Trainer(cfg, x, phi, tmp_path / "c", seed=0, transport_weight=0.0, fs=100.0)
     control.fit(until=1, progress=False)
     (row,) = losses(tmp_path / "c")
     expected = row["prediction"] + 0.15 * row["regulariser"]
@@ -191,7 +191,7 @@ def test_manifold_parameters_go_to_riemannian_adam_and_stay_orthogonal(tmp_path)
 
     cfg = tiny_config(symmetry={"basis": "stiefel"}, training={"steps": 5}, optimiser={"lr": 1e-2})
     x, phi = corpus()
-    trainer = Trainer(cfg, x, phi, tmp_path, seed=0, transport_weight=1.0)
+    trainer = Trainer(cfg, x, phi, tmp_path, seed=0, transport_weight=1.0, fs=100.0)
     assert [type(o) for o in trainer.optimisers][1] is RiemannianAdam
     trainer.fit(progress=False)
     q = trainer.objective.symmetry.basis.matrix().detach().cpu().double()
@@ -202,8 +202,8 @@ def test_manifold_parameters_go_to_riemannian_adam_and_stay_orthogonal(tmp_path)
 
 def test_bf16_autocast_stays_close_to_float32(tmp_path):
     x, phi = corpus()
-    reference = Trainer(tiny_config(), x, phi, tmp_path / "a", seed=0, transport_weight=1.0)
-    bf16 = Trainer(tiny_config(training={"precision": "bf16"}), x, phi, tmp_path / "b", seed=0, transport_weight=1.0)
+    reference = Trainer(tiny_config(), x, phi, tmp_path / "a", seed=0, transport_weight=1.0, fs=100.0)
+    bf16 = Trainer(tiny_config(training={"precision": "bf16"}), x, phi, tmp_path / "b", seed=0, transport_weight=1.0, fs=100.0)
     a, b = reference.train_step(), bf16.train_step()
     assert torch.allclose(a[:4], b[:4], rtol=5e-2)  # loss terms within bf16 tolerance
 
@@ -211,7 +211,7 @@ def test_bf16_autocast_stays_close_to_float32(tmp_path):
 def test_objective_traces_as_one_graph_without_breaks(tmp_path):
     """The regulariser's random draw happens outside the module, so Dynamo sees one graph."""
     x, phi = corpus()
-    trainer = Trainer(tiny_config(), x, phi, tmp_path, seed=0, transport_weight=1.0)
+    trainer = Trainer(tiny_config(), x, phi, tmp_path, seed=0, transport_weight=1.0, fs=100.0)
     batch, phases = trainer.batches.next()
     cutoff = sample_cutoffs(batch.shape[0], phases.shape[1], trainer.streams["mask"], trainer.device)
     explanation = torch._dynamo.explain(trainer.objective)(batch, phases, cutoff, trainer.regulariser_inputs())
@@ -221,7 +221,7 @@ def test_objective_traces_as_one_graph_without_breaks(tmp_path):
 def test_augmentation_chain_traces_as_one_graph_without_breaks(tmp_path):
     """The augmenter's draws happen outside `Augmenter.apply`, so Dynamo fuses the whole chain."""
     x, phi = corpus()
-    trainer = Trainer(tiny_config(), x, phi, tmp_path, seed=0, transport_weight=1.0)
+    trainer = Trainer(tiny_config(), x, phi, tmp_path, seed=0, transport_weight=1.0, fs=100.0)
     batch, _ = trainer.batches.next()
     draws = trainer.augmenter.draw(batch, trainer.streams["augment"])
     explanation = torch._dynamo.explain(trainer.augmenter.apply)(batch, draws.rms, draws.applied, draws.params)
@@ -230,8 +230,8 @@ def test_augmentation_chain_traces_as_one_graph_without_breaks(tmp_path):
 
 def test_torch_compile_gives_the_eager_result_in_float32(tmp_path):
     x, phi = corpus()
-    eager = Trainer(tiny_config(), x, phi, tmp_path / "a", seed=0, transport_weight=1.0)
-    compiled = Trainer(tiny_config(training={"compile": True}), x, phi, tmp_path / "b", seed=0, transport_weight=1.0)
+    eager = Trainer(tiny_config(), x, phi, tmp_path / "a", seed=0, transport_weight=1.0, fs=100.0)
+    compiled = Trainer(tiny_config(training={"compile": True}), x, phi, tmp_path / "b", seed=0, transport_weight=1.0, fs=100.0)
     rtol = 1e-4 if eager.device.type == "cpu" else 2e-3  # CUDA: other kernels, other reduction orders
     for _ in range(2):
         assert torch.allclose(eager.train_step(), compiled.train_step(), rtol=rtol, atol=1e-6)

@@ -150,9 +150,7 @@ class Augmentation(ABC):
     def apply(self, x: Tensor, rms: Tensor, params: Params, fs: float) -> Tensor:
         """Transform ``x`` with drawn ``params``; ``rms`` (B,) is the records' clean RMS."""
 
-    def __call__(
-        self, x: Tensor, rms: Tensor, generator: torch.Generator, fs: float = 100.0
-    ) -> Tensor:
+    def __call__(self, x: Tensor, rms: Tensor, generator: torch.Generator, fs: float) -> Tensor:
         """Draw parameters from ``generator`` and apply them to every record of ``x``."""
         check_batch(x, generator)
         return self.apply(x, rms, self.sample(x, generator), fs)
@@ -373,10 +371,10 @@ class Augmenter:
     steps
         The transforms in application order; names must be distinct.
     fs
-        Sampling rate of the batches, Hz.
+        Sampling rate of the batches, Hz (a cache's `PreparedCache.fs`).
     """
 
-    def __init__(self, steps: Sequence[AugmentationStep], fs: float = 100.0):
+    def __init__(self, steps: Sequence[AugmentationStep], fs: float):
         names = [step.name for step in steps]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
@@ -387,10 +385,9 @@ class Augmenter:
         self.fs = float(fs)
 
     @classmethod
-    def from_config(
-        cls, specs: Sequence[Mapping[str, Any]] | None = None, fs: float = 100.0
-    ) -> Augmenter:
-        """Build from ``[{"name": "tone", "p": 0.5, "amplitude": [0.05, 0.2]}, ...]``.
+    def from_config(cls, specs: Sequence[Mapping[str, Any]] | None = None, *, fs: float) -> Augmenter:
+        """Build from ``[{"name": "tone", "p": 0.5, "amplitude": [0.05, 0.2]}, ...]`` for batches
+        sampled at ``fs`` Hz.
 
         Keys other than ``name`` and ``p`` (default 0.5) are the transform's parameters. ``None``
         gives the paper's six transforms in table order with p = 0.5; ``[]`` gives the identity.

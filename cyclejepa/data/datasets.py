@@ -28,7 +28,7 @@ from cyclejepa.data.preprocess import resample, resampling_ratio
 
 __all__ = [
     "MV_PER_UNIT", "Dataset", "DatasetNotFound", "DownloadFailed", "Entry", "FoldProtocol", "LabelLevel", "Record", "RecordRejected", "check_window",
-    "conform", "hash_fold", "sha256_of",
+    "conform", "hash_fold", "sha256_file", "sha256_of",
 ]  # fmt: skip
 
 
@@ -286,4 +286,13 @@ def sha256_of(paths: list[Path], root: Path | None = None) -> str:
     for path in paths:
         digest.update(os.fsencode(path.relative_to(root) if root else path) + b"\0")
         digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def sha256_file(path: Path) -> str:
+    """sha256 of one file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as stream:
+        for block in iter(lambda: stream.read(1 << 20), b""):
+            digest.update(block)
     return digest.hexdigest()

@@ -51,8 +51,8 @@ def decimate(x: np.ndarray, factor: int = DECIMATION) -> np.ndarray:
 
 MIN_FS, MAX_FS = 0.01, 1e6
 """Sampling rates (Hz) a record may declare; anything outside is refused before any work."""
-MAX_RATIO_TERM = 10_000
-"""Largest up or down factor of a polyphase resampling (its filter has about 20 · factor taps)."""
+MAX_RATIO_TERM = 1_000_000
+"""Largest up or down factor of a polyphase resampling (its filter has about 20 · factor taps: 160 MB at most)."""
 
 
 def resampling_ratio(fs: float, fs_out: float) -> Fraction:

@@ -7,6 +7,7 @@ registry needs) does not pull in scikit-learn, matplotlib or UMAP.
 import importlib
 
 _EXPORTS = {
+    "AnomalyBattery": "anomaly",
     "AnomalyCell": "anomaly",
     "BeatTimes": "anomaly",
     "BootstrapCI": "bootstrap",
@@ -25,6 +26,7 @@ _EXPORTS = {
     "RobustnessResult": "robustness",
     "TaskSplit": "probe",
     "anomaly_battery": "anomaly",
+    "applicable_families": "anomaly",
     "causal_token_phases": "anomaly",
     "clustered_bootstrap": "probe",
     "dephase": "geometry",
@@ -47,6 +49,7 @@ _EXPORTS = {
     "phase_ring_figure": "geometry",
     "predictor_error": "anomaly",
     "record_bootstrap": "probe",
+    "record_heart_rates": "context",
     "record_representations": "embeddings",
     "record_similarities": "mechanism",
     "replicate_macro_auroc": "probe",

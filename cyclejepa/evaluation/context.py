@@ -1,7 +1,7 @@
 """Heart-rate context: does the gap between two arms survive within heart-rate strata?
 
 The paper's post-hoc heart-rate stratification: records are binned by heart rate (median RR
-interval of the detected R-peaks), and within each bin the macro-AUROC of each arm and their
+interval of the detected R-peaks, at the rate the cache stored them), and within each bin the macro-AUROC of each arm and their
 gap are recomputed. A gap that persists inside every stratum is not explained by the arms
 ranking heart rate differently; it weakens, without excluding, a heart-rate explanation.
 """
@@ -10,14 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cyclejepa.data.ptbxl import FS
 from cyclejepa.evaluation.bootstrap import BootstrapCI, patient_bootstrap_weights, percentile_interval
 from cyclejepa.evaluation.probe import replicate_macro_auroc, weighted_auroc
 
-__all__ = ["HRStratification", "HRStratum", "heart_rate", "hr_stratified_auroc"]
+if TYPE_CHECKING:
+    from cyclejepa.data.cache import PreparedCache
+
+__all__ = ["HRStratification", "HRStratum", "heart_rate", "hr_stratified_auroc", "record_heart_rates"]
 
 NO_HEART_RATE = "no_heart_rate"
 """Exclusion reason: fewer than two R-peaks."""
@@ -25,18 +28,25 @@ OUTSIDE_BINS = "outside_bins"
 """Exclusion reason: heart rate outside the given bin edges."""
 
 
-def heart_rate(rpeaks: np.ndarray, fs: float = FS) -> float:
-    """Heart rate in beats per minute from the median RR interval; NaN with fewer than two peaks.
+def heart_rate(rpeaks: np.ndarray, fs: float) -> float:
+    """Heart rate in beats per minute from the median RR interval, 60 · fs / median(ΔR); NaN
+    with fewer than two peaks.
 
     Parameters
     ----------
     rpeaks : R-peak sample indices, strictly increasing.
-    fs : their sampling rate in Hz (PTB-XL peaks are at 500 Hz).
+    fs : their sampling rate in Hz (a cache's `PreparedCache.event_fs`).
     """
     rr = np.diff(np.asarray(rpeaks, dtype=np.float64))
     if (rr <= 0).any():
         raise ValueError("rpeaks must be strictly increasing sample indices")
     return 60.0 * fs / float(np.median(rr)) if len(rr) else float("nan")
+
+
+def record_heart_rates(cache: PreparedCache, rows: Sequence[int]) -> np.ndarray:
+    """(len(rows),) heart rate of each row of ``cache`` from its events (`PreparedCache.events`)
+    at the rate they were detected at (`PreparedCache.event_fs`)."""
+    return np.array([heart_rate(cache.events(i), cache.event_fs) for i in rows], dtype=np.float64)
 
 
 @dataclass

@@ -141,6 +141,23 @@ class LinearProbe(BaseEstimator):
         """(N, C) multi-hot predictions at probability 0.5."""
         return (self.predict_proba(X) >= 0.5).astype(np.int64)
 
+    def linear_map(self) -> tuple[np.ndarray, np.ndarray]:
+        """(W, b), (C, K) and (C,), with ``decision_function(X) = X Wᵀ + b``: the standardisation
+        x → (x − μ) / σ folded into each class's regression (W = w / σ, b = b₀ − Σ_k w_k μ_k / σ_k);
+        a class that took one value in training has W = 0 and b its constant score."""
+        check_is_fitted(self, "pipeline_")
+        scaler, one_vs_rest = self.pipeline_[0], self.pipeline_[-1]
+        weights, biases = [], []
+        for estimator in one_vs_rest.estimators_:
+            if hasattr(estimator, "coef_"):
+                w, b = estimator.coef_.ravel() / scaler.scale_, float(estimator.intercept_[0])
+                weights.append(w)
+                biases.append(b - float(w @ scaler.mean_))
+            else:  # sklearn's constant predictor
+                weights.append(np.zeros(self.n_features_in_))
+                biases.append(float(estimator.decision_function(np.zeros((1, self.n_features_in_)))[0]))
+        return np.stack(weights), np.array(biases)
+
     def _pipeline(self, C: float):
         from sklearn.linear_model import LogisticRegression
         from sklearn.multiclass import OneVsRestClassifier

@@ -357,6 +357,9 @@ def anomaly_markdown(cell: list[dict]) -> str:
                 f"{_number(c['excess'])} | {_number(c['alarm_rate'])} | {_number(c['hit_rate'])} | "
                 f"{_number(c['median_latency_ms'])} | {c['records']} |"
             )
+        skipped = r.get("anomaly_skipped", {})
+        if skipped:
+            lines += ["", "Not run (the family does not apply): " + "; ".join(f"{f}: {why}" for f, why in skipped.items()) + "."]
     return "\n".join(lines)
 
 

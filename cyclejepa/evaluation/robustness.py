@@ -79,7 +79,7 @@ def lead_zeroing(
     phases, qc_ok : (N, T) token phases and (N,) QC verdicts, as for `embed_records`.
     probe : a `LinearProbe` fitted on intact training representations.
     Y, groups : (N, C) multi-hot labels and (N,) patients, aligned with ``signals``.
-    leads : the name of each channel of ``signals``, in order.
+    leads : the name of each channel of ``signals``, in order (``cache.channels``).
     rows : the rows to evaluate (default all), e.g. a task's evaluation rows.
     device, batch_size, progress : as in `embed_records`.
     replicates, seed, level : the paired patient-clustered bootstrap of the changes (the same

@@ -25,8 +25,8 @@ from cyclejepa.config import ExperimentConfig, identity_hash
 from cyclejepa.data.cache import PreparedCache, open_cache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.devices import child_gpus, thread_environment
-from cyclejepa.evaluation.anomaly import anomaly_battery
-from cyclejepa.evaluation.context import heart_rate, hr_stratified_auroc
+from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
+from cyclejepa.evaluation.context import hr_stratified_auroc, record_heart_rates
 from cyclejepa.evaluation.embeddings import Representations, embed_records, extract_tokens
 from cyclejepa.evaluation.geometry import (
     effective_rank,
@@ -41,6 +41,7 @@ from cyclejepa.evaluation.robustness import lead_zeroing
 from cyclejepa.jsonio import read_json, write_json
 from cyclejepa.outputs import run_dir
 from cyclejepa.progress import progress_bar
+from cyclejepa.registry import PHASE_PROVIDERS
 from cyclejepa.seal import use_folds
 
 
@@ -229,7 +230,7 @@ def core_metrics(
         "scores": probe.decision_function(split.eval_X),
         "labels": split.eval_Y,
         "patients": split.eval_groups,
-        "heart_rate": np.array([heart_rate(cache.rpeaks(i)) for i in split.eval_rows]),
+        "heart_rate": record_heart_rates(cache, split.eval_rows),
     }
     eval_rows = cache.select(eval_folds)
     phase_rows = eval_rows[qc_ok[eval_rows]]  # phase-QC failures are left out of phase analyses
@@ -271,7 +272,7 @@ def evaluate_checkpoint(
     core = core_metrics(cfg, cache, objective, device, progress)
     robustness = lead_zeroing(
         objective.model, cache.signals, cache.phases("centre"), cache.columns["qc_ok"], core.probe,
-        core.superclass.labels, cache.columns["patient_id"], leads=cache.manifest["leads"], rows=core.scores["rows"],
+        core.superclass.labels, cache.columns["patient_id"], leads=cache.channels, rows=core.scores["rows"],
         device=device, replicates=ev.bootstrap, seed=ev.seed,
     )
     core.result["robustness"] = asdict(robustness)
@@ -279,12 +280,19 @@ def evaluate_checkpoint(
         core.result["anomaly"] = []
         return core.result, core.scores
     battery_rows = core.phase_rows[: ev.anomaly_records] if ev.anomaly_records else core.phase_rows
-    cells = anomaly_battery(
-        objective.model, objective.symmetry, cache.signals[battery_rows], [cache.rpeaks(i) for i in battery_rows],
-        families=ev.families, severities=ev.severities, detector=ev.detector, seed=ev.seed, device=device,
+    battery = anomaly_battery(
+        objective.model, objective.symmetry, cache.signals[battery_rows], BeatTimes.from_cache(cache, battery_rows),
+        patch=cache.token_patch, families=ev.families, severities=ev.severities, signal_kind=_signal_kind(cfg.phase.provider),
+        detector=ev.detector, seed=ev.seed, device=device,
     )
-    core.result["anomaly"] = [asdict(cell) for cell in cells]
+    core.result["anomaly"] = [asdict(cell) for cell in battery.cells]
+    core.result["anomaly_skipped"] = battery.skipped
     return core.result, core.scores
+
+
+def _signal_kind(provider: str) -> str:
+    """The signal kind the phase provider declares (`PhaseProvider.signal`; "any" when it declares none)."""
+    return getattr(PHASE_PROVIDERS.get(provider), "signal", "any")
 
 
 def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, device: torch.device) -> None:

@@ -32,6 +32,7 @@ from torch import nn
 
 from cyclejepa.version import __version__
 from cyclejepa.data.cache import PHASE_REVISION, open_cache
+from cyclejepa.data.datasets import sha256_file
 from cyclejepa.data.preprocess import KAISER_BETA
 from cyclejepa.embed import Encoder, Preprocessing, load_encoder, locate_run
 from cyclejepa.export.card import evaluation_result, model_card
@@ -125,7 +126,7 @@ def export_run(
             if (kind == "onnx" and onnx) or (kind == "torchscript" and torchscript):
                 export = export_onnx if kind == "onnx" else export_torchscript
                 export(model, staging / name, samples=None if streaming else samples)
-        config["files"] = {p.name: _sha256(p) for p in sorted(staging.iterdir())}
+        config["files"] = {p.name: sha256_file(p) for p in sorted(staging.iterdir())}
         config["config_sha256"] = _config_digest(config)
         (staging / CONFIG).write_text(json.dumps(config, indent=1) + "\n")
         if out.exists():
@@ -183,14 +184,6 @@ def _weights(model: JEPAModel, symmetry: nn.Module) -> dict[str, torch.Tensor]:
     return {k: v.detach().cpu().clone().contiguous() for k, v in _modules(model, symmetry).state_dict().items()}
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def _config_digest(config: dict[str, Any]) -> str:
     """sha256 of the sorted JSON of every key but ``config_sha256``."""
     rest = {k: v for k, v in config.items() if k != "config_sha256"}
@@ -221,7 +214,7 @@ def read_package_config(path: str | os.PathLike) -> dict[str, Any]:
         file = path / name
         if not file.is_file():
             raise FileNotFoundError(f"{file} is missing from the package (config.json lists it)")
-        if _sha256(file) != expected:
+        if sha256_file(file) != expected:
             raise PackageError(f"{file} does not match its sha256 in config.json: damaged, cut short or changed")
     return config
 

@@ -1,18 +1,23 @@
-"""Cyclic coordinates (phase) from biosignals: providers, tracks, token assignment."""
+"""Cyclic coordinates (phase) from biosignals: providers, tracks, token assignment.
 
-from cyclejepa.phase.detectors import (
+The signal-independent core (`provider`, `track`, `composite`, `records`) and one package per
+signal's specifics: `cyclejepa.phase.ecg` (R-peaks).
+"""
+
+from cyclejepa.phase.composite import CompositePhaseProvider, CompositeTrack
+from cyclejepa.phase.ecg import (
     DEFAULT_DETECTOR,
     NEUROKIT_METHODS,
+    EcgRPeakProvider,
+    detect_r_peaks,
+    detect_r_peaks_pan_tompkins,
     detector_names,
     get_detector,
+    read_beat_annotations,
     register_detector,
 )
-from cyclejepa.phase.composite import CompositePhaseProvider, CompositeTrack
-from cyclejepa.phase.ecg import EcgRPeakProvider
-from cyclejepa.phase.pantompkins import detect_r_peaks_pan_tompkins
 from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
-from cyclejepa.phase.records import phase_record, read_beat_annotations
-from cyclejepa.phase.rpeak import detect_r_peaks
+from cyclejepa.phase.records import phase_record
 from cyclejepa.phase.track import (
     PHASE_MAX,
     TWO_PI,

@@ -111,7 +111,16 @@ class PhaseProvider(ABC):
     min_phase_yield
         Smallest fraction of samples with a defined phase
         (reason ``"low_phase_yield"``).
+
+    Attributes
+    ----------
+    signal
+        Class attribute: the kind of signal the provider reads (``"ecg"``, ``"ppg"``,
+        ``"resp"``, ...); ``"any"`` (the default) claims none. Evaluation parts meaningful on one
+        kind only (the ECG morphology anomaly families) run where it matches.
     """
+
+    signal: str = "any"
 
     def __init__(
         self,

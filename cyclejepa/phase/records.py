@@ -1,17 +1,12 @@
-"""Phase of WFDB records on disk: the object `cyclejepa phase RECORD` prints, reference beats."""
+"""Phase of WFDB records on disk: the object `cyclejepa phase RECORD` prints."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from cyclejepa.data.wfdb_format import read_record
 from cyclejepa.phase.provider import PhaseProvider
 from cyclejepa.registry import PHASE_PROVIDERS
-
-# WFDB annotation codes that mark a beat (the rest are rhythm, signal-quality or comment labels).
-BEAT_SYMBOLS = frozenset("N L R B A a J S V r F e j n E / f Q ?".split())
 
 
 def read_wfdb(path: str | Path, reader, *args):
@@ -73,12 +68,3 @@ def phase_record(
         }
         return {**result, "coordinates": coordinates, "qc": track.qc.to_dict(), "phase_yield": track.phase_yield}
     return {**result, "r_peaks": track.events.tolist(), "qc": track.qc.to_dict(), "phase_yield": track.phase_yield}
-
-
-def read_beat_annotations(path: str | Path, extension: str = "atr") -> np.ndarray:
-    """Sample indices of the reference beats of a WFDB record (non-beat labels dropped)."""
-    import wfdb
-
-    annotation = read_wfdb(path, wfdb.rdann, extension)
-    is_beat = np.isin(np.asarray(annotation.symbol), list(BEAT_SYMBOLS))
-    return np.asarray(annotation.sample, dtype=np.int64)[is_beat]

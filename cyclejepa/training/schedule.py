@@ -43,6 +43,7 @@ def build_optimisers(model: torch.nn.Module, cfg: OptimiserConfig) -> list[torch
 
 
 def set_learning_rate(optimisers: list[torch.optim.Optimizer], lr: float) -> None:
+    """Set every parameter group's rate to ``lr`` times its ``lr_scale`` (1 when absent)."""
     for optimiser in optimisers:
         for group in optimiser.param_groups:
-            group["lr"] = lr
+            group["lr"] = lr * group.get("lr_scale", 1.0)

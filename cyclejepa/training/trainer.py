@@ -59,19 +59,25 @@ def compile_mode(setting: bool | str, device_type: str, distributed: bool = Fals
     return setting
 
 
+def build_configured_model(cfg: ExperimentConfig, seed: int) -> nn.Module:
+    """The model of ``cfg.model`` (encoder, projector, predictor), its weights drawn from ``seed``."""
+    model_cfg = cfg.model
+    return build_model(
+        model_cfg.name,
+        seed=seed,
+        encoder=model_cfg.encoder.model_dump(),
+        projector={"hidden": model_cfg.projector.hidden, "out_dim": model_cfg.projector.dim},
+        predictor=model_cfg.predictor.model_dump(),
+    )
+
+
 class JEPAObjective(nn.Module):
     """The weighted three-term objective of one training step, as one module (DDP wraps it)."""
 
     def __init__(self, cfg: ExperimentConfig, transport_weight: float, init_seed: int):
         super().__init__()
         model_cfg = cfg.model
-        self.model = build_model(
-            model_cfg.name,
-            seed=init_seed,
-            encoder=model_cfg.encoder.model_dump(),
-            projector={"hidden": model_cfg.projector.hidden, "out_dim": model_cfg.projector.dim},
-            predictor=model_cfg.predictor.model_dump(),
-        )
+        self.model = build_configured_model(cfg, init_seed)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed + 1)
             self.symmetry = registry.SYMMETRIES.get(cfg.symmetry.name)(
@@ -152,6 +158,9 @@ class Trainer:
         Output folder of this run.
     seed, transport_weight
         The run's seed (all five RNG streams derive from it) and its λ_trans.
+    fs
+        Sampling rate of ``signals`` in Hz (the cache's `PreparedCache.fs`), for the
+        augmentations that act in time or frequency.
     """
 
     def __init__(
@@ -163,6 +172,7 @@ class Trainer:
         *,
         seed: int,
         transport_weight: float,
+        fs: float,
         dist: Distributed = Distributed(),
     ):
         self.cfg, self.directory, self.dist = cfg, Path(directory), dist
@@ -178,7 +188,7 @@ class Trainer:
         self.compile_mode = compile_mode(cfg.training.compile, self.device.type, dist.enabled)
         self.step_module = self._wrap(self.objective)
         self.augmenter = Augmenter.from_config(
-            [{"name": a.name, "p": a.p, **a.options} for a in cfg.augmentations]
+            [{"name": a.name, "p": a.p, **a.options} for a in cfg.augmentations], fs=fs
         )
         self.augment = self._compiled(self.augmenter.apply)
         self.optimisers = build_optimisers(self.objective, cfg.optimiser)

@@ -22,6 +22,7 @@ from torch import nn
 from cyclejepa.bench.throughput.common import (
     CORPUS_RECORDS,
     EQUALITY_STEPS,
+    FS,
     SAMPLES,
     SPLIT_GROUPS,
     VARIANTS,
@@ -136,7 +137,7 @@ def _trainer(raw: dict[str, Any], variant: Variant, device: torch.device, corpus
     """A paper-seeded trainer (seed 0, λ_trans = 1) running ``variant`` on ``device``."""
     training = {"device": str(device), "precision": variant.precision, "compile": variant.compile_mode or False}
     cfg = parse_config(_merge(raw, {"training": training}))
-    return Trainer(cfg, *corpus, directory, seed=0, transport_weight=1.0)
+    return Trainer(cfg, *corpus, directory, seed=0, transport_weight=1.0, fs=FS)
 
 
 

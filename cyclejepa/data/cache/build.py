@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from cyclejepa.data.cache import files
-from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PHASE_REVISION, arguments_hash, sha256_file
+from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PHASE_REVISION, arguments_hash
 from cyclejepa.data.cache.prepared import PreparedCache, inconsistencies
 from cyclejepa.data.cache.record import RecordOutcome, prepare_record, record_windows
-from cyclejepa.data.datasets import Dataset, Entry, RecordRejected, check_window
+from cyclejepa.data.datasets import Dataset, Entry, RecordRejected, check_window, sha256_file
 from cyclejepa.data.preprocess import fit_normalisation
 from cyclejepa.progress import progress_bar
 from cyclejepa.version import __version__

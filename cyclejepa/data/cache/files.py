@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from cyclejepa.data.cache.record import RecordOutcome
-from cyclejepa.data.datasets import Entry, LabelLevel, RecordRejected
+from cyclejepa.data.datasets import Entry, LabelLevel, RecordRejected, sha256_file
 from cyclejepa.data.preprocess import Normalisation
 
 CACHE_FORMAT = 2
@@ -134,15 +134,6 @@ def write_manifest(
     if kept and kept[0].coordinates:
         manifest["phase_coordinates"] = list(kept[0].coordinates)
     (build_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
-
-
-def sha256_file(path: Path) -> str:
-    """sha256 of a file's bytes, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 

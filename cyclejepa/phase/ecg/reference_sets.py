@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cyclejepa.phase.records import read_beat_annotations
+from cyclejepa.phase.ecg.annotations import read_beat_annotations
 from cyclejepa.phase.track import match_events
 
 __all__ = [
@@ -70,7 +70,7 @@ def shared_data_dir() -> Path:
     env = os.environ.get("CYCLEJEPA_SHARED_DATA")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[3] / "shared" / "data"
+    return Path(__file__).resolve().parents[4] / "shared" / "data"
 
 
 def load_set(name: str, data_dir: str | os.PathLike | None = None) -> Iterator[ReferenceRecord]:

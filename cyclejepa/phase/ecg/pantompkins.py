@@ -1,6 +1,6 @@
 """The Pan–Tompkins-style single-lead core the paper names (detector ``"pan-tompkins"``).
 
-It was the library's detector up to revision a9b2c42; `cyclejepa.phase.rpeak` is the default
+It was the library's detector up to revision a9b2c42; `cyclejepa.phase.ecg.rpeak` is the default
 now and this one stays selectable (``phase.options: {detector: pan-tompkins}``). Detection runs
 at the record's native rate on one lead or on several leads at once:
 
@@ -25,7 +25,7 @@ from collections import deque
 
 import numpy as np
 
-from cyclejepa.phase.rpeak import REFRACTORY_S, bandpass, checked_ecg
+from cyclejepa.phase.ecg.rpeak import REFRACTORY_S, bandpass, checked_ecg
 
 QRS_BAND_HZ = (5.0, 15.0)
 REFINE_BAND_HZ = (0.5, 45.0)

@@ -6,20 +6,25 @@ timed on; it returns strictly increasing int64 sample indices at the native rate
 
 | name | what |
 | --- | --- |
-| ``cyclejepa`` (default) | `cyclejepa.phase.rpeak.detect_r_peaks`: every lead fused by quality, robust thresholds, search-back, T-wave slope test, R extremum of the timing lead |
-| ``pan-tompkins`` | the paper's Pan–Tompkins-style single-lead core (`cyclejepa.phase.pantompkins`) on the timing lead |
+| ``cyclejepa`` (default) | `cyclejepa.phase.ecg.rpeak.detect_r_peaks`: every lead fused by quality, robust thresholds, search-back, T-wave slope test, R extremum of the timing lead |
+| ``pan-tompkins`` | the paper's Pan–Tompkins-style single-lead core (`cyclejepa.phase.ecg.pantompkins`) on the timing lead |
 | ``neurokit2:METHOD`` | NeuroKit2's ``ecg_clean(method=METHOD)`` then ``ecg_findpeaks(method=METHOD)`` on the timing lead, for METHOD in `NEUROKIT_METHODS` (needs ``neurokit2``) |
 | ``wfdb-xqrs`` | WFDB's XQRS (``wfdb.processing.xqrs_detect``) on the timing lead |
 
-`register_detector` adds one (a plugin can register more).
+They live in the registry `cyclejepa.registry.RPEAK_DETECTORS` (unknown names are refused
+with the closest match; a plugin registers more with ``@RPEAK_DETECTORS.register(NAME)`` or
+`register_detector`).
 """
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 
 import numpy as np
+
+from cyclejepa.phase.ecg.pantompkins import detect_r_peaks_pan_tompkins
+from cyclejepa.phase.ecg.rpeak import detect_r_peaks
+from cyclejepa.registry import RPEAK_DETECTORS
 
 Detector = Callable[[np.ndarray, float, int], np.ndarray]
 
@@ -34,24 +39,17 @@ NEUROKIT_METHODS = (
 """NeuroKit2 methods offered as ``neurokit2:METHOD`` (each has a matching ``ecg_clean``)."""
 
 DEFAULT_DETECTOR = "cyclejepa"
-_DETECTORS: dict[str, Detector] = {}
 
 
 def register_detector(name: str) -> Callable[[Detector], Detector]:
-    """Decorator registering ``detect(signal, fs, timing_row)`` under ``name``."""
-
-    def add(detect: Detector) -> Detector:
-        if name in _DETECTORS:
-            raise ValueError(f"R-peak detector {name!r} is already registered")
-        _DETECTORS[name] = detect
-        return detect
-
-    return add
+    """Decorator registering ``detect(signal, fs, timing_row)`` under ``name`` in
+    `cyclejepa.registry.RPEAK_DETECTORS`."""
+    return RPEAK_DETECTORS.register(name)
 
 
 def detector_names() -> list[str]:
     """Every registered detector name, the default first."""
-    return sorted(_DETECTORS, key=lambda name: (name != DEFAULT_DETECTOR, name))
+    return sorted(RPEAK_DETECTORS.names(), key=lambda name: (name != DEFAULT_DETECTOR, name))
 
 
 def get_detector(name: str) -> Detector:
@@ -59,14 +57,10 @@ def get_detector(name: str) -> Detector:
 
     Raises
     ------
-    KeyError
-        Listing the registered names and the closest match.
+    cyclejepa.registry.UnknownComponentError
+        A `KeyError` listing the registered names and the closest match.
     """
-    if name not in _DETECTORS:
-        close = difflib.get_close_matches(name, list(_DETECTORS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise KeyError(f"unknown R-peak detector {name!r}{hint} Registered: {detector_names()}")
-    return _DETECTORS[name]
+    return RPEAK_DETECTORS.get(name)
 
 
 def _clean_peaks(peaks: np.ndarray, n_samples: int) -> np.ndarray:
@@ -77,15 +71,11 @@ def _clean_peaks(peaks: np.ndarray, n_samples: int) -> np.ndarray:
 
 @register_detector("cyclejepa")
 def _cyclejepa(signal: np.ndarray, fs: float, timing_row: int) -> np.ndarray:
-    from cyclejepa.phase.rpeak import detect_r_peaks
-
     return detect_r_peaks(signal, fs, timing_row=timing_row)
 
 
 @register_detector("pan-tompkins")
 def _pan_tompkins(signal: np.ndarray, fs: float, timing_row: int) -> np.ndarray:
-    from cyclejepa.phase.pantompkins import detect_r_peaks_pan_tompkins
-
     return detect_r_peaks_pan_tompkins(signal[timing_row], fs)
 
 

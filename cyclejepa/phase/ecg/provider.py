@@ -1,8 +1,8 @@
 """The ``"ecg-rpeak"`` phase provider: cardiac phase from R-peaks.
 
-The detection itself lives in `cyclejepa.phase.rpeak` (the default detector, every lead
-fused), `cyclejepa.phase.pantompkins` (the paper's single-lead core) and the named detectors
-of `cyclejepa.phase.detectors` (NeuroKit2's methods, WFDB's XQRS), chosen with ``detector=``.
+The detection itself lives in `cyclejepa.phase.ecg.rpeak` (the default detector, every lead
+fused), `cyclejepa.phase.ecg.pantompkins` (the paper's single-lead core) and the named detectors
+of `cyclejepa.phase.ecg.detectors` (NeuroKit2's methods, WFDB's XQRS), chosen with ``detector=``.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Any
 
 import numpy as np
 
-from cyclejepa.phase.detectors import DEFAULT_DETECTOR, get_detector
+from cyclejepa.phase.ecg.detectors import DEFAULT_DETECTOR, get_detector
+from cyclejepa.phase.ecg.rpeak import detect_r_peaks
 from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
-from cyclejepa.phase.rpeak import detect_r_peaks
 from cyclejepa.registry import PHASE_PROVIDERS
 
-__all__ = ["EcgRPeakProvider", "detect_r_peaks"]
+__all__ = ["EcgRPeakProvider"]
 
 
 @PHASE_PROVIDERS.register("ecg-rpeak")
@@ -32,7 +32,7 @@ class EcgRPeakProvider(PhaseProvider):
         restricts detection to those leads (every channel for ``"all"``) and times the beats
         on the first of them (``"all"``: the best-quality lead, chosen by the detector).
     detector
-        A name of `cyclejepa.phase.detectors` (``"cyclejepa"``, ``"pan-tompkins"``,
+        A name of `cyclejepa.phase.ecg.detectors` (``"cyclejepa"``, ``"pan-tompkins"``,
         ``"neurokit2:neurokit"``, ``"wfdb-xqrs"``, ...). Only ``"cyclejepa"`` reads several
         leads; the others run on the timing lead alone.
     detection_leads
@@ -43,6 +43,8 @@ class EcgRPeakProvider(PhaseProvider):
     **qc
         Quality-control thresholds of `PhaseProvider`.
     """
+
+    signal = "ecg"
 
     def __init__(
         self,

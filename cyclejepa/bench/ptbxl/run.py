@@ -1,0 +1,252 @@
+"""The benchmark's cells: every task × protocol × pre-trained run × seed × label fraction.
+
+Folds. The scored folds are ``data.eval_folds``; the training folds ``data.train_folds`` are
+split into the fit folds and one early-stopping fold, by default the last (the paper's config:
+fit 1-8, early stopping 9, score 10; the development configs: fit 1-7, early stopping 8,
+score 9). Both keys pass the seal (`cyclejepa.seal.use_folds`) before any record is read.
+
+Protocols, per pre-trained run (the checkpoint at ``step``):
+
+- ``linear``: `LinearProbe` (C = ``evaluation.probe_c``) on the frozen record features z̄ (the
+  mean of all projected tokens) of the fit records;
+- ``finetune``: `Classifier` with a head drawn from the seed, every layer trained, the
+  encoder and projector at ``backbone_scale`` × the head's rate;
+- ``linear-finetune``: the same, the head started from the ``linear`` probe (LP-FT);
+- ``scratch`` (once, not per run): the same network from random weights, every layer at the
+  head's rate.
+
+A finished cell (its JSON with the same identity) is kept, a failed one is tried again; an
+interrupted fine-tuning resumes from its checkpoint (removed once the cell is stored), one of
+another identity is started afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cyclejepa.config import ExperimentConfig
+from cyclejepa.data.ptbxl import PTBXL
+from cyclejepa.data.ptbxl_tasks import task_labels
+from cyclejepa.jsonio import read_json, write_json
+from cyclejepa.outputs import RunPlan, run_dir
+from cyclejepa.seal import use_folds
+from cyclejepa.training.finetune import (
+    CheckpointMismatch,
+    Classifier,
+    FineTuner,
+    FinetuneSettings,
+    label_subset,
+    predict_logits,
+)
+
+log = logging.getLogger(__name__)
+
+PROTOCOLS = ("linear", "finetune", "linear-finetune", "scratch")
+FRACTIONS = (1.0, 0.1, 0.01)
+SCRATCH = "scratch"
+"""The run name of the from-scratch cells."""
+
+
+@dataclass(frozen=True)
+class Split:
+    """Cache rows of the fit folds, the early-stopping fold and the scored folds."""
+
+    fit_folds: list[int]
+    validation_fold: int
+    test_folds: list[int]
+    fit: np.ndarray
+    validation: np.ndarray
+    test: np.ndarray
+
+
+def benchmark_split(cfg: ExperimentConfig, cache, validation_fold: int | None = None) -> Split:
+    """The folds of the benchmark (see the module docstring); the seal is asked for both keys."""
+    train = use_folds(cfg, "benchmark fitting and early stopping", "data.train_folds")
+    test = use_folds(cfg, "benchmark scoring", "data.eval_folds")
+    validation = max(train) if validation_fold is None else validation_fold
+    if validation not in train:
+        raise ValueError(f"the early-stopping fold {validation} is not one of data.train_folds {train}")
+    fit = [f for f in train if f != validation]
+    if not fit:
+        raise ValueError(f"data.train_folds {train} leaves no fold to fit on besides the early-stopping fold {validation}")
+    rows = {name: cache.select(folds) for name, folds in (("fit", fit), ("validation", [validation]), ("test", test))}
+    empty = [name for name, found in rows.items() if not len(found)]
+    if empty:
+        raise ValueError(f"no cached record in the {' and '.join(empty)} folds (fit {fit}, early stopping {validation}, scored {test})")
+    return Split(fit, validation, sorted(test), **rows)
+
+
+@dataclass(frozen=True)
+class TaskData:
+    """One task's labels on every cache row and its labelled rows of each fold group."""
+
+    task: str
+    classes: tuple[str, ...]
+    labels: np.ndarray
+    fit: np.ndarray
+    validation: np.ndarray
+    test: np.ndarray
+
+
+def task_data(dataset: PTBXL, task: str, cache, split: Split) -> TaskData:
+    """The task's labels for the cache rows (by their ecg_id); unlabelled rows leave the task."""
+    found = task_labels(dataset, task, cache.columns["ecg_id"])
+    keep = found.labelled
+    return TaskData(task, found.classes, found.labels, split.fit[keep[split.fit]],
+                    split.validation[keep[split.validation]], split.test[keep[split.test]])  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One result of the benchmark."""
+
+    task: str
+    protocol: str
+    run: str
+    seed: int
+    fraction: float
+
+    @property
+    def name(self) -> str:
+        return f"{self.task}/{self.protocol}/{self.run}-ft{self.seed}-{self.fraction:g}"
+
+
+class Bench:
+    """Runs the cells of one experiment (config, cache, split, the PTB-XL tables of its root).
+
+    ``settings`` drive every fine-tuning and from-scratch run; ``step`` is the pre-trained
+    checkpoint; results go to ``out``.
+    """
+
+    def __init__(self, cfg: ExperimentConfig, cache, split: Split, dataset: PTBXL, *, step: int,
+                 settings: FinetuneSettings, out: Path, progress: bool = True):  # fmt: skip
+        from cyclejepa.devices import resolve_device
+
+        self.cfg, self.cache, self.split, self.dataset = cfg, cache, split, dataset
+        self.step, self.settings, self.out, self.progress = step, settings, Path(out), progress
+        self.device = resolve_device(cfg.evaluation.device)
+        self.patients = cache.columns["patient_id"]
+        self.fingerprint = dataset.fingerprint()
+        self._features: dict[str, Any] = {}
+
+    def identity(self, cell: Cell, plan: RunPlan | None) -> dict[str, Any]:
+        """What a cell's result depends on; a stored cell with another identity is recomputed."""
+        from cyclejepa.config import identity_hash
+
+        ev = self.cfg.evaluation
+        identity = {**asdict(cell), "folds": [self.split.fit_folds, self.split.validation_fold, self.split.test_folds],
+                    "bootstrap": ev.bootstrap, "evaluation_seed": ev.seed, "dataset": self.fingerprint}  # fmt: skip
+        if cell.protocol in ("linear", "linear-finetune"):
+            identity["probe_c"] = ev.probe_c
+        if cell.protocol != "linear":
+            identity |= {"settings": asdict(self.settings), "precision": self.cfg.training.precision}
+        if plan is not None:
+            identity["pretrained"] = {"run_hash": identity_hash(plan.identity(self.cfg)), "step": self.step}
+        else:
+            identity["model"] = self.cfg.model.model_dump(mode="json")
+        return identity
+
+    def result(self, cell: Cell, data: TaskData, plan: RunPlan | None) -> dict[str, Any]:
+        """The cell's stored result when it has this identity and did not fail, else computed and stored."""
+        path = self.out / "cells" / f"{cell.name}.json"
+        identity = self.identity(cell, plan)
+        stored = read_json(path) if path.exists() else {}
+        if stored.get("identity") == identity and "error" not in stored:
+            return stored
+        began = time.perf_counter()
+        try:
+            result = self._compute(cell, data, plan)
+        except ValueError as error:  # e.g. a subset too small to fit, a fold without a rankable class
+            log.warning("%s: %s", cell.name, error)
+            result = {"error": str(error)}
+        arm = plan.arm.name if plan else SCRATCH
+        result = {**asdict(cell), "arm": arm, **result, "wall_s": time.perf_counter() - began, "identity": identity}
+        write_json(path, result)
+        return result
+
+    def _compute(self, cell: Cell, data: TaskData, plan: RunPlan | None) -> dict[str, Any]:
+        from cyclejepa.evaluation.multilabel import score_multilabel
+
+        rows = data.fit[label_subset(data.labels[data.fit], cell.fraction, cell.seed)]
+        if cell.protocol == "linear":
+            probe = self._probe(plan, data, rows)
+            logits, extra = probe.decision_function(self._features_of(plan, data.test)), {"C": probe.C_}
+        else:
+            logits, extra = self._finetune(cell, data, rows, plan)
+        ev = self.cfg.evaluation
+        scores = score_multilabel(data.labels[data.test], logits, self.patients[data.test], classes=data.classes,
+                                  replicates=ev.bootstrap, seed=ev.seed)  # fmt: skip
+        counts = {"fit": len(rows), "fit_available": len(data.fit), "validation": len(data.validation), "test": len(data.test)}
+        return {"scores": asdict(scores), "counts": counts, **extra}
+
+    # ---------------------------------------------------------------------------------------
+
+    def _model(self, plan: RunPlan | None, seed: int):
+        """The pre-trained model of ``plan`` at the benchmark step, or (None) a fresh one from ``seed``."""
+        from cyclejepa.training.checkpoint import checkpoint_path
+        from cyclejepa.training.trainer import build_configured_model, load_trained
+
+        if plan is None:
+            return build_configured_model(self.cfg, seed)
+        path = checkpoint_path(run_dir(self.cfg, plan) / "checkpoints", self.step)
+        if not path.exists():
+            raise FileNotFoundError(f"{plan.name} has no checkpoint at step {self.step} ({path}); train it or pick --step")
+        return load_trained(self.cfg, path, self.device).model
+
+    def _features_of(self, plan: RunPlan, rows: np.ndarray) -> np.ndarray:
+        """Frozen features z̄ (the mean of all projected tokens) of the cache ``rows``, computed once per run."""
+        from cyclejepa.evaluation.embeddings import embed_records
+
+        if plan.name not in self._features:
+            every = np.concatenate([self.split.fit, self.split.validation, self.split.test])
+            tokens = self.cache.phase_centre.shape[1]
+            self._features[plan.name] = embed_records(
+                self._model(plan, 0), self.cache.signals, np.zeros((len(self.cache), tokens), np.float32),
+                rows=every, device=self.device, progress=self.progress,
+            )  # fmt: skip
+        features, found = self._features[plan.name].lookup(rows)
+        assert found.all(), "every benchmark row has features"
+        return features
+
+    def _probe(self, plan: RunPlan, data: TaskData, rows: np.ndarray):
+        from cyclejepa.evaluation.probe import LinearProbe
+
+        probe = LinearProbe(C=self.cfg.evaluation.probe_c)
+        return probe.fit(self._features_of(plan, rows), data.labels[rows], groups=self.patients[rows])
+
+    def _finetune(self, cell: Cell, data: TaskData, rows: np.ndarray, plan: RunPlan | None) -> tuple[np.ndarray, dict]:
+        from cyclejepa.evaluation.probe import replicate_macro_auroc
+
+        model = self._model(plan, cell.seed)
+        classifier = Classifier(model.encoder, model.projector, len(data.classes), seed=cell.seed)
+        if cell.protocol == "linear-finetune":
+            classifier.set_head(*self._probe(plan, data, rows).linear_map())
+        validation_x, validation_y = np.asarray(self.cache.signals[data.validation]), data.labels[data.validation]
+        training = self.cfg.training
+
+        def validate(network) -> float:
+            logits = predict_logits(network, validation_x, device=tuner.device, bf16=tuner.bf16)
+            return float(replicate_macro_auroc(validation_y, logits, np.ones((1, len(logits))))[0])
+
+        tuner = FineTuner(
+            classifier, np.asarray(self.cache.signals[rows]), data.labels[rows], self.out / "finetune" / cell.name,
+            validate=validate, settings=self.settings, backbone_scale=1.0 if plan is None else None, seed=cell.seed,
+            device=training.device, precision=training.precision, compile=training.compile,
+            identity=self.identity(cell, plan),
+        )  # fmt: skip
+        try:
+            tuner.resume()
+        except CheckpointMismatch as stale:  # the cell is recomputed with other settings: start afresh
+            log.warning("%s; starting %s afresh", stale, cell.name)
+            shutil.rmtree(tuner.directory / "checkpoints")
+        tuner.fit()
+        logits = predict_logits(tuner.classifier, np.asarray(self.cache.signals[data.test]), device=tuner.device, bf16=tuner.bf16)
+        shutil.rmtree(tuner.directory)  # the result is about to be stored: nothing left to resume
+        return logits, {"best_step": tuner.best_step, "steps": tuner.step, "validation_auroc": tuner.best_score, "history": tuner.history}

@@ -1,0 +1,134 @@
+"""`cyclejepa benchmark ptbxl` end to end on a tiny synthetic corpus: one command to every task ×
+protocol JSON and the tables with the published figures, finished cells kept, and the sealed fold:
+refused without --unseal, and with it never trained on."""
+
+import json
+
+import numpy as np
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from cyclejepa.bench.ptbxl import run as bench_run
+from cyclejepa.bench.ptbxl.published import PUBLISHED
+from cyclejepa.cli import app
+from cyclejepa.data.cache import PreparedCache
+from cyclejepa.training.checkpoint import save_checkpoint
+
+from conftest import TINY_MODEL
+
+FAST = ["--seeds", "0", "--steps", "4", "--eval-every", "2", "--batch-size", "4"]
+
+
+def write_config(tmp_path, folds):
+    config = {
+        "name": "tiny", "output_dir": str(tmp_path / "run"),
+        "data": {"root": str(tmp_path.parent / "corpus"), "dataset": "synthetic", "options": {"records": 60}, **folds},
+        **TINY_MODEL,
+        "training": {"steps": 2, "batch_size": 4, "checkpoint_every": 2, "device": "cpu"},
+        "runs": {"seeds": [0]}, "evaluation": {"steps": [2], "bootstrap": 20, "device": "cpu"},
+    }  # fmt: skip
+    path = tmp_path / "tiny.yaml"
+    tmp_path.mkdir(exist_ok=True)
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def invoke(*args):
+    return CliRunner().invoke(app, ["benchmark", "ptbxl", *map(str, args)])
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """A folder beside a shared corpus folder (written by the first benchmark that needs it)."""
+    return tmp_path_factory.mktemp("bench")
+
+
+def test_one_command_writes_every_task_and_protocol_and_keeps_finished_cells(folder, monkeypatch):
+    config = write_config(folder / "dev", {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]})
+    result = invoke(config, "--tasks", "all", "superdiagnostic", "--fractions", "1", "0.5", *FAST)
+    assert result.exit_code == 0, result.output
+    out = folder / "dev" / "run" / "benchmark" / "ptbxl"
+    for task in ("all", "superdiagnostic"):
+        for protocol in ("linear", "finetune", "linear-finetune", "scratch"):
+            found = json.loads((out / task / f"{protocol}.json").read_text())
+            arms = {"scratch"} if protocol == "scratch" else {"winder", "control"}
+            assert {(e["arm"], e["fraction"]) for e in found["summary"]} == {(a, f) for a in arms for f in (1.0, 0.5)}
+            for cell in found["cells"]:
+                assert "scores" in cell, cell.get("error")
+                assert cell["identity"]["folds"] == [[1, 2, 3, 4, 5, 6, 7], 8, [9]]
+                assert cell["counts"]["fit"] == (cell["counts"]["fit_available"] if cell["fraction"] == 1 else
+                                                 -(-cell["counts"]["fit_available"] // 2))  # fmt: skip
+    assert not list(out.rglob("*.pt"))  # a stored cell leaves no fine-tuning checkpoint behind
+    report = (out / "benchmark.md").read_text()
+    assert "## macro-AUROC, 100% of the fit records" in report and "## Fmax, 50% of the fit records" in report
+    for row in PUBLISHED:  # every published figure of these tasks, beside ours
+        for task in ("all", "superdiagnostic"):
+            if task in row.auroc:
+                assert f"{row.auroc[task]:.3f}" in report
+    assert "fit folds [1, 2, 3, 4, 5, 6, 7], early stopping on fold 8, scored folds [9]" in report
+    assert "so they are context, not a comparison" in report  # fold 9 is not the published fold 10
+
+    # other fine-tuning settings, and a checkpoint left by an interrupted run of yet others: the
+    # cell is recomputed from the start
+    scratch = out / "cells" / "superdiagnostic" / "scratch" / "scratch-ft0-1.json"
+    save_checkpoint({"identity": {"settings": {"lr": 9.0}}}, out / "finetune" / "superdiagnostic" / "scratch" / "scratch-ft0-1" / "checkpoints" / "step_000002.pt")
+    changed = invoke(config, "--tasks", "superdiagnostic", "--protocols", "scratch", "--fractions", "1", *FAST, "--lr", "2e-3")
+    assert changed.exit_code == 0, changed.output
+    cell = json.loads(scratch.read_text())
+    assert "scores" in cell and cell["identity"]["settings"]["lr"] == 2e-3 and cell["history"][0]["step"] == 2
+    assert invoke(config, "--tasks", "superdiagnostic", "--protocols", "scratch", "--fractions", "1", *FAST).exit_code == 0
+    assert json.loads(scratch.read_text())["identity"]["settings"]["lr"] == 1e-3
+
+    def recompute(*args):
+        raise AssertionError("a finished cell was recomputed")
+
+    monkeypatch.setattr(bench_run.Bench, "_compute", recompute)
+    again = invoke(folder / "dev" / "run", "--tasks", "all", "superdiagnostic", "--fractions", "1", "0.5", *FAST)
+    assert again.exit_code == 0, again.output
+    assert (out / "benchmark.md").read_text().split("Wall time")[1].split("\n", 1)[1] == report.split("Wall time")[1].split("\n", 1)[1]
+
+
+def test_fold_10_is_refused_without_unseal_and_never_trained_on_with_it(folder, monkeypatch):
+    config = write_config(folder / "paper", {})  # the paper's folds: 1-9 train, 10 scores
+    refused = invoke(config, "--tasks", "superdiagnostic", "--fractions", "1", *FAST)
+    assert refused.exit_code == 1
+    assert "data.eval_folds [10] includes the sealed fold 10; pass --unseal" in refused.output
+    assert not (folder / "paper" / "run").exists()  # refused before any work
+
+    trained, probed = [], []
+
+    class Recording(bench_run.FineTuner):
+        def __init__(self, classifier, signals, labels, *args, **kwargs):
+            trained.append(np.array(signals))
+            super().__init__(classifier, signals, labels, *args, **kwargs)
+
+    probe = bench_run.Bench._probe
+    monkeypatch.setattr(bench_run, "FineTuner", Recording)
+    monkeypatch.setattr(bench_run.Bench, "_probe", lambda self, plan, data, rows: probed.append(rows) or probe(self, plan, data, rows))
+    result = invoke(config, "--unseal", "--tasks", "superdiagnostic", "--fractions", "1", *FAST)
+    assert result.exit_code == 0, result.output
+    run = folder / "paper" / "run"
+    cache = PreparedCache(run / "cache")
+    folds = cache.columns["fold"]
+    flat = np.asarray(cache.signals).reshape(len(cache), -1)
+    for signals in trained:  # every training record, found in the cache by its samples
+        for x in signals.reshape(len(signals), -1):
+            where = (flat == x).all(axis=1)
+            assert where.any() and set(folds[where]) <= set(range(1, 9))
+    assert len(trained) == 5 and all(set(folds[rows]) <= set(range(1, 9)) for rows in probed)
+    cell = json.loads((run / "benchmark" / "ptbxl" / "superdiagnostic" / "scratch.json").read_text())["cells"][0]
+    assert cell["identity"]["folds"] == [[1, 2, 3, 4, 5, 6, 7, 8], 9, [10]]
+    audit = [json.loads(line) for line in (run / "unseal_audit.jsonl").read_text().splitlines()]
+    assert {(e["stage"], tuple(e["folds"])) for e in audit} >= {("benchmark scoring", (10,))}
+    assert "so they are context" not in (run / "benchmark" / "ptbxl" / "benchmark.md").read_text()
+
+
+def test_bad_arguments_are_named_before_any_work(folder):
+    config = write_config(folder / "bad", {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]})
+    result = invoke(config, "--tasks", "rythm", "--protocols", "probe", "--fractions", "0", "--step", "1")
+    assert result.exit_code == 2
+    for text in ("unknown task 'rythm'", "unknown protocol 'probe'", "label fraction 0.0 is not in (0, 1]",
+                 "step 1 is never checkpointed; checkpointed steps: [2]"):  # fmt: skip
+        assert text in result.output
+    assert not (folder / "bad" / "run").exists()
