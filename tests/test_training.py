@@ -113,11 +113,11 @@ def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
 def test_a_run_stopped_before_its_first_checkpoint_starts_its_metrics_again(tmp_path):
     cfg = tiny_config()
     x, phi = corpus()
-    straight = Trainer(cfg, x, phi, tmp_path / "straight", seed=3, transport_weight=1.0)
+    straight = Trainer(cfg, x, phi, tmp_path / "straight", seed=3, transport_weight=1.0, fs=100.0)
     straight.fit(progress=False)
-    Trainer(cfg, x, phi, tmp_path / "again", seed=3, transport_weight=1.0).fit(until=3, progress=False)
+    Trainer(cfg, x, phi, tmp_path / "again", seed=3, transport_weight=1.0, fs=100.0).fit(until=3, progress=False)
     assert not (tmp_path / "again" / "checkpoints").exists() and len(losses(tmp_path / "again")) == 3
-    Trainer(cfg, x, phi, tmp_path / "again", seed=3, transport_weight=1.0).fit(progress=False)  # from step 0
+    Trainer(cfg, x, phi, tmp_path / "again", seed=3, transport_weight=1.0, fs=100.0).fit(progress=False)  # from step 0
     rows = losses(tmp_path / "again")
     assert [row["step"] for row in rows] == list(range(1, 13))  # each step once, not 1-3 then 1-12
     keys = ("loss", "grad_norm", "lr")
@@ -128,11 +128,11 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_its_metrics_again(tmp_
 def test_a_torn_last_metrics_line_is_dropped_with_a_warning_naming_it(tmp_path, caplog):
     cfg = tiny_config()
     x, phi = corpus()
-    Trainer(cfg, x, phi, tmp_path, seed=3, transport_weight=1.0).fit(until=6, progress=False)
+    Trainer(cfg, x, phi, tmp_path, seed=3, transport_weight=1.0, fs=100.0).fit(until=6, progress=False)
     metrics = tmp_path / "metrics.jsonl"
     with open(metrics, "a") as stream:
         stream.write('{"step": 7, "loss": 0.')  # killed in the middle of a write
-    resumed = Trainer(cfg, x, phi, tmp_path, seed=3, transport_weight=1.0)
+    resumed = Trainer(cfg, x, phi, tmp_path, seed=3, transport_weight=1.0, fs=100.0)
     resumed.resume(tmp_path / "checkpoints" / "step_000004.pt")
     with caplog.at_level("WARNING", logger="cyclejepa.training.trainer"):
         resumed.fit(progress=False)
@@ -162,13 +162,13 @@ def test_a_generator_state_from_another_kind_of_device_is_refused_naming_the_str
 def test_a_checkpoint_trained_on_cuda_is_refused_on_the_cpu_naming_device_and_precision(tmp_path):
     cpu, cuda = (tiny_config(training={"steps": 4, "precision": "auto", "device": d}) for d in ("cpu", "cuda"))
     x, phi = corpus()
-    Trainer(cpu, x, phi, tmp_path, seed=0, transport_weight=1.0).fit(progress=False)
+    Trainer(cpu, x, phi, tmp_path, seed=0, transport_weight=1.0, fs=100.0).fit(progress=False)
     path = tmp_path / "checkpoints" / "step_000004.pt"
     state = load_checkpoint(path)  # made into what the same run trained on CUDA writes:
     state["meta"]["identity"] = cuda.training_identity(1.0, 0)  # its identity, and 16-byte generator states
     state["rng"] = {name: s if name == "init" else torch.zeros(16, dtype=torch.uint8) for name, s in state["rng"].items()}
     save_checkpoint(state, path)
-    resumed = Trainer(cpu, x, phi, tmp_path / "b", seed=0, transport_weight=1.0)
+    resumed = Trainer(cpu, x, phi, tmp_path / "b", seed=0, transport_weight=1.0, fs=100.0)
     with pytest.raises(ValueError, match='training.device: "cuda" → "cpu"; training.precision: "bf16" → "float32"'):
         resumed.resume(path)
 
