@@ -93,7 +93,7 @@ def test_fold_10_is_refused_without_unseal_and_never_trained_on_with_it(folder, 
     config = write_config(folder / "paper", {})  # the paper's folds: 1-9 train, 10 scores
     refused = invoke(config, "--tasks", "superdiagnostic", "--fractions", "1", *FAST)
     assert refused.exit_code == 1
-    assert "data.eval_folds [10] includes the sealed fold 10; pass --unseal" in refused.output
+    assert "data.eval_folds [10] includes the sealed fold 10 of dataset" in refused.output
     assert not (folder / "paper" / "run").exists()  # refused before any work
 
     trained, probed = [], []

@@ -14,8 +14,8 @@ COORDINATES = {
 
 @pytest.fixture
 def v102s(example, physionet_samples):
-    """The first 90 s of v102s (II, V, PLETH, RESP at 250 Hz); lead II has an implausible
-    0.22 s RR interval at 99 s, so the whole record fails cardiac QC."""
+    """The first 90 s of v102s (II, V, PLETH, RESP at 250 Hz); artefacts from 99 s on give
+    lead II implausible RR intervals, so the whole record fails cardiac QC."""
     signal, fs, channel_names, _ = example.load(physionet_samples / "v102s")
     return signal[:, : round(90 * fs)], fs, channel_names
 

@@ -305,7 +305,8 @@ def two_wave_ecg(fs, r_mv, s_mv, seed=4):
     [
         (1.0, -0.3, "r"),  # qRs: the R wave
         (0.5, -0.9, "r"),  # RS with the deeper S: still the R wave
-        (0.2, -1.0, "s"),  # rS, S over twice the r: the nadir
+        (0.3, -1.0, "r"),  # rS, the S 3.3 times the r: the R wave
+        (0.2, -1.0, "s"),  # rS, the S over 4 times the r (a vestigial r): the nadir
         (-1.0, 0.3, "r"),  # an inverted lead: the trough of the inverted R
     ],
 )
@@ -342,6 +343,47 @@ def test_lead_selection_is_case_insensitive_and_errors_list_channels():
     with pytest.raises(ValueError, match="channel names"):
         EcgRPeakProvider().phase(signal, 500.0, LEADS[:3])
     assert isinstance(PHASE_PROVIDERS.build("ecg-rpeak", lead="II"), EcgRPeakProvider)
+
+
+def test_only_channels_named_as_ecg_leads_take_part_in_detection():
+    """An arterial pressure channel beside the ECG (pulses 0.25 s after each R wave) never
+    votes: the beats are those of the ECG lead alone, also when the pressure comes first."""
+    from cyclejepa.phase.ecg.provider import ECG_LEAD_NAME, ecg_lead_rows
+
+    leads = ["I", "aVR", "V4R", "vz", "MLII", "MCL1", "CM5", "ECG", "ecg2", "Lead I", "DIII"]
+    others = ["ABP", "ART", "PLETH", "PLETH (NU)", "Resp", "SpO2", "CVP", "EEG", "Lead"]
+    assert [bool(ECG_LEAD_NAME.fullmatch(name)) for name in leads + others] == [True] * 11 + [False] * 9
+    assert ecg_lead_rows(["ABP", "MCL1", "RESP"]) == [1] and ecg_lead_rows(["ch0", "ch1"]) == [0, 1]
+    ecg, r_times, _ = synthetic_ecg(125.0, duration_s=30.0, n_leads=1, seed=10)
+    t = np.arange(ecg.shape[1]) / 125.0
+    pressure = 60 + 40 * np.exp(-0.5 * ((t - r_times[:, None] - 0.25) / 0.08) ** 2).sum(axis=0)
+    alone = detect_r_peaks(ecg[0], 125.0)
+    assert len(alone) == len(r_times)
+    for names, order in [(["MCL1", "ABP"], [0, 1]), (["ABP", "MCL1"], [1, 0])]:
+        signal = np.stack([ecg[0], pressure])[order]
+        np.testing.assert_array_equal(EcgRPeakProvider().phase(signal, 125.0, names).events, alone)
+        np.testing.assert_array_equal(EcgRPeakProvider(lead="all").phase(signal, 125.0, names).events, alone)
+
+
+def test_a_125_hz_mcl1_record_has_as_many_beats_as_its_arterial_pulses(physionet_samples):
+    """03700181 (MCL1, ABP, RESP at 125 Hz, 600 s; its ABP has 1,224 pulses): the default
+    finds one beat per pulse, not one per QRS and T wave; each pulse follows one beat by the
+    record's pulse transit delay."""
+    import wfdb
+
+    from cyclejepa.phase.ecg.reference_sets import arterial_pulses
+
+    path = physionet_samples / "03700181"
+    result = phase_record(path)
+    record = wfdb.rdrecord(str(path))
+    pulses = arterial_pulses(record.p_signal[:, record.sig_name.index("ABP")], record.fs)
+    beats = np.array(result["r_peaks"])
+    assert abs(len(pulses) - 1224) <= 12 and abs(len(beats) - len(pulses)) <= 0.01 * len(pulses)
+    assert result["qc"]["ok"]
+    after_a_beat = pulses[pulses > beats[0]]
+    delay = np.median(after_a_beat - beats[np.searchsorted(beats, after_a_beat) - 1])
+    matched, _ = match_events(beats + round(delay), pulses, 0.08 * record.fs)
+    assert len(matched) >= 0.99 * len(pulses)
 
 
 def test_detects_through_non_finite_samples():
@@ -475,9 +517,26 @@ def test_default_detector_beats_pan_tompkins_on_cpsc2019():
     assert default["tp"] > core["tp"] + 50 and default["fp"] < core["fp"]
 
 
-@pytest.fixture(scope="module")
-def ptbxl_records(tmp_path_factory):
-    """24 real PTB-XL records (500 Hz, 12 leads) of the shared archive, in mV."""
+def test_arterial_pulses_count_systolic_peaks_not_dicrotic_waves():
+    """Pulses of known times (a 40 mmHg systolic wave and a 12 mmHg dicrotic wave 0.22 s later,
+    its notch 1.8 mmHg deep; 0.5 mmHg noise; RR 0.45-0.95 s): every systolic peak, nothing else."""
+    from cyclejepa.phase.ecg.reference_sets import arterial_pulses
+
+    fs, rng = 125.0, np.random.default_rng(0)
+    beats = np.cumsum(rng.uniform(0.45, 0.95, 80))
+    t = np.arange(round((beats[-1] + 1) * fs)) / fs
+    wave = lambda centre, width: np.exp(-0.5 * ((t - centre[:, None]) / width) ** 2).sum(axis=0)  # noqa: E731
+    pressure = 60 + 40 * wave(beats, 0.08) + 12 * wave(beats + 0.22, 0.05) + rng.normal(0, 0.5, len(t))
+    found = arterial_pulses(pressure, fs)
+    assert len(found) == len(beats)
+    np.testing.assert_allclose(found / fs, beats, atol=0.025)  # ±3 samples at 125 Hz
+    with pytest.raises(ValueError, match="finite"):
+        arterial_pulses(np.r_[pressure[:10], np.nan], fs)
+
+
+def read_ptbxl_archive(folder, count=None, names=None):
+    """Real PTB-XL records (500 Hz, 12 leads, mV) of the shared archive, ``{name: signal}``:
+    the first ``count`` complete ones in archive order, or those named (``"00041_hr"``)."""
     import tarfile
 
     from cyclejepa.data.ptbxl import read_verified
@@ -487,18 +546,24 @@ def ptbxl_records(tmp_path_factory):
     archive = SHARED / "data" / "ptbxl-dev" / "ptbxl-dev-434.tar.xz"
     if not archive.is_file():
         pytest.skip(f"real PTB-XL records not found at {archive}")
-    folder = tmp_path_factory.mktemp("ptbxl-records")
     complete = []
     with tarfile.open(archive) as tar:
-        for member in tar:  # archive order; stop once 24 records are complete
-            if member.isfile() and "/records500/" in member.name:
+        for member in tar:  # archive order; stop once the records asked for are complete
+            stem = member.name.rsplit("/", 1)[-1].split(".")[0]
+            if member.isfile() and "/records500/" in member.name and (names is None or stem in names):
                 path = folder / member.name.rsplit("/", 1)[1]
                 path.write_bytes(tar.extractfile(member).read())
                 if path.with_suffix(".hea").exists() and path.with_suffix(".dat").exists():
                     complete.append(path.with_suffix(""))
-                    if len(complete) == 24:
+                    if len(complete) == (count or len(names)):
                         break
     return {path.name: read_verified(path).astype(np.float64) for path in complete}
+
+
+@pytest.fixture(scope="module")
+def ptbxl_records(tmp_path_factory):
+    """24 real PTB-XL records of the shared archive."""
+    return read_ptbxl_archive(tmp_path_factory.mktemp("ptbxl-records"), count=24)
 
 
 def test_real_ptbxl_records_agree_with_the_beats_both_peers_find(ptbxl_records):
@@ -542,3 +607,27 @@ def test_synthetic_ground_truth_12_leads():
         matched, _ = match_events(events, truth, 25)
         tp, fn, fp = tp + len(matched), fn + len(truth) - len(matched), fp + len(events) - len(matched)
     assert tp > 700 and tp / (tp + fn) >= 0.99 and tp / (tp + fp) >= 0.99, (tp, fn, fp)
+
+
+def test_real_rs_complexes_are_timed_on_the_r_wave_and_qs_complexes_on_the_nadir(tmp_path):
+    """The fiducial convention on real PTB-XL records whose lead II has an rS complex with an r
+    of a quarter to a half of the S (ecg_id 41, 235, 346, 447): the R wave, where NeuroKit2
+    (which times the QRS maximum) puts it, not the S nadir 30-90 ms later; on a QS complex
+    (477, no R wave) the nadir: the lead's minimum within 20 ms."""
+    from cyclejepa.data.ptbxl import LEADS as PTBXL_LEADS
+    from cyclejepa.phase import get_detector
+    from cyclejepa.phase.ecg.rpeak import REFINE_BAND_HZ, bandpass
+
+    rs = ["00041_hr", "00235_hr", "00346_hr", "00447_hr"]
+    records = read_ptbxl_archive(tmp_path, names=[*rs, "00477_hr"])
+    for name in rs:
+        mine = EcgRPeakProvider().phase(records[name], 500.0, list(PTBXL_LEADS)).events
+        nk = get_detector("neurokit2:neurokit")(records[name], 500.0, 1)
+        found, ref = match_events(mine, nk, 50)
+        assert len(found) >= len(nk) - 1 and np.median(np.abs(mine[found] - nk[ref])) <= 5, (name, mine, nk)
+    qs = records["00477_hr"]
+    mine = EcgRPeakProvider().phase(qs, 500.0, list(PTBXL_LEADS)).events
+    lead_ii = bandpass(qs[1], 500.0, REFINE_BAND_HZ)
+    around = np.clip(mine[:, None] + np.arange(-10, 11), 0, len(lead_ii) - 1)
+    assert len(mine) == 5 and np.all(lead_ii[mine] == lead_ii[around].min(axis=1))
+

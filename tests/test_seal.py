@@ -42,7 +42,7 @@ def logs(tmp_path):
 
 
 def test_the_gate_refuses_audits_and_records(tmp_path):
-    with pytest.raises(SealedFoldError, match=r"evaluation: data.eval_folds \[10\] includes the sealed fold 10; pass --unseal"):
+    with pytest.raises(SealedFoldError, match=r"evaluation: data.eval_folds \[10\] includes the sealed fold 10 of dataset"):
         use_folds(config(tmp_path), "evaluation", "data.eval_folds")
     assert logs(tmp_path) == ([], [])
     unsealed = config(tmp_path, evaluation={"unseal": True})

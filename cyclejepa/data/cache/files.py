@@ -21,10 +21,11 @@ from cyclejepa.data.preprocess import Normalisation
 
 CACHE_FORMAT = 2
 """Version of the cache layout; part of the manifest hash."""
-PHASE_REVISION = 3
+PHASE_REVISION = 4
 """Revision of the default R-peak detection (2: multi-lead fusion; 3: timed on the R wave unless
-the QRS is negative); part of the manifest hash,
-so a cache built by an older detector is rebuilt rather than reused."""
+the QRS is negative; 4: the R-wave peak wherever the QRS has one, chosen once per record, and
+only channels named as ECG leads vote); part of the manifest hash, so a cache built by an older
+detector is rebuilt rather than reused."""
 MANIFEST = "manifest.json"
 DATA_FILES = (
     "signals.npy",

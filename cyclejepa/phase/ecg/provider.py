@@ -7,6 +7,7 @@ of `cyclejepa.phase.ecg.detectors` (NeuroKit2's methods, WFDB's XQRS), chosen wi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +18,25 @@ from cyclejepa.phase.ecg.rpeak import detect_r_peaks
 from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
 from cyclejepa.registry import PHASE_PROVIDERS
 
-__all__ = ["EcgRPeakProvider"]
+__all__ = ["ECG_LEAD_NAME", "EcgRPeakProvider", "ecg_lead_rows"]
+
+ECG_LEAD_NAME = re.compile(
+    r"-?(i{1,3}|d(i{1,3}|[1-3])|a?v[rlf]|v\d{0,2}r?|v?[xyz]|ml(i{1,3}|\d)?|mcl\d?|c[mc]\d"
+    r"|.*(ecg|ekg).*|lead.+)",
+    re.IGNORECASE,
+)
+"""Channel names of ECG leads (the whole name, any case): the limb and augmented leads (I, II,
+III, aVR, aVL, aVF; DI-DIII), the chest leads (V, V1-V9, V3R-V6R), the orthogonal leads (X, Y,
+Z, VX-VZ), the monitoring leads (MLI-MLIII, MCL1-MCL6, CM5, CC5), and any name containing
+ECG/EKG or starting with "lead" (``Lead I``). Arterial pressure, pleth, respiration or EEG
+channel names are not."""
+
+
+def ecg_lead_rows(channel_names: Sequence[str]) -> list[int]:
+    """Rows of the channels named as ECG leads (`ECG_LEAD_NAME`); every row when none is, since
+    the names then say nothing about which channels are leads."""
+    rows = [row for row, name in enumerate(channel_names) if ECG_LEAD_NAME.fullmatch(name.strip())]
+    return rows or list(range(len(channel_names)))
 
 
 @PHASE_PROVIDERS.register("ecg-rpeak")
@@ -28,8 +47,8 @@ class EcgRPeakProvider(PhaseProvider):
     ----------
     lead
         The lead whose R wave times the beats: a channel name (case-insensitive); None picks
-        ``"II"`` when the record has it, else its first channel. A list of names or ``"all"``
-        restricts detection to those leads (every channel for ``"all"``) and times the beats
+        ``"II"`` when the record has it, else its first ECG lead. A list of names or ``"all"``
+        restricts detection to those leads (every ECG lead for ``"all"``) and times the beats
         on the first of them (``"all"``: the best-quality lead, chosen by the detector).
     detector
         A name of `cyclejepa.phase.ecg.detectors` (``"cyclejepa"``, ``"pan-tompkins"``,
@@ -37,7 +56,10 @@ class EcgRPeakProvider(PhaseProvider):
         leads; the others run on the timing lead alone.
     detection_leads
         Leads that take part in detection when ``lead`` is one name or None: ``"all"`` (every
-        channel, the default) or a list of names.
+        ECG lead, the default) or a list of names. The ECG leads are the channels whose names
+        `ECG_LEAD_NAME` recognises, so that an arterial pressure or respiration channel of a
+        multiparameter record never votes (its pulses would be counted as beats); every
+        channel when no name is recognised.
     refine_window_s
         Half-width of the R-wave extremum search of the ``"cyclejepa"`` detector.
     **qc
@@ -57,6 +79,8 @@ class EcgRPeakProvider(PhaseProvider):
     ):
         super().__init__(**qc)
         get_detector(detector)  # unknown names fail at construction, listing the known ones
+        if isinstance(detection_leads, str) and detection_leads.lower() != "all":
+            raise ValueError(f"detection_leads must be 'all' or a list of names, got {detection_leads!r}")
         self.lead = lead
         self.detector = detector
         self.detection_leads = detection_leads
@@ -68,22 +92,18 @@ class EcgRPeakProvider(PhaseProvider):
         The timing position is None when the detector is to choose the best-quality lead.
         """
         lowered = [name.lower() for name in channel_names]
-        every = list(range(len(channel_names)))
+        leads = ecg_lead_rows(channel_names)
         if isinstance(self.lead, str) and self.lead.lower() == "all":
-            return every, None
+            return leads, None
         if self.lead is not None and not isinstance(self.lead, str):
             rows = channel_indices(channel_names, self.lead)
             return rows, 0
         if self.lead is None:
-            timing = lowered.index("ii") if "ii" in lowered else 0
+            timing = lowered.index("ii") if "ii" in lowered else leads[0]
         else:
             timing = channel_indices(channel_names, self.lead)[0]
         if isinstance(self.detection_leads, str):
-            if self.detection_leads.lower() != "all":
-                raise ValueError(
-                    f"detection_leads must be 'all' or a list of names, got {self.detection_leads!r}"
-                )
-            rows = every
+            rows = leads if timing in leads else [timing, *leads]
         else:
             rows = channel_indices(channel_names, self.detection_leads)
             rows = rows if timing in rows else [timing, *rows]

@@ -10,7 +10,8 @@ The sets live in the project's shared data folder (``../shared/data`` beside the
 
 `score_set` pools true positives, misses and false detections over the records of a set
 (sensitivity = TP / reference beats, PPV = TP / detections), matching one to one within the
-set's window (`cyclejepa.phase.match_events`).
+set's window (`cyclejepa.phase.match_events`). `arterial_pulses` counts the beats of a record
+without annotations independently of its ECG, on its arterial pressure.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ __all__ = [
     "ReferenceRecord",
     "ReferenceSet",
     "REFERENCE_SETS",
+    "arterial_pulses",
     "shared_data_dir",
     "load_set",
     "score_set",
@@ -184,3 +186,22 @@ def detection_rates(tp: int, fn: int, fp: int, **extra) -> dict:
         "fp": fp,
         **extra,
     }
+
+
+def arterial_pulses(
+    pressure: np.ndarray, fs: float, min_interval_s: float = 0.25, min_prominence: float = 5.0
+) -> np.ndarray:
+    """Sample indices of the systolic peaks of an arterial pressure (mmHg): one per heartbeat.
+
+    A peak counts when it stands at least ``min_prominence`` above the pressure around it and
+    comes at least ``min_interval_s`` after the previous one (240 beats/min); a dicrotic wave,
+    whose notch is shallower, does not.
+    """
+    from scipy.signal import find_peaks
+
+    pressure = np.asarray(pressure, dtype=np.float64)
+    if pressure.ndim != 1 or not np.isfinite(pressure).all():
+        raise ValueError(f"arterial pressure must be one finite channel, got shape {pressure.shape}")
+    found, _ = find_peaks(pressure, distance=max(1, round(min_interval_s * fs)), prominence=min_prominence)
+    return found.astype(np.int64)
+

@@ -24,12 +24,17 @@
    RR intervals, the largest skipped peak above half the threshold (and not a T wave, at least
    the refractory distance from both neighbours) is taken; repeated until the gap closes, and
    also before the record end.
-6. **Refinement to the R extremum** of the chosen lead (``timing_row``; by default the best
-   quality lead): the 0.5–45 Hz zero-phase band-passed lead within ±``refine_window_s``, on
-   the R wave, the QRS's positive deflection, unless the lead's negative deflection is more
-   than twice as large over the record (a QS or rS complex, an inverted lead: then the
-   nadir); a beat departs from that polarity only when clearly of the other kind (an inverted
-   ectopic beat: negative deflection over 4 times the positive).
+6. **Refinement to the fiducial point** of the chosen lead (``timing_row``; by default the
+   best quality lead), on the 0.5–45 Hz zero-phase band-passed lead within
+   ±``refine_window_s``: the **peak of the R wave**, the QRS's positive deflection, in every
+   beat of a record whose QRS has one, and the nadir in a record whose QRS has none. A
+   positive wave before the nadir (an RS or rS complex) is the R wave unless the negative
+   deflection is over 4 times larger (a vestigial r); a positive wave after it (the r of a Qr
+   complex, the S of an inverted lead) only when the negative deflection is at most twice
+   as large. The choice is made once per record, from the median over its beats, so that
+   every beat is timed on the same wave; a beat departs from it only when clearly of the
+   other kind (an inverted ectopic beat: a negative deflection over 4 times the positive; on
+   a lead timed on the nadir, a positive one larger than the negative).
 """
 
 from __future__ import annotations
@@ -58,9 +63,15 @@ SPIKE_RATIO = 10.0
 PREMATURE_RR_FACTOR = 0.6
 PREMATURE_LEVEL = 0.6
 SPIKE_S = 0.006
+R_BEFORE_S_RATIO = 4.0
+"""A lead whose positive wave precedes its nadir (an RS or rS complex) is timed on that R wave
+unless its negative deflection is over this many times the positive one (median over beats)."""
 NEGATIVE_QRS_RATIO = 2.0
-"""A lead (beat) is timed on its nadir when its negative deflection is over this many times its
-positive one (median over beats); a beat departs from its lead by a further factor of it."""
+"""A lead whose positive wave follows its nadir (a Qr complex, an inverted lead) is timed on
+the nadir when its negative deflection is over this many times the positive one."""
+INVERTED_BEAT_RATIO = 4.0
+"""A beat of a lead timed on the R wave is timed on its own nadir when its negative deflection
+is over this many times its positive one (an inverted ectopic beat)."""
 FLAT = 1e-12
 DETECTION_FS = 125.0
 
@@ -344,16 +355,17 @@ def classify_peaks(
 def refine_to_extremum(
     signal: np.ndarray, fs: float, detections: np.ndarray, window_s: float = 0.06
 ) -> np.ndarray:
-    """Move each detection to the R-wave extremum of one lead within ±``window_s``.
+    """Move each detection to the fiducial point of one lead within ±``window_s``.
 
     ``signal`` is the (samples,) lead. It is band-passed 0.5–45 Hz (zero phase: no baseline,
     no delay). A beat's negative-to-positive ratio is minus its window minimum over its window
-    maximum. The lead is timed on the R wave, its positive deflection (also in an RS complex
-    whose S is deeper than R is tall), unless the median ratio exceeds `NEGATIVE_QRS_RATIO`
-    (a QS or rS complex, an inverted lead): then on the nadir. A beat departs from its lead's
-    polarity only when its own ratio lies beyond that boundary by a further factor of
-    `NEGATIVE_QRS_RATIO` (above 4 on a positive lead: an inverted ectopic beat; below 1 on a
-    negative one), so that beats near the boundary do not flip one by one.
+    maximum. The lead is timed on the peak of the R wave, its positive deflection, unless the
+    median ratio over beats exceeds the limit: `R_BEFORE_S_RATIO` when the maximum precedes
+    the minimum in most beats (an RS or rS complex: the R wave also when the S is deeper), else
+    `NEGATIVE_QRS_RATIO` (a Qr complex, an inverted lead); above it (a QS complex, a vestigial
+    r), on the nadir. A beat departs from its lead's polarity only when clearly of the other
+    kind: its own ratio above `INVERTED_BEAT_RATIO` on a positive lead (an inverted ectopic
+    beat), below 1 on a negative one; so every other beat of a record is timed on the same wave.
     """
     if len(detections) == 0:
         return np.zeros(0, np.int64)
@@ -362,9 +374,10 @@ def refine_to_extremum(
     window = np.clip(detections[:, None] + np.arange(-half, half + 1), 0, len(signal) - 1)
     values = filtered[window]  # (beats, window)
     peak, trough = values.max(axis=-1), -values.min(axis=-1)
-    ratio = NEGATIVE_QRS_RATIO
+    r_before_s = np.count_nonzero(values.argmax(axis=-1) < values.argmin(axis=-1)) * 2 > len(values)
+    ratio = R_BEFORE_S_RATIO if r_before_s else NEGATIVE_QRS_RATIO
     if _median(trough) <= ratio * _median(peak):
-        upward = trough <= ratio * ratio * peak
+        upward = trough <= INVERTED_BEAT_RATIO * peak
     else:
         upward = trough < peak
     polarity = np.where(upward, 1.0, -1.0)[:, None]
