@@ -128,3 +128,22 @@ def test_ranks_under_torchrun_agree_on_the_step_to_stop_at(prepared, tmp_path):
     assert f"stopped by SIGTERM at step {step}" in stderr
     assert steps_logged(run) == list(range(1, step + 1))
     assert not list((tmp_path / "out").rglob(LOCK_FILE))
+
+
+def test_a_signal_outside_training_stops_at_once_and_releases_the_lock(tmp_path):
+    """SIGTERM while `prepare` writes the corpus and the cache: the lock is released, the line
+    says how to go on, and the status is 143 (no traceback)."""
+    config = tmp_path / "c.yaml"
+    config.write_text(yaml.safe_dump({"output_dir": str(tmp_path / "out"),
+                                      "data": {"root": str(tmp_path / "corpus"), "dataset": "synthetic", "options": {"records": 2000}}}))  # fmt: skip
+    process = start("prepare", config.name, cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not (tmp_path / "out" / LOCK_FILE).exists():
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 128 + signal.SIGTERM, stderr
+    assert f"stopped by SIGTERM; resume with: cyclejepa prepare {config.name}" in " ".join(stderr.split())
+    assert "Traceback" not in stderr
+    assert not (tmp_path / "out" / LOCK_FILE).exists()
