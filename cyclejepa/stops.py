@@ -2,9 +2,10 @@
 
 While a trainer trains it holds `deferred_stops`: the first SIGTERM or SIGINT is only noted,
 and the trainer, at its next step boundary, writes a checkpoint and raises `Stopped` naming
-the step and the checkpoint. A second SIGINT while the first signal waits (Ctrl-C twice) stops
-at once; a repeated SIGTERM (a scheduler signalling every process of a job, and the parent of
-``runs.at_once`` children passing its own on) changes nothing. Outside
+the step and the checkpoint. A SIGINT at least `INSIST_S` after the first signal (Ctrl-C
+pressed again) stops at once; repeats of the first signal sooner, and every later SIGTERM
+(the terminal and ``torchrun`` both passing on one Ctrl-C, a scheduler signalling every process
+of a job, the parent of ``runs.at_once`` children passing its own on), change nothing. Outside
 training, `raise_on_sigterm` (the command line's) makes SIGTERM raise `Stopped` as SIGINT
 raises `KeyboardInterrupt`, so that ``with`` blocks (the output directory's lock) are left
 cleanly. `Stopped` is a `KeyboardInterrupt`: no ``except Exception`` swallows it.
@@ -16,12 +17,15 @@ import contextlib
 import logging
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 log = logging.getLogger(__name__)
 
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
+INSIST_S = 1.0
+"""Seconds after the first signal from which a SIGINT stops at once."""
 
 
 class Stopped(KeyboardInterrupt):
@@ -39,9 +43,10 @@ class Stopped(KeyboardInterrupt):
 
 
 class StopRequest:
-    """The signal received while stops are deferred (None while none is)."""
+    """The signal received while stops are deferred (None while none is), and when."""
 
     signum: int | None = None
+    received: float = 0.0
 
     @property
     def pending(self) -> bool:
@@ -51,8 +56,8 @@ class StopRequest:
 @contextlib.contextmanager
 def deferred_stops() -> Iterator[StopRequest]:
     """Note the first SIGTERM or SIGINT in the yielded `StopRequest` instead of stopping; a
-    SIGINT after it raises `Stopped` at once. Only the main thread receives signals: elsewhere
-    nothing is installed and the request stays empty."""
+    SIGINT `INSIST_S` or more after it raises `Stopped` at once. Only the main thread receives
+    signals: elsewhere nothing is installed and the request stays empty."""
     request = StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield request
@@ -60,12 +65,12 @@ def deferred_stops() -> Iterator[StopRequest]:
 
     def note(signum: int, frame) -> None:
         if request.pending:
-            if signum == signal.SIGINT:
+            if signum == signal.SIGINT and time.monotonic() - request.received >= INSIST_S:
                 raise Stopped(signum)
             return
-        request.signum = signum
+        request.signum, request.received = signum, time.monotonic()
         log.warning(
-            "%s received: stopping at the end of this step, with a checkpoint (send it again to stop at once)",
+            "%s received: stopping at the end of this step, with a checkpoint (a second Ctrl-C stops at once)",
             signal.Signals(signum).name,
         )
 

@@ -12,14 +12,30 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cyclejepa import runner
+from cyclejepa import runner, stops
 from cyclejepa.cli import app
 from cyclejepa.config import load_config
 from cyclejepa.lock import LOCK_FILE
+from cyclejepa.stops import Stopped, deferred_stops
 from cyclejepa.training import latest_checkpoint, load_checkpoint
 from test_training import TINY
 
 STEPS = 300
+
+
+def test_the_first_signal_is_noted_and_only_a_later_ctrl_c_stops_at_once(monkeypatch):
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    with deferred_stops() as request:
+        os.kill(os.getpid(), signal.SIGTERM)
+        os.kill(os.getpid(), signal.SIGINT)  # the same stop passed on twice: still only noted
+        os.kill(os.getpid(), signal.SIGTERM)
+        assert request.signum == signal.SIGTERM
+        monkeypatch.setattr(stops, "INSIST_S", 0.0)
+        with pytest.raises(Stopped, match="^stopped by SIGINT$") as insisted:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)  # the handler runs here
+        assert insisted.value.exit_code == 130
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before  # restored
 
 
 @pytest.fixture(scope="module")
