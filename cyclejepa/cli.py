@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import logging
 import platform
+import shlex
+import signal
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Annotated
@@ -194,7 +196,7 @@ def prepare(config: ConfigPath, set_: Overrides = None) -> None:
     from cyclejepa.lock import output_lock
 
     cfg = _load(config, set_)
-    with _user_errors(), output_lock(cfg.output_dir):
+    with _user_errors(again=["prepare", str(config), *_set_words(set_)]), output_lock(cfg.output_dir):
         cache = prepare_stage(cfg)
     counts = cache.manifest["counts"]
     console.print(f"cache {cache.path}: {counts['kept']} records kept, {counts['rejected']} rejected")
@@ -231,8 +233,9 @@ def train(
     if arm is not None and arm not in arms:
         raise typer.BadParameter(registry.unknown_name_message("arm", arm, list(arms)))
     plan = runner.RunPlan(arms[arm] if arm else cfg.runs.arms[0], cfg.runs.seeds[0] if seed is None else seed)
+    again = ["train", str(config), "--arm", plan.arm.name, "--seed", str(plan.seed), *_set_words(set_)]
     with (
-        _user_errors(),
+        _user_errors(again),
         process_group(cfg.training.device) as dist,
         output_lock(runner.run_dir(cfg, plan)) if dist.is_main else nullcontext(),
     ):
@@ -260,7 +263,7 @@ def run(
         for line in runner.describe_plan(cfg):
             console.print(line, highlight=False, markup=False)
         return
-    with _user_errors():
+    with _user_errors(again=["run", str(config), *_set_words(set_), *(["--unseal"] if unseal else [])]):
         report = runner.run_experiment(cfg)
     console.print(f"[green]report[/green] {report}")
 
@@ -303,7 +306,8 @@ def evaluate(
     from cyclejepa.lock import output_lock
 
     cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
-    with _user_errors(), output_lock(cfg.output_dir):
+    again = ["evaluate", str(config), *_set_words(set_), *(["--unseal"] if unseal else [])]
+    with _user_errors(again), output_lock(cfg.output_dir):
         path = runner.evaluate_experiment(cfg)
     console.print(f"[green]report[/green] {path}")
 
@@ -314,7 +318,7 @@ def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cy
     from cyclejepa.evaluation.report import write_report
     from cyclejepa.lock import output_lock
 
-    with _user_errors(), output_lock(run_dir):
+    with _user_errors(again=["report", str(run_dir)]), output_lock(run_dir):
         path = write_report(run_dir)
     console.print(f"[green]report[/green] {path}")
 
@@ -371,17 +375,33 @@ def export(
 
 
 @contextmanager
-def _user_errors():
-    """Print errors a user can act on (missing data, bad records, sealed fold) without a traceback."""
+def _user_errors(again: list[str] | None = None):
+    """Print errors a user can act on (missing data, bad records, sealed fold, a file that cannot
+    be read or written) without a traceback.
+
+    A stop (SIGTERM, SIGINT: `cyclejepa.stops`) prints what was saved and the command ``again``
+    that resumes, and exits with 128 + the signal's number.
+    """
     from cyclejepa.data.datasets import DatasetNotFound, DownloadFailed
     from cyclejepa.lock import OutputLocked
     from cyclejepa.runner import SealedFoldError
+    from cyclejepa.stops import Stopped
 
     try:
         yield
-    except (DatasetNotFound, DownloadFailed, SealedFoldError, OutputLocked, FileNotFoundError, FileExistsError, ValueError) as error:
-        errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False)
+    except (DatasetNotFound, DownloadFailed, SealedFoldError, OutputLocked, OSError, ValueError) as error:
+        errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=1) from None
+    except KeyboardInterrupt as interrupt:
+        stop = interrupt if isinstance(interrupt, Stopped) else Stopped(signal.SIGINT)
+        resume = f"; resume with: cyclejepa {shlex.join(again)}" if again else ""
+        errors.print(f"[yellow]{escape(str(stop))}[/yellow]{escape(resume)}", highlight=False, soft_wrap=True)
+        raise typer.Exit(code=stop.exit_code) from None
+
+
+def _set_words(overrides: list[str] | None) -> list[str]:
+    """The ``--set`` options of ``overrides``, as words of a command line."""
+    return [word for item in overrides or [] for word in ("--set", item)]
 
 
 def _devices() -> list[str]:
@@ -396,7 +416,10 @@ def _devices() -> list[str]:
 
 
 def main() -> None:
+    from cyclejepa.stops import raise_on_sigterm
+
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # the library's notices, on stderr
+    raise_on_sigterm()  # a scheduler's stop unwinds like Ctrl-C: locks released, the resume command printed
     app()
 
 

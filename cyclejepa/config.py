@@ -15,6 +15,8 @@ import copy
 import hashlib
 from dataclasses import dataclass
 import json
+import math
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -371,23 +373,22 @@ def _spectrum_problems(cfg: ExperimentConfig) -> list[str]:
     return []
 
 
-def checkpointed_steps(cfg: ExperimentConfig) -> list[int]:
-    """The steps the trainer writes a checkpoint at: every ``checkpoint_every`` and the last."""
+def checkpointed(cfg: ExperimentConfig, step: int) -> bool:
+    """Whether the trainer writes a checkpoint at ``step``: every ``checkpoint_every``, and the last."""
     every, steps = cfg.training.checkpoint_every, cfg.training.steps
-    return sorted({*range(every, steps + 1, every), steps})
+    return step == steps or (0 < step <= steps and step % every == 0)
 
 
 def _step_problems(cfg: ExperimentConfig) -> list[str]:
-    saved = checkpointed_steps(cfg)
     problems = []
     for step in cfg.evaluation.steps:
         if step > cfg.training.steps:
             problems.append(f"evaluation.steps: {step} is beyond training.steps ({cfg.training.steps})")
-        elif step not in saved:
-            nearest = min(saved, key=lambda s: abs(s - step))
+        elif not checkpointed(cfg, step):
             problems.append(
                 f"evaluation.steps: step {step} is never checkpointed (training.checkpoint_every "
-                f"{cfg.training.checkpoint_every}); checkpointed: {_listing(saved)}. Did you mean {nearest}?"
+                f"{cfg.training.checkpoint_every}); checkpointed: {_checkpoint_listing(cfg)}. "
+                f"Did you mean {_nearest_checkpoint(cfg, step)}?"
             )
     headline = cfg.evaluation.headline_step
     if headline is not None and headline not in cfg.evaluation.steps:
@@ -399,10 +400,21 @@ def _step_problems(cfg: ExperimentConfig) -> list[str]:
     return problems
 
 
-def _listing(steps: list[int], shown: int = 8) -> str:
-    if len(steps) <= shown:
-        return ", ".join(map(str, steps))
-    return ", ".join(map(str, steps[: shown - 1])) + f", …, {steps[-1]}"
+def _nearest_checkpoint(cfg: ExperimentConfig, step: int) -> int:
+    """The checkpointed step nearest ``step`` (at most ``training.steps``); the earlier on a tie."""
+    every, steps = cfg.training.checkpoint_every, cfg.training.steps
+    below = step // every * every
+    candidates = [s for s in (below, below + every, steps) if checkpointed(cfg, s)]
+    return min(candidates, key=lambda s: (abs(s - step), s))
+
+
+def _checkpoint_listing(cfg: ExperimentConfig, shown: int = 8) -> str:
+    """The checkpointed steps; when more than ``shown``, the first ``shown`` - 1 and the last."""
+    every, steps = cfg.training.checkpoint_every, cfg.training.steps
+    count = -(-steps // every)  # the multiples of every below steps, and steps
+    if count <= shown:
+        return ", ".join(map(str, [every * k for k in range(1, count)] + [steps]))
+    return ", ".join(str(every * k) for k in range(1, shown)) + f", …, {steps}"
 
 
 def _fold_problems(cfg: ExperimentConfig) -> list[str]:
@@ -587,12 +599,68 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig
     if not path.is_file():
         raise ConfigError([f"no such file: {path}"], source=str(path))
     try:
-        raw = yaml.safe_load(path.read_text()) or {}
+        raw = read_yaml(path.read_text()) or {}
     except yaml.YAMLError as error:
         raise ConfigError([f"invalid YAML: {error}"], source=str(path)) from None
     if not isinstance(raw, dict):
         raise ConfigError(["the top level must be a mapping of sections"], source=str(path))
-    return parse_config(apply_overrides(raw, overrides), source=str(path))
+    raw = apply_overrides(raw, overrides)
+    problems = long_integer_problems(raw)
+    if problems:
+        raise ConfigError(problems, source=str(path))
+    return parse_config(raw, source=str(path))
+
+
+MAX_NESTING = 100
+"""Deepest nesting of lists and mappings read from YAML (deeper ones would exhaust the stack)."""
+
+
+class _LongInteger(str):
+    """The digits of a YAML integer longer than Python converts (``sys.get_int_max_str_digits``)."""
+
+
+class _Loader(yaml.SafeLoader):
+    """``yaml.safe_load``'s loader, reading an over-long integer as a `_LongInteger` (named by its
+    key in `long_integer_problems`) and refusing nesting deeper than `MAX_NESTING`."""
+
+    def compose_node(self, parent, index):
+        self._depth = getattr(self, "_depth", 0) + 1
+        try:
+            if self._depth > MAX_NESTING:
+                raise yaml.YAMLError(f"nested more than {MAX_NESTING} levels deep")
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def construct_yaml_int(self, node):
+        try:
+            return super().construct_yaml_int(node)
+        except ValueError:
+            return _LongInteger(node.value)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+
+
+def read_yaml(text: str) -> Any:
+    """``yaml.safe_load`` of ``text`` by `_Loader`."""
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader
+
+
+def long_integer_problems(value: Any, key: str = "") -> list[str]:
+    """One line for each integer of ``value`` too long for Python to read, with its key path."""
+    if isinstance(value, _LongInteger):
+        digits = sum(c.isdigit() for c in value)
+        return [f"{key or '(top level)'}: an integer of {digits} digits, more than the {sys.get_int_max_str_digits()} Python reads"]
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in long_integer_problems(v, f"{key}.{k}" if key else str(k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in long_integer_problems(v, f"{key}[{i}]")]
+    return []
+
+
+MAX_GRID_CELLS = 256
+"""Most experiments one ``grid`` may hold (each is validated, trained and evaluated in full)."""
 
 
 def parse_config(raw: dict[str, Any], source: str = "config") -> ExperimentConfig:
@@ -601,6 +669,10 @@ def parse_config(raw: dict[str, Any], source: str = "config") -> ExperimentConfi
         cfg = ExperimentConfig.model_validate(raw)
     except ValidationError as error:
         raise ConfigError([_describe(e) for e in error.errors()], source=source) from None
+    cells = math.prod(len(values) for values in cfg.grid.values())
+    if cells > MAX_GRID_CELLS:
+        sizes = " × ".join(f"{len(cfg.grid[key])} ({key})" for key in sorted(cfg.grid))
+        raise ConfigError([f"grid: {sizes} = {cells} experiments, more than the {MAX_GRID_CELLS} a grid may hold; split it"], source)
     expand_grid(cfg)  # every combination must validate too
     return cfg
 
@@ -652,11 +724,18 @@ def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]
                 raise ConfigError([f"{key}: {part!r} is not a section"], "--set")
             node = child
         try:
-            node[leaf] = yaml.safe_load(text)
+            node[leaf] = read_yaml(text)
         except yaml.YAMLError as error:
             reason = " ".join((getattr(error, "problem", None) or str(error)).split())
-            raise ConfigError([f"{key}: value {text!r} is not valid YAML ({reason}); quote it or fix it"], f"--set {item}") from None
+            raise ConfigError([f"{key}: value {_abbreviated(text)} is not valid YAML ({reason}); quote it or fix it"],
+                              f"--set {_abbreviated(item, quote=False)}") from None  # fmt: skip
     return result
+
+
+def _abbreviated(text: str, limit: int = 60, quote: bool = True) -> str:
+    """``text`` (its repr when ``quote``) cut to about ``limit`` characters, with its length."""
+    shown = repr(text) if quote else text
+    return shown if len(shown) <= limit else f"{shown[:limit]}… ({len(text)} characters)"
 
 
 def _describe(error: dict[str, Any]) -> str:
@@ -674,7 +753,7 @@ def _describe(error: dict[str, Any]) -> str:
         expected = [s.strip(" '") for s in error["ctx"]["expected"].replace(" or ", ",").split(",")]
         hint = closest_match(str(error["input"]), expected)
         message += f". Did you mean {hint!r}?" if hint else ""
-    return f"{loc}: {message} (got {error['input']!r})"
+    return f"{loc}: {message} (got {_abbreviated(repr(error['input']), 80, quote=False)})"
 
 
 def _allowed_keys(loc: tuple) -> list[str]:

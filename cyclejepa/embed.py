@@ -346,6 +346,8 @@ class Encoder:
         if signal.ndim not in (2, 3):
             raise ValueError(f"signal must be (channels, samples) or (records, channels, samples), got {signal.shape}")
         batch = signal if signal.ndim == 3 else signal[None]
+        if not len(batch):
+            raise ValueError(f"no record to embed: the batch {signal.shape} is empty")
         prepared = []
         for index, record in enumerate(batch):
             try:

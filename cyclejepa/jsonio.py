@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,13 +14,37 @@ import numpy as np
 
 
 def write_json(path: str | Path, value: Any) -> Path:
-    """Write ``value`` as JSON atomically (temporary file, then rename); numpy values become lists/scalars."""
+    """Write ``value`` as JSON atomically; numpy values become lists/scalars.
+
+    The text goes to a temporary file of a name no other writer uses (same folder), which then
+    replaces ``path``: concurrent writers of one file never mix their bytes, and the last
+    rename wins. A failed write (full disk, read-only folder) raises `OSError` naming ``path``.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    temporary.write_text(json.dumps(value, indent=1, default=_plain))
-    temporary.replace(path)
+    text = json.dumps(value, indent=1, default=_plain)
+    temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with open(temporary, "x") as stream:
+                stream.write(text)
+            os.replace(temporary, path)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
     return path
+
+
+@contextlib.contextmanager
+def writing(path: str | Path) -> Iterator[None]:
+    """Re-raise an `OSError` of the block as one naming ``path`` (a failed ``write`` names no
+    file: "No space left on device"), of the same errno and class."""
+    try:
+        yield
+    except OSError as error:
+        if error.errno is None:
+            raise OSError(f"cannot write {path}: {error}") from None
+        raise OSError(error.errno, f"cannot write {path}: {error.strerror or error}") from None
 
 
 def read_json(path: str | Path) -> Any:

@@ -110,6 +110,36 @@ def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
         assert_same_run(tensor, resumed.objective.state_dict()[name], straight.device)
 
 
+def test_a_run_stopped_before_its_first_checkpoint_starts_its_metrics_again(tmp_path):
+    cfg = tiny_config()
+    x, phi = corpus()
+    straight = Trainer(cfg, x, phi, tmp_path / "straight", seed=3, transport_weight=1.0, fs=100.0)
+    straight.fit(progress=False)
+    Trainer(cfg, x, phi, tmp_path / "again", seed=3, transport_weight=1.0, fs=100.0).fit(until=3, progress=False)
+    assert not (tmp_path / "again" / "checkpoints").exists() and len(losses(tmp_path / "again")) == 3
+    Trainer(cfg, x, phi, tmp_path / "again", seed=3, transport_weight=1.0, fs=100.0).fit(progress=False)  # from step 0
+    rows = losses(tmp_path / "again")
+    assert [row["step"] for row in rows] == list(range(1, 13))  # each step once, not 1-3 then 1-12
+    keys = ("loss", "grad_norm", "lr")
+    assert_same_run([[r[k] for k in keys] for r in rows], [[r[k] for k in keys] for r in losses(tmp_path / "straight")],
+                    straight.device)  # fmt: skip
+
+
+def test_a_torn_last_metrics_line_is_dropped_with_a_warning_naming_it(tmp_path, caplog):
+    cfg = tiny_config()
+    x, phi = corpus()
+    Trainer(cfg, x, phi, tmp_path, seed=3, transport_weight=1.0, fs=100.0).fit(until=6, progress=False)
+    metrics = tmp_path / "metrics.jsonl"
+    with open(metrics, "a") as stream:
+        stream.write('{"step": 7, "loss": 0.')  # killed in the middle of a write
+    resumed = Trainer(cfg, x, phi, tmp_path, seed=3, transport_weight=1.0, fs=100.0)
+    resumed.resume(tmp_path / "checkpoints" / "step_000004.pt")
+    with caplog.at_level("WARNING", logger="cyclejepa.training.trainer"):
+        resumed.fit(progress=False)
+    assert [row["step"] for row in losses(tmp_path)] == list(range(1, 13))
+    assert f"{metrics}: line 7 is not a metrics row" in caplog.text
+
+
 def test_checkpoint_of_another_run_is_refused(tmp_path):
     cfg = tiny_config(training={"steps": 4})
     x, phi = corpus()

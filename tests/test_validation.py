@@ -118,3 +118,45 @@ def test_a_malformed_override_is_one_line_naming_it(tmp_path):
     lines = result.output.strip().splitlines()
     assert len(lines) == 1, result.output
     assert "--set x=[1: x: value '[1' is not valid YAML" in lines[0] and "Traceback" not in result.output
+
+
+def assert_one_line(result, *fragments):
+    """Refused with exit status 2 in one line holding ``fragments``, no traceback."""
+    assert result.exit_code == 2, result.output
+    lines = result.output.strip().splitlines()
+    assert len(lines) == 1 and len(lines[0]) < 400, result.output[:2000]
+    for fragment in fragments:
+        assert fragment in lines[0], (fragment, lines[0])
+
+
+def test_a_deeply_nested_override_is_one_line_naming_it(tmp_path):
+    deep = "[" * 5000 + "]" * 5000
+    result = invoke("validate", write(tmp_path, {}), "--set", f"training.steps={deep}")
+    assert_one_line(result, "--set training.steps=[[[", "(10015 characters)", "training.steps: value '[[[",
+                    "nested more than 100 levels deep")  # fmt: skip
+    result = invoke("validate", write(tmp_path, {}), "--set", f"training.steps={'[' * 90}{']' * 90}")
+    assert_one_line(result, "training.steps: Input should be a valid integer (got [[[[", "… (180 characters))")
+
+
+def test_an_integer_too_long_for_python_is_one_line_naming_its_key(tmp_path):
+    digits = "9" * 5000
+    result = invoke("validate", write(tmp_path, {}), "--set", f"runs.seeds=[1, -{digits}]")
+    assert_one_line(result, "runs.seeds[1]: an integer of 5000 digits, more than the 4300 Python reads")
+    path = tmp_path / "long.yaml"
+    path.write_text(f"output_dir: {tmp_path / 'out'}\ntraining:\n  steps: {digits}\n")
+    assert_one_line(invoke("validate", path), f"{path}: training.steps: an integer of 5000 digits")
+
+
+def test_a_grid_of_too_many_experiments_is_refused_naming_the_count(tmp_path):
+    path = write(tmp_path, {"grid": {"optimiser.lr": [0.1 * k for k in range(1, 18)], "runs.seeds": [[k] for k in range(16)]}})
+    assert_one_line(invoke("validate", path),
+                    "grid: 17 (optimiser.lr) × 16 (runs.seeds) = 272 experiments, more than the 256 a grid may hold")  # fmt: skip
+    huge = write(tmp_path, {"grid": {"optimiser.lr": list(range(1, 101)), "optimiser.weight_decay": list(range(1000))}})
+    assert_one_line(invoke("validate", huge), "= 100000 experiments")  # at once, not after 10^5 validations
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_huge_number_of_steps_is_validated_without_listing_them(tmp_path):
+    path = write(tmp_path, {"training": {"steps": 10**15, "checkpoint_every": 3}, "evaluation": {"steps": [3, 5]}})
+    assert_one_line(invoke("validate", path), "evaluation.steps: step 5 is never checkpointed (training.checkpoint_every 3); "
+                    "checkpointed: 3, 6, 9, 12, 15, 18, 21, …, 1000000000000000. Did you mean 6?")  # fmt: skip

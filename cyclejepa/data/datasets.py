@@ -330,7 +330,8 @@ def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
     Raises `RecordRejected`, checked in this order before any resampling: ``sampling_rate``
     when the record's rate is out of range or the resampling ratio unreasonable
     (`resampling_ratio`), ``extent`` when the result would exceed `MAX_RECORD_BYTES`,
-    ``lead_order`` when a channel is missing, ``non_finite`` when a sample is not finite.
+    ``lead_order`` when a channel is missing, ``non_finite`` when a sample is not finite, or
+    not finite once float32.
     """
     try:
         resampling_ratio(float(record.fs), float(fs))
@@ -349,6 +350,9 @@ def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
     bad = [channels[i] for i in np.flatnonzero(~np.isfinite(x).all(axis=1))]
     if bad:
         raise RecordRejected(record.id, "non_finite", f"non-finite samples on {bad}")
+    huge = [channels[i] for i in np.flatnonzero((np.abs(x) > np.finfo(np.float32).max).any(axis=1))]
+    if huge:  # float32 would hold them as inf
+        raise RecordRejected(record.id, "non_finite", f"samples beyond float32's range (±3.4e38) on {huge}")
     return resample(x.astype(np.float32), record.fs, fs)
 
 

@@ -3,6 +3,7 @@ when resuming."""
 
 from __future__ import annotations
 
+import io
 import logging
 import os
 import tempfile
@@ -12,6 +13,8 @@ from typing import Any
 
 import torch
 
+from cyclejepa.jsonio import writing
+
 log = logging.getLogger(__name__)
 
 
@@ -20,18 +23,27 @@ class CheckpointDamaged(ValueError):
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
-    """Write ``state`` to ``path`` atomically: a temporary file in the same folder, then rename."""
+    """Write ``state`` to ``path`` atomically: a temporary file in the same folder, then rename.
+
+    It is serialised in memory first, so that a failed write (full disk, read-only folder)
+    raises the system's `OSError`, naming ``path``, not an opaque error from torch's writer.
+    """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    temporary = None
     try:
-        with os.fdopen(handle, "wb") as stream:
-            torch.save(state, stream)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
+        with writing(path):
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+            with os.fdopen(handle, "wb") as stream:
+                stream.write(buffer.getbuffer())
+                stream.flush()
+                os.fsync(stream.fileno())
+            os.replace(temporary, path)
     except BaseException:
-        Path(temporary).unlink(missing_ok=True)
+        if temporary is not None:
+            Path(temporary).unlink(missing_ok=True)
         raise
     return path
 

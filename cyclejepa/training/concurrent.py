@@ -5,6 +5,8 @@ so the arm × seed runs of an experiment can share the GPU: `train_concurrently`
 ``python -m cyclejepa train CONFIG --arm A --seed S`` process per run, at most ``at_once`` at a
 time, logs each to ``<run dir>/train.log``, shows one bar over the steps of all runs (read from
 their ``metrics.jsonl``), and raises naming every run that failed with the end of its log.
+Stopped (SIGINT, or SIGTERM under the command line), it passes a SIGTERM on to each process and
+waits while each writes a checkpoint at its next step.
 On a machine with several GPUs each process sees one (``CUDA_VISIBLE_DEVICES``), the one that
 runs the fewest of the others, and each gets an equal share of the CPU threads.
 A process computes what the in-process trainer computes from the same seed (bit for bit on the
@@ -68,18 +70,22 @@ def train_concurrently(
     """
     pending, running, failed = list(jobs), {}, []
     with progress_bar(steps * len(jobs), f"{len(jobs)} runs, {at_once} at a time", enabled=progress) as update:
-        while pending or running:
-            while pending and len(running) < at_once:
-                job = pending.pop(0)
-                gpu = _least_busy(gpus, [held for _, held in running.values()])
-                running[job] = (_start(config, job, _child_environment(at_once, gpu)), gpu)
-            time.sleep(POLL_S)
-            for job, (process, _) in list(running.items()):
-                if process.poll() is not None:
-                    del running[job]
-                    if process.returncode != 0:
-                        failed.append(job)
-            update(completed=sum(_last_step(job.directory) for job in jobs))
+        try:
+            while pending or running:
+                while pending and len(running) < at_once:
+                    job = pending.pop(0)
+                    gpu = _least_busy(gpus, [held for _, held in running.values()])
+                    running[job] = (_start(config, job, _child_environment(at_once, gpu)), gpu)
+                time.sleep(POLL_S)
+                for job, (process, _) in list(running.items()):
+                    if process.poll() is not None:
+                        del running[job]
+                        if process.returncode != 0:
+                            failed.append(job)
+                update(completed=sum(_last_step(job.directory) for job in jobs))
+        except KeyboardInterrupt:  # SIGINT, or SIGTERM under the command line (`cyclejepa.stops`)
+            _stop([process for process, _ in running.values()])
+            raise
     if failed:
         raise RuntimeError("\n".join(_failure(job) for job in failed))
 
@@ -89,6 +95,16 @@ def _start(config: Path, job: RunJob, env: dict[str, str]) -> subprocess.Popen:
     command = [sys.executable, "-m", "cyclejepa", "train", str(config), "--arm", job.arm, "--seed", str(job.seed)]
     with open(job.directory / "train.log", "a") as log:  # the child keeps its own descriptor
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+
+
+def _stop(processes: list[subprocess.Popen]) -> None:
+    """Pass a SIGTERM on to each running training process and wait for it: each writes a
+    checkpoint at its next step boundary (`cyclejepa.stops`) and ends."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        process.wait()
 
 
 def _least_busy(gpus: Sequence[str], held: list[str | None]) -> str | None:

@@ -51,6 +51,15 @@ class Distributed:
         else:
             dist.barrier()
 
+    def largest(self, value: int) -> int:
+        """The largest of the ranks' ``value`` (one all-reduce; on NCCL, on this rank's GPU)."""
+        if not self.enabled:
+            return value
+        device = torch.device("cuda", self.local_rank) if dist.get_backend() == "nccl" else torch.device("cpu")
+        tensor = torch.tensor([value], dtype=torch.int64, device=device)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+        return int(tensor.item())
+
     def mean(self, value: torch.Tensor) -> torch.Tensor:
         """The average of ``value`` over ranks (no gradient)."""
         if not self.enabled:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -17,15 +19,19 @@ from cyclejepa import registry
 from cyclejepa.config import ExperimentConfig, identity_differences, identity_hash
 from cyclejepa.data.augment import Augmenter
 from cyclejepa.devices import resolve_device, resolved_precision
+from cyclejepa.jsonio import writing
 from cyclejepa.models import build_model
 from cyclejepa.objectives import prediction_loss, sample_cutoffs, transport_loss
 from cyclejepa.objectives.transport import valid_tokens
 from cyclejepa.progress import progress_bar
+from cyclejepa.stops import Stopped, StopRequest, deferred_stops
 from cyclejepa.training.batches import BatchSampler
 from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
 from cyclejepa.training.distributed import Distributed
 from cyclejepa.training.rng import RNGStreams
 from cyclejepa.training.schedule import build_optimisers, learning_rate, set_learning_rate
+
+log = logging.getLogger(__name__)
 
 TERMS = ("loss", "prediction", "regulariser", "transport")
 # Metrics are gathered on the device and written every this many steps (one host sync).
@@ -255,24 +261,47 @@ class Trainer:
         return self.objective.regulariser.draw(dim, self.streams["sigreg"], device=self.device)
 
     def fit(self, until: int | None = None, progress: bool = True) -> Path:
-        """Train up to step ``until`` (default: the configured steps); returns the last checkpoint."""
+        """Train up to step ``until`` (default: the configured steps); returns the last checkpoint.
+
+        ``metrics.jsonl`` first loses its rows after the current step (logged by a session that
+        stopped before its next checkpoint, or before its first) and any torn line. A SIGTERM or
+        SIGINT ends training at the next step boundary (under torchrun, the next flush of the
+        metrics, where the ranks agree): the metrics are flushed, a checkpoint is written and
+        `cyclejepa.stops.Stopped` is raised naming both.
+        """
         until = self.cfg.training.steps if until is None else until
+        if self.dist.is_main:
+            keep_metrics_until(self.directory / "metrics.jsonl", self.step)
         pending: list[tuple[int, torch.Tensor]] = []
         last = checkpoint_path(self.directory / "checkpoints", self.step)
         shown = progress and self.dist.is_main
         bar = progress_bar(
             until, self.directory.name, enabled=shown, completed=self.step, fields=("terms",), rate=True, unit="steps"
         )
-        with bar as update:
+        with bar as update, deferred_stops() as stop:
             while self.step < until:
                 pending.append((self.step, self.train_step()))
-                if len(pending) == FLUSH_EVERY or self.step == until:
+                flush = len(pending) == FLUSH_EVERY or self.step == until
+                signum = self._stop_signal(stop, flush)
+                stopping = signum is not None
+                if flush or stopping:
                     metrics = self._flush(pending)
                     update(completed=int(metrics["step"]), terms=_terms_text(metrics))
                     pending = []
-                if self.step % self.cfg.training.checkpoint_every == 0 or self.step == self.cfg.training.steps:
+                if self.step % self.cfg.training.checkpoint_every == 0 or self.step == self.cfg.training.steps or stopping:
                     last = self.save()
+                if stopping:
+                    raise Stopped(signum, self.step, last)
         return last
+
+    def _stop_signal(self, stop: StopRequest, flush: bool) -> int | None:
+        """The signal to stop on after this step, if any (under torchrun: received by any rank,
+        agreed at flushes)."""
+        if not self.dist.enabled:
+            return stop.signum
+        if not flush:
+            return None
+        return self.dist.largest(stop.signum or 0) or None
 
     def _flush(self, pending: list[tuple[int, torch.Tensor]]) -> dict[str, float]:
         rows = torch.stack([values for _, values in pending]).tolist()
@@ -281,9 +310,11 @@ class Trainer:
             for (step, _), row in zip(pending, rows)
         ]
         if self.dist.is_main:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            with open(self.directory / "metrics.jsonl", "a") as stream:
-                stream.writelines(json.dumps(record) + "\n" for record in records)
+            path = self.directory / "metrics.jsonl"
+            with writing(path):
+                self.directory.mkdir(parents=True, exist_ok=True)
+                with open(path, "a") as stream:
+                    stream.writelines(json.dumps(record) + "\n" for record in records)
             for watch in self.watchers:
                 watch(self, records)
         return records[-1]
@@ -322,10 +353,26 @@ class Trainer:
     def resume(self, path: str | Path) -> None:
         """Continue from a checkpoint written by `save`, exactly where it stopped."""
         self.load_state_dict(load_checkpoint(path, map_location=self.device))
-        metrics = self.directory / "metrics.jsonl"
-        if self.dist.is_main and metrics.exists():  # drop rows logged after the checkpoint
-            rows = [line for line in metrics.read_text().splitlines() if json.loads(line)["step"] <= self.step]
-            metrics.write_text("".join(row + "\n" for row in rows))
+
+
+def keep_metrics_until(path: Path, step: int) -> None:
+    """Keep the rows of the metrics file ``path`` up to ``step``; drop a torn line (a write cut
+    short) with a warning naming the file and the line. Rewritten atomically, when it changes."""
+    if not path.exists():
+        return
+    text = path.read_text(errors="replace")
+    lines = text.splitlines()
+    kept = []
+    for number, line in enumerate(lines, 1):
+        try:
+            if json.loads(line)["step"] <= step:
+                kept.append(line)
+        except (ValueError, TypeError, KeyError):
+            log.warning("%s: line %d is not a metrics row (a write cut short?); dropped: %.60r", path, number, line)
+    if len(kept) < len(lines) or not text.endswith("\n"):
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        temporary.write_text("".join(row + "\n" for row in kept))
+        os.replace(temporary, path)
 
 
 def _terms_text(metrics: dict[str, float]) -> str:
@@ -334,8 +381,32 @@ def _terms_text(metrics: dict[str, float]) -> str:
 
 
 def load_trained(cfg: ExperimentConfig, path: str | Path, device: str | torch.device = "cpu") -> JEPAObjective:
-    """The trained model and symmetry of a checkpoint, in eval mode (``.model``, ``.symmetry``)."""
+    """The trained model and symmetry of a checkpoint, in eval mode (``.model``, ``.symmetry``).
+
+    Raises a `ValueError` when the checkpoint's tensors do not fit the model ``cfg`` builds,
+    naming the model keys of ``cfg`` that differ from the run's and the first tensors that differ.
+    """
     state = load_checkpoint(path, map_location=device)
-    objective = JEPAObjective(cfg, state["meta"]["transport_weight"], init_seed=0)
+    meta = state["meta"]
+    objective = JEPAObjective(cfg, meta["transport_weight"], init_seed=0)
+    misfits = _misfits(state["model"], objective.state_dict())
+    if misfits:
+        changed = [
+            line for line in identity_differences(meta.get("identity", {}), cfg.training_identity(meta["transport_weight"], meta["seed"]))
+            if line.startswith(("model.", "symmetry."))
+        ]  # fmt: skip
+        keys = f"the config's {'; '.join(changed)} (trained → now); " if changed else ""
+        raise ValueError(f"checkpoint {path} does not fit the config's model: {keys}{len(misfits)} tensors differ, e.g. {'; '.join(misfits[:2])}")
     objective.load_state_dict(state["model"])
     return objective.to(device).eval()
+
+
+def _misfits(saved: dict[str, torch.Tensor], built: dict[str, torch.Tensor]) -> list[str]:
+    """The tensors of a checkpoint's ``saved`` state that the ``built`` model lacks, or has in another shape."""
+    misfits = [f"{name} missing from the checkpoint" for name in built if name not in saved]
+    misfits += [f"{name} not in the config's model" for name in saved if name not in built]
+    return misfits + [
+        f"{name} {tuple(saved[name].shape)} in the checkpoint, {tuple(tensor.shape)} in the config's model"
+        for name, tensor in built.items()
+        if name in saved and saved[name].shape != tensor.shape
+    ]
