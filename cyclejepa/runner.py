@@ -35,7 +35,7 @@ from cyclejepa.config import (
 )
 from cyclejepa.jsonio import read_json, write_json
 from cyclejepa.outputs import RunPlan, cache_dir, plan_runs, run_dir
-from cyclejepa.seal import SealedFoldError, require_unsealed, sealed_folds, use_folds
+from cyclejepa.seal import require_unsealed, sealed_folds, use_folds
 
 log = logging.getLogger(__name__)
 

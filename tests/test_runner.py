@@ -1,7 +1,5 @@
 """Runner plan, sealed-fold guard and audit log, grids, stage skipping."""
 
-import json
-
 import pytest
 from typer.testing import CliRunner
 
