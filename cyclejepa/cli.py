@@ -384,7 +384,7 @@ def _user_errors(again: list[str] | None = None):
     """
     from cyclejepa.data.datasets import DatasetNotFound, DownloadFailed
     from cyclejepa.lock import OutputLocked
-    from cyclejepa.runner import SealedFoldError
+    from cyclejepa.seal import SealedFoldError
     from cyclejepa.stops import Stopped
 
     try:

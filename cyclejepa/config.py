@@ -387,7 +387,7 @@ def _step_problems(cfg: ExperimentConfig) -> list[str]:
         elif not checkpointed(cfg, step):
             problems.append(
                 f"evaluation.steps: step {step} is never checkpointed (training.checkpoint_every "
-                f"{cfg.training.checkpoint_every}); checkpointed: {_checkpoint_listing(cfg)}. "
+                f"{cfg.training.checkpoint_every}); checkpointed: {checkpoint_listing(cfg)}. "
                 f"Did you mean {_nearest_checkpoint(cfg, step)}?"
             )
     headline = cfg.evaluation.headline_step
@@ -408,7 +408,7 @@ def _nearest_checkpoint(cfg: ExperimentConfig, step: int) -> int:
     return min(candidates, key=lambda s: (abs(s - step), s))
 
 
-def _checkpoint_listing(cfg: ExperimentConfig, shown: int = 8) -> str:
+def checkpoint_listing(cfg: ExperimentConfig, shown: int = 8) -> str:
     """The checkpointed steps; when more than ``shown``, the first ``shown`` - 1 and the last."""
     every, steps = cfg.training.checkpoint_every, cfg.training.steps
     count = -(-steps // every)  # the multiples of every below steps, and steps

@@ -129,6 +129,6 @@ def test_bad_arguments_are_named_before_any_work(folder):
     result = invoke(config, "--tasks", "rythm", "--protocols", "probe", "--fractions", "0", "--step", "1")
     assert result.exit_code == 2
     for text in ("unknown task 'rythm'", "unknown protocol 'probe'", "label fraction 0.0 is not in (0, 1]",
-                 "step 1 is never checkpointed; checkpointed steps: [2]"):  # fmt: skip
+                 "step 1 is never checkpointed; checkpointed steps: 2"):  # fmt: skip
         assert text in result.output
     assert not (folder / "bad" / "run").exists()

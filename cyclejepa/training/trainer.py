@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from cyclejepa import registry
-from cyclejepa.config import ExperimentConfig, identity_differences, identity_hash
+from cyclejepa.config import ExperimentConfig, ModelConfig, ObjectivesConfig, SymmetryConfig, identity_differences, identity_hash
 from cyclejepa.data.augment import Augmenter
 from cyclejepa.devices import resolve_device, resolved_precision
 from cyclejepa.jsonio import writing
@@ -59,45 +59,65 @@ def compile_mode(setting: bool | str, device_type: str, distributed: bool = Fals
     return setting
 
 
-def build_configured_model(cfg: ExperimentConfig, seed: int) -> nn.Module:
-    """The model of ``cfg.model`` (encoder, projector, predictor), its weights drawn from ``seed``."""
-    model_cfg = cfg.model
+def build_configured_model(model: ModelConfig, seed: int) -> nn.Module:
+    """The model of the ``model`` section (encoder, projector, predictor), its weights drawn from ``seed``."""
     return build_model(
-        model_cfg.name,
+        model.name,
         seed=seed,
-        encoder=model_cfg.encoder.model_dump(),
-        projector={"hidden": model_cfg.projector.hidden, "out_dim": model_cfg.projector.dim},
-        predictor=model_cfg.predictor.model_dump(),
+        encoder=model.encoder.model_dump(),
+        projector={"hidden": model.projector.hidden, "out_dim": model.projector.dim},
+        predictor=model.predictor.model_dump(),
     )
 
 
 class JEPAObjective(nn.Module):
-    """The weighted three-term objective of one training step, as one module (DDP wraps it)."""
+    """The weighted three-term objective of one training step, as one module (DDP wraps it):
+    ``L = w_pred L_pred + w_reg L_reg + transport_weight L_transport``.
 
-    def __init__(self, cfg: ExperimentConfig, transport_weight: float, init_seed: int):
+    Built from its own sections of the experiment (``model``, ``symmetry``, ``objectives``) and
+    ``training.precision``; `from_experiment` takes them from an `ExperimentConfig`.
+    """
+
+    def __init__(
+        self,
+        model: ModelConfig,
+        symmetry: SymmetryConfig,
+        objectives: ObjectivesConfig,
+        *,
+        transport_weight: float,
+        init_seed: int,
+        precision: str = "float32",
+    ):
         super().__init__()
-        model_cfg = cfg.model
-        self.model = build_configured_model(cfg, init_seed)
+        self.model = build_configured_model(model, init_seed)
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed + 1)
-            self.symmetry = registry.SYMMETRIES.get(cfg.symmetry.name)(
-                cfg.symmetry.spectrum, basis=cfg.symmetry.basis, **cfg.symmetry.basis_options
+            self.symmetry = registry.SYMMETRIES.get(symmetry.name)(
+                symmetry.spectrum, basis=symmetry.basis, **symmetry.basis_options
             )
-        if self.symmetry.dim != model_cfg.projector.dim:
+        if self.symmetry.dim != model.projector.dim:
             raise ValueError(
                 f"symmetry.spectrum has dimension {self.symmetry.dim}, "
-                f"but model.projector.dim is {model_cfg.projector.dim}"
+                f"but model.projector.dim is {model.projector.dim}"
             )
-        reg = cfg.objectives.regulariser
+        reg = objectives.regulariser
         self.regulariser = registry.REGULARISERS.get(reg.name)(**reg.options)
         self.weights = {
-            "prediction": cfg.objectives.prediction.weight,
+            "prediction": objectives.prediction.weight,
             "regulariser": reg.weight,
             "transport": transport_weight,
         }
-        self.stop_gradient = cfg.objectives.prediction.stop_gradient
-        self.precision = cfg.training.precision
+        self.stop_gradient = objectives.prediction.stop_gradient
+        self.precision = precision
         self.dist = Distributed()
+
+    @classmethod
+    def from_experiment(cls, cfg: ExperimentConfig, transport_weight: float, init_seed: int) -> JEPAObjective:
+        """The objective of an experiment's ``model``, ``symmetry``, ``objectives`` and precision."""
+        return cls(
+            cfg.model, cfg.symmetry, cfg.objectives,
+            transport_weight=transport_weight, init_seed=init_seed, precision=cfg.training.precision,
+        )  # fmt: skip
 
     def _autocast(self, device_type: str):
         if not uses_bf16(self.precision, device_type):
@@ -183,7 +203,7 @@ class Trainer:
             raise ValueError(f"batch size {cfg.training.batch_size} is not divisible by {dist.world} ranks")
         self.streams = RNGStreams(seed, self.device)
         init_seed = int(torch.randint(2**62, (1,), generator=self.streams["init"]))
-        self.objective = JEPAObjective(cfg, transport_weight, init_seed).to(self.device)
+        self.objective = JEPAObjective.from_experiment(cfg, transport_weight, init_seed).to(self.device)
         self.objective.dist = dist
         self.compile_mode = compile_mode(cfg.training.compile, self.device.type, dist.enabled)
         self.step_module = self._wrap(self.objective)
@@ -388,7 +408,7 @@ def load_trained(cfg: ExperimentConfig, path: str | Path, device: str | torch.de
     """
     state = load_checkpoint(path, map_location=device)
     meta = state["meta"]
-    objective = JEPAObjective(cfg, meta["transport_weight"], init_seed=0)
+    objective = JEPAObjective.from_experiment(cfg, meta["transport_weight"], init_seed=0)
     misfits = _misfits(state["model"], objective.state_dict())
     if misfits:
         changed = [

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from cyclejepa.bench.ptbxl.report import markdown_report, summarise
 from cyclejepa.bench.ptbxl.run import FRACTIONS, PROTOCOLS, SCRATCH, Bench, Cell, benchmark_split, task_data
-from cyclejepa.config import ConfigError, ExperimentConfig, checkpointed_steps, load_config
+from cyclejepa.config import ConfigError, ExperimentConfig, checkpoint_listing, checkpointed, load_config
 from cyclejepa.data.ptbxl_tasks import TASKS
 from cyclejepa.jsonio import write_json
 from cyclejepa.training.finetune import FinetuneSettings
@@ -56,8 +56,8 @@ def _check(cfg: ExperimentConfig, tasks, protocols, fractions, seeds, step: int)
     problems += ["no seed given"] if not seeds else []
     if cfg.data.dataset not in PTBXL_LAYOUT:
         problems.append(f"data.dataset {cfg.data.dataset!r}: the benchmark reads PTB-XL's tables (dataset ptbxl or synthetic)")
-    if step not in checkpointed_steps(cfg):
-        problems.append(f"step {step} is never checkpointed; checkpointed steps: {checkpointed_steps(cfg)}")
+    if not checkpointed(cfg, step):
+        problems.append(f"step {step} is never checkpointed; checkpointed steps: {checkpoint_listing(cfg)}")
     if problems:
         raise ConfigError(problems, source="benchmark ptbxl")
 

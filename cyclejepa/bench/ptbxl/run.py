@@ -194,7 +194,7 @@ class Bench:
         from cyclejepa.training.trainer import build_configured_model, load_trained
 
         if plan is None:
-            return build_configured_model(self.cfg, seed)
+            return build_configured_model(self.cfg.model, seed)
         path = checkpoint_path(run_dir(self.cfg, plan) / "checkpoints", self.step)
         if not path.exists():
             raise FileNotFoundError(f"{plan.name} has no checkpoint at step {self.step} ({path}); train it or pick --step")

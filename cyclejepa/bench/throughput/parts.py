@@ -14,7 +14,7 @@ from cyclejepa.bench.throughput.common import INFERENCE_BATCH, SAMPLES, TRANSPOR
 from cyclejepa.bench.timing import device_sync, summarise, time_calls
 from cyclejepa.objectives import SIGReg, transport_loss
 from cyclejepa.symmetry import U1Symmetry
-from cyclejepa.training import JEPAObjective
+from cyclejepa.training.trainer import build_configured_model
 
 
 def measure_transport(cfg, device: torch.device, budget: Budget) -> dict[str, Any]:
@@ -109,7 +109,7 @@ def measure_sigreg(cfg, device: torch.device, budget: Budget) -> dict[str, Any]:
 
 def measure_inference(cfg, device: torch.device, budget: Budget) -> dict[str, Any]:
     """Records/s of the deployed path (encoder + projector), no grad, batch `INFERENCE_BATCH`."""
-    model = JEPAObjective(cfg, transport_weight=1.0, init_seed=0).model.to(device).eval()
+    model = build_configured_model(cfg.model, seed=0).to(device).eval()
     generator = torch.Generator(device=device).manual_seed(0)
     x = torch.randn(INFERENCE_BATCH, cfg.model.encoder.leads, SAMPLES, generator=generator, device=device)
     sync = device_sync(device)
