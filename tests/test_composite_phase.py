@@ -69,11 +69,13 @@ def test_validate_reports_a_bad_coordinate_under_phase_options(example):
     from cyclejepa.config import consistency_problems, parse_config
 
     torus = {"name": "torus", "spectrum": "64x(0,0)+48x(1,0)+48x(0,1)"}  # rank 2, K = 256
-    options = {"coordinates": {**COORDINATES, "respiratory": {"provider": "resp-breath", "channel": "RESP"}}}
+    # both coordinates on channels of the default dataset (PTB-XL), so that the refusal is the only problem
+    coordinates = {**COORDINATES, "respiratory": {"provider": "resp-breath", "lead": "V1"}}
+    options = {"coordinates": {**coordinates, "respiratory": {"provider": "resp-breath", "lead": "V1", "channel": "RESP"}}}
     (problem,) = consistency_problems(parse_config({"phase": {"provider": "composite", "options": options}, "symmetry": torus}))
     assert problem.startswith("phase.options: phase provider 'composite' refuses")
     assert "coordinates.respiratory" in problem and "channel" in problem
-    good = parse_config({"phase": {"provider": "composite", "options": {"coordinates": COORDINATES}}, "symmetry": torus})
+    good = parse_config({"phase": {"provider": "composite", "options": {"coordinates": coordinates}}, "symmetry": torus})
     assert consistency_problems(good) == []
 
 

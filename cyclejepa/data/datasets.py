@@ -201,7 +201,7 @@ class Dataset:
         kept = {channel.lower(): self.unit_of(channel) for channel in self.channels}
         declared = [kept.get(name.lower(), unit) for name, unit in zip(record.names, record.units)]
         signal = in_units(str(path), record.signal, record.names, record.units, declared)
-        return Record(str(path), signal.astype(np.float32), record.fs, record.names)
+        return Record(str(path), as_float32(str(path), signal, record.names), record.fs, record.names)
 
     def rejected(self) -> list[RecordRejected]:
         """Records (or metadata rows) rejected while indexing, before any signal is read."""
@@ -350,10 +350,16 @@ def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
     bad = [channels[i] for i in np.flatnonzero(~np.isfinite(x).all(axis=1))]
     if bad:
         raise RecordRejected(record.id, "non_finite", f"non-finite samples on {bad}")
-    huge = [channels[i] for i in np.flatnonzero((np.abs(x) > np.finfo(np.float32).max).any(axis=1))]
-    if huge:  # float32 would hold them as inf
-        raise RecordRejected(record.id, "non_finite", f"samples beyond float32's range (±3.4e38) on {huge}")
-    return resample(x.astype(np.float32), record.fs, fs)
+    return resample(as_float32(record.id, x, channels), record.fs, fs)
+
+
+def as_float32(record_id: int | str, signal: np.ndarray, channels: Sequence[str]) -> np.ndarray:
+    """``signal`` (channels, samples) as float32; `RecordRejected` (``non_finite``) naming the
+    channels with a sample beyond float32's range, which the cast would turn into inf."""
+    huge = [channels[i] for i in np.flatnonzero((np.abs(signal) > np.finfo(np.float32).max).any(axis=1))]
+    if huge:
+        raise RecordRejected(record_id, "non_finite", f"samples beyond float32's range (±3.4e38) on {huge}")
+    return np.asarray(signal).astype(np.float32)
 
 
 def hash_fold(key: str) -> int:
