@@ -40,6 +40,17 @@ def sample_cutoffs(
     return cutoffs.to(device)
 
 
+def check_cutoffs(cutoff: Tensor, tokens: int) -> None:
+    """Refuse cutoffs outside {0, …, tokens − 2}: a ValueError on the CPU; on an accelerator or in
+    compiled code an asynchronous device assertion (no host synchronisation, no graph break)."""
+    in_range = ((cutoff >= 0) & (cutoff <= tokens - 2)).all()
+    message = f"prediction_loss: cutoffs must lie in [0, T - 2] = [0, {tokens - 2}]"
+    if cutoff.device.type != "cpu" or torch.compiler.is_compiling():
+        torch._assert_async(in_range, message)
+    elif not in_range:
+        raise ValueError(message)
+
+
 @OBJECTIVES.register("prediction")
 def prediction_loss(
     predictor: Predictor,
@@ -72,12 +83,10 @@ def prediction_loss(
         raise ValueError(
             f"prediction_loss: cutoff must have shape ({z.shape[0]},), got {tuple(cutoff.shape)}"
         )
-    in_range = ((cutoff >= 0) & (cutoff <= z.shape[1] - 2)).all()
-    message = f"prediction_loss: cutoffs must lie in [0, T - 2] = [0, {z.shape[1] - 2}]"
-    if cutoff.device.type != "cpu" or torch.compiler.is_compiling():
-        torch._assert_async(in_range, message)  # no host synchronisation, no graph break
-    elif not in_range:
-        raise ValueError(message)
+    if torch.compiler.is_compiling() or not torch._C._functorch.is_functorch_wrapped_tensor(cutoff):
+        # under torch.func.vmap (the stacked ensemble) neither a host check nor a device
+        # assertion runs per slice: the caller checks the stacked cutoffs before the transform
+        check_cutoffs(cutoff, z.shape[1])
     prediction = predictor(z, cutoff)
     if prediction.shape != z.shape:
         raise ValueError(

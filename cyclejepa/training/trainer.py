@@ -254,16 +254,11 @@ class Trainer:
 
     def train_step(self) -> torch.Tensor:
         """One optimisation step; returns the step's metrics as one device tensor (no host sync)."""
-        x, phi = self.batches.next()
-        draws = self.augmenter.draw(x, self.streams["augment"])
-        cutoff = sample_cutoffs(x.shape[0], phi.shape[1], self.streams["mask"], self.device)
         lr = learning_rate(self.step, self.cfg.training.steps, self.cfg.optimiser)
         set_learning_rate(self.optimisers, lr)
         if self.cuda_graphs:  # a new step: the graphs may overwrite the last step's outputs
             torch.compiler.cudagraph_mark_step_begin()
-        x = self.augment(x, draws.rms, draws.applied, draws.params)
-        x, phi, cutoff = (self.dist.shard(t) for t in (x, phi, cutoff))
-        terms = self.step_module(x, phi, cutoff, self.regulariser_inputs())
+        terms = self.step_module(*self.step_inputs())
         for optimiser in self.optimisers:
             optimiser.zero_grad(set_to_none=True)
         terms["loss"].backward()
@@ -274,6 +269,17 @@ class Trainer:
         values = torch.stack([terms[name].detach() for name in TERMS] + [grad_norm.detach().float()])
         # torch.full passes lr as a kernel argument: no host-to-device copy, no synchronisation
         return torch.cat([self.dist.mean(values), torch.full((1,), lr, device=values.device)])
+
+    def step_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+        """This step's inputs of the objective, each from the run's own stream: the next batch
+        augmented, its token phases, the prediction cutoffs and the regulariser's draws (under
+        torchrun, this rank's shard of the batch)."""
+        x, phi = self.batches.next()
+        draws = self.augmenter.draw(x, self.streams["augment"])
+        cutoff = sample_cutoffs(x.shape[0], phi.shape[1], self.streams["mask"], self.device)
+        x = self.augment(x, draws.rms, draws.applied, draws.params)
+        x, phi, cutoff = (self.dist.shard(t) for t in (x, phi, cutoff))
+        return x, phi, cutoff, self.regulariser_inputs()
 
     def regulariser_inputs(self) -> dict[str, torch.Tensor]:
         """This step's random inputs of the regulariser, from the ``sigreg`` stream."""

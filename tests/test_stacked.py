@@ -1,0 +1,104 @@
+"""The stacked ensemble: N runs stepped as one equal the N runs stepped separately."""
+
+import numpy as np
+import pytest
+import torch
+
+from cyclejepa.training import Trainer, load_checkpoint
+from cyclejepa.training.stacked import StackedRuns
+from test_training import corpus, tiny_config
+
+RUNS = ((0, 1.0), (1, 0.0), (2, 1.0))  # (seed, λ_trans): both arms, two seeds of one
+
+
+def trainers(cfg, folder, x, phi):
+    return [
+        Trainer(cfg, x, phi, folder / f"run{i}", seed=seed, transport_weight=weight, fs=100.0)
+        for i, (seed, weight) in enumerate(RUNS)
+    ]
+
+
+@pytest.mark.parametrize("basis", ["canonical", "householder"])
+def test_stacked_steps_equal_separate_runs(tmp_path, basis):
+    options = {"reflections": 3} if basis == "householder" else {}
+    cfg = tiny_config(training={"device": "cpu"}, symmetry={"basis": basis, "basis_options": options},
+                      optimiser={"grad_clip": 0.05})  # fmt: skip  (a small clip: every step clips)
+    x, phi = corpus()
+    separate = trainers(cfg, tmp_path / "separate", x, phi)
+    expected = np.array([[t.train_step().tolist() for t in separate] for _ in range(6)])
+    ensemble = StackedRuns(trainers(cfg, tmp_path / "stacked", x, phi))
+    rows = np.array([ensemble.train_step().tolist() for _ in range(6)])
+    assert rows.shape == expected.shape == (6, len(RUNS), 6)
+    np.testing.assert_allclose(rows, expected, rtol=1e-4, atol=1e-6)
+    assert (expected[:, :, 4] > 0.05).all()  # the gradient norms before clipping: clipping acted
+    w_pred, w_reg = cfg.objectives.prediction.weight, cfg.objectives.regulariser.weight
+    for run, (_, weight) in enumerate(RUNS):  # each run's loss with its own λ_trans (0: the control)
+        loss, prediction, regulariser, transport = rows[:, run, :4].T
+        np.testing.assert_allclose(loss, w_pred * prediction + w_reg * regulariser + weight * transport, rtol=1e-6)
+    ensemble.unstack()
+    for mine, theirs in zip(ensemble.trainers, separate):
+        assert mine.step == theirs.step == 6
+        for (name, a), b in zip(mine.objective.named_parameters(), theirs.objective.parameters()):
+            np.testing.assert_allclose(a.detach(), b.detach(), rtol=1e-4, atol=1e-6, err_msg=name)
+        state, reference = mine.optimisers[0].state_dict(), theirs.optimisers[0].state_dict()
+        assert state["param_groups"][0]["lr"] == reference["param_groups"][0]["lr"]
+        for key in reference["state"]:
+            np.testing.assert_allclose(state["state"][key]["exp_avg"], reference["state"][key]["exp_avg"], rtol=1e-3, atol=1e-7)
+
+
+def test_a_checkpoint_of_the_ensemble_resumes_as_a_run_and_as_an_ensemble(tmp_path):
+    cfg = tiny_config(training={"device": "cpu"})
+    x, phi = corpus()
+    ensemble = StackedRuns(trainers(cfg, tmp_path / "stacked", x, phi))
+    for _ in range(4):
+        ensemble.train_step()
+    ensemble.unstack()
+    paths = [t.save() for t in ensemble.trainers]
+    after = [ensemble.train_step().tolist() for _ in range(2)]  # steps 5 and 6 (6 reads the AdamW state)
+    alone = trainers(cfg, tmp_path / "stacked", x, phi)
+    for trainer, path in zip(alone, paths):
+        trainer.resume(path)
+        assert load_checkpoint(path)["step"] == 4
+    np.testing.assert_allclose([[t.train_step().tolist() for t in alone] for _ in range(2)], after, rtol=1e-4, atol=1e-6)
+    resumed = trainers(cfg, tmp_path / "stacked", x, phi)
+    for trainer, path in zip(resumed, paths):
+        trainer.resume(path)
+    again = StackedRuns(resumed)  # stacks the resumed parameters and AdamW state
+    np.testing.assert_allclose([again.train_step().tolist() for _ in range(2)], after, rtol=1e-5, atol=1e-7)
+
+
+def test_runs_that_cannot_stack_are_named(tmp_path):
+    x, phi = corpus()
+    cfg = tiny_config(training={"device": "cpu"})
+    other = tiny_config(training={"device": "cpu"}, optimiser={"lr": 1e-3})
+    a = Trainer(cfg, x, phi, tmp_path / "a", seed=0, transport_weight=1.0, fs=100.0)
+    b = Trainer(other, x, phi, tmp_path / "b", seed=1, transport_weight=0.0, fs=100.0)
+    with pytest.raises(ValueError, match=r"b: another experiment than a"):
+        StackedRuns([a, b])
+    a.train_step()
+    c = Trainer(cfg, x, phi, tmp_path / "c", seed=1, transport_weight=0.0, fs=100.0)
+    with pytest.raises(ValueError, match=r"c: at step 0, a at step 1"):
+        StackedRuns([a, c])
+    with pytest.raises(ValueError, match="at least one run"):
+        StackedRuns([])
+    compiled = tiny_config(training={"device": "cpu", "compile": True})
+    d = Trainer(compiled, x, phi, tmp_path / "d", seed=0, transport_weight=1.0, fs=100.0)
+    with pytest.raises(ValueError, match=r"d: compiled \(training.compile True\)"):
+        StackedRuns([d])
+
+
+def test_cutoffs_out_of_range_are_refused_before_the_step(tmp_path):
+    x, phi = corpus()
+    ensemble = StackedRuns(trainers(tiny_config(training={"device": "cpu"}), tmp_path, x, phi))
+    first = ensemble.trainers[0]
+    draw = first.step_inputs
+
+    def bad_inputs():
+        x, phi, cutoff, draws = draw()
+        return x, phi, torch.full_like(cutoff, phi.shape[1] - 1), draws
+
+    first.step_inputs = bad_inputs
+    before = [p.detach().clone() for p in ensemble.params.values()]
+    with pytest.raises(ValueError, match=r"cutoffs must lie in \[0, T - 2\] = \[0, 123\]"):
+        ensemble.train_step()
+    assert all(torch.equal(p, q) for p, q in zip(ensemble.params.values(), before))
