@@ -145,7 +145,7 @@ def test_quick_tiny_run_writes_every_section(tmp_path):
         assert key in written, key
     assert {"cpu_model", "cpu_count", "memory_bytes"} <= set(written["machine"])
     assert {"python", "torch", "numpy", "cyclejepa"} <= set(written["versions"])
-    for name in SECTIONS[:-2]:
+    for name in ("transport", "sigreg", "inference", "prepare", "ensemble"):
         assert written[name]["status"] == "ok", written[name]
     (training,) = written["training"]
     assert training["status"] == "ok" and training["finite"]
@@ -160,10 +160,14 @@ def test_quick_tiny_run_writes_every_section(tmp_path):
     assert written["sigreg"]["N"] == 4 * 125 and written["sigreg"]["M"] == 16
     assert written["inference"]["rows"][0]["records_per_s"] > 0
     assert written["prepare"]["rows"][0]["kept"] == 20
+    ensemble = written["ensemble"]["rows"]
+    assert [r["runs"] for r in ensemble] == [1, 2, 4]
+    assert all(r[way]["steps_per_s"] > 0 for r in ensemble for way in ("in turn", "stacked"))
+    assert all(r["stacked / in turn"] == pytest.approx(r["stacked"]["steps_per_s"] / r["in turn"]["steps_per_s"]) for r in ensemble)
     equality = written["equality"]["variants"]["float32"]
     assert equality["passed"] and equality["terms"]["loss"]["max_rel_diff"] == 0.0  # CPU: same path
     markdown = out.with_suffix(".md").read_text()
-    assert "| float32 |" in markdown and "## Transport loss" in markdown
+    assert "| float32 |" in markdown and "## Transport loss" in markdown and "## Stacked ensemble" in markdown
 
 
 def test_experiment_benchmark_times_every_stage_and_writes_the_report(tmp_path):

@@ -32,6 +32,7 @@ def markdown_report(report: dict[str, Any]) -> str:
         ("SIGReg", _sigreg),
         ("Inference (deployed path, no grad)", _inference),
         ("prepare (synthetic corpus)", _prepare),
+        ("Stacked ensemble against runs in turn (eager)", _ensemble),
         ("torch.compile", _compile),
         ("Equality with strict float32", _equality),
         ("Host synchronisations per step (CUDA sync debug mode)", _syncs),
@@ -184,6 +185,19 @@ def _prepare(report) -> list[str]:
     if s.get("real"):
         lines += ["", f"Real PTB-XL records ({s['real']['root']}):", "", *_prepare_table(s["real"])]
     return lines
+
+
+def _ensemble(report) -> list[str]:
+    s = report.get("ensemble")
+    if not _ok(s):
+        return _status(s)
+    rows = [
+        [r["runs"], f"{r['in turn']['steps_per_s']:.1f}", f"{r['stacked']['steps_per_s']:.1f}",
+         f"{r['stacked / in turn']:.2f}", f"{r['stacked']['peak_memory']['bytes'] / 2**30:.2f}"]  # fmt: skip
+        for r in s["rows"]
+    ]
+    header = ["runs", "in turn: run-steps/s", "stacked: run-steps/s", "stacked / in turn", "stacked peak GiB"]
+    return [f"{s['precision']}, {s['window_steps']} steps per window", "", *_table(header, rows, align="rrrrr")]
 
 
 def _prepare_table(s) -> list[str]:

@@ -11,12 +11,14 @@ What is measured, for the configured model (the paper's by default) at its batch
 - **sigreg**: the SIGReg regulariser on all B × T tokens, forward and forward + backward;
 - **inference**: records/s of the deployed path (encoder + projector), no grad, batch 256;
 - **prepare**: records/s per worker of `prepare_cache` on a synthetic corpus in a temp folder;
+- **ensemble**: aggregate steps/s of N = 1, 2, 4 runs stepped as one stacked ensemble
+  (`cyclejepa.training.stacked`) against the same runs stepped in turn, eager;
 - **equality**: the first training steps' losses of every variant against strict float32.
 
 Results go to one JSON file plus a Markdown report beside it (``.md``).
 
 Modules: `common` (settings, variants, budgets), one per section (`training`, `equality`,
-`parts` for transport, SIGReg and inference, `prepare`) and `run` (the entry points).
+`parts` for transport, SIGReg and inference, `prepare`, `ensemble`) and `run` (the entry points).
 """
 
 from cyclejepa.bench.throughput.common import SECTIONS, SPLIT_GROUPS, VARIANTS, Budget, Variant
