@@ -13,8 +13,8 @@
 #                 on CUDA (training.device: auto picks the GPU)
 #     throughput  benchmarks/throughput.py on CUDA: every precision/compile variant of the product
 #                 path (`cyclejepa train`'s Trainer), CUDA graphs first (the ≥ 300 steps/s
-#                 target), sections, host syncs, bf16-vs-float32 equality, then the stacked
-#                 ensemble of 1, 2 and 4 runs against the same runs in turn
+#                 target), sections, host syncs, bf16-vs-float32 equality; before the variants,
+#                 the stacked ensemble of 1, 2 and 4 runs against the same runs in turn
 #     prepare     benchmarks/throughput.py's prepare section: `prepare_cache` with 1, 2, 4, 8 and
 #                 16 workers on 2,000 synthetic records and on the 434 real ones (scaling to 16 cores)
 #     ptbxl-dev   examples/ptbxl_dev.yaml on the 434 real PTB-XL records: both arms side by side,
@@ -113,7 +113,7 @@ for job in "${@:-throughput}"; do
             ;;
         throughput)
             limited "${THROUGHPUT_S:-360}" python3 benchmarks/throughput.py --device cuda --out "$OUT/throughput.json" \
-                --sections transport,sigreg,inference,training,equality,ensemble --deadline-s "${DEADLINE_S:-240}" \
+                --sections transport,sigreg,inference,ensemble,training,equality --deadline-s "${DEADLINE_S:-240}" \
                 --variants bf16-compile-cudagraphs,bf16,float32,bf16-compile,bf16-compile-max-autotune 2>&1 \
                 | tee "$OUT/throughput.log"
             ;;

@@ -2,8 +2,8 @@
 same N runs stepped one after another in one process, eager, in the product precision.
 
 For N in `ENSEMBLE_SIZES` (arms alternating, seeds 0 … N − 1): the aggregate rate N × steps / s
-of each way over a window of unsynchronised steps after warm-up, their ratio, and the peak
-memory. The one-after-another rate is what N side-by-side processes reach when their kernels
+of each way over a window of the budget's ``timed`` unsynchronised steps after its warm-up,
+their ratio, and the peak memory. The one-after-another rate is what N side-by-side processes reach when their kernels
 time-slice without overlapping; the experiment job's pre-training stage gives the processes'
 own aggregate rate.
 """
@@ -32,7 +32,7 @@ def measure_ensemble(raw: dict[str, Any], device: torch.device, budget: Budget) 
     precision = "bf16" if device.type == "cuda" else "float32"
     cfg = parse_config(_merge(raw, {"training": {"device": str(device), "precision": precision, "compile": False}}))
     corpus = synthetic_training_arrays(cfg.model.encoder.leads, SAMPLES // cfg.model.encoder.patch)
-    calls = max(budget.window, budget.timed)
+    calls = budget.timed
     rows = []
     for runs in ENSEMBLE_SIZES:
         row: dict[str, Any] = {"runs": runs}

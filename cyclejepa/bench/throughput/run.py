@@ -119,9 +119,9 @@ def _run(device, quick, out, config, sections, variants, prepare_records, deadli
         "sigreg": lambda: measure_sigreg(cfg, device, budget),
         "inference": lambda: measure_inference(cfg, device, budget),
         "prepare": lambda: measure_prepare(budget.prepare_records, all_cores=not quick),
+        "ensemble": lambda: measure_ensemble(raw, device, budget),
     }
-
-    def section(name: str, measure: Callable[[], Any]) -> None:
+    for name, measure in parts.items():
         if name not in sections:
             report[name] = _skipped("not selected (--sections)")
         elif not time_left():
@@ -130,16 +130,12 @@ def _run(device, quick, out, config, sections, variants, prepare_records, deadli
             log(f"[throughput] {name} on {device}")
             report[name] = _guarded(measure)
         save()
-
-    for name, measure in parts.items():
-        section(name, measure)
     if "training" in sections:
         steps = min(EQUALITY_STEPS, budget.warmup + budget.timed) if "equality" in sections else 0
         _training_and_equality(report, raw, device, budget, variants, steps, time_left, log, save)
     else:
         report["training"] = _skipped("not selected (--sections)")
         report["equality"] = _skipped("needs the training section")
-    section("ensemble", lambda: measure_ensemble(raw, device, budget))  # after the product path's variants
     report["machine"]["load_average_end"] = os.getloadavg() if hasattr(os, "getloadavg") else None
     save()
     return report
