@@ -43,7 +43,8 @@ def test_stacked_steps_equal_separate_runs(tmp_path, basis):
         state, reference = mine.optimisers[0].state_dict(), theirs.optimisers[0].state_dict()
         assert state["param_groups"][0]["lr"] == reference["param_groups"][0]["lr"]
         for key in reference["state"]:
-            np.testing.assert_allclose(state["state"][key]["exp_avg"], reference["state"][key]["exp_avg"], rtol=1e-3, atol=1e-7)
+            mine_moment, their_moment = state["state"][key]["exp_avg"], reference["state"][key]["exp_avg"]
+            np.testing.assert_allclose(mine_moment, their_moment, rtol=1e-3, atol=1e-7)
 
 
 def test_a_checkpoint_of_the_ensemble_resumes_as_a_run_and_as_an_ensemble(tmp_path):
@@ -59,7 +60,8 @@ def test_a_checkpoint_of_the_ensemble_resumes_as_a_run_and_as_an_ensemble(tmp_pa
     for trainer, path in zip(alone, paths):
         trainer.resume(path)
         assert load_checkpoint(path)["step"] == 4
-    np.testing.assert_allclose([[t.train_step().tolist() for t in alone] for _ in range(2)], after, rtol=1e-4, atol=1e-6)
+    separately = [[t.train_step().tolist() for t in alone] for _ in range(2)]
+    np.testing.assert_allclose(separately, after, rtol=1e-4, atol=1e-6)
     resumed = trainers(cfg, tmp_path / "stacked", x, phi)
     for trainer, path in zip(resumed, paths):
         trainer.resume(path)
@@ -81,6 +83,10 @@ def test_runs_that_cannot_stack_are_named(tmp_path):
         StackedRuns([a, c])
     with pytest.raises(ValueError, match="at least one run"):
         StackedRuns([])
+    stiefel = tiny_config(training={"device": "cpu"}, symmetry={"basis": "stiefel"})
+    e = Trainer(stiefel, x, phi, tmp_path / "e", seed=0, transport_weight=1.0, fs=100.0)
+    with pytest.raises(ValueError, match=r"symmetry.basis 'stiefel' has manifold parameters"):
+        StackedRuns([e])
     compiled = tiny_config(training={"device": "cpu", "compile": True})
     d = Trainer(compiled, x, phi, tmp_path / "d", seed=0, transport_weight=1.0, fs=100.0)
     with pytest.raises(ValueError, match=r"d: compiled \(training.compile True\)"):

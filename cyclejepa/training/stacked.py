@@ -136,19 +136,22 @@ def _check_stackable(trainers: Sequence[Trainer]) -> None:
     if not trainers:
         raise ValueError("a stacked ensemble needs at least one run")
     first = trainers[0]
+    experiment = first.cfg.model_dump(exclude={"runs", "output_dir", "name"})
     problems = []
     for t in trainers:
-        if t.cfg.model_dump(exclude={"runs", "output_dir", "name"}) != first.cfg.model_dump(exclude={"runs", "output_dir", "name"}):
-            problems.append(f"{t.directory.name}: another experiment than {first.directory.name} (runs stack only within one config)")
+        name = t.directory.name
+        if t.cfg.model_dump(exclude={"runs", "output_dir", "name"}) != experiment:
+            problems.append(f"{name}: another experiment than {first.directory.name} (runs stack within one config)")
         if t.device != first.device:
-            problems.append(f"{t.directory.name}: on {t.device}, {first.directory.name} on {first.device}")
+            problems.append(f"{name}: on {t.device}, {first.directory.name} on {first.device}")
         if t.dist.enabled:
-            problems.append(f"{t.directory.name}: under torchrun (a stacked ensemble is one process)")
+            problems.append(f"{name}: under torchrun (a stacked ensemble is one process)")
         if t.compile_mode is not None:
-            problems.append(f"{t.directory.name}: compiled (training.compile {t.cfg.training.compile!r}); build the trainers eager")
+            problems.append(f"{name}: compiled (training.compile {t.cfg.training.compile!r}); build the trainers eager")
         if t.step != first.step:
-            problems.append(f"{t.directory.name}: at step {t.step}, {first.directory.name} at step {first.step}")
+            problems.append(f"{name}: at step {t.step}, {first.directory.name} at step {first.step}")
     if manifold_parameters(first.objective):
-        problems.append(f"symmetry.basis {first.cfg.symmetry.basis!r} has manifold parameters (Riemannian Adam): stack Euclidean bases only")
+        basis = first.cfg.symmetry.basis
+        problems.append(f"symmetry.basis {basis!r} has manifold parameters (Riemannian Adam): stack Euclidean ones")
     if problems:
         raise ValueError("cannot stack these runs: " + "; ".join(problems))
