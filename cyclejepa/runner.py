@@ -35,7 +35,7 @@ from cyclejepa.config import (
 )
 from cyclejepa.jsonio import read_json, write_json
 from cyclejepa.outputs import RunPlan, cache_dir, plan_runs, run_dir
-from cyclejepa.seal import require_unsealed, sealed_folds, use_folds
+from cyclejepa.seal import refuse_sealed, require_unsealed, sealed_folds, use_folds
 
 log = logging.getLogger(__name__)
 
@@ -196,9 +196,10 @@ def prepare(cfg: ExperimentConfig, progress: bool = True):
     missing), then the cache of its windows."""
     from cyclejepa.data.cache import prepare_cache
 
-    train_folds = use_folds(cfg, "normalisation statistics", "data.train_folds")
+    refuse_sealed(cfg, "data.train_folds", "normalisation statistics")
     dataset = build_dataset(cfg, progress)
-    dataset.fetch()
+    dataset.fetch()  # a missing corpus is named before any fold is recorded as used
+    train_folds = use_folds(cfg, "normalisation statistics", "data.train_folds")
     data = cfg.data
     return prepare_cache(
         dataset,

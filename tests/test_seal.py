@@ -63,6 +63,16 @@ def test_prepare_statistics_refuse_fold_10_in_the_training_folds(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_missing_corpus_is_named_before_any_fold_is_recorded_as_used(tmp_path):
+    from cyclejepa.data.datasets import DatasetNotFound
+
+    (tmp_path / "empty").mkdir()
+    unsealed = config(tmp_path, data={"dataset": "ptbxl", "root": str(tmp_path / "empty")}, evaluation={"unseal": True})
+    with pytest.raises(DatasetNotFound):
+        runner.prepare(unsealed, progress=False)
+    assert logs(tmp_path) == ([], [])  # neither an audited unsealed use nor a use of folds 1-9
+
+
 def test_pretraining_refuses_fold_10_before_reading_the_cache(tmp_path):
     with pytest.raises(SealedFoldError, match="pre-training: data.train_folds"):
         runner.train_run(config(tmp_path, data=WITH_FOLD_10), Untouchable(), tmp_path / "run", seed=0, transport_weight=1.0)
