@@ -47,6 +47,16 @@ def test_stacked_steps_equal_separate_runs(tmp_path, basis):
             np.testing.assert_allclose(mine_moment, their_moment, rtol=1e-3, atol=1e-7)
 
 
+def test_stacked_bf16_steps_equal_separate_runs_to_bf16_tolerance(tmp_path):
+    """Autocast runs inside the vmapped objective as in the trainer's (the GPU's product precision)."""
+    cfg = tiny_config(training={"device": "cpu", "precision": "bf16"})
+    x, phi = corpus()
+    separate = trainers(cfg, tmp_path / "separate", x, phi)
+    expected = np.array([[t.train_step().tolist() for t in separate] for _ in range(3)])
+    ensemble = StackedRuns(trainers(cfg, tmp_path / "stacked", x, phi))
+    np.testing.assert_allclose([ensemble.train_step().tolist() for _ in range(3)], expected, rtol=2e-2, atol=1e-3)
+
+
 def test_a_checkpoint_of_the_ensemble_resumes_as_a_run_and_as_an_ensemble(tmp_path):
     cfg = tiny_config(training={"device": "cpu"})
     x, phi = corpus()
