@@ -17,7 +17,7 @@ from rich.table import Table
 
 from cyclejepa import registry
 from cyclejepa.version import __version__
-from cyclejepa.config import ConfigError, load_config
+from cyclejepa.config import ConfigError, consistency_problems, load_config
 
 app = typer.Typer(
     name="cyclejepa",
@@ -196,10 +196,16 @@ def prepare(config: ConfigPath, set_: Overrides = None) -> None:
     from cyclejepa.lock import output_lock
 
     cfg = _load(config, set_)
+    problems = consistency_problems(cfg)  # the config against its dataset's facts, before the corpus is touched
+    if problems:
+        errors.print(f"[red]invalid config[/red] {ConfigError(problems, source=str(config))}", markup=True,
+                     highlight=False, soft_wrap=True)  # fmt: skip
+        raise typer.Exit(code=2)
     with _user_errors(again=["prepare", str(config), *_set_words(set_)]), output_lock(cfg.output_dir):
         cache = prepare_stage(cfg)
     counts = cache.manifest["counts"]
-    console.print(f"cache {cache.path}: {counts['kept']} records kept, {counts['rejected']} rejected")
+    windows = f" as {counts['kept']} windows" if counts["kept"] != counts["records_kept"] else ""
+    console.print(f"cache {cache.path}: {counts['records_kept']} records kept{windows}, {counts['rejected']} rejected")
 
 
 @app.command()

@@ -59,3 +59,28 @@ def test_phase_reports_each_bad_record_goes_on_and_exits_non_zero(corpus, tmp_pa
         assert len(rows) == 3, result.stdout
         for name, row in zip(("00001_hr", "00002_hr", "00003_hr"), rows):
             assert name in row
+
+
+def windowed_config(folder, window_s):
+    import yaml
+
+    config = folder / f"windows-{window_s}.yaml"
+    config.write_text(yaml.safe_dump({
+        "output_dir": str(folder / "out"),
+        "data": {"dataset": "synthetic", "root": str(folder / "corpus"), "options": {"records": 12, "seed": 0},
+                 "window_s": window_s, "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9], "workers": 1},
+    }))  # fmt: skip
+    return config
+
+
+def test_prepare_counts_records_and_the_windows_they_are_cut_into(tmp_path):
+    result = cli.invoke(app, ["prepare", str(windowed_config(tmp_path, 4))])  # 10 s records: two 4 s windows each
+    assert result.exit_code == 0, result.output
+    assert "12 records kept as 24 windows, 0 rejected" in " ".join(result.stdout.split())
+
+
+def test_prepare_refuses_a_config_against_its_data_before_writing_the_corpus(tmp_path):
+    result = cli.invoke(app, ["prepare", str(windowed_config(tmp_path, 5))])  # 62.5 tokens of 80 ms
+    assert result.exit_code == 2
+    assert "data.window_s: window_s 5 s at fs 500 Hz is 2500 samples, not a whole number of tokens" in " ".join(result.stderr.split())
+    assert not (tmp_path / "corpus").exists()

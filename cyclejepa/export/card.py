@@ -71,8 +71,8 @@ def _training_section(cfg: ExperimentConfig, manifest: dict[str, Any]) -> str:
     return "\n".join([
         "## Training data",
         "",
-        f"- Dataset `{cfg.data.dataset}`{options}{synthetic}: {counts['records']} records, "
-        f"{counts['kept']} windows kept, {counts['rejected']} records rejected, {counts['qc_failed']} windows failing phase QC.",
+        f"- Dataset `{cfg.data.dataset}`{options}{synthetic}: records {counts['records']}, of which rejected "
+        f"{counts['rejected']}; windows kept {counts['kept']}, of which failing phase QC {counts['qc_failed']}.",
         f"- Pre-training folds {cfg.data.train_folds}; evaluation folds {cfg.data.eval_folds} "
         "(never used for training or for the normalisation).",
         f"- {cfg.training.steps} steps of batch {cfg.training.batch_size}, AdamW at lr {cfg.optimiser.lr:g}; "
