@@ -8,7 +8,7 @@ import shlex
 import signal
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
@@ -55,8 +55,13 @@ def _load(config: Path, overrides: list[str] | None):
     try:
         return load_config(config, overrides or [])
     except ConfigError as error:
-        errors.print(f"[red]invalid config[/red] {error}", markup=True, highlight=False, soft_wrap=True)
-        raise typer.Exit(code=2) from None
+        _invalid(error)
+
+
+def _invalid(error: ConfigError) -> NoReturn:
+    """Print a config's problems and exit with status 2."""
+    errors.print(f"[red]invalid config[/red] {error}", markup=True, highlight=False, soft_wrap=True)
+    raise typer.Exit(code=2) from None
 
 
 def _preflight(cfg) -> None:
@@ -66,8 +71,7 @@ def _preflight(cfg) -> None:
     try:
         preflight(cfg)
     except ConfigError as error:
-        errors.print(f"[red]invalid config[/red] {error}", markup=True, highlight=False, soft_wrap=True)
-        raise typer.Exit(code=2) from None
+        _invalid(error)
 
 
 @app.command()
@@ -198,9 +202,7 @@ def prepare(config: ConfigPath, set_: Overrides = None) -> None:
     cfg = _load(config, set_)
     problems = consistency_problems(cfg)  # the config against its dataset's facts, before the corpus is touched
     if problems:
-        errors.print(f"[red]invalid config[/red] {ConfigError(problems, source=str(config))}", markup=True,
-                     highlight=False, soft_wrap=True)  # fmt: skip
-        raise typer.Exit(code=2)
+        _invalid(ConfigError(problems, source=str(config)))
     with _user_errors(again=["prepare", str(config), *_set_words(set_)]), output_lock(cfg.output_dir):
         cache = prepare_stage(cfg)
     counts = cache.manifest["counts"]

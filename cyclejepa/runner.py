@@ -196,7 +196,7 @@ def prepare(cfg: ExperimentConfig, progress: bool = True):
     missing), then the cache of its windows."""
     from cyclejepa.data.cache import prepare_cache
 
-    refuse_sealed(cfg, "data.train_folds", "normalisation statistics")
+    refuse_sealed(cfg, "normalisation statistics", "data.train_folds")
     dataset = build_dataset(cfg, progress)
     dataset.fetch()  # a missing corpus is named before any fold is recorded as used
     train_folds = use_folds(cfg, "normalisation statistics", "data.train_folds")

@@ -45,10 +45,10 @@ def sealed_folds(cfg: ExperimentConfig) -> list[int]:
 def require_unsealed(cfg: ExperimentConfig) -> None:
     """Before any work: raise `SealedFoldError` when a fold key holds the sealed fold without unseal."""
     for key in FOLD_KEYS:
-        refuse_sealed(cfg, key, "this experiment")
+        refuse_sealed(cfg, "this experiment", key)
 
 
-def refuse_sealed(cfg: ExperimentConfig, key: str, stage: str) -> list[int]:
+def refuse_sealed(cfg: ExperimentConfig, stage: str, key: str) -> list[int]:
     """The folds at ``key``; raises `SealedFoldError` naming ``stage`` when they hold a sealed
     fold without unseal. Records nothing (`use_folds` does, when the stage reads them)."""
     folds = folds_of(cfg, key)
@@ -65,7 +65,7 @@ def refuse_sealed(cfg: ExperimentConfig, key: str, stage: str) -> list[int]:
 def use_folds(cfg: ExperimentConfig, stage: str, key: str) -> list[int]:
     """The folds at ``key`` that ``stage`` may read: refuses the sealed fold unless unsealed,
     audits an unsealed use, and records the use in ``folds_used.jsonl``."""
-    folds = refuse_sealed(cfg, key, stage)
+    folds = refuse_sealed(cfg, stage, key)
     sealed = sealed_folds(cfg)
     entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stage": stage, "key": key, "folds": folds, "sealed": sealed}
     out = Path(cfg.output_dir)

@@ -3,9 +3,9 @@ same N runs stepped one after another in one process, eager, in the product prec
 
 For N in `ENSEMBLE_SIZES` (arms alternating, seeds 0 … N − 1): the aggregate rate N × steps / s
 of each way over a window of the budget's ``timed`` unsynchronised steps after its warm-up,
-their ratio, and the peak memory. The one-after-another rate is what N side-by-side processes reach when their kernels
-time-slice without overlapping; the experiment job's pre-training stage gives the processes'
-own aggregate rate.
+their ratio, and the peak memory. The one-after-another rate is what N side-by-side processes
+reach when their kernels time-slice without overlapping; the experiment job's pre-training stage
+gives the processes' own aggregate rate.
 """
 
 from __future__ import annotations
