@@ -631,3 +631,14 @@ def test_real_rs_complexes_are_timed_on_the_r_wave_and_qs_complexes_on_the_nadir
     around = np.clip(mine[:, None] + np.arange(-10, 11), 0, len(lead_ii) - 1)
     assert len(mine) == 5 and np.all(lead_ii[mine] == lead_ii[around].min(axis=1))
 
+
+
+def test_providers_declare_cycle_band_and_the_channels_they_read():
+    """`cycle_band_hz` (rates derive from it) and `reads_channel`, which the `phase` command
+    uses to pick a provider: ECG lead names are read by ``ecg-rpeak``, nothing else is."""
+    assert PhaseProvider.cycle_band_hz is None and not PhaseProvider.reads_channel("II")
+    assert EcgRPeakProvider.cycle_band_hz == (0.5, 3.5)
+    for name in ("II", "v5", "MCL1", "ECG", "Lead I", " aVF "):
+        assert EcgRPeakProvider.reads_channel(name), name
+    for name in ("PLETH", "ABP", "RESP", "Pleth", "ART"):
+        assert not EcgRPeakProvider.reads_channel(name), name

@@ -28,6 +28,7 @@ channel(s) a provider reads, and the quality-control thresholds keep the names o
 
 from __future__ import annotations
 
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 
@@ -104,10 +105,23 @@ class PhaseProvider(ABC):
         Class attribute: what one event (one cycle) is called, singular (``"beat"`` for
         ``ecg-rpeak``, ``"breath"`` for a breathing provider); ``"event"`` by default. The
         report counts events in this word ("Breaths per window, median").
+    cycle_band_hz
+        Class attribute: the (lowest, highest) cycle rate in Hz the provider is made for
+        (``(0.5, 3.5)``, 30–210 per minute, for a heartbeat; ``(0.1, 0.7)`` for breathing);
+        None (the default) declares none. Datasets derive their sampling and token rates from it.
+    channel_kinds
+        Class attribute: the kinds of channel the provider reads, in words, for messages
+        (``("PPG", "arterial pressure")``); empty by default.
+    channel_pattern
+        Class attribute: a regular expression matching the whole name (any case) of a channel
+        the provider reads (`reads_channel`); None (the default) claims no channel by name.
     """
 
     signal: str = "any"
     event_name: str = "event"
+    cycle_band_hz: tuple[float, float] | None = None
+    channel_kinds: tuple[str, ...] = ()
+    channel_pattern: str | None = None
 
     def __init__(
         self,
@@ -128,6 +142,13 @@ class PhaseProvider(ABC):
         self.interval_range_s = (float(low), float(high))
         self.max_interval_ratio = max_interval_ratio
         self.min_phase_yield = min_phase_yield
+
+    @classmethod
+    def reads_channel(cls, name: str) -> bool:
+        """Whether a channel called ``name`` is of a kind this provider reads (`channel_pattern`)."""
+        return cls.channel_pattern is not None and bool(
+            re.fullmatch(cls.channel_pattern, name.strip(), re.IGNORECASE)
+        )
 
     @abstractmethod
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:

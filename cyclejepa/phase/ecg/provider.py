@@ -68,6 +68,9 @@ class EcgRPeakProvider(PhaseProvider):
 
     signal = "ecg"
     event_name = "beat"
+    cycle_band_hz = (0.5, 3.5)
+    channel_kinds = ("ECG lead",)
+    channel_pattern = ECG_LEAD_NAME.pattern
 
     def __init__(
         self,
