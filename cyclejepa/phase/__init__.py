@@ -1,7 +1,7 @@
 """Cyclic coordinates (phase) from biosignals: providers, tracks, token assignment.
 
 The signal-independent core (`provider`, `track`, `composite`, `records`) and one package per
-signal's specifics: `cyclejepa.phase.ecg` (R-peaks).
+signal's specifics: `cyclejepa.phase.ecg` (R-peaks), `cyclejepa.phase.pulse` (pulse waves).
 """
 
 from cyclejepa.phase.composite import CompositePhaseProvider, CompositeTrack
@@ -17,6 +17,7 @@ from cyclejepa.phase.ecg import (
     register_detector,
 )
 from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
+from cyclejepa.phase.pulse import PulseProvider
 from cyclejepa.phase.records import phase_record
 from cyclejepa.phase.track import (
     PHASE_MAX,
@@ -45,6 +46,7 @@ __all__ = [
     "EcgRPeakProvider",
     "PhaseProvider",
     "PhaseTrack",
+    "PulseProvider",
     "QCVerdict",
     "causal_phase",
     "causal_phase_from_events",
