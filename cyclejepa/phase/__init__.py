@@ -1,9 +1,11 @@
 """Cyclic coordinates (phase) from biosignals: providers, tracks, token assignment.
 
 The signal-independent core (`provider`, `track`, `composite`, `records`) and one package per
-signal's specifics: `cyclejepa.phase.ecg` (R-peaks), `cyclejepa.phase.pulse` (pulse waves).
+signal's specifics: `cyclejepa.phase.ecg` (R-peaks), `cyclejepa.phase.pulse` (pulse waves),
+`cyclejepa.phase.breath` (respiration).
 """
 
+from cyclejepa.phase.breath import BreathProvider
 from cyclejepa.phase.composite import CompositePhaseProvider, CompositeTrack
 from cyclejepa.phase.ecg import (
     DEFAULT_DETECTOR,
@@ -41,6 +43,7 @@ __all__ = [
     "register_detector",
     "PHASE_MAX",
     "TWO_PI",
+    "BreathProvider",
     "CompositePhaseProvider",
     "CompositeTrack",
     "EcgRPeakProvider",

@@ -130,3 +130,41 @@ VARIANTS: dict[str, Callable[[np.ndarray, float], tuple[np.ndarray, float]]] = {
     "slowed": _slowed,
 }
 """Variant name -> f(wave, the record's rate per minute) = (new wave, time stretch factor)."""
+
+
+def zero_crossing_breaths(resp: np.ndarray, fs: float) -> np.ndarray:
+    """An independent breath count, the reference of ``breath``: the signal band-passed to
+    0.1–1 Hz (scipy's Butterworth, order 2, zero phase), then each upward zero crossing that
+    precedes a rise above +0.2 SD, with hysteresis (a new breath needs a fall below −0.2 SD
+    first). Returns the sample index of each breath's upward zero crossing."""
+    from scipy.signal import butter, sosfiltfilt
+
+    resp = np.where(np.isfinite(resp), resp, np.nanmedian(resp))
+    y = sosfiltfilt(butter(2, [0.1, 1.0], btype="bandpass", fs=fs, output="sos"), resp)
+    level = 0.2 * np.std(y)
+    onsets, rising, crossing = [], False, 0
+    for k in range(1, len(y)):
+        if y[k - 1] <= 0 < y[k]:
+            crossing = k
+        if not rising and y[k] > level:
+            onsets.append(crossing)
+            rising = True
+        elif rising and y[k] < -level:
+            rising = False
+    return np.asarray(onsets, dtype=np.int64)
+
+
+def score_breaths(reference: np.ndarray, breaths: np.ndarray) -> dict[str, float | int]:
+    """Breaths against the cycles between consecutive reference breaths (sample indices): the
+    sensitivity is the fraction of cycles holding at least one breath, the PPV the fraction of
+    breaths inside the reference's span that are the first of their cycle."""
+    inside = breaths[(breaths >= reference[0]) & (breaths < reference[-1])]
+    cycles = np.searchsorted(reference, inside, side="right") - 1
+    found = len(np.unique(cycles))
+    n_cycles = len(reference) - 1
+    return {
+        "sensitivity": found / n_cycles if n_cycles else float("nan"),
+        "ppv": found / len(inside) if len(inside) else float("nan"),
+        "cycles": n_cycles,
+        "breaths": len(inside),
+    }
