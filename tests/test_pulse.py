@@ -164,3 +164,67 @@ def test_one_pulse_per_qrs_on_real_records_inverted_offset_and_slowed(record, ec
     for row in rows:
         assert row["sensitivity"] >= 0.95 and row["ppv"] >= 0.95, row
         assert abs(row["pulses"] - row["qrs"]) <= 0.05 * row["qrs"], row
+
+
+# --- the phase command picks the provider from the channel names -----------------------------
+
+
+def write_record(folder, name, channels):
+    """A WFDB record of ``channels`` ({name: (samples, unit)}) at 125 Hz."""
+    import wfdb
+
+    names = list(channels)
+    signal = np.stack([channels[n][0] for n in names], axis=1)
+    wfdb.wrsamp(name, fs=125.0, units=[channels[n][1] for n in names], sig_name=names, p_signal=signal,
+                fmt=["16"] * len(names), write_dir=str(folder))  # fmt: skip
+    return folder / name
+
+
+def invoke_phase(*args):
+    import json
+
+    from typer.testing import CliRunner
+
+    from cyclejepa.cli import app
+
+    result = CliRunner().invoke(app, ["phase", *map(str, args)])
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    return result, lines
+
+
+def test_phase_command_runs_pulse_on_a_pulse_wave_and_never_the_r_peak_detector(tmp_path):
+    """A PLETH-only record: the pulse provider, its events under "events", no "r_peaks"; asked
+    for the R-peak detector, the record is refused (the pulse wave is not an ECG)."""
+    wave, onsets = pulse_train()
+    record = write_record(tmp_path, "pleth_only", {"PLETH": (wave, "NU")})
+    result, (printed,) = invoke_phase(record)
+    assert result.exit_code == 0, result.output
+    assert (printed["provider"], printed["event"]) == ("pulse", "pulse") and "r_peaks" not in printed
+    expected = PulseProvider().phase(wave[None], 125.0, ["PLETH"]).events
+    assert np.max(np.abs(np.array(printed["events"]) - expected)) <= 1  # 16-bit storage rounds the wave
+    assert len(printed["events"]) == len(onsets) and printed["qc"]["ok"]
+    forced, lines = invoke_phase(record, "--provider", "ecg-rpeak")
+    assert forced.exit_code == 1 and lines == []
+    assert "no ECG lead among the record's channels: PLETH (read by 'pulse')" in " ".join(forced.stderr.split())
+
+
+def test_phase_command_refuses_a_choice_it_cannot_make_and_names_the_options(tmp_path):
+    wave, _ = pulse_train()
+    breathing = np.sin(2 * np.pi * 0.25 * np.arange(len(wave)) / 125.0)
+    both = write_record(tmp_path, "pleth_resp", {"PLETH": (wave, "NU"), "RESP": (breathing, "NU")})
+    result, _ = invoke_phase(both)
+    message = " ".join(result.stderr.split())
+    assert result.exit_code == 1 and "several phase providers read its channels" in message
+    assert "pulse reads PLETH" in message and "breath reads RESP" in message and "--provider" in message
+    result, (printed,) = invoke_phase(both, "--lead", "RESP")  # naming the channel decides
+    assert printed["provider"] == "breath" and printed["event"] == "breath"
+    unknown = write_record(tmp_path, "unnamed", {"ch0": (wave, "NU")})
+    result, _ = invoke_phase(unknown)
+    assert "no registered phase provider reads its channels ['ch0'] by name" in " ".join(result.stderr.split())
+
+
+@real_records
+def test_phase_command_keeps_r_peaks_on_a_record_with_an_ecg_lead():
+    """03700181 (MCL1, ABP, RESP): the R-peak detector, as the acceptance contract says."""
+    result, (printed,) = invoke_phase(SAMPLES / "03700181")
+    assert set(printed) == {"record", "fs", "r_peaks", "qc", "phase_yield"} and printed["qc"]["ok"]
