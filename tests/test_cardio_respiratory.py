@@ -77,7 +77,7 @@ def test_one_coordinate_cache_keeps_the_single_phase_layout(plugins):
     samples = round(cfg.data.window_s * fs)
     assert cache.coordinates == () and cache.phase_centre.shape == (len(cache), samples // per_token) == (len(cache), 32)
     assert "phase_coordinates" not in cache.manifest
-    with np.load(cache.path / "rpeaks.npz") as f:
+    with np.load(cache.path / "events.npz") as f:
         assert sorted(f.files) == ["indices", "offsets"]
     dataset, provider = runner.build_dataset(cfg), PHASE_PROVIDERS.build("breath", lead="RESP")
     from cyclejepa.data.cache import record_windows
