@@ -228,3 +228,16 @@ def test_phase_command_keeps_r_peaks_on_a_record_with_an_ecg_lead():
     """03700181 (MCL1, ABP, RESP): the R-peak detector, as the acceptance contract says."""
     result, (printed,) = invoke_phase(SAMPLES / "03700181")
     assert set(printed) == {"record", "fs", "r_peaks", "qc", "phase_yield"} and printed["qc"]["ok"]
+
+
+def test_validate_refuses_a_provider_that_finds_none_of_the_datasets_channels():
+    """`phase: {provider: pulse}` on PTB-XL (12 ECG leads): named before any record is read."""
+    from cyclejepa.config import consistency_problems, parse_config
+
+    (problem,) = consistency_problems(parse_config({"phase": {"provider": "pulse"}}))
+    assert problem == (
+        "phase.options.lead: phase provider 'pulse' reads PPG, arterial pressure channels by name, and dataset 'ptbxl' "
+        "has none (I, II, III, aVR, aVL, aVF, V1, V2, V3, V4, V5, V6); name its channel with phase.options.lead"
+    )
+    assert consistency_problems(parse_config({"phase": {"provider": "pulse", "options": {"lead": "II"}}})) == []
+    assert consistency_problems(parse_config({"phase": {"provider": "ecg-rpeak"}})) == []
