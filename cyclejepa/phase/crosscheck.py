@@ -78,7 +78,7 @@ def read_channel(path: str | Path, name: str) -> Channel:
     row = record.sig_name.index(name)
     physical = np.asarray(record.e_p_signal[row], dtype=np.float64)
     finite = np.flatnonzero(np.isfinite(physical))
-    bits = record.adc_res[row] or ADC_BITS.get(int(str(record.fmt[row])[:3]), 16)
+    bits = record.adc_res[row] or ADC_BITS.get(int(record.fmt[row]), 16)
     samples = unwrap_adc(physical[finite[0] : finite[-1] + 1], 2.0**bits / record.adc_gain[row])
     fs = float(record.fs) * record.samps_per_frame[row]
     return Channel(samples, fs, finite[0] / fs)
