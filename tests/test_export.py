@@ -11,6 +11,7 @@ import onnxruntime as ort
 import pytest
 import safetensors.torch as safetensors_torch
 import torch
+from scipy.signal import firwin
 from typer.testing import CliRunner
 
 import cyclejepa
@@ -54,7 +55,7 @@ def run(tmp_path_factory):
 
 def test_the_package_embeds_as_the_run_does_without_the_run_folder(run, tmp_path):
     cfg, package, records = run
-    assert sorted(p.name for p in package.iterdir()) == ["MODEL_CARD.md", "config.json", "model.safetensors"]
+    assert sorted(p.name for p in package.iterdir()) == ["README.md", "config.json", "model.safetensors", "reference.py"]
     own = cyclejepa.load_encoder(cfg.output_dir, device="cpu")  # evaluation.headline_step, 2
     copy = shutil.copytree(package, tmp_path / "copied")
     moved = cfg.output_dir.with_name("moved")
@@ -89,6 +90,9 @@ def test_config_holds_what_prepares_the_input_and_who_made_it(run):
     assert prep["normalisation"] == {"leads": list(LEADS), "mean": norm["mean"], "std": norm["std"]}
     assert prep["phase_provider"] == "ecg-rpeak" and prep["phase_convention"] == "centre"
     assert prep["decimation_filter"]["taps"] == 101 and prep["decimation_filter"]["window"] == ["kaiser", 5.0]
+    taps = firwin(101, 1 / 5, window=("kaiser", 5.0))  # scipy's design, the one resample_poly uses
+    np.testing.assert_array_equal(prep["decimation_filter"]["coefficients"], taps)
+    assert prep["decimation_filter"]["group_delay"] == 50 and prep["steps"][:5] == ["channels", "resample", "cut_windows", "decimate", "normalise"]
     assert config["symmetry"]["spectrum"] == "2x0+3x1+2x2+2x3" and config["symmetry"]["basis"] == "householder"
     meta = own_meta(cfg, 2)
     assert config["run"]["step"] == 2 and config["run"]["run_hash"] == meta["run_hash"]
@@ -96,12 +100,12 @@ def test_config_holds_what_prepares_the_input_and_who_made_it(run):
     model = cyclejepa.load_encoder(cfg.output_dir, device="cpu").model
     assert config["model"]["deployed_parameters"] == sum(p.numel() for m in (model.encoder, model.projector) for p in m.parameters())
     assert [s["shape"] for s in config["streaming"]["state"]] == [["batch", 16, 2], ["batch", 16, 2], ["batch", 16, 4], ["batch", 16, 4]]
-    assert config["files"] == {name: hashlib.sha256((package / name).read_bytes()).hexdigest() for name in ("MODEL_CARD.md", "model.safetensors")}
+    assert config["files"] == {name: hashlib.sha256((package / name).read_bytes()).hexdigest() for name in ("README.md", "model.safetensors", "reference.py")}
 
 
 def test_model_card_reports_the_runs_own_figures(run):
     cfg, package, _ = run
-    card = (package / "MODEL_CARD.md").read_text()
+    card = (package / "README.md").read_text()
     result = json.loads((cfg.output_dir / "evaluation" / "winder-seed0-step000002.json").read_text())
     gain = result["mechanism"]["true"]["gain_fraction"]
     row = next(line for line in card.splitlines() if line.startswith("| Transport gain fraction"))
@@ -114,7 +118,7 @@ def test_model_card_reports_the_runs_own_figures(run):
 def test_an_unevaluated_step_gets_a_card_without_figures(run, tmp_path):
     cfg, _, _ = run
     package = export_run(cfg.output_dir, tmp_path / "step3", step=3)
-    card = (package / "MODEL_CARD.md").read_text()
+    card = (package / "README.md").read_text()
     assert "Step 3 of this run was not evaluated" in card and "| Transport gain fraction" not in card
     assert json.loads((package / "config.json").read_text())["run"]["step"] == 3
 
@@ -122,8 +126,8 @@ def test_an_unevaluated_step_gets_a_card_without_figures(run, tmp_path):
 def test_graphs_in_the_package_give_the_encoders_tokens(run, tmp_path):
     cfg, _, records = run
     package = export_run(cfg.output_dir, tmp_path / "graphs", onnx=True, torchscript=True)
-    names = ["MODEL_CARD.md", "config.json", "encoder.onnx", "encoder.pt", "encoder_streaming.onnx",
-             "encoder_streaming.pt", "model.safetensors"]  # fmt: skip
+    names = ["README.md", "config.json", "encoder.onnx", "encoder.pt", "encoder_streaming.onnx",
+             "encoder_streaming.pt", "model.safetensors", "reference.py"]  # fmt: skip
     assert sorted(p.name for p in package.iterdir()) == names
     assert sorted(read_package_config(package)["files"]) == [n for n in names if n != "config.json"]
     encoder = cyclejepa.load_pretrained(package)
@@ -149,11 +153,10 @@ def damaged(package, tmp_path, name, change):
     [
         ("model.safetensors", lambda b: b[: len(b) // 2], PackageError, "model.safetensors does not match its sha256"),
         ("model.safetensors", lambda b: b[:-5] + bytes([b[-5] ^ 1]) + b[-4:], PackageError, "damaged, cut short or changed"),
-        ("MODEL_CARD.md", lambda b: b + b"edited", PackageError, "MODEL_CARD.md does not match its sha256"),
         ("config.json", lambda b: b.replace(b'"fs": 500.0', b'"fs": 250.0'), PackageError, "changed after export"),
         ("config.json", lambda b: b[:100], PackageError, "not valid JSON"),
     ],
-    ids=["truncated-weights", "flipped-bit", "edited-card", "edited-config", "truncated-config"],
+    ids=["truncated-weights", "flipped-bit", "edited-config", "truncated-config"],
 )
 def test_damaged_or_changed_packages_are_refused(run, tmp_path, name, change, error, message):
     _, package, _ = run

@@ -396,11 +396,8 @@ def _fits_header(config: dict[str, Any], weights: Path) -> None:
             shapes = {key: tuple(file.get_slice(key).get_shape()) for key in file.keys()}
     except Exception as error:  # safetensors raises its own SafetensorError on a malformed header
         raise PackageError(f"{weights} is not a readable safetensors file: {str(error)[:200]}") from None
-    expected = {f"{prefix}.{k}": tuple(v.shape) for prefix, module in (("encoder", model.encoder), ("projector", model.projector))
-                for k, v in module.state_dict().items()}  # fmt: skip
-    wrong = [f"{k} {shapes.get(k)} (the architecture has {v})" for k, v in expected.items() if shapes.get(k) != v]
-    if wrong:
-        raise PackageError(f"{weights} does not fit the architecture in config.json: {'; '.join(wrong[:5])}")
+    deployed = {k: tuple(v.shape) for k, v in _modules(model, nn.Module()).state_dict().items()}
+    _compare(deployed, {k: v for k, v in shapes.items() if k.split(".")[0] in ("encoder", "projector")}, weights)
 
 
 def _encoder(model, preprocessing: Preprocessing, target, source: dict, symmetry) -> Encoder:
@@ -413,16 +410,19 @@ def _encoder(model, preprocessing: Preprocessing, target, source: dict, symmetry
 
 def _load_strictly(modules: nn.Module, weights: dict[str, torch.Tensor], source: Path) -> None:
     """``weights`` into ``modules``, every tensor present, none extra, every shape equal."""
-    expected = modules.state_dict()
-    missing = sorted(expected.keys() - weights.keys())
-    extra = sorted(weights.keys() - expected.keys())
-    shapes = [
-        f"{k} {tuple(weights[k].shape)} (the architecture has {tuple(expected[k].shape)})"
-        for k in sorted(expected.keys() & weights.keys())
-        if weights[k].shape != expected[k].shape
-    ]
+    expected = {k: tuple(v.shape) for k, v in modules.state_dict().items()}
+    _compare(expected, {k: tuple(v.shape) for k, v in weights.items()}, source)
+    modules.load_state_dict(weights, strict=True)
+
+
+def _compare(expected: dict[str, tuple], found: dict[str, tuple], source: Path) -> None:
+    """`PackageError` listing the tensors of ``expected`` missing from ``found``, those extra, and
+    those of another shape."""
+    missing = sorted(expected.keys() - found.keys())
+    extra = sorted(found.keys() - expected.keys())
+    shapes = [f"{k} {found[k]} (the architecture has {expected[k]})" for k in sorted(expected.keys() & found.keys())
+              if found[k] != expected[k]]  # fmt: skip
     if missing or extra or shapes:
-        problems = [f"{label}: {', '.join(keys)}" for label, keys in
+        problems = [f"{label}: {', '.join(keys[:10])}" for label, keys in
                     (("missing", missing), ("unexpected", extra), ("wrong shape", shapes)) if keys]  # fmt: skip
         raise PackageError(f"{source} does not fit the architecture in config.json; " + "; ".join(problems))
-    modules.load_state_dict(weights, strict=True)
