@@ -39,7 +39,7 @@ from cyclejepa.data.cache import PHASE_REVISION, open_cache
 from cyclejepa.data.datasets import sha256_file
 from cyclejepa.data.cache.record import _decimation_taps
 from cyclejepa.data.preprocess import KAISER_BETA
-from cyclejepa.embed import Encoder, Preprocessing, load_encoder, locate_run
+from cyclejepa.embed import Encoder, Preprocessing, check_finite_weights, load_encoder, locate_run
 from cyclejepa.export import reference
 from cyclejepa.export.card import evaluation_result, model_card
 from cyclejepa.export.checks import PackageError, check_channels_known, check_config, check_files
@@ -96,7 +96,7 @@ def export_run(
     ``run_dir``, ``step``, ``arm`` and ``seed`` choose the checkpoint as `load_encoder` does.
     ``onnx`` / ``torchscript`` add the offline and streaming graphs. An existing ``out`` is
     refused unless ``overwrite``. The package is written beside ``out`` and renamed into place.
-    Non-finite weights are refused, naming the tensors.
+    Non-finite weights are refused, naming the tensors (`check_finite_weights`).
     """
     safetensors = _safetensors()
     if onnx:
@@ -109,8 +109,7 @@ def export_run(
     meta = load_checkpoint(checkpoint_path(Path(encoder.source["run"]) / "checkpoints", step))["meta"]
     manifest = open_cache(cfg).manifest
     model = encoder.model
-    weights = _weights(model, encoder.symmetry)
-    _refuse_nonfinite(weights, f"checkpoint step {step} of {encoder.source['run']}")
+    weights = _weights(model, encoder.symmetry)  # finite: `Encoder` refuses non-finite weights
     config = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -205,12 +204,6 @@ def _readable(folder: Path) -> None:
     folder.chmod(0o755)
     for file in folder.iterdir():
         file.chmod(0o644)
-
-
-def _refuse_nonfinite(weights: dict[str, torch.Tensor], where: str) -> None:
-    bad = [name for name, tensor in weights.items() if tensor.is_floating_point() and not torch.isfinite(tensor).all()]
-    if bad:
-        raise ValueError(f"{where} has non-finite weights in {bad}: the run diverged; export an earlier checkpoint")
 
 
 def _check_target(out: Path, overwrite: bool) -> None:
@@ -345,7 +338,10 @@ def load_pretrained(path: str | os.PathLike, device: str = "cpu") -> Encoder:
     model, symmetry = _build(config)
     weights = safetensors.load_file(path / WEIGHTS)
     _load_strictly(_modules(model, symmetry), weights, path / WEIGHTS)
-    _refuse_nonfinite(weights, str(path / WEIGHTS))
+    try:
+        check_finite_weights(model, str(path / WEIGHTS))
+    except ValueError as error:
+        raise PackageError(str(error)) from None
     target = resolve_device(device)
     run = config["run"]
     source = {"package": str(path), "run": run["run"], "step": run["step"], "run_hash": run.get("run_hash")}
