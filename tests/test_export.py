@@ -3,19 +3,27 @@ changed and mismatched packages refused; input the encoder cannot conform refuse
 
 import hashlib
 import json
+import os
 import shutil
+import stat
+import subprocess
 import sys
+import tarfile
+import warnings
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 import safetensors.torch as safetensors_torch
 import torch
-from scipy.signal import firwin
+import yaml
+from safetensors import safe_open
+from scipy.signal import firwin, resample_poly
 from typer.testing import CliRunner
 
 import cyclejepa
-from conftest import TINY_MODEL
+from conftest import SHARED, TINY_MODEL
 from cyclejepa import runner
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
@@ -233,3 +241,291 @@ def test_export_refuses_an_existing_folder_and_says_what_is_missing(run, tmp_pat
     result = CliRunner().invoke(app, ["export", str(cfg.output_dir), "--out", str(tmp_path / "new")])
     assert result.exit_code == 1 and "weights packages need safetensors: pip install 'cyclejepa[export]'" in result.output
     assert not (tmp_path / "new").exists()
+
+
+# ------------------------------------------------------------ the package a device engineer uses
+
+ARCHIVE = SHARED / "data" / "ptbxl-dev" / "ptbxl-dev-434.tar.xz"
+FORBID = """import sys
+
+
+class Forbid:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "cyclejepa", "scipy"):
+            raise ImportError(f"{name} may not be imported by the reference")
+
+
+sys.meta_path.insert(0, Forbid())
+"""
+
+
+@pytest.fixture(scope="module")
+def real_records(tmp_path_factory):
+    """Three real PTB-XL records (WFDB, 500 Hz, 10 s) from the shared archive; skips without it."""
+    if not ARCHIVE.is_file():
+        pytest.skip(f"real PTB-XL records not found at {ARCHIVE}")
+    folder = tmp_path_factory.mktemp("real")
+    wanted = {f"ptbxl-dev/records500/00000/{i:05d}_hr.{ext}" for i in (1, 2, 3) for ext in ("hea", "dat")}
+    with tarfile.open(ARCHIVE) as archive:
+        for member in archive:
+            if member.name in wanted:
+                archive.extract(member, folder, filter="data")
+                wanted.discard(member.name)
+                if not wanted:
+                    break
+    return [folder / "ptbxl-dev" / "records500" / "00000" / f"{i:05d}_hr" for i in (1, 2, 3)]
+
+
+@pytest.fixture(scope="module")
+def onnx_package(run, tmp_path_factory):
+    cfg, _, _ = run
+    return export_run(cfg.output_dir, tmp_path_factory.mktemp("onnx") / "package", onnx=True)
+
+
+def reference(package, signal, fs, names, folder, *options):
+    """Run ``package/reference.py`` on ``signal`` in a process that cannot import torch, cyclejepa or
+    scipy; returns the finished process and the top-level modules it imported."""
+    guard = folder / "guard"
+    guard.mkdir(exist_ok=True)
+    (guard / "sitecustomize.py").write_text(FORBID)
+    np.save(folder / "signal.npy", signal)
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(guard), "OMP_NUM_THREADS": "1"}
+    blocked = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True, env=env)
+    assert blocked.returncode != 0 and "may not be imported" in blocked.stderr  # the guard works
+    command = [sys.executable, "-X", "importtime", str(package / "reference.py"), str(folder / "signal.npy"),
+               "--fs", str(fs), "--channels", ",".join(names), "--out", str(folder / "tokens.npy"), *options]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder)
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if line.startswith("import time:")}
+    return done, imported
+
+
+@pytest.mark.parametrize("fs", [500, 250], ids=["native-rate", "resampled"])
+def test_the_reference_streams_a_real_record_to_embeds_tokens_without_torch(run, onnx_package, real_records, tmp_path, fs):
+    """27.3 s of real ECG (three PTB-XL records end to end: two windows and a dropped tail), fed
+    sample by sample through reference.py's preparation and the streaming ONNX graph, gives the
+    tokens and the all-token mean of `embed` to 1e-4, every token, no warm-up."""
+    signal = np.concatenate([read_record_fast(path) for path in real_records], axis=1)[:, :13650]
+    if fs != 500:
+        signal = resample_poly(signal.astype(np.float64), fs, 500, axis=1).astype(np.float32)
+    done, imported = reference(onnx_package, signal, fs, LEADS, tmp_path, "--mean-tokens", str(tmp_path / "mean.npy"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "numpy" in imported and "onnxruntime" in imported and not imported & {"torch", "cyclejepa", "scipy"}
+    expected = cyclejepa.load_pretrained(onnx_package).embed(signal, fs, LEADS)
+    tokens = np.load(tmp_path / "tokens.npy")
+    assert tokens.shape == expected.tokens.shape == (2, 125, 16)
+    assert np.abs(tokens - expected.tokens).max() <= 1e-4
+    assert np.abs(np.load(tmp_path / "mean.npy") - expected.mean_tokens[0]).max() <= 1e-4
+
+
+def test_embed_cli_reads_a_package_and_matches_the_reference(onnx_package, real_records, tmp_path):
+    out = tmp_path / "embedded.npz"
+    result = CliRunner().invoke(app, ["embed", str(onnx_package), str(real_records[0]), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    saved = np.load(out)
+    done, _ = reference(onnx_package, read_record_fast(real_records[0]), 500, LEADS, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert np.abs(np.load(tmp_path / "tokens.npy") - saved["tokens"]).max() <= 1e-4
+    refused = CliRunner().invoke(app, ["embed", str(onnx_package), str(real_records[0]), "--out", str(out), "--checkpoint", "2"])
+    assert refused.exit_code == 1 and "is a package of one checkpoint: --checkpoint do not apply" in refused.output
+
+
+def test_the_reference_refuses_a_step_it_does_not_implement(onnx_package, real_records, tmp_path):
+    copy = shutil.copytree(onnx_package, tmp_path / "later")
+    config = json.loads((copy / "config.json").read_text())
+    config["preprocessing"]["highpass"] = {"cutoff_hz": 0.5}
+    (copy / "config.json").write_text(json.dumps(config))
+    signal = read_record_fast(real_records[0])
+    done, _ = reference(copy, signal, 500, LEADS, tmp_path)
+    assert done.returncode == 1 and "['highpass'], which this reference does not implement" in done.stderr
+    config["preprocessing"].pop("highpass")
+    config["preprocessing"]["steps"].insert(3, "highpass")
+    (copy / "config.json").write_text(json.dumps(config))
+    done, _ = reference(copy, signal, 500, LEADS, tmp_path)
+    assert done.returncode == 1 and "implements ['channels', 'resample'" in done.stderr
+    assert not (tmp_path / "tokens.npy").exists()
+
+
+def test_the_package_is_readable_by_others_whatever_the_umask(run, tmp_path):
+    cfg, _, _ = run
+    previous = os.umask(0o077)
+    try:
+        package = export_run(cfg.output_dir, tmp_path / "shared")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(package.stat().st_mode) == 0o755
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in package.iterdir()} == dict.fromkeys(
+        ["README.md", "config.json", "model.safetensors", "reference.py"], 0o644
+    )
+
+
+def front(card: str) -> dict:
+    assert card.startswith("---\n")
+    return yaml.safe_load(card.split("---\n")[1])
+
+
+def test_the_card_has_hub_front_matter_with_the_evaluation_behind_each_metric(run):
+    cfg, package, _ = run
+    card = (package / "README.md").read_text()
+    meta = front(card)
+    assert meta["license"] == "mit" and meta["library_name"] == "cyclejepa" and meta["data_license"] == "MIT"
+    assert "synthetic" in meta["tags"] and meta["datasets"] == ["synthetic"]
+    result = json.loads((cfg.output_dir / "evaluation" / "winder-seed0-step000002.json").read_text())
+    metrics = {m["name"]: m for r in meta["model-index"][0]["results"] for m in r["metrics"]}
+    superclass = result["diagnostic"]["superclass"]
+    assert metrics["macro-AUROC (superclass)"] == {
+        "type": "roc_auc", "name": "macro-AUROC (superclass)", "value": round(superclass["macro_auroc"]["point"], 4),
+        "ci_95": [round(superclass["macro_auroc"]["low"], 4), round(superclass["macro_auroc"]["high"], 4)],
+        "bootstrap": 20, "records": superclass["counts"]["eval_records"], "patients": superclass["counts"]["eval_patients"],
+    }  # fmt: skip
+    assert "I, II, III, aVR, aVL, aVF, V1, V2, V3, V4, V5, V6 (mV)" in card
+    assert PTBXL.licence == "CC-BY-4.0" and "10.1038/s41597-020-0495-6" in PTBXL.citation
+
+
+def test_card_units_come_from_the_data():
+    from cyclejepa.export.card import _channels
+
+    assert _channels({"channels": ["PLETH", "RESP"], "units": ["NU", "NU"]}) == "PLETH, RESP (NU)"
+    assert _channels({"channels": ["II", "PLETH"], "units": ["mV", "NU"]}) == "II (mV), PLETH (NU)"
+
+
+def test_an_edited_card_or_a_deleted_graph_is_no_reason_to_refuse(onnx_package, tmp_path):
+    copy = shutil.copytree(onnx_package, tmp_path / "edited")
+    (copy / "README.md").write_text((copy / "README.md").read_text() + "\nReviewed by the device team.\n")
+    (copy / "encoder.onnx").unlink()
+    (copy / "reference.py").unlink()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cyclejepa.load_pretrained(copy)
+    graph = copy / "encoder_streaming.onnx"
+    graph.write_bytes(graph.read_bytes()[:-10])
+    with pytest.warns(UserWarning, match="encoder_streaming.onnx does not match its sha256"):
+        cyclejepa.load_pretrained(copy)
+
+
+def test_the_files_describe_themselves(onnx_package):
+    config = read_package_config(onnx_package)
+    prep = config["preprocessing"]
+    for name in ("encoder.onnx", "encoder_streaming.onnx"):
+        props = {p.key: p.value for p in onnx.load(str(onnx_package / name)).metadata_props}
+        assert props["channels"] == ",".join(LEADS) and props["units"] == ",".join(["mV"] * 12)
+        assert (props["fs"], props["model_fs"], props["window"], props["token_patch"]) == ("500", "100", "5000", "8")
+        assert json.loads(props["normalisation"]) == prep["normalisation"]
+        assert props["cyclejepa_version"] == cyclejepa.__version__ and props["onnx_opset"] == "17"
+        assert props["format_version"] == "3" and props["torch_version"] == torch.__version__
+    offline = ort.InferenceSession(str(onnx_package / "encoder.onnx"), providers=["CPUExecutionProvider"])
+    assert offline.get_inputs()[0].shape == ["batch", 12, "samples"] and offline.get_outputs()[0].shape == ["batch", "tokens", 16]
+    with safe_open(str(onnx_package / "model.safetensors"), framework="pt") as weights:
+        metadata = weights.metadata()
+    assert metadata["format"] == "pt" and metadata["package_format"] == "cyclejepa-encoder" and metadata["format_version"] == "3"
+    assert json.loads(metadata["model"]) == config["model"] and json.loads(metadata["symmetry"]) == config["symmetry"]
+    assert config["versions"]["onnx"] == onnx.__version__ and config["versions"]["onnx_opset"] == "17"
+    assert config["versions"]["numpy"] == np.__version__ and config["torch_version"] == torch.__version__
+
+
+def test_save_pretrained_and_from_pretrained(run, tmp_path):
+    cfg, _, records = run
+    own = cyclejepa.load_encoder(cfg.output_dir, step=3, device="cpu")
+    saved = cyclejepa.save_pretrained(own, tmp_path / "from-encoder")
+    also = cyclejepa.save_pretrained(cfg.output_dir, tmp_path / "from-run", step=3)
+    for package in (saved, also):
+        loaded = cyclejepa.from_pretrained(package)
+        assert loaded.source["step"] == 3
+        np.testing.assert_allclose(loaded.embed(records[:2], 500, LEADS).tokens, own.embed(records[:2], 500, LEADS).tokens, rtol=0, atol=1e-6)
+    with pytest.raises(ValueError, match="was loaded from the package"):
+        cyclejepa.save_pretrained(cyclejepa.from_pretrained(saved), tmp_path / "again")
+
+
+def rewritten(package, tmp_path, edit, name="rewritten"):
+    """A copy of ``package`` whose config.json ``edit`` changed, resealed (a digest that matches)."""
+    copy = shutil.copytree(package, tmp_path / name)
+    config = json.loads((copy / "config.json").read_text())
+    edit(config)
+    config["config_sha256"] = _config_digest(config)
+    (copy / "config.json").write_text(json.dumps(config))
+    return copy
+
+
+def as_format_2(config):
+    """Format 2: the card was MODEL_CARD.md; no steps, taps or versions."""
+    config["format_version"] = 2
+    config["files"]["MODEL_CARD.md"] = config["files"].pop("README.md")
+    del config["files"]["reference.py"], config["versions"], config["preprocessing"]["steps"]
+
+
+def test_older_and_newer_formats(run, tmp_path):
+    _, package, records = run
+
+    def format_2(config):
+        as_format_2(config)
+
+    old = rewritten(package, tmp_path, format_2, "v2")
+    (old / "README.md").rename(old / "MODEL_CARD.md")
+    (old / "reference.py").unlink()
+    read = cyclejepa.load_pretrained(old).embed(records[:1], 500, LEADS).tokens
+    np.testing.assert_array_equal(read, cyclejepa.load_pretrained(package).embed(records[:1], 500, LEADS).tokens)
+    with pytest.raises(PackageError, match=r"package format 1, which no released cyclejepa reads any more .* export the run again"):
+        cyclejepa.load_pretrained(rewritten(package, tmp_path, lambda c: c.update(format_version=1), "v1"))
+    newer = rewritten(package, tmp_path, lambda c: c.update(format_version=4, cyclejepa_version="9.0"), "v4")
+    with pytest.raises(PackageError, match=r"package format 4, written by cyclejepa 9\.0; .* upgrade cyclejepa"):
+        cyclejepa.load_pretrained(newer)
+
+
+def _set(path, value):
+    def edit(config):
+        *parents, last = path
+        node = config
+        for key in parents:
+            node = node[key]
+        node[last] = value
+
+    return edit
+
+
+SHA = "0" * 64
+HOSTILE = [
+    (lambda c: c["files"].update({"../../x": SHA}), r"files\['\.\./\.\./x'\]: must name a file of the package folder"),
+    (lambda c: c["files"].update({"/etc/hostname": SHA}), r"files\['/etc/hostname'\]"),
+    (lambda c: c["files"].pop("model.safetensors"), r"files: has no checksum of \['model.safetensors'\]"),
+    (lambda c: c["files"].update({"README.md": 7}), r"files\['README.md'\]: must be a sha256"),
+    (lambda c: (_set(["model", "encoder", "width"], 9000)(c), _set(["model", "projector", "in_dim"], 9000)(c)),
+     r"does not fit the architecture in config.json; wrong shape: encoder"),  # found before any allocation
+    (_set(["model", "encoder", "width"], 10**6), r"model.encoder.width: must be an integer in \[1, 16384\]"),
+    (_set(["model", "encoder", "leads"], 10**9), r"model.encoder.leads: must be an integer"),
+    (_set(["model", "encoder", "name"], "no-such-encoder"), r"cannot build the encoder it describes"),
+    (_set(["model"], "str"), r"config.json model: must be an object, got str"),
+    (_set(["preprocessing", "normalisation", "mean", 0], float("nan")), r"normalisation.mean of I: must be a finite number"),
+    (_set(["preprocessing", "normalisation", "mean", 1], 1e300), r"normalisation.mean of II: must be a finite number"),
+    (_set(["preprocessing", "normalisation", "std", 2], 1e-300), r"normalisation.std of III: must be a finite number in \[1e-09"),
+    (_set(["preprocessing", "channels"], ["I"] * 12), r"preprocessing.channels: names \['I'\] more than once"),
+    (lambda c: (_set(["preprocessing", "channels", 0], "X1")(c), _set(["preprocessing", "normalisation", "leads", 0], "X1")(c)), r"preprocessing.channels: \['X1'\] are not channels of dataset 'synthetic'"),
+    (_set(["preprocessing", "decimation"], 0), r"preprocessing.decimation: must be an integer in \[1, 1000\], got 0"),
+    (_set(["preprocessing", "token_patch"], 0), r"preprocessing.token_patch: must be an integer in \[1, 4096\], got 0"),
+    (_set(["preprocessing", "window"], 4999), r"preprocessing.window: 4999 samples are not whole tokens"),
+    (_set(["preprocessing", "phase_provider"], "nothing"), r"config.json preprocessing: .*nothing"),
+    (_set(["symmetry", "spectrum"], "4x0"), r"spectrum 4x0 is not of the projector's dimension 16"),
+    (_set(["format_version"], "3"), r"format_version: must be an integer"),
+]
+
+
+@pytest.mark.parametrize("edit, message", HOSTILE, ids=[str(i) for i in range(len(HOSTILE))])
+def test_a_hostile_config_is_refused_naming_the_field(run, tmp_path, edit, message):
+    _, package, _ = run
+    with pytest.raises(PackageError, match=message):
+        cyclejepa.load_pretrained(rewritten(package, tmp_path, edit))
+
+
+def test_a_listed_file_that_links_out_of_the_package_is_refused(run, tmp_path):
+    _, package, _ = run
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the package's")
+    copy = rewritten(package, tmp_path, lambda c: c["files"].update({"notes.txt": hashlib.sha256(outside.read_bytes()).hexdigest()}))
+    (copy / "notes.txt").symlink_to(outside)
+    with pytest.raises(PackageError, match=r"files\['notes.txt'\]: .* is a symbolic link"):
+        cyclejepa.load_pretrained(copy)
+
+
+def test_non_finite_weights_are_refused_by_name(run, tmp_path):
+    _, package, _ = run
+    copy = resealed(package, tmp_path, lambda w: w["encoder.blocks.1.conv1.weight"].view(-1).__setitem__(0, float("nan")))
+    with pytest.raises(PackageError, match=r"non-finite weights in \['encoder.blocks.1.conv1.weight'\]"):
+        cyclejepa.load_pretrained(copy)
