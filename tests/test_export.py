@@ -1,9 +1,11 @@
 """Weights package: `cyclejepa export` and `load_pretrained` against the run's own encoder; damaged,
 changed and mismatched packages refused; input the encoder cannot conform refused."""
 
+import copy as copy_module
 import hashlib
 import json
 import os
+import resource
 import shutil
 import stat
 import subprocess
@@ -18,6 +20,8 @@ import pytest
 import safetensors.torch as safetensors_torch
 import torch
 import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from safetensors import safe_open
 from scipy.signal import firwin, resample_poly
 from typer.testing import CliRunner
@@ -529,3 +533,71 @@ def test_non_finite_weights_are_refused_by_name(run, tmp_path):
     copy = resealed(package, tmp_path, lambda w: w["encoder.blocks.1.conv1.weight"].view(-1).__setitem__(0, float("nan")))
     with pytest.raises(PackageError, match=r"non-finite weights in \['encoder.blocks.1.conv1.weight'\]"):
         cyclejepa.load_pretrained(copy)
+
+
+# ------------------------------------------------------------ fuzzing the package loader
+
+def _paths(node, prefix=()):
+    """Every key path of a JSON tree."""
+    yield prefix
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, child in items:
+        yield from _paths(child, (*prefix, key))
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=8,
+)  # fmt: skip
+FILE_NAMES = st.sampled_from(["..", ".", "../x", "/etc/hostname", "a/b", "model.safetensors", "config.json", "x\\y", ""]) | st.text(max_size=10)
+
+
+def _mutate(config, paths, mutations):
+    for kind, index, value, name in mutations:
+        path = paths[index % len(paths)]
+        parent = config
+        try:
+            for key in path[:-1]:
+                parent = parent[key]
+            if kind == "files":
+                config["files"][name] = value if isinstance(value, str) else SHA
+            elif not path:
+                continue
+            elif kind == "delete":
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier mutation removed or replaced this path
+
+
+def test_fuzzed_config_json_gives_package_errors_only(run, tmp_path):
+    """Generated mutations of a real package's config.json (values replaced by any JSON, keys
+    deleted, hostile file names), resealed so that only the field checks can catch them: the
+    loader either loads or raises `PackageError`, each example in bounded time, memory bounded."""
+    _, package, _ = run
+    copy = shutil.copytree(package, tmp_path / "fuzzed")
+    base = json.loads((copy / "config.json").read_text())
+    paths = [p for p in _paths(base) if p[:2] != ("run", "identity")]
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    @settings(max_examples=600, deadline=2000, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.tuples(st.sampled_from(["replace", "replace", "delete", "files"]), st.integers(0, 10**6), JSON, FILE_NAMES),
+                    min_size=1, max_size=3))  # fmt: skip
+    def load(mutations):
+        config = copy_module.deepcopy(base)
+        _mutate(config, paths, mutations)
+        if isinstance(config, dict):
+            config["config_sha256"] = _config_digest(config)
+        (copy / "config.json").write_text(json.dumps(config))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                cyclejepa.load_pretrained(copy)
+            except PackageError:
+                pass
+
+    load()
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 500_000  # KiB: no example allocated a model it refused
