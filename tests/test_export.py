@@ -3,6 +3,7 @@ changed and mismatched packages refused; input the encoder cannot conform refuse
 
 import copy as copy_module
 import hashlib
+import importlib.util
 import json
 import os
 import resource
@@ -12,6 +13,7 @@ import subprocess
 import sys
 import tarfile
 import warnings
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -601,3 +603,14 @@ def test_fuzzed_config_json_gives_package_errors_only(run, tmp_path):
 
     load()
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 500_000  # KiB: no example allocated a model it refused
+
+
+def test_the_latency_benchmark_times_a_given_package(onnx_package):
+    spec = importlib.util.spec_from_file_location("export_latency", Path(__file__).parents[1] / "benchmarks" / "export_latency.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = bench.measure_package(onnx_package, 1, [1, 2], steps=3, offline_batches=[1], repeats=2)
+    streaming = [r for r in rows if r["mode"] == "streaming"]
+    assert {r["backend"] for r in streaming} == {f"onnxruntime {level} {way}" for level in ("basic", "extended", "all") for way in ("run", "iobinding")}
+    assert {r["batch"] for r in streaming} == {1, 2} and all(r["max_abs_vs_offline"] <= 1e-4 for r in streaming)
+    assert [r["batch"] for r in rows if r["mode"] == "offline"] == [1, 1, 1]
