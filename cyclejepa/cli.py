@@ -354,7 +354,7 @@ def embed(
             chosen = [name for name, value in (("--checkpoint", checkpoint), ("--arm", arm), ("--seed", seed)) if value is not None]
             if chosen:
                 raise ValueError(f"{run_dir} is a package of one checkpoint: {', '.join(chosen)} do not apply")
-            encoder = load_pretrained(run_dir, "cpu" if device == "auto" else device)
+            encoder = load_pretrained(run_dir, device)
         else:
             encoder = load_encoder(run_dir, checkpoint, device, arm=arm, seed=seed)
         result = encoder.embed_files(records, batch_size=batch_size, progress=True, keep_tokens=tokens)

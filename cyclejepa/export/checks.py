@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["MAX_ABS_MEAN", "MAX_SIZE", "MIN_STD", "PackageError", "check_config", "check_files"]
+__all__ = ["MAX_ABS_MEAN", "MAX_SIZE", "MIN_STD", "PackageError", "check_channels_known", "check_config", "check_files"]
 
 MAX_SIZE = {
     "leads": 1024, "patch": 4096, "width": 16384, "hidden": 65536, "kernel": 64, "dilation": 4096,
@@ -45,10 +45,13 @@ def _section(config: dict, field: str) -> dict:
 
 
 def _integer(section: dict, key: str, field: str, low: int = 1, high: int | None = None) -> int:
-    value = section.get(key)
-    high = MAX_SIZE.get(key) if high is None else high
+    """``section[key]``, an integer in [low, high] (high: `MAX_SIZE` of ``key``)."""
+    return _bounded(section.get(key), f"{field}.{key}", low, MAX_SIZE.get(key) if high is None else high)
+
+
+def _bounded(value: Any, field: str, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or not (low <= value <= high):
-        raise _fail(f"{field}.{key}", f"must be an integer in [{low}, {high}], got {value!r}")
+        raise _fail(field, f"must be an integer in [{low}, {high}], got {str(value)[:80]}")
     return value
 
 
@@ -102,8 +105,8 @@ def check_config(config: dict) -> None:
     dilations = encoder.get("dilations")
     if not isinstance(dilations, list) or not 1 <= len(dilations) <= MAX_SIZE["dilations"]:
         raise _fail("model.encoder.dilations", f"must be a list of 1 to {MAX_SIZE['dilations']} integers, got {str(dilations)[:200]}")
-    for i in range(len(dilations)):
-        _integer(dict(enumerate(dilations)), i, "model.encoder.dilations", high=MAX_SIZE["dilation"])
+    for i, dilation in enumerate(dilations):
+        _bounded(dilation, f"model.encoder.dilations[{i}]", 1, MAX_SIZE["dilation"])
     if _integer(projector, "in_dim", "model.projector") != width:
         raise _fail("model.projector.in_dim", f"{projector['in_dim']} is not the encoder width {width}")
     _integer(projector, "hidden", "model.projector", high=MAX_SIZE["hidden"])
