@@ -437,8 +437,16 @@ def test_save_pretrained_and_from_pretrained(run, tmp_path):
         loaded = cyclejepa.from_pretrained(package)
         assert loaded.source["step"] == 3
         np.testing.assert_allclose(loaded.embed(records[:2], 500, LEADS).tokens, own.embed(records[:2], 500, LEADS).tokens, rtol=0, atol=1e-6)
+    assert json.loads((saved / "config.json").read_text())["run"]["weights"] == "checkpoint"
     with pytest.raises(ValueError, match="was loaded from the package"):
         cyclejepa.save_pretrained(cyclejepa.from_pretrained(saved), tmp_path / "again")
+    with torch.no_grad():  # an in-memory change (e.g. fine-tuning) is saved as it is, and said
+        own.model.projector[2].bias.add_(0.5)
+    tuned = cyclejepa.save_pretrained(own, tmp_path / "tuned")
+    np.testing.assert_allclose(cyclejepa.from_pretrained(tuned).embed(records[:2], 500, LEADS).tokens,
+                               own.embed(records[:2], 500, LEADS).tokens, rtol=0, atol=1e-6)  # fmt: skip
+    assert read_package_config(tuned)["run"]["weights"] == "changed in memory after loading the checkpoint"
+    assert "the run's evaluation does not apply to them" in (tuned / "README.md").read_text()
 
 
 def rewritten(package, tmp_path, edit, name="rewritten"):

@@ -140,6 +140,9 @@ def _training_section(cfg: ExperimentConfig, manifest: dict[str, Any]) -> str:
 
 
 def _evaluation_section(result: dict | None, run: dict, folds: list[int]) -> str:
+    if run.get("weights", "checkpoint") != "checkpoint":
+        return (f"## Evaluation\n\nThese weights were {run['weights']} (step {run['step']} of `{run['run']}`): "
+                "the run's evaluation does not apply to them, and no figures are reported.")  # fmt: skip
     if result is None:
         return (f"## Evaluation\n\nStep {run['step']} of this run was not evaluated (no "
                 f"`evaluation/{run['run']}-step*.json` for it): no figures to report.")  # fmt: skip

@@ -21,6 +21,7 @@ a record alike. Formats `READABLE` are read; any other is refused naming who rea
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
@@ -61,6 +62,8 @@ READABLE = (2, 3)
 WEIGHTS, CONFIG, CARD, REFERENCE = "model.safetensors", "config.json", "README.md", "reference.py"
 CARDS = (CARD, "MODEL_CARD.md")
 """The model card's name in format 3 and in format 2: free to edit, never verified."""
+CHANGED = "changed in memory after loading the checkpoint"
+"""``run.weights`` of a package saved from an encoder whose weights differ from its checkpoint's."""
 MAX_CONFIG_BYTES = 16 << 20
 """A config.json larger than this is refused before it is read."""
 GRAPHS = {
@@ -98,18 +101,48 @@ def export_run(
     refused unless ``overwrite``. The package is written beside ``out`` and renamed into place.
     Non-finite weights are refused, naming the tensors (`check_finite_weights`).
     """
+    _safetensors()
+    if onnx:
+        require_onnx()
+    _check_target(Path(out), overwrite)
+    encoder = load_encoder(run_dir, step, "cpu", arm=arm, seed=seed)
+    cfg, plan = locate_run(Path(run_dir), arm, seed)
+    return _export(encoder, cfg, plan, Path(out), onnx=onnx, torchscript=torchscript, overwrite=overwrite)
+
+
+def save_pretrained(
+    model_or_run, out: str | os.PathLike, *, onnx: bool = False, torchscript: bool = False, overwrite: bool = False,
+    **checkpoint,
+) -> Path:  # fmt: skip
+    """Write a package to ``out``: of a run folder's checkpoint (`export_run`; ``checkpoint``:
+    its ``step``, ``arm``, ``seed``), or of an `Encoder` from `load_encoder` with the weights it
+    holds now (changed in memory after loading, e.g. fine-tuned, they are saved as they are, and
+    ``config.json`` and the card say that the run's evaluation does not apply to them)."""
+    if not isinstance(model_or_run, Encoder):
+        return export_run(model_or_run, out, onnx=onnx, torchscript=torchscript, overwrite=overwrite, **checkpoint)
+    source = model_or_run.source
+    if "package" in source:
+        raise ValueError(f"this encoder was loaded from the package {source['package']}: copy that folder")
+    if checkpoint:
+        raise ValueError(f"{sorted(checkpoint)} choose a checkpoint of a run folder; an encoder is saved as it is")
+    cfg, plan = locate_run(Path(source["run"]))
+    return _export(model_or_run, cfg, plan, Path(out), onnx=onnx, torchscript=torchscript, overwrite=overwrite)
+
+
+def _export(encoder: Encoder, cfg, plan, out: Path, *, onnx: bool, torchscript: bool, overwrite: bool) -> Path:
+    """The package of ``encoder`` (its weights as they are now), from run ``plan`` of ``cfg``."""
     safetensors = _safetensors()
     if onnx:
         require_onnx()
-    out = Path(out)
     _check_target(out, overwrite)
-    encoder = load_encoder(run_dir, step, "cpu", arm=arm, seed=seed)
-    cfg, plan = locate_run(Path(run_dir), arm, seed)
     step = encoder.source["step"]
-    meta = load_checkpoint(checkpoint_path(Path(encoder.source["run"]) / "checkpoints", step))["meta"]
+    checkpoint = load_checkpoint(checkpoint_path(Path(encoder.source["run"]) / "checkpoints", step))
+    meta = checkpoint["meta"]
     manifest = open_cache(cfg).manifest
-    model = encoder.model
-    weights = _weights(model, encoder.symmetry)  # finite: `Encoder` refuses non-finite weights
+    model = copy.deepcopy(encoder.model).cpu().eval()
+    check_finite_weights(model, f"the encoder of {encoder.source}")
+    weights = _weights(model, encoder.symmetry)
+    changed = _changed(checkpoint["model"], model)
     config = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
@@ -119,7 +152,7 @@ def export_run(
         "run": {
             "experiment": cfg.name, "run": plan.name, "arm": plan.arm.name, "seed": meta["seed"],
             "transport_weight": meta["transport_weight"], "step": step, "run_hash": meta["run_hash"],
-            "identity": meta["identity"],
+            "identity": meta["identity"], "weights": CHANGED if changed else "checkpoint",
         },
         "model": _architecture(cfg, model),
         "symmetry": cfg.symmetry.model_dump(mode="json"),
@@ -132,6 +165,7 @@ def export_run(
             ],
         },
     }  # fmt: skip
+    result = None if changed else evaluation_result(cfg, plan, step)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     try:
@@ -139,7 +173,7 @@ def export_run(
                     "model": json.dumps(config["model"]), "symmetry": json.dumps(config["symmetry"]),
                     "cyclejepa_version": __version__}  # fmt: skip
         safetensors.save_file(weights, staging / WEIGHTS, metadata=metadata)
-        (staging / CARD).write_text(model_card(config, cfg, manifest, evaluation_result(cfg, plan, step)))
+        (staging / CARD).write_text(model_card(config, cfg, manifest, result))
         shutil.copyfile(reference.__file__, staging / REFERENCE)
         samples = encoder.window // encoder.preprocessing.decimation
         for (kind, streaming), name in GRAPHS.items():
@@ -160,16 +194,10 @@ def export_run(
     return out
 
 
-def save_pretrained(model_or_run, out: str | os.PathLike, **options) -> Path:
-    """`export_run` of a run folder, or of the run an `Encoder` was loaded from (`load_encoder`),
-    to ``out``; ``options`` as `export_run` takes them (``step`` defaults to the encoder's)."""
-    if isinstance(model_or_run, Encoder):
-        source = model_or_run.source
-        if "package" in source:
-            raise ValueError(f"this encoder was loaded from the package {source['package']}: copy that folder")
-        options.setdefault("step", source["step"])
-        model_or_run = source["run"]
-    return export_run(model_or_run, out, **options)
+def _changed(checkpoint: dict[str, torch.Tensor], model: JEPAModel) -> bool:
+    """Whether ``model``'s encoder or projector differs from the checkpoint's (``model.*`` keys)."""
+    deployed = nn.ModuleDict({"encoder": model.encoder, "projector": model.projector}).state_dict()
+    return any(not torch.equal(value.cpu(), checkpoint[f"model.{key}"].cpu()) for key, value in deployed.items())
 
 
 def _versions(onnx: bool) -> dict[str, str]:
