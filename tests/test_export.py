@@ -335,7 +335,7 @@ def test_embed_cli_reads_a_package_and_matches_the_reference(onnx_package, real_
     assert refused.exit_code == 1 and "is a package of one checkpoint: --checkpoint do not apply" in refused.output
 
 
-def test_the_reference_refuses_a_step_it_does_not_implement(onnx_package, real_records, tmp_path):
+def test_the_reference_refuses_what_it_cannot_prepare_as_the_library_does(onnx_package, real_records, tmp_path):
     copy = shutil.copytree(onnx_package, tmp_path / "later")
     config = json.loads((copy / "config.json").read_text())
     config["preprocessing"]["highpass"] = {"cutoff_hz": 0.5}
@@ -348,6 +348,13 @@ def test_the_reference_refuses_a_step_it_does_not_implement(onnx_package, real_r
     (copy / "config.json").write_text(json.dumps(config))
     done, _ = reference(copy, signal, 500, LEADS, tmp_path)
     assert done.returncode == 1 and "implements ['channels', 'resample'" in done.stderr
+    done, _ = reference(onnx_package, signal[:11], 500, LEADS[:11], tmp_path)
+    assert done.returncode == 1 and "no channel ['V6']" in done.stderr
+    graph = copy / "encoder_streaming.onnx"
+    shutil.copy(onnx_package / "config.json", copy / "config.json")
+    graph.write_bytes(graph.read_bytes()[:-10])
+    done, _ = reference(copy, signal, 500, LEADS, tmp_path)
+    assert done.returncode == 1 and "encoder_streaming.onnx does not match its sha256" in done.stderr
     assert not (tmp_path / "tokens.npy").exists()
 
 
