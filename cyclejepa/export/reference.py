@@ -49,6 +49,10 @@ KNOWN = {
 """Keys of ``preprocessing`` this reference understands; any other is a step it would skip."""
 
 
+MAX_RATIO_TERM = 1_000_000
+"""Largest up or down factor of the resampling, as the library allows."""
+
+
 class PreparationError(ValueError):
     """A package or a signal this reference cannot prepare as the library does."""
 
@@ -130,8 +134,10 @@ class Preparer:
     samples now final and marks window starts (``None`` before a window's first sample)."""
 
     def __init__(self, prep: dict, fs_in: float):
-        self.prep, self.window, self.q = prep, int(prep["window"]), int(prep["decimation"])
+        self.window, self.q = int(prep["window"]), int(prep["decimation"])
         scale = ratio(fs_in, float(prep["fs"]))
+        if max(scale.numerator, scale.denominator) > MAX_RATIO_TERM:
+            raise PreparationError(f"resampling {fs_in:g} Hz to {prep['fs']:g} Hz needs factors {scale} (at most {MAX_RATIO_TERM})")
         beta = float(prep["resampling"]["window"][1])
         self.resampler = None if scale == 1 else StreamingFIR(
             design_taps(scale.numerator, scale.denominator, beta), scale.numerator, scale.denominator
@@ -241,8 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         names = args.channels.split(",")
         if signal.ndim != 2 or len(names) != len(signal):
             raise PreparationError(f"{len(names)} channel names for a signal of shape {signal.shape}")
-        if not (np.isfinite(args.fs) and args.fs > 0):
-            raise PreparationError(f"--fs {args.fs} is not a positive rate")
+        if not (np.isfinite(args.fs) and 0.01 <= args.fs <= 1e6):
+            raise PreparationError(f"--fs {args.fs} is outside [0.01, 1e6] Hz")
         config, session = load_package(Path(__file__).resolve().parent)
         tokens = encode(signal, args.fs, names, config, session)
     except (PreparationError, OSError, KeyError, ValueError) as error:
