@@ -210,6 +210,12 @@ def _versions(onnx: bool) -> dict[str, str]:
         import onnx as onnx_package
 
         found |= {"onnx": onnx_package.__version__, "onnx_opset": str(OPSET)}
+        try:
+            import onnxruntime
+
+            found["onnxruntime"] = onnxruntime.__version__  # the runtime the graphs were checked with here
+        except ImportError:
+            pass
     return found
 
 
