@@ -510,6 +510,7 @@ HOSTILE = [
     (lambda c: c["files"].update({"README.md": 7}), r"files\['README.md'\]: must be a sha256"),
     (lambda c: (_set(["model", "encoder", "width"], 9000)(c), _set(["model", "projector", "in_dim"], 9000)(c)),
      r"does not fit the architecture in config.json; wrong shape: encoder"),  # found before any allocation
+    (_set(["symmetry", "basis_options", "reflections"], 10**9), r"wrong shape: symmetry.basis.vectors \(4, 16\) \(the architecture has \(1000000000, 16\)\)"),
     (_set(["model", "encoder", "width"], 10**6), r"model.encoder.width: must be an integer in \[1, 16384\]"),
     (_set(["model", "encoder", "leads"], 10**9), r"model.encoder.leads: must be an integer"),
     (_set(["model", "encoder", "name"], "no-such-encoder"), r"cannot build the encoder it describes"),

@@ -397,37 +397,34 @@ from_pretrained = load_pretrained
 
 
 def _build(config: dict[str, Any], meta: bool = False) -> tuple[JEPAModel, nn.Module]:
-    """The deployed modules and the phase action of ``config`` (on the meta device: no memory);
-    a field the constructors refuse is a `PackageError` naming the section."""
+    """The deployed modules and the phase action of ``config`` (on the meta device: shapes, no
+    memory); a field the constructors refuse is a `PackageError` naming the section."""
     architecture, sym = config["model"], config["symmetry"]
     try:
         options = dict(architecture["encoder"])
         with torch.device("meta" if meta else "cpu"):
             encoder = ENCODERS.get(options.pop("name"))(**options)
             projector = ProjectorMLP(**architecture["projector"])
-        if meta:
-            return JEPAModel(encoder, projector, None), nn.Module()
-        if HarmonicSpectrum(sym["spectrum"]).dim != projector.out_dim:
-            raise ValueError(f"spectrum {sym['spectrum']} is not of the projector's dimension {projector.out_dim}")
-        symmetry = SYMMETRIES.get(sym["name"])(sym["spectrum"], basis=sym["basis"], **sym["basis_options"])
+            if HarmonicSpectrum(sym["spectrum"]).dim != projector.out_dim:
+                raise ValueError(f"spectrum {sym['spectrum']} is not of the projector's dimension {projector.out_dim}")
+            symmetry = SYMMETRIES.get(sym["name"])(sym["spectrum"], basis=sym["basis"], **sym["basis_options"])
     except (KeyError, TypeError, ValueError, RuntimeError) as error:
         raise PackageError(f"config.json model / symmetry: cannot build the encoder it describes: {str(error)[:300]}") from None
     return JEPAModel(encoder, projector, None), symmetry
 
 
 def _fits_header(config: dict[str, Any], weights: Path) -> None:
-    """The architecture's encoder and projector tensors (built on the meta device) against the
-    shapes in the safetensors header, before any memory is allocated for them."""
+    """The architecture's tensors (built on the meta device) against the shapes in the
+    safetensors header, before any memory is allocated for them."""
     from safetensors import safe_open
 
-    model, _ = _build(config, meta=True)
+    model, symmetry = _build(config, meta=True)
     try:
         with safe_open(str(weights), framework="pt") as file:
             shapes = {key: tuple(file.get_slice(key).get_shape()) for key in file.keys()}
     except Exception as error:  # safetensors raises its own SafetensorError on a malformed header
         raise PackageError(f"{weights} is not a readable safetensors file: {str(error)[:200]}") from None
-    deployed = {k: tuple(v.shape) for k, v in _modules(model, nn.Module()).state_dict().items()}
-    _compare(deployed, {k: v for k, v in shapes.items() if k.split(".")[0] in ("encoder", "projector")}, weights)
+    _compare({k: tuple(v.shape) for k, v in _modules(model, symmetry).state_dict().items()}, shapes, weights)
 
 
 def _encoder(model, preprocessing: Preprocessing, target, source: dict, symmetry) -> Encoder:
