@@ -630,3 +630,14 @@ def test_the_latency_benchmark_times_a_given_package(onnx_package):
     assert {r["backend"] for r in streaming} == {f"onnxruntime {level} {way}" for level in ("basic", "extended", "all") for way in ("run", "iobinding")}
     assert {r["batch"] for r in streaming} == {1, 2} and all(r["max_abs_vs_offline"] <= 1e-4 for r in streaming)
     assert [r["batch"] for r in rows if r["mode"] == "offline"] == [1, 1, 1]
+
+
+def test_a_config_json_bomb_is_refused_before_it_is_walked(run, tmp_path):
+    _, package, _ = run
+    copy = shutil.copytree(package, tmp_path / "bomb")
+    (copy / "config.json").write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(PackageError, match="is not valid JSON"):
+        cyclejepa.load_pretrained(copy)
+    (copy / "config.json").write_text(" " * (17 << 20) + "{}")
+    with pytest.raises(PackageError, match=r"is 17,825,794 bytes, more than a package's config \(16,777,216\)"):
+        cyclejepa.load_pretrained(copy)
