@@ -26,7 +26,7 @@ from cyclejepa.objectives.transport import valid_tokens
 from cyclejepa.progress import progress_bar
 from cyclejepa.stops import Stopped, StopRequest, deferred_stops
 from cyclejepa.training.batches import BatchSampler
-from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from cyclejepa.training.checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint, require_finite, save_checkpoint
 from cyclejepa.training.distributed import Distributed
 from cyclejepa.training.rng import RNGStreams
 from cyclejepa.training.schedule import build_optimisers, learning_rate, set_learning_rate
@@ -34,8 +34,27 @@ from cyclejepa.training.schedule import build_optimisers, learning_rate, set_lea
 log = logging.getLogger(__name__)
 
 TERMS = ("loss", "prediction", "regulariser", "transport")
-# Metrics are gathered on the device and written every this many steps (one host sync).
+COMPONENTS = ("prediction", "regulariser", "transport")
+# Metrics are gathered on the device and written every this many steps (one host sync); they are
+# checked for non-finite values there, and before every checkpoint (see `Diverged`).
 FLUSH_EVERY = 25
+
+
+class Diverged(ValueError):
+    """Training met a non-finite loss term or gradient norm (or weights, at a checkpoint).
+
+    Raised at the first flush of the metrics after it (they are brought to the host every
+    `FLUSH_EVERY` steps and before every checkpoint, so no step adds a host synchronisation):
+    ``metrics.jsonl`` then ends with the first bad step, its non-finite values written as
+    strings ("nan", "inf", "-inf"), no checkpoint is written after it, and the last one on disk
+    (finite: every checkpoint is checked when written) is ``checkpoint``.
+    """
+
+    def __init__(self, step: int, what: str, checkpoint: Path | None):
+        self.step, self.what, self.checkpoint = step, what, checkpoint
+        kept = f"the last finite checkpoint is {checkpoint}" if checkpoint else "no checkpoint was written before it"
+        super().__init__(f"training diverged at step {step}: non-finite {what}; stopped, {kept} "
+                         "(lower optimiser.lr or optimiser.grad_clip)")
 
 
 def uses_bf16(precision: str, device_type: str) -> bool:
@@ -307,14 +326,15 @@ class Trainer:
         with bar as update, deferred_stops() as stop:
             while self.step < until:
                 pending.append((self.step, self.train_step()))
-                flush = len(pending) == FLUSH_EVERY or self.step == until
+                checkpoint = self.step % self.cfg.training.checkpoint_every == 0 or self.step == self.cfg.training.steps
+                flush = len(pending) == FLUSH_EVERY or self.step == until or checkpoint
                 signum = self._stop_signal(stop, flush)
                 stopping = signum is not None
                 if flush or stopping:
                     metrics = self._flush(pending)
                     update(completed=int(metrics["step"]), terms=_terms_text(metrics))
                     pending = []
-                if self.step % self.cfg.training.checkpoint_every == 0 or self.step == self.cfg.training.steps or stopping:
+                if checkpoint or stopping:
                     last = self.save()
                 if stopping:
                     raise Stopped(signum, self.step, last)
@@ -330,20 +350,30 @@ class Trainer:
         return self.dist.largest(stop.signum or 0) or None
 
     def _flush(self, pending: list[tuple[int, torch.Tensor]]) -> dict[str, float]:
+        """Write the ``pending`` steps' metrics; raise `Diverged` at the first non-finite one,
+        after writing the rows up to it."""
         rows = torch.stack([values for _, values in pending]).tolist()
         records = [
             {"step": step + 1, **dict(zip((*TERMS, "grad_norm", "lr"), row)), "time": time.time()}
             for (step, _), row in zip(pending, rows)
         ]
+        bad = next((record for record in records if _nonfinite(record)), None)
+        if bad is not None:
+            self._write_metrics(records[: records.index(bad) + 1])
+            raise Diverged(bad["step"], _nonfinite(bad), latest_checkpoint(self.directory / "checkpoints"))
+        self._write_metrics(records)
+        return records[-1]
+
+    def _write_metrics(self, records: list[dict[str, Any]]) -> None:
+        """Append ``records`` to ``metrics.jsonl`` (rank 0) and pass them to the watchers."""
         if self.dist.is_main:
             path = self.directory / "metrics.jsonl"
             with writing(path):
                 self.directory.mkdir(parents=True, exist_ok=True)
                 with open(path, "a") as stream:
-                    stream.writelines(json.dumps(record) + "\n" for record in records)
+                    stream.writelines(json.dumps(_json_safe(record), allow_nan=False) + "\n" for record in records)
             for watch in self.watchers:
                 watch(self, records)
-        return records[-1]
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -373,7 +403,12 @@ class Trainer:
         """Write the checkpoint of the current step (rank 0 only); returns its path."""
         path = checkpoint_path(self.directory / "checkpoints", self.step)
         if self.dist.is_main:
-            save_checkpoint(self.state_dict(), path)
+            state = self.state_dict()
+            try:
+                require_finite(state["model"], f"the model after step {self.step}")
+            except ValueError as error:
+                raise Diverged(self.step, f"weights ({error})", latest_checkpoint(path.parent)) from None
+            save_checkpoint(state, path)
         return path
 
     def resume(self, path: str | Path) -> None:
@@ -401,6 +436,22 @@ def keep_metrics_until(path: Path, step: int) -> None:
         os.replace(temporary, path)
 
 
+def _nonfinite(record: dict[str, Any]) -> str:
+    """What is non-finite in a metrics row: the loss components ("prediction, transport"),
+    else the gradient norm; empty when all is finite."""
+    components = [name for name in COMPONENTS if not np.isfinite(record[name])]
+    if components:
+        return ", ".join(components) + " loss"
+    if not np.isfinite(record["loss"]):
+        return "weighted total loss (every term finite)"
+    return "gradient norm (every loss term finite)" if not np.isfinite(record["grad_norm"]) else ""
+
+
+def _json_safe(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with non-finite floats as the strings "nan", "inf", "-inf" (strict JSON)."""
+    return {key: str(value) if isinstance(value, float) and not np.isfinite(value) else value for key, value in record.items()}
+
+
 def _terms_text(metrics: dict[str, float]) -> str:
     """The loss terms of a metrics row, abbreviated for the progress bar."""
     return " ".join(f"{name[:5]} {metrics[name]:.3g}" for name in TERMS)
@@ -410,9 +461,11 @@ def load_trained(cfg: ExperimentConfig, path: str | Path, device: str | torch.de
     """The trained model and symmetry of a checkpoint, in eval mode (``.model``, ``.symmetry``).
 
     Raises a `ValueError` when the checkpoint's tensors do not fit the model ``cfg`` builds,
-    naming the model keys of ``cfg`` that differ from the run's and the first tensors that differ.
+    naming the model keys of ``cfg`` that differ from the run's and the first tensors that differ,
+    and `NonFiniteWeights` naming the checkpoint when its weights hold NaN or infinite values.
     """
     state = load_checkpoint(path, map_location=device)
+    require_finite(state["model"], f"checkpoint {path}")
     meta = state["meta"]
     objective = JEPAObjective.from_experiment(cfg, meta["transport_weight"], init_seed=0)
     misfits = _misfits(state["model"], objective.state_dict())
