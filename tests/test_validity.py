@@ -129,3 +129,27 @@ def test_recordings_of_unknown_people_are_called_recordings(collapsed_run):
     assert "95 % recording-clustered percentile bootstrap" in unknown and "patient" not in unknown
     assert "the same person may sit in training and in evaluation" in unknown
 
+
+
+def test_evaluate_refuses_a_checkpoint_whose_outputs_are_not_finite_naming_it(collapsed_run, tmp_path):
+    import shutil
+
+    import torch
+
+    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.evaluation.stage import NonFiniteOutputs, evaluate_cell
+    from cyclejepa.training import load_checkpoint, save_checkpoint
+
+    cfg, _ = collapsed_run
+    shutil.copytree(cfg.output_dir / "runs", tmp_path / "runs")
+    copy = cfg.model_copy(update={"output_dir": tmp_path})
+    checkpoint = tmp_path / "runs" / "winder-seed0" / "checkpoints" / "step_000060.pt"
+    state = load_checkpoint(checkpoint)
+    last = [name for name in state["model"] if name.startswith("model.projector.") and name.endswith("weight")][-1]
+    state["model"][last] = torch.full_like(state["model"][last], 3e38)  # finite weights whose tokens overflow float32
+    assert all(torch.isfinite(t).all() for t in state["model"].values() if t.is_floating_point())
+    save_checkpoint(state, checkpoint)
+    plan = runner.plan_runs(copy)[0]
+    with pytest.raises(NonFiniteOutputs, match=f"checkpoint {checkpoint} gives non-finite \\(NaN or infinite\\) .* windows, e.g. cache rows"):
+        evaluate_cell(copy, PreparedCache(runner.cache_dir(cfg)), plan, 60, torch.device("cpu"))
+    assert not (tmp_path / "evaluation" / "winder-seed0-step000060.json").exists()

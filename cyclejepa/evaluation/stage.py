@@ -109,8 +109,11 @@ def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, 
 
     target = _cell_path(evaluation_dir(cfg), plan, step)
     checkpoint = _checkpoint(cfg, plan, step)
-    objective = load_trained(cfg, checkpoint, device)
-    result, scores = evaluate_checkpoint(cfg, cache, objective, device, progress)
+    objective = load_trained(cfg, checkpoint, device)  # refuses non-finite weights by name
+    try:
+        result, scores = evaluate_checkpoint(cfg, cache, objective, device, progress)
+    except NonFiniteOutputs as error:
+        raise NonFiniteOutputs(f"checkpoint {checkpoint} gives {error}") from None
     result["validity"] = cell_validity(result)
     result.update(run=plan.name, arm=plan.arm.name, seed=plan.seed, step=step,
                   transport_weight=plan.arm.transport_weight, evaluation_hash=_evaluation_hash(cfg),
@@ -194,6 +197,20 @@ def _evaluate_cell_process(raw: dict[str, Any], cache_path: str, plan, step: int
 
     cfg = parse_config(raw)
     evaluate_cell(cfg, open_cache(cfg, cache_path), plan, step, resolve_device(cfg.evaluation.device))
+
+
+class NonFiniteOutputs(ValueError):
+    """A model whose outputs on the evaluation data hold NaN or infinite values."""
+
+
+def require_finite_outputs(values: np.ndarray, rows: np.ndarray, what: str) -> None:
+    """Raise `NonFiniteOutputs` naming ``what`` and the first cache ``rows`` whose ``values``
+    (one row each) hold a NaN or an infinite value."""
+    bad = ~np.isfinite(values.reshape(len(values), -1)).all(axis=1)
+    if bad.any():
+        raise NonFiniteOutputs(
+            f"non-finite (NaN or infinite) {what} for {int(bad.sum())} of {len(bad)} windows, e.g. cache rows {rows[bad][:5].tolist()}"
+        )
 
 
 @dataclass
@@ -280,6 +297,7 @@ def core_metrics(
     labelled = bool(cache.label_levels)
     if labelled:
         reps = record_embeddings(cfg, cache, model, device, progress)  # the folds passed the seal there
+        require_finite_outputs(reps.features, reps.rows, "record representations")
     else:
         use_folds(cfg, "evaluation", "data.eval_folds")  # read by the mechanism and geometry only
     patients, qc_ok = cache.columns["patient_id"], cache.columns["qc_ok"]
@@ -294,6 +312,7 @@ def core_metrics(
     eval_rows = cache.select(cfg.data.eval_folds)
     phase_rows = eval_rows[qc_ok[eval_rows]]  # phase-QC failures are left out of phase analyses
     tokens = extract_tokens(model, cache.signals[phase_rows], device=device)
+    require_finite_outputs(tokens, phase_rows, "tokens")
     token_phases = phases[phase_rows]
     g1 = g1_gate(tokens, token_phases, symmetry, patients[phase_rows], seed=ev.seed, replicates=ev.bootstrap)
     result["mechanism"] = asdict(g1)
