@@ -130,6 +130,22 @@ def test_recordings_of_unknown_people_are_called_recordings(collapsed_run):
     assert "the same person may sit in training and in evaluation" in unknown
 
 
+def test_a_dataset_that_does_not_know_its_people_has_no_patients_row(collapsed_run, tmp_path, monkeypatch):
+    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.data.synthetic.dataset import SyntheticPTBXL
+    from cyclejepa.evaluation import stage
+
+    cfg, _ = collapsed_run
+    cache = PreparedCache(runner.cache_dir(cfg))
+    protocol = json.loads((cfg.output_dir / "evaluation" / "protocol.json").read_text())
+    assert "| Patients |" in protocol["cohort_markdown"]
+    monkeypatch.setattr(SyntheticPTBXL, "subjects_known", False)
+    assert stage.data_facts(cfg, cache)["subjects_known"] is False
+    stage._write_protocol(cfg, cache, tmp_path)
+    unknown = json.loads((tmp_path / "protocol.json").read_text())["cohort_markdown"]
+    assert "| Patients |" not in unknown and "| Recordings |" in unknown
+
+
 
 def test_evaluate_refuses_a_checkpoint_whose_outputs_are_not_finite_naming_it(collapsed_run, tmp_path):
     import shutil

@@ -444,8 +444,14 @@ def _write_hr_strata(cfg: ExperimentConfig, task: str, step: int, out: Path) -> 
 
 
 def _write_protocol(cfg: ExperimentConfig, cache: PreparedCache, out: Path) -> None:
+    """``protocol.json``: the cache, its counts and rejections, the cohort table (without a
+    "Patients" row when the dataset does not know whose each recording is: it would count
+    recordings) and the evaluation's hash."""
     train_folds, eval_folds = (use_folds(cfg, "cohort table", key) for key in ("data.train_folds", "data.eval_folds"))
-    table = cohort_table(cache, train_folds, eval_folds, event=data_facts(cfg, cache)["event"])
+    facts = data_facts(cfg, cache)
+    table = cohort_table(cache, train_folds, eval_folds, event=facts["event"])
+    if not facts["subjects_known"]:
+        table = table.drop(index="Patients")
     protocol = {
         "cache": str(cache.path),
         "counts": cache.manifest["counts"],
