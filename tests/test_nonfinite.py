@@ -84,3 +84,29 @@ def test_loading_a_checkpoint_with_nan_weights_is_refused_naming_it(tmp_path):
     path = save_checkpoint(state, tmp_path / "nan.pt")
     with pytest.raises(NonFiniteWeights, match=f"checkpoint {path} holds non-finite .* 1 tensor\\(s\\): {name}"):
         load_trained(cfg, path)
+
+
+def corrupted_corpus():
+    """The test corpus with one record of NaN samples: a batch holding it has non-finite losses."""
+    x, phi = corpus()
+    x[3] = math.nan
+    return x, phi
+
+
+def test_skip_nonfinite_steps_drops_the_updates_of_bad_steps_up_to_its_bound(tmp_path):
+    cfg = tiny_config(training={"skip_nonfinite_steps": 12})
+    trainer = Trainer(cfg, *corrupted_corpus(), tmp_path / "a", seed=0, transport_weight=1.0, fs=100.0)
+    last = trainer.fit(progress=False)
+    rows = strict_rows(tmp_path / "a" / "metrics.jsonl")
+    skipped = [row["step"] for row in rows if row.get("skipped")]
+    nonfinite = [row["step"] for row in rows if any(isinstance(v, str) for v in row.values())]
+    assert 0 < len(skipped) < 12 and skipped == nonfinite == trainer.skipped
+    state = load_checkpoint(last)
+    assert nonfinite_tensors(state["model"]) == [] and state["skipped"] == skipped
+    adam_steps = {int(s["step"]) for o in state["optimisers"] for s in o["state"].values()}
+    assert adam_steps == {12 - len(skipped)}  # the optimiser took exactly the steps not skipped
+
+    bounded = tiny_config(training={"skip_nonfinite_steps": len(skipped) - 1})
+    again = Trainer(bounded, *corrupted_corpus(), tmp_path / "b", seed=0, transport_weight=1.0, fs=100.0)
+    with pytest.raises(Diverged, match=f"at step {skipped[-1]}: non-finite .* after skipping {len(skipped) - 1} "):
+        again.fit(progress=False)

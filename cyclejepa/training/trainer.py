@@ -47,13 +47,15 @@ class Diverged(ValueError):
     `FLUSH_EVERY` steps and before every checkpoint, so no step adds a host synchronisation):
     ``metrics.jsonl`` then ends with the first bad step, its non-finite values written as
     strings ("nan", "inf", "-inf"), no checkpoint is written after it, and the last one on disk
-    (finite: every checkpoint is checked when written) is ``checkpoint``.
+    (finite: every checkpoint is checked when written) is ``checkpoint``. With
+    ``training.skip_nonfinite_steps`` the first ``skipped`` bad steps were skipped instead.
     """
 
-    def __init__(self, step: int, what: str, checkpoint: Path | None):
+    def __init__(self, step: int, what: str, checkpoint: Path | None, skipped: int = 0):
         self.step, self.what, self.checkpoint = step, what, checkpoint
         kept = f"the last finite checkpoint is {checkpoint}" if checkpoint else "no checkpoint was written before it"
-        super().__init__(f"training diverged at step {step}: non-finite {what}; stopped, {kept} "
+        after = f" after skipping {skipped} (training.skip_nonfinite_steps)" if skipped else ""
+        super().__init__(f"training diverged at step {step}: non-finite {what}{after}; stopped, {kept} "
                          "(lower optimiser.lr or optimiser.grad_clip)")
 
 
@@ -233,6 +235,7 @@ class Trainer:
         self.optimisers = build_optimisers(self.objective, cfg.optimiser)
         self.batches = BatchSampler(signals, phases, cfg.training.batch_size, self.streams["data"], self.device)
         self.step = 0
+        self.skipped: list[int] = []  # steps skipped for non-finite values (training.skip_nonfinite_steps)
         self.watchers: list[Callable[[Trainer, list[dict[str, float]]], None]] = []  # called with each flush's rows, rank 0
         identity = cfg.training_identity(transport_weight, seed)
         self.meta = {"seed": seed, "transport_weight": transport_weight, "identity": identity, "run_hash": identity_hash(identity)}
@@ -282,12 +285,25 @@ class Trainer:
             optimiser.zero_grad(set_to_none=True)
         terms["loss"].backward()
         grad_norm = nn.utils.clip_grad_norm_(self.objective.parameters(), self.cfg.optimiser.grad_clip)
-        for optimiser in self.optimisers:
-            optimiser.step()
+        values = self.dist.mean(torch.stack([terms[name].detach() for name in TERMS] + [grad_norm.detach().float()]))
+        if not self._skip(values):
+            for optimiser in self.optimisers:
+                optimiser.step()
         self.step += 1
-        values = torch.stack([terms[name].detach() for name in TERMS] + [grad_norm.detach().float()])
         # torch.full passes lr as a kernel argument: no host-to-device copy, no synchronisation
-        return torch.cat([self.dist.mean(values), torch.full((1,), lr, device=values.device)])
+        return torch.cat([values, torch.full((1,), lr, device=values.device)])
+
+    def _skip(self, values: torch.Tensor) -> bool:
+        """Whether to drop this step's update: with ``training.skip_nonfinite_steps`` left, when
+        a term or the gradient norm (``values``, the same on every rank) is non-finite. Checks
+        on the host, so only when the option is on; a bad step past it is left to `_flush`."""
+        if len(self.skipped) >= self.cfg.training.skip_nonfinite_steps or bool(torch.isfinite(values).all()):
+            return False
+        self.skipped.append(self.step + 1)
+        what = _nonfinite(dict(zip((*TERMS, "grad_norm"), values.tolist())))
+        log.warning("%s: step %d has a non-finite %s; its update skipped (%d of training.skip_nonfinite_steps=%d)",
+                    self.directory.name, self.step + 1, what, len(self.skipped), self.cfg.training.skip_nonfinite_steps)  # fmt: skip
+        return True
 
     def step_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """This step's inputs of the objective, each from the run's own stream: the next batch
@@ -357,10 +373,13 @@ class Trainer:
             {"step": step + 1, **dict(zip((*TERMS, "grad_norm", "lr"), row)), "time": time.time()}
             for (step, _), row in zip(pending, rows)
         ]
-        bad = next((record for record in records if _nonfinite(record)), None)
+        for record in records:
+            if record["step"] in self.skipped:
+                record["skipped"] = True
+        bad = next((record for record in records if not record.get("skipped") and _nonfinite(record)), None)
         if bad is not None:
             self._write_metrics(records[: records.index(bad) + 1])
-            raise Diverged(bad["step"], _nonfinite(bad), latest_checkpoint(self.directory / "checkpoints"))
+            raise Diverged(bad["step"], _nonfinite(bad), latest_checkpoint(self.directory / "checkpoints"), len(self.skipped))
         self._write_metrics(records)
         return records[-1]
 
@@ -383,6 +402,7 @@ class Trainer:
             "rng": self.streams.state_dict(),
             "batches": self.batches.state_dict(),
             "meta": self.meta,
+            "skipped": list(self.skipped),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -398,6 +418,7 @@ class Trainer:
         self.streams.load_state_dict(state["rng"])
         self.batches.load_state_dict(state["batches"])
         self.step = int(state["step"])
+        self.skipped = [int(step) for step in state.get("skipped", [])]
 
     def save(self) -> Path:
         """Write the checkpoint of the current step (rank 0 only); returns its path."""
