@@ -66,12 +66,11 @@ def input_distance(normalised: np.ndarray) -> tuple[float, int]:
 
 
 def check_finite_weights(model, where: str) -> None:
-    """ValueError naming the tensors of ``model``'s state dict that hold a NaN or an infinity."""
-    import torch
+    """`NonFiniteWeights` (a ValueError) naming ``where`` and the tensors of ``model``'s state
+    dict that hold a NaN or an infinity (`cyclejepa.training.checkpoint.require_finite`)."""
+    from cyclejepa.training.checkpoint import require_finite
 
-    bad = [k for k, v in model.state_dict().items() if torch.is_floating_point(v) and not torch.isfinite(v).all()]
-    if bad:
-        raise ValueError(f"{where}: non-finite weights in {bad[:10]}: the run diverged; use an earlier checkpoint")
+    require_finite(model.state_dict(), where)
 
 
 def load_encoder(
