@@ -17,6 +17,9 @@ With ``--package`` the package's own ``encoder_streaming.onnx`` and ``encoder.on
 level, with the state fed back as numpy arrays (``run``) and, for streaming, through an
 I/O binding of preallocated buffers swapped each call (``iobinding``); each streaming row also
 gives the largest difference of its tokens, one window streamed, from the offline graph's.
+A last row times the floor of one streaming step at batch 1: only its matrix-vector products
+(one MatMul per weight matrix of the package's encoder and projector, a convolution's taps
+flattened), in one onnxruntime graph.
 Prints a Markdown table; ``--out`` writes the rows, the machine and the versions as JSON.
 """
 
@@ -169,6 +172,30 @@ def streamed_error(step: ort.InferenceSession, offline: ort.InferenceSession, x:
     return float(np.abs(np.stack(tokens, axis=1) - reference).max())
 
 
+def floor_graph(folder: Path, path: Path) -> tuple[Path, np.ndarray]:
+    """An ONNX graph of one MatMul (1, in) @ (in, out) per weight matrix of the package (a
+    convolution's (out, in, k) as (in·k, out)), each fed a slice of one input; and that input."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from safetensors.numpy import load_file
+
+    weights = [w for k, w in load_file(folder / "model.safetensors").items()
+               if k.split(".")[0] in ("encoder", "projector") and w.ndim >= 2]  # fmt: skip
+    matrices = [w.reshape(w.shape[0], -1).T.copy() for w in weights]
+    widest = max(m.shape[0] for m in matrices)
+    nodes, initial, outputs = [], [], []
+    for i, m in enumerate(matrices):
+        initial += [numpy_helper.from_array(m, f"w{i}"), numpy_helper.from_array(np.array([m.shape[0]]), f"n{i}")]
+        nodes += [helper.make_node("Slice", ["x", "zero", f"n{i}", "one"], [f"x{i}"]),
+                  helper.make_node("MatMul", [f"x{i}", f"w{i}"], [f"y{i}"])]  # fmt: skip
+        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, m.shape[1]]))
+    initial += [numpy_helper.from_array(np.array([0]), "zero"), numpy_helper.from_array(np.array([1]), "one")]
+    graph = helper.make_graph(nodes, "floor", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, widest])],
+                              outputs, initial)  # fmt: skip
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path, np.random.default_rng(2).standard_normal((1, widest), dtype=np.float32)
+
+
 def measure_package(folder: Path, threads: int, stream_batches: Sequence[int], steps: int,
                     offline_batches: Sequence[int], repeats: int) -> list[dict]:  # fmt: skip
     """Rows of the package's own ONNX graphs at each optimisation level."""
@@ -193,6 +220,12 @@ def measure_package(folder: Path, threads: int, stream_batches: Sequence[int], s
             stats = summarise(time_calls(lambda: offline.run(None, feed), warmup=3, repeats=repeats))
             rows.append({"mode": "offline", "backend": f"onnxruntime {level}", "threads": threads, "batch": batch,
                          **stats, "records_per_s": 1e3 * batch / stats["median_ms"]})  # fmt: skip
+    with tempfile.TemporaryDirectory() as scratch:
+        path, x = floor_graph(folder, Path(scratch) / "floor.onnx")
+        graph = session(path, threads)
+        stats = summarise(time_calls(lambda: graph.run(None, {"x": x}), warmup=100, repeats=steps))
+    rows.append({"mode": "streaming", "backend": "onnxruntime matrix products only (floor)", "threads": threads,
+                 "batch": 1, **stats, "realtime_factor": 1e3 * patch / prep["model_fs"] / stats["median_ms"]})  # fmt: skip
     return rows
 
 

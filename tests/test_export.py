@@ -626,8 +626,12 @@ def test_the_latency_benchmark_times_a_given_package(onnx_package):
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     rows = bench.measure_package(onnx_package, 1, [1, 2], steps=3, offline_batches=[1], repeats=2)
-    streaming = [r for r in rows if r["mode"] == "streaming"]
+    streaming = [r for r in rows if r["mode"] == "streaming" and "floor" not in r["backend"]]
     assert {r["backend"] for r in streaming} == {f"onnxruntime {level} {way}" for level in ("basic", "extended", "all") for way in ("run", "iobinding")}
+    path, x = bench.floor_graph(onnx_package, Path(onnx_package).parent / "floor.onnx")
+    (first, *_), weights = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x}), safetensors_torch.load_file(onnx_package / "model.safetensors")
+    matrix = weights["encoder.blocks.0.conv1.weight"].numpy()  # the first weight in the file: (16, 16, 3)
+    np.testing.assert_allclose(first, x[:, :48] @ matrix.reshape(16, -1).T, rtol=1e-5, atol=1e-5)  # the floor multiplies the package's weights
     assert {r["batch"] for r in streaming} == {1, 2} and all(r["max_abs_vs_offline"] <= 1e-4 for r in streaming)
     assert [r["batch"] for r in rows if r["mode"] == "offline"] == [1, 1, 1]
 
