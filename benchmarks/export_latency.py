@@ -17,9 +17,10 @@ With ``--package`` the package's own ``encoder_streaming.onnx`` and ``encoder.on
 level, with the state fed back as numpy arrays (``run``) and, for streaming, through an
 I/O binding of preallocated buffers swapped each call (``iobinding``); each streaming row also
 gives the largest difference of its tokens, one window streamed, from the offline graph's.
-A last row times the floor of one streaming step at batch 1: only its matrix-vector products
-(one MatMul per weight matrix of the package's encoder and projector, a convolution's taps
-flattened), in one onnxruntime graph.
+Two last rows, batch 1: the step graph dynamically quantised to int8 weights (onnxruntime
+``quantize_dynamic``; its tokens against the float32 offline graph's), and the floor of one
+step: only its matrix-vector products (one MatMul per weight matrix of the package's encoder
+and projector, a convolution's taps flattened), in one onnxruntime graph.
 Prints a Markdown table; ``--out`` writes the rows, the machine and the versions as JSON.
 """
 
@@ -221,6 +222,15 @@ def measure_package(folder: Path, threads: int, stream_batches: Sequence[int], s
             rows.append({"mode": "offline", "backend": f"onnxruntime {level}", "threads": threads, "batch": batch,
                          **stats, "records_per_s": 1e3 * batch / stats["median_ms"]})  # fmt: skip
     with tempfile.TemporaryDirectory() as scratch:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(folder / "encoder_streaming.onnx", Path(scratch) / "int8.onnx", weight_type=QuantType.QInt8)
+        step = session(Path(scratch) / "int8.onnx", threads)
+        chunk = np.random.default_rng(0).standard_normal((1, leads, patch), dtype=np.float32)
+        stats = summarise(time_calls(package_step(step, chunk, False), warmup=100, repeats=steps))
+        rows.append({"mode": "streaming", "backend": "onnxruntime int8 weights, run", "threads": threads, "batch": 1, **stats,
+                     "max_abs_vs_offline": streamed_error(step, offline, x),
+                     "realtime_factor": 1e3 * patch / prep["model_fs"] / stats["median_ms"]})  # fmt: skip
         path, x = floor_graph(folder, Path(scratch) / "floor.onnx")
         graph = session(path, threads)
         stats = summarise(time_calls(lambda: graph.run(None, {"x": x}), warmup=100, repeats=steps))
