@@ -21,7 +21,7 @@ MAX_SIZE = {
     "dilations": 64, "in_dim": 16384, "out_dim": 16384, "window": 100_000_000, "decimation": 1000,
     "token_patch": 4096,
 }  # fmt: skip
-"""Largest value of each size a package may declare (the paper model: 12 leads, width 256, hidden 512)."""
+"""Largest value of each size a package may declare (the paper model: 12 channels, width 256, hidden 512)."""
 MIN_STD = 1e-9
 """Smallest normalisation std, in the data's units: below it a z-score overflows float32 on ordinary input."""
 MAX_ABS_MEAN = 1e12
