@@ -1,7 +1,9 @@
-"""CPU speed of the deployed encoder in eager PyTorch, TorchScript and ONNX Runtime (paper model).
+"""CPU speed of the deployed encoder in eager PyTorch, TorchScript and ONNX Runtime (paper model),
+or of the ONNX graphs of a given package.
 
     python benchmarks/export_latency.py [--threads 1] [--stream-batch 1 32] [--steps 1000]
                                         [--offline-batch 1 32] [--repeats 20] [--out export.json]
+    python benchmarks/export_latency.py --package DIR [...]
 
 Streaming rows time one chunk (B, 12, 8) → z_t with the state carried between calls:
 `StreamingEncoder.step` (eager), the traced step (TorchScript, read back with
@@ -10,6 +12,15 @@ arrays fed back each call); ``steps`` timed calls after 100 untimed ones, each t
 Offline rows time whole 10 s windows (B, 12, 1000) → z (B, 125, 256) (``repeats`` calls after 3
 untimed) and give records per second = B / median. The graphs are written by
 `cyclejepa.export.export_torchscript` / `export_onnx` from the same randomly initialised model.
+With ``--package`` the package's own ``encoder_streaming.onnx`` and ``encoder.onnx`` are timed
+(its channels, patch and window from ``config.json``) at each onnxruntime graph optimisation
+level, with the state fed back as numpy arrays (``run``) and, for streaming, through an
+I/O binding of preallocated buffers swapped each call (``iobinding``); each streaming row also
+gives the largest difference of its tokens, one window streamed, from the offline graph's.
+Two last rows, batch 1: the step graph dynamically quantised to int8 weights (onnxruntime
+``quantize_dynamic``; its tokens against the float32 offline graph's), and the floor of one
+step: only its matrix-vector products (one MatMul per weight matrix of the package's encoder
+and projector, a convolution's taps flattened), in one onnxruntime graph.
 Prints a Markdown table; ``--out`` writes the rows, the machine and the versions as JSON.
 """
 
@@ -21,6 +32,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import onnxruntime as ort
 import torch
 
@@ -33,9 +45,18 @@ WINDOW = 1000  # 10 s at 100 Hz
 BACKENDS = ("eager", "torchscript", "onnxruntime")
 
 
-def session(path: Path, threads: int) -> ort.InferenceSession:
+LEVELS = {
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+"""onnxruntime graph optimisation levels timed with ``--package`` (``all`` is onnxruntime's default)."""
+
+
+def session(path: Path, threads: int, level: str = "all") -> ort.InferenceSession:
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    options.graph_optimization_level = LEVELS[level]
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
@@ -105,6 +126,119 @@ def measure(threads: int, stream_batches: Sequence[int], steps: int, offline_bat
     return rows
 
 
+def zero_state(graph: ort.InferenceSession, batch: int) -> dict[str, np.ndarray]:
+    return {i.name: np.zeros((batch, *i.shape[1:]), np.float32) for i in graph.get_inputs() if i.name != "chunk"}
+
+
+def package_step(graph: ort.InferenceSession, chunk: np.ndarray, binding: bool) -> Callable[[], object]:
+    """A call that encodes the next chunk through the package's step graph: state fed back as
+    numpy arrays, or through an I/O binding of two preallocated state buffers swapped each call."""
+    feed = {"chunk": chunk, **zero_state(graph, len(chunk))}
+    names = list(feed)[1:]
+    if not binding:
+
+        def run():
+            _, *after = graph.run(None, feed)
+            feed.update(zip(names, after))
+
+        return run
+    io = graph.io_binding()
+    value = ort.OrtValue.ortvalue_from_numpy
+    buffers = [[value(feed[n]) for n in names], [value(np.zeros_like(feed[n])) for n in names]]
+    z = value(np.zeros((len(chunk), graph.get_outputs()[0].shape[-1]), np.float32))
+    io.bind_ortvalue_input("chunk", value(chunk))
+    io.bind_ortvalue_output("z", z)
+    turn = [0]
+
+    def bound():
+        now, after = buffers[turn[0]], buffers[1 - turn[0]]
+        for name, current, following in zip(names, now, after):
+            io.bind_ortvalue_input(name, current)
+            io.bind_ortvalue_output(f"next_{name}", following)
+        graph.run_with_iobinding(io)
+        turn[0] = 1 - turn[0]
+
+    return bound
+
+
+def streamed_error(step: ort.InferenceSession, offline: ort.InferenceSession, x: np.ndarray) -> float:
+    """Largest |token difference| between ``x`` (1, C, L) streamed chunk by chunk and the offline graph."""
+    patch = step.get_inputs()[0].shape[-1]
+    state, tokens = zero_state(step, 1), []
+    for start in range(0, x.shape[-1], patch):
+        z, *after = step.run(None, {"chunk": x[..., start : start + patch], **state})
+        state = dict(zip(state, after))
+        tokens.append(z)
+    (reference,) = offline.run(None, {"x": x})
+    return float(np.abs(np.stack(tokens, axis=1) - reference).max())
+
+
+def floor_graph(folder: Path, path: Path) -> tuple[Path, np.ndarray]:
+    """An ONNX graph of one MatMul (1, in) @ (in, out) per weight matrix of the package (a
+    convolution's (out, in, k) as (in·k, out)), each fed a slice of one input; and that input."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    from safetensors.numpy import load_file
+
+    weights = [w for k, w in load_file(folder / "model.safetensors").items()
+               if k.split(".")[0] in ("encoder", "projector") and w.ndim >= 2]  # fmt: skip
+    matrices = [w.reshape(w.shape[0], -1).T.copy() for w in weights]
+    widest = max(m.shape[0] for m in matrices)
+    nodes, initial, outputs = [], [], []
+    for i, m in enumerate(matrices):
+        initial += [numpy_helper.from_array(m, f"w{i}"), numpy_helper.from_array(np.array([m.shape[0]]), f"n{i}")]
+        nodes += [helper.make_node("Slice", ["x", "zero", f"n{i}", "one"], [f"x{i}"]),
+                  helper.make_node("MatMul", [f"x{i}", f"w{i}"], [f"y{i}"])]  # fmt: skip
+        outputs.append(helper.make_tensor_value_info(f"y{i}", TensorProto.FLOAT, [1, m.shape[1]]))
+    initial += [numpy_helper.from_array(np.array([0]), "zero"), numpy_helper.from_array(np.array([1]), "one")]
+    graph = helper.make_graph(nodes, "floor", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, widest])],
+                              outputs, initial)  # fmt: skip
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    return path, np.random.default_rng(2).standard_normal((1, widest), dtype=np.float32)
+
+
+def measure_package(folder: Path, threads: int, stream_batches: Sequence[int], steps: int,
+                    offline_batches: Sequence[int], repeats: int) -> list[dict]:  # fmt: skip
+    """Rows of the package's own ONNX graphs at each optimisation level."""
+    from cyclejepa.export import read_package_config
+
+    prep = read_package_config(folder)["preprocessing"]
+    leads, patch, samples = len(prep["channels"]), prep["token_patch"], prep["window"] // prep["decimation"]
+    x = np.random.default_rng(1).standard_normal((1, leads, samples), dtype=np.float32)
+    rows = []
+    for level in LEVELS:
+        step, offline = session(folder / "encoder_streaming.onnx", threads, level), session(folder / "encoder.onnx", threads, level)
+        error = streamed_error(step, offline, x)
+        for batch in stream_batches:
+            chunk = np.random.default_rng(0).standard_normal((batch, leads, patch), dtype=np.float32)
+            for binding in (False, True):
+                stats = summarise(time_calls(package_step(step, chunk, binding), warmup=100, repeats=steps))
+                rows.append({"mode": "streaming", "backend": f"onnxruntime {level} {'iobinding' if binding else 'run'}",
+                             "threads": threads, "batch": batch, **stats, "max_abs_vs_offline": error,
+                             "realtime_factor": 1e3 * patch / prep["model_fs"] / stats["median_ms"]})  # fmt: skip
+        for batch in offline_batches:
+            feed = {"x": np.repeat(x, batch, axis=0)}
+            stats = summarise(time_calls(lambda: offline.run(None, feed), warmup=3, repeats=repeats))
+            rows.append({"mode": "offline", "backend": f"onnxruntime {level}", "threads": threads, "batch": batch,
+                         **stats, "records_per_s": 1e3 * batch / stats["median_ms"]})  # fmt: skip
+    with tempfile.TemporaryDirectory() as scratch:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
+
+        quantize_dynamic(folder / "encoder_streaming.onnx", Path(scratch) / "int8.onnx", weight_type=QuantType.QInt8)
+        step = session(Path(scratch) / "int8.onnx", threads)
+        chunk = np.random.default_rng(0).standard_normal((1, leads, patch), dtype=np.float32)
+        stats = summarise(time_calls(package_step(step, chunk, False), warmup=100, repeats=steps))
+        rows.append({"mode": "streaming", "backend": "onnxruntime int8 weights, run", "threads": threads, "batch": 1, **stats,
+                     "max_abs_vs_offline": streamed_error(step, offline, x),
+                     "realtime_factor": 1e3 * patch / prep["model_fs"] / stats["median_ms"]})  # fmt: skip
+        path, x = floor_graph(folder, Path(scratch) / "floor.onnx")
+        graph = session(path, threads)
+        stats = summarise(time_calls(lambda: graph.run(None, {"x": x}), warmup=100, repeats=steps))
+    rows.append({"mode": "streaming", "backend": "onnxruntime matrix products only (floor)", "threads": threads,
+                 "batch": 1, **stats, "realtime_factor": 1e3 * patch / prep["model_fs"] / stats["median_ms"]})  # fmt: skip
+    return rows
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, nargs="+", default=[1], help="torch and onnxruntime intra-op threads")
@@ -113,18 +247,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--offline-batch", type=int, nargs="+", default=[1, 32], help="windows per offline call")
     parser.add_argument("--repeats", type=int, default=20, help="timed calls per offline row")
     parser.add_argument("--out", help="write the rows, the machine and the versions as JSON here")
+    parser.add_argument("--package", type=Path, help="time this package's ONNX graphs (cyclejepa export --onnx)")
     args = parser.parse_args(argv)
-    rows = [row for t in args.threads for row in measure(t, args.stream_batch, args.steps, args.offline_batch, args.repeats)]
+    if args.package:
+        rows = [row for t in args.threads for row in
+                measure_package(args.package, t, args.stream_batch, args.steps, args.offline_batch, args.repeats)]  # fmt: skip
+    else:
+        rows = [row for t in args.threads for row in measure(t, args.stream_batch, args.steps, args.offline_batch, args.repeats)]
     host, found = machine_info(torch.device("cpu")), {**versions(), "onnxruntime": ort.__version__}
-    print(f"paper model (1,232,384 deployed parameters), {host['cpu_model']}, {host['cpu_count']} CPUs, "
+    what = f"package {args.package}" if args.package else "paper model (1,232,384 deployed parameters)"
+    print(f"{what}, {host['cpu_model']}, {host['cpu_count']} CPUs, "
           f"load average {host['load_average']}, torch {found['torch']}, onnxruntime {found['onnxruntime']}")
     print("\n| mode | backend | threads | batch | median ms | p10–p90 ms | real-time factor / records per s |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         rate = (f"{row['realtime_factor']:.0f}× real time" if row["mode"] == "streaming"
                 else f"{row['records_per_s']:.1f} records/s")  # fmt: skip
+        error = f" (tokens within {row['max_abs_vs_offline']:.1e} of offline)" if "max_abs_vs_offline" in row else ""
         print(f"| {row['mode']} | {row['backend']} | {row['threads']} | {row['batch']} | {row['median_ms']:.3f} | "
-              f"{row['p10_ms']:.3f}–{row['p90_ms']:.3f} | {rate} |")
+              f"{row['p10_ms']:.3f}–{row['p90_ms']:.3f} | {rate}{error} |")
     if args.out:
         Path(args.out).write_text(json.dumps({"machine": host, "versions": found, "rows": rows}, indent=2))
 

@@ -2,18 +2,18 @@
 
 from cyclejepa.version import __version__
 
-__all__ = ["__version__", "load_encoder", "load_pretrained"]
+__all__ = ["__version__", "from_pretrained", "load_encoder", "load_pretrained", "save_pretrained"]
 
 
 def __getattr__(name: str):
-    """`load_encoder` and `load_pretrained`, imported on first use (``import cyclejepa`` stays
-    free of torch)."""
+    """`load_encoder`, `load_pretrained` / `from_pretrained` and `save_pretrained`, imported on
+    first use (``import cyclejepa`` stays free of torch)."""
     if name == "load_encoder":
         from cyclejepa.embed import load_encoder
 
         return load_encoder
-    if name == "load_pretrained":
-        from cyclejepa.export import load_pretrained
+    if name in ("load_pretrained", "from_pretrained", "save_pretrained"):
+        from cyclejepa import export
 
-        return load_pretrained
+        return getattr(export, name)
     raise AttributeError(f"module 'cyclejepa' has no attribute {name!r}")

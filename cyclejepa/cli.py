@@ -334,7 +334,7 @@ def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cy
 
 @app.command()
 def embed(
-    run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`, or one run folder in it")],
+    run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`, one run folder in it, or a package of `cyclejepa export`")],
     records: Annotated[list[Path], typer.Argument(help="record files as the run's dataset reads them (WFDB: paths without extension)")],
     out: Annotated[Path, typer.Option(help="output file: .npz or .parquet")],
     checkpoint: Annotated[int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")] = None,
@@ -344,18 +344,27 @@ def embed(
     batch_size: Annotated[int, typer.Option(min=1, help="records read and windows embedded at a time")] = 256,
     tokens: Annotated[bool, typer.Option(help="keep the token embeddings (else record embeddings, phases, QC)")] = True,
 ) -> None:
-    """Embed record files with a trained run (read by its dataset): record and token embeddings, token phases, QC."""
-    from cyclejepa.embed import check_output, load_encoder
+    """Embed record files with a trained run or package (read by its dataset): record and token embeddings, token phases, QC."""
+    from cyclejepa.embed import OUT_OF_RANGE_DECADES, check_output, load_encoder
 
     with _user_errors():
         check_output(out)
-        encoder = load_encoder(run_dir, checkpoint, device, arm=arm, seed=seed)
+        if (run_dir / "config.json").is_file() and not (run_dir / "config.yaml").is_file():
+            from cyclejepa.export import load_pretrained
+
+            chosen = [name for name, value in (("--checkpoint", checkpoint), ("--arm", arm), ("--seed", seed)) if value is not None]
+            if chosen:
+                raise ValueError(f"{run_dir} is a package of one checkpoint: {', '.join(chosen)} do not apply")
+            encoder = load_pretrained(run_dir, device)
+        else:
+            encoder = load_encoder(run_dir, checkpoint, device, arm=arm, seed=seed)
         result = encoder.embed_files(records, batch_size=batch_size, progress=True, keep_tokens=tokens)
         result.save(out)
     for record, reason in result.failed.items():
         errors.print(f"[red]{escape(str(record))}[/red]: {escape(str(reason))}", highlight=False, soft_wrap=True)
-    console.print(f"{out}: {len(result)} records embedded ({int(result.qc_ok.sum())} pass phase QC), "
-                  f"{len(result.failed)} failed; {encoder}", highlight=False, soft_wrap=True)  # fmt: skip
+    far = int((result.input_distance > OUT_OF_RANGE_DECADES).sum())
+    console.print(f"{out}: {len(result)} records embedded ({int(result.qc_ok.sum())} pass phase QC, {far} out of the "
+                  f"run's input range), {len(result.failed)} failed; {encoder}", highlight=False, soft_wrap=True)  # fmt: skip
     if result.failed:
         raise typer.Exit(code=1)
 
@@ -371,7 +380,7 @@ def export(
     torchscript: Annotated[bool, typer.Option("--torchscript", help="add the offline and streaming TorchScript graphs")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing package at --out")] = False,
 ) -> None:
-    """Export a run's encoder: model.safetensors, config.json, MODEL_CARD.md (cyclejepa.load_pretrained reads it)."""
+    """Export a run's encoder: model.safetensors, config.json, README.md, reference.py (cyclejepa.load_pretrained reads it)."""
     from cyclejepa.export import export_run
 
     with _user_errors():

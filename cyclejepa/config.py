@@ -158,6 +158,10 @@ class TrainingConfig(Section):
     )
     tensorboard: bool = Field(False, description="write TensorBoard events beside metrics.jsonl (the tensorboard extra)")
     diagnostics_every: int = Field(250, ge=1, description="steps between the held-batch diagnostics in the TensorBoard events")
+    skip_nonfinite_steps: int = Field(
+        0, ge=0, description="steps with a non-finite loss or gradient norm to skip (no update) before training stops; "
+        "above 0 every step is checked on the host (one synchronisation per step)",
+    )  # fmt: skip
 
 
 class AugmentationConfig(Section):

@@ -9,8 +9,12 @@ rate and cut into windows of the training record length (`cut_record`, the cache
 shorter tail is dropped), each window through the cache's `prepare_record` (decimation, the
 run's phase provider, token phases, phase QC) and the run's normalisation. Tokens come from
 `extract_tokens` and a record's embedding is the mean of its phase-valid tokens
-(`record_representations`), as in the evaluation stage. `cyclejepa embed` runs
-`Encoder.embed_files` over record files and writes `Embeddings.save` (.npz or .parquet).
+(`record_representations`), as in the evaluation stage; ``mean_tokens``, the mean of all its
+tokens, is the record embedding that the exported graphs alone reproduce. Each record's
+prepared channels are scored against the run's normalisation (`input_distance`); a record
+beyond `OUT_OF_RANGE_DECADES` keeps its embedding and says so in ``qc_reason``. Non-finite
+weights are refused when the encoder is built, non-finite tokens per record. `cyclejepa embed`
+runs `Encoder.embed_files` over record files and writes `Embeddings.save` (.npz or .parquet).
 """
 
 from __future__ import annotations
@@ -31,10 +35,42 @@ from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_re
 from cyclejepa import runner
 from cyclejepa.progress import progress_bar
 
-__all__ = ["Embeddings", "Encoder", "Preprocessing", "check_output", "find_checkpoint", "load_encoder", "locate_run"]
+__all__ = [
+    "OUT_OF_RANGE", "OUT_OF_RANGE_DECADES", "Embeddings", "Encoder", "Preprocessing", "check_finite_weights",
+    "check_output", "find_checkpoint", "input_distance", "load_encoder", "locate_run",
+]  # fmt: skip
 
 FORMATS = (".npz", ".parquet")
 """Output formats of `Embeddings.save`, by file suffix."""
+OUT_OF_RANGE = "out_of_range"
+"""``qc_reason`` prefix of a record whose input is far from the run's normalisation."""
+OUT_OF_RANGE_DECADES = 1.0
+"""`input_distance` above which a record is marked `OUT_OF_RANGE`: a channel 10× larger or
+smaller than the training data, or offset by 9 of its training standard deviations."""
+
+
+def input_distance(normalised: np.ndarray) -> tuple[float, int]:
+    """How far one record's normalised windows (W, C, L) are from the run's normalisation, in
+    decades, and the channel row furthest.
+
+    Per channel c, with m_c and s_c the mean and standard deviation of the normalised record
+    (the training data have 0 and 1 overall): d_c = max(|log10 s_c|, log10(1 + |m_c|)); the
+    score is max_c d_c (+inf for a constant channel).
+    """
+    x = np.asarray(normalised, dtype=np.float64)
+    mean, std = x.mean(axis=(0, 2)), x.std(axis=(0, 2))
+    with np.errstate(divide="ignore"):
+        per_channel = np.maximum(np.abs(np.log10(std)), np.log10(1 + np.abs(mean)))
+    worst = int(np.argmax(per_channel))
+    return float(per_channel[worst]), worst
+
+
+def check_finite_weights(model, where: str) -> None:
+    """`NonFiniteWeights` (a ValueError) naming ``where`` and the tensors of ``model``'s state
+    dict that hold a NaN or an infinity (`cyclejepa.training.checkpoint.require_finite`)."""
+    from cyclejepa.training.checkpoint import require_finite
+
+    require_finite(model.state_dict(), where)
 
 
 def load_encoder(
@@ -118,7 +154,12 @@ class Embeddings:
     embeddings : (N, K) float64 mean of the phase-valid projected tokens of the record's windows
         that pass phase QC (the evaluation's record representation); NaN where not ``qc_ok``.
     qc_ok : (N,) bool, whether the record has an embedding.
-    qc_reason : (N,) why not: ``qc_failed: <the provider's reasons>`` or ``no_valid_phase``.
+    qc_reason : (N,) why not: ``qc_failed: <the provider's reasons>`` or ``no_valid_phase``; and,
+        embedding or not, ``out_of_range: ...`` when ``input_distance`` exceeds
+        `OUT_OF_RANGE_DECADES` (joined by ``; ``).
+    mean_tokens : (N, K) float64 mean of all tokens of all the record's windows, phase and QC
+        aside: the record embedding that the exported graphs alone reproduce.
+    input_distance : (N,) float64 `input_distance` of the record's prepared channels (decades).
     windows : (N,) windows per record; record i's are the next ``windows[i]`` window rows.
     window_start : (M,) float64 start of each window in the record, seconds.
     window_qc_ok, window_qc_reason : (M,) the phase QC of each window.
@@ -132,6 +173,8 @@ class Embeddings:
     embeddings: np.ndarray
     qc_ok: np.ndarray
     qc_reason: np.ndarray
+    mean_tokens: np.ndarray
+    input_distance: np.ndarray
     windows: np.ndarray
     window_start: np.ndarray
     window_qc_ok: np.ndarray
@@ -196,6 +239,8 @@ def _write_parquet(result: Embeddings, path: Path) -> None:
         "embedding": nested(result.embeddings),
         "qc_ok": pa.array(result.qc_ok),
         "qc_reason": pa.array(result.qc_reason.astype(str)),
+        "mean_tokens": nested(result.mean_tokens),
+        "input_distance": pa.array(result.input_distance),
         "windows": pa.array(result.windows),
         "window_start": per_record(result.window_start),
         "window_qc_ok": per_record(result.window_qc_ok),
@@ -312,6 +357,7 @@ class Encoder:
     def __init__(self, model, preprocessing: Preprocessing, device, source: dict, symmetry, root=None):
         from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
 
+        check_finite_weights(model, f"the encoder of {source}")
         self.model, self.preprocessing, self.device, self.symmetry = model, preprocessing, device, symmetry
         self.leads: list[str] = list(preprocessing.leads)
         self.fs: float = preprocessing.fs
@@ -428,11 +474,22 @@ class Encoder:
                     except (FileNotFoundError, ValueError) as error:
                         failed[str(path)] = str(error)
                 if prepared:
-                    parts.append(self._embed(names, prepared, batch_size, False, keep_tokens))
+                    parts.append(self._embed_finite(names, prepared, batch_size, keep_tokens, failed))
                 advance(len(paths[start : start + batch_size]))
         if not parts:
             raise ValueError(f"none of the {len(paths)} records could be embedded: {failed}")
         return _concatenate(parts, failed)
+
+    def _embed_finite(
+        self, names: list[str], prepared: list[_Windows], batch_size: int, keep_tokens: bool, failed: dict
+    ) -> Embeddings | None:
+        """`_embed`; a record whose tokens are not finite goes to ``failed`` and the rest on."""
+        try:
+            return self._embed(names, prepared, batch_size, False, keep_tokens)
+        except NonFiniteTokens as error:
+            failed.update({names[i]: str(error) for i in error.rows})
+            kept = [i for i in range(len(names)) if i not in error.rows]
+            return self._embed([names[i] for i in kept], [prepared[i] for i in kept], batch_size, False, keep_tokens) if kept else None
 
     def _embed(
         self, names: list[str], prepared: list[_Windows], batch_size: int, progress: bool, keep_tokens: bool
@@ -442,10 +499,16 @@ class Encoder:
             self.model, np.concatenate([p.signals for p in prepared]), batch_size=batch_size,
             device=self.device, progress=progress,
         )  # fmt: skip
+        windows = np.array([len(p.qc_ok) for p in prepared], dtype=np.int64)
+        finite = np.add.reduceat(np.isfinite(tokens).all(axis=(1, 2)), np.cumsum(windows) - windows) == windows
+        if not finite.all():
+            raise NonFiniteTokens([names[i] for i in np.flatnonzero(~finite)], list(np.flatnonzero(~finite)))
         phases = np.concatenate([p.phases for p in prepared])
         window_qc = np.concatenate([p.qc_ok for p in prepared])
-        windows = np.array([len(p.qc_ok) for p in prepared], dtype=np.int64)
         embeddings = np.full((len(prepared), tokens.shape[-1]), np.nan)
+        mean_tokens = np.stack([tokens[s : s + n].reshape(-1, tokens.shape[-1]).astype(np.float64).mean(axis=0)
+                                for s, n in zip(np.cumsum(windows) - windows, windows)])  # fmt: skip
+        distances = [input_distance(p.signals) for p in prepared]
         reasons = np.full(len(prepared), "", dtype=object)
         for i, (start, p) in enumerate(zip(np.cumsum(windows) - windows, prepared)):
             rows = slice(start, start + windows[i])
@@ -459,11 +522,14 @@ class Encoder:
                 reasons[i] = f"{QC_FAILED}: " + "; ".join(dict.fromkeys(r for r in p.qc_reason if r))
             else:
                 reasons[i] = next(reason for reason, count in reps.excluded.items() if count)
+            reasons[i] = "; ".join(filter(None, [reasons[i], self._out_of_range(*distances[i])]))
         return Embeddings(
             records=np.array(names, dtype=str),
             embeddings=embeddings,
             qc_ok=~np.isnan(embeddings).any(axis=1),
             qc_reason=reasons.astype(str),
+            mean_tokens=mean_tokens,
+            input_distance=np.array([d for d, _ in distances], dtype=np.float64),
             windows=windows,
             window_start=np.concatenate([p.start for p in prepared]),
             window_qc_ok=window_qc,
@@ -474,8 +540,27 @@ class Encoder:
         )
 
 
+    def _out_of_range(self, distance: float, row: int) -> str:
+        """The `OUT_OF_RANGE` reason of a record at ``distance`` (its furthest channel ``row``), or ''."""
+        if distance <= OUT_OF_RANGE_DECADES:
+            return ""
+        return (f"{OUT_OF_RANGE}: channel {self.leads[row]} is {distance:.2f} decades from the run's normalisation "
+                f"(limit {OUT_OF_RANGE_DECADES:g})")  # fmt: skip
+
+
+class NonFiniteTokens(ValueError):
+    """Records (``names``, at batch ``rows``) whose tokens hold a NaN or an infinity."""
+
+    def __init__(self, names: list[str], rows: list[int]):
+        self.names, self.rows = names, [int(r) for r in rows]
+        super().__init__(f"records {names}: the encoder's output is not finite (input far outside the training range?)")
+
+
 def _concatenate(parts: list[Embeddings], failed: dict[str, str]) -> Embeddings:
     """The records of ``parts`` in order, as one `Embeddings`."""
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        raise ValueError(f"none of the records could be embedded: {failed}")
     first = parts[0]
     joined = {
         name: None if value is None else np.concatenate([getattr(p, name) for p in parts])

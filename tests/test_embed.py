@@ -1,5 +1,6 @@
 """Embeddings out: `cyclejepa embed` and `load_encoder` against the evaluation stage on a tiny trained run."""
 
+import copy
 import json
 import sys
 
@@ -16,7 +17,8 @@ from cyclejepa.config import parse_config
 from cyclejepa.data.ptbxl import read_record_fast
 from cyclejepa.data.preprocess import resample
 from cyclejepa.data.ptbxl import LEADS, PTBXL
-from cyclejepa.embed import check_output
+from cyclejepa.data.datasets import Record
+from cyclejepa.embed import OUT_OF_RANGE_DECADES, Encoder, check_output, input_distance
 from cyclejepa.evaluation.stage import record_embeddings
 
 
@@ -126,13 +128,15 @@ def test_npz_and_parquet_round_trip(trained, tmp_path):
     result = encoder.embed_files([paths[1], fast, paths[2]], batch_size=2)
     assert result.windows.tolist() == [1, 2, 1] and not result.failed
     npz = np.load(result.save(tmp_path / "e.npz"))
-    for name in ("records", "embeddings", "qc_ok", "qc_reason", "windows", "window_start", "window_qc_ok",
-                 "window_qc_reason", "token_phases", "tokens"):
+    for name in ("records", "embeddings", "qc_ok", "qc_reason", "mean_tokens", "input_distance", "windows",
+                 "window_start", "window_qc_ok", "window_qc_reason", "token_phases", "tokens"):
         np.testing.assert_array_equal(npz[name], getattr(result, name), err_msg=name)
     table = pd.read_parquet(result.save(tmp_path / "e.parquet"))
     assert table["record"].tolist() == result.records.tolist()
     np.testing.assert_array_equal(np.stack(table["embedding"]), result.embeddings)
     np.testing.assert_array_equal(table["qc_ok"], result.qc_ok)
+    np.testing.assert_array_equal(np.stack(table["mean_tokens"]), result.mean_tokens)
+    np.testing.assert_array_equal(table["input_distance"], result.input_distance)
     np.testing.assert_array_equal(table["windows"], result.windows)
     for name in ("window_start", "window_qc_ok", "window_qc_reason", "token_phases", "tokens"):
         flat = np.concatenate([nested_array(cell) for cell in table[name]])  # records' windows in order
@@ -192,3 +196,49 @@ def test_a_cache_rebuilt_for_another_experiment_is_refused_by_every_reader(train
         runner.evaluate_experiment(first)
     result = CliRunner().invoke(app, ["evaluate", str(out / "config.yaml")])
     assert result.exit_code == 1 and "window_s: cache 8.0, config 10.0" in result.output and "Traceback" not in result.output
+
+
+def test_input_distance_in_closed_form():
+    x = np.zeros((2, 3, 400))
+    x[:, 0] = np.tile([100.0, -100.0], 200)  # std 100: two decades
+    x[:, 1] = np.tile([1.0, -1.0], 200) + 9.0  # std 1, mean 9: log10(1 + 9) = one decade
+    x[:, 2] = np.tile([1.0, -1.0], 200)  # as trained: zero
+    assert input_distance(x) == (2.0, 0)
+    assert input_distance(x[:, 1:]) == (pytest.approx(1.0, abs=1e-12), 0)
+    assert input_distance(x[:, 2:]) == (0.0, 0)
+    x[:, 2] = 0.5  # a flat channel is infinitely far
+    assert input_distance(x) == (np.inf, 2)
+
+
+def test_a_record_far_outside_the_normalisation_is_flagged_not_refused(trained):
+    cfg, _, paths = trained
+    encoder = cyclejepa.load_encoder(cfg.output_dir, device="cpu")
+    record = read_record_fast(paths[3])
+    result = encoder.embed(np.stack([record, 200 * record, record + 40.0]), 500, LEADS)
+    assert result.input_distance[0] <= OUT_OF_RANGE_DECADES and "out_of_range" not in result.qc_reason[0]
+    assert result.input_distance[1] > 2 and result.input_distance[2] > 1
+    for row in (1, 2):
+        assert f"out_of_range: channel " in result.qc_reason[row] and "decades from the run's normalisation" in result.qc_reason[row]
+    assert result.qc_ok.tolist() == [result.qc_ok[0]] * 3  # flagged records keep their embeddings
+    prepared = encoder.prepare(200 * record, 500, LEADS).signals.astype(np.float64)
+    naive = max(max(abs(np.log10(prepared[:, c].std())), np.log10(1 + abs(prepared[:, c].mean()))) for c in range(12))
+    assert result.input_distance[1] == pytest.approx(naive, rel=1e-9)
+
+
+def test_non_finite_weights_and_tokens_are_refused_by_name(trained, monkeypatch):
+    cfg, _, paths = trained
+    encoder = cyclejepa.load_encoder(cfg.output_dir, device="cpu")
+    broken = copy.deepcopy(encoder.model)
+    with torch.no_grad():
+        broken.projector[0].weight[0, 0] = float("inf")
+    with pytest.raises(ValueError, match=r"holds non-finite \(NaN or infinite\) weights in 1 tensor\(s\): projector.0.weight"):
+        Encoder(broken, encoder.preprocessing, "cpu", {"run": "x"}, encoder.symmetry)
+    record = read_record_fast(paths[3])
+    huge = record * 1e30  # finite input whose tokens overflow
+    with pytest.raises(ValueError, match=r"records \['1'\]: the encoder's output is not finite"):
+        encoder.embed(np.stack([record, huge]), 500, LEADS)
+    read = encoder.read
+    monkeypatch.setattr(encoder, "read", lambda path: Record("huge", huge, 500.0, LEADS) if path == "huge" else read(path))
+    result = encoder.embed_files([paths[3], "huge", paths[4]])
+    assert result.records.tolist() == [paths[3], paths[4]] and list(result.failed) == ["huge"]
+    assert "the encoder's output is not finite" in result.failed["huge"]

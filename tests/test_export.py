@@ -1,20 +1,35 @@
 """Weights package: `cyclejepa export` and `load_pretrained` against the run's own encoder; damaged,
 changed and mismatched packages refused; input the encoder cannot conform refused."""
 
+import copy as copy_module
 import hashlib
+import importlib.util
 import json
+import os
+import resource
 import shutil
+import stat
+import subprocess
 import sys
+import tarfile
+import warnings
+from pathlib import Path
 
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 import safetensors.torch as safetensors_torch
 import torch
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from safetensors import safe_open
+from scipy.signal import firwin, resample_poly
 from typer.testing import CliRunner
 
 import cyclejepa
-from conftest import TINY_MODEL
+from conftest import SHARED, TINY_MODEL
 from cyclejepa import runner
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
@@ -54,7 +69,7 @@ def run(tmp_path_factory):
 
 def test_the_package_embeds_as_the_run_does_without_the_run_folder(run, tmp_path):
     cfg, package, records = run
-    assert sorted(p.name for p in package.iterdir()) == ["MODEL_CARD.md", "config.json", "model.safetensors"]
+    assert sorted(p.name for p in package.iterdir()) == ["README.md", "config.json", "model.safetensors", "reference.py"]
     own = cyclejepa.load_encoder(cfg.output_dir, device="cpu")  # evaluation.headline_step, 2
     copy = shutil.copytree(package, tmp_path / "copied")
     moved = cfg.output_dir.with_name("moved")
@@ -89,6 +104,9 @@ def test_config_holds_what_prepares_the_input_and_who_made_it(run):
     assert prep["normalisation"] == {"leads": list(LEADS), "mean": norm["mean"], "std": norm["std"]}
     assert prep["phase_provider"] == "ecg-rpeak" and prep["phase_convention"] == "centre"
     assert prep["decimation_filter"]["taps"] == 101 and prep["decimation_filter"]["window"] == ["kaiser", 5.0]
+    taps = firwin(101, 1 / 5, window=("kaiser", 5.0))  # scipy's design, the one resample_poly uses
+    np.testing.assert_array_equal(prep["decimation_filter"]["coefficients"], taps)
+    assert prep["decimation_filter"]["group_delay"] == 50 and prep["steps"][:5] == ["channels", "resample", "cut_windows", "decimate", "normalise"]
     assert config["symmetry"]["spectrum"] == "2x0+3x1+2x2+2x3" and config["symmetry"]["basis"] == "householder"
     meta = own_meta(cfg, 2)
     assert config["run"]["step"] == 2 and config["run"]["run_hash"] == meta["run_hash"]
@@ -96,12 +114,12 @@ def test_config_holds_what_prepares_the_input_and_who_made_it(run):
     model = cyclejepa.load_encoder(cfg.output_dir, device="cpu").model
     assert config["model"]["deployed_parameters"] == sum(p.numel() for m in (model.encoder, model.projector) for p in m.parameters())
     assert [s["shape"] for s in config["streaming"]["state"]] == [["batch", 16, 2], ["batch", 16, 2], ["batch", 16, 4], ["batch", 16, 4]]
-    assert config["files"] == {name: hashlib.sha256((package / name).read_bytes()).hexdigest() for name in ("MODEL_CARD.md", "model.safetensors")}
+    assert config["files"] == {name: hashlib.sha256((package / name).read_bytes()).hexdigest() for name in ("README.md", "model.safetensors", "reference.py")}
 
 
 def test_model_card_reports_the_runs_own_figures(run):
     cfg, package, _ = run
-    card = (package / "MODEL_CARD.md").read_text()
+    card = (package / "README.md").read_text()
     result = json.loads((cfg.output_dir / "evaluation" / "winder-seed0-step000002.json").read_text())
     gain = result["mechanism"]["true"]["gain_fraction"]
     row = next(line for line in card.splitlines() if line.startswith("| Transport gain fraction"))
@@ -114,7 +132,7 @@ def test_model_card_reports_the_runs_own_figures(run):
 def test_an_unevaluated_step_gets_a_card_without_figures(run, tmp_path):
     cfg, _, _ = run
     package = export_run(cfg.output_dir, tmp_path / "step3", step=3)
-    card = (package / "MODEL_CARD.md").read_text()
+    card = (package / "README.md").read_text()
     assert "Step 3 of this run was not evaluated" in card and "| Transport gain fraction" not in card
     assert json.loads((package / "config.json").read_text())["run"]["step"] == 3
 
@@ -122,8 +140,8 @@ def test_an_unevaluated_step_gets_a_card_without_figures(run, tmp_path):
 def test_graphs_in_the_package_give_the_encoders_tokens(run, tmp_path):
     cfg, _, records = run
     package = export_run(cfg.output_dir, tmp_path / "graphs", onnx=True, torchscript=True)
-    names = ["MODEL_CARD.md", "config.json", "encoder.onnx", "encoder.pt", "encoder_streaming.onnx",
-             "encoder_streaming.pt", "model.safetensors"]  # fmt: skip
+    names = ["README.md", "config.json", "encoder.onnx", "encoder.pt", "encoder_streaming.onnx",
+             "encoder_streaming.pt", "model.safetensors", "reference.py"]  # fmt: skip
     assert sorted(p.name for p in package.iterdir()) == names
     assert sorted(read_package_config(package)["files"]) == [n for n in names if n != "config.json"]
     encoder = cyclejepa.load_pretrained(package)
@@ -149,11 +167,10 @@ def damaged(package, tmp_path, name, change):
     [
         ("model.safetensors", lambda b: b[: len(b) // 2], PackageError, "model.safetensors does not match its sha256"),
         ("model.safetensors", lambda b: b[:-5] + bytes([b[-5] ^ 1]) + b[-4:], PackageError, "damaged, cut short or changed"),
-        ("MODEL_CARD.md", lambda b: b + b"edited", PackageError, "MODEL_CARD.md does not match its sha256"),
         ("config.json", lambda b: b.replace(b'"fs": 500.0', b'"fs": 250.0'), PackageError, "changed after export"),
         ("config.json", lambda b: b[:100], PackageError, "not valid JSON"),
     ],
-    ids=["truncated-weights", "flipped-bit", "edited-card", "edited-config", "truncated-config"],
+    ids=["truncated-weights", "flipped-bit", "edited-config", "truncated-config"],
 )
 def test_damaged_or_changed_packages_are_refused(run, tmp_path, name, change, error, message):
     _, package, _ = run
@@ -230,3 +247,401 @@ def test_export_refuses_an_existing_folder_and_says_what_is_missing(run, tmp_pat
     result = CliRunner().invoke(app, ["export", str(cfg.output_dir), "--out", str(tmp_path / "new")])
     assert result.exit_code == 1 and "weights packages need safetensors: pip install 'cyclejepa[export]'" in result.output
     assert not (tmp_path / "new").exists()
+
+
+# ------------------------------------------------------------ the package a device engineer uses
+
+ARCHIVE = SHARED / "data" / "ptbxl-dev" / "ptbxl-dev-434.tar.xz"
+FORBID = """import sys
+
+
+class Forbid:
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "cyclejepa", "scipy"):
+            raise ImportError(f"{name} may not be imported by the reference")
+
+
+sys.meta_path.insert(0, Forbid())
+"""
+
+
+@pytest.fixture(scope="module")
+def real_records(tmp_path_factory):
+    """Three real PTB-XL records (WFDB, 500 Hz, 10 s) from the shared archive; skips without it."""
+    if not ARCHIVE.is_file():
+        pytest.skip(f"real PTB-XL records not found at {ARCHIVE}")
+    folder = tmp_path_factory.mktemp("real")
+    wanted = {f"ptbxl-dev/records500/00000/{i:05d}_hr.{ext}" for i in (1, 2, 3) for ext in ("hea", "dat")}
+    with tarfile.open(ARCHIVE) as archive:
+        for member in archive:
+            if member.name in wanted:
+                archive.extract(member, folder, filter="data")
+                wanted.discard(member.name)
+                if not wanted:
+                    break
+    return [folder / "ptbxl-dev" / "records500" / "00000" / f"{i:05d}_hr" for i in (1, 2, 3)]
+
+
+@pytest.fixture(scope="module")
+def onnx_package(run, tmp_path_factory):
+    cfg, _, _ = run
+    return export_run(cfg.output_dir, tmp_path_factory.mktemp("onnx") / "package", onnx=True)
+
+
+def reference(package, signal, fs, names, folder, *options):
+    """Run ``package/reference.py`` on ``signal`` in a process that cannot import torch, cyclejepa or
+    scipy; returns the finished process and the top-level modules it imported."""
+    guard = folder / "guard"
+    guard.mkdir(exist_ok=True)
+    (guard / "sitecustomize.py").write_text(FORBID)
+    np.save(folder / "signal.npy", signal)
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(guard), "OMP_NUM_THREADS": "1"}
+    blocked = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True, env=env)
+    assert blocked.returncode != 0 and "may not be imported" in blocked.stderr  # the guard works
+    command = [sys.executable, "-X", "importtime", str(package / "reference.py"), str(folder / "signal.npy"),
+               "--fs", str(fs), "--channels", ",".join(names), "--out", str(folder / "tokens.npy"), *options]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder)
+    imported = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if line.startswith("import time:")}
+    return done, imported
+
+
+@pytest.mark.parametrize("fs", [500, 250], ids=["native-rate", "resampled"])
+def test_the_reference_streams_a_real_record_to_embeds_tokens_without_torch(run, onnx_package, real_records, tmp_path, fs):
+    """27.3 s of real ECG (three PTB-XL records end to end: two windows and a dropped tail), fed
+    sample by sample through reference.py's preparation and the streaming ONNX graph, gives the
+    tokens and the all-token mean of `embed` to 1e-4, every token, no warm-up."""
+    signal = np.concatenate([read_record_fast(path) for path in real_records], axis=1)[:, :13650]
+    if fs != 500:
+        signal = resample_poly(signal.astype(np.float64), fs, 500, axis=1).astype(np.float32)
+    done, imported = reference(onnx_package, signal, fs, LEADS, tmp_path, "--mean-tokens", str(tmp_path / "mean.npy"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "numpy" in imported and "onnxruntime" in imported and not imported & {"torch", "cyclejepa", "scipy"}
+    expected = cyclejepa.load_pretrained(onnx_package).embed(signal, fs, LEADS)
+    tokens = np.load(tmp_path / "tokens.npy")
+    assert tokens.shape == expected.tokens.shape == (2, 125, 16)
+    assert np.abs(tokens - expected.tokens).max() <= 1e-4
+    assert np.abs(np.load(tmp_path / "mean.npy") - expected.mean_tokens[0]).max() <= 1e-4
+
+
+def test_embed_cli_reads_a_package_and_matches_the_reference(onnx_package, real_records, tmp_path):
+    out = tmp_path / "embedded.npz"
+    result = CliRunner().invoke(app, ["embed", str(onnx_package), str(real_records[0]), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    saved = np.load(out)
+    done, _ = reference(onnx_package, read_record_fast(real_records[0]), 500, LEADS, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert np.abs(np.load(tmp_path / "tokens.npy") - saved["tokens"]).max() <= 1e-4
+    refused = CliRunner().invoke(app, ["embed", str(onnx_package), str(real_records[0]), "--out", str(out), "--checkpoint", "2"])
+    assert refused.exit_code == 1 and "is a package of one checkpoint: --checkpoint do not apply" in refused.output
+
+
+def test_the_reference_refuses_what_it_cannot_prepare_as_the_library_does(onnx_package, real_records, tmp_path):
+    copy = shutil.copytree(onnx_package, tmp_path / "later")
+    config = json.loads((copy / "config.json").read_text())
+    config["preprocessing"]["highpass"] = {"cutoff_hz": 0.5}
+    (copy / "config.json").write_text(json.dumps(config))
+    signal = read_record_fast(real_records[0])
+    done, _ = reference(copy, signal, 500, LEADS, tmp_path)
+    assert done.returncode == 1 and "['highpass'], which this reference does not implement" in done.stderr
+    config["preprocessing"].pop("highpass")
+    config["preprocessing"]["steps"].insert(3, "highpass")
+    (copy / "config.json").write_text(json.dumps(config))
+    done, _ = reference(copy, signal, 500, LEADS, tmp_path)
+    assert done.returncode == 1 and "implements ['channels', 'resample'" in done.stderr
+    done, _ = reference(onnx_package, signal[:11], 500, LEADS[:11], tmp_path)
+    assert done.returncode == 1 and "no channel ['V6']" in done.stderr
+    graph = copy / "encoder_streaming.onnx"
+    shutil.copy(onnx_package / "config.json", copy / "config.json")
+    graph.write_bytes(graph.read_bytes()[:-10])
+    done, _ = reference(copy, signal, 500, LEADS, tmp_path)
+    assert done.returncode == 1 and "encoder_streaming.onnx does not match its sha256" in done.stderr
+    assert not (tmp_path / "tokens.npy").exists()
+
+
+def test_the_package_is_readable_by_others_whatever_the_umask(run, tmp_path):
+    cfg, _, _ = run
+    previous = os.umask(0o077)
+    try:
+        package = export_run(cfg.output_dir, tmp_path / "shared")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE(package.stat().st_mode) == 0o755
+    assert {p.name: stat.S_IMODE(p.stat().st_mode) for p in package.iterdir()} == dict.fromkeys(
+        ["README.md", "config.json", "model.safetensors", "reference.py"], 0o644
+    )
+
+
+def front(card: str) -> dict:
+    assert card.startswith("---\n")
+    return yaml.safe_load(card.split("---\n")[1])
+
+
+def test_the_card_has_hub_front_matter_with_the_evaluation_behind_each_metric(run):
+    cfg, package, _ = run
+    card = (package / "README.md").read_text()
+    meta = front(card)
+    assert meta["license"] == "mit" and meta["library_name"] == "cyclejepa" and meta["data_license"] == "MIT"
+    assert "synthetic" in meta["tags"] and meta["datasets"] == ["synthetic"]
+    result = json.loads((cfg.output_dir / "evaluation" / "winder-seed0-step000002.json").read_text())
+    metrics = {m["name"]: m for r in meta["model-index"][0]["results"] for m in r["metrics"]}
+    superclass = result["diagnostic"]["superclass"]
+    assert metrics["macro-AUROC (superclass)"] == {
+        "type": "roc_auc", "name": "macro-AUROC (superclass)", "value": round(superclass["macro_auroc"]["point"], 4),
+        "ci_95": [round(superclass["macro_auroc"]["low"], 4), round(superclass["macro_auroc"]["high"], 4)],
+        "bootstrap": 20, "records": superclass["counts"]["eval_records"], "patients": superclass["counts"]["eval_patients"],
+    }  # fmt: skip
+    assert "I, II, III, aVR, aVL, aVF, V1, V2, V3, V4, V5, V6 (mV)" in card
+    assert PTBXL.licence == "CC-BY-4.0" and "10.1038/s41597-020-0495-6" in PTBXL.citation
+
+
+def test_card_units_come_from_the_data():
+    from cyclejepa.export.card import _channels
+
+    assert _channels({"channels": ["PLETH", "RESP"], "units": ["NU", "NU"]}) == "PLETH, RESP (NU)"
+    assert _channels({"channels": ["II", "PLETH"], "units": ["mV", "NU"]}) == "II (mV), PLETH (NU)"
+
+
+def test_an_edited_card_or_a_deleted_graph_is_no_reason_to_refuse(onnx_package, tmp_path):
+    copy = shutil.copytree(onnx_package, tmp_path / "edited")
+    (copy / "README.md").write_text((copy / "README.md").read_text() + "\nReviewed by the device team.\n")
+    (copy / "encoder.onnx").unlink()
+    (copy / "reference.py").unlink()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cyclejepa.load_pretrained(copy)
+    graph = copy / "encoder_streaming.onnx"
+    graph.write_bytes(graph.read_bytes()[:-10])
+    with pytest.warns(UserWarning, match="encoder_streaming.onnx does not match its sha256"):
+        cyclejepa.load_pretrained(copy)
+
+
+def test_the_files_describe_themselves(onnx_package):
+    config = read_package_config(onnx_package)
+    prep = config["preprocessing"]
+    for name in ("encoder.onnx", "encoder_streaming.onnx"):
+        props = {p.key: p.value for p in onnx.load(str(onnx_package / name)).metadata_props}
+        assert props["channels"] == ",".join(LEADS) and props["units"] == ",".join(["mV"] * 12)
+        assert (props["fs"], props["model_fs"], props["window"], props["token_patch"]) == ("500", "100", "5000", "8")
+        assert json.loads(props["normalisation"]) == prep["normalisation"]
+        assert props["cyclejepa_version"] == cyclejepa.__version__ and props["onnx_opset"] == "17"
+        assert props["format_version"] == "3" and props["torch_version"] == torch.__version__
+    offline = ort.InferenceSession(str(onnx_package / "encoder.onnx"), providers=["CPUExecutionProvider"])
+    assert offline.get_inputs()[0].shape == ["batch", 12, "samples"] and offline.get_outputs()[0].shape == ["batch", "tokens", 16]
+    with safe_open(str(onnx_package / "model.safetensors"), framework="pt") as weights:
+        metadata = weights.metadata()
+    assert metadata["format"] == "pt" and metadata["package_format"] == "cyclejepa-encoder" and metadata["format_version"] == "3"
+    assert json.loads(metadata["model"]) == config["model"] and json.loads(metadata["symmetry"]) == config["symmetry"]
+    assert config["versions"]["onnx"] == onnx.__version__ and config["versions"]["onnx_opset"] == "17"
+    assert config["versions"]["numpy"] == np.__version__ and config["torch_version"] == torch.__version__
+
+
+def test_save_pretrained_and_from_pretrained(run, tmp_path):
+    cfg, _, records = run
+    own = cyclejepa.load_encoder(cfg.output_dir, step=3, device="cpu")
+    saved = cyclejepa.save_pretrained(own, tmp_path / "from-encoder")
+    also = cyclejepa.save_pretrained(cfg.output_dir, tmp_path / "from-run", step=3)
+    for package in (saved, also):
+        loaded = cyclejepa.from_pretrained(package)
+        assert loaded.source["step"] == 3
+        np.testing.assert_allclose(loaded.embed(records[:2], 500, LEADS).tokens, own.embed(records[:2], 500, LEADS).tokens, rtol=0, atol=1e-6)
+    assert json.loads((saved / "config.json").read_text())["run"]["weights"] == "checkpoint"
+    with pytest.raises(ValueError, match="was loaded from the package"):
+        cyclejepa.save_pretrained(cyclejepa.from_pretrained(saved), tmp_path / "again")
+    with torch.no_grad():  # an in-memory change (e.g. fine-tuning) is saved as it is, and said
+        own.model.projector[2].bias.add_(0.5)
+    tuned = cyclejepa.save_pretrained(own, tmp_path / "tuned")
+    np.testing.assert_allclose(cyclejepa.from_pretrained(tuned).embed(records[:2], 500, LEADS).tokens,
+                               own.embed(records[:2], 500, LEADS).tokens, rtol=0, atol=1e-6)  # fmt: skip
+    assert read_package_config(tuned)["run"]["weights"] == "changed in memory after loading the checkpoint"
+    assert "the run's evaluation does not apply to them" in (tuned / "README.md").read_text()
+
+
+def rewritten(package, tmp_path, edit, name="rewritten"):
+    """A copy of ``package`` whose config.json ``edit`` changed, resealed (a digest that matches)."""
+    copy = shutil.copytree(package, tmp_path / name)
+    config = json.loads((copy / "config.json").read_text())
+    edit(config)
+    config["config_sha256"] = _config_digest(config)
+    (copy / "config.json").write_text(json.dumps(config))
+    return copy
+
+
+def as_format_2(config):
+    """Format 2: the card was MODEL_CARD.md; no steps, taps or versions."""
+    config["format_version"] = 2
+    config["files"]["MODEL_CARD.md"] = config["files"].pop("README.md")
+    del config["files"]["reference.py"], config["versions"], config["preprocessing"]["steps"]
+
+
+def test_older_and_newer_formats(run, tmp_path):
+    _, package, records = run
+
+    def format_2(config):
+        as_format_2(config)
+
+    old = rewritten(package, tmp_path, format_2, "v2")
+    (old / "README.md").rename(old / "MODEL_CARD.md")
+    (old / "reference.py").unlink()
+    read = cyclejepa.load_pretrained(old).embed(records[:1], 500, LEADS).tokens
+    np.testing.assert_array_equal(read, cyclejepa.load_pretrained(package).embed(records[:1], 500, LEADS).tokens)
+    with pytest.raises(PackageError, match=r"package format 1, which no released cyclejepa reads any more .* export the run again"):
+        cyclejepa.load_pretrained(rewritten(package, tmp_path, lambda c: c.update(format_version=1), "v1"))
+    newer = rewritten(package, tmp_path, lambda c: c.update(format_version=4, cyclejepa_version="9.0"), "v4")
+    with pytest.raises(PackageError, match=r"package format 4, written by cyclejepa 9\.0; .* upgrade cyclejepa"):
+        cyclejepa.load_pretrained(newer)
+
+
+def _set(path, value):
+    def edit(config):
+        *parents, last = path
+        node = config
+        for key in parents:
+            node = node[key]
+        node[last] = value
+
+    return edit
+
+
+SHA = "0" * 64
+HOSTILE = [
+    (lambda c: c["files"].update({"../../x": SHA}), r"files\['\.\./\.\./x'\]: must name a file of the package folder"),
+    (lambda c: c["files"].update({"/etc/hostname": SHA}), r"files\['/etc/hostname'\]"),
+    (lambda c: c["files"].pop("model.safetensors"), r"files: has no checksum of \['model.safetensors'\]"),
+    (lambda c: c["files"].update({"README.md": 7}), r"files\['README.md'\]: must be a sha256"),
+    (lambda c: (_set(["model", "encoder", "width"], 9000)(c), _set(["model", "projector", "in_dim"], 9000)(c)),
+     r"does not fit the architecture in config.json; wrong shape: encoder"),  # found before any allocation
+    (_set(["symmetry", "basis_options", "reflections"], 10**9), r"wrong shape: symmetry.basis.vectors \(4, 16\) \(the architecture has \(1000000000, 16\)\)"),
+    (_set(["model", "encoder", "width"], 10**6), r"model.encoder.width: must be an integer in \[1, 16384\]"),
+    (_set(["model", "encoder", "leads"], 10**9), r"model.encoder.leads: must be an integer"),
+    (_set(["model", "encoder", "name"], "no-such-encoder"), r"cannot build the encoder it describes"),
+    (_set(["model"], "str"), r"config.json model: must be an object, got str"),
+    (_set(["preprocessing", "normalisation", "mean", 0], float("nan")), r"normalisation.mean of I: must be a finite number"),
+    (_set(["preprocessing", "normalisation", "mean", 1], 1e300), r"normalisation.mean of II: must be a finite number"),
+    (_set(["preprocessing", "normalisation", "std", 2], 1e-300), r"normalisation.std of III: must be a finite number in \[1e-09"),
+    (_set(["preprocessing", "channels"], ["I"] * 12), r"preprocessing.channels: names \['I'\] more than once"),
+    (lambda c: (_set(["preprocessing", "channels", 0], "X1")(c), _set(["preprocessing", "normalisation", "leads", 0], "X1")(c)), r"preprocessing.channels: \['X1'\] are not channels of dataset 'synthetic'"),
+    (_set(["preprocessing", "decimation"], 0), r"preprocessing.decimation: must be an integer in \[1, 1000\], got 0"),
+    (_set(["preprocessing", "token_patch"], 0), r"preprocessing.token_patch: must be an integer in \[1, 4096\], got 0"),
+    (_set(["preprocessing", "window"], 4999), r"preprocessing.window: 4999 samples are not whole tokens"),
+    (_set(["preprocessing", "phase_provider"], "nothing"), r"config.json preprocessing: .*nothing"),
+    (_set(["symmetry", "spectrum"], "4x0"), r"spectrum 4x0 is not of the projector's dimension 16"),
+    (_set(["format_version"], "3"), r"format_version: must be an integer"),
+]
+
+
+@pytest.mark.parametrize("edit, message", HOSTILE, ids=[str(i) for i in range(len(HOSTILE))])
+def test_a_hostile_config_is_refused_naming_the_field(run, tmp_path, edit, message):
+    _, package, _ = run
+    with pytest.raises(PackageError, match=message):
+        cyclejepa.load_pretrained(rewritten(package, tmp_path, edit))
+
+
+def test_a_listed_file_that_links_out_of_the_package_is_refused(run, tmp_path):
+    _, package, _ = run
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not the package's")
+    copy = rewritten(package, tmp_path, lambda c: c["files"].update({"notes.txt": hashlib.sha256(outside.read_bytes()).hexdigest()}))
+    (copy / "notes.txt").symlink_to(outside)
+    with pytest.raises(PackageError, match=r"files\['notes.txt'\]: .* is a symbolic link"):
+        cyclejepa.load_pretrained(copy)
+
+
+def test_non_finite_weights_are_refused_by_name(run, tmp_path):
+    _, package, _ = run
+    copy = resealed(package, tmp_path, lambda w: w["encoder.blocks.1.conv1.weight"].view(-1).__setitem__(0, float("nan")))
+    with pytest.raises(PackageError, match=r"non-finite \(NaN or infinite\) weights in 1 tensor\(s\): encoder.blocks.1.conv1.weight"):
+        cyclejepa.load_pretrained(copy)
+
+
+# ------------------------------------------------------------ fuzzing the package loader
+
+def _paths(node, prefix=()):
+    """Every key path of a JSON tree."""
+    yield prefix
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for key, child in items:
+        yield from _paths(child, (*prefix, key))
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(min_value=-(10**30), max_value=10**30)
+    | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
+    max_leaves=8,
+)  # fmt: skip
+FILE_NAMES = st.sampled_from(["..", ".", "../x", "/etc/hostname", "a/b", "model.safetensors", "config.json", "x\\y", ""]) | st.text(max_size=10)
+
+
+def _mutate(config, paths, mutations):
+    for kind, index, value, name in mutations:
+        path = paths[index % len(paths)]
+        parent = config
+        try:
+            for key in path[:-1]:
+                parent = parent[key]
+            if kind == "files":
+                config["files"][name] = value if isinstance(value, str) else SHA
+            elif not path:
+                continue
+            elif kind == "delete":
+                del parent[path[-1]]
+            else:
+                parent[path[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue  # an earlier mutation removed or replaced this path
+
+
+def test_fuzzed_config_json_gives_package_errors_only(run, tmp_path):
+    """Generated mutations of a real package's config.json (values replaced by any JSON, keys
+    deleted, hostile file names), resealed so that only the field checks can catch them: the
+    loader either loads or raises `PackageError`, each example in bounded time, memory bounded."""
+    _, package, _ = run
+    copy = shutil.copytree(package, tmp_path / "fuzzed")
+    base = json.loads((copy / "config.json").read_text())
+    paths = [p for p in _paths(base) if p[:2] != ("run", "identity")]
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+    @settings(max_examples=500, deadline=2000, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(st.tuples(st.sampled_from(["replace", "replace", "delete", "files"]), st.integers(0, 10**6), JSON, FILE_NAMES),
+                    min_size=1, max_size=4))  # fmt: skip
+    def load(mutations):
+        config = copy_module.deepcopy(base)
+        _mutate(config, paths, mutations)
+        if isinstance(config, dict):
+            config["config_sha256"] = _config_digest(config)
+        (copy / "config.json").write_text(json.dumps(config))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                cyclejepa.load_pretrained(copy)
+            except PackageError:
+                pass
+
+    load()
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 500_000  # KiB: no example allocated a model it refused
+
+
+def test_the_latency_benchmark_times_a_given_package(onnx_package):
+    spec = importlib.util.spec_from_file_location("export_latency", Path(__file__).parents[1] / "benchmarks" / "export_latency.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    rows = bench.measure_package(onnx_package, 1, [1, 2], steps=3, offline_batches=[1], repeats=2)
+    streaming = [r for r in rows if r["mode"] == "streaming" and not ("floor" in r["backend"] or "int8" in r["backend"])]
+    assert {r["backend"] for r in streaming} == {f"onnxruntime {level} {way}" for level in ("basic", "extended", "all") for way in ("run", "iobinding")}
+    path, x = bench.floor_graph(onnx_package, Path(onnx_package).parent / "floor.onnx")
+    (first, *_), weights = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x}), safetensors_torch.load_file(onnx_package / "model.safetensors")
+    matrix = weights["encoder.blocks.0.conv1.weight"].numpy()  # the first weight in the file: (16, 16, 3)
+    np.testing.assert_allclose(first, x[:, :48] @ matrix.reshape(16, -1).T, rtol=1e-5, atol=1e-5)  # the floor multiplies the package's weights
+    assert {r["batch"] for r in streaming} == {1, 2} and all(r["max_abs_vs_offline"] <= 1e-4 for r in streaming)
+    assert [r["batch"] for r in rows if r["mode"] == "offline"] == [1, 1, 1]
+
+
+def test_a_config_json_bomb_is_refused_before_it_is_walked(run, tmp_path):
+    _, package, _ = run
+    copy = shutil.copytree(package, tmp_path / "bomb")
+    (copy / "config.json").write_text("[" * 200_000 + "]" * 200_000)
+    with pytest.raises(PackageError, match="is not valid JSON"):
+        cyclejepa.load_pretrained(copy)
+    (copy / "config.json").write_text(" " * (17 << 20) + "{}")
+    with pytest.raises(PackageError, match=r"is 17,825,794 bytes, more than a package's config \(16,777,216\)"):
+        cyclejepa.load_pretrained(copy)

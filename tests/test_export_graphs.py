@@ -62,14 +62,13 @@ def convs(model):
 def test_onnx_offline_matches_eager_for_any_batch(config, samples, tmp_path):
     model = build_model("winder", seed=0, encoder=config).eval()
     graph = session(export_onnx(model, tmp_path / "encoder.onnx", samples=samples))
-    assert [i.name for i in graph.get_inputs()] == ["x"] and graph.get_inputs()[0].shape == ["batch", 12, samples]
-    for records in (1, 3):  # the batch axis is dynamic
-        x = signal(records, samples, seed=records)
+    assert [i.name for i in graph.get_inputs()] == ["x"] and graph.get_inputs()[0].shape == ["batch", 12, "samples"]
+    assert graph.get_outputs()[0].shape[:2] == ["batch", "tokens"]
+    for records, length in ((1, samples), (3, samples), (2, samples + 8), (1, 8 * 7)):  # batch and length are dynamic
+        x = signal(records, length, seed=records)
         (z,) = graph.run(None, {"x": x.numpy()})
-        assert z.shape == (records, samples // 8, model.projector.out_dim)
+        assert z.shape == (records, length // 8, model.projector.out_dim)
         assert np.abs(z - eager(model, x)).max() <= 1e-4
-    with pytest.raises(Exception, match="(?i)invalid dimensions"):
-        graph.run(None, {"x": signal(1, samples + 8).numpy()})  # the window is fixed
 
 
 @pytest.mark.parametrize("config, samples", [({}, 1000), (SMALL, 8 * 60)], ids=["paper", "k5-d124"])

@@ -150,3 +150,60 @@ def test_report_refuses_an_altered_result_and_evaluate_recomputes_it(experiment)
         write_report(out)
     checkpoint.write_bytes(saved)
     assert json.loads((report.parent / "report.json").read_text())["checksums"]["winder-seed0-step000002.json"]
+
+
+def run_copy(cfg, tmp_path, **evaluation):
+    """A copy of the experiment's run directory (its cache shared) and its config, with
+    ``evaluation`` settings changed."""
+    import shutil
+
+    shutil.copytree(cfg.output_dir, tmp_path / "run", ignore=shutil.ignore_patterns("cache"))
+    raw = cfg.model_dump(mode="json")
+    raw["output_dir"], raw["data"]["cache_dir"] = str(tmp_path / "run"), str(runner.cache_dir(cfg))
+    raw["evaluation"].update(evaluation)
+    return parse_config(raw)
+
+
+def test_a_tampered_evaluation_npz_is_refused_by_name_and_recomputed(experiment, tmp_path):
+    import numpy as np
+
+    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.evaluation.integrity import ResultAltered
+    from cyclejepa.evaluation.stage import compare_runs
+
+    cfg = run_copy(experiment[0], tmp_path)
+    path = cfg.output_dir / "evaluation" / "winder-seed0-step000004.npz"
+    with np.load(path) as saved:
+        honest = dict(saved)
+    np.savez(path, **{**honest, "heart_rate": honest["heart_rate"] + 10.0})  # edited heart rates
+    cache = PreparedCache(runner.cache_dir(cfg))
+    with pytest.raises(ResultAltered, match=f"{path} cannot be trusted: its bytes do not match the digest its result records"):
+        compare_runs(cfg, cache, runner.plan_runs(cfg), 4, torch.device("cpu"))
+    runner.evaluate_experiment(cfg, progress=False)  # not current: evaluated again
+    with np.load(path) as again:
+        np.testing.assert_array_equal(again["heart_rate"], honest["heart_rate"])
+
+
+def test_report_refuses_results_of_an_evaluation_stopped_part_way_with_other_settings(experiment, tmp_path, monkeypatch):
+    from cyclejepa.evaluation import stage
+    from cyclejepa.evaluation.report import MixedEvaluations
+
+    cfg = run_copy(experiment[0], tmp_path, bootstrap=30)
+    evaluate_cell, done = stage.evaluate_cell, []
+
+    def stopped_after_one(*args, **kwargs):
+        if done:
+            raise KeyboardInterrupt  # killed after the first cell of the new evaluation
+        done.append(evaluate_cell(*args, **kwargs))
+
+    monkeypatch.setattr(stage, "evaluate_cell", stopped_after_one)
+    with pytest.raises(KeyboardInterrupt):
+        runner.evaluate_experiment(cfg, progress=False)
+    with pytest.raises(MixedEvaluations, match="control-seed0-step000002.json .* other evaluation settings than the last evaluation") as refused:
+        write_report(cfg.output_dir)
+    assert "winder-seed0-step000002.json" not in str(refused.value)  # the one cell the new evaluation finished
+    assert "hr-strata" in str(refused.value)
+    monkeypatch.setattr(stage, "evaluate_cell", evaluate_cell)
+    runner.evaluate_experiment(cfg, progress=False)
+    results = [json.loads(p.read_text()) for p in (cfg.output_dir / "evaluation").glob("*-seed*-step*.json")]
+    assert {r["diagnostic"]["superclass"]["macro_auroc"]["replicates"] for r in results} == {30}

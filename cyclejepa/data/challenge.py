@@ -83,6 +83,7 @@ class Challenge2021(Dataset):
     window_s = 10.0
     folds = FoldProtocol()
     root_env = ROOT_ENV
+    subjects_known = False  # the headers name no patient: each record is its own
 
     def __init__(self, root: str | os.PathLike | None = None, channels: list[str] | tuple[str, ...] = LEADS):
         super().__init__(root)

@@ -143,6 +143,11 @@ class Dataset:
     - ``window_s``: the model's record length in seconds (``data.window_s``).
     - ``folds``: the `FoldProtocol`; ``label_levels``: the label vocabularies (may be empty).
     - ``root_env``: the environment variable naming the root when ``data.root`` is not set.
+    - ``subjects_known``: whether ``Entry.patient_id`` names the person a record comes from
+      (False when each record is its own subject because the people are unknown: the report
+      then speaks of recordings and says the same person may sit in training and evaluation).
+    - ``licence``, ``citation``: the data's licence (an SPDX identifier) and how to cite it, for
+      the model card of an exported encoder (empty: unknown, and the card says so).
 
     The dataset is built as ``Cls(root=data.root, **data.options)``. The base constructor keeps
     the root (``data.root``, else ``$root_env``, else None) in ``self.root``; a subclass with
@@ -172,6 +177,9 @@ class Dataset:
     window_s: float = 10.0
     folds: FoldProtocol = FoldProtocol()
     root_env: str | None = None
+    subjects_known: bool = True
+    licence: str = ""
+    citation: str = ""
 
     def __init__(self, root: str | os.PathLike | None = None):
         found = root if root is not None else (os.environ.get(self.root_env) if self.root_env else None)

@@ -294,6 +294,12 @@ class PTBXL(Dataset):
 
     channels = LEADS
     units = ("mV",) * len(LEADS)
+    licence = "CC-BY-4.0"
+    citation = (
+        "Wagner, P., Strodthoff, N., Bousseljot, R.-D., Kreiseler, D., Lunze, F. I., Samek, W., Schaeffter, T. (2020). "
+        "PTB-XL, a large publicly available electrocardiography dataset. Scientific Data 7, 154. "
+        "https://doi.org/10.1038/s41597-020-0495-6"
+    )
     label_levels = (LabelLevel("superclass", "super", SUPERCLASSES), LabelLevel("subclass", "sub", SUBCLASSES))
     fs = float(FS)
     cache_fs = float(FS)

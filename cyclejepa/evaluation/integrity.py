@@ -10,7 +10,9 @@ with the value as it reads back from the file (numpy values as plain numbers, ke
 A checkpoint's result also carries ``checkpoint``: the checkpoint file it was computed from and
 ``model_sha256``, the digest of the model weights in it (`model_digest`: every tensor, by name,
 so an exact resume that writes the same weights into a new file keeps it). `read_result`
-refuses a file whose content checksum does not hold (`ResultAltered`).
+refuses a file whose content checksum does not hold (`ResultAltered`). A result's arrays
+(``<run>-stepNNNNNN.npz``: per-record scores and heart rates) are covered by its ``scores_sha256``,
+the sha256 of the file's bytes, which `read_scores` checks before using them.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from typing import Any
 
 from cyclejepa.jsonio import read_json
 
-__all__ = ["CHECKSUM", "ResultAltered", "content_checksum", "model_digest", "read_result", "with_checksum"]
+__all__ = ["CHECKSUM", "SCORES_DIGEST", "ResultAltered", "content_checksum", "model_digest", "read_result", "read_scores", "with_checksum"]
 
 CHECKSUM = "checksum"
 """The key holding a result's content checksum."""
+SCORES_DIGEST = "scores_sha256"
+"""The key of a checkpoint's result holding the sha256 of its ``.npz`` arrays."""
 
 
 class ResultAltered(ValueError):
@@ -59,6 +63,21 @@ def read_result(path: str | Path) -> dict[str, Any]:
             f"(re-run `cyclejepa evaluate CONFIG` to recompute it)"
         )
     return value
+
+
+def read_scores(path: str | Path, result: dict[str, Any]) -> dict[str, Any]:
+    """The arrays of the ``.npz`` file ``path`` of a checkpoint's ``result``, refused
+    (`ResultAltered`, naming the file) unless its sha256 is the result's ``scores_sha256``."""
+    import numpy as np
+
+    from cyclejepa.data.datasets import sha256_file
+
+    expected = result.get(SCORES_DIGEST)
+    if expected is None or sha256_file(Path(path)) != expected:
+        why = "its result records no digest of it" if expected is None else "its bytes do not match the digest its result records"
+        raise ResultAltered(f"{path} cannot be trusted: {why} (re-run `cyclejepa evaluate CONFIG` to recompute it)")
+    with np.load(path) as arrays:
+        return dict(arrays)
 
 
 def model_digest(checkpoint: str | Path) -> str:

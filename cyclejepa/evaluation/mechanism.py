@@ -16,6 +16,14 @@ two patients the interval is the point itself (every resample draws the one pati
 first condition tests nothing: the gate is then not testable (``passed`` None), not passed or
 failed.
 
+A collapsed representation makes both figures meaningless. When the tokens of a record point
+the same way, E[c_I] → 1 and the denominator E[1 − c_I] → 0: g_f is a ratio of two small
+numbers (−27 or −330 for runs whose tokens are 0.97 or 0.997 alike) and the shuffled g_f
+cannot meet its tolerance. The gain is then ``collapsed`` when the mean untransported token
+similarity E[c_I] is at least `COLLAPSE_SIMILARITY` (0.9: a denominator at most 0.1, ten times
+below that of the quickstart's trained arms, whose E[c_I] is 0.02–0.05), and G1 is not testable
+(``passed`` None, ``not_testable`` "collapsed").
+
 On a torus of C cyclic coordinates (phases (N, T, C), a `TorusSymmetry`), the functions above
 measure the whole representation. `coordinate_view` isolates coordinate c: the terms of the
 spectrum whose frequency vector is a multiple k·e_c (k ≥ 0, invariants included) form a
@@ -54,6 +62,10 @@ __all__ = [
 ]
 
 ArrayLike = Union[np.ndarray, Tensor]
+
+COLLAPSE_SIMILARITY = 0.9
+"""Mean untransported token similarity E[c_I] from which the gain fraction's denominator
+E[1 − c_I] ≤ 0.1 is too small for g_f and G1 to mean anything (see the module's docstring)."""
 
 RECORD_CHUNK = 256
 """Records processed at once, so float64 copies of a corpus's tokens never exist whole."""
@@ -96,6 +108,8 @@ class GainResult:
     records : records with at least two valid tokens (the others have no pair).
     records_without_pairs : records with fewer than two valid tokens.
     pairs : total number of ordered pairs.
+    collapsed : E[c_I] ≥ `COLLAPSE_SIMILARITY`: the tokens of a record point the same way and
+        ``gain_fraction`` (a ratio over E[1 − c_I] ≈ 0) means nothing.
     """
 
     mean_gain: float
@@ -105,6 +119,7 @@ class GainResult:
     records: int
     records_without_pairs: int
     pairs: int
+    collapsed: bool = False
 
 
 @dataclass(frozen=True)
@@ -135,14 +150,16 @@ class RecordSimilarities:
         if total == 0:
             raise ValueError("transport gain: no record has two tokens with a defined phase")
         has_pairs = self.pairs > 0
+        mean_c_i = float((weight * self.c_i)[has_pairs].sum() / total)
         return GainResult(
             mean_gain=float(gain.sum() / total),
             gain_fraction=float(gain.sum() / headroom.sum()),
             mean_c_r=float((weight * self.c_r)[has_pairs].sum() / total),
-            mean_c_i=float((weight * self.c_i)[has_pairs].sum() / total),
+            mean_c_i=mean_c_i,
             records=int(has_pairs.sum()),
             records_without_pairs=int((~has_pairs).sum()),
             pairs=int(self.pairs.sum()),
+            collapsed=mean_c_i >= COLLAPSE_SIMILARITY,
         )
 
 
@@ -229,7 +246,8 @@ class G1Result:
     interval_excludes_zero : the ``paired_difference`` interval lies above or below zero; None
         when not testable (fewer than two patients).
     shuffled_fraction_within_tolerance : |shuffled g_f| ≤ ``tolerance``.
-    passed : both conditions; None when not testable (``patients`` < 2).
+    passed : both conditions; None when not testable (``not_testable`` says why).
+    not_testable : None, "collapsed" (``true.collapsed``) or "N patient(s)" (fewer than two).
     """
 
     true: GainResult
@@ -243,6 +261,7 @@ class G1Result:
     replicates: int
     seed: int
     patients: int
+    not_testable: str | None = None
 
 
 def g1_gate(
@@ -264,6 +283,8 @@ def g1_gate(
 
     With fewer than two patients the gate is not testable: ``passed`` and
     ``interval_excludes_zero`` are None and both intervals are marked (`BootstrapCI.testable`).
+    Nor is it on a collapsed representation (``true.collapsed``): ``passed`` is None and
+    ``not_testable`` "collapsed".
 
     Parameters
     ----------
@@ -283,21 +304,25 @@ def g1_gate(
     weights = patient_bootstrap_weights(patient_ids, replicates, bootstrap_seed)
     patients = n_clusters(patient_ids)
     paired = ratio_interval(weights, true_gain - shuffled_gain, pairs, patients)
-    shuffled_summary = shuffled.summary()
+    shuffled_summary, true_summary = shuffled.summary(), true.summary()
     excludes_zero = bool(paired.low > 0 or paired.high < 0) if paired.testable else None
     within = bool(abs(shuffled_summary.gain_fraction) <= tolerance)
+    not_testable = "collapsed" if true_summary.collapsed else None
+    if excludes_zero is None:
+        not_testable = not_testable or f"{patients} patient{'s' if patients != 1 else ''}"
     return G1Result(
-        true=true.summary(),
+        true=true_summary,
         shuffled=shuffled_summary,
         paired_difference=paired,
         mean_gain=ratio_interval(weights, true_gain, pairs, patients),
         interval_excludes_zero=excludes_zero,
         shuffled_fraction_within_tolerance=within,
-        passed=None if excludes_zero is None else excludes_zero and within,
+        passed=None if not_testable else excludes_zero and within,
         tolerance=tolerance,
         replicates=replicates,
         seed=seed,
         patients=patients,
+        not_testable=not_testable,
     )
 
 

@@ -41,6 +41,7 @@ __all__ = [
     "ProbeResult",
     "TaskSplit",
     "clustered_bootstrap",
+    "degenerate_probe",
     "diagnostic_tasks",
     "evaluate_probe",
     "evaluate_task",
@@ -347,7 +348,8 @@ class ProbeResult:
 
     ``per_class`` leaves out the ``skipped`` classes (no positive or no negative evaluation
     record). ``counts``: ``train`` / ``eval`` records scored, ``eval_patients``, and whatever
-    the caller adds (`evaluate_task` adds the labelled and excluded counts).
+    the caller adds (`evaluate_task` adds the labelled and excluded counts). ``degenerate``
+    says why the macro-AUROC means nothing (`degenerate_probe`), None when it is meaningful.
     """
 
     task: str
@@ -358,6 +360,19 @@ class ProbeResult:
     C: float
     positives: dict[str, int]
     counts: dict[str, int]
+    degenerate: str | None = None
+
+
+def degenerate_probe(scores: np.ndarray, per_class: np.ndarray) -> str | None:
+    """Why a probe's macro-AUROC is meaningless, or None: its scores on the evaluation records
+    are constant for every class the AUROC averages (it ranks nothing: each AUROC is ½), or a
+    task of several classes has one class with positive and negative evaluation records."""
+    scored = np.flatnonzero(np.isfinite(per_class))
+    if len(scored) and all(np.ptp(scores[:, c]) == 0 for c in scored):
+        return "constant predictions"
+    if len(per_class) > 1 and len(scored) < 2:
+        return f"{len(scored)} of {len(per_class)} classes with positive and negative evaluation records"
+    return None
 
 
 def score_probe(
@@ -387,6 +402,7 @@ def score_probe(
         C=probe.C_,
         positives={c: int(n) for c, n in zip(classes, np.asarray(Y).sum(axis=0))},
         counts={"train": probe.n_samples_fit_, "eval": len(Y), "eval_patients": len(np.unique(groups))},
+        degenerate=degenerate_probe(np.asarray(scores), per_class),
     )
 
 

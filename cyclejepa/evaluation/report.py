@@ -24,6 +24,8 @@ from typing import Any, Callable
 
 from cyclejepa.config import ExperimentConfig, parse_config
 from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, model_digest, read_result, with_checksum
+from cyclejepa.evaluation.mechanism import COLLAPSE_SIMILARITY
+from cyclejepa.evaluation.validity import cell_validity
 from cyclejepa.jsonio import write_json
 from cyclejepa.seal import AUDIT_FILE, FOLDS_FILE, read_lines
 
@@ -49,19 +51,51 @@ def channel_word(result: dict) -> str:
     return result.get("data", {}).get("channel_word", "lead")
 
 
+def subject_word(result: dict) -> str:
+    """Who the bootstrap resamples: "patient", or "recording" when the dataset does not know
+    whose each recording is (``data.subjects_known`` False: each recording its own subject)."""
+    return "patient" if result.get("data", {}).get("subjects_known", True) else "recording"
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}{'s' if count != 1 else ''}"
+
+
 def _macro(result: dict, task: str) -> dict:
     """The task's macro-AUROC interval; NaN when the task could not be evaluated."""
     return result["diagnostic"].get(task, {}).get("macro_auroc", _UNDEFINED)
 
 
+def probe_value(result: dict, task: str) -> float | str:
+    """The task's macro-AUROC, or "degenerate probe (why)" when it means nothing."""
+    why = result["diagnostic"].get(task, {}).get("degenerate")
+    return f"degenerate probe ({why})" if why else _macro(result, task)["point"]
+
+
 def _probe_row(label: str, task: str) -> "Row":
-    return Row("Diagnostic accuracy", label, lambda r: _macro(r, task)["point"], True, lambda r: _macro(r, task))
+    return Row("Diagnostic accuracy", label, lambda r: probe_value(r, task), True, lambda r: _macro(r, task))
 
 
-def g1_text(mechanism: dict) -> str:
-    """G1 as "Pass", "Fail" or, below two patients (``passed`` None), "Not testable (1 patient)"."""
+def collapsed(mechanism: dict) -> bool:
+    """Whether the mechanism's tokens collapsed: E[c_I] ≥ `COLLAPSE_SIMILARITY` (also for a
+    result written before results said so)."""
+    return mechanism["true"]["mean_c_i"] >= COLLAPSE_SIMILARITY
+
+
+def gain_fraction_value(mechanism: dict, key: str = "true") -> float | str:
+    """The (``key``: true or shuffled) gain fraction, or "collapsed (token similarity s)"."""
+    if collapsed(mechanism):
+        return f"collapsed (token similarity {mechanism['true']['mean_c_i']:.3f})"
+    return mechanism[key]["gain_fraction"]
+
+
+def g1_text(mechanism: dict, word: str = "patient") -> str:
+    """G1 as "Pass", "Fail", "Not testable (collapsed)" or, below two patients (``passed``
+    None), "Not testable (1 patient)" (``word``: what the bootstrap resamples)."""
+    if collapsed(mechanism):
+        return "Not testable (collapsed)"
     if mechanism["passed"] is None:
-        return f"Not testable ({mechanism['patients']} patient{'s' if mechanism['patients'] != 1 else ''})"
+        return f"Not testable ({_plural(mechanism['patients'], word)})"
     return "Pass" if mechanism["passed"] else "Fail"
 
 
@@ -106,11 +140,11 @@ def robustness_rows(word: str) -> tuple["Row", ...]:
 
 
 MECHANISM_ROWS = (
-    Row("Mechanism validity", "Transport gain fraction ↑", lambda r: r["mechanism"]["true"]["gain_fraction"]),
-    Row("Mechanism validity", "G1 shuffled-φ gate", lambda r: g1_text(r["mechanism"]), None),
+    Row("Mechanism validity", "Transport gain fraction ↑", lambda r: gain_fraction_value(r["mechanism"])),
+    Row("Mechanism validity", "G1 shuffled-φ gate", lambda r: g1_text(r["mechanism"], subject_word(r)), None),
     Row(
         "Mechanism validity", "Paired true − shuffled gain ↑",
-        lambda r: r["mechanism"]["paired_difference"]["point"],
+        lambda r: "collapsed" if collapsed(r["mechanism"]) else r["mechanism"]["paired_difference"]["point"],
         True,
         lambda r: r["mechanism"]["paired_difference"],
     ),
@@ -128,7 +162,7 @@ ANOMALY_ROWS = (
     Row("Anomaly detection", "Its AUROC at the highest severity ↑", lambda r: _strongest(r).get("auroc", math.nan)),
     Row("Anomaly detection", "Excess over own zero-severity reference ↑", lambda r: _strongest(r).get("excess", math.nan)),
     Row("Anomaly detection", "Localisation hit rate ↑", lambda r: _strongest(r).get("hit_rate", math.nan)),
-    Row("Anomaly detection", "Median latency among alarmed records (ms) ↓", lambda r: _strongest(r).get("median_latency_ms", math.nan), False),
+    Row("Anomaly detection", "Median latency among alarmed windows (ms) ↓", lambda r: _strongest(r).get("median_latency_ms", math.nan), False),
 )
 
 
@@ -150,6 +184,7 @@ def write_report(output_dir: str | Path) -> Path:
     files["protocol.json"] = read_result(evaluation / "protocol.json")
     if strata.exists():
         files[strata.name] = read_result(strata)
+    require_one_evaluation(evaluation, files)
     report_dir = output_dir / "report"
     sections = [
         f"# {cfg.name}: report\n\nConfig hash `{cfg.config_hash()}`; headline cell: seed {headline[0]['seed']}, "
@@ -173,6 +208,7 @@ def write_report(output_dir: str | Path) -> Path:
     write_json(report_dir / "report.json", with_checksum({
         "headline": {r["arm"]: {row.label: _json_value(row, r) for row in rows} for r in headline},
         "headline_cell": {"seed": headline[0]["seed"], "step": headline[0]["step"]},
+        "validity": {r["arm"]: cell_validity(r) for r in headline},
         "probe_rows": [row.label for row in rows if row.section == "Diagnostic accuracy"],
         "grid": [_grid_entry(r) for r in results],
         "figures": sorted(p.name for p in (report_dir / "figures").glob("*.png")),
@@ -193,6 +229,26 @@ def checked_result(output_dir: Path, path: Path) -> dict:
             f"re-run `cyclejepa evaluate CONFIG` to evaluate the checkpoint present"
         )
     return result
+
+
+class MixedEvaluations(ValueError):
+    """Results in one ``evaluation/`` folder computed with different evaluation settings."""
+
+
+def require_one_evaluation(evaluation: Path, files: dict[str, dict]) -> None:
+    """Refuse (`MixedEvaluations`) results of ``evaluation`` made with other evaluation settings
+    (``evaluation_hash``) than the last evaluation's ``protocol.json``: e.g. cells left from
+    before an evaluation with another ``evaluation.bootstrap`` was stopped part-way. Results
+    without a checksum (written before results carried one) are marked by `integrity_markdown`."""
+    current = files["protocol.json"].get("evaluation_hash")
+    stale = sorted(name for name, result in files.items() if CHECKSUM in result and result.get("evaluation_hash") != current)
+    if stale:
+        shown = ", ".join(f"{name} ({files[name].get('evaluation_hash') or 'no evaluation_hash'})" for name in stale)
+        raise MixedEvaluations(
+            f"{evaluation}: {shown} were computed with other evaluation settings than the last evaluation "
+            f"(protocol.json, evaluation_hash {current}); a report would mix them. Re-run `cyclejepa evaluate CONFIG` "
+            "to recompute them with the config's settings"
+        )
 
 
 def integrity_markdown(files: dict[str, dict]) -> str:
@@ -279,14 +335,43 @@ def bottom_line_markdown(cell: list[dict]) -> str:
         best = _best(row, values)
         cells = [_cell(row, r, v, i == best) for i, (r, v) in enumerate(zip(cell, values))]
         lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
-    lines += ["", "Intervals: 95 % patient-clustered percentile bootstrap. Bold: the better arm where the comparison is non-degenerate."]
+    word = subject_word(cell[0])
+    lines += ["", f"Intervals: 95 % {word}-clustered percentile bootstrap. Bold: the better arm where the comparison is non-degenerate."]
     patients = min(r["mechanism"]["patients"] for r in cell)
     if patients < 2:
-        lines += ["", (f"**Not testable:** the evaluation set holds {patients} patient{'s' if patients != 1 else ''}. "
-                       "A patient-clustered resample of fewer than two patients is the sample itself, so every "
+        lines += ["", (f"**Not testable:** the evaluation set holds {_plural(patients, word)}. "
+                       f"A {word}-clustered resample of fewer than two {word}s is the sample itself, so every "
                        "interval collapses to its point and the G1 gate's interval condition tests nothing; "
                        "intervals and G1 read \"not testable\" instead of a range or pass/fail.")]  # fmt: skip
-    return "\n".join(lines + not_run_markdown(cell[0]))
+    return "\n".join(lines + validity_markdown(cell) + subjects_markdown(cell[0]) + not_run_markdown(cell[0]))
+
+
+def validity_markdown(cell: list[dict]) -> list[str]:
+    """A warning for each arm whose figures mean nothing or little (`cell_validity`): collapsed
+    tokens, a degenerate probe, too few windows or patients."""
+    lines = []
+    for r in cell:
+        validity = cell_validity(r)
+        if validity["collapsed"]:
+            lines.append(f"**{r['arm']}: collapsed.** Its tokens are {validity['token_similarity']:.3f} alike on average "
+                         f"(untransported similarity E[c_I] ≥ {validity['collapse_similarity']}): the gain fraction "
+                         "divides by E[1 − c_I] ≈ 0 and means nothing, and G1 cannot be tested. Give the regulariser "
+                         "or the transport term a weight, or check the inputs' normalisation.")  # fmt: skip
+        for task, why in validity["degenerate_probes"].items():
+            lines.append(f"**{r['arm']}: the `{task}` probe is degenerate** ({why}): its macro-AUROC means nothing.")
+        if few := validity["too_few"]:
+            lines.append(f"**{r['arm']}: few data.** {few['windows']} evaluation windows of "
+                         f"{_plural(few['patients'], subject_word(r))} (fewer than {few['min_windows']} windows or "
+                         f"{few['min_patients']} {subject_word(r)}s): one window moves these figures, and the intervals rest on few distinct resamples.")  # fmt: skip
+    return [line for text in lines for line in ("", text)]
+
+
+def subjects_markdown(result: dict) -> list[str]:
+    """The sentence a report owes when the dataset does not know whose each recording is."""
+    if subject_word(result) == "patient":
+        return []
+    return ["", "The dataset does not say which person each recording comes from: every recording counts as its "
+                "own subject (intervals resample recordings), so the same person may sit in training and in evaluation."]  # fmt: skip
 
 
 def not_run_markdown(result: dict) -> list[str]:
@@ -324,7 +409,7 @@ def _cell(row: Row, result: dict, value: Any, bold: bool) -> str:
 
 def _json_value(row: Row, result: dict) -> Any:
     value = row.value(result)
-    if row.interval is None:
+    if row.interval is None or isinstance(value, str):
         return list(value) if isinstance(value, tuple) else value
     interval = row.interval(result)
     testable = {} if interval.get("testable", True) else {"testable": False}
@@ -356,7 +441,7 @@ def grid_markdown(results: list[dict]) -> str:
     for r in results:
         entry = _grid_entry(r)
         cells = [*(_number(entry["auroc"].get(t, math.nan)) for t in tasks), _number(entry["gain_fraction"]),
-                 g1_text(r["mechanism"]), *([_number(entry["mean_lead_delta"])] if robustness else []),
+                 g1_text(r["mechanism"], subject_word(r)), *([_number(entry["mean_lead_delta"])] if robustness else []),
                  _number(entry["amplitude"]), _number(entry["coherence"])]  # fmt: skip
         lines.append(f"| {r['arm']} | {r['seed']} | {r['step']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
@@ -365,9 +450,10 @@ def grid_markdown(results: list[dict]) -> str:
 def _grid_entry(r: dict) -> dict:
     return {
         "arm": r["arm"], "seed": r["seed"], "step": r["step"],
-        "auroc": {task: _macro(r, task)["point"] for task in r["diagnostic"]},
-        "gain_fraction": r["mechanism"]["true"]["gain_fraction"],
-        "g1": r["mechanism"]["passed"],
+        "auroc": {task: probe_value(r, task) for task in r["diagnostic"]},
+        "gain_fraction": gain_fraction_value(r["mechanism"]),
+        "g1": None if collapsed(r["mechanism"]) else r["mechanism"]["passed"],
+        "validity": cell_validity(r),
         "mean_lead_delta": r["robustness"]["mean_delta"]["point"] if "robustness" in r else None,
         "amplitude": r["geometry"].get("amplitude", math.nan),
         "coherence": r["geometry"].get("coherence", {}).get("mean_kappa", math.nan),
@@ -402,9 +488,9 @@ def mechanism_markdown(cell: list[dict]) -> str:
         m = r["mechanism"]
         excludes = "not testable" if m["interval_excludes_zero"] is None else m["interval_excludes_zero"]
         lines.append(
-            f"| {r['arm']} | {_interval(m['mean_gain'])} | {_number(m['true']['gain_fraction'])} | "
-            f"{_number(m['shuffled']['gain_fraction'])} | {_interval(m['paired_difference'])} | "
-            f"{excludes} | {m['shuffled_fraction_within_tolerance']} (tol {m['tolerance']}) | {g1_text(m)} |"
+            f"| {r['arm']} | {_interval(m['mean_gain'])} | {_number(gain_fraction_value(m))} | "
+            f"{_number(gain_fraction_value(m, 'shuffled'))} | {_interval(m['paired_difference'])} | "
+            f"{excludes} | {m['shuffled_fraction_within_tolerance']} (tol {m['tolerance']}) | {g1_text(m, subject_word(r))} |"
         )
     return "\n".join(lines)
 
@@ -422,8 +508,8 @@ def coordinates_markdown(cell: list[dict]) -> str:
         for name, c in r["coordinates"].items():
             m, g = c["mechanism"], c["geometry"]
             lines.append(
-                f"| {r['arm']} | {name} | {_number(m['true']['gain_fraction'])} | {_number(m['shuffled']['gain_fraction'])} | "
-                f"{_interval(m['paired_difference'])} | {g1_text(m)} | "
+                f"| {r['arm']} | {name} | {_number(gain_fraction_value(m))} | {_number(gain_fraction_value(m, 'shuffled'))} | "
+                f"{_interval(m['paired_difference'])} | {g1_text(m, subject_word(r))} | "
                 f"{_number(g.get('amplitude', math.nan))} | {_number(g.get('coherence', {}).get('mean_kappa', math.nan))} |"
             )
     return "\n".join(lines)
@@ -463,7 +549,7 @@ def anomaly_markdown(cell: list[dict]) -> str:
             lines += ["", f"**{r['arm']}**: no family applies to this data."]
         else:
             lines += ["", f"**{r['arm']}** — detector `{r['anomaly'][0]['detector']}`", "",
-                      "| family | severity | AUROC | reference | excess | alarm rate | hit rate | median latency (ms) | records |",
+                      "| family | severity | AUROC | reference | excess | alarm rate | hit rate | median latency (ms) | windows |",
                       "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for c in r["anomaly"]:
             lines.append(

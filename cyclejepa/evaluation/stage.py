@@ -31,6 +31,7 @@ import torch
 from cyclejepa.config import ExperimentConfig, identity_hash
 from cyclejepa.data.cache import PreparedCache, open_cache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
+from cyclejepa.data.datasets import sha256_file
 from cyclejepa.devices import child_gpus, thread_environment
 from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
 from cyclejepa.evaluation.context import hr_stratified_auroc, record_heart_rates
@@ -42,14 +43,15 @@ from cyclejepa.evaluation.geometry import (
     phase_ring_figure,
     umap_figure,
 )
-from cyclejepa.evaluation.integrity import CHECKSUM, content_checksum, model_digest, with_checksum
+from cyclejepa.evaluation.integrity import CHECKSUM, SCORES_DIGEST, content_checksum, model_digest, read_result, read_scores, with_checksum
 from cyclejepa.evaluation.mechanism import coordinate_view, g1_gate, per_coordinate
 from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_tasks, evaluate_task
 from cyclejepa.evaluation.robustness import lead_zeroing
+from cyclejepa.evaluation.validity import cell_validity
 from cyclejepa.jsonio import read_json, write_json
 from cyclejepa.outputs import run_dir
 from cyclejepa.progress import progress_bar
-from cyclejepa.registry import PHASE_PROVIDERS
+from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
 from cyclejepa.seal import use_folds
 
 
@@ -107,13 +109,18 @@ def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, 
 
     target = _cell_path(evaluation_dir(cfg), plan, step)
     checkpoint = _checkpoint(cfg, plan, step)
-    objective = load_trained(cfg, checkpoint, device)
-    result, scores = evaluate_checkpoint(cfg, cache, objective, device, progress)
+    objective = load_trained(cfg, checkpoint, device)  # refuses non-finite weights by name
+    try:
+        result, scores = evaluate_checkpoint(cfg, cache, objective, device, progress)
+    except NonFiniteOutputs as error:
+        raise NonFiniteOutputs(f"checkpoint {checkpoint} gives {error}") from None
+    result["validity"] = cell_validity(result)
     result.update(run=plan.name, arm=plan.arm.name, seed=plan.seed, step=step,
                   transport_weight=plan.arm.transport_weight, evaluation_hash=_evaluation_hash(cfg),
                   checkpoint={"path": str(checkpoint.relative_to(cfg.output_dir)), "model_sha256": model_digest(checkpoint)})  # fmt: skip
     if scores:
         np.savez(target.with_suffix(".npz"), **scores)
+        result[SCORES_DIGEST] = sha256_file(target.with_suffix(".npz"))
     write_json(target, with_checksum(result))
 
 
@@ -192,6 +199,20 @@ def _evaluate_cell_process(raw: dict[str, Any], cache_path: str, plan, step: int
     evaluate_cell(cfg, open_cache(cfg, cache_path), plan, step, resolve_device(cfg.evaluation.device))
 
 
+class NonFiniteOutputs(ValueError):
+    """A model whose outputs on the evaluation data hold NaN or infinite values."""
+
+
+def require_finite_outputs(values: np.ndarray, rows: np.ndarray, what: str) -> None:
+    """Raise `NonFiniteOutputs` naming ``what`` and the first cache ``rows`` whose ``values``
+    (one row each) hold a NaN or an infinite value."""
+    bad = ~np.isfinite(values.reshape(len(values), -1)).all(axis=1)
+    if bad.any():
+        raise NonFiniteOutputs(
+            f"non-finite (NaN or infinite) {what} for {int(bad.sum())} of {len(bad)} windows, e.g. cache rows {rows[bad][:5].tolist()}"
+        )
+
+
 @dataclass
 class CoreMetrics:
     """Diagnostic probes, mechanism and geometry of one checkpoint, with what robustness needs
@@ -217,13 +238,16 @@ def record_embeddings(
 
 
 def data_facts(cfg: ExperimentConfig, cache: PreparedCache) -> dict[str, Any]:
-    """What the report calls the data: the dataset, its channels and units, ``channel_word``
-    ("lead" when every channel is in mV, as ECG leads are, else "channel"), the phase provider's
-    signal kind and event word (`PhaseProvider.signal`, `PhaseProvider.event_name`)."""
+    """What the report calls the data: the dataset, whether it knows whose each recording is
+    (`Dataset.subjects_known`), its channels and units, ``channel_word`` ("lead" when every
+    channel is in mV, as ECG leads are, else "channel"), the phase provider's signal kind and
+    event word (`PhaseProvider.signal`, `PhaseProvider.event_name`)."""
     provider = PHASE_PROVIDERS.build(cfg.phase.provider, **cfg.phase.options)
+    dataset = DATASETS.build(cfg.data.dataset, root=cfg.data.root, **cfg.data.options)
     units = cache.units
     return {
         "dataset": cfg.data.dataset,
+        "subjects_known": bool(dataset.subjects_known),
         "channels": list(cache.channels),
         "units": list(units),
         "channel_word": "lead" if all(unit.lower() == "mv" for unit in units) else "channel",
@@ -273,6 +297,7 @@ def core_metrics(
     labelled = bool(cache.label_levels)
     if labelled:
         reps = record_embeddings(cfg, cache, model, device, progress)  # the folds passed the seal there
+        require_finite_outputs(reps.features, reps.rows, "record representations")
     else:
         use_folds(cfg, "evaluation", "data.eval_folds")  # read by the mechanism and geometry only
     patients, qc_ok = cache.columns["patient_id"], cache.columns["qc_ok"]
@@ -287,6 +312,7 @@ def core_metrics(
     eval_rows = cache.select(cfg.data.eval_folds)
     phase_rows = eval_rows[qc_ok[eval_rows]]  # phase-QC failures are left out of phase analyses
     tokens = extract_tokens(model, cache.signals[phase_rows], device=device)
+    require_finite_outputs(tokens, phase_rows, "tokens")
     token_phases = phases[phase_rows]
     g1 = g1_gate(tokens, token_phases, symmetry, patients[phase_rows], seed=ev.seed, replicates=ev.bootstrap)
     result["mechanism"] = asdict(g1)
@@ -403,7 +429,8 @@ def _write_hr_strata(cfg: ExperimentConfig, task: str, step: int, out: Path) -> 
     arms = [a.name for a in cfg.runs.arms]
     strata = {}
     for seed in cfg.runs.seeds:
-        loaded = {arm: np.load(out / f"{arm}-seed{seed}-step{step:06d}.npz") for arm in arms}
+        cells = {arm: out / f"{arm}-seed{seed}-step{step:06d}" for arm in arms}
+        loaded = {arm: read_scores(cell.with_suffix(".npz"), read_result(cell.with_suffix(".json"))) for arm, cell in cells.items()}
         first = loaded[arms[0]]
         if not all(np.array_equal(first["rows"], loaded[a]["rows"]) for a in arms):
             continue  # the arms scored different records: no paired comparison
@@ -412,12 +439,19 @@ def _write_hr_strata(cfg: ExperimentConfig, task: str, step: int, out: Path) -> 
             groups=first["patients"], replicates=cfg.evaluation.bootstrap, seed=cfg.evaluation.seed,
         )
         strata[f"seed{seed}"] = asdict(result)
-    write_json(out / f"hr-strata-step{step:06d}.json", with_checksum({"task": task, "seeds": strata}))
+    strata_result = {"task": task, "seeds": strata, "evaluation_hash": _evaluation_hash(cfg)}
+    write_json(out / f"hr-strata-step{step:06d}.json", with_checksum(strata_result))
 
 
 def _write_protocol(cfg: ExperimentConfig, cache: PreparedCache, out: Path) -> None:
+    """``protocol.json``: the cache, its counts and rejections, the cohort table (without a
+    "Patients" row when the dataset does not know whose each recording is: it would count
+    recordings) and the evaluation's hash."""
     train_folds, eval_folds = (use_folds(cfg, "cohort table", key) for key in ("data.train_folds", "data.eval_folds"))
-    table = cohort_table(cache, train_folds, eval_folds, event=data_facts(cfg, cache)["event"])
+    facts = data_facts(cfg, cache)
+    table = cohort_table(cache, train_folds, eval_folds, event=facts["event"])
+    if not facts["subjects_known"]:
+        table = table.drop(index="Patients")
     protocol = {
         "cache": str(cache.path),
         "counts": cache.manifest["counts"],
@@ -437,13 +471,16 @@ def _evaluation_hash(cfg: ExperimentConfig) -> str:
 
 
 def _current(path: Path, cfg: ExperimentConfig, checkpoint: Path) -> bool:
-    """A finished result of this evaluation whose checksums hold: its content's, and its
-    checkpoint's (the weights are the ones it was computed from); an altered one is recomputed."""
+    """A finished result of this evaluation whose checksums hold: its content's, its arrays'
+    (``.npz``, where it has them) and its checkpoint's (the weights are the ones it was
+    computed from); an altered one is recomputed."""
     if not path.exists():
         return False
     result = read_json(path)
+    arrays = path.with_suffix(".npz")
     return (
         result.get("evaluation_hash") == _evaluation_hash(cfg)
         and result.get(CHECKSUM) == content_checksum(result)
         and result.get("checkpoint", {}).get("model_sha256") == model_digest(checkpoint)
+        and (not result.get("diagnostic") or (arrays.exists() and result.get(SCORES_DIGEST) == sha256_file(arrays)))
     )

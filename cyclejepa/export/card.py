@@ -1,9 +1,13 @@
-"""MODEL_CARD.md of an exported encoder: what it is, its input, its training data, the run's own
-evaluation figures at the exported step, intended use and limits."""
+"""README.md of an exported encoder, the model card: YAML front matter as model hubs read it
+(licence, library, tags, the data's licence and citation, the metrics with their evaluation size
+and bootstrap count), then what it is, its input, its training data, the run's own evaluation
+figures at the exported step, intended use and limits."""
 
 from __future__ import annotations
 
 from typing import Any
+
+import yaml
 
 from cyclejepa.config import ExperimentConfig
 from cyclejepa.evaluation.integrity import read_result
@@ -11,7 +15,10 @@ from cyclejepa.evaluation.report import bottom_line_markdown
 from cyclejepa.evaluation.stage import evaluation_dir
 from cyclejepa.outputs import RunPlan
 
-__all__ = ["evaluation_result", "model_card"]
+__all__ = ["evaluation_result", "front_matter", "model_card"]
+
+LICENCE = "mit"
+"""The library's licence, the weights' by default (the card names the data's licence apart)."""
 
 
 def evaluation_result(cfg: ExperimentConfig, plan: RunPlan, step: int) -> dict | None:
@@ -29,7 +36,7 @@ def model_card(config: dict[str, Any], cfg: ExperimentConfig, manifest: dict[str
     config ``cfg``, its cache ``manifest`` and its evaluation ``result`` at the exported step."""
     run, prep, model = config["run"], config["preprocessing"], config["model"]
     tokens = prep["window"] // prep["decimation"] // prep["token_patch"]
-    return "\n\n".join([
+    return front_matter(config, cfg, result) + "\n\n".join([
         f"# {run['experiment']}: {run['run']}, step {run['step']}",
         f"A Winder encoder (encoder + projector, {model['deployed_parameters']:,} parameters) exported by "
         f"cyclejepa {config['cyclejepa_version']} from run `{run['run']}` of experiment `{run['experiment']}`: "
@@ -44,20 +51,72 @@ def model_card(config: dict[str, Any], cfg: ExperimentConfig, manifest: dict[str
     ]) + "\n"  # fmt: skip
 
 
+def front_matter(config: dict[str, Any], cfg: ExperimentConfig, result: dict | None) -> str:
+    """The card's YAML front matter, between ``---`` lines."""
+    from cyclejepa.registry import DATASETS
+
+    dataset = DATASETS.get(cfg.data.dataset)
+    run = config["run"]
+    meta = {
+        "license": LICENCE,
+        "library_name": "cyclejepa",
+        "tags": ["cyclejepa", "self-supervised", "phase-equivariant", "time-series", "feature-extraction", cfg.data.dataset],
+        "datasets": [cfg.data.dataset],
+        "data_license": dataset.licence or "unknown",
+        "data_citation": dataset.citation or "unknown",
+        "model-index": [{
+            "name": f"{run['experiment']}/{run['run']}-step{run['step']}",
+            "results": [] if result is None else _results(result, cfg),
+        }],
+    }  # fmt: skip
+    return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000) + "---\n\n"
+
+
+def _results(result: dict, cfg: ExperimentConfig) -> list[dict]:
+    """One model-index result per diagnostic task: macro-AUROC, its interval and bootstrap
+    count, and the records and patients it was measured on."""
+    results = []
+    for task, scores in result.get("diagnostic", {}).items():
+        auroc, counts = scores.get("macro_auroc") or {}, scores.get("counts") or {}
+        if auroc.get("point") is None:
+            continue
+        metric = {
+            "type": "roc_auc", "name": f"macro-AUROC ({task})", "value": round(float(auroc["point"]), 4),
+            "ci_95": [round(float(auroc["low"]), 4), round(float(auroc["high"]), 4)],
+            "bootstrap": auroc.get("replicates"), "records": counts.get("eval_records", counts.get("eval")),
+            "patients": counts.get("eval_patients"),
+        }  # fmt: skip
+        results.append({
+            "task": {"type": "feature-extraction", "name": f"linear probe, {task}"},
+            "dataset": {"name": cfg.data.dataset, "type": cfg.data.dataset, "split": f"folds {cfg.data.eval_folds}"},
+            "metrics": [metric],
+        })  # fmt: skip
+    return results
+
+
+def _channels(prep: dict) -> str:
+    """``I, II, ... (mV)`` when every channel has one unit, else each channel with its own."""
+    units = prep.get("units") or []
+    if len(set(units)) == 1:
+        return f"{', '.join(prep['channels'])} ({units[0]})"
+    return ", ".join(f"{c} ({u})" for c, u in zip(prep["channels"], units))
+
+
 def _input_section(prep: dict, symmetry: dict, tokens: int, model: dict) -> str:
     phase = prep["phase_provider"] + (f" ({prep['phase_options']})" if prep["phase_options"] else "")
     return "\n".join([
         "## Input and output",
         "",
-        f"- Channels, in this order: {', '.join(prep['channels'])} (mV).",
+        f"- Channels, in this order, in their units: {_channels(prep)}.",
         f"- Rate: resampled to {prep['fs']:g} Hz (polyphase, Kaiser β = 5), phased there, decimated by "
         f"{prep['decimation']} to the model's {prep['model_fs']:g} Hz.",
         f"- Window: {prep['window_s']:g} s; a longer record is cut into consecutive windows, a shorter tail dropped.",
         "- Normalisation: per-channel z-score with the training folds' mean and std (in `config.json`).",
         f"- Phase: provider `{phase}`; token phases at patch centres; a window failing its phase QC gets no embedding.",
         f"- Output: {tokens} tokens of {model['projector']['out_dim']} dimensions per window (one per "
-        f"{prep['token_patch']} samples at {prep['model_fs']:g} Hz); a record's embedding is the mean of its "
-        f"phase-valid tokens. Phase action: `{symmetry['name']}`, spectrum `{symmetry['spectrum']}`, "
+        f"{prep['token_patch']} samples at {prep['model_fs']:g} Hz); a record's embedding in cyclejepa is the mean of "
+        "its phase-valid tokens, which needs the library's phase provider and QC; the mean of all tokens "
+        "(`mean_tokens`) is the one the graphs and `reference.py` reproduce alone. Phase action: `{symmetry['name']}`, spectrum `{symmetry['spectrum']}`, "
         f"basis `{symmetry['basis']}`.",
     ])  # fmt: skip
 
@@ -81,6 +140,9 @@ def _training_section(cfg: ExperimentConfig, manifest: dict[str, Any]) -> str:
 
 
 def _evaluation_section(result: dict | None, run: dict, folds: list[int]) -> str:
+    if run.get("weights", "checkpoint") != "checkpoint":
+        return (f"## Evaluation\n\nThese weights were {run['weights']} (step {run['step']} of `{run['run']}`): "
+                "the run's evaluation does not apply to them, and no figures are reported.")  # fmt: skip
     if result is None:
         return (f"## Evaluation\n\nStep {run['step']} of this run was not evaluated (no "
                 f"`evaluation/{run['run']}-step*.json` for it): no figures to report.")  # fmt: skip

@@ -1,7 +1,8 @@
 """The deployed encoder (encoder + projector) as TorchScript and ONNX graphs, offline and streaming.
 
 Offline: ``x`` (batch, leads, samples), the normalised signal at the model rate, gives ``z``
-(batch, samples / patch, K); the batch axis is dynamic, the length is the training window's.
+(batch, samples / patch, K); the axes ``batch`` and ``samples`` / ``tokens`` are dynamic (any
+multiple of the patch; exported at the training window's length).
 Streaming: one ``chunk`` (batch, leads, patch) and the state, one tensor ``state_i`` of shape
 (batch, channels, (k − 1)·d) per causal convolution (`StreamingEncoder.state_layout` order,
 zeros at the start of a stream), give the token ``z`` (batch, K) and the next state
@@ -105,24 +106,41 @@ def require_onnx() -> None:
         raise ImportError("ONNX export needs onnx: pip install 'cyclejepa[export]'") from None
 
 
-def export_onnx(model: JEPAModel, path: str | os.PathLike, *, samples: int | None = None) -> Path:
+def export_onnx(
+    model: JEPAModel, path: str | os.PathLike, *, samples: int | None = None, metadata: dict[str, str] | None = None
+) -> Path:
     """Write the deployed path of ``model`` as ONNX to ``path``, the batch axis dynamic.
 
-    ``samples``: the offline graph, input ``x`` (batch, leads, samples), output ``z``; None: the
+    ``samples``: the offline graph, input ``x`` (batch, leads, samples), output ``z`` (batch,
+    tokens, K), ``samples`` and ``tokens`` dynamic too (any multiple of the patch); None: the
     streaming step, inputs ``chunk`` and ``state_i``, outputs ``z`` and ``next_state_i``
-    (`state_names`). Needs the ``onnx`` package (``pip install 'cyclejepa[export]'``).
+    (`state_names`). ``metadata`` goes into the model's ``metadata_props``. Needs the ``onnx``
+    package (``pip install 'cyclejepa[export]'``).
     """
     require_onnx()
     module, inputs = _graph(model, samples)
     if samples is not None:
         names, outputs = ["x"], ["z"]
+        axes = {"x": {0: "batch", 2: "samples"}, "z": {0: "batch", 1: "tokens"}}
     else:
         states = list(state_names(model))
         names, outputs = ["chunk", *states], ["z", *(f"next_{name}" for name in states)]
+        axes = {name: {0: "batch"} for name in names + outputs}
     path = Path(path)
     with _quiet():
         torch.onnx.export(
             module, inputs, str(path), input_names=names, output_names=outputs, opset_version=OPSET,
-            dynamic_axes={name: {0: "batch"} for name in names + outputs}, dynamo=False,
+            dynamic_axes=axes, dynamo=False,
         )  # fmt: skip
+    if metadata:
+        _describe(path, metadata)
     return path
+
+
+def _describe(path: Path, metadata: dict[str, str]) -> None:
+    """Set ``metadata`` as the ``metadata_props`` of the ONNX model at ``path``."""
+    import onnx
+
+    graph = onnx.load(str(path))
+    onnx.helper.set_model_props(graph, metadata)
+    onnx.save(graph, str(path))

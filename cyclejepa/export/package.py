@@ -1,4 +1,4 @@
-"""The weights package of a trained encoder: ``model.safetensors``, ``config.json``, ``MODEL_CARD.md``.
+"""The weights package of a trained encoder: ``model.safetensors``, ``config.json``, ``README.md``.
 
 `export_run` writes the deployed path of a run's checkpoint (encoder + projector) and the
 weights of its phase action (the symmetry's basis, when it has any) as safetensors;
@@ -7,20 +7,25 @@ and order, rates, window, resampling and decimation filters, normalisation, toke
 provider and options, the symmetry's spectrum and basis, the architecture, the library
 version, the run's identity and step, and the sha256 of every other file of the package
 (``files``) and of its own content (``config_sha256``, over the sorted JSON of every other
-key). With ``onnx`` / ``torchscript`` it adds the offline and streaming graphs
-(`cyclejepa.export.graphs`).
+key). ``reference.py`` (`cyclejepa.export.reference`) prepares and encodes a record with numpy
+and onnxruntime only. With ``onnx`` / ``torchscript`` it adds the offline and streaming graphs
+(`cyclejepa.export.graphs`). Folders are 0755 and files 0644 whatever the umask.
 
-`load_pretrained` needs only the package: it verifies every checksum, rebuilds the
-architecture from ``config.json`` and loads the weights strictly (a missing, extra or
-misshapen tensor is an error naming it), into the same `Encoder` that `load_encoder` gives, so
-both embed a record alike.
+`load_pretrained` needs only the package: it checks ``config.json`` (`cyclejepa.export.checks`),
+verifies the weights' checksum strictly (the card may be edited, an optional graph deleted),
+rebuilds the architecture on the meta device and compares it with the weights file's header
+before allocating anything, then loads the weights strictly (a missing, extra or misshapen
+tensor is an error naming it), into the same `Encoder` that `load_encoder` gives, so both embed
+a record alike. Formats `READABLE` are read; any other is refused naming who reads it.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import os
+import platform
 import shutil
 import tempfile
 import warnings
@@ -33,19 +38,34 @@ from torch import nn
 from cyclejepa.version import __version__
 from cyclejepa.data.cache import PHASE_REVISION, open_cache
 from cyclejepa.data.datasets import sha256_file
+from cyclejepa.data.cache.record import _decimation_taps
 from cyclejepa.data.preprocess import KAISER_BETA
-from cyclejepa.embed import Encoder, Preprocessing, load_encoder, locate_run
+from cyclejepa.embed import Encoder, Preprocessing, check_finite_weights, load_encoder, locate_run
+from cyclejepa.export import reference
 from cyclejepa.export.card import evaluation_result, model_card
-from cyclejepa.export.graphs import export_onnx, export_torchscript, require_onnx, state_names
+from cyclejepa.export.checks import PackageError, check_channels_known, check_config, check_files
+from cyclejepa.export.graphs import OPSET, export_onnx, export_torchscript, require_onnx, state_names
 from cyclejepa.models import JEPAModel, ProjectorMLP, StreamingEncoder
 from cyclejepa.registry import ENCODERS, SYMMETRIES
+from cyclejepa.symmetry import HarmonicSpectrum
 from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint
 
-__all__ = ["FORMAT", "FORMAT_VERSION", "PackageError", "export_run", "load_pretrained", "read_package_config"]
+__all__ = [
+    "FORMAT", "FORMAT_VERSION", "READABLE", "PackageError", "export_run", "from_pretrained", "load_pretrained",
+    "read_package_config", "save_pretrained",
+]  # fmt: skip
 
 FORMAT = "cyclejepa-encoder"
-FORMAT_VERSION = 2
-WEIGHTS, CONFIG, CARD = "model.safetensors", "config.json", "MODEL_CARD.md"
+FORMAT_VERSION = 3
+READABLE = (2, 3)
+"""Package formats this cyclejepa reads: 2 (card named MODEL_CARD.md, every file strict) and 3."""
+WEIGHTS, CONFIG, CARD, REFERENCE = "model.safetensors", "config.json", "README.md", "reference.py"
+CARDS = (CARD, "MODEL_CARD.md")
+"""The model card's name in format 3 and in format 2: free to edit, never verified."""
+CHANGED = "changed in memory after loading the checkpoint"
+"""``run.weights`` of a package saved from an encoder whose weights differ from its checkpoint's."""
+MAX_CONFIG_BYTES = 16 << 20
+"""A config.json larger than this is refused before it is read."""
 GRAPHS = {
     ("onnx", False): "encoder.onnx",
     ("onnx", True): "encoder_streaming.onnx",
@@ -53,10 +73,6 @@ GRAPHS = {
     ("torchscript", True): "encoder_streaming.pt",
 }
 """File name of each exported graph, by (format, streaming)."""
-
-
-class PackageError(ValueError):
-    """A package that is damaged, changed after export, or not a cyclejepa encoder package."""
 
 
 def _safetensors():
@@ -83,27 +99,60 @@ def export_run(
     ``run_dir``, ``step``, ``arm`` and ``seed`` choose the checkpoint as `load_encoder` does.
     ``onnx`` / ``torchscript`` add the offline and streaming graphs. An existing ``out`` is
     refused unless ``overwrite``. The package is written beside ``out`` and renamed into place.
+    Non-finite weights are refused, naming the tensors (`check_finite_weights`).
     """
+    _safetensors()
+    if onnx:
+        require_onnx()
+    _check_target(Path(out), overwrite)
+    encoder = load_encoder(run_dir, step, "cpu", arm=arm, seed=seed)
+    cfg, plan = locate_run(Path(run_dir), arm, seed)
+    return _export(encoder, cfg, plan, Path(out), onnx=onnx, torchscript=torchscript, overwrite=overwrite)
+
+
+def save_pretrained(
+    model_or_run, out: str | os.PathLike, *, onnx: bool = False, torchscript: bool = False, overwrite: bool = False,
+    **checkpoint,
+) -> Path:  # fmt: skip
+    """Write a package to ``out``: of a run folder's checkpoint (`export_run`; ``checkpoint``:
+    its ``step``, ``arm``, ``seed``), or of an `Encoder` from `load_encoder` with the weights it
+    holds now (changed in memory after loading, e.g. fine-tuned, they are saved as they are, and
+    ``config.json`` and the card say that the run's evaluation does not apply to them)."""
+    if not isinstance(model_or_run, Encoder):
+        return export_run(model_or_run, out, onnx=onnx, torchscript=torchscript, overwrite=overwrite, **checkpoint)
+    source = model_or_run.source
+    if "package" in source:
+        raise ValueError(f"this encoder was loaded from the package {source['package']}: copy that folder")
+    if checkpoint:
+        raise ValueError(f"{sorted(checkpoint)} choose a checkpoint of a run folder; an encoder is saved as it is")
+    cfg, plan = locate_run(Path(source["run"]))
+    return _export(model_or_run, cfg, plan, Path(out), onnx=onnx, torchscript=torchscript, overwrite=overwrite)
+
+
+def _export(encoder: Encoder, cfg, plan, out: Path, *, onnx: bool, torchscript: bool, overwrite: bool) -> Path:
+    """The package of ``encoder`` (its weights as they are now), from run ``plan`` of ``cfg``."""
     safetensors = _safetensors()
     if onnx:
         require_onnx()
-    out = Path(out)
     _check_target(out, overwrite)
-    encoder = load_encoder(run_dir, step, "cpu", arm=arm, seed=seed)
-    cfg, plan = locate_run(Path(run_dir), arm, seed)
     step = encoder.source["step"]
-    meta = load_checkpoint(checkpoint_path(Path(encoder.source["run"]) / "checkpoints", step))["meta"]
+    checkpoint = load_checkpoint(checkpoint_path(Path(encoder.source["run"]) / "checkpoints", step))
+    meta = checkpoint["meta"]
     manifest = open_cache(cfg).manifest
-    model = encoder.model
+    model = copy.deepcopy(encoder.model).cpu().eval()
+    check_finite_weights(model, f"the encoder of {encoder.source}")
+    weights = _weights(model, encoder.symmetry)
+    changed = _changed(checkpoint["model"], model)
     config = {
         "format": FORMAT,
         "format_version": FORMAT_VERSION,
         "cyclejepa_version": __version__,
         "torch_version": torch.__version__,
+        "versions": _versions(onnx),
         "run": {
             "experiment": cfg.name, "run": plan.name, "arm": plan.arm.name, "seed": meta["seed"],
             "transport_weight": meta["transport_weight"], "step": step, "run_hash": meta["run_hash"],
-            "identity": meta["identity"],
+            "identity": meta["identity"], "weights": CHANGED if changed else "checkpoint",
         },
         "model": _architecture(cfg, model),
         "symmetry": cfg.symmetry.model_dump(mode="json"),
@@ -116,19 +165,26 @@ def export_run(
             ],
         },
     }  # fmt: skip
+    result = None if changed else evaluation_result(cfg, plan, step)
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     try:
-        safetensors.save_file(_weights(model, encoder.symmetry), staging / WEIGHTS, metadata={"format": "pt"})
-        (staging / CARD).write_text(model_card(config, cfg, manifest, evaluation_result(cfg, plan, step)))
+        metadata = {"format": "pt", "package_format": FORMAT, "format_version": str(FORMAT_VERSION),
+                    "model": json.dumps(config["model"]), "symmetry": json.dumps(config["symmetry"]),
+                    "cyclejepa_version": __version__}  # fmt: skip
+        safetensors.save_file(weights, staging / WEIGHTS, metadata=metadata)
+        (staging / CARD).write_text(model_card(config, cfg, manifest, result))
+        shutil.copyfile(reference.__file__, staging / REFERENCE)
         samples = encoder.window // encoder.preprocessing.decimation
         for (kind, streaming), name in GRAPHS.items():
             if (kind == "onnx" and onnx) or (kind == "torchscript" and torchscript):
                 export = export_onnx if kind == "onnx" else export_torchscript
-                export(model, staging / name, samples=None if streaming else samples)
+                options = {"metadata": _onnx_metadata(config)} if kind == "onnx" else {}
+                export(model, staging / name, samples=None if streaming else samples, **options)
         config["files"] = {p.name: sha256_file(p) for p in sorted(staging.iterdir())}
         config["config_sha256"] = _config_digest(config)
         (staging / CONFIG).write_text(json.dumps(config, indent=1) + "\n")
+        _readable(staging)
         if out.exists():
             shutil.rmtree(out)
         staging.rename(out)
@@ -136,6 +192,52 @@ def export_run(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
+
+
+def _changed(checkpoint: dict[str, torch.Tensor], model: JEPAModel) -> bool:
+    """Whether ``model``'s encoder or projector differs from the checkpoint's (``model.*`` keys)."""
+    deployed = nn.ModuleDict({"encoder": model.encoder, "projector": model.projector}).state_dict()
+    return any(not torch.equal(value.cpu(), checkpoint[f"model.{key}"].cpu()) for key, value in deployed.items())
+
+
+def _versions(onnx: bool) -> dict[str, str]:
+    """The versions that wrote the package (the ONNX ones when it has graphs)."""
+    import numpy
+    import safetensors
+
+    found = {"python": platform.python_version(), "numpy": numpy.__version__, "safetensors": safetensors.__version__}
+    if onnx:
+        import onnx as onnx_package
+
+        found |= {"onnx": onnx_package.__version__, "onnx_opset": str(OPSET)}
+        try:
+            import onnxruntime
+
+            found["onnxruntime"] = onnxruntime.__version__  # the runtime the graphs were checked with here
+        except ImportError:
+            pass
+    return found
+
+
+def _onnx_metadata(config: dict[str, Any]) -> dict[str, str]:
+    """What an ONNX file says about itself (``metadata_props``): the input it expects and who wrote it."""
+    prep = config["preprocessing"]
+    return {
+        "package_format": FORMAT, "format_version": str(FORMAT_VERSION),
+        "channels": ",".join(prep["channels"]), "units": ",".join(prep["units"]),
+        "fs": f"{prep['fs']:g}", "model_fs": f"{prep['model_fs']:g}", "decimation": str(prep["decimation"]),
+        "window": str(prep["window"]), "window_s": f"{prep['window_s']:g}", "token_patch": str(prep["token_patch"]),
+        "normalisation": json.dumps(prep["normalisation"]), "cyclejepa_version": config["cyclejepa_version"],
+        "torch_version": config["torch_version"], "onnx_opset": str(OPSET), "run": config["run"]["run"],
+        "step": str(config["run"]["step"]),
+    }  # fmt: skip
+
+
+def _readable(folder: Path) -> None:
+    """Folder 0755, its files 0644, whatever the umask (`tempfile.mkdtemp` makes 0700)."""
+    folder.chmod(0o755)
+    for file in folder.iterdir():
+        file.chmod(0o644)
 
 
 def _check_target(out: Path, overwrite: bool) -> None:
@@ -163,11 +265,17 @@ def _preprocessing(preprocessing: Preprocessing, cfg, manifest: dict[str, Any]) 
     """`Preprocessing.to_dict` and what else reproduces the input: the filters, the phase
     convention and coordinates, the detector revision and the cache's hash."""
     fir = {"window": ["kaiser", KAISER_BETA], "padtype": "edge", "method": "scipy.signal.resample_poly"}
+    q = preprocessing.decimation
     return {
+        "steps": reference.STEPS,
         **preprocessing.to_dict(),
-        "resampling": {**fir, "ratio": "fs / input rate, each rate to 1/1000 Hz", "note": "none when the rates are equal"},
-        "decimation_filter": {**fir, "taps": 2 * 10 * preprocessing.decimation + 1, "cutoff": 1 / preprocessing.decimation}
-        if preprocessing.decimation > 1 else "none",
+        "resampling": {**fir, "ratio": "fs / input rate, each rate to 1/1000 Hz", "note": "none when the rates are equal",
+                       "taps": "firwin(20 m + 1, 1 / m, kaiser) * up, m = max(up, down)", "applies_to": "the whole record"},
+        "decimation_filter": {
+            **fir, "taps": 20 * q + 1, "cutoff": 1 / q, "coefficients": _decimation_taps(q).tolist(),
+            "group_delay": 10 * q, "applies_to": "each window",
+            "alignment": f"y[n] = sum_k h[k] x[{q} n + {10 * q} - k], x extended by its first and last sample",
+        } if q > 1 else "none",
         "phase_convention": cfg.phase.convention,
         "phase_coordinates": manifest.get("phase_coordinates", []),
         "phase_revision": manifest["arguments"]["phase_revision"],
@@ -191,32 +299,60 @@ def _config_digest(config: dict[str, Any]) -> str:
 
 
 def read_package_config(path: str | os.PathLike) -> dict[str, Any]:
-    """``config.json`` of the package at ``path``, after checking its format, its own digest and
-    the sha256 of every file it lists; raises `PackageError` (FileNotFoundError when a file is
-    missing) naming the file and what is wrong."""
+    """``config.json`` of the package at ``path``, after checking its format, its own digest, its
+    fields (`check_config`) and the weights' sha256; raises `PackageError` (FileNotFoundError when
+    a file is missing) naming the file or field and what is wrong. The card is not verified; a
+    graph or the reference that is absent is fine, one that was changed is warned about."""
     path = Path(path)
     source = path / CONFIG
     if not source.is_file():
         raise FileNotFoundError(f"{path} is not an encoder package: no {CONFIG} (write one with `cyclejepa export`)")
+    if source.stat().st_size > MAX_CONFIG_BYTES:
+        raise PackageError(f"{source} is {source.stat().st_size:,} bytes, more than a package's config ({MAX_CONFIG_BYTES:,})")
     try:
         config = json.loads(source.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise PackageError(f"{source} is not valid JSON ({error}): damaged or cut short") from None
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as error:
+        raise PackageError(f"{source} is not valid JSON ({str(error)[:200]}): damaged or cut short") from None
     if not isinstance(config, dict) or config.get("format") != FORMAT:
         raise PackageError(f"{source} does not describe a {FORMAT} package")
-    if config.get("format_version") != FORMAT_VERSION:
-        raise PackageError(
-            f"{source} has package format {config.get('format_version')}; this cyclejepa reads format {FORMAT_VERSION}"
-        )
+    _check_version(source, config)
     if config.get("config_sha256") != _config_digest(config):
         raise PackageError(f"{source} was changed after export: its content does not match its config_sha256")
-    for name, expected in config["files"].items():
+    files = check_files(path, config, (WEIGHTS,))
+    check_config(config)
+    for name, expected in files.items():
         file = path / name
+        if name in CARDS and config["format_version"] > 2:
+            continue
         if not file.is_file():
-            raise FileNotFoundError(f"{file} is missing from the package (config.json lists it)")
+            if name == WEIGHTS or config["format_version"] == 2:
+                raise FileNotFoundError(f"{file} is missing from the package (config.json lists it)")
+            continue
         if sha256_file(file) != expected:
-            raise PackageError(f"{file} does not match its sha256 in config.json: damaged, cut short or changed")
+            message = f"{file} does not match its sha256 in config.json: damaged, cut short or changed"
+            if name == WEIGHTS or config["format_version"] == 2:
+                raise PackageError(message)
+            warnings.warn(message, stacklevel=2)
     return config
+
+
+def _check_version(source: Path, config: dict[str, Any]) -> None:
+    """`READABLE` formats pass; an older one is refused naming the re-export, a newer one naming
+    the cyclejepa that wrote it."""
+    version = config.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise PackageError(f"config.json format_version: must be an integer, got {str(version)[:80]!r}")
+    if version in READABLE:
+        return
+    if version > max(READABLE):
+        raise PackageError(
+            f"{source} has package format {version}, written by cyclejepa {str(config.get('cyclejepa_version'))[:40]}; "
+            f"this cyclejepa {__version__} reads formats {list(READABLE)}: upgrade cyclejepa to read it"
+        )
+    raise PackageError(
+        f"{source} has package format {version}, which no released cyclejepa reads any more (this one reads "
+        f"{list(READABLE)}): export the run again with `cyclejepa export`"
+    )
 
 
 def load_pretrained(path: str | os.PathLike, device: str = "cpu") -> Encoder:
@@ -232,39 +368,88 @@ def load_pretrained(path: str | os.PathLike, device: str = "cpu") -> Encoder:
     safetensors = _safetensors()
     path = Path(path)
     config = read_package_config(path)
-    architecture = config["model"]
-    options = dict(architecture["encoder"])
-    encoder = ENCODERS.get(options.pop("name"))(**options)
-    projector = ProjectorMLP(**architecture["projector"])
-    sym = config["symmetry"]
-    symmetry = SYMMETRIES.get(sym["name"])(sym["spectrum"], basis=sym["basis"], **sym["basis_options"])
-    model = JEPAModel(encoder, projector, None)
-    _load_strictly(_modules(model, symmetry), safetensors.load_file(path / WEIGHTS), path / WEIGHTS)
+    _fits_header(config, path / WEIGHTS)
+    model, symmetry = _build(config)
+    weights = safetensors.load_file(path / WEIGHTS)
+    _load_strictly(_modules(model, symmetry), weights, path / WEIGHTS)
+    try:
+        check_finite_weights(model, str(path / WEIGHTS))
+    except ValueError as error:
+        raise PackageError(str(error)) from None
     target = resolve_device(device)
     run = config["run"]
-    source = {"package": str(path), "run": run["run"], "step": run["step"], "run_hash": run["run_hash"]}
+    source = {"package": str(path), "run": run["run"], "step": run["step"], "run_hash": run.get("run_hash")}
     preprocessing = Preprocessing.from_dict(config["preprocessing"])
-    if config["preprocessing"]["phase_revision"] != PHASE_REVISION:
+    revision = config["preprocessing"].get("phase_revision")
+    if revision != PHASE_REVISION:
         warnings.warn(
-            f"{path} was exported with R-peak detection revision {config['preprocessing']['phase_revision']}, this "
+            f"{path} was exported with phase detection revision {revision}, this "
             f"cyclejepa has revision {PHASE_REVISION}: token phases, and so which tokens are pooled, may differ",
             stacklevel=2,
         )
-    return Encoder(model.to(target).eval(), preprocessing, target, source, symmetry.to(target).eval())
+    encoder = _encoder(model.to(target).eval(), preprocessing, target, source, symmetry.to(target).eval())
+    check_channels_known(config["preprocessing"], encoder.dataset.channels, preprocessing.dataset)
+    return encoder
+
+
+from_pretrained = load_pretrained
+"""`load_pretrained` under the name model hubs use."""
+
+
+def _build(config: dict[str, Any], meta: bool = False) -> tuple[JEPAModel, nn.Module]:
+    """The deployed modules and the phase action of ``config`` (on the meta device: shapes, no
+    memory); a field the constructors refuse is a `PackageError` naming the section."""
+    architecture, sym = config["model"], config["symmetry"]
+    try:
+        options = dict(architecture["encoder"])
+        with torch.device("meta" if meta else "cpu"):
+            encoder = ENCODERS.get(options.pop("name"))(**options)
+            projector = ProjectorMLP(**architecture["projector"])
+            if HarmonicSpectrum(sym["spectrum"]).dim != projector.out_dim:
+                raise ValueError(f"spectrum {sym['spectrum']} is not of the projector's dimension {projector.out_dim}")
+            symmetry = SYMMETRIES.get(sym["name"])(sym["spectrum"], basis=sym["basis"], **sym["basis_options"])
+    except (KeyError, TypeError, ValueError, RuntimeError) as error:
+        raise PackageError(f"config.json model / symmetry: cannot build the encoder it describes: {str(error)[:300]}") from None
+    return JEPAModel(encoder, projector, None), symmetry
+
+
+def _fits_header(config: dict[str, Any], weights: Path) -> None:
+    """The architecture's tensors (built on the meta device) against the shapes in the
+    safetensors header, before any memory is allocated for them."""
+    from safetensors import safe_open
+
+    model, symmetry = _build(config, meta=True)
+    try:
+        with safe_open(str(weights), framework="pt") as file:
+            shapes = {key: tuple(file.get_slice(key).get_shape()) for key in file.keys()}
+    except Exception as error:  # safetensors raises its own SafetensorError on a malformed header
+        raise PackageError(f"{weights} is not a readable safetensors file: {str(error)[:200]}") from None
+    _compare({k: tuple(v.shape) for k, v in _modules(model, symmetry).state_dict().items()}, shapes, weights)
+
+
+def _encoder(model, preprocessing: Preprocessing, target, source: dict, symmetry) -> Encoder:
+    """`Encoder` of the package; an unknown phase provider or dataset is a `PackageError`."""
+    try:
+        return Encoder(model, preprocessing, target, source, symmetry)
+    except (KeyError, TypeError, ValueError) as error:
+        raise PackageError(f"config.json preprocessing: {str(error)[:300]}") from None
 
 
 def _load_strictly(modules: nn.Module, weights: dict[str, torch.Tensor], source: Path) -> None:
     """``weights`` into ``modules``, every tensor present, none extra, every shape equal."""
-    expected = modules.state_dict()
-    missing = sorted(expected.keys() - weights.keys())
-    extra = sorted(weights.keys() - expected.keys())
-    shapes = [
-        f"{k} {tuple(weights[k].shape)} (the architecture has {tuple(expected[k].shape)})"
-        for k in sorted(expected.keys() & weights.keys())
-        if weights[k].shape != expected[k].shape
-    ]
+    expected = {k: tuple(v.shape) for k, v in modules.state_dict().items()}
+    _compare(expected, {k: tuple(v.shape) for k, v in weights.items()}, source)
+    modules.load_state_dict(weights, strict=True)
+
+
+def _compare(expected: dict[str, tuple], found: dict[str, tuple], source: Path) -> None:
+    """`PackageError` listing the tensors of ``expected`` missing from ``found``, those extra, and
+    those of another shape."""
+    missing = sorted(expected.keys() - found.keys())
+    extra = sorted(found.keys() - expected.keys())
+    shapes = [f"{k} {found[k]} (the architecture has {expected[k]})" for k in sorted(expected.keys() & found.keys())
+              if found[k] != expected[k]]  # fmt: skip
     if missing or extra or shapes:
-        problems = [f"{label}: {', '.join(keys)}" for label, keys in
+        problems = [f"{label}: {', '.join(keys[:10])}" for label, keys in
                     (("missing", missing), ("unexpected", extra), ("wrong shape", shapes)) if keys]  # fmt: skip
         raise PackageError(f"{source} does not fit the architecture in config.json; " + "; ".join(problems))
-    modules.load_state_dict(weights, strict=True)

@@ -8,6 +8,7 @@ import logging
 import os
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,33 @@ log = logging.getLogger(__name__)
 
 class CheckpointDamaged(ValueError):
     """A checkpoint file that is truncated or corrupt (it fails its zip CRC checks)."""
+
+
+class NonFiniteWeights(ValueError):
+    """Weights that hold NaN or infinite values (a run that diverged), named with their source."""
+
+
+def nonfinite_tensors(state: Mapping[str, Any] | list | tuple, prefix: str = "") -> list[str]:
+    """Dotted names of the floating-point tensors in ``state`` (a state dict, nested dicts and
+    lists as in a checkpoint or an optimiser state) that hold a NaN or an infinite value."""
+    items = state.items() if isinstance(state, Mapping) else enumerate(state)
+    found = []
+    for key, value in items:
+        name = f"{prefix}{key}"
+        if isinstance(value, (Mapping, list, tuple)):
+            found += nonfinite_tensors(value, name + ".")
+        elif isinstance(value, torch.Tensor) and value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            found.append(name)
+    return found
+
+
+def require_finite(state: Mapping[str, Any], source: str) -> None:
+    """Raise `NonFiniteWeights` naming ``source`` and the first tensors of ``state`` that hold
+    NaN or infinite values (`nonfinite_tensors`)."""
+    bad = nonfinite_tensors(state)
+    if bad:
+        shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+        raise NonFiniteWeights(f"{source} holds non-finite (NaN or infinite) weights in {len(bad)} tensor(s): {shown}")
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:

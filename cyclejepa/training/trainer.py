@@ -26,7 +26,7 @@ from cyclejepa.objectives.transport import valid_tokens
 from cyclejepa.progress import progress_bar
 from cyclejepa.stops import Stopped, StopRequest, deferred_stops
 from cyclejepa.training.batches import BatchSampler
-from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint, save_checkpoint
+from cyclejepa.training.checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint, require_finite, save_checkpoint
 from cyclejepa.training.distributed import Distributed
 from cyclejepa.training.rng import RNGStreams
 from cyclejepa.training.schedule import build_optimisers, learning_rate, set_learning_rate
@@ -34,8 +34,29 @@ from cyclejepa.training.schedule import build_optimisers, learning_rate, set_lea
 log = logging.getLogger(__name__)
 
 TERMS = ("loss", "prediction", "regulariser", "transport")
-# Metrics are gathered on the device and written every this many steps (one host sync).
+COMPONENTS = ("prediction", "regulariser", "transport")
+# Metrics are gathered on the device and written every this many steps (one host sync); they are
+# checked for non-finite values there, and before every checkpoint (see `Diverged`).
 FLUSH_EVERY = 25
+
+
+class Diverged(ValueError):
+    """Training met a non-finite loss term or gradient norm (or weights, at a checkpoint).
+
+    Raised at the first flush of the metrics after it (they are brought to the host every
+    `FLUSH_EVERY` steps and before every checkpoint, so no step adds a host synchronisation):
+    ``metrics.jsonl`` then ends with the first bad step, its non-finite values written as
+    strings ("nan", "inf", "-inf"), no checkpoint is written after it, and the last one on disk
+    (finite: every checkpoint is checked when written) is ``checkpoint``. With
+    ``training.skip_nonfinite_steps`` the first ``skipped`` bad steps were skipped instead.
+    """
+
+    def __init__(self, step: int, what: str, checkpoint: Path | None, skipped: int = 0):
+        self.step, self.what, self.checkpoint = step, what, checkpoint
+        kept = f"the last finite checkpoint is {checkpoint}" if checkpoint else "no checkpoint was written before it"
+        after = f" after skipping {skipped} (training.skip_nonfinite_steps)" if skipped else ""
+        super().__init__(f"training diverged at step {step}: non-finite {what}{after}; stopped, {kept} "
+                         "(lower optimiser.lr or optimiser.grad_clip)")
 
 
 def uses_bf16(precision: str, device_type: str) -> bool:
@@ -214,6 +235,7 @@ class Trainer:
         self.optimisers = build_optimisers(self.objective, cfg.optimiser)
         self.batches = BatchSampler(signals, phases, cfg.training.batch_size, self.streams["data"], self.device)
         self.step = 0
+        self.skipped: list[int] = []  # steps skipped for non-finite values (training.skip_nonfinite_steps)
         self.watchers: list[Callable[[Trainer, list[dict[str, float]]], None]] = []  # called with each flush's rows, rank 0
         identity = cfg.training_identity(transport_weight, seed)
         self.meta = {"seed": seed, "transport_weight": transport_weight, "identity": identity, "run_hash": identity_hash(identity)}
@@ -263,12 +285,25 @@ class Trainer:
             optimiser.zero_grad(set_to_none=True)
         terms["loss"].backward()
         grad_norm = nn.utils.clip_grad_norm_(self.objective.parameters(), self.cfg.optimiser.grad_clip)
-        for optimiser in self.optimisers:
-            optimiser.step()
+        values = self.dist.mean(torch.stack([terms[name].detach() for name in TERMS] + [grad_norm.detach().float()]))
+        if not self._skip(values):
+            for optimiser in self.optimisers:
+                optimiser.step()
         self.step += 1
-        values = torch.stack([terms[name].detach() for name in TERMS] + [grad_norm.detach().float()])
         # torch.full passes lr as a kernel argument: no host-to-device copy, no synchronisation
-        return torch.cat([self.dist.mean(values), torch.full((1,), lr, device=values.device)])
+        return torch.cat([values, torch.full((1,), lr, device=values.device)])
+
+    def _skip(self, values: torch.Tensor) -> bool:
+        """Whether to drop this step's update: with ``training.skip_nonfinite_steps`` left, when
+        a term or the gradient norm (``values``, the same on every rank) is non-finite. Checks
+        on the host, so only when the option is on; a bad step past it is left to `_flush`."""
+        if len(self.skipped) >= self.cfg.training.skip_nonfinite_steps or bool(torch.isfinite(values).all()):
+            return False
+        self.skipped.append(self.step + 1)
+        what = _nonfinite(dict(zip((*TERMS, "grad_norm"), values.tolist())))
+        log.warning("%s: step %d has a non-finite %s; its update skipped (%d of training.skip_nonfinite_steps=%d)",
+                    self.directory.name, self.step + 1, what, len(self.skipped), self.cfg.training.skip_nonfinite_steps)  # fmt: skip
+        return True
 
     def step_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """This step's inputs of the objective, each from the run's own stream: the next batch
@@ -307,14 +342,15 @@ class Trainer:
         with bar as update, deferred_stops() as stop:
             while self.step < until:
                 pending.append((self.step, self.train_step()))
-                flush = len(pending) == FLUSH_EVERY or self.step == until
+                checkpoint = self.step % self.cfg.training.checkpoint_every == 0 or self.step == self.cfg.training.steps
+                flush = len(pending) == FLUSH_EVERY or self.step == until or checkpoint
                 signum = self._stop_signal(stop, flush)
                 stopping = signum is not None
                 if flush or stopping:
                     metrics = self._flush(pending)
                     update(completed=int(metrics["step"]), terms=_terms_text(metrics))
                     pending = []
-                if self.step % self.cfg.training.checkpoint_every == 0 or self.step == self.cfg.training.steps or stopping:
+                if checkpoint or stopping:
                     last = self.save()
                 if stopping:
                     raise Stopped(signum, self.step, last)
@@ -330,20 +366,33 @@ class Trainer:
         return self.dist.largest(stop.signum or 0) or None
 
     def _flush(self, pending: list[tuple[int, torch.Tensor]]) -> dict[str, float]:
+        """Write the ``pending`` steps' metrics; raise `Diverged` at the first non-finite one,
+        after writing the rows up to it."""
         rows = torch.stack([values for _, values in pending]).tolist()
         records = [
             {"step": step + 1, **dict(zip((*TERMS, "grad_norm", "lr"), row)), "time": time.time()}
             for (step, _), row in zip(pending, rows)
         ]
+        for record in records:
+            if record["step"] in self.skipped:
+                record["skipped"] = True
+        bad = next((record for record in records if not record.get("skipped") and _nonfinite(record)), None)
+        if bad is not None:
+            self._write_metrics(records[: records.index(bad) + 1])
+            raise Diverged(bad["step"], _nonfinite(bad), latest_checkpoint(self.directory / "checkpoints"), len(self.skipped))
+        self._write_metrics(records)
+        return records[-1]
+
+    def _write_metrics(self, records: list[dict[str, Any]]) -> None:
+        """Append ``records`` to ``metrics.jsonl`` (rank 0) and pass them to the watchers."""
         if self.dist.is_main:
             path = self.directory / "metrics.jsonl"
             with writing(path):
                 self.directory.mkdir(parents=True, exist_ok=True)
                 with open(path, "a") as stream:
-                    stream.writelines(json.dumps(record) + "\n" for record in records)
+                    stream.writelines(json.dumps(_json_safe(record), allow_nan=False) + "\n" for record in records)
             for watch in self.watchers:
                 watch(self, records)
-        return records[-1]
 
     def state_dict(self) -> dict[str, Any]:
         return {
@@ -353,6 +402,7 @@ class Trainer:
             "rng": self.streams.state_dict(),
             "batches": self.batches.state_dict(),
             "meta": self.meta,
+            "skipped": list(self.skipped),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -368,12 +418,18 @@ class Trainer:
         self.streams.load_state_dict(state["rng"])
         self.batches.load_state_dict(state["batches"])
         self.step = int(state["step"])
+        self.skipped = [int(step) for step in state.get("skipped", [])]
 
     def save(self) -> Path:
         """Write the checkpoint of the current step (rank 0 only); returns its path."""
         path = checkpoint_path(self.directory / "checkpoints", self.step)
         if self.dist.is_main:
-            save_checkpoint(self.state_dict(), path)
+            state = self.state_dict()
+            try:
+                require_finite(state["model"], f"the model after step {self.step}")
+            except ValueError as error:
+                raise Diverged(self.step, f"weights ({error})", latest_checkpoint(path.parent)) from None
+            save_checkpoint(state, path)
         return path
 
     def resume(self, path: str | Path) -> None:
@@ -401,6 +457,22 @@ def keep_metrics_until(path: Path, step: int) -> None:
         os.replace(temporary, path)
 
 
+def _nonfinite(record: dict[str, Any]) -> str:
+    """What is non-finite in a metrics row: the loss components ("prediction, transport"),
+    else the gradient norm; empty when all is finite."""
+    components = [name for name in COMPONENTS if not np.isfinite(record[name])]
+    if components:
+        return ", ".join(components) + " loss"
+    if not np.isfinite(record["loss"]):
+        return "weighted total loss (every term finite)"
+    return "gradient norm (every loss term finite)" if not np.isfinite(record["grad_norm"]) else ""
+
+
+def _json_safe(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with non-finite floats as the strings "nan", "inf", "-inf" (strict JSON)."""
+    return {key: str(value) if isinstance(value, float) and not np.isfinite(value) else value for key, value in record.items()}
+
+
 def _terms_text(metrics: dict[str, float]) -> str:
     """The loss terms of a metrics row, abbreviated for the progress bar."""
     return " ".join(f"{name[:5]} {metrics[name]:.3g}" for name in TERMS)
@@ -410,9 +482,11 @@ def load_trained(cfg: ExperimentConfig, path: str | Path, device: str | torch.de
     """The trained model and symmetry of a checkpoint, in eval mode (``.model``, ``.symmetry``).
 
     Raises a `ValueError` when the checkpoint's tensors do not fit the model ``cfg`` builds,
-    naming the model keys of ``cfg`` that differ from the run's and the first tensors that differ.
+    naming the model keys of ``cfg`` that differ from the run's and the first tensors that differ,
+    and `NonFiniteWeights` naming the checkpoint when its weights hold NaN or infinite values.
     """
     state = load_checkpoint(path, map_location=device)
+    require_finite(state["model"], f"checkpoint {path}")
     meta = state["meta"]
     objective = JEPAObjective.from_experiment(cfg, meta["transport_weight"], init_seed=0)
     misfits = _misfits(state["model"], objective.state_dict())

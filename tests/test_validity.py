@@ -1,0 +1,171 @@
+"""Results that know when they mean nothing: collapsed tokens, degenerate probes, few windows or
+patients, recordings whose people are unknown."""
+
+import copy
+import json
+import math
+
+import numpy as np
+import pytest
+
+from conftest import TINY_MODEL
+from cyclejepa import runner
+from cyclejepa.config import parse_config
+from cyclejepa.evaluation.mechanism import COLLAPSE_SIMILARITY, g1_gate
+from cyclejepa.evaluation.probe import LinearProbe, score_probe
+from cyclejepa.evaluation.report import bottom_line_markdown
+from cyclejepa.evaluation.validity import MIN_PATIENTS, MIN_WINDOWS
+from cyclejepa.symmetry import U1Symmetry
+from test_eval_mechanism import SPEC, equivariant_tokens, random_phases
+
+
+def naive_mean_c_i(tokens, phases):
+    """E[c_I] over every ordered pair of phase-valid tokens of every record, by a float64 loop."""
+    total, pairs = 0.0, 0
+    for z, phi in zip(np.asarray(tokens, np.float64), phases):
+        unit = z / np.linalg.norm(z, axis=-1, keepdims=True)
+        valid = np.flatnonzero(np.isfinite(phi))
+        for a in valid:
+            for b in valid:
+                if a != b:
+                    total += unit[a] @ unit[b]
+                    pairs += 1
+    return total / pairs
+
+
+@pytest.mark.parametrize("noise", [0.1, 0.25, 0.3, 0.35, 0.5, 1.0])
+def test_gain_is_collapsed_exactly_when_the_tokens_are_alike_beyond_the_threshold(noise):
+    rng = np.random.default_rng(3)
+    phases = random_phases(rng, 16, 20)
+    common = rng.normal(size=(16, 1, 12))  # one direction per record, plus isotropic noise
+    tokens = common / np.linalg.norm(common, axis=-1, keepdims=True) + noise * rng.normal(size=(16, 20, 12)) / math.sqrt(12)
+    gate = g1_gate(tokens, phases, U1Symmetry(SPEC), np.arange(16) // 2, replicates=50)
+    similarity = naive_mean_c_i(tokens, phases)
+    assert gate.true.mean_c_i == pytest.approx(similarity, abs=1e-12)
+    assert gate.true.collapsed == (similarity >= COLLAPSE_SIMILARITY)
+    if gate.true.collapsed:
+        assert gate.passed is None and gate.not_testable == "collapsed" and gate.interval_excludes_zero is not None
+    else:
+        assert gate.passed is not None and gate.not_testable is None
+
+
+def test_an_equivariant_encoder_is_not_collapsed_and_one_patient_is_named_as_the_reason():
+    rng = np.random.default_rng(1)
+    symmetry = U1Symmetry(SPEC)
+    tokens, phases, _ = equivariant_tokens(rng, symmetry, 12, 60)
+    gate = g1_gate(tokens, phases, symmetry, np.arange(12) % 3, replicates=50)
+    assert not gate.true.collapsed and gate.passed is True and gate.not_testable is None
+    one = g1_gate(tokens, phases, symmetry, np.zeros(12, int), replicates=50)
+    assert one.passed is None and one.not_testable == "1 patient"
+
+
+def test_a_probe_is_degenerate_when_it_ranks_nothing_or_one_class_is_left():
+    rng = np.random.default_rng(0)
+    groups = np.arange(40)
+    Y = np.stack([np.arange(40) % 2, (np.arange(40) // 2) % 2, np.arange(40) % 5 == 0], axis=1).astype(int)
+    X = rng.normal(size=(40, 6)) + Y[:, :1]
+    healthy = score_probe(LinearProbe(C=1.0).fit(X, Y), X, Y, groups, classes=["a", "b", "c"], replicates=20)
+    assert healthy.degenerate is None
+    constant = LinearProbe(C=1.0).fit(np.ones((40, 6)), Y)  # nothing to tell the records apart
+    assert np.ptp(constant.decision_function(np.ones((40, 6))), axis=0).max() == 0
+    flat = score_probe(constant, np.ones((40, 6)), Y, groups, classes=["a", "b", "c"], replicates=20)
+    assert flat.degenerate == "constant predictions" and flat.macro_auroc.point == 0.5
+    one_left = Y.copy()
+    one_left[:, 1:] = 1  # b and c have no negative evaluation record
+    single = score_probe(LinearProbe(C=1.0).fit(X, Y), X, one_left, groups, classes=["a", "b", "c"], replicates=20)
+    assert single.degenerate == "1 of 3 classes with positive and negative evaluation records"
+
+
+@pytest.fixture(scope="module")
+def collapsed_run(tmp_path_factory):
+    """The collapse reproducer at test size: regulariser and transport both off, 60 steps."""
+    out = tmp_path_factory.mktemp("collapse")
+    sections = copy.deepcopy(TINY_MODEL)
+    sections["objectives"]["regulariser"]["weight"] = 0.0
+    cfg = parse_config({
+        "output_dir": str(out / "run"),
+        "data": {"root": str(out / "corpus"), "dataset": "synthetic", "options": {"records": 40},
+                 "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
+        **sections,
+        "optimiser": {"lr": 0.005, "grad_clip": 10.0},
+        "training": {"steps": 60, "batch_size": 8, "checkpoint_every": 60, "device": "cpu"},
+        "runs": {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 0.0}]},
+        "evaluation": {"steps": [60], "bootstrap": 20, "anomaly_records": 2, "severities": [0.0, 2.0], "families": ["ectopic"],
+                       "umap": False, "eligible_min_positives": 1, "probe_c": 1.0},
+    })  # fmt: skip
+    return cfg, runner.run_experiment(cfg, progress=False)
+
+
+def test_a_run_with_regulariser_and_transport_off_reports_collapsed_not_a_gain_fraction(collapsed_run):
+    cfg, report = collapsed_run
+    result = json.loads((cfg.output_dir / "evaluation" / "winder-seed0-step000060.json").read_text())
+    similarity = result["mechanism"]["true"]["mean_c_i"]
+    assert similarity >= COLLAPSE_SIMILARITY and abs(result["mechanism"]["true"]["gain_fraction"]) > 1  # a meaningless ratio
+    assert result["validity"]["collapsed"] and result["validity"]["token_similarity"] == similarity
+    assert result["mechanism"]["passed"] is None and result["mechanism"]["not_testable"] == "collapsed"
+    text = report.read_text()
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in text.splitlines() if line.startswith("| ")}
+    assert rows["Transport gain fraction ↑"] == f"| Transport gain fraction ↑ | collapsed (token similarity {similarity:.3f}) |"
+    assert rows["G1 shuffled-φ gate"] == "| G1 shuffled-φ gate | Not testable (collapsed) |"
+    assert f"**winder: collapsed.** Its tokens are {similarity:.3f} alike" in text
+    assert f"{result['mechanism']['true']['gain_fraction']:.4f}" not in text  # the ratio is shown nowhere
+    summary = json.loads((report.parent / "report.json").read_text())
+    assert summary["headline"]["winder"]["Transport gain fraction ↑"] == f"collapsed (token similarity {similarity:.3f})"
+    assert summary["validity"]["winder"]["collapsed"] and summary["grid"][0]["g1"] is None
+    # 40 synthetic records leave 4 windows in fold 9: flagged as few, with both thresholds
+    windows = result["mechanism"]["true"]["records"]
+    assert windows < MIN_WINDOWS and result["validity"]["too_few"]["windows"] == windows
+    assert f"**winder: few data.** {windows} evaluation windows of" in text and f"{MIN_PATIENTS} patients" in text
+
+
+def test_recordings_of_unknown_people_are_called_recordings(collapsed_run):
+    cfg, _ = collapsed_run
+    result = json.loads((cfg.output_dir / "evaluation" / "winder-seed0-step000060.json").read_text())
+    assert result["data"]["subjects_known"] is True  # the synthetic corpus names its patients
+    known = bottom_line_markdown([result])
+    assert "patient-clustered" in known and "same person may sit" not in known
+    result["data"]["subjects_known"] = False  # as for a dataset that does not know its people
+    unknown = bottom_line_markdown([result])
+    assert "95 % recording-clustered percentile bootstrap" in unknown and "patient" not in unknown
+    assert "the same person may sit in training and in evaluation" in unknown
+
+
+def test_a_dataset_that_does_not_know_its_people_has_no_patients_row(collapsed_run, tmp_path, monkeypatch):
+    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.data.synthetic.dataset import SyntheticPTBXL
+    from cyclejepa.evaluation import stage
+
+    cfg, _ = collapsed_run
+    cache = PreparedCache(runner.cache_dir(cfg))
+    protocol = json.loads((cfg.output_dir / "evaluation" / "protocol.json").read_text())
+    assert "| Patients |" in protocol["cohort_markdown"]
+    monkeypatch.setattr(SyntheticPTBXL, "subjects_known", False)
+    assert stage.data_facts(cfg, cache)["subjects_known"] is False
+    stage._write_protocol(cfg, cache, tmp_path)
+    unknown = json.loads((tmp_path / "protocol.json").read_text())["cohort_markdown"]
+    assert "| Patients |" not in unknown and "| Recordings |" in unknown
+
+
+
+def test_evaluate_refuses_a_checkpoint_whose_outputs_are_not_finite_naming_it(collapsed_run, tmp_path):
+    import shutil
+
+    import torch
+
+    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.evaluation.stage import NonFiniteOutputs, evaluate_cell
+    from cyclejepa.training import load_checkpoint, save_checkpoint
+
+    cfg, _ = collapsed_run
+    shutil.copytree(cfg.output_dir / "runs", tmp_path / "runs")
+    copy = cfg.model_copy(update={"output_dir": tmp_path})
+    checkpoint = tmp_path / "runs" / "winder-seed0" / "checkpoints" / "step_000060.pt"
+    state = load_checkpoint(checkpoint)
+    last = [name for name in state["model"] if name.startswith("model.projector.") and name.endswith("weight")][-1]
+    state["model"][last] = torch.full_like(state["model"][last], 3e38)  # finite weights whose tokens overflow float32
+    assert all(torch.isfinite(t).all() for t in state["model"].values() if t.is_floating_point())
+    save_checkpoint(state, checkpoint)
+    plan = runner.plan_runs(copy)[0]
+    with pytest.raises(NonFiniteOutputs, match=f"checkpoint {checkpoint} gives non-finite \\(NaN or infinite\\) .* windows, e.g. cache rows"):
+        evaluate_cell(copy, PreparedCache(runner.cache_dir(cfg)), plan, 60, torch.device("cpu"))
+    assert not (tmp_path / "evaluation" / "winder-seed0-step000060.json").exists()
