@@ -265,11 +265,17 @@ class Dataset:
 
 
 def check_window(cache_fs: float, decimation: int, token_patch: int, window_s: float) -> int:
-    """Tokens per window, T = window_s · cache_fs / (decimation · token_patch); ValueError unless whole."""
+    """Tokens per window, T = window_s · cache_fs / (decimation · token_patch); ValueError unless
+    whole and at least 1."""
     samples = window_s * cache_fs
     per_token = decimation * token_patch
     if not (cache_fs > 0 and decimation >= 1 and token_patch >= 1 and window_s > 0):
         raise ValueError(f"rates must be positive (fs {cache_fs:g} Hz, decimation {decimation}, token_patch {token_patch})")
+    if round(samples) < per_token:
+        raise ValueError(
+            f"window_s {window_s:g} s at fs {cache_fs:g} Hz is {samples:g} samples, less than one token of {per_token} "
+            f"samples (decimation {decimation} x token_patch {token_patch})"
+        )
     if abs(samples - round(samples)) > 1e-6 or round(samples) % per_token:
         raise ValueError(
             f"window_s {window_s:g} s at fs {cache_fs:g} Hz is {samples:g} samples, not a whole number of "
