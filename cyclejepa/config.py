@@ -71,6 +71,10 @@ class DataConfig(Section):
     train_folds: list[Annotated[int, Field(ge=1, le=10)]] | None = None
     eval_folds: list[Annotated[int, Field(ge=1, le=10)]] | None = None
     workers: int = Field(1, ge=1)
+    amplitude_limits: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description="unit -> largest sample magnitude, over the defaults (mV: 200, mmHg: 1000, other units: 1e8)",
+    )
 
 
 class PhaseConfig(Section):

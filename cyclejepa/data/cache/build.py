@@ -25,7 +25,9 @@ from cyclejepa.data.cache import files
 from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PHASE_REVISION, arguments_hash
 from cyclejepa.data.cache.prepared import PreparedCache, inconsistencies
 from cyclejepa.data.cache.record import RecordOutcome, prepare_record, record_windows
-from cyclejepa.data.datasets import Dataset, Entry, RecordRejected, check_window, sha256_file
+from cyclejepa.data.datasets import (
+    Dataset, Entry, RecordRejected, amplitude_limit, check_amplitudes, check_window, corpus_listing, sha256_file,
+)  # fmt: skip
 from cyclejepa.data.preprocess import fit_normalisation
 from cyclejepa.progress import progress_bar
 from cyclejepa.version import __version__
@@ -44,6 +46,8 @@ def prepare_cache(
     decimation: int | None = None,
     token_patch: int | None = None,
     window_s: float | None = None,
+    amplitude_limits: Mapping[str, float] | None = None,
+    dataset_options: Mapping[str, Any] | None = None,
     workers: int = 1,
     progress: bool = True,
 ) -> PreparedCache:
@@ -78,6 +82,11 @@ def prepare_cache(
         phased at it), the model rate's divisor (the model sees fs / decimation), samples per
         token at the model rate and the window in seconds; None takes the dataset's
         (`Dataset.rates`).
+    amplitude_limits : the largest sample magnitude per unit (``{"mV": 200}``), over the defaults
+        of `amplitude_limit`; a record with a channel beyond its unit's limit is rejected (check
+        ``amplitude``).
+    dataset_options : the options ``dataset`` was built with (``data.options``), recorded in
+        the manifest for `cyclejepa.data.cache.identity.open_cache` to compare.
     workers : processes reading records in parallel (1 runs in this process).
     progress : show a rich progress bar.
     """
@@ -88,7 +97,7 @@ def prepare_cache(
     cache_dir = Path(cache_dir)
     rates = dataset.rates(fs, decimation, token_patch, window_s)
     folds = dataset.folds.train if train_folds is None else train_folds
-    arguments = _arguments(dataset, folds, phase_provider, phase_options, rates)
+    arguments = _arguments(dataset, folds, phase_provider, phase_options, rates, amplitude_limits, dataset_options)
     current = _current_cache(cache_dir, arguments)
     if current is not None:
         return current
@@ -112,16 +121,23 @@ def _arguments(
     phase_provider: str,
     phase_options: Mapping[str, Any] | None,
     rates: Mapping[str, Any],
+    amplitude_limits: Mapping[str, float] | None = None,
+    dataset_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Everything the cache contents depend on, JSON-serialisable."""
+    """Everything the cache contents depend on, JSON-serialisable: with the dataset's
+    fingerprint its options, its root and a listing of the corpus there (`corpus_listing`)."""
     from cyclejepa.registry import PHASE_PROVIDERS
 
     folds = sorted({int(f) for f in train_folds})
     if not folds or not set(folds) <= set(range(1, 11)):
         raise ValueError(f"train_folds must be a non-empty subset of 1..10, got {train_folds!r}")
     PHASE_PROVIDERS.get(phase_provider)  # unknown names fail here, listing the registered ones
+    root = getattr(dataset, "root", None)
     return {
         "dataset": dataset.fingerprint(),
+        "dataset_options": json.loads(json.dumps(dict(dataset_options or {}), sort_keys=True, default=str)),  # as identity's
+        "root": str(Path(root).resolve()) if root is not None else None,
+        "corpus": corpus_listing(root),
         "channels": list(dataset.channels),
         "fs": rates["cache_fs"],
         "decimation": rates["decimation"],
@@ -130,6 +146,7 @@ def _arguments(
         "phase_provider": phase_provider,
         "phase_options": json.loads(json.dumps(dict(phase_options or {}), sort_keys=True)),
         "token_patch": rates["token_patch"],
+        "amplitude_limits": {c: amplitude_limit(dataset.unit_of(c), amplitude_limits) for c in dataset.channels},
         "phase_revision": PHASE_REVISION,
         "cache_format": CACHE_FORMAT,
         "cyclejepa_version": __version__,
@@ -344,6 +361,7 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
     for row, entry in jobs:
         try:
             windows = record_windows(dataset, entry, channels, fs, window)
+            check_amplitudes(entry.id, windows, channels, [arguments["amplitude_limits"][c] for c in channels])
         except RecordRejected as rejection:
             outcomes.append(RecordOutcome(row, rejection=rejection))
             continue
