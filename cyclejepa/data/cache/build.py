@@ -29,6 +29,7 @@ from cyclejepa.data.datasets import (
     Dataset, Entry, RecordRejected, amplitude_limit, check_amplitudes, check_window, corpus_listing, sha256_file,
 )  # fmt: skip
 from cyclejepa.data.preprocess import fit_normalisation
+from cyclejepa.lock import file_lock
 from cyclejepa.progress import progress_bar
 from cyclejepa.version import __version__
 
@@ -65,6 +66,10 @@ def prepare_cache(
     provider and its options, the rates, the window, library and cache-format version) and
     whose files match their recorded sha256, it is loaded and nothing is recomputed. Otherwise
     it is rebuilt and replaced atomically. ``workers`` and ``progress`` do not change the result.
+    One prepare at a time builds a cache: a second one, from this experiment or another sharing
+    the ``cache_dir``, is refused (`cyclejepa.lock.OutputLocked`) naming the one at work
+    (`cache_lock`). A full disk fails with OSError(ENOSPC) naming the file; the partial build is
+    removed and the lock released.
 
     Records the dataset rejects while indexing (`Dataset.rejected`, e.g. a bad row of a metadata
     table) or while reading are logged to rejections.csv and left out; the run goes on. Windows
@@ -98,21 +103,28 @@ def prepare_cache(
     rates = dataset.rates(fs, decimation, token_patch, window_s)
     folds = dataset.folds.train if train_folds is None else train_folds
     arguments = _arguments(dataset, folds, phase_provider, phase_options, rates, amplitude_limits, dataset_options)
-    current = _current_cache(cache_dir, arguments)
-    if current is not None:
-        return current
-    _check_replaceable(cache_dir)
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_builds(cache_dir)
-    build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-{os.getpid()}-", dir=cache_dir.parent))
-    try:
-        _build(dataset, build_dir, arguments, workers, progress, cache_dir)
-        _validate(build_dir)
-        _swap_in(build_dir, cache_dir)
-    except BaseException:
-        shutil.rmtree(build_dir, ignore_errors=True)
-        raise
-    return PreparedCache(cache_dir)
+    with file_lock(cache_lock(cache_dir), f"the cache {cache_dir}"):
+        current = _current_cache(cache_dir, arguments)
+        if current is not None:
+            return current
+        _check_replaceable(cache_dir)
+        _remove_stale_builds(cache_dir)
+        build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-{os.getpid()}-", dir=cache_dir.parent))
+        try:
+            _build(dataset, build_dir, arguments, workers, progress, cache_dir)
+            _validate(build_dir)
+            _swap_in(build_dir, cache_dir)
+        except BaseException:
+            shutil.rmtree(build_dir, ignore_errors=True)
+            raise
+        return PreparedCache(cache_dir)
+
+
+def cache_lock(cache_dir: Path) -> Path:
+    """The lock file (`cyclejepa.lock.file_lock`) a prepare holds while it checks, builds and
+    swaps in ``cache_dir``: ``.<name>.lock`` beside it, so that the swap never moves it."""
+    return cache_dir.with_name(f".{cache_dir.name}.lock")
 
 
 def _arguments(
@@ -256,10 +268,11 @@ def _build(
     files.write_phases(build_dir, kept, _n_tokens(arguments))
     levels = dataset.label_levels
     files.write_meta(build_dir / "meta.csv", [entries[o.row] for o in kept], levels, kept)
-    (build_dir / "norm.json").write_text(
-        json.dumps({**norm.to_dict(arguments["channels"]), "train_folds": arguments["train_folds"],
-                    "windows": int(in_train.sum())}, indent=2)  # fmt: skip
-    )
+    with files.writing(build_dir / "norm.json"):
+        (build_dir / "norm.json").write_text(
+            json.dumps({**norm.to_dict(arguments["channels"]), "train_folds": arguments["train_folds"],
+                        "windows": int(in_train.sum())}, indent=2)  # fmt: skip
+        )
     files.write_rejections(build_dir / "rejections.csv", rejections)
     facts = {"name": _registered_name(dataset), "units": [dataset.unit_of(c) for c in dataset.channels],
              "folds": dataset.folds.to_dict()}  # fmt: skip
@@ -281,7 +294,7 @@ def _gather_scratch(path: Path, kept: list[RecordOutcome]) -> np.ndarray:
     """The decimated windows of ``kept`` in order, from the chunks' scratch files into one memmap."""
     chunks = {name: np.load(name, mmap_mode="r") for name in dict.fromkeys(o.scratch for o in kept)}
     first = next(iter(chunks.values()))
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(len(kept), *first.shape[1:]))
+    out = files.allocated_memmap(path, (len(kept), *first.shape[1:]))
     for i, o in enumerate(kept):
         out[i] = chunks[o.scratch][o.slot]
     out.flush()
@@ -375,6 +388,7 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
             signals.append(decimated)
             outcomes.append(outcome)
     if signals:
-        np.save(scratch, np.stack(signals))
+        with files.writing(Path(scratch)):
+            np.save(scratch, np.stack(signals))
     return outcomes
 
