@@ -59,7 +59,7 @@ def writing(path: Path) -> Iterator[None]:
     except OSError as error:
         if error.filename is not None:
             raise
-        raise OSError(error.errno, f"{error.strerror or error} while writing {path}", str(path)) from error
+        raise OSError(error.errno, f"{error.strerror or error} while writing", str(path)) from error
 
 
 def allocated_memmap(path: Path, shape: tuple[int, ...]) -> np.memmap:
@@ -75,7 +75,7 @@ def allocated_memmap(path: Path, shape: tuple[int, ...]) -> np.memmap:
             os.posix_fallocate(handle, 0, size)
         except OSError as error:
             del out
-            raise OSError(error.errno, f"cannot reserve {size} bytes for {path}: {error.strerror or error}", str(path)) from None
+            raise OSError(error.errno, f"cannot reserve {size} bytes ({error.strerror or error})", str(path)) from None
         finally:
             os.close(handle)
     return out
