@@ -416,10 +416,10 @@ def record_name(name: str) -> str:
 
     >>> record_name("g1/A00001")
     'g1/A00001'
-    >>> record_name("bad\udcffname").check
+    >>> record_name(os.fsdecode(b"bad\\xffname"))
     Traceback (most recent call last):
     ...
-    cyclejepa.data.datasets.RecordRejected: record bad\xffname rejected (name): the file name b'bad\xffname' is not UTF-8; rename it
+    cyclejepa.data.datasets.RecordRejected: record bad\\xffname rejected (name): the file name b'bad\\xffname' is not UTF-8; rename it
     """
     try:
         name.encode("utf-8")
