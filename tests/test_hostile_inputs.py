@@ -159,6 +159,16 @@ def test_a_rate_in_exponent_form_is_read_as_the_header_reader_reads_it(tmp_path)
     assert dataset.read(dataset.entries()[0]).fs == 500.0  # what `prepare` reads
 
 
+def test_both_ptbxl_readers_read_a_rate_in_exponent_form_as_the_header_reader_does(tmp_path):
+    from cyclejepa.data.ptbxl import read_record_fast, read_verified
+    from test_ptbxl import write_record
+
+    path = write_record(tmp_path, "r")
+    header = path.with_suffix(".hea")
+    header.write_text(header.read_text().replace("r 12 500 5000", "r 12 5000e-1 5000", 1))
+    np.testing.assert_array_equal(read_verified(path), read_record_fast(path))  # the package alone read 5000 Hz: rejected
+
+
 @pytest.mark.parametrize("rate", ["1e12", "0.12"])
 def test_a_rate_no_biosignal_has_is_refused_before_reading(tmp_path, rate):
     write_challenge(tmp_path / "r", SOURCE.signals[0], 500, ["164889003"], "dat")

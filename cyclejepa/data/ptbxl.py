@@ -469,9 +469,10 @@ def read_verified(path: str | os.PathLike, record_id: object = None) -> np.ndarr
 
     try:
         header = wfdb.rdheader(str(path))
+        record_line = read_header(path)  # the library's reader: the package reads `r 12 5000e-1 5000` as 5000 Hz, no length
     except Exception as error:
         raise reject("unreadable", f"header {path}.hea: {error}") from error
-    _verify_header(header, reject)
+    _verify_header(header, record_line, reject)
     _verify_file_sizes(header, path.parent, reject)
     try:
         digital = wfdb.rdrecord(str(path), physical=False, return_res=64).d_signal
@@ -540,13 +541,15 @@ def _plain(header: WfdbHeader, name: str) -> bool:
     )
 
 
-def _verify_header(header, reject) -> None:
-    if header.fs != FS:
-        raise reject("sampling_rate", f"header declares fs = {header.fs:g} Hz, expected {FS}")
-    if header.n_sig != len(LEADS) or header.sig_len != N_SAMPLES:
+def _verify_header(header, record_line: WfdbHeader, reject) -> None:
+    """The checks of the header: rate and extent from the library's reading of the record line,
+    the rest from the wfdb package's ``header``."""
+    if record_line.fs != FS:
+        raise reject("sampling_rate", f"header declares fs = {record_line.fs:g} Hz, expected {FS}")
+    if record_line.n_signals != len(LEADS) or record_line.samples != N_SAMPLES:
         raise reject(
             "extent",
-            f"header declares {header.n_sig} signals x {header.sig_len} samples, "
+            f"header declares {record_line.n_signals} signals x {record_line.samples} samples, "
             f"expected {len(LEADS)} x {N_SAMPLES}",
         )
     names = [str(name) for name in header.sig_name]
@@ -563,7 +566,7 @@ def _verify_file_sizes(header, folder: Path, reject) -> None:
     for file_name in dict.fromkeys(header.file_name):
         n_signals = header.file_name.count(file_name)
         offset = offsets[header.file_name.index(file_name)] or 0
-        expected = offset + 2 * n_signals * header.sig_len
+        expected = offset + 2 * n_signals * N_SAMPLES  # the extent checked by _verify_header
         file = folder / file_name
         if not file.is_file():
             raise reject("unreadable", f"signal file {file} does not exist")
