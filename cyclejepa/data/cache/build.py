@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from cyclejepa.data.cache import files
-from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PHASE_REVISION, arguments_hash
+from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PHASE_REVISION, arguments_hash, as_json
 from cyclejepa.data.cache.prepared import PreparedCache, inconsistencies
 from cyclejepa.data.cache.record import RecordOutcome, prepare_record, record_windows
 from cyclejepa.data.datasets import (
@@ -147,7 +147,7 @@ def _arguments(
     root = getattr(dataset, "root", None)
     return {
         "dataset": dataset.fingerprint(),
-        "dataset_options": json.loads(json.dumps(dict(dataset_options or {}), sort_keys=True, default=str)),  # as identity's
+        "dataset_options": as_json(dataset_options or {}),
         "root": str(Path(root).resolve()) if root is not None else None,
         "corpus": corpus_listing(root),
         "channels": list(dataset.channels),

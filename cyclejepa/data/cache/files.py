@@ -130,6 +130,11 @@ def write_rejections(path: Path, rejections: Iterable[RecordRejected]) -> None:
         writer.writerows((r.record_id, r.check, r.detail) for r in rejections)
 
 
+def as_json(options: dict[str, Any]) -> Any:
+    """``options`` as the manifest records them: through JSON, keys sorted, other types as text."""
+    return json.loads(json.dumps(dict(options), sort_keys=True, default=str))
+
+
 def arguments_hash(arguments: dict[str, Any]) -> str:
     """sha256 of the build arguments (the manifest's ``config_hash``)."""
     return hashlib.sha256(json.dumps(arguments, sort_keys=True).encode()).hexdigest()

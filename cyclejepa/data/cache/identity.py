@@ -14,16 +14,16 @@ options and root are compared without it.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from cyclejepa.config import ExperimentConfig, data_facts
+from cyclejepa.data.cache.files import as_json
 from cyclejepa.data.cache.prepared import PreparedCache
 from cyclejepa.data.datasets import DatasetNotFound, amplitude_limit, corpus_listing
-from cyclejepa.registry import DATASETS
 from cyclejepa.outputs import cache_dir
+from cyclejepa.registry import DATASETS
 
 __all__ = ["CacheMismatch", "cache_identity", "config_identity", "open_cache"]
 
@@ -45,7 +45,7 @@ def config_identity(cfg: ExperimentConfig) -> dict[str, Any]:
     limits = cfg.data.amplitude_limits
     return {
         "dataset": cfg.data.dataset,
-        "dataset_options": _as_json(cfg.data.options),
+        "dataset_options": as_json(cfg.data.options),
         "root": str(Path(root).resolve()) if root is not None else None,
         "corpus": corpus_listing(root),
         "channels": channels,
@@ -79,11 +79,6 @@ def cache_identity(cache: PreparedCache) -> dict[str, Any]:
         "phase_provider": arguments["phase_provider"],
         "phase_options": dict(arguments["phase_options"]),
     }
-
-
-def _as_json(options: dict[str, Any]) -> Any:
-    """``options`` as the manifest records them (JSON, keys sorted)."""
-    return json.loads(json.dumps(dict(options), sort_keys=True, default=str))
 
 
 def open_cache(cfg: ExperimentConfig, path: str | os.PathLike | None = None) -> PreparedCache:
