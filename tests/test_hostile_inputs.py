@@ -227,6 +227,20 @@ def test_a_file_name_that_is_not_utf8_is_rejected_by_name_and_the_prepare_goes_o
     assert "bad\\xffname,name," in (tmp_path / "cache" / "rejections.csv").read_text()
 
 
+def test_a_ptbxl_row_that_is_not_utf8_is_rejected_by_line_and_the_others_go_on(tmp_path):
+    from cyclejepa.data.ptbxl import PTBXL
+    from test_ptbxl import write_root
+
+    root = write_root(tmp_path / "ptbxl", [{"NORM": 100.0}] * 3, [1, 2, 3])
+    table = root / "ptbxl_database.csv"
+    table.write_bytes(table.read_bytes().replace(b"records500/00000/00002_hr", b"records500/00000/0000\xff_hr"))
+    dataset = PTBXL(root)
+    (rejection,) = dataset.rejected()
+    assert (rejection.record_id, rejection.check) == (2, "metadata")
+    assert rejection.detail == "filename_hr: b'records500/00000/0000\\xff_hr' is not UTF-8 text (line 3)"
+    assert [entry.id for entry in dataset.entries()] == [1, 3]
+
+
 def test_a_header_linked_from_outside_the_root_is_refused_unread(tmp_path):
     root = corpus(tmp_path / "corpus")
     outside = corpus(tmp_path / "elsewhere", ("X0",))

@@ -184,14 +184,15 @@ def check_database(path: Path, codes: set[str]) -> tuple[pd.DataFrame, list[Reco
     integer that no other row repeats; ``patient_id`` a non-negative integer; ``strat_fold``
     an integer 1..10; ``sex`` 0 or 1; ``age`` empty or a non-negative number; ``scp_codes`` a
     dict literal of statement -> number whose statements are all in ``codes`` (the index of
-    scp_statements.csv); ``filename_hr`` a relative path that stays inside the root. A file
+    scp_statements.csv); ``filename_hr`` a relative path that stays inside the root; every cell
+    UTF-8 text. A file
     missing a required column raises ValueError. Returns the kept rows indexed by ``ecg_id``
     (``patient_id``, ``sex``, ``strat_fold`` as integers, ``age`` as float, the rest as read)
     and the rejections.
     """
     import pandas as pd
 
-    with path.open(newline="", encoding="utf-8") as stream:
+    with path.open(newline="", encoding="utf-8", errors="surrogateescape") as stream:  # a byte that is not UTF-8: its row
         reader = csv.DictReader(stream)
         missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
@@ -230,6 +231,11 @@ def _checked_row(row: dict[str, str], lines_of: dict[int | None, list[int]], cod
             raise _BadCell(column, shown)
         return value
 
+    for column, text in row.items():
+        try:
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError:
+            raise _BadCell(column, f"{os.fsencode(text)!r} is not UTF-8 text") from None
     checked = dict(row)
     checked["ecg_id"] = integer("ecg_id", range(1, 10**9))
     if len(lines_of[checked["ecg_id"]]) > 1:
