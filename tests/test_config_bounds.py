@@ -108,3 +108,17 @@ def test_a_window_of_less_than_one_token_is_refused():
     cfg = parse_config({"data": {"dataset": "synthetic", "window_s": 1e-9}})
     assert any(p.startswith("data.window_s: window_s 1e-09 s at fs 500 Hz is 5e-07 samples, less than one token of 40")
                for p in consistency_problems(cfg))  # fmt: skip
+
+
+def test_cli_validate_refuses_the_alias_bomb_and_infinite_rates(tmp_path: Path):
+    from typer.testing import CliRunner
+
+    from cyclejepa.cli import app
+
+    path = tmp_path / "bomb.yaml"
+    path.write_text(_alias_bomb(9, 9))
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2 and "nodes once its aliases are expanded" in result.output
+    path.write_text("optimiser: {lr: .inf, betas: [.nan, 2]}\n")
+    result = CliRunner().invoke(app, ["validate", str(path)])
+    assert result.exit_code == 2 and "optimiser.lr: Input should be a finite number" in result.output
