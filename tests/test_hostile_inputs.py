@@ -143,6 +143,17 @@ def test_read_record_bounds_a_dat_by_its_size_before_the_wfdb_package_reads_it(t
         read_record(tmp_path / "r")
 
 
+def test_read_record_bounds_a_dat_without_a_declared_length_by_its_size(tmp_path, monkeypatch):
+    import wfdb
+
+    with open(tmp_path / "r.dat", "wb") as stream:  # sparse: no block is written
+        stream.truncate(2 * (MAX_RECORD_SAMPLES + 2))
+    (tmp_path / "r.hea").write_text("r 1 500\nr.dat 16 200/mV 16 0 0 0 0 I\n")
+    monkeypatch.setattr(wfdb, "rdrecord", lambda *a, **k: pytest.fail("the samples were read"))
+    with pytest.raises(HeaderError, match=rf"signal file 'r.dat' holds {MAX_RECORD_SAMPLES + 2} samples, more than"):
+        read_record(tmp_path / "r")
+
+
 # 9. One header reader gives the rate everywhere; rates no biosignal has are refused
 
 

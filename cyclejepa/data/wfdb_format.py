@@ -226,23 +226,30 @@ def check_rate(header: WfdbHeader) -> None:
 
 def check_sizes(header: WfdbHeader, folder: Path) -> None:
     """Bound a record's memory before its samples are read: `HeaderError` when the header
-    declares more than `MAX_RECORD_SAMPLES` samples, or when a signal file of an uncompressed
-    format is shorter than its signals' declared samples need (byte offset + samples x signals x
-    samples per frame x `BITS_PER_SAMPLE` / 8)."""
+    declares more than `MAX_RECORD_SAMPLES` samples, when a signal file is missing, or when one
+    of an uncompressed format is shorter than its signals' declared samples need (byte offset +
+    frames x Σ samples per frame x `BITS_PER_SAMPLE` / 8) or, with no samples declared (the
+    reader then takes the whole file), holds more than `MAX_RECORD_SAMPLES`."""
     frames = header.samples or 0
     declared = frames * sum(s.samples_per_frame for s in header.signals)
     if declared > MAX_RECORD_SAMPLES:
         raise HeaderError(f"record {header.record!r} declares {declared} samples, more than {MAX_RECORD_SAMPLES} can be read")
     for name in dict.fromkeys(s.file for s in header.signals):
+        path = folder / name
+        if not path.is_file():
+            raise HeaderError(f"signal file {name!r} of record {header.record!r} does not exist")
         signals = [s for s in header.signals if s.file == name]
         if any(s.format not in BITS_PER_SAMPLE for s in signals):
             continue  # a compressed (FLAC) file: bounded by the declared samples alone
-        needed = signals[0].byte_offset + math.ceil(sum(frames * s.samples_per_frame * BITS_PER_SAMPLE[s.format] for s in signals) / 8)
-        path = folder / name
-        size = path.stat().st_size if path.is_file() else 0
+        bits_per_frame = sum(s.samples_per_frame * BITS_PER_SAMPLE[s.format] for s in signals)
+        size, offset = path.stat().st_size, signals[0].byte_offset
+        needed = offset + math.ceil(frames * bits_per_frame / 8)
         if size < needed:
             raise HeaderError(f"signal file {name!r} has {size} bytes; the header of {header.record!r} declares "
                               f"{frames} samples of {len(signals)} signals, {needed} bytes")  # fmt: skip
+        held = (size - offset) * 8 / bits_per_frame * sum(s.samples_per_frame for s in signals)
+        if not frames and held > MAX_RECORD_SAMPLES:
+            raise HeaderError(f"signal file {name!r} holds {held:.0f} samples, more than {MAX_RECORD_SAMPLES} can be read")
 
 
 @dataclass(frozen=True)
