@@ -66,9 +66,9 @@ def prepare_cache(
     provider and its options, the rates, the window, library and cache-format version) and
     whose files match their recorded sha256, it is loaded and nothing is recomputed. Otherwise
     it is rebuilt and replaced atomically. ``workers`` and ``progress`` do not change the result.
-    One prepare at a time builds a cache: a second one, from this experiment or another sharing
-    the ``cache_dir``, is refused (`cyclejepa.lock.OutputLocked`) naming the one at work
-    (`cache_lock`). A full disk fails with OSError(ENOSPC) naming the file; the partial build is
+    One prepare at a time builds a cache: a second one that would build it too, from this
+    experiment or another sharing the ``cache_dir``, is refused (`cyclejepa.lock.OutputLocked`)
+    naming the one at work (`cache_lock`); a cache that is current is reused without the lock. A full disk fails with OSError(ENOSPC) naming the file; the partial build is
     removed and the lock released.
 
     Records the dataset rejects while indexing (`Dataset.rejected`, e.g. a bad row of a metadata
@@ -103,9 +103,12 @@ def prepare_cache(
     rates = dataset.rates(fs, decimation, token_patch, window_s)
     folds = dataset.folds.train if train_folds is None else train_folds
     arguments = _arguments(dataset, folds, phase_provider, phase_options, rates, amplitude_limits, dataset_options)
+    current = _current_cache(cache_dir, arguments)  # reused without the lock (training processes read it at once)
+    if current is not None:
+        return current
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
     with file_lock(cache_lock(cache_dir), f"the cache {cache_dir}"):
-        current = _current_cache(cache_dir, arguments)
+        current = _current_cache(cache_dir, arguments)  # built meanwhile by the lock's last holder
         if current is not None:
             return current
         _check_replaceable(cache_dir)
