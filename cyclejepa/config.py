@@ -50,9 +50,10 @@ def _component(reg: registry.Registry):
 
 
 class Section(BaseModel):
-    """Base of every config section: unknown keys are errors."""
+    """Base of every config section: unknown keys are errors, and so is a number that is not
+    finite (``.inf``, ``.nan``) in any float field."""
 
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
 class DataConfig(Section):
@@ -70,6 +71,10 @@ class DataConfig(Section):
     train_folds: list[Annotated[int, Field(ge=1, le=10)]] | None = None
     eval_folds: list[Annotated[int, Field(ge=1, le=10)]] | None = None
     workers: int = Field(1, ge=1)
+    amplitude_limits: dict[str, Annotated[float, Field(gt=0)]] = Field(
+        default_factory=dict,
+        description="unit -> largest sample magnitude, over the defaults (mV: 200, mmHg: 1000, other units: 1e8)",
+    )
 
 
 class PhaseConfig(Section):
@@ -138,7 +143,7 @@ class OptimiserConfig(Section):
     lr: float = Field(3e-4, gt=0)
     min_lr: float = Field(1e-6, ge=0)
     warmup_steps: int = Field(5, ge=0)
-    betas: tuple[float, float] = (0.9, 0.95)
+    betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.95)
     eps: float = Field(1e-8, gt=0)
     weight_decay: float = Field(1e-4, ge=0)
     grad_clip: float = Field(1.0, gt=0)
@@ -180,14 +185,19 @@ class ArmConfig(Section):
     transport_weight: float = Field(ge=0)
 
 
+MAX_RUNS = 1024
+"""Most runs one config may train: arms × seeds × grid cells (each run is trained and evaluated in full)."""
+
+
 class RunsConfig(Section):
     arms: list[ArmConfig] = Field(
+        max_length=MAX_RUNS,
         default_factory=lambda: [
             ArmConfig(name="winder", transport_weight=1.0),
             ArmConfig(name="control", transport_weight=0.0),
         ]
     )
-    seeds: list[int] = [0, 1]
+    seeds: list[int] = Field([0, 1], max_length=MAX_RUNS)
     at_once: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
         1, description="runs trained side by side, one process each; auto: all on CUDA, one on the CPU"
     )
@@ -609,8 +619,13 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig
     path = Path(path)
     if not path.is_file():
         raise ConfigError([f"no such file: {path}"], source=str(path))
+    size = path.stat().st_size
+    if size > MAX_YAML_BYTES:
+        raise ConfigError([f"{size} bytes, more than the {MAX_YAML_BYTES} a config may hold"], source=str(path))
     try:
         raw = read_yaml(path.read_text()) or {}
+    except UnicodeDecodeError as error:
+        raise ConfigError([f"not UTF-8 text ({error})"], source=str(path)) from None
     except yaml.YAMLError as error:
         raise ConfigError([f"invalid YAML: {error}"], source=str(path)) from None
     if not isinstance(raw, dict):
@@ -624,6 +639,11 @@ def load_config(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig
 
 MAX_NESTING = 100
 """Deepest nesting of lists and mappings read from YAML (deeper ones would exhaust the stack)."""
+MAX_YAML_BYTES = 1 << 20
+"""Largest YAML text read as a config (a real one is a few kB)."""
+MAX_YAML_NODES = 100_000
+"""Most nodes a YAML document may hold once its aliases are expanded (a real config has a few
+hundred); a document of nested aliases (an "alias bomb") is refused before it is walked."""
 
 
 class _LongInteger(str):
@@ -632,16 +652,37 @@ class _LongInteger(str):
 
 class _Loader(yaml.SafeLoader):
     """``yaml.safe_load``'s loader, reading an over-long integer as a `_LongInteger` (named by its
-    key in `long_integer_problems`) and refusing nesting deeper than `MAX_NESTING`."""
+    key in `long_integer_problems`) and refusing nesting deeper than `MAX_NESTING` and documents
+    of more than `MAX_YAML_NODES` nodes with their aliases expanded.
+
+    The expanded size of a node is counted once, as it is composed: 1 for a scalar, 1 plus its
+    children's expanded sizes for a list or mapping; an alias counts its anchor's size again."""
 
     def compose_node(self, parent, index):
         self._depth = getattr(self, "_depth", 0) + 1
         try:
             if self._depth > MAX_NESTING:
                 raise yaml.YAMLError(f"nested more than {MAX_NESTING} levels deep")
-            return super().compose_node(parent, index)
+            node = super().compose_node(parent, index)
         finally:
             self._depth -= 1
+        self._count(node)
+        return node
+
+    def _count(self, node) -> None:
+        sizes = self.__dict__.setdefault("_sizes", {})
+        if id(node) in sizes:  # an alias: its anchor is counted again wherever it is used
+            size = sizes[id(node)]
+        elif isinstance(node, yaml.MappingNode):
+            size = 1 + sum(sizes.get(id(part), 1) for pair in node.value for part in pair)
+        elif isinstance(node, yaml.SequenceNode):
+            size = 1 + sum(sizes.get(id(item), 1) for item in node.value)
+        else:
+            size = 1
+        sizes[id(node)] = size
+        if size > MAX_YAML_NODES:
+            raise yaml.YAMLError(f"more than {MAX_YAML_NODES} nodes once its aliases are expanded "
+                                 f"({size} at line {node.start_mark.line + 1}); a config needs a few hundred")  # fmt: skip
 
     def construct_yaml_int(self, node):
         try:
@@ -654,7 +695,10 @@ _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 def read_yaml(text: str) -> Any:
-    """``yaml.safe_load`` of ``text`` by `_Loader`."""
+    """``yaml.safe_load`` of ``text`` by `_Loader`; `yaml.YAMLError` for a text longer than
+    `MAX_YAML_BYTES` characters, before it is parsed."""
+    if len(text) > MAX_YAML_BYTES:
+        raise yaml.YAMLError(f"{len(text)} characters, more than the {MAX_YAML_BYTES} a config may hold")
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader
 
 
@@ -684,6 +728,10 @@ def parse_config(raw: dict[str, Any], source: str = "config") -> ExperimentConfi
     if cells > MAX_GRID_CELLS:
         sizes = " × ".join(f"{len(cfg.grid[key])} ({key})" for key in sorted(cfg.grid))
         raise ConfigError([f"grid: {sizes} = {cells} experiments, more than the {MAX_GRID_CELLS} a grid may hold; split it"], source)
+    runs = len(cfg.runs.arms) * len(cfg.runs.seeds) * cells
+    if runs > MAX_RUNS:
+        raise ConfigError([f"runs: {len(cfg.runs.arms)} arms × {len(cfg.runs.seeds)} seeds × {cells} grid cells = {runs} "
+                           f"runs, more than the {MAX_RUNS} one config may train; split it"], source)  # fmt: skip
     expand_grid(cfg)  # every combination must validate too
     return cfg
 

@@ -7,6 +7,7 @@ output directory, `train` its run's folder), is refused with `OutputLocked`, nam
 A lock left by a process that no longer runs on this host is stale: it is taken over with a
 warning. Processes started by the holder (``runs.at_once`` training children) inherit its token
 through `HOLDER_ENV` and are not refused by it; under ``torchrun`` only rank 0 takes a lock.
+`file_lock` holds one lock file alone (a cache's, beside it, while it is prepared).
 """
 
 from __future__ import annotations
@@ -66,7 +67,29 @@ def output_lock(directory: str | os.PathLike) -> Iterator[Path]:
             path.unlink(missing_ok=True)
 
 
-def _take(path: Path, token: str) -> None:
+@contextlib.contextmanager
+def file_lock(path: str | os.PathLike, subject: str) -> Iterator[Path]:
+    """Hold the lock file ``path`` itself for the ``with`` block (its folder must exist): the
+    same entry, refusal and stale take-over as `output_lock`, without its checks of enclosing
+    and inner folders. ``subject`` names what it guards in the refusal (e.g. "the cache X").
+
+    Raises
+    ------
+    OutputLocked
+        When a live process (or one on another host, which cannot be checked) holds it.
+    """
+    path = Path(path)
+    token = uuid.uuid4().hex
+    with _guard(path):
+        _take(path, token, subject)
+    try:
+        yield path
+    finally:
+        if (_read(path) or {}).get("token") == token:
+            path.unlink(missing_ok=True)
+
+
+def _take(path: Path, token: str, subject: str | None = None) -> None:
     """Create the lock file, taking over a stale one; raise `OutputLocked` on a live holder."""
     entry = {
         "pid": os.getpid(),
@@ -82,7 +105,7 @@ def _take(path: Path, token: str) -> None:
         pass
     held = _read(path)
     if held is not None and not _stale(held):
-        raise _refusal(path, held)
+        raise _refusal(path, held, subject)
     log.warning(
         "taking over the stale lock %s: %s",
         path,
@@ -105,9 +128,9 @@ def _check_nested(path: Path) -> None:
             raise _refusal(other, held)
 
 
-def _refusal(path: Path, held: dict) -> OutputLocked:
+def _refusal(path: Path, held: dict, subject: str | None = None) -> OutputLocked:
     return OutputLocked(
-        f"{path.parent} is in use by pid {held.get('pid')} on host {held.get('host')} "
+        f"{subject or path.parent} is in use by pid {held.get('pid')} on host {held.get('host')} "
         f"({held.get('command', '?')}, since {held.get('started', '?')}); wait for it to end. "
         f"If that process is gone, delete {path}."
     )

@@ -211,6 +211,8 @@ def prepare(cfg: ExperimentConfig, progress: bool = True):
         decimation=data.decimation,
         token_patch=data.token_patch,
         window_s=data.window_s,
+        amplitude_limits=data.amplitude_limits,
+        dataset_options=data.options,
         workers=cfg.data.workers,
         progress=progress,
     )

@@ -30,9 +30,10 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.data.datasets import (
-    MV_PER_UNIT, Dataset, DatasetNotFound, Entry, FoldProtocol, LabelLevel, Record, RecordRejected, hash_fold, sha256_of,
+    MV_PER_UNIT, Dataset, DatasetNotFound, Entry, FoldProtocol, LabelLevel, Record, RecordRejected, hash_fold, record_name,
+    sha256_of,
 )  # fmt: skip
-from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, read_header, resolve_inside
+from cyclejepa.data.wfdb_format import MAX_RECORD_SAMPLES, HeaderError, WfdbHeader, check_rate, read_header, resolve_inside
 from cyclejepa.registry import DATASETS
 
 __all__ = ["Challenge2021", "LEADS", "check_header"]
@@ -107,17 +108,31 @@ class Challenge2021(Dataset):
     def _index(self) -> tuple[list[Entry], dict[int, WfdbHeader], list[RecordRejected]]:
         entries, headers, rejected = [], {}, []
         for number, path in enumerate(self._headers, start=1):
-            name = path.relative_to(self.root).with_suffix("").as_posix()
             try:
-                header = read_header(path)
-                dx = check_header(header)
-            except (HeaderError, OSError) as error:
-                rejected.append(RecordRejected(name, "unreadable", f"header {path}: {error}"))
+                entry, header = self._entry(number, path)
+            except RecordRejected as rejection:
+                rejected.append(rejection)
                 continue
-            sex = _SEX.get((header.comment("sex") or "").lower(), -1)
-            entries.append(Entry(number, name, number, hash_fold(name), _age(header.comment("age")), sex, {"dx": frozenset(dx)}))
+            entries.append(entry)
             headers[number] = header
         return entries, headers, rejected
+
+    def _entry(self, number: int, path: Path) -> tuple[Entry, WfdbHeader]:
+        """The entry and header of the header file ``path``; `RecordRejected` (``name``,
+        ``outside_root``, ``unreadable``) naming the record."""
+        name = record_name(path.relative_to(self.root).with_suffix("").as_posix())
+        try:
+            resolve_inside(path.parent, path.name, self.root, "header")
+        except HeaderError as error:
+            raise RecordRejected(name, "outside_root", str(error)) from None
+        try:
+            header = read_header(path)
+            dx = check_header(header)
+        except (HeaderError, OSError) as error:
+            raise RecordRejected(name, "unreadable", f"header {path}: {error}") from None
+        sex = _SEX.get((header.comment("sex") or "").lower(), -1)
+        entry = Entry(number, name, number, hash_fold(name), _age(header.comment("age")), sex, {"dx": frozenset(dx)})
+        return entry, header
 
     def entries(self) -> list[Entry]:
         """Every record with a readable header, in the order of their paths; id = rank of the path."""
@@ -133,14 +148,19 @@ class Challenge2021(Dataset):
         return (LabelLevel("dx", "dx", tuple(codes)),)
 
     def fingerprint(self) -> dict:
-        """The root and one sha256 over every header."""
-        headers = sha256_of(self._headers, self.root)
+        """The root and one sha256 over every header inside it (one symlinked outside is never read)."""
+        root = self.root.resolve()
+        headers = sha256_of([path for path in self._headers if path.resolve().is_relative_to(root)], self.root)
         return {"root": str(self.root.resolve()), "headers_sha256": headers}
 
     def read(self, entry: Entry) -> Record:
         """The record in mV at its own rate; raises `RecordRejected` (``outside_root``,
         ``unreadable``, ``format``, ``extent``, ``calibration``, ``non_finite``)."""
         header = self._index[1][entry.id]
+        try:
+            check_rate(header)
+        except HeaderError as error:
+            raise RecordRejected(entry.name, "sampling_rate", str(error)) from None
         digital = _samples(header, (self.root / entry.name).parent, self.root, entry.name)
         units = [s.units for s in header.signals]
         unknown = sorted({u for u in units if u.lower() not in MV_PER_UNIT})
@@ -172,6 +192,9 @@ def _samples(header: WfdbHeader, folder: Path, root: Path, name: str) -> np.ndar
         raise RecordRejected(name, "format", f"WFDB format/samples-per-frame/skew {sorted(layouts)}, expected 16 with one "
                              "sample per frame and no skew")  # fmt: skip
     shape = (len(header.signals), header.samples)
+    if shape[0] * shape[1] > MAX_RECORD_SAMPLES:
+        raise RecordRejected(name, "extent", f"the header declares {shape[0]} x {shape[1]} samples, more than the "
+                             f"{MAX_RECORD_SAMPLES} a record may hold")  # fmt: skip
     try:
         values = _read_mat(path, shape, name) if path.suffix == ".mat" else _read_dat(path, shape, header.signals[0].byte_offset)
     except RecordRejected:
@@ -186,16 +209,30 @@ def _samples(header: WfdbHeader, folder: Path, root: Path, name: str) -> np.ndar
     return values
 
 
+MAX_MAT_EXPANSION = 64
+"""The most a compressed ``.mat`` file's samples may take over the file's own size (stored
+ECG compresses about 2-4 times); a file declaring more is refused before it is decompressed."""
+
+
 def _read_mat(path: Path, shape: tuple[int, int], name: str) -> np.ndarray:
-    """The ``val`` matrix of a MATLAB file, refused (``extent``) when its stored shape is not
-    ``shape``: the shape is read from the file's variable table before anything is decompressed."""
+    """The ``val`` matrix of a MATLAB file, refused before anything is decompressed, from the
+    file's variable table: ``format`` when it is not int16 (what WFDB format 16 stores),
+    ``extent`` when its shape is not ``shape`` or its 2 x leads x samples bytes exceed
+    `MAX_MAT_EXPANSION` times the file's size."""
     from scipy.io import loadmat, whosmat
 
-    declared = {variable: tuple(size) for variable, size, _ in whosmat(path)}
-    if "val" not in declared:
-        raise RecordRejected(name, "unreadable", f"{path.name} holds no variable 'val' (found {sorted(declared)})")
-    if declared["val"] != shape:
-        raise RecordRejected(name, "extent", f"{path.name} declares 'val' of shape {declared['val']}, the header {shape}")
+    table = {variable: (tuple(size), kind) for variable, size, kind in whosmat(path)}
+    if "val" not in table:
+        raise RecordRejected(name, "unreadable", f"{path.name} holds no variable 'val' (found {sorted(table)})")
+    declared, kind = table["val"]
+    if kind != "int16":
+        raise RecordRejected(name, "format", f"{path.name} stores 'val' as {kind}, the header's format 16 as int16")
+    if declared != shape:
+        raise RecordRejected(name, "extent", f"{path.name} declares 'val' of shape {declared}, the header {shape}")
+    size, needed = path.stat().st_size, 2 * shape[0] * shape[1]
+    if needed > MAX_MAT_EXPANSION * size:
+        raise RecordRejected(name, "extent", f"{path.name} declares {needed} bytes of samples in a file of {size} bytes, "
+                             f"more than {MAX_MAT_EXPANSION} times its size")  # fmt: skip
     return np.asarray(loadmat(path, variable_names=["val"])["val"], dtype=np.float64)
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,8 @@ import numpy as np
 from cyclejepa.data.preprocess import fill_nonfinite, resample, resampling_ratio
 
 __all__ = [
-    "MV_PER_UNIT", "Dataset", "DatasetNotFound", "DownloadFailed", "Entry", "FoldProtocol", "LabelLevel", "Record", "RecordRejected", "check_window",
-    "conform", "fill_gaps", "hash_fold", "in_units", "sha256_file", "sha256_of",
+    "AMPLITUDE_LIMITS", "MV_PER_UNIT", "Dataset", "DatasetNotFound", "DownloadFailed", "Entry", "FoldProtocol", "LabelLevel", "Record", "RecordRejected", "check_window",
+    "amplitude_limit", "check_amplitudes", "conform", "corpus_listing", "fill_gaps", "hash_fold", "in_units", "record_name", "sha256_file", "sha256_of",
 ]  # fmt: skip
 
 
@@ -273,11 +273,17 @@ class Dataset:
 
 
 def check_window(cache_fs: float, decimation: int, token_patch: int, window_s: float) -> int:
-    """Tokens per window, T = window_s · cache_fs / (decimation · token_patch); ValueError unless whole."""
+    """Tokens per window, T = window_s · cache_fs / (decimation · token_patch); ValueError unless
+    whole and at least 1."""
     samples = window_s * cache_fs
     per_token = decimation * token_patch
     if not (cache_fs > 0 and decimation >= 1 and token_patch >= 1 and window_s > 0):
         raise ValueError(f"rates must be positive (fs {cache_fs:g} Hz, decimation {decimation}, token_patch {token_patch})")
+    if round(samples) < per_token:
+        raise ValueError(
+            f"window_s {window_s:g} s at fs {cache_fs:g} Hz is {samples:g} samples, less than one token of {per_token} "
+            f"samples (decimation {decimation} x token_patch {token_patch})"
+        )
     if abs(samples - round(samples)) > 1e-6 or round(samples) % per_token:
         raise ValueError(
             f"window_s {window_s:g} s at fs {cache_fs:g} Hz is {samples:g} samples, not a whole number of "
@@ -288,6 +294,16 @@ def check_window(cache_fs: float, decimation: int, token_patch: int, window_s: f
 
 MV_PER_UNIT = {"mv": 1.0, "uv": 1e-3, "µv": 1e-3, "μv": 1e-3, "v": 1e3}
 """Millivolts per physical unit, for the voltage units WFDB headers write (lower case)."""
+AMPLITUDE_LIMITS = {"mV": 200.0, "mmHg": 1000.0}
+"""The largest magnitude a sample may have in each unit (a voltage in µV or V scales the mV
+limit): 200 mV spans a 16-bit ADC at WFDB's default gain of 200 per mV, far beyond any body
+surface potential; 1000 mmHg any blood pressure. `OTHER_UNIT_LIMIT` holds for other units."""
+OTHER_UNIT_LIMIT = 1e8
+"""The largest magnitude in a unit `AMPLITUDE_LIMITS` does not list (``NU``, ADC counts: a
+24-bit converter reads at most 8.4e6)."""
+MAX_UPSAMPLING = 100
+"""The most a record's rate may be raised to the cache rate (25 Hz to 2.5 kHz); a record
+declaring a lower rate (0.12 Hz for 500 Hz would be 4,166 times as many samples) is refused."""
 MAX_RECORD_BYTES = 1 << 30
 """The most memory one conformed record may take (float32); a longer one is rejected (``extent``)."""
 
@@ -310,6 +326,33 @@ def in_units(record_id: int | str, signal: np.ndarray, channels: Sequence[str], 
             raise RecordRejected(record_id, "units", f"channel {channel} is in {unit}, but the dataset declares {wanted}")
         signal[row] *= MV_PER_UNIT[unit.lower()] / MV_PER_UNIT[wanted.lower()]
     return signal
+
+
+def amplitude_limit(unit: str, overrides: Mapping[str, float] | None = None) -> float:
+    """The largest magnitude of a sample in ``unit`` (case-insensitive): ``overrides``' value
+    (``data.amplitude_limits``), else `AMPLITUDE_LIMITS`' (a voltage scaled from mV by
+    `MV_PER_UNIT`), else `OTHER_UNIT_LIMIT`.
+
+    >>> amplitude_limit("uV"), amplitude_limit("NU"), amplitude_limit("mV", {"mv": 10.0})
+    (200000.0, 100000000.0, 10.0)
+    """
+    for table in (overrides or {}, AMPLITUDE_LIMITS):
+        found = {name.lower(): float(limit) for name, limit in table.items()}.get(unit.lower())
+        if found is not None:
+            return found
+    if unit.lower() in MV_PER_UNIT:
+        return AMPLITUDE_LIMITS["mV"] / MV_PER_UNIT[unit.lower()]
+    return OTHER_UNIT_LIMIT
+
+
+def check_amplitudes(record_id: int | str, windows: np.ndarray, channels: Sequence[str], limits: Sequence[float]) -> None:
+    """`RecordRejected` (check ``amplitude``) naming each channel of ``windows`` (..., C, L) with a
+    sample whose magnitude exceeds its limit (`amplitude_limit`), with the largest found."""
+    peaks = np.abs(np.asarray(windows, dtype=np.float64)).reshape(-1, len(channels), np.shape(windows)[-1]).max(axis=(0, 2))
+    over = [f"{channel} reaches {peak:.3g} (limit {limit:g})" for channel, peak, limit in zip(channels, peaks, limits)
+            if not peak <= limit]  # fmt: skip
+    if over:
+        raise RecordRejected(record_id, "amplitude", f"{'; '.join(over)}: not a physiological amplitude (data.amplitude_limits)")
 
 
 def fill_gaps(record_id: int | str, signal: np.ndarray, fs: float, max_gap_s: float, channels: Sequence[str]) -> np.ndarray:
@@ -336,15 +379,18 @@ def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
     """``record``'s ``channels`` (by name, case-insensitive) resampled to ``fs``: (C, L) float32.
 
     Raises `RecordRejected`, checked in this order before any resampling: ``sampling_rate``
-    when the record's rate is out of range or the resampling ratio unreasonable
-    (`resampling_ratio`), ``extent`` when the result would exceed `MAX_RECORD_BYTES`,
-    ``lead_order`` when a channel is missing, ``non_finite`` when a sample is not finite, or
-    not finite once float32.
+    when the record's rate is out of range, the resampling ratio unreasonable
+    (`resampling_ratio`) or an upsampling by more than `MAX_UPSAMPLING`, ``extent`` when the
+    result would exceed `MAX_RECORD_BYTES`, ``lead_order`` when a channel is missing,
+    ``non_finite`` when a sample is not finite, or not finite once float32.
     """
     try:
         resampling_ratio(float(record.fs), float(fs))
     except (TypeError, ValueError) as error:
         raise RecordRejected(record.id, "sampling_rate", str(error)) from None
+    if float(fs) > MAX_UPSAMPLING * float(record.fs):
+        raise RecordRejected(record.id, "sampling_rate", f"{float(record.fs):g} Hz is more than {MAX_UPSAMPLING} times "
+                             f"below the cache rate {float(fs):g} Hz: not a rate this record can be resampled from")  # fmt: skip
     length = np.shape(record.signal)[-1] * float(fs) / float(record.fs)
     if 4.0 * len(channels) * length > MAX_RECORD_BYTES:
         raise RecordRejected(
@@ -370,9 +416,51 @@ def as_float32(record_id: int | str, signal: np.ndarray, channels: Sequence[str]
     return np.asarray(signal).astype(np.float32)
 
 
+def record_name(name: str) -> str:
+    """``name`` when it is UTF-8 text; else `RecordRejected` (check ``name``) naming it by its
+    bytes (a file name that is not UTF-8 reaches Python as surrogate escapes, which no text file,
+    hash or CSV can hold). A dataset calls it on every name it builds from a file name, inside
+    its per-record ``try``, so that one such file is rejected and counted, never the whole index.
+
+    >>> record_name("g1/A00001")
+    'g1/A00001'
+    >>> record_name(os.fsdecode(b"bad\\xffname"))
+    Traceback (most recent call last):
+    ...
+    cyclejepa.data.datasets.RecordRejected: record bad\\xffname rejected (name): the file name b'bad\\xffname' is not UTF-8; rename it
+    """
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raw = os.fsencode(name)
+        raise RecordRejected(raw.decode("utf-8", "backslashreplace"), "name", f"the file name {raw!r} is not UTF-8; rename it") from None
+    return name
+
+
 def hash_fold(key: str) -> int:
     """A deterministic fold 1..10 of ``key`` (a patient or record name): sha256 modulo 10, plus 1."""
     return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16) % 10 + 1
+
+
+def corpus_listing(root: str | os.PathLike | None) -> dict[str, Any] | None:
+    """What the corpus at ``root`` holds, from one ``stat`` per file (nothing is read): the
+    number of files, their total size and one sha256 over each file's path relative to ``root``,
+    size and modification time (ns), in path order; hidden entries (a leading ``.``) are left
+    out. None when ``root`` is None or not a folder."""
+    if root is None or not Path(root).is_dir():
+        return None
+    rows = []
+    for folder, subfolders, names in os.walk(root):
+        subfolders[:] = [name for name in subfolders if not name.startswith(".")]
+        for name in names:
+            if not name.startswith("."):
+                path = os.path.join(folder, name)
+                stat = os.stat(path) if os.path.exists(path) else None
+                rows.append((os.fsencode(os.path.relpath(path, root)), stat.st_size if stat else -1, stat.st_mtime_ns if stat else -1))
+    digest = hashlib.sha256()
+    for name, size, mtime in sorted(rows):
+        digest.update(name + b"\0" + f"{size} {mtime}\n".encode())
+    return {"files": len(rows), "bytes": sum(max(size, 0) for _, size, _ in rows), "sha256": digest.hexdigest()}
 
 
 def sha256_of(paths: list[Path], root: Path | None = None) -> str:

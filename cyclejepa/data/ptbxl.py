@@ -184,14 +184,15 @@ def check_database(path: Path, codes: set[str]) -> tuple[pd.DataFrame, list[Reco
     integer that no other row repeats; ``patient_id`` a non-negative integer; ``strat_fold``
     an integer 1..10; ``sex`` 0 or 1; ``age`` empty or a non-negative number; ``scp_codes`` a
     dict literal of statement -> number whose statements are all in ``codes`` (the index of
-    scp_statements.csv); ``filename_hr`` a relative path that stays inside the root. A file
+    scp_statements.csv); ``filename_hr`` a relative path that stays inside the root; every cell
+    UTF-8 text. A file
     missing a required column raises ValueError. Returns the kept rows indexed by ``ecg_id``
     (``patient_id``, ``sex``, ``strat_fold`` as integers, ``age`` as float, the rest as read)
     and the rejections.
     """
     import pandas as pd
 
-    with path.open(newline="", encoding="utf-8") as stream:
+    with path.open(newline="", encoding="utf-8", errors="surrogateescape") as stream:  # a byte that is not UTF-8: its row
         reader = csv.DictReader(stream)
         missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
         if missing:
@@ -230,6 +231,11 @@ def _checked_row(row: dict[str, str], lines_of: dict[int | None, list[int]], cod
             raise _BadCell(column, shown)
         return value
 
+    for column, text in row.items():
+        try:
+            (text or "").encode("utf-8")
+        except UnicodeEncodeError:
+            raise _BadCell(column, f"{os.fsencode(text)!r} is not UTF-8 text") from None
     checked = dict(row)
     checked["ecg_id"] = integer("ecg_id", range(1, 10**9))
     if len(lines_of[checked["ecg_id"]]) > 1:
@@ -475,9 +481,10 @@ def read_verified(path: str | os.PathLike, record_id: object = None) -> np.ndarr
 
     try:
         header = wfdb.rdheader(str(path))
+        record_line = read_header(path)  # the library's reader: the package reads `r 12 5000e-1 5000` as 5000 Hz, no length
     except Exception as error:
         raise reject("unreadable", f"header {path}.hea: {error}") from error
-    _verify_header(header, reject)
+    _verify_header(header, record_line, reject)
     _verify_file_sizes(header, path.parent, reject)
     try:
         digital = wfdb.rdrecord(str(path), physical=False, return_res=64).d_signal
@@ -546,13 +553,15 @@ def _plain(header: WfdbHeader, name: str) -> bool:
     )
 
 
-def _verify_header(header, reject) -> None:
-    if header.fs != FS:
-        raise reject("sampling_rate", f"header declares fs = {header.fs:g} Hz, expected {FS}")
-    if header.n_sig != len(LEADS) or header.sig_len != N_SAMPLES:
+def _verify_header(header, record_line: WfdbHeader, reject) -> None:
+    """The checks of the header: rate and extent from the library's reading of the record line,
+    the rest from the wfdb package's ``header``."""
+    if record_line.fs != FS:
+        raise reject("sampling_rate", f"header declares fs = {record_line.fs:g} Hz, expected {FS}")
+    if record_line.n_signals != len(LEADS) or record_line.samples != N_SAMPLES:
         raise reject(
             "extent",
-            f"header declares {header.n_sig} signals x {header.sig_len} samples, "
+            f"header declares {record_line.n_signals} signals x {record_line.samples} samples, "
             f"expected {len(LEADS)} x {N_SAMPLES}",
         )
     names = [str(name) for name in header.sig_name]
@@ -569,7 +578,7 @@ def _verify_file_sizes(header, folder: Path, reject) -> None:
     for file_name in dict.fromkeys(header.file_name):
         n_signals = header.file_name.count(file_name)
         offset = offsets[header.file_name.index(file_name)] or 0
-        expected = offset + 2 * n_signals * header.sig_len
+        expected = offset + 2 * n_signals * N_SAMPLES  # the extent checked by _verify_header
         file = folder / file_name
         if not file.is_file():
             raise reject("unreadable", f"signal file {file} does not exist")

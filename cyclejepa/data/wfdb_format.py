@@ -33,16 +33,22 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = [
-    "FORMATS", "HeaderError", "SignalSpec", "WfdbHeader", "WfdbRecord", "parse_header", "read_header", "read_record",
-    "resolve_inside",
+    "FORMATS", "HeaderError", "SignalSpec", "WfdbHeader", "WfdbRecord", "check_rate", "check_sizes", "parse_header",
+    "read_header", "read_record", "resolve_inside",
 ]  # fmt: skip
 
 FORMATS = (8, 16, 24, 32, 61, 80, 160, 212, 310, 311, 508, 516, 524)
 """The storage formats the specification defines."""
 DEFAULT_FS = 250.0
 DEFAULT_GAIN = 200.0
-MAX_RECORD_SAMPLES = 1 << 28
-"""The most samples (signals x samples per signal) `read_record` loads: 2 GiB as float64."""
+MAX_RECORD_SAMPLES = 1 << 27
+"""The most samples (signals x samples per signal) a record may declare to be read: 1 GiB as
+float64 (a 12-lead record of 6 hours at 500 Hz, a 3-lead Holter of 24 hours at 250 Hz fit)."""
+RATE_RANGE = (1.0, 1e6)
+"""The sampling rates (Hz) a biosignal waveform is read at; a header outside them is refused
+(`check_rate`) before any sample is read."""
+BITS_PER_SAMPLE = {8: 8, 16: 16, 24: 24, 32: 32, 61: 16, 80: 8, 160: 16, 212: 12, 310: 32 / 3, 311: 32 / 3}
+"""Stored bits per sample of each uncompressed format (the FLAC formats 508, 516 and 524 vary)."""
 MAX_HEADER_BYTES = 1 << 20
 """A header larger than this is refused before it is read (a real one is a few kB)."""
 
@@ -201,13 +207,49 @@ def _number(text: str, what: str, number: int) -> float:
     return value
 
 
-def resolve_inside(folder: Path, name: str, root: Path) -> Path:
-    """``folder / name`` when it lies inside ``root`` (symbolic links resolved), else `HeaderError`:
-    a header may not point at a file outside its dataset."""
+def resolve_inside(folder: Path, name: str, root: Path, what: str = "signal file") -> Path:
+    """``folder / name`` when it lies inside ``root`` (symbolic links resolved), else `HeaderError`
+    naming ``what`` it is: a dataset may not read a header or signal file outside its root."""
     path = (folder / name).resolve()
     if not path.is_relative_to(root.resolve()):
-        raise HeaderError(f"signal file {name!r} resolves to {path}, outside the dataset root {root}")
+        raise HeaderError(f"{what} {name!r} resolves to {path}, outside the dataset root {root}")
     return path
+
+
+def check_rate(header: WfdbHeader) -> None:
+    """`HeaderError` when the header's rate is outside `RATE_RANGE` (e.g. ``1e12``, ``0.12``)."""
+    low, high = RATE_RANGE
+    if not low <= header.fs <= high:
+        raise HeaderError(f"record {header.record!r} declares {header.fs:g} Hz, outside the {low:g} Hz to {high:g} Hz a "
+                          "biosignal is read at")  # fmt: skip
+
+
+def check_sizes(header: WfdbHeader, folder: Path) -> None:
+    """Bound a record's memory before its samples are read: `HeaderError` when the header
+    declares more than `MAX_RECORD_SAMPLES` samples, when a signal file is missing, or when one
+    of an uncompressed format is shorter than its signals' declared samples need (byte offset +
+    frames x Σ samples per frame x `BITS_PER_SAMPLE` / 8) or, with no samples declared (the
+    reader then takes the whole file), holds more than `MAX_RECORD_SAMPLES`."""
+    frames = header.samples or 0
+    declared = frames * sum(s.samples_per_frame for s in header.signals)
+    if declared > MAX_RECORD_SAMPLES:
+        raise HeaderError(f"record {header.record!r} declares {declared} samples, more than {MAX_RECORD_SAMPLES} can be read")
+    for name in dict.fromkeys(s.file for s in header.signals):
+        path = folder / name
+        if not path.is_file():
+            raise HeaderError(f"signal file {name!r} of record {header.record!r} does not exist")
+        signals = [s for s in header.signals if s.file == name]
+        if any(s.format not in BITS_PER_SAMPLE for s in signals):
+            continue  # a compressed (FLAC) file: bounded by the declared samples alone
+        bits_per_frame = sum(s.samples_per_frame * BITS_PER_SAMPLE[s.format] for s in signals)
+        size, offset = path.stat().st_size, signals[0].byte_offset
+        needed = offset + math.ceil(frames * bits_per_frame / 8)
+        if size < needed:
+            raise HeaderError(f"signal file {name!r} has {size} bytes; the header of {header.record!r} declares "
+                              f"{frames} samples of {len(signals)} signals, {needed} bytes")  # fmt: skip
+        held = (size - offset) * 8 / bits_per_frame * sum(s.samples_per_frame for s in signals)
+        if not frames and held > MAX_RECORD_SAMPLES:
+            raise HeaderError(f"signal file {name!r} holds {held:.0f} samples, more than {MAX_RECORD_SAMPLES} can be read")
 
 
 @dataclass(frozen=True)
@@ -226,26 +268,29 @@ def read_record(path: str | Path) -> WfdbRecord:
     """The WFDB record at ``path`` (no extension) in physical units.
 
     The header is parsed and checked first (`read_header`; every signal file inside the
-    record's folder, at most `MAX_RECORD_SAMPLES` declared samples); the samples are then read
-    with the ``wfdb`` package, which decodes every storage format. Raises FileNotFoundError for a
-    missing record and ValueError (a `HeaderError` or the reader's error, naming the record) for
-    anything unreadable.
+    record's folder, the rate in `RATE_RANGE`, the declared samples bounded by `check_sizes`);
+    the samples are then read with the ``wfdb`` package, which decodes every storage format. The
+    rate is the header reader's (the package misreads ``5000e-1`` as 5000 and ``1e12`` as 1).
+    Raises FileNotFoundError for a missing record and ValueError (a `HeaderError` or the
+    reader's error, naming the record) for anything unreadable.
     """
     import wfdb
 
     path = Path(path)
     if not path.with_name(path.name + ".hea").is_file():
         raise FileNotFoundError(f"WFDB record {str(path)!r} not found (give the path without extension)")
-    header = read_header(path)
-    for signal in header.signals:
-        resolve_inside(path.parent, signal.file, path.parent)
-    declared = header.n_signals * (header.samples or 0) * max((s.samples_per_frame for s in header.signals), default=1)
-    if declared > MAX_RECORD_SAMPLES:
-        raise HeaderError(f"{path}: the header declares {declared} samples, more than {MAX_RECORD_SAMPLES} can be read")
+    try:
+        header = read_header(path)
+        for signal in header.signals:
+            resolve_inside(path.parent, signal.file, path.parent)
+        check_rate(header)
+        check_sizes(header, path.parent)
+    except HeaderError as error:
+        raise HeaderError(f"{path}: {error}") from None
     try:
         record = wfdb.rdrecord(str(path))
     except Exception as error:  # the reader raises assorted types for malformed files
         raise ValueError(f"cannot read WFDB record {str(path)!r}: {error}") from error
     names = tuple(str(name) for name in record.sig_name)
     units = tuple(s.units if s.units_stated else None for s in header.signals)
-    return WfdbRecord(path.name, record.p_signal.T, float(record.fs), names, units)
+    return WfdbRecord(path.name, record.p_signal.T, header.fs, names, units)

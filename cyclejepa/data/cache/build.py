@@ -22,11 +22,14 @@ from typing import Any
 import numpy as np
 
 from cyclejepa.data.cache import files
-from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PHASE_REVISION, arguments_hash
+from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PHASE_REVISION, arguments_hash, as_json
 from cyclejepa.data.cache.prepared import PreparedCache, inconsistencies
 from cyclejepa.data.cache.record import RecordOutcome, prepare_record, record_windows
-from cyclejepa.data.datasets import Dataset, Entry, RecordRejected, check_window, sha256_file
+from cyclejepa.data.datasets import (
+    Dataset, Entry, RecordRejected, amplitude_limit, check_amplitudes, check_window, corpus_listing, sha256_file,
+)  # fmt: skip
 from cyclejepa.data.preprocess import fit_normalisation
+from cyclejepa.lock import file_lock
 from cyclejepa.progress import progress_bar
 from cyclejepa.version import __version__
 
@@ -44,6 +47,8 @@ def prepare_cache(
     decimation: int | None = None,
     token_patch: int | None = None,
     window_s: float | None = None,
+    amplitude_limits: Mapping[str, float] | None = None,
+    dataset_options: Mapping[str, Any] | None = None,
     workers: int = 1,
     progress: bool = True,
 ) -> PreparedCache:
@@ -61,6 +66,10 @@ def prepare_cache(
     provider and its options, the rates, the window, library and cache-format version) and
     whose files match their recorded sha256, it is loaded and nothing is recomputed. Otherwise
     it is rebuilt and replaced atomically. ``workers`` and ``progress`` do not change the result.
+    One prepare at a time builds a cache: a second one that would build it too, from this
+    experiment or another sharing the ``cache_dir``, is refused (`cyclejepa.lock.OutputLocked`)
+    naming the one at work (`cache_lock`); a cache that is current is reused without the lock. A full disk fails with OSError(ENOSPC) naming the file; the partial build is
+    removed and the lock released.
 
     Records the dataset rejects while indexing (`Dataset.rejected`, e.g. a bad row of a metadata
     table) or while reading are logged to rejections.csv and left out; the run goes on. Windows
@@ -78,6 +87,11 @@ def prepare_cache(
         phased at it), the model rate's divisor (the model sees fs / decimation), samples per
         token at the model rate and the window in seconds; None takes the dataset's
         (`Dataset.rates`).
+    amplitude_limits : the largest sample magnitude per unit (``{"mV": 200}``), over the defaults
+        of `amplitude_limit`; a record with a channel beyond its unit's limit is rejected (check
+        ``amplitude``).
+    dataset_options : the options ``dataset`` was built with (``data.options``), recorded in
+        the manifest for `cyclejepa.data.cache.identity.open_cache` to compare.
     workers : processes reading records in parallel (1 runs in this process).
     progress : show a rich progress bar.
     """
@@ -88,22 +102,32 @@ def prepare_cache(
     cache_dir = Path(cache_dir)
     rates = dataset.rates(fs, decimation, token_patch, window_s)
     folds = dataset.folds.train if train_folds is None else train_folds
-    arguments = _arguments(dataset, folds, phase_provider, phase_options, rates)
-    current = _current_cache(cache_dir, arguments)
+    arguments = _arguments(dataset, folds, phase_provider, phase_options, rates, amplitude_limits, dataset_options)
+    current = _current_cache(cache_dir, arguments)  # reused without the lock (training processes read it at once)
     if current is not None:
         return current
-    _check_replaceable(cache_dir)
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_builds(cache_dir)
-    build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-{os.getpid()}-", dir=cache_dir.parent))
-    try:
-        _build(dataset, build_dir, arguments, workers, progress, cache_dir)
-        _validate(build_dir)
-        _swap_in(build_dir, cache_dir)
-    except BaseException:
-        shutil.rmtree(build_dir, ignore_errors=True)
-        raise
-    return PreparedCache(cache_dir)
+    with file_lock(cache_lock(cache_dir), f"the cache {cache_dir}"):
+        current = _current_cache(cache_dir, arguments)  # built meanwhile by the lock's last holder
+        if current is not None:
+            return current
+        _check_replaceable(cache_dir)
+        _remove_stale_builds(cache_dir)
+        build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-{os.getpid()}-", dir=cache_dir.parent))
+        try:
+            _build(dataset, build_dir, arguments, workers, progress, cache_dir)
+            _validate(build_dir)
+            _swap_in(build_dir, cache_dir)
+        except BaseException:
+            shutil.rmtree(build_dir, ignore_errors=True)
+            raise
+        return PreparedCache(cache_dir)
+
+
+def cache_lock(cache_dir: Path) -> Path:
+    """The lock file (`cyclejepa.lock.file_lock`) a prepare holds while it checks, builds and
+    swaps in ``cache_dir``: ``.<name>.lock`` beside it, so that the swap never moves it."""
+    return cache_dir.with_name(f".{cache_dir.name}.lock")
 
 
 def _arguments(
@@ -112,16 +136,23 @@ def _arguments(
     phase_provider: str,
     phase_options: Mapping[str, Any] | None,
     rates: Mapping[str, Any],
+    amplitude_limits: Mapping[str, float] | None = None,
+    dataset_options: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Everything the cache contents depend on, JSON-serialisable."""
+    """Everything the cache contents depend on, JSON-serialisable: with the dataset's
+    fingerprint its options, its root and a listing of the corpus there (`corpus_listing`)."""
     from cyclejepa.registry import PHASE_PROVIDERS
 
     folds = sorted({int(f) for f in train_folds})
     if not folds or not set(folds) <= set(range(1, 11)):
         raise ValueError(f"train_folds must be a non-empty subset of 1..10, got {train_folds!r}")
     PHASE_PROVIDERS.get(phase_provider)  # unknown names fail here, listing the registered ones
+    root = getattr(dataset, "root", None)
     return {
         "dataset": dataset.fingerprint(),
+        "dataset_options": as_json(dataset_options or {}),
+        "root": str(Path(root).resolve()) if root is not None else None,
+        "corpus": corpus_listing(root),
         "channels": list(dataset.channels),
         "fs": rates["cache_fs"],
         "decimation": rates["decimation"],
@@ -130,6 +161,7 @@ def _arguments(
         "phase_provider": phase_provider,
         "phase_options": json.loads(json.dumps(dict(phase_options or {}), sort_keys=True)),
         "token_patch": rates["token_patch"],
+        "amplitude_limits": {c: amplitude_limit(dataset.unit_of(c), amplitude_limits) for c in dataset.channels},
         "phase_revision": PHASE_REVISION,
         "cache_format": CACHE_FORMAT,
         "cyclejepa_version": __version__,
@@ -239,10 +271,11 @@ def _build(
     files.write_phases(build_dir, kept, _n_tokens(arguments))
     levels = dataset.label_levels
     files.write_meta(build_dir / "meta.csv", [entries[o.row] for o in kept], levels, kept)
-    (build_dir / "norm.json").write_text(
-        json.dumps({**norm.to_dict(arguments["channels"]), "train_folds": arguments["train_folds"],
-                    "windows": int(in_train.sum())}, indent=2)  # fmt: skip
-    )
+    with files.writing(build_dir / "norm.json"):
+        (build_dir / "norm.json").write_text(
+            json.dumps({**norm.to_dict(arguments["channels"]), "train_folds": arguments["train_folds"],
+                        "windows": int(in_train.sum())}, indent=2)  # fmt: skip
+        )
     files.write_rejections(build_dir / "rejections.csv", rejections)
     facts = {"name": _registered_name(dataset), "units": [dataset.unit_of(c) for c in dataset.channels],
              "folds": dataset.folds.to_dict()}  # fmt: skip
@@ -264,7 +297,7 @@ def _gather_scratch(path: Path, kept: list[RecordOutcome]) -> np.ndarray:
     """The decimated windows of ``kept`` in order, from the chunks' scratch files into one memmap."""
     chunks = {name: np.load(name, mmap_mode="r") for name in dict.fromkeys(o.scratch for o in kept)}
     first = next(iter(chunks.values()))
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=(len(kept), *first.shape[1:]))
+    out = files.allocated_memmap(path, (len(kept), *first.shape[1:]))
     for i, o in enumerate(kept):
         out[i] = chunks[o.scratch][o.slot]
     out.flush()
@@ -344,6 +377,7 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
     for row, entry in jobs:
         try:
             windows = record_windows(dataset, entry, channels, fs, window)
+            check_amplitudes(entry.id, windows, channels, [arguments["amplitude_limits"][c] for c in channels])
         except RecordRejected as rejection:
             outcomes.append(RecordOutcome(row, rejection=rejection))
             continue
@@ -357,6 +391,7 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
             signals.append(decimated)
             outcomes.append(outcome)
     if signals:
-        np.save(scratch, np.stack(signals))
+        with files.writing(Path(scratch)):
+            np.save(scratch, np.stack(signals))
     return outcomes
 

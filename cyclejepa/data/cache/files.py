@@ -6,10 +6,12 @@ Every writer takes what the build computed and writes one file; `read_meta` and
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import hashlib
 import json
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +53,39 @@ _TEXT_COLUMNS = ("record", "qc_reason")
 
 
 
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Name ``path`` in an OSError raised while writing it that names no file (a full disk:
+    ``np.save`` and ``write`` raise ENOSPC without the file's name)."""
+    try:
+        yield
+    except OSError as error:
+        if error.filename is not None:
+            raise
+        raise OSError(error.errno, f"{error.strerror or error} while writing", str(path)) from error
+
+
+def allocated_memmap(path: Path, shape: tuple[int, ...]) -> np.memmap:
+    """A float32 ``.npy`` memmap of ``shape`` written at ``path``, its blocks reserved on disk
+    first (``posix_fallocate`` where the platform has it): a disk too small fails here with
+    OSError(ENOSPC) naming the file, not later with SIGBUS when a page of a sparse file is
+    written."""
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
+    if hasattr(os, "posix_fallocate"):
+        size = path.stat().st_size
+        handle = os.open(path, os.O_RDWR)
+        try:
+            os.posix_fallocate(handle, 0, size)
+        except OSError as error:
+            del out
+            raise OSError(error.errno, f"cannot reserve {size} bytes ({error.strerror or error})", str(path)) from None
+        finally:
+            os.close(handle)
+    return out
+
+
 def write_signals(path: Path, scratch: np.ndarray, norm: Normalisation) -> None:
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=scratch.shape)
+    out = allocated_memmap(path, scratch.shape)
     for start in range(0, len(scratch), 512):
         out[start : start + 512] = norm.apply(scratch[start : start + 512])
     out.flush()
@@ -64,14 +97,16 @@ def write_phases(build_dir: Path, kept: list[RecordOutcome], n_tokens: int) -> N
     shape = (0, n_tokens) if n_coordinates == 1 else (0, n_tokens, n_coordinates)
     for convention in ("centre", "causal"):
         stack = [getattr(o, f"phase_{convention}") for o in kept]
-        np.save(build_dir / f"phase_{convention}.npy", np.stack(stack) if stack else np.zeros(shape, np.float32))
+        with writing(build_dir / f"phase_{convention}.npy"):
+            np.save(build_dir / f"phase_{convention}.npy", np.stack(stack) if stack else np.zeros(shape, np.float32))
     arrays = {}
     for c in range(n_coordinates):
         events = [o.events[c] for o in kept]
         suffix = f"_{c}" if c else ""
         arrays[f"indices{suffix}"] = np.concatenate(events).astype(np.int64) if events else np.zeros(0, np.int64)
         arrays[f"offsets{suffix}"] = np.concatenate([[0], np.cumsum([len(e) for e in events])]).astype(np.int64)
-    np.savez(build_dir / EVENTS_FILE, **arrays)
+    with writing(build_dir / EVENTS_FILE):
+        np.savez(build_dir / EVENTS_FILE, **arrays)
 
 
 def meta_columns(levels: Sequence[LabelLevel]) -> tuple[str, ...]:
@@ -85,17 +120,22 @@ def write_meta(path: Path, entries: list[Entry], levels: Sequence[LabelLevel], k
         labels = [int(c in e.labels.get(level.name, ())) for level in levels for c in level.classes]
         rows.append([e.id, e.name, o.window, e.patient_id, e.fold, "" if np.isnan(e.age) else e.age, e.sex,
                      *labels, len(o.events[0]), o.phase_yield, int(o.qc_ok), o.qc_reason])  # fmt: skip
-    with path.open("w", newline="") as stream:
+    with writing(path), path.open("w", newline="") as stream:
         writer = csv.writer(stream)
         writer.writerow(meta_columns(levels))
         writer.writerows(rows)
 
 
 def write_rejections(path: Path, rejections: Iterable[RecordRejected]) -> None:
-    with path.open("w", newline="") as stream:
+    with writing(path), path.open("w", newline="") as stream:
         writer = csv.writer(stream)
         writer.writerow(("id", "check", "detail"))
         writer.writerows((r.record_id, r.check, r.detail) for r in rejections)
+
+
+def as_json(options: dict[str, Any]) -> Any:
+    """``options`` as the manifest records them: through JSON, keys sorted, other types as text."""
+    return json.loads(json.dumps(dict(options), sort_keys=True, default=str))
 
 
 def arguments_hash(arguments: dict[str, Any]) -> str:
@@ -137,7 +177,8 @@ def write_manifest(
     }
     if kept and kept[0].coordinates:
         manifest["phase_coordinates"] = list(kept[0].coordinates)
-    (build_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
+    with writing(build_dir / MANIFEST):
+        (build_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
 
 
 
