@@ -422,15 +422,15 @@ class Trainer:
         self.skipped = [int(step) for step in state.get("skipped", [])]
 
     def save(self) -> Path:
-        """Write the checkpoint of the current step (rank 0 only); returns its path."""
+        """Write the checkpoint of the current step (rank 0; its weights are checked for non-finite
+        values on every rank, `Diverged`); returns its path."""
         path = checkpoint_path(self.directory / "checkpoints", self.step)
+        try:  # on every rank (they hold the same weights), so that all of them stop
+            require_finite(self.objective.state_dict(), f"the model after step {self.step}")
+        except ValueError as error:
+            raise Diverged(self.step, f"weights ({error})", latest_checkpoint(path.parent)) from None
         if self.dist.is_main:
-            state = self.state_dict()
-            try:
-                require_finite(state["model"], f"the model after step {self.step}")
-            except ValueError as error:
-                raise Diverged(self.step, f"weights ({error})", latest_checkpoint(path.parent)) from None
-            save_checkpoint(state, path)
+            save_checkpoint(self.state_dict(), path)
         return path
 
     def resume(self, path: str | Path) -> None:
