@@ -24,8 +24,7 @@ from typing import Any, Callable
 
 from cyclejepa.config import ExperimentConfig, parse_config
 from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, model_digest, read_result, with_checksum
-from cyclejepa.evaluation.mechanism import COLLAPSE_SIMILARITY
-from cyclejepa.evaluation.validity import cell_validity
+from cyclejepa.evaluation.validity import cell_validity, is_collapsed
 from cyclejepa.jsonio import write_json
 from cyclejepa.seal import AUDIT_FILE, FOLDS_FILE, read_lines
 
@@ -76,15 +75,9 @@ def _probe_row(label: str, task: str) -> "Row":
     return Row("Diagnostic accuracy", label, lambda r: probe_value(r, task), True, lambda r: _macro(r, task))
 
 
-def collapsed(mechanism: dict) -> bool:
-    """Whether the mechanism's tokens collapsed: E[c_I] ≥ `COLLAPSE_SIMILARITY` (also for a
-    result written before results said so)."""
-    return mechanism["true"]["mean_c_i"] >= COLLAPSE_SIMILARITY
-
-
 def gain_fraction_value(mechanism: dict, key: str = "true") -> float | str:
     """The (``key``: true or shuffled) gain fraction, or "collapsed (token similarity s)"."""
-    if collapsed(mechanism):
+    if is_collapsed(mechanism):
         return f"collapsed (token similarity {mechanism['true']['mean_c_i']:.3f})"
     return mechanism[key]["gain_fraction"]
 
@@ -92,7 +85,7 @@ def gain_fraction_value(mechanism: dict, key: str = "true") -> float | str:
 def g1_text(mechanism: dict, word: str = "patient") -> str:
     """G1 as "Pass", "Fail", "Not testable (collapsed)" or, below two patients (``passed``
     None), "Not testable (1 patient)" (``word``: what the bootstrap resamples)."""
-    if collapsed(mechanism):
+    if is_collapsed(mechanism):
         return "Not testable (collapsed)"
     if mechanism["passed"] is None:
         return f"Not testable ({_plural(mechanism['patients'], word)})"
@@ -144,7 +137,7 @@ MECHANISM_ROWS = (
     Row("Mechanism validity", "G1 shuffled-φ gate", lambda r: g1_text(r["mechanism"], subject_word(r)), None),
     Row(
         "Mechanism validity", "Paired true − shuffled gain ↑",
-        lambda r: "collapsed" if collapsed(r["mechanism"]) else r["mechanism"]["paired_difference"]["point"],
+        lambda r: "collapsed" if is_collapsed(r["mechanism"]) else r["mechanism"]["paired_difference"]["point"],
         True,
         lambda r: r["mechanism"]["paired_difference"],
     ),
@@ -452,7 +445,7 @@ def _grid_entry(r: dict) -> dict:
         "arm": r["arm"], "seed": r["seed"], "step": r["step"],
         "auroc": {task: probe_value(r, task) for task in r["diagnostic"]},
         "gain_fraction": gain_fraction_value(r["mechanism"]),
-        "g1": None if collapsed(r["mechanism"]) else r["mechanism"]["passed"],
+        "g1": None if is_collapsed(r["mechanism"]) else r["mechanism"]["passed"],
         "validity": cell_validity(r),
         "mean_lead_delta": r["robustness"]["mean_delta"]["point"] if "robustness" in r else None,
         "amplitude": r["geometry"].get("amplitude", math.nan),
