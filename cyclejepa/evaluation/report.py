@@ -236,12 +236,17 @@ def require_one_evaluation(evaluation: Path, files: dict[str, dict]) -> None:
     current = files["protocol.json"].get("evaluation_hash")
     stale = sorted(name for name, result in files.items() if CHECKSUM in result and result.get("evaluation_hash") != current)
     if stale:
-        shown = ", ".join(f"{name} ({files[name].get('evaluation_hash') or 'no evaluation_hash'})" for name in stale)
+        shown = ", ".join(f"{name} ({_hash_text(files[name])})" for name in stale)
         raise MixedEvaluations(
-            f"{evaluation}: {shown} were computed with other evaluation settings than the last evaluation "
-            f"(protocol.json, evaluation_hash {current}); a report would mix them. Re-run `cyclejepa evaluate CONFIG` "
+            f"{evaluation}: not from the settings of the last evaluation (protocol.json, evaluation_hash {current}): "
+            f"{shown}; a report would mix them. Re-run `cyclejepa evaluate CONFIG` "
             "to recompute them with the config's settings"
         )
+
+
+def _hash_text(result: dict) -> str:
+    found = result.get("evaluation_hash")
+    return f"evaluation_hash {found}" if found else "no evaluation_hash: written by an older version"
 
 
 def integrity_markdown(files: dict[str, dict]) -> str:
