@@ -10,8 +10,14 @@ Things are named from the data (the result's ``data`` section): the dataset's ta
 keep the paper's names), its channels as leads or channels, the phase provider's event word,
 windows or recordings. A part that did not apply is left out and listed with its reason
 (``not_run``); with fewer than two patients in the evaluation set, G1 and every interval read
-"not testable". Every result is read through its checksum (`cyclejepa.evaluation.integrity`):
-an altered one is refused, one without a checksum is marked in the report's first lines.
+"not testable". A figure that means nothing says so in its place (`cyclejepa.evaluation.validity`):
+a collapsed arm's gain fraction reads "collapsed (token similarity s)" and its G1 "Not testable
+(collapsed)", a degenerate probe's AUROC "degenerate probe (why)", and notes under the bottom
+line name collapse, degenerate probes and too few windows or patients ("recordings" when the
+dataset does not know whose each recording is). Every result is read through its checksum
+(`cyclejepa.evaluation.integrity`): an altered one is refused, one without a checksum is marked
+in the report's first lines, and results of another evaluation's settings are refused
+(`require_one_evaluation`).
 """
 
 from __future__ import annotations
