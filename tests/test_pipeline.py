@@ -199,7 +199,7 @@ def test_report_refuses_results_of_an_evaluation_stopped_part_way_with_other_set
     monkeypatch.setattr(stage, "evaluate_cell", stopped_after_one)
     with pytest.raises(KeyboardInterrupt):
         runner.evaluate_experiment(cfg, progress=False)
-    with pytest.raises(MixedEvaluations, match="control-seed0-step000002.json .* other evaluation settings than the last evaluation") as refused:
+    with pytest.raises(MixedEvaluations, match="not from the settings of the last evaluation .*control-seed0-step000002.json \\(evaluation_hash [0-9a-f]+\\)") as refused:
         write_report(cfg.output_dir)
     assert "winder-seed0-step000002.json" not in str(refused.value)  # the one cell the new evaluation finished
     assert "hr-strata" in str(refused.value)

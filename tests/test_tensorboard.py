@@ -16,7 +16,7 @@ from cyclejepa.training import Distributed, Trainer, load_checkpoint, load_train
 from cyclejepa.training.tensorboard import TAGS, TensorBoardLog
 from test_training import corpus, losses, tiny_config
 
-DIAGNOSTICS = {"geometry/effective_rank", "mechanism/gain_fraction", "mechanism/mean_gain"}
+DIAGNOSTICS = {"geometry/effective_rank", "mechanism/gain_fraction", "mechanism/mean_gain", "mechanism/token_similarity"}
 
 
 def events(directory):
@@ -43,10 +43,10 @@ def naive_effective_rank(z):
     return float(np.exp(-(p * np.log(p)).sum()))
 
 
-def naive_gain_fraction(tokens, phases, symmetry):
+def naive_fraction_and_similarity(tokens, phases, symmetry):
     """Σ (c_R − c_I) / Σ (1 − c_I) over every ordered pair of valid tokens of every record, with
-    c_R = ⟨ρ(φ_t' − φ_t) ẑ_t, ẑ_t'⟩ from explicit matrices."""
-    gains, gaps = 0.0, 0.0
+    c_R = ⟨ρ(φ_t' − φ_t) ẑ_t, ẑ_t'⟩ from explicit matrices, and the mean c_I over those pairs."""
+    gains, gaps, pairs = 0.0, 0.0, 0
     for z, phi in zip(tokens.double(), phases.double()):
         valid = torch.isfinite(phi)
         if valid.sum() < 2:
@@ -59,7 +59,8 @@ def naive_gain_fraction(tokens, phases, symmetry):
         off = ~torch.eye(len(phi), dtype=torch.bool)
         gains += float((c_r - c_i)[off].sum())
         gaps += float((1 - c_i)[off].sum())
-    return gains / gaps
+        pairs += int(off.sum())
+    return gains / gaps, 1 - gaps / pairs
 
 
 def test_a_three_step_run_writes_readable_events_with_the_expected_tags(tmp_path):
@@ -79,8 +80,11 @@ def test_a_three_step_run_writes_readable_events_with_the_expected_tags(tmp_path
     phases = torch.from_numpy(phases)
     valid = torch.isfinite(phases)
     (_, rank), (_, fraction) = scalars["geometry/effective_rank"][0], scalars["mechanism/gain_fraction"][0]
+    (_, similarity), = scalars["mechanism/token_similarity"]
+    naive_fraction, naive_similarity = naive_fraction_and_similarity(tokens, phases, objective.symmetry)
     assert rank == pytest.approx(naive_effective_rank(tokens[valid].double().numpy()), rel=1e-5)
-    assert fraction == pytest.approx(naive_gain_fraction(tokens, phases, objective.symmetry), rel=1e-4, abs=1e-6)
+    assert fraction == pytest.approx(naive_fraction, rel=1e-4, abs=1e-6)
+    assert similarity == pytest.approx(naive_similarity, rel=1e-5, abs=1e-6)
 
 
 def test_watching_leaves_training_unchanged(tmp_path):

@@ -169,3 +169,15 @@ def test_evaluate_refuses_a_checkpoint_whose_outputs_are_not_finite_naming_it(co
     with pytest.raises(NonFiniteOutputs, match=f"checkpoint {checkpoint} gives non-finite \\(NaN or infinite\\) .* windows, e.g. cache rows"):
         evaluate_cell(copy, PreparedCache(runner.cache_dir(cfg)), plan, 60, torch.device("cpu"))
     assert not (tmp_path / "evaluation" / "winder-seed0-step000060.json").exists()
+
+
+def test_a_degenerate_probe_is_shown_as_such_not_as_an_auroc(collapsed_run):
+    cfg, _ = collapsed_run
+    result = json.loads((cfg.output_dir / "evaluation" / "winder-seed0-step000060.json").read_text())
+    assert result["diagnostic"]["superclass"]["degenerate"] is None  # the probe of this run ranks its records
+    point = result["diagnostic"]["superclass"]["macro_auroc"]["point"]
+    result["diagnostic"]["superclass"]["degenerate"] = "constant predictions"  # as `degenerate_probe` says of a flat probe
+    text = bottom_line_markdown([result])
+    row = next(line for line in text.splitlines() if line.startswith("| Superclass macro-AUROC"))
+    assert row.endswith("| degenerate probe (constant predictions) |") and f"{point:.4f}" not in row
+    assert "**winder: the `superclass` probe is degenerate** (constant predictions)" in text

@@ -10,8 +10,14 @@ Things are named from the data (the result's ``data`` section): the dataset's ta
 keep the paper's names), its channels as leads or channels, the phase provider's event word,
 windows or recordings. A part that did not apply is left out and listed with its reason
 (``not_run``); with fewer than two patients in the evaluation set, G1 and every interval read
-"not testable". Every result is read through its checksum (`cyclejepa.evaluation.integrity`):
-an altered one is refused, one without a checksum is marked in the report's first lines.
+"not testable". A figure that means nothing says so in its place (`cyclejepa.evaluation.validity`):
+a collapsed arm's gain fraction reads "collapsed (token similarity s)" and its G1 "Not testable
+(collapsed)", a degenerate probe's AUROC "degenerate probe (why)", and notes under the bottom
+line name collapse, degenerate probes and too few windows or patients ("recordings" when the
+dataset does not know whose each recording is). Every result is read through its checksum
+(`cyclejepa.evaluation.integrity`): an altered one is refused, one without a checksum is marked
+in the report's first lines, and results of another evaluation's settings are refused
+(`require_one_evaluation`).
 """
 
 from __future__ import annotations
@@ -24,8 +30,7 @@ from typing import Any, Callable
 
 from cyclejepa.config import ExperimentConfig, parse_config
 from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, model_digest, read_result, with_checksum
-from cyclejepa.evaluation.mechanism import COLLAPSE_SIMILARITY
-from cyclejepa.evaluation.validity import cell_validity
+from cyclejepa.evaluation.validity import cell_validity, is_collapsed
 from cyclejepa.jsonio import write_json
 from cyclejepa.seal import AUDIT_FILE, FOLDS_FILE, read_lines
 
@@ -76,15 +81,9 @@ def _probe_row(label: str, task: str) -> "Row":
     return Row("Diagnostic accuracy", label, lambda r: probe_value(r, task), True, lambda r: _macro(r, task))
 
 
-def collapsed(mechanism: dict) -> bool:
-    """Whether the mechanism's tokens collapsed: E[c_I] ≥ `COLLAPSE_SIMILARITY` (also for a
-    result written before results said so)."""
-    return mechanism["true"]["mean_c_i"] >= COLLAPSE_SIMILARITY
-
-
 def gain_fraction_value(mechanism: dict, key: str = "true") -> float | str:
     """The (``key``: true or shuffled) gain fraction, or "collapsed (token similarity s)"."""
-    if collapsed(mechanism):
+    if is_collapsed(mechanism):
         return f"collapsed (token similarity {mechanism['true']['mean_c_i']:.3f})"
     return mechanism[key]["gain_fraction"]
 
@@ -92,7 +91,7 @@ def gain_fraction_value(mechanism: dict, key: str = "true") -> float | str:
 def g1_text(mechanism: dict, word: str = "patient") -> str:
     """G1 as "Pass", "Fail", "Not testable (collapsed)" or, below two patients (``passed``
     None), "Not testable (1 patient)" (``word``: what the bootstrap resamples)."""
-    if collapsed(mechanism):
+    if is_collapsed(mechanism):
         return "Not testable (collapsed)"
     if mechanism["passed"] is None:
         return f"Not testable ({_plural(mechanism['patients'], word)})"
@@ -144,7 +143,7 @@ MECHANISM_ROWS = (
     Row("Mechanism validity", "G1 shuffled-φ gate", lambda r: g1_text(r["mechanism"], subject_word(r)), None),
     Row(
         "Mechanism validity", "Paired true − shuffled gain ↑",
-        lambda r: "collapsed" if collapsed(r["mechanism"]) else r["mechanism"]["paired_difference"]["point"],
+        lambda r: "collapsed" if is_collapsed(r["mechanism"]) else r["mechanism"]["paired_difference"]["point"],
         True,
         lambda r: r["mechanism"]["paired_difference"],
     ),
@@ -243,12 +242,17 @@ def require_one_evaluation(evaluation: Path, files: dict[str, dict]) -> None:
     current = files["protocol.json"].get("evaluation_hash")
     stale = sorted(name for name, result in files.items() if CHECKSUM in result and result.get("evaluation_hash") != current)
     if stale:
-        shown = ", ".join(f"{name} ({files[name].get('evaluation_hash') or 'no evaluation_hash'})" for name in stale)
+        shown = ", ".join(f"{name} ({_hash_text(files[name])})" for name in stale)
         raise MixedEvaluations(
-            f"{evaluation}: {shown} were computed with other evaluation settings than the last evaluation "
-            f"(protocol.json, evaluation_hash {current}); a report would mix them. Re-run `cyclejepa evaluate CONFIG` "
+            f"{evaluation}: not from the settings of the last evaluation (protocol.json, evaluation_hash {current}): "
+            f"{shown}; a report would mix them. Re-run `cyclejepa evaluate CONFIG` "
             "to recompute them with the config's settings"
         )
+
+
+def _hash_text(result: dict) -> str:
+    found = result.get("evaluation_hash")
+    return f"evaluation_hash {found}" if found else "no evaluation_hash: written by an older version"
 
 
 def integrity_markdown(files: dict[str, dict]) -> str:
@@ -452,7 +456,7 @@ def _grid_entry(r: dict) -> dict:
         "arm": r["arm"], "seed": r["seed"], "step": r["step"],
         "auroc": {task: probe_value(r, task) for task in r["diagnostic"]},
         "gain_fraction": gain_fraction_value(r["mechanism"]),
-        "g1": None if collapsed(r["mechanism"]) else r["mechanism"]["passed"],
+        "g1": None if is_collapsed(r["mechanism"]) else r["mechanism"]["passed"],
         "validity": cell_validity(r),
         "mean_lead_delta": r["robustness"]["mean_delta"]["point"] if "robustness" in r else None,
         "amplitude": r["geometry"].get("amplitude", math.nan),

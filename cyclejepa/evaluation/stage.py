@@ -3,11 +3,13 @@
 Per checkpoint it writes ``evaluation/<run>-step<step>.json`` (diagnostic probes with
 patient-clustered intervals, transport gain and the G1 gate, lead-zeroing robustness, loop
 amplitude and orbit coherence, the anomaly battery, the counts of records left out, what the
-data is called, and what did not apply) and ``evaluation/<run>-step<step>.npz`` (per-record
-scores of the first task and heart rates, for the heart-rate stratification between arms).
-Across runs it draws the phase-ring and UMAP figures per step and stratifies the first task's
-AUROC gap by heart rate. Finished files are kept while their checksums hold
-(`cyclejepa.evaluation.integrity`).
+data is called, what did not apply, and whether the figures mean anything: ``validity``,
+`cyclejepa.evaluation.validity`) and ``evaluation/<run>-step<step>.npz`` (per-record scores of
+the first task and heart rates, for the heart-rate stratification between arms; its sha256 in
+the result's ``scores_sha256``). Across runs it draws the phase-ring and UMAP figures per step
+and stratifies the first task's AUROC gap by heart rate. Finished files are kept while their
+checksums hold (`cyclejepa.evaluation.integrity`). A checkpoint with non-finite weights, or
+whose outputs on the evaluation data are not finite, is refused by name.
 
 Parts that do not apply are not run, and the result says why (``not_run``): the probes, lead
 zeroing and heart-rate strata on a dataset without labels (``label_levels = ()``), lead

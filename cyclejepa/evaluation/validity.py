@@ -33,18 +33,24 @@ def cell_validity(result: dict[str, Any]) -> dict[str, Any]:
     the threshold, ``degenerate_probes`` ({task: why}), ``too_few`` (`few_data`: the counts, or None) and
     ``meaningful`` (none of them).
     """
-    similarity = result["mechanism"]["true"]["mean_c_i"]
     degenerate = {task: probe["degenerate"] for task, probe in result.get("diagnostic", {}).items() if probe.get("degenerate")}
     too_few = few_data(result)
-    collapsed = similarity >= COLLAPSE_SIMILARITY
+    collapsed = is_collapsed(result["mechanism"])
     return {
         "collapsed": collapsed,
-        "token_similarity": similarity,
+        "token_similarity": result["mechanism"]["true"]["mean_c_i"],
         "collapse_similarity": COLLAPSE_SIMILARITY,
         "degenerate_probes": degenerate,
         "too_few": too_few,
         "meaningful": not (collapsed or degenerate or too_few),
     }
+
+
+def is_collapsed(mechanism: dict[str, Any]) -> bool:
+    """Whether a saved G1 result (``mechanism``, or a torus coordinate's) has collapsed tokens:
+    E[c_I] ≥ `COLLAPSE_SIMILARITY` (read from ``mean_c_i``, so also for a result written before
+    results said so)."""
+    return mechanism["true"]["mean_c_i"] >= COLLAPSE_SIMILARITY
 
 
 def few_data(result: dict[str, Any]) -> dict[str, int] | None:

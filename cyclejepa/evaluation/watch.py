@@ -7,7 +7,10 @@ no random draw: training is unchanged) and returns
 - ``geometry/effective_rank``: `effective_rank` of the phase-valid tokens, which collapse drives
   towards 1;
 - ``mechanism/gain_fraction`` and ``mechanism/mean_gain``: `transport_gain` of the tokens with
-  their phases, which stay near 0 when the transport term is dead.
+  their phases, which stay near 0 when the transport term is dead;
+- ``mechanism/token_similarity``: the mean untransported similarity E[c_I]; from
+  `cyclejepa.evaluation.mechanism.COLLAPSE_SIMILARITY` (0.9) on, the tokens have collapsed and
+  the gain fraction means nothing.
 
 `cyclejepa.training.tensorboard.TensorBoardLog` writes them every ``training.diagnostics_every`` steps.
 """
@@ -57,4 +60,5 @@ class HeldBatch:
             "geometry/effective_rank": effective_rank(tokens.cpu(), self.phases) if enough else math.nan,
             "mechanism/gain_fraction": gain.gain_fraction,
             "mechanism/mean_gain": gain.mean_gain,
+            "mechanism/token_similarity": gain.mean_c_i,
         }

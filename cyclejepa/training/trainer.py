@@ -36,15 +36,16 @@ log = logging.getLogger(__name__)
 TERMS = ("loss", "prediction", "regulariser", "transport")
 COMPONENTS = ("prediction", "regulariser", "transport")
 # Metrics are gathered on the device and written every this many steps (one host sync); they are
-# checked for non-finite values there, and before every checkpoint (see `Diverged`).
+# checked for non-finite values there, and before every checkpoint (one more sync; see `Diverged`).
 FLUSH_EVERY = 25
 
 
 class Diverged(ValueError):
     """Training met a non-finite loss term or gradient norm (or weights, at a checkpoint).
 
-    Raised at the first flush of the metrics after it (they are brought to the host every
-    `FLUSH_EVERY` steps and before every checkpoint, so no step adds a host synchronisation):
+    Raised at the first flush of the metrics after it, or at the next checkpoint, whichever
+    comes first (the metrics are brought to the host every `FLUSH_EVERY` steps and checked
+    before every checkpoint, so no step adds a host synchronisation):
     ``metrics.jsonl`` then ends with the first bad step, its non-finite values written as
     strings ("nan", "inf", "-inf"), no checkpoint is written after it, and the last one on disk
     (finite: every checkpoint is checked when written) is ``checkpoint``. With
@@ -343,10 +344,10 @@ class Trainer:
             while self.step < until:
                 pending.append((self.step, self.train_step()))
                 checkpoint = self.step % self.cfg.training.checkpoint_every == 0 or self.step == self.cfg.training.steps
-                flush = len(pending) == FLUSH_EVERY or self.step == until or checkpoint
+                flush = len(pending) == FLUSH_EVERY or self.step == until
                 signum = self._stop_signal(stop, flush)
                 stopping = signum is not None
-                if flush or stopping:
+                if flush or stopping or (checkpoint and not _all_finite(pending)):  # a bad step: `_flush` stops
                     metrics = self._flush(pending)
                     update(completed=int(metrics["step"]), terms=_terms_text(metrics))
                     pending = []
@@ -421,15 +422,15 @@ class Trainer:
         self.skipped = [int(step) for step in state.get("skipped", [])]
 
     def save(self) -> Path:
-        """Write the checkpoint of the current step (rank 0 only); returns its path."""
+        """Write the checkpoint of the current step (rank 0; its weights are checked for non-finite
+        values on every rank, `Diverged`); returns its path."""
         path = checkpoint_path(self.directory / "checkpoints", self.step)
+        try:  # on every rank (they hold the same weights), so that all of them stop
+            require_finite(self.objective.state_dict(), f"the model after step {self.step}")
+        except ValueError as error:
+            raise Diverged(self.step, f"weights ({error})", latest_checkpoint(path.parent)) from None
         if self.dist.is_main:
-            state = self.state_dict()
-            try:
-                require_finite(state["model"], f"the model after step {self.step}")
-            except ValueError as error:
-                raise Diverged(self.step, f"weights ({error})", latest_checkpoint(path.parent)) from None
-            save_checkpoint(state, path)
+            save_checkpoint(self.state_dict(), path)
         return path
 
     def resume(self, path: str | Path) -> None:
@@ -455,6 +456,11 @@ def keep_metrics_until(path: Path, step: int) -> None:
         temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         temporary.write_text("".join(row + "\n" for row in kept))
         os.replace(temporary, path)
+
+
+def _all_finite(pending: list[tuple[int, torch.Tensor]]) -> bool:
+    """Whether every pending metrics row is finite (one host synchronisation)."""
+    return not pending or bool(torch.isfinite(torch.stack([values for _, values in pending])).all())
 
 
 def _nonfinite(record: dict[str, Any]) -> str:
