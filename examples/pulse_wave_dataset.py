@@ -21,9 +21,9 @@ reads one):
 - each channel at its own rate: a multi-rate record (``mixedsignals``: ECG at 250 Hz, pulse
   waves at 125 Hz, in 62.5 Hz frames) is read frame by frame, not averaged to the frame rate;
   channels of one record at different rates are refused (``sampling_rate``);
-- ADC wrap-around undone (`unwrap`): a pulse wave beyond its 12-bit range wraps to the other
-  end (``v102s``'s PLETH does, about 1,000 times); a step of more than half the range between
-  two samples is a wrap;
+- ADC wrap-around undone (`cyclejepa.data.wfdb_folder.unwrap`): a pulse wave beyond its 12-bit
+  range wraps to the other end (``v102s``'s PLETH does, about 1,000 times); only a step where the
+  signal runs into one limit and comes back from the other is a wrap;
 - each channel in its declared unit (`UNITS`: PLETH ``NU``, ABP ``mmHg``; another is refused,
   ``units``);
 - missing samples at either end cut off, runs of missing samples up to ``max_gap_s`` inside
@@ -45,13 +45,12 @@ import numpy as np
 from cyclejepa.data.datasets import (
     Dataset, DatasetNotFound, Entry, FoldProtocol, Record, RecordRejected, fill_gaps, hash_fold, in_units, sha256_of,
 )  # fmt: skip
+from cyclejepa.data.wfdb_folder import adc_limits, unwrap
 from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, read_header, resolve_inside
 from cyclejepa.registry import DATASETS
 
 UNITS = {"PLETH": "NU", "ABP": "mmHg"}
 """The unit each pulse-wave channel is declared in."""
-FORMAT_BITS = {8: 8, 16: 16, 24: 24, 32: 32, 61: 16, 80: 8, 160: 16, 212: 12, 310: 10, 311: 10, 508: 8, 516: 16, 524: 24}
-"""Bits of a sample in each WFDB storage format, for a header that states no ADC resolution."""
 
 
 @DATASETS.register("pulse-wave")
@@ -176,7 +175,7 @@ class PulseWaves(Dataset):
         rates = sorted({header.fs * spec.samples_per_frame for spec in specs})
         if len(rates) > 1:
             raise RecordRejected(name, "sampling_rate", f"channels {list(self.channels)} at different rates {rates} Hz")
-        signal = np.stack([unwrap(np.asarray(x, dtype=np.float64), _span(spec)) for x, spec in zip(data.e_p_signal, specs)])
+        signal = np.stack([unwrap(np.asarray(x, dtype=np.float64), *adc_limits(spec)) for x, spec in zip(data.e_p_signal, specs)])
         units = [spec.units if spec.units_stated else None for spec in specs]
         signal = in_units(name, signal, [spec.name for spec in specs], units, self.units)
         present = np.flatnonzero(np.isfinite(signal).all(axis=0))
@@ -185,18 +184,3 @@ class PulseWaves(Dataset):
         signal = fill_gaps(name, signal[:, present[0] : present[-1] + 1], rates[0], self.max_gap_s, self.channels)
         return Record(name, signal.astype(np.float32), rates[0], self.channels)
 
-
-def unwrap(x: np.ndarray, span: float) -> np.ndarray:
-    """``x`` with ADC wrap-around undone: a step of more than ``span / 2`` between consecutive
-    finite samples is ``round(step / span)`` wraps of the full range ``span``, taken back."""
-    finite = np.flatnonzero(np.isfinite(x))
-    wraps = np.round(np.diff(x[finite]) / span)
-    out = x.copy()
-    out[finite[1:]] -= np.cumsum(wraps) * span
-    return out
-
-
-def _span(spec) -> float:
-    """The full ADC range of a signal in physical units: 2^bits / gain."""
-    bits = spec.adc_resolution or FORMAT_BITS.get(spec.format, 16)
-    return 2.0**bits / spec.gain

@@ -253,14 +253,14 @@ class Dataset:
         """The cache's rates, window and tokens per window: each argument, else the dataset's default.
 
         Returns ``{"cache_fs", "decimation", "token_patch", "window_s", "n_tokens"}``. A dataset
-        with no rate of its own (no ``cache_fs``, no fixed ``fs``) given no ``fs`` takes every
-        value left out from the phase provider's ``cycle_band_hz`` (`band_rates`). Raises
+        with no rate of its own (no ``cache_fs``, no fixed ``fs``) takes every value left out
+        from the phase provider's ``cycle_band_hz`` (`band_rates`). Raises
         ValueError when no cache rate is known ("set data.fs") or the window is not a whole
         number of tokens (`check_window`).
         """
-        rate = fs or cls.cache_fs or cls.fs
-        band = band_rates(*cycle_band_hz) if not rate and cycle_band_hz else {}
-        rate = rate or band.get("cache_fs")
+        own = cls.cache_fs or cls.fs
+        band = band_rates(*cycle_band_hz) if not own and cycle_band_hz else {}
+        rate = fs or own or band.get("cache_fs")
         if not rate:
             raise ValueError(f"dataset {cls.__name__} has no fixed sampling rate; set data.fs (the cache rate in Hz)")
         values = {"cache_fs": float(rate), "decimation": int(decimation or band.get("decimation", cls.decimation)),
