@@ -17,9 +17,8 @@ from cyclejepa.data.wfdb_folder import WfdbFolder, adc_limits, unwrap
 from cyclejepa.data.wfdb_format import read_header
 from cyclejepa.registry import DATASETS
 
-SAMPLES = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "physionet-samples"
-if not SAMPLES.is_dir():
-    SAMPLES = Path("/work/shared/data/physionet-samples")
+from conftest import SAMPLES
+
 real_records = pytest.mark.skipif(not (SAMPLES / "v102s.hea").is_file(), reason="shared physionet-samples absent")
 
 
