@@ -50,6 +50,9 @@ class BreathPhase(PhaseProvider):
 
     signal = "resp"
     event_name = "breath"
+    cycle_band_hz = (0.1, 0.7)  # 6-42 breaths per minute: datasets derive their rates from it
+    too_few_reason = "too_few_breaths"  # the QC reasons in the provider's own words
+    interval_reason = "implausible_breath_interval"
 
     def __init__(
         self,

@@ -48,9 +48,9 @@ def test_qc_is_reported_per_coordinate(example, v102s):
     flat[names.index("RESP")] = 0.0  # a disconnected respiration belt
     track = CompositePhaseProvider(COORDINATES).phase(flat, fs, names)
     assert track.coordinate_qc["cardiac"].ok and not track.coordinate_qc["respiratory"].ok
-    assert "respiratory:too_few_beats" in track.qc.reasons and "low_phase_yield" in track.qc.reasons
+    assert "respiratory:too_few_breaths" in track.qc.reasons and "low_phase_yield" in track.qc.reasons
     assert not any(reason.startswith("cardiac:") for reason in track.qc.reasons)
-    assert any(detail.startswith("respiratory: too_few_beats") for detail in track.qc.details)
+    assert any(detail.startswith("respiratory: too_few_breaths") for detail in track.qc.details)
     assert np.isnan(track.at_tokens(8, 100.0)[:, 1]).all() and track.qc.to_dict()["ok"] is False
 
 

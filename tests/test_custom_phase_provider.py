@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from cyclejepa.phase import PhaseProvider, match_events
+from cyclejepa.phase.crosscheck import zero_crossing_breaths
 from cyclejepa.registry import PHASE_PROVIDERS
 
 
@@ -76,26 +77,6 @@ def test_validate_checks_the_channel_resp_breath_reads_against_the_dataset(examp
     )
 
 
-def naive_breath_onsets(resp: np.ndarray, fs: float) -> np.ndarray:
-    """Independent reference: band-pass 0.1–1 Hz, then scan for the upward zero crossing that
-    precedes each rise above +0.2 SD, with hysteresis (a new breath needs a fall below −0.2 SD)."""
-    from scipy.signal import butter, sosfiltfilt
-
-    resp = np.where(np.isfinite(resp), resp, np.nanmedian(resp))
-    y = sosfiltfilt(butter(2, [0.1, 1.0], btype="bandpass", fs=fs, output="sos"), resp)
-    level = 0.2 * np.std(y)
-    onsets, rising, crossing = [], False, 0
-    for k in range(1, len(y)):
-        if y[k - 1] <= 0 < y[k]:
-            crossing = k
-        if not rising and y[k] > level:
-            onsets.append(crossing)
-            rising = True
-        elif rising and y[k] < -level:
-            rising = False
-    return np.asarray(onsets)
-
-
 @pytest.mark.parametrize(
     ("record", "cycles_with_a_breath"),
     [("03700181", 0.98), ("v102s", 0.78)],  # ventilated and regular; spontaneous with shallow breaths
@@ -103,7 +84,7 @@ def naive_breath_onsets(resp: np.ndarray, fs: float) -> np.ndarray:
 def test_breaths_of_real_records_against_a_naive_onset_scan(example, physionet_samples, record, cycles_with_a_breath):
     signal, fs, channel_names, _ = example.load(physionet_samples / record)
     track = PHASE_PROVIDERS.build("resp-breath", lead="RESP").phase(signal, fs, channel_names)
-    onsets = naive_breath_onsets(signal[channel_names.index("RESP")], fs)
+    onsets = zero_crossing_breaths(signal[channel_names.index("RESP")], fs)
     inside = (track.events > onsets[0]) & (track.events < onsets[-1])
     cycle = np.searchsorted(onsets, track.events[inside])
     assert len(np.unique(cycle)) == inside.sum()  # never two breaths in one naive cycle

@@ -1,9 +1,11 @@
 """Cyclic coordinates (phase) from biosignals: providers, tracks, token assignment.
 
 The signal-independent core (`provider`, `track`, `composite`, `records`) and one package per
-signal's specifics: `cyclejepa.phase.ecg` (R-peaks).
+signal's specifics: `cyclejepa.phase.ecg` (R-peaks), `cyclejepa.phase.pulse` (pulse waves),
+`cyclejepa.phase.breath` (respiration).
 """
 
+from cyclejepa.phase.breath import BreathProvider
 from cyclejepa.phase.composite import CompositePhaseProvider, CompositeTrack
 from cyclejepa.phase.ecg import (
     DEFAULT_DETECTOR,
@@ -17,6 +19,7 @@ from cyclejepa.phase.ecg import (
     register_detector,
 )
 from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
+from cyclejepa.phase.pulse import PulseProvider
 from cyclejepa.phase.records import phase_record
 from cyclejepa.phase.track import (
     PHASE_MAX,
@@ -40,11 +43,13 @@ __all__ = [
     "register_detector",
     "PHASE_MAX",
     "TWO_PI",
+    "BreathProvider",
     "CompositePhaseProvider",
     "CompositeTrack",
     "EcgRPeakProvider",
     "PhaseProvider",
     "PhaseTrack",
+    "PulseProvider",
     "QCVerdict",
     "causal_phase",
     "causal_phase_from_events",

@@ -160,7 +160,7 @@ class CompositePhaseProvider:
     def qc_tracks(self, track: CompositeTrack) -> QCVerdict:
         """Joint verdict: ok when every coordinate passes its own QC and the joint phase yield
         reaches ``min_phase_yield``. Reasons, details and metrics of a coordinate are prefixed
-        with its name (``"respiratory:too_few_beats"``, ``"cardiac.rate_per_min"``)."""
+        with its name (``"respiratory:too_few_breaths"``, ``"cardiac.rate_per_min"``)."""
         reasons, details, metrics = [], [], {}
         for name, verdict in track.coordinate_qc.items():
             verdict = verdict or QCVerdict(ok=True)

@@ -84,13 +84,13 @@ class PhaseProvider(ABC):
     Parameters
     ----------
     min_events
-        Fewest events (beats) for a usable track (reason ``"too_few_beats"``).
+        Fewest events for a usable track (reason `too_few_reason`).
     interval_range_s
         Plausible (shortest, longest) inter-event interval in seconds; the
-        default 0.25–2.0 s is 30–240 beats per minute (reason ``"implausible_rr"``).
+        default 0.25–2.0 s is 30–240 cycles per minute (reason `interval_reason`).
     max_interval_ratio
         Largest plausible ratio of successive intervals, either way round
-        (reason ``"implausible_rr"``); None disables the check.
+        (reason `interval_reason`); None disables the check.
     min_phase_yield
         Smallest fraction of samples with a defined phase
         (reason ``"low_phase_yield"``).
@@ -115,6 +115,10 @@ class PhaseProvider(ABC):
     channel_pattern
         Class attribute: a regular expression matching the whole name (any case) of a channel
         the provider reads (`reads_channel`); None (the default) claims no channel by name.
+    too_few_reason, interval_reason
+        Class attributes: the provider's names of the QC reasons "too few events" and "an
+        implausible interval" (``"too_few_events"`` and ``"implausible_interval"`` by default;
+        ``"too_few_pulses"`` and ``"implausible_pulse_interval"`` for ``pulse``).
     """
 
     signal: str = "any"
@@ -122,6 +126,8 @@ class PhaseProvider(ABC):
     cycle_band_hz: tuple[float, float] | None = None
     channel_kinds: tuple[str, ...] = ()
     channel_pattern: str | None = None
+    too_few_reason: str = "too_few_events"
+    interval_reason: str = "implausible_interval"
 
     def __init__(
         self,
@@ -182,9 +188,9 @@ class PhaseProvider(ABC):
         low, high = self.interval_range_s
         reasons, details = [], []
         if len(track.events) < self.min_events:
-            reasons.append("too_few_beats")
+            reasons.append(self.too_few_reason)
             details.append(
-                f"too_few_beats: {len(track.events)} events detected, at least "
+                f"{self.too_few_reason}: {len(track.events)} events detected, at least "
                 f"{self.min_events} needed"
             )
         starts = track.events[:-1] / track.fs
@@ -195,23 +201,23 @@ class PhaseProvider(ABC):
             else np.zeros(0, np.int64)
         )
         if len(short) or len(long_) or len(erratic):
-            reasons.append("implausible_rr")
+            reasons.append(self.interval_reason)
             if len(short):
                 i = short[np.argmin(intervals[short])]
                 details.append(
-                    f"implausible_rr: {len(short)} interval(s) shorter than {low:g} s, the "
+                    f"{self.interval_reason}: {len(short)} interval(s) shorter than {low:g} s, the "
                     f"shortest {intervals[i]:.3f} s from {starts[i]:.2f} s"
                 )
             if len(long_):
                 i = long_[np.argmax(intervals[long_])]
                 details.append(
-                    f"implausible_rr: {len(long_)} interval(s) longer than {high:g} s, the "
+                    f"{self.interval_reason}: {len(long_)} interval(s) longer than {high:g} s, the "
                     f"longest {intervals[i]:.3f} s from {starts[i]:.2f} s"
                 )
             if len(erratic):
                 i = erratic[np.argmax(ratios[erratic])]
                 details.append(
-                    f"implausible_rr: successive intervals {intervals[i]:.3f} s and "
+                    f"{self.interval_reason}: successive intervals {intervals[i]:.3f} s and "
                     f"{intervals[i + 1]:.3f} s (from {starts[i]:.2f} s) differ by "
                     f"{ratios[i]:.2f}x, above {self.max_interval_ratio:g}x"
                 )

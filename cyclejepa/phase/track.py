@@ -112,7 +112,8 @@ def token_times(n_tokens: int, patch: int, convention: Convention = "centre") ->
 class QCVerdict:
     """Outcome of phase quality control.
 
-    ``reasons`` uses stable names: ``"too_few_beats"``, ``"implausible_rr"``,
+    ``reasons`` uses stable names, the provider's own for too few events and implausible
+    intervals (`PhaseProvider.too_few_reason`, `PhaseProvider.interval_reason`) and
     ``"low_phase_yield"``; ``details`` says, in words, why each reason was given (the measured
     value, the threshold and, for intervals, where in the record); ``metrics`` holds the
     measured values (None where undefined).

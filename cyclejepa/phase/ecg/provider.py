@@ -71,6 +71,8 @@ class EcgRPeakProvider(PhaseProvider):
     cycle_band_hz = (0.5, 3.5)
     channel_kinds = ("ECG lead",)
     channel_pattern = ECG_LEAD_NAME.pattern
+    too_few_reason = "too_few_beats"
+    interval_reason = "implausible_rr"
 
     def __init__(
         self,

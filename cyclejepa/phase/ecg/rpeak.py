@@ -40,10 +40,11 @@
 from __future__ import annotations
 
 from collections import deque
-from functools import lru_cache
 from statistics import median
 
 import numpy as np
+
+from cyclejepa.phase.filters import bandpass
 
 QRS_BAND_HZ = (5.0, 25.0)
 REFINE_BAND_HZ = (0.5, 45.0)
@@ -96,41 +97,6 @@ def _quantile(x: np.ndarray, q: float) -> np.ndarray:
     a, b = part[..., below], part[..., above]
     t = virtual - below
     return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t
-
-
-@lru_cache(maxsize=32)
-def _butter_bandpass(fs: float, low: float, high: float) -> tuple[np.ndarray, np.ndarray, int]:
-    """Second-order sections, their step-response initial state and scipy's pad length."""
-    from scipy.signal import butter, sosfilt_zi
-
-    sos = butter(2, [low, min(high, 0.45 * fs)], btype="bandpass", fs=fs, output="sos")
-    ntaps = 2 * len(sos) + 1 - min((sos[:, 2] == 0).sum(), (sos[:, 5] == 0).sum())
-    return sos, sosfilt_zi(sos), 3 * ntaps
-
-
-def bandpass(signal: np.ndarray, fs: float, band: tuple[float, float]) -> np.ndarray:
-    """Zero-phase 2nd-order Butterworth band-pass along the last axis (upper edge ≤ 0.45 fs).
-
-    The computation of ``scipy.signal.sosfiltfilt`` (odd extension by 3 × taps, forward and
-    backward passes started from the steady state), with the filter design and its initial
-    state computed once per rate and band instead of on every call.
-    """
-    from scipy.signal import sosfilt
-
-    sos, zi, padlen = _butter_bandpass(float(fs), *map(float, band))
-    x = np.asarray(signal, dtype=np.float64)
-    if x.shape[-1] <= padlen:
-        from scipy.signal import sosfiltfilt
-
-        return sosfiltfilt(sos, x, axis=-1)
-    first, last = x[..., :1], x[..., -1:]
-    extended = np.concatenate(
-        (2 * first - x[..., padlen:0:-1], x, 2 * last - x[..., -2 : -padlen - 2 : -1]), axis=-1
-    )
-    state = zi.reshape(len(sos), *([1] * (x.ndim - 1)), 2)
-    y, _ = sosfilt(sos, extended, axis=-1, zi=state * extended[..., :1])
-    y, _ = sosfilt(sos, y[..., ::-1], axis=-1, zi=state * y[..., -1:])
-    return y[..., ::-1][..., padlen:-padlen]
 
 
 def detection_rate(signal: np.ndarray, fs: float) -> tuple[np.ndarray, float, int]:

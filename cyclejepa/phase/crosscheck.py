@@ -1,0 +1,170 @@
+"""Pulse events against the heartbeats of the same record's ECG: the real-data check of ``pulse``.
+
+A multiparameter record carries an ECG beside its pulse wave (PPG or arterial pressure). The
+reference is the library's R-peak detector on the ECG channel (``ecg-rpeak``, Se/PPV about 1.0
+on MIT-BIH 100: docs/phase.md), so the figures measure the pulse detector, not the annotation.
+A pulse follows its QRS by the pulse transit delay, which differs by record (site, monitor
+alignment): the record's delay D is estimated first (`pulse_delay`: the delay up to
+`MAX_DELAY_S` that matches the most pulses, refined to the median of the matched delays); a
+pulse then matches a QRS, one to one, when it lies within D ± `TOLERANCE_S` of it
+(`score_pulses`).
+
+The failure cases of a camera or finger PPG are built from the same real records
+(`VARIANTS`): the wave inverted (-x), a large constant offset added (+1000 times its range), and
+time stretched to 50 beats per minute (linear interpolation; the QRS times, the longest delay and
+the matching window stretched alike).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from cyclejepa.phase.track import match_events, score_events
+
+__all__ = ["MAX_DELAY_S", "PAIRS", "TOLERANCE_S", "VARIANTS", "Channel", "read_channel", "score_pulses", "stretch"]
+
+MAX_DELAY_S = 0.8
+"""Longest delay from QRS to pulse looked for (`pulse_delay`): the transit delay (0.1–0.45 s)
+plus the misalignment of a monitor's channels (v102s: about 0.5 s in all)."""
+TOLERANCE_S = 0.15
+"""Half-width of the matching window around the record's median delay."""
+ADC_BITS = {212: 12, 310: 10, 311: 10, 8: 8, 80: 8}
+"""Sample width of the storage formats whose header may leave the ADC resolution out (else 16)."""
+SLOW_RATE_PER_MIN = 50.0
+"""The rate the slowed variant is stretched to."""
+
+PAIRS = (
+    ("v102s", "II", "PLETH"),
+    ("a103l", "II", "PLETH"),
+    ("03700181", "MCL1", "ABP"),
+    ("mixedsignals", "II", "Pleth"),
+    ("mixedsignals", "II", "ABP"),
+)
+"""(record, ECG channel, pulse channel) of the shared multiparameter records."""
+
+
+@dataclass(frozen=True)
+class Channel:
+    """One channel of a record in physical units at its own rate, its first sample at ``start_s``."""
+
+    samples: np.ndarray
+    fs: float
+    start_s: float = 0.0
+
+    def times(self, indices: np.ndarray) -> np.ndarray:
+        """Record times (s) of sample ``indices``."""
+        return self.start_s + np.asarray(indices) / self.fs
+
+
+def read_channel(path: str | Path, name: str) -> Channel:
+    """Channel ``name`` of the WFDB record ``path`` at its own rate (a multi-rate record's channels
+    are not resampled to the frame rate), with ADC wrap-around undone (`unwrap_adc`) and missing
+    samples at either end cut off."""
+    import wfdb
+
+    record = wfdb.rdrecord(str(path), smooth_frames=False)
+    row = record.sig_name.index(name)
+    physical = np.asarray(record.e_p_signal[row], dtype=np.float64)
+    finite = np.flatnonzero(np.isfinite(physical))
+    bits = record.adc_res[row] or ADC_BITS.get(int(str(record.fmt[row])[:3]), 16)
+    samples = unwrap_adc(physical[finite[0] : finite[-1] + 1], 2.0**bits / record.adc_gain[row])
+    fs = float(record.fs) * record.samps_per_frame[row]
+    return Channel(samples, fs, finite[0] / fs)
+
+
+def unwrap_adc(x: np.ndarray, span: float) -> np.ndarray:
+    """``x`` with ADC wrap-around undone: a step of more than ``span / 2`` between consecutive
+    finite samples, both in the outer eighths of the range, is ``round(step / span)`` wraps."""
+    out = x.copy()
+    finite = np.flatnonzero(np.isfinite(x))
+    values = x[finite]
+    low, high = np.nanmin(values), np.nanmax(values)
+    near_edge = (values < low + span / 8) | (values > high - span / 8)
+    steps = np.diff(values)
+    wraps = np.where((np.abs(steps) > span / 2) & near_edge[1:] & near_edge[:-1], np.round(steps / span), 0.0)
+    out[finite[1:]] -= np.cumsum(wraps) * span
+    return out
+
+
+def pulse_delay(qrs_s: np.ndarray, pulses_s: np.ndarray, longest_s: float, tolerance_s: float) -> float:
+    """The record's delay from QRS to pulse (s): the delay d in [0, ``longest_s``] (10 ms steps)
+    that matches the most QRS times q to a pulse within q + d ± ``tolerance_s``, refined to the
+    median of the matched pairs' delays."""
+    counts = [len(match_events(pulses_s - d, qrs_s, tolerance_s)[0]) for d in np.arange(0.0, longest_s + 1e-9, 0.01)]
+    best = 0.01 * int(np.argmax(counts))
+    detected, reference = match_events(pulses_s - best, qrs_s, tolerance_s)
+    return float(np.median(pulses_s[detected] - qrs_s[reference])) if len(detected) else best
+
+
+def score_pulses(qrs_s: np.ndarray, pulses_s: np.ndarray, stretch_factor: float = 1.0) -> dict[str, float | int]:
+    """Sensitivity and PPV of pulse times against QRS times (s), matched one to one within the
+    record's delay ± `TOLERANCE_S` (`pulse_delay` up to `MAX_DELAY_S`, `score_events`); both
+    times ``stretch_factor`` for a record played slower (`stretch`). With ``delay_ms``."""
+    tolerance = TOLERANCE_S * stretch_factor
+    delay = pulse_delay(qrs_s, pulses_s, MAX_DELAY_S * stretch_factor, tolerance)
+    shifted = np.round((pulses_s - delay) * 1000.0)
+    scores = score_events(shifted, np.round(qrs_s * 1000.0), 1000.0, tolerance)
+    return {**scores, "delay_ms": round(delay * 1000.0, 1)}
+
+
+def stretch(x: np.ndarray, factor: float) -> np.ndarray:
+    """``x`` played ``factor`` times slower at the same rate: y[n] = x(n / factor), linearly
+    interpolated."""
+    n = int(np.floor((len(x) - 1) * factor)) + 1
+    return np.interp(np.arange(n) / factor, np.arange(len(x)), x)
+
+
+def _slowed(x: np.ndarray, rate_per_min: float) -> tuple[np.ndarray, float]:
+    factor = rate_per_min / SLOW_RATE_PER_MIN
+    return stretch(x, factor), factor
+
+
+VARIANTS: dict[str, Callable[[np.ndarray, float], tuple[np.ndarray, float]]] = {
+    "as recorded": lambda x, rate: (x, 1.0),
+    "inverted": lambda x, rate: (-x, 1.0),
+    "offset": lambda x, rate: (x + 1000.0 * (np.nanmax(x) - np.nanmin(x)), 1.0),
+    "slowed": _slowed,
+}
+"""Variant name -> f(wave, the record's rate per minute) = (new wave, time stretch factor)."""
+
+
+def zero_crossing_breaths(resp: np.ndarray, fs: float) -> np.ndarray:
+    """An independent breath count, the reference of ``breath``: the signal band-passed to
+    0.1–1 Hz (scipy's Butterworth, order 2, zero phase), then each upward zero crossing that
+    precedes a rise above +0.2 SD, with hysteresis (a new breath needs a fall below −0.2 SD
+    first). Returns the sample index of each breath's upward zero crossing."""
+    from scipy.signal import butter, sosfiltfilt
+
+    resp = np.where(np.isfinite(resp), resp, np.nanmedian(resp))
+    y = sosfiltfilt(butter(2, [0.1, 1.0], btype="bandpass", fs=fs, output="sos"), resp)
+    level = 0.2 * np.std(y)
+    onsets, rising, crossing = [], False, 0
+    for k in range(1, len(y)):
+        if y[k - 1] <= 0 < y[k]:
+            crossing = k
+        if not rising and y[k] > level:
+            onsets.append(crossing)
+            rising = True
+        elif rising and y[k] < -level:
+            rising = False
+    return np.asarray(onsets, dtype=np.int64)
+
+
+def score_breaths(reference: np.ndarray, breaths: np.ndarray) -> dict[str, float | int]:
+    """Breaths against the cycles between consecutive reference breaths (sample indices): the
+    sensitivity is the fraction of cycles holding at least one breath, the PPV the fraction of
+    breaths inside the reference's span that are the first of their cycle."""
+    inside = breaths[(breaths >= reference[0]) & (breaths < reference[-1])]
+    cycles = np.searchsorted(reference, inside, side="right") - 1
+    found = len(np.unique(cycles))
+    n_cycles = len(reference) - 1
+    return {
+        "sensitivity": found / n_cycles if n_cycles else float("nan"),
+        "ppv": found / len(inside) if len(inside) else float("nan"),
+        "cycles": n_cycles,
+        "breaths": len(inside),
+    }
