@@ -15,6 +15,7 @@ from cyclejepa.data.datasets import Record, RecordRejected, band_rates, conform,
 from cyclejepa.data.preprocess import Preparation, cut_windows, highpass, spread_ratio
 from cyclejepa.data.wfdb_folder import WfdbFolder, adc_limits, unwrap
 from cyclejepa.data.wfdb_format import read_header
+from cyclejepa.embed import Preprocessing
 from cyclejepa.registry import DATASETS
 
 from conftest import SAMPLES
@@ -142,7 +143,7 @@ def test_rates_and_preparation_follow_the_cycle_band():
     dataset = WfdbFolder(None, channels=["PLETH"])
     assert dataset.preparation((0.5, 3.5)) == Preparation((0.25,), "record", 3.0)
     assert dataset.preparation(None).is_default
-    assert WfdbFolder(None, channels=["PLETH"], highpass_hz=None, drop_s=1).preparation((0.5, 3.5)) == Preparation((None,), "record", 1.0)
+    assert WfdbFolder(None, channels=["PLETH"], highpass_hz=None, drop_s=1).preparation((0.5, 3.5)) == Preparation((), "record", 1.0)
 
 
 def test_the_config_derives_the_rates_from_the_providers_band(tmp_path):
@@ -209,4 +210,7 @@ def test_prepare_warns_of_an_offset_the_corpus_z_score_leaves_and_the_band_defau
         spread = manifest["dataset"].get("spread_warnings", [])
         assert [w["channel"] for w in spread] == (["PLETH"] if warned else [])
         assert ("preparation" in manifest["arguments"]) is not warned
+        preprocessing = Preprocessing.from_cache(cache, "wfdb", {"channels": ["PLETH"], **options})
+        assert preprocessing.preparation == dataset.preparation((0.5, 3.5))  # what embed applies (ecg-rpeak's band)
+        assert Preprocessing.from_dict(preprocessing.to_dict()) == preprocessing  # what a package carries
     assert "channel PLETH" in caplog.text and "high-pass" in caplog.text

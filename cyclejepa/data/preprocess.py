@@ -220,11 +220,13 @@ class Preparation:
             raise ValueError(f"drop_s must be a finite number of seconds >= 0, got {self.drop_s!r}")
         if any(c is not None and not (np.isfinite(c) and c > 0) for c in self.highpass_hz):
             raise ValueError(f"high-pass cut-offs must be positive (Hz) or None, got {list(self.highpass_hz)}")
+        if all(c is None for c in self.highpass_hz):
+            object.__setattr__(self, "highpass_hz", ())  # no filter on any channel is one thing
 
     @property
     def is_default(self) -> bool:
-        """True when it changes nothing (`Preparation()` up to cut-offs that are all None)."""
-        return self.scope == "corpus" and self.drop_s == 0 and all(c is None for c in self.highpass_hz)
+        """True when it changes nothing (equal to `Preparation()`)."""
+        return self == Preparation()
 
     def to_dict(self) -> dict:
         return {"highpass_hz": list(self.highpass_hz), "scope": self.scope, "drop_s": self.drop_s}
