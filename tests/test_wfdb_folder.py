@@ -141,9 +141,9 @@ def test_rates_and_preparation_follow_the_cycle_band():
     with pytest.raises(ValueError, match="set data.fs"):
         WfdbFolder.rates()
     dataset = WfdbFolder(None, channels=["PLETH"])
-    assert dataset.preparation((0.5, 3.5)) == Preparation((0.25,), "record", 3.0)
+    assert dataset.preparation((0.5, 3.5)) == Preparation((0.25,), "corpus", 3.0)
     assert dataset.preparation(None).is_default
-    assert WfdbFolder(None, channels=["PLETH"], highpass_hz=None, drop_s=1).preparation((0.5, 3.5)) == Preparation((), "record", 1.0)
+    assert WfdbFolder(None, channels=["PLETH"], highpass_hz=None, normalisation="window", drop_s=1).preparation((0.5, 3.5)) == Preparation((), "window", 1.0)
 
 
 def test_the_config_derives_the_rates_from_the_providers_band(tmp_path):

@@ -39,9 +39,11 @@ by ``cyclejepa embed`` alike): ``highpass_hz``, ``normalisation`` and ``drop_s``
 ``"auto"`` by default. With a provider that declares a cycle band (low, high), ``auto`` is a
 zero-phase high-pass at low / 2 on every channel (0.25 Hz for a heartbeat, 0.05 Hz for
 breathing: an offset and drifts slower than the slowest cycle go, the fundamental keeps 94 % of
-its power), a z-score per record, and 1.5 / low seconds dropped at the start (3 s for a
-heartbeat: a camera's exposure settling and the filter's start). Without a band, ``auto`` is no
-filter, the corpus-wide z-score and no drop.
+its power), the corpus-wide z-score after it, and 1.5 / low seconds dropped at the start (3 s
+for a heartbeat: a camera's exposure settling and the filter's start). Without a band, ``auto``
+is no filter and no drop. ``normalisation: auto`` is the corpus-wide z-score, the paper's (on a
+raw camera-like corpus it trained a transport arm in 4 of 4 seeds, per record and per window in
+3 of 4: docs/your-signal.md).
 """
 
 from __future__ import annotations
@@ -133,7 +135,7 @@ class WfdbFolder(Dataset):
             cutoffs = [cutoffs] * len(self.channels)
         if len(cutoffs) != len(self.channels):
             raise ValueError(f"data.options.highpass_hz: {len(cutoffs)} cut-offs for {len(self.channels)} channels")
-        scope = ("record" if low else "corpus") if self.normalisation == "auto" else self.normalisation
+        scope = "corpus" if self.normalisation == "auto" else self.normalisation
         drop = (1.5 / low if low else 0.0) if self.drop_s == "auto" else self.drop_s
         try:
             return Preparation(tuple(None if c is None else float(c) for c in cutoffs), scope, float(drop))
