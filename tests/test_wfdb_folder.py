@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cyclejepa.data.cache import cut_record, prepare_cache
+from cyclejepa.data.cache import cut_record, decimate_fast, prepare_cache
 from cyclejepa.data.datasets import Record, RecordRejected, band_rates, conform, hash_fold
 from cyclejepa.data.preprocess import Preparation, cut_windows, highpass, spread_ratio
 from cyclejepa.data.wfdb_folder import WfdbFolder, adc_limits, unwrap
@@ -213,4 +213,9 @@ def test_prepare_warns_of_an_offset_the_corpus_z_score_leaves_and_the_band_defau
         preprocessing = Preprocessing.from_cache(cache, "wfdb", {"channels": ["PLETH"], **options})
         assert preprocessing.preparation == dataset.preparation((0.5, 3.5))  # what embed applies (ecg-rpeak's band)
         assert Preprocessing.from_dict(preprocessing.to_dict()) == preprocessing  # what a package carries
+        first = dataset.entries()[0]  # (kept: nothing was rejected) embed's path for a record (cut_record, prepare_record) is the cache's
+        windows = cut_record(dataset.read(first), ["PLETH"], cache.event_fs, preprocessing.window,
+                             preparation=preprocessing.preparation)  # fmt: skip
+        decimated = np.stack([decimate_fast(w, preprocessing.decimation) for w in windows])
+        np.testing.assert_allclose(preprocessing.norm.apply(decimated), cache.signals[: len(windows)], atol=1e-6)  # rows in record order
     assert "channel PLETH" in caplog.text and "high-pass" in caplog.text
