@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from cyclejepa.config import cycle_band
 from cyclejepa.data.cache import files
 from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PHASE_REVISION, arguments_hash
 from cyclejepa.data.cache.prepared import PreparedCache, inconsistencies
@@ -138,14 +139,6 @@ def _arguments(
         "cyclejepa_version": __version__,
         **({} if preparation.is_default else {"preparation": preparation.to_dict()}),
     }
-
-
-def cycle_band(phase_provider: str) -> tuple[float, float] | None:
-    """The registered provider's ``cycle_band_hz`` (None when it declares none)."""
-    from cyclejepa.registry import PHASE_PROVIDERS
-
-    band = getattr(PHASE_PROVIDERS.get(phase_provider), "cycle_band_hz", None)
-    return None if band is None else (float(band[0]), float(band[1]))
 
 
 def _current_cache(cache_dir: Path, arguments: Mapping[str, Any]) -> PreparedCache | None:
