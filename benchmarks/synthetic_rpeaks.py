@@ -38,9 +38,9 @@ def main() -> None:
     margin = int(round(args.tolerance_ms * FS / 1000))
     totals = Counter()
     records_with_errors = 0
-    for i, ecg_id in enumerate(cache.columns["ecg_id"]):
+    for i, ecg_id in enumerate(cache.columns["record_id"]):
         score = score_events(
-            inside(cache.rpeaks(i), margin), inside(truth[int(ecg_id)], margin), FS,
+            inside(cache.events(i), margin), inside(truth[int(ecg_id)], margin), FS,
             tolerance_s=args.tolerance_ms / 1000,
         )  # fmt: skip
         totals.update({key: score[key] for key in ("tp", "fn", "fp")})

@@ -108,14 +108,16 @@ def info() -> None:
 def phase(
     records: Annotated[list[Path], typer.Argument(help="WFDB record paths, without extension")],
     lead: Annotated[str | None, typer.Option(help="lead name, a comma list, or 'all'; default II")] = None,
-    provider: Annotated[str | None, typer.Option(help="registered phase provider [default: ecg-rpeak]")] = None,
+    provider: Annotated[str | None, typer.Option(help="registered phase provider [default: from the channel names]")] = None,
     config: Annotated[Path | None, typer.Option(help="take provider and options from this config's phase section")] = None,
     format: Annotated[str, typer.Option("--format", help="jsonl or table")] = "jsonl",
 ) -> None:
-    """Detect cycle events (R-peaks) and phase QC for each record: one JSON object per record.
+    """Detect cycle events and phase QC for each record: one JSON object per record.
 
-    A record that cannot be read is reported on stderr and skipped; the exit status is 1 when
-    any was.
+    Without --provider the channel names choose: ecg-rpeak ("r_peaks") on a record with an ECG
+    lead, else the one provider that reads its channels (pulse, breath: "events"), else an error
+    naming the choices. A record that cannot be read is reported on stderr and skipped; the exit
+    status is 1 when any was.
     """
     import json
 
@@ -129,9 +131,8 @@ def phase(
             raise typer.BadParameter("--config sets the provider and its options: drop --provider and --lead")
         phase_section = _load(config, None).phase
         provider, options = phase_section.provider, dict(phase_section.options)
-    provider = provider or "ecg-rpeak"
     leads = lead.split(",") if lead and "," in lead else lead
-    table = Table("record", "fs", "beats", "phase yield", "qc")
+    table = Table("record", "fs", "events", "phase yield", "qc")
     table.columns[0].overflow = "fold"  # whole names: records often share a long prefix
     names, failed = _short_names(records), 0
     for record, name in zip(records, names):
@@ -145,7 +146,7 @@ def phase(
             print(json.dumps(result))
         else:
             verdict = "ok" if result["qc"]["ok"] else ", ".join(result["qc"]["reasons"])
-            table.add_row(name, str(result["fs"]), _beats(result), f"{result['phase_yield']:.3f}", verdict)
+            table.add_row(name, str(result["fs"]), _event_count(result), f"{result['phase_yield']:.3f}", verdict)
     if format == "table" and table.row_count:
         console.print(table)
     if failed:
@@ -153,11 +154,11 @@ def phase(
         raise typer.Exit(code=1)
 
 
-def _beats(result: dict) -> str:
+def _event_count(result: dict) -> str:
     """Event count of a `phase_record` result; per coordinate for several."""
     if "coordinates" in result:
         return ", ".join(f"{name} {len(c['events'])}" for name, c in result["coordinates"].items())
-    return str(len(result["r_peaks"]))
+    return str(len(result["r_peaks"])) if "r_peaks" in result else f"{len(result['events'])} ({result['event']})"
 
 
 def _short_names(records: list[Path]) -> list[str]:

@@ -462,7 +462,8 @@ def _shape_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
 
 def _lead_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
     """Channels the phase provider reads (its ``lead`` option, else that option's default; each
-    coordinate's for ``composite``) that the dataset does not keep."""
+    coordinate's for ``composite``) that the dataset does not keep; with neither, a provider that
+    picks its channel by name (`PhaseProvider.reads_channel`) and finds none of the dataset's."""
     import inspect
 
     readers = [("phase.options", cfg.phase.provider, cfg.phase.options)]
@@ -479,6 +480,12 @@ def _lead_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
         lead = options.get("lead", default)
         wanted = [lead] if isinstance(lead, str) and lead != "all" else lead if isinstance(lead, (list, tuple)) else []
         origin = "" if "lead" in options else f" (the default of phase provider {name!r})"
+        provider = registry.PHASE_PROVIDERS.get(name)
+        if lead is None and getattr(provider, "channel_pattern", None) and not any(map(provider.reads_channel, channels)):
+            problems.append(
+                f"{key}.lead: phase provider {name!r} reads {', '.join(provider.channel_kinds)} channels by name, and "
+                f"dataset {cfg.data.dataset!r} has none ({', '.join(channels)}); name its channel with {key}.lead"
+            )
         for channel in wanted:
             if str(channel).lower() not in {c.lower() for c in channels}:
                 hint = closest_match(str(channel), channels)

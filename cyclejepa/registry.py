@@ -60,11 +60,26 @@ def closest_match(name: str, choices: list[str]) -> str | None:
     return found[0] if found else None
 
 
+EXAMPLES_PACKAGE = "the cyclejepa-examples package: `pip install -e examples` in a checkout of the repository"
+KNOWN_ELSEWHERE: dict[tuple[str, str], str] = {
+    ("phase provider", "resp-breath"): f"is registered by {EXAMPLES_PACKAGE} (the core provider 'breath' reads respiration)",
+    ("phase provider", "pulse-phase"): "was the examples' pulse provider; the core provider 'pulse' replaces it",
+    ("dataset", "multiparameter"): f"is registered by {EXAMPLES_PACKAGE}",
+    ("dataset", "pulse-wave"): f"is registered by {EXAMPLES_PACKAGE}",
+}
+"""(kind, name) of components that live outside the core, and where they come from."""
+
+
 def unknown_name_message(kind: str, name: str, available: list[str]) -> str:
-    """Message for an unknown name: the registered names and, when there is one, the fix."""
+    """Message for an unknown name: the registered names and, when there is one, the fix (a
+    close registered name, or the package that registers it: `KNOWN_ELSEWHERE`)."""
     message = f"unknown {kind} {name!r}; registered: {', '.join(sorted(available)) or '(none)'}"
+    elsewhere = KNOWN_ELSEWHERE.get((kind, name))
     hint = closest_match(name, available)
-    message += f". Did you mean {hint!r}?" if hint else ""
+    if elsewhere:
+        message += f"; {name!r} {elsewhere}"
+    elif hint:
+        message += f". Did you mean {hint!r}?"
     missing = "; ".join(f"{module} needs {package}" for module, package in UNAVAILABLE.items())
     return message + (f" (not loaded: {missing})" if missing else "")
 

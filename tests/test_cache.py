@@ -92,12 +92,12 @@ def hand_meta() -> pd.DataFrame:
     """Eight records: six in folds 1-2, two in fold 10, with hand-countable composition."""
     meta = pd.DataFrame(
         {
-            "ecg_id": range(1, 9),
+            "record_id": range(1, 9),
             "patient_id": [1, 1, 2, 3, 4, 5, 6, 6],
             "fold": [1, 1, 2, 2, 2, 2, 10, 10],
             "age": [40, 50, 300, 60, 70, 300, 30, 80],
             "sex": [0, 0, 1, 1, 0, 1, 0, 1],
-            "beats": [10, 12, 8, 11, 14, 12, 9, 10],
+            "events": [10, 12, 8, 11, 14, 12, 9, 10],
             "phase_yield": [0.9, 0.8, 0.7, 0.95, 0.85, 0.6, 0.9, 0.92],
             "qc_ok": [True, True, False, True, True, False, True, False],
             "qc_reason": ["", "", "too_few_beats", "", "", "implausible_rr", "", "x"],
@@ -202,9 +202,9 @@ def test_rejection_log_holds_exactly_the_corrupted_records(prepared):
     reloaded = PreparedCache(prepared.path)
     assert {r.record_id: r.check for r in reloaded.rejections} == CORRUPTED
     kept = [i for i in range(1, N_RECORDS + 1) if i not in CORRUPTED]
-    assert len(prepared) == N_RECORDS - len(CORRUPTED) and prepared.columns["ecg_id"].tolist() == kept
+    assert len(prepared) == N_RECORDS - len(CORRUPTED) and prepared.columns["record_id"].tolist() == kept
     counts = prepared.manifest["counts"]
-    qc_failed = prepared.columns["ecg_id"][~prepared.columns["qc_ok"]].tolist()
+    qc_failed = prepared.columns["record_id"][~prepared.columns["qc_ok"]].tolist()
     assert FLAT_ID in qc_failed  # a flat line has no beats
     assert counts == {"records": 40, "records_kept": 35, "kept": 35, "rejected": 5, "qc_failed": len(qc_failed)}
     for array in (prepared.phase_centre, prepared.phase_causal):
@@ -214,7 +214,7 @@ def test_rejection_log_holds_exactly_the_corrupted_records(prepared):
 
 def test_normalisation_and_signals_match_independent_recomputation(prepared, corpus):
     """Statistics over the kept fold-1..9 records only, by an independent float64 decimation."""
-    ids, folds = prepared.columns["ecg_id"], prepared.columns["fold"]
+    ids, folds = prepared.columns["record_id"], prepared.columns["fold"]
     decimated = {i: reference_decimate(read_record(corpus, int(i)).astype(np.float64)) for i in ids}
     train = np.concatenate([decimated[i] for i, f in zip(ids, folds) if f <= 9], axis=1)
     np.testing.assert_allclose(prepared.norm.mean, train.mean(axis=1), atol=1e-6)
@@ -230,22 +230,22 @@ def test_phases_rpeaks_labels_and_qc_match_their_sources(prepared, corpus):
 
     provider = PHASE_PROVIDERS.build("ecg-rpeak")
     for row in (0, 20):
-        track = provider.phase(read_record(corpus, int(prepared.columns["ecg_id"][row])), 500, LEADS)
-        np.testing.assert_array_equal(prepared.rpeaks(row), track.events)
+        track = provider.phase(read_record(corpus, int(prepared.columns["record_id"][row])), 500, LEADS)
+        np.testing.assert_array_equal(prepared.events(row), track.events)
         for convention in ("centre", "causal"):
             np.testing.assert_allclose(
                 prepared.phases(convention)[row], track.at_tokens(8, 100, convention), atol=1e-6
             )
-        assert prepared.columns["beats"][row] == len(track.events)
-    flat = prepared.columns["ecg_id"].tolist().index(FLAT_ID)  # QC failure: flagged, kept
+        assert prepared.columns["events"][row] == len(track.events)
+    flat = prepared.columns["record_id"].tolist().index(FLAT_ID)  # QC failure: flagged, kept
     assert not prepared.columns["qc_ok"][flat] and prepared.columns["qc_reason"][flat]
     assert np.isnan(prepared.phase_centre[flat]).all()
     verdicts = [
         provider.phase(read_record(corpus, int(ecg_id)), 500, LEADS).qc.ok
-        for ecg_id in prepared.columns["ecg_id"]
+        for ecg_id in prepared.columns["record_id"]
     ]
     np.testing.assert_array_equal(prepared.columns["qc_ok"], verdicts)
-    source = PTBXL(corpus).metadata.set_index("ecg_id").loc[prepared.columns["ecg_id"]]
+    source = PTBXL(corpus).metadata.set_index("ecg_id").loc[prepared.columns["record_id"]]
     np.testing.assert_array_equal(prepared.labels("superclass"), source.filter(like="super_").to_numpy())
     np.testing.assert_array_equal(prepared.labels("subclass"), source.filter(like="sub_").to_numpy())
     assert (prepared.columns["fold"][prepared.select([10])] == 10).all()
@@ -274,6 +274,27 @@ def test_second_prepare_does_no_work_and_changed_arguments_rebuild(prepared, cor
     assert calls  # a modified file is detected and rebuilt
 
 
+def test_a_cache_in_the_older_layout_is_refused_by_readers_and_rebuilt_by_prepare(prepared, corpus, tmp_path):
+    """Format 2 wrote rpeaks.npz and meta.csv columns ecg_id and beats: reading one names the
+    command that rebuilds it; `prepare` rebuilds it with the same arrays under the neutral names."""
+    import json
+
+    old = tmp_path / "old"
+    shutil.copytree(prepared.path, old)
+    (old / "events.npz").rename(old / "rpeaks.npz")
+    meta = (old / "meta.csv").read_text().split("\n", 1)
+    header = meta[0].replace("record_id,", "ecg_id,").replace(",events,", ",beats,")
+    (old / "meta.csv").write_text(header + "\n" + meta[1])
+    manifest = json.loads((old / "manifest.json").read_text())
+    manifest["arguments"]["cache_format"] = 2
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"format 2; this cyclejepa reads format 3: rebuild it with `cyclejepa prepare CONFIG`"):
+        PreparedCache(old)
+    rebuilt = prepare_cache(PTBXL(corpus), old, progress=False)
+    assert sorted(p.name for p in old.iterdir()) == sorted(p.name for p in prepared.path.iterdir())
+    assert rebuilt.manifest["files"] == prepared.manifest["files"]  # every file byte for byte
+
+
 def test_two_workers_write_the_same_cache(prepared, corpus, tmp_path):
     parallel = prepare_cache(PTBXL(corpus), tmp_path / "w2", workers=2, progress=False)
     assert parallel.manifest["files"] == prepared.manifest["files"]
@@ -297,7 +318,7 @@ def test_bad_rows_are_rejected_into_the_log_and_the_run_goes_on(real_rows, tmp_p
     from test_ptbxl import GOOD_IDS, ROW_REJECTIONS
 
     cache = prepare_cache(PTBXL(real_rows), tmp_path / "cache", progress=False)
-    assert cache.columns["ecg_id"].tolist() == GOOD_IDS
+    assert cache.columns["record_id"].tolist() == GOOD_IDS
     logged = pd.read_csv(tmp_path / "cache" / "rejections.csv", keep_default_na=False)
     assert list(logged["id"]) == [str(i) for i, _ in ROW_REJECTIONS] and set(logged["check"]) == {"metadata"}
     assert [r.record_id for r in PreparedCache(cache.path).rejections] == [i for i, _ in ROW_REJECTIONS]

@@ -77,9 +77,9 @@ def test_one_coordinate_cache_keeps_the_single_phase_layout(plugins):
     samples = round(cfg.data.window_s * fs)
     assert cache.coordinates == () and cache.phase_centre.shape == (len(cache), samples // per_token) == (len(cache), 32)
     assert "phase_coordinates" not in cache.manifest
-    with np.load(cache.path / "rpeaks.npz") as f:
+    with np.load(cache.path / "events.npz") as f:
         assert sorted(f.files) == ["indices", "offsets"]
-    dataset, provider = runner.build_dataset(cfg), PHASE_PROVIDERS.build("resp-breath", lead="RESP")
+    dataset, provider = runner.build_dataset(cfg), PHASE_PROVIDERS.build("breath", lead="RESP")
     from cyclejepa.data.cache import record_windows
 
     stack = []
@@ -100,7 +100,7 @@ def test_validate_checks_spectrum_rank_against_phase_coordinates(plugins):
     with pytest.raises(ConfigError, match=r"has rank 1 \(torus coordinates\), but phase.provider 'composite' gives 2"):
         runner.preflight(config("cardio_respiratory.yaml", plugins / "a", "symmetry.name=u1",
                                 'symmetry.spectrum="4x0+8x1+4x2"'))  # fmt: skip
-    with pytest.raises(ConfigError, match=r"has rank 2 \(torus coordinates\), but phase.provider 'resp-breath' gives 1"):
+    with pytest.raises(ConfigError, match=r"has rank 2 \(torus coordinates\), but phase.provider 'breath' gives 1"):
         runner.preflight(config("respiration.yaml", plugins / "b", "symmetry.name=torus",
                                 'symmetry.spectrum="4x(0,0)+4x(1,0)+4x(0,1)+2x(1,1)"'))  # fmt: skip
 
@@ -151,7 +151,7 @@ def test_examples_pyproject_declares_every_plugin():
     project = tomllib.loads((EXAMPLES / "pyproject.toml").read_text())
     entries = project["project"]["entry-points"]["cyclejepa.plugins"]
     assert entries == {"resp": "custom_phase_provider", "multiparameter": "multiparameter_dataset",
-                       "pulse-phase": "pulse_phase", "pulse-wave": "pulse_wave_dataset"}  # fmt: skip
+                       "pulse-wave": "pulse_wave_dataset"}  # fmt: skip
     assert all((EXAMPLES / f"{module}.py").is_file() for module in project["tool"]["setuptools"]["py-modules"])
 
 

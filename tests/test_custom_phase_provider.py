@@ -115,4 +115,5 @@ def test_cli_phase_runs_the_entry_point_provider_with_lead(example, physionet_sa
     printed = json.loads(result.output.strip().splitlines()[-1])
     signal, fs, channel_names, _ = example.load(record)
     expected = example.BreathPhase(lead="RESP").phase(signal, fs, channel_names)
-    assert printed["r_peaks"] == expected.events.tolist() and printed["qc"]["ok"]
+    assert printed["events"] == expected.events.tolist() and printed["qc"]["ok"]
+    assert (printed["provider"], printed["event"]) == ("resp-breath", "breath") and "r_peaks" not in printed

@@ -44,7 +44,7 @@ def trained(tmp_path_factory):
 def evaluation_embeddings(cfg, cache, encoder):
     """The evaluation stage's record representations with the encoder's model, by ecg_id."""
     reps = record_embeddings(cfg, cache, encoder.model, torch.device("cpu"))
-    return cache.columns["ecg_id"][reps.rows], reps.features
+    return cache.columns["record_id"][reps.rows], reps.features
 
 
 def write_record(path, signal, fs, names):
@@ -78,7 +78,7 @@ def test_cli_and_load_encoder_give_the_evaluation_stages_embeddings(trained, tmp
     rows = [by_path[paths[i]] for i in ids]
     np.testing.assert_allclose(saved["embeddings"][rows], features, rtol=1e-5, atol=1e-6)
     assert saved["qc_ok"][rows].all() and len(ids) > 30
-    order = [by_path[paths[i]] for i in cache.columns["ecg_id"]]
+    order = [by_path[paths[i]] for i in cache.columns["record_id"]]
     np.testing.assert_array_equal(saved["token_phases"][order], cache.phases("centre"))
     np.testing.assert_array_equal(saved["window_qc_ok"][order], cache.columns["qc_ok"])
 

@@ -53,7 +53,7 @@ def test_beat_times_and_heart_rates_equal_the_providers_events_in_seconds(corpus
     heart_rates = record_heart_rates(cache, rows)
     assert beats.fs == 50.0 and len(beats) == len(cache) >= 10
     for row, beat_samples, hr in zip(rows, beats.records(), heart_rates):
-        seconds = provider_events(root, int(cache.columns["ecg_id"][row])) / EVENT_FS
+        seconds = provider_events(root, int(cache.columns["record_id"][row])) / EVENT_FS
         assert len(seconds) >= 5
         np.testing.assert_allclose(beat_samples / cache.fs, seconds, rtol=1e-12, atol=0)
         assert hr == pytest.approx(60.0 / np.median(np.diff(seconds)), rel=1e-12)
@@ -70,7 +70,7 @@ def test_the_battery_perturbs_at_the_providers_beats_in_milliseconds(corpus):
     shifted = PERTURBATIONS.get("st-shift")(x, 2.0, onset, beats, np.random.default_rng(0)).signals
     for i, row in enumerate(rows):
         changed = np.flatnonzero((shifted[i] != x[i]).any(0).numpy()) / cache.fs  # seconds
-        seconds = provider_events(root, int(cache.columns["ecg_id"][row])) / EVENT_FS
+        seconds = provider_events(root, int(cache.columns["record_id"][row])) / EVENT_FS
         assert len(changed) > 2 * len(seconds)
         since = changed[:, None] - seconds[None, :]
         assert ((since > 0.06) & (since < 0.16)).any(1).all()

@@ -5,6 +5,7 @@ import inside a function cannot hide a step reaching back up.
 """
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -221,3 +222,47 @@ def test_cycles_upward_and_corpus_imports_are_found(tmp_path):
     ]
     assert upward_imports(package) == ["cyclejepa/data/cache.py:1: cyclejepa.data.cache takes ['__version__'] from cyclejepa/__init__.py"]
     assert corpus_imports(package) == ["cyclejepa/data/cache.py:2: cyclejepa.data.cache imports the corpus cyclejepa.data.ptbxl"]
+
+
+# ------------------------------------------------------------------ signal-neutral words
+
+
+NEUTRAL_MODULES = (
+    "data/cache", "data/cohort.py", "phase/provider.py", "phase/track.py", "phase/cycles.py", "phase/filters.py",
+    "phase/composite.py", "phase/pulse.py", "phase/breath.py",
+)  # fmt: skip
+"""Generic layers (and the non-ECG providers): they name no ECG thing."""
+ECG_WORDS = re.compile(r"ecg_id|(?<!ecg-)rpeaks?|r_peaks?|r-peaks?|too_few_beats|implausible_rr", re.IGNORECASE)
+"""The ECG words; the provider name ``ecg-rpeak`` (a default the layers may name) is not one."""
+
+
+def ecg_words(root: Path = PACKAGE) -> list[str]:
+    """Each line of a `NEUTRAL_MODULES` module that holds an `ECG_WORDS` word (code, strings, docs)."""
+    found = []
+    for place in NEUTRAL_MODULES:
+        target = root / place
+        for path in sorted(target.rglob("*.py") if target.is_dir() else [target]):
+            for number, line in enumerate(path.read_text().splitlines(), 1):
+                if ECG_WORDS.search(line):
+                    found.append(f"{path.relative_to(root.parent)}:{number}: {line.strip()}")
+    return found
+
+
+def test_generic_layers_use_no_ecg_words():
+    assert ecg_words() == []
+
+
+def test_an_ecg_word_in_a_generic_layer_is_found(tmp_path):
+    package = tmp_path / "cyclejepa"
+    for place in NEUTRAL_MODULES:
+        target = package / place
+        (target if not place.endswith(".py") else target.parent).mkdir(parents=True, exist_ok=True)
+        if place.endswith(".py"):
+            target.write_text('"""Cycles."""\n')
+    (package / "data" / "cache" / "files.py").write_text('COLUMNS = ("ecg_id", "record")\nEVENTS = "rpeaks.npz"\n')
+    (package / "phase" / "provider.py").write_text('reasons.append("too_few_beats")\n')
+    assert ecg_words(package) == [
+        'cyclejepa/data/cache/files.py:1: COLUMNS = ("ecg_id", "record")',
+        'cyclejepa/data/cache/files.py:2: EVENTS = "rpeaks.npz"',
+        'cyclejepa/phase/provider.py:1: reasons.append("too_few_beats")',
+    ]

@@ -642,3 +642,18 @@ def test_providers_declare_cycle_band_and_the_channels_they_read():
         assert EcgRPeakProvider.reads_channel(name), name
     for name in ("PLETH", "ABP", "RESP", "Pleth", "ART"):
         assert not EcgRPeakProvider.reads_channel(name), name
+
+
+def test_an_unknown_provider_from_elsewhere_names_where_it_comes_from(monkeypatch):
+    from cyclejepa.registry import UnknownComponentError
+
+    PHASE_PROVIDERS.names()  # the built-ins loaded, then the examples' provider taken out if a test registered it
+    monkeypatch.setattr(PHASE_PROVIDERS, "_entries", {k: v for k, v in PHASE_PROVIDERS._entries.items() if k != "resp-breath"})
+    with pytest.raises(UnknownComponentError) as caught:
+        PHASE_PROVIDERS.get("pulse-phase")
+    assert str(caught.value).startswith("unknown phase provider 'pulse-phase'; registered: breath, composite, ecg-rpeak, pulse")
+    assert str(caught.value).endswith("'pulse-phase' was the examples' pulse provider; the core provider 'pulse' replaces it")
+    with pytest.raises(UnknownComponentError, match=r"'resp-breath' is registered by the cyclejepa-examples package: `pip install -e examples`"):
+        PHASE_PROVIDERS.get("resp-breath")
+    with pytest.raises(UnknownComponentError, match=r"unknown phase provider 'puls'.*Did you mean 'pulse'\?"):
+        PHASE_PROVIDERS.get("puls")

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import SAMPLES
 from cyclejepa.phase import PhaseProvider
-from cyclejepa.phase.crosscheck import PAIRS, VARIANTS, read_channel, score_pulses, stretch
+from cyclejepa.phase.crosscheck import PAIRS, VARIANTS, check_pulses, score_pulses, stretch
 from cyclejepa.phase.cycles import orientation, pick_with_refractory, window_period
 from cyclejepa.phase.pulse import PulseProvider
 from cyclejepa.registry import PHASE_PROVIDERS
@@ -159,16 +159,85 @@ def test_stretch_is_the_wave_played_slower():
 def test_one_pulse_per_qrs_on_real_records_inverted_offset_and_slowed(record, ecg, wave):
     """v102s (PLETH) and 03700181 (ABP) against the R-peaks of their own ECG: sensitivity and PPV
     within 5 % of one, as recorded, inverted, with a large offset and slowed to 50 per minute."""
-    qrs_channel = read_channel(SAMPLES / record, ecg)
-    pulse_channel = read_channel(SAMPLES / record, wave)
-    qrs = PHASE_PROVIDERS.build("ecg-rpeak", lead=ecg, detection_leads=[ecg]).phase(
-        qrs_channel.samples[None], qrs_channel.fs, [ecg]
+    rows = check_pulses(SAMPLES / record, ecg, wave)
+    assert [row["variant"] for row in rows] == list(VARIANTS)
+    for row in rows:
+        assert row["sensitivity"] >= 0.95 and row["ppv"] >= 0.95, row
+        assert abs(row["pulses"] - row["qrs"]) <= 0.05 * row["qrs"], row
+
+
+# --- the phase command picks the provider from the channel names -----------------------------
+
+
+def write_record(folder, name, channels):
+    """A WFDB record of ``channels`` ({name: (samples, unit)}) at 125 Hz."""
+    import wfdb
+
+    names = list(channels)
+    signal = np.stack([channels[n][0] for n in names], axis=1)
+    wfdb.wrsamp(name, fs=125.0, units=[channels[n][1] for n in names], sig_name=names, p_signal=signal,
+                fmt=["16"] * len(names), write_dir=str(folder))  # fmt: skip
+    return folder / name
+
+
+def invoke_phase(*args):
+    import json
+
+    from typer.testing import CliRunner
+
+    from cyclejepa.cli import app
+
+    result = CliRunner().invoke(app, ["phase", *map(str, args)])
+    lines = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
+    return result, lines
+
+
+def test_phase_command_runs_pulse_on_a_pulse_wave_and_never_the_r_peak_detector(tmp_path):
+    """A PLETH-only record: the pulse provider, its events under "events", no "r_peaks"; asked
+    for the R-peak detector, the record is refused (the pulse wave is not an ECG)."""
+    wave, onsets = pulse_train()
+    record = write_record(tmp_path, "pleth_only", {"PLETH": (wave, "NU")})
+    result, (printed,) = invoke_phase(record)
+    assert result.exit_code == 0, result.output
+    assert (printed["provider"], printed["event"]) == ("pulse", "pulse") and "r_peaks" not in printed
+    expected = PulseProvider().phase(wave[None], 125.0, ["PLETH"]).events
+    assert np.max(np.abs(np.array(printed["events"]) - expected)) <= 1  # 16-bit storage rounds the wave
+    assert len(printed["events"]) == len(onsets) and printed["qc"]["ok"]
+    forced, lines = invoke_phase(record, "--provider", "ecg-rpeak")
+    assert forced.exit_code == 1 and lines == []
+    assert "no ECG lead among the record's channels: PLETH (read by 'pulse')" in " ".join(forced.stderr.split())
+
+
+def test_phase_command_refuses_a_choice_it_cannot_make_and_names_the_options(tmp_path):
+    wave, _ = pulse_train()
+    breathing = np.sin(2 * np.pi * 0.25 * np.arange(len(wave)) / 125.0)
+    both = write_record(tmp_path, "pleth_resp", {"PLETH": (wave, "NU"), "RESP": (breathing, "NU")})
+    result, _ = invoke_phase(both)
+    message = " ".join(result.stderr.split())
+    assert result.exit_code == 1 and "several phase providers read its channels" in message
+    assert "pulse reads PLETH" in message and "breath reads RESP" in message and "--provider" in message
+    result, (printed,) = invoke_phase(both, "--lead", "RESP")  # naming the channel decides
+    assert printed["provider"] == "breath" and printed["event"] == "breath"
+    unknown = write_record(tmp_path, "unnamed", {"ch0": (wave, "NU")})
+    result, _ = invoke_phase(unknown)
+    assert "no registered phase provider reads its channels ['ch0'] by name" in " ".join(result.stderr.split())
+
+
+@real_records
+def test_phase_command_keeps_r_peaks_on_a_record_with_an_ecg_lead():
+    """03700181 (MCL1, ABP, RESP): the R-peak detector, as the acceptance contract says."""
+    result, (printed,) = invoke_phase(SAMPLES / "03700181")
+    assert set(printed) == {"record", "fs", "r_peaks", "qc", "phase_yield"} and printed["qc"]["ok"]
+
+
+def test_validate_refuses_a_provider_that_finds_none_of_the_datasets_channels():
+    """`phase: {provider: pulse}` on PTB-XL (12 ECG leads): named before any record is read."""
+    from cyclejepa.config import consistency_problems, parse_config
+
+    (problem,) = consistency_problems(parse_config({"phase": {"provider": "pulse"}}))
+    assert problem == (
+        "phase.options.lead: phase provider 'pulse' reads PPG, arterial pressure channels by name, and dataset 'ptbxl' "
+        "has none (I, II, III, aVR, aVL, aVF, V1, V2, V3, V4, V5, V6); name its channel with phase.options.lead"
     )
-    qrs_s = qrs_channel.times(qrs.events)
-    rate = 60.0 / np.median(np.diff(qrs_s))
-    for variant, make in VARIANTS.items():
-        x, factor = make(pulse_channel.samples, rate)
-        track = PulseProvider(lead=wave).phase(x[None], pulse_channel.fs, [wave])
-        pulses_s = pulse_channel.start_s * factor + track.events / pulse_channel.fs
-        scores = score_pulses(qrs_s * factor, pulses_s, stretch_factor=factor)
-        assert scores["sensitivity"] >= 0.95 and scores["ppv"] >= 0.95, (variant, scores)
+    assert consistency_problems(parse_config({"phase": {"provider": "pulse", "options": {"lead": "II"}}})) == []
+    assert consistency_problems(parse_config({"phase": {"provider": "ecg-rpeak"}})) == []

@@ -1,6 +1,7 @@
-"""The PPG example (examples/pulse_phase.py, examples/pulse_wave_dataset.py, examples/ppg.yaml) as
-plugins through a real cyclejepa.plugins entry point: the provider against closed-form feet and
-independent beat counts of real records, the dataset's reading, validate, and one run end to end."""
+"""The PPG example (examples/pulse_wave_dataset.py as a plugin through a real cyclejepa.plugins entry
+point, examples/ppg.yaml with the core `pulse` provider): the dataset's reading, pulse counts of its
+real records against independent references, validate, and one run end to end. The provider's own
+tests are in test_pulse.py."""
 
 import json
 import sys
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES
+from test_pulse import pulse_train
 from cyclejepa import registry, runner
 from cyclejepa.config import ConfigError, load_config
 from cyclejepa.data.datasets import RecordRejected
@@ -21,71 +23,18 @@ real_records = pytest.mark.skipif(not (SAMPLES / "v102s.hea").is_file(), reason=
 
 @pytest.fixture
 def plugins(tmp_path, monkeypatch):
-    """The two pulse modules installed as a distribution with cyclejepa.plugins entry points."""
+    """The pulse-wave dataset module installed as a distribution with a cyclejepa.plugins entry point."""
     info = tmp_path / "site" / "pulse_examples-0.1.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: pulse-examples\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text("[cyclejepa.plugins]\npulse-phase = pulse_phase\npulse-wave = pulse_wave_dataset\n")
+    (info / "entry_points.txt").write_text("[cyclejepa.plugins]\npulse-wave = pulse_wave_dataset\n")
     registry.load_builtins()
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.syspath_prepend(str(EXAMPLES))
     monkeypatch.setattr(DATASETS, "_entries", {k: v for k, v in DATASETS._entries.items() if k != "pulse-wave"})
-    monkeypatch.setattr(PHASE_PROVIDERS, "_entries", {k: v for k, v in PHASE_PROVIDERS._entries.items() if k != "pulse-phase"})
-    for name in ("pulse_phase", "pulse_wave_dataset"):
-        monkeypatch.delitem(sys.modules, name, raising=False)
-    assert {"pulse-phase", "pulse-wave"} <= set(registry.load_plugins())
+    monkeypatch.delitem(sys.modules, "pulse_wave_dataset", raising=False)
+    assert "pulse-wave" in set(registry.load_plugins())
     return tmp_path
-
-
-def pulse_train(fs=125.0, seconds=60.0, rise_s=0.12, seed=0):
-    """An upright pulse wave with known onsets: each beat rises as a half cosine over ``rise_s``
-    from its onset and decays exponentially (τ 0.25 s) until the next; beat intervals 0.55-1.1 s,
-    slow drift and a little noise. Returns (wave, onsets in s)."""
-    rng = np.random.default_rng(seed)
-    onsets = np.cumsum(rng.uniform(0.55, 1.1, int(seconds / 0.55)))
-    onsets = onsets[onsets < seconds - 1.0]
-    t = np.arange(round(seconds * fs)) / fs
-    wave = np.zeros_like(t)
-    for start, end in zip(onsets, np.append(onsets[1:], seconds)):
-        u = (t - start) / rise_s
-        beat = (t >= start) & (t < end)
-        rise = 0.5 * (1.0 - np.cos(np.pi * np.clip(u, 0.0, 1.0)))
-        decay = np.exp(-np.clip(t - start - rise_s, 0.0, None) / 0.25)
-        wave[beat] = np.where(u[beat] < 1.0, rise[beat] * 0.95 + 0.05, decay[beat])
-    wave += 0.2 * np.sin(2 * np.pi * 0.1 * t) + 0.005 * rng.standard_normal(len(t))
-    return wave, onsets
-
-
-def test_feet_and_steepest_rises_against_the_closed_form(plugins):
-    """A half-cosine rise of duration r from onset t0 is steepest at t0 + r/2, and its tangent
-    there meets the foot level at t0 + r/2 - r/π (the intersecting-tangent foot)."""
-    fs, rise = 125.0, 0.12
-    wave, onsets = pulse_train(fs, rise_s=rise)
-    for fiducial, expected in (("max-slope", onsets + rise / 2), ("foot", onsets + rise / 2 - rise / np.pi)):
-        track = PHASE_PROVIDERS.build("pulse-phase", fiducial=fiducial).phase(wave[None], fs, ["PLETH"])
-        found = track.events / fs
-        assert len(found) == len(onsets), fiducial
-        assert np.max(np.abs(found - expected)) < 0.016, fiducial  # two samples at 125 Hz
-        assert track.qc.ok
-
-
-def test_an_inverted_wave_gives_the_same_events_and_the_wrong_polarity_does_not(plugins):
-    fs = 125.0
-    wave, _ = pulse_train(fs, seed=1)
-    upright = PHASE_PROVIDERS.build("pulse-phase").phase(wave[None], fs, ["pleth"]).events
-    inverted = PHASE_PROVIDERS.build("pulse-phase").phase(-wave[None], fs, ["pleth"]).events
-    np.testing.assert_array_equal(inverted, upright)
-    forced = PHASE_PROVIDERS.build("pulse-phase", polarity="upright").phase(-wave[None], fs, ["pleth"]).events
-    assert len(forced) != len(upright) or np.median(np.abs(forced - upright)) > 0.05 * fs  # the decay, not the rise
-
-
-def test_a_flat_channel_fails_qc_and_a_missing_one_is_named(plugins):
-    track = PHASE_PROVIDERS.build("pulse-phase").phase(np.ones((1, 1250)), 125.0, ["PLETH"])
-    assert len(track.events) == 0 and track.qc.reasons == ["too_few_beats", "low_phase_yield"]
-    with pytest.raises(KeyError, match="'ABP'.*'PLETH'"):
-        PHASE_PROVIDERS.build("pulse-phase", lead="ABP").phase(np.ones((1, 1250)), 125.0, ["PLETH"])
-    with pytest.raises(ValueError, match="fiducial must be one of foot, max-slope"):
-        PHASE_PROVIDERS.build("pulse-phase", fiducial="peak")
 
 
 @real_records
@@ -95,14 +44,14 @@ def test_pulse_counts_of_real_records_against_independent_references(plugins):
     from cyclejepa.data.wfdb_format import read_record
 
     abp = DATASETS.build("pulse-wave", channels=["ABP"]).read_path(SAMPLES / "03700181")
-    pulses = PHASE_PROVIDERS.build("pulse-phase", lead="ABP").phase(abp.signal, abp.fs, abp.channels)
+    pulses = PHASE_PROVIDERS.build("pulse", lead="ABP").phase(abp.signal, abp.fs, abp.channels)
     assert abs(len(pulses.events) - 1224) <= 0.01 * 1224 and pulses.qc.ok
 
     record = read_record(SAMPLES / "v102s")
     ecg = PHASE_PROVIDERS.build("ecg-rpeak", lead="V", detector="wfdb-xqrs", detection_leads=["V"])
     beats = ecg.phase(np.nan_to_num(record.signal), record.fs, record.names)
     pleth = DATASETS.build("pulse-wave").read_path(SAMPLES / "v102s")
-    pulses = PHASE_PROVIDERS.build("pulse-phase").phase(pleth.signal, pleth.fs, pleth.channels)
+    pulses = PHASE_PROVIDERS.build("pulse").phase(pleth.signal, pleth.fs, pleth.channels)
     assert abs(len(pulses.events) - len(beats.events)) <= 0.02 * len(beats.events)
     assert pulses.qc.metrics["rate_per_min"] == pytest.approx(beats.qc.metrics["rate_per_min"], rel=0.01)
 

@@ -40,7 +40,7 @@ def cohort_column(
     """Composition of the windows in ``meta`` (columns as in the cache's meta.csv), in the rows of
     `rows` (``event``, ``windowed``).
 
-    Recordings are distinct ``ecg_id`` s; age and sex are counted once per recording. Age
+    Recordings are distinct ``record_id`` s; age and sex are counted once per recording. Age
     statistics exclude the sentinel and missing ages (the sentinel is counted on its own row);
     quartiles interpolate linearly; NaN when no age is known. Male = ``sex == 0`` among the
     recordings whose sex is known (NaN when none is). Prevalences, event counts and phase QC are
@@ -48,7 +48,7 @@ def cohort_column(
     no class of ``level``.
     """
     unit = "window" if windowed else "recording"
-    recordings = meta.drop_duplicates("ecg_id")
+    recordings = meta.drop_duplicates("record_id")
     age = recordings["age"].to_numpy(dtype=float)
     real_age = age[np.isfinite(age) & (age != AGE_SENTINEL)]
     q1, median, q3 = np.percentile(real_age, [25, 50, 75]) if real_age.size else [np.nan] * 3
@@ -69,7 +69,7 @@ def cohort_column(
         "Age sentinel (age=300)": int((age == AGE_SENTINEL).sum()),
         "Male, %": 100.0 * float((known == 0).mean()) if known.size else np.nan,
         **prevalence,
-        f"{event.capitalize()}s per {unit}, median": float(meta["beats"].median()),
+        f"{event.capitalize()}s per {unit}, median": float(meta["events"].median()),
         "Phase yield, median": float(meta["phase_yield"].median()),
         f"{unit.capitalize()}s failing phase QC": int((~meta["qc_ok"].astype(bool)).sum()),
     }

@@ -80,7 +80,7 @@ class LabelLevel:
 class Entry:
     """One record of a dataset's index.
 
-    ``id`` is a positive integer unique in the dataset (the cache's ``ecg_id``), ``name`` what
+    ``id`` is a positive integer unique in the dataset (the cache's ``record_id``), ``name`` what
     the source calls the record, ``fold`` 1..10 (all records of one patient in one fold), ``age``
     NaN when unknown, ``sex`` 0 male, 1 female, -1 unknown; ``labels`` maps a `LabelLevel` name
     to the classes present.

@@ -3,7 +3,7 @@
 1. The channel is median-filtered (0.4 s: electrode and motion spikes go) and band-passed
    (0.05–0.7 Hz, zero phase: up to 42 breaths per minute; offset and drift go).
 2. **The record's own breath length** (`cycle_periods`): the autocorrelation peak of the
-   band-passed signal within the cycle band (0.1–0.7 Hz), in 10 s windows, never more than
+   band-passed signal within the cycle band (0.1–0.7 Hz), in 30 s windows, never more than
    the record's median.
 3. **Breaths**: the peaks of the band-passed signal (end of inspiration, ``fiducial: "peak"``,
    the default) at least a refractory period apart (``refractory`` × the local breath length,

@@ -25,7 +25,10 @@ import numpy as np
 
 from cyclejepa.phase.track import match_events, score_events
 
-__all__ = ["MAX_DELAY_S", "PAIRS", "TOLERANCE_S", "VARIANTS", "Channel", "read_channel", "score_pulses", "stretch"]
+__all__ = [
+    "MAX_DELAY_S", "PAIRS", "TOLERANCE_S", "VARIANTS", "Channel", "check_pulses", "read_channel", "score_breaths", "score_pulses",
+    "stretch", "zero_crossing_breaths",
+]  # fmt: skip
 
 MAX_DELAY_S = 0.8
 """Longest delay from QRS to pulse looked for (`pulse_delay`): the transit delay (0.1–0.45 s)
@@ -58,6 +61,11 @@ class Channel:
     def times(self, indices: np.ndarray) -> np.ndarray:
         """Record times (s) of sample ``indices``."""
         return self.start_s + np.asarray(indices) / self.fs
+
+    @property
+    def end_s(self) -> float:
+        """Record time (s) of the last sample."""
+        return self.start_s + (len(self.samples) - 1) / self.fs
 
 
 def read_channel(path: str | Path, name: str) -> Channel:
@@ -109,6 +117,32 @@ def score_pulses(qrs_s: np.ndarray, pulses_s: np.ndarray, stretch_factor: float 
     shifted = np.round((pulses_s - delay) * 1000.0)
     scores = score_events(shifted, np.round(qrs_s * 1000.0), 1000.0, tolerance)
     return {**scores, "delay_ms": round(delay * 1000.0, 1)}
+
+
+def check_pulses(path: str | Path, ecg_name: str, wave_name: str) -> list[dict]:
+    """``pulse`` on channel ``wave_name`` of record ``path`` against the R-peaks of ``ecg_name``
+    (``ecg-rpeak`` on that lead alone), one dict per variant of `VARIANTS`: rates, counts, QC
+    verdicts of both, and `score_pulses`. QRS complexes outside the pulse channel's span (a
+    multi-rate record's channels start and end apart) are left out."""
+    from cyclejepa.phase.ecg.provider import EcgRPeakProvider
+    from cyclejepa.phase.pulse import PulseProvider
+
+    ecg, wave = read_channel(path, ecg_name), read_channel(path, wave_name)
+    qrs = EcgRPeakProvider(lead=ecg_name, detection_leads=[ecg_name]).phase(ecg.samples[None], ecg.fs, [ecg_name])
+    qrs_s = ecg.times(qrs.events)
+    qrs_s = qrs_s[(qrs_s >= wave.start_s) & (qrs_s <= wave.end_s)]
+    rate = 60.0 / float(np.median(np.diff(qrs_s)))
+    rows = []
+    for variant, make in VARIANTS.items():
+        x, factor = make(wave.samples, rate)
+        track = PulseProvider(lead=wave_name).phase(x[None], wave.fs, [wave_name])
+        scores = score_pulses(qrs_s * factor, wave.start_s * factor + track.events / wave.fs, factor)
+        rows.append({
+            "record": Path(path).name, "channels": f"{ecg_name} + {wave_name}", "variant": variant,
+            "rate_per_min": round(rate / factor, 1), "qrs": len(qrs_s), "pulses": len(track.events),
+            "reference_qc": ";".join(qrs.qc.reasons) or "ok", "pulse_qc": ";".join(track.qc.reasons) or "ok", **scores,
+        })  # fmt: skip
+    return rows
 
 
 def stretch(x: np.ndarray, factor: float) -> np.ndarray:

@@ -9,7 +9,8 @@ import numpy as np
 __all__ = ["cycle_periods", "orientation", "pick_with_refractory", "rising_fraction"]
 
 PERIOD_WINDOW_S = 10.0
-"""Length of the windows over which the cycle length is estimated (`cycle_periods`), half overlapping."""
+"""Shortest window over which the cycle length is estimated (`cycle_periods`, windows half
+overlapping); a window spans at least three of the longest cycles of the band."""
 HARMONIC_ACCEPT = 0.8
 """An autocorrelation peak at a shorter lag than the highest one is the cycle when it is at least
 this fraction of the highest (the highest may be two cycles at a regular rhythm)."""
@@ -57,9 +58,9 @@ def window_period(x: np.ndarray, fs: float, band_hz: tuple[float, float]) -> flo
 
 def cycle_periods(x: np.ndarray, fs: float, band_hz: tuple[float, float]) -> np.ndarray:
     """The local cycle length (s) at every sample of ``x``: `window_period` over windows of
-    `PERIOD_WINDOW_S` (hop half of that), linearly interpolated between window centres; windows
+    `PERIOD_WINDOW_S` or three of the band's longest cycles, whichever is longer (hop half of that), linearly interpolated between window centres; windows
     without a cycle take the median of the others; all NaN when no window has one."""
-    window = min(len(x), round(PERIOD_WINDOW_S * fs))
+    window = min(len(x), round(max(PERIOD_WINDOW_S, 3.0 / band_hz[0]) * fs))
     starts = np.arange(0, max(len(x) - window, 0) + 1, max(window // 2, 1))
     periods = np.array([window_period(x[s : s + window], fs, band_hz) for s in starts])
     if not np.isfinite(periods).any():

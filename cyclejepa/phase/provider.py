@@ -158,7 +158,7 @@ class PhaseProvider(ABC):
 
     @abstractmethod
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
-        """Sample indices of one fiducial point per cycle (e.g. R-peaks), strictly increasing.
+        """Sample indices of one fiducial point per cycle (e.g. a pulse's foot), strictly increasing.
 
         ``signal`` is float64 (channels, samples) in physical units at ``fs`` Hz.
         """

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from cyclejepa.data.wfdb_format import read_record
-from cyclejepa.phase.provider import PhaseProvider
+from cyclejepa.phase.ecg.provider import EcgRPeakProvider
+from cyclejepa.phase.provider import PhaseProvider, channel_indices
 from cyclejepa.registry import PHASE_PROVIDERS
 
 
@@ -22,10 +24,50 @@ def read_wfdb(path: str | Path, reader, *args):
         raise ValueError(f"cannot read WFDB record {str(path)!r}: {error}") from error
 
 
+DEFAULT_PROVIDER = "ecg-rpeak"
+"""The provider `phase_record` picks for a record with a channel of its kind (the acceptance
+contract's ``cyclejepa phase RECORD`` on an ECG)."""
+
+
+def channel_readers(channel_names: Sequence[str]) -> dict[str, list[str]]:
+    """Registered providers that read channels of the record by name (`PhaseProvider.reads_channel`),
+    each with the channels it reads, in registry order."""
+    readers = {}
+    for name in PHASE_PROVIDERS.names():
+        provider = PHASE_PROVIDERS.get(name)
+        if isinstance(provider, type) and issubclass(provider, PhaseProvider):
+            channels = [channel for channel in channel_names if provider.reads_channel(channel)]
+            if channels:
+                readers[name] = channels
+    return readers
+
+
+def choose_provider(channel_names: Sequence[str], record: str = "the record") -> str:
+    """The provider for a record with these channels: `DEFAULT_PROVIDER` when it reads one of
+    them, else the only provider that does.
+
+    Raises
+    ------
+    KeyError
+        When no provider or several read the channels, naming the channels, the choices and
+        ``--provider``.
+    """
+    readers = channel_readers(channel_names)
+    if DEFAULT_PROVIDER in readers or len(readers) == 1:
+        return DEFAULT_PROVIDER if DEFAULT_PROVIDER in readers else next(iter(readers))
+    if not readers:
+        raise KeyError(
+            f"{record}: no registered phase provider reads its channels {list(channel_names)} by name; "
+            f"name one with --provider ({', '.join(PHASE_PROVIDERS.names())}) and its channel with --lead"
+        )
+    choices = "; ".join(f"{name} reads {', '.join(channels)}" for name, channels in readers.items())
+    raise KeyError(f"{record}: several phase providers read its channels ({choices}); choose one with --provider")
+
+
 def phase_record(
     path: str | Path,
-    lead: str | None = None,
-    provider: str | PhaseProvider = "ecg-rpeak",
+    lead: str | Sequence[str] | None = None,
+    provider: str | PhaseProvider | None = None,
     options: dict | None = None,
 ) -> dict:
     """Events, QC and phase yield of one WFDB record, as a JSON-ready dict.
@@ -37,9 +79,10 @@ def phase_record(
     lead
         Channel name(s) handed to the provider as ``lead=`` (``"all"`` for every
         channel); None keeps the provider's default (``"ecg-rpeak"``: ``"II"`` when present,
-        else the first channel).
+        else the first ECG lead).
     provider
-        A registered provider name, or a provider instance (then ``lead`` must be None).
+        A registered provider name, a provider instance (then ``lead`` must be None), or None:
+        chosen from the channel names (`choose_provider`; of the ``lead`` channels when named).
     options
         Further constructor options of a named provider (e.g. a config's ``phase.options``;
         ``composite``: ``{"coordinates": {...}}``).
@@ -47,17 +90,25 @@ def phase_record(
     Returns
     -------
     dict
-        ``{"record", "fs", "r_peaks", "qc", "phase_yield"}`` with ``r_peaks`` the event sample
-        indices at the native rate and ``qc`` = ``{"ok", "reasons", **metrics}``; plain
-        Python types. A provider of several coordinates (``composite``) gives the joint
-        ``qc`` and ``phase_yield`` and, instead of ``r_peaks``, ``coordinates`` =
-        ``{name: {"events", "qc", "phase_yield"}}``.
+        ``{"record", "fs", "r_peaks", "qc", "phase_yield"}`` from ``ecg-rpeak``, with ``r_peaks``
+        the R-peak sample indices at the native rate and ``qc`` = ``{"ok", "reasons",
+        **metrics}``; plain Python types. Another provider gives ``{"record", "fs", "provider",
+        "event", "events", "qc", "phase_yield"}``: its name, what one event is (``"pulse"``,
+        ``"breath"``) and the event sample indices. A provider of several coordinates
+        (``composite``) gives the joint ``qc`` and ``phase_yield`` and, instead of events,
+        ``coordinates`` = ``{name: {"events", "qc", "phase_yield"}}``.
     """
-    if isinstance(provider, str):
-        provider = PHASE_PROVIDERS.build(provider, **(options or {}), **({} if lead is None else {"lead": lead}))
-    elif lead is not None or options:
+    if provider is not None and not isinstance(provider, str) and (lead is not None or options):
         raise ValueError("pass lead= and options to the provider instance, not to phase_record")
     record = read_record(path)
+    if provider is None:
+        named = record.names if lead is None or lead == "all" else [record.names[row] for row in channel_indices(record.names, lead)]
+        provider = choose_provider(named, str(path))
+    if isinstance(provider, str):
+        name = provider
+        provider = PHASE_PROVIDERS.build(provider, **(options or {}), **({} if lead is None else {"lead": lead}))
+    else:
+        name = next((key for key in PHASE_PROVIDERS.names() if PHASE_PROVIDERS.get(key) is type(provider)), type(provider).__name__)
     track = provider.phase(record.signal, record.fs, record.names)
     fs = float(record.fs)
     result = {"record": str(path), "fs": int(fs) if fs.is_integer() else fs}
@@ -67,4 +118,7 @@ def phase_record(
             for name, t in zip(track.names, track.tracks)
         }
         return {**result, "coordinates": coordinates, "qc": track.qc.to_dict(), "phase_yield": track.phase_yield}
-    return {**result, "r_peaks": track.events.tolist(), "qc": track.qc.to_dict(), "phase_yield": track.phase_yield}
+    if isinstance(provider, EcgRPeakProvider):
+        return {**result, "r_peaks": track.events.tolist(), "qc": track.qc.to_dict(), "phase_yield": track.phase_yield}
+    events = {"provider": name, "event": provider.event_name, "events": track.events.tolist()}
+    return {**result, **events, "qc": track.qc.to_dict(), "phase_yield": track.phase_yield}

@@ -31,7 +31,7 @@ def phase_from_events(events: np.ndarray, times: np.ndarray | float) -> np.ndarr
     Parameters
     ----------
     events
-        (E,) strictly increasing event times (e.g. R-peak sample indices).
+        (E,) strictly increasing event times (e.g. sample indices of pulse feet).
     times
         Times in the same unit as ``events``, any shape.
 
@@ -141,7 +141,7 @@ class PhaseTrack:
     Parameters
     ----------
     events
-        Strictly increasing sample indices at the native rate (e.g. R-peaks).
+        Strictly increasing sample indices at the native rate (one per cycle).
     fs
         Native sampling rate in Hz.
     n_samples
@@ -187,7 +187,7 @@ class PhaseTrack:
 
     @property
     def intervals_s(self) -> np.ndarray:
-        """Inter-event intervals in seconds (RR intervals for R-peaks)."""
+        """Inter-event intervals in seconds (the cycle lengths)."""
         return np.diff(self.events) / self.fs
 
     def at_tokens(
@@ -232,7 +232,7 @@ def match_events(
 
     Each reference is paired with its nearest detection; when several references claim one
     detection the closest keeps it. This is the optimal one-to-one matching whenever
-    ``tolerance`` is under half the spacing of either event train (true for R-peaks at 50 ms).
+    ``tolerance`` is under half the spacing of either event train (true for heartbeats at 50 ms).
 
     Returns
     -------

@@ -96,8 +96,8 @@ class TaskData:
 
 
 def task_data(dataset: PTBXL, task: str, cache, split: Split) -> TaskData:
-    """The task's labels for the cache rows (by their ecg_id); unlabelled rows leave the task."""
-    found = task_labels(dataset, task, cache.columns["ecg_id"])
+    """The task's labels for the cache rows (by their record_id, PTB-XL's ecg_id); unlabelled rows leave the task."""
+    found = task_labels(dataset, task, cache.columns["record_id"])
     keep = found.labelled
     return TaskData(task, found.classes, found.labels, split.fit[keep[split.fit]],
                     split.validation[keep[split.validation]], split.test[keep[split.test]])  # fmt: skip

@@ -12,7 +12,7 @@ is recorded in the manifest, which every later stage reads (`PreparedCache.fs`, 
     CACHE/signals.npy        (N, C, L) float32 windows, z-scored, lead-major (PTB-XL: 12 x 1000)
     CACHE/phase_centre.npy   (N, T) float32 token phases in radians, centre convention (training)
     CACHE/phase_causal.npy   (N, T) float32 token phases in radians, causal convention (reporting)
-    CACHE/rpeaks.npz         events (R-peaks) at ``fs`` from each window's start, ragged: ``indices``, ``offsets`` (N+1)
+    CACHE/events.npz         the provider's events at ``fs`` from each window's start, ragged: ``indices``, ``offsets`` (N+1)
     CACHE/meta.csv           one row per kept window (see `meta_columns`)
     CACHE/norm.json          per-channel mean and std fitted on the training folds
     CACHE/rejections.csv     id, check, detail of every rejected record

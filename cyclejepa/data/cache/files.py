@@ -19,30 +19,33 @@ from cyclejepa.data.cache.record import RecordOutcome
 from cyclejepa.data.datasets import Entry, LabelLevel, RecordRejected, sha256_file
 from cyclejepa.data.preprocess import Normalisation
 
-CACHE_FORMAT = 2
-"""Version of the cache layout; part of the manifest hash."""
+CACHE_FORMAT = 3
+"""Version of the cache layout; part of the manifest hash (3: the signal-neutral names
+`EVENTS_FILE`, ``record_id`` and ``events``; 2 wrote them in the words of one signal)."""
 PHASE_REVISION = 4
-"""Revision of the default R-peak detection (2: multi-lead fusion; 3: timed on the R wave unless
-the QRS is negative; 4: the R-wave peak wherever the QRS has one, chosen once per record, and
-only channels named as ECG leads vote); part of the manifest hash, so a cache built by an older
-detector is rebuilt rather than reused."""
+"""Revision of the built-in providers' event detection (2-4: revisions of the ``ecg-rpeak``
+detector, described in docs/phase.md); part of the manifest hash, so a cache built
+by an older detector is rebuilt rather than reused."""
 MANIFEST = "manifest.json"
+EVENTS_FILE = "events.npz"
+"""The phase provider's events of every window, ragged (``indices``, ``offsets``)."""
 DATA_FILES = (
     "signals.npy",
     "phase_centre.npy",
     "phase_causal.npy",
-    "rpeaks.npz",
+    EVENTS_FILE,
     "meta.csv",
     "norm.json",
     "rejections.csv",
 )
-ENTRY_COLUMNS = ("ecg_id", "record", "window", "patient_id", "fold", "age", "sex")
-QC_COLUMNS = ("beats", "phase_yield", "qc_ok", "qc_reason")
+ENTRY_COLUMNS = ("record_id", "record", "window", "patient_id", "fold", "age", "sex")
+QC_COLUMNS = ("events", "phase_yield", "qc_ok", "qc_reason")
 """meta.csv holds `ENTRY_COLUMNS`, then one 0/1 column per class of each label level
-(``{prefix}_{class}``), then `QC_COLUMNS`. ecg_id is the dataset's integer record id, record its
+(``{prefix}_{class}``), then `QC_COLUMNS`. record_id is the dataset's integer record id, record its
 name, window the window's index in the record; age NaN unknown (PTB-XL: 300 = de-identified over
-89); sex 0 male, 1 female, -1 unknown; beats = R-peaks detected; phase_yield = fraction of native
-samples with a defined phase; qc_reason = the provider's QC reasons joined by ``;``."""
+89); sex 0 male, 1 female, -1 unknown; events = the phase provider's events (cycles) detected in
+the window (the first coordinate's); phase_yield = fraction of samples at the cache rate with a
+defined phase; qc_reason = the provider's QC reasons joined by ``;``."""
 _FLOAT_COLUMNS = ("age", "phase_yield")
 _TEXT_COLUMNS = ("record", "qc_reason")
 
@@ -56,7 +59,7 @@ def write_signals(path: Path, scratch: np.ndarray, norm: Normalisation) -> None:
 
 
 def write_phases(build_dir: Path, kept: list[RecordOutcome], n_tokens: int) -> None:
-    """phase_{centre,causal}.npy ((N, T), or (N, T, C) for C coordinates) and rpeaks.npz."""
+    """phase_{centre,causal}.npy ((N, T), or (N, T, C) for C coordinates) and `EVENTS_FILE`."""
     n_coordinates = len(kept[0].events) if kept else 1
     shape = (0, n_tokens) if n_coordinates == 1 else (0, n_tokens, n_coordinates)
     for convention in ("centre", "causal"):
@@ -68,7 +71,7 @@ def write_phases(build_dir: Path, kept: list[RecordOutcome], n_tokens: int) -> N
         suffix = f"_{c}" if c else ""
         arrays[f"indices{suffix}"] = np.concatenate(events).astype(np.int64) if events else np.zeros(0, np.int64)
         arrays[f"offsets{suffix}"] = np.concatenate([[0], np.cumsum([len(e) for e in events])]).astype(np.int64)
-    np.savez(build_dir / "rpeaks.npz", **arrays)
+    np.savez(build_dir / EVENTS_FILE, **arrays)
 
 
 def meta_columns(levels: Sequence[LabelLevel]) -> tuple[str, ...]:

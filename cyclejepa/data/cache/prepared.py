@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cyclejepa.data.cache.files import MANIFEST, meta_columns, read_meta, read_rejections
+from cyclejepa.data.cache.files import CACHE_FORMAT, EVENTS_FILE, MANIFEST, meta_columns, read_meta, read_rejections
 from cyclejepa.data.datasets import FoldProtocol, LabelLevel
 from cyclejepa.data.preprocess import Normalisation
 
@@ -27,8 +27,8 @@ class PreparedCache:
     signals : (N, C, L) float32 memmap of N windows, z-scored, lead-major (PTB-XL: 12 x 1000).
     phase_centre, phase_causal : (N, T) float32 token phases, NaN undefined (PTB-XL: T = 125);
         (N, T, C) for a provider of C coordinates (`coordinates`).
-    rpeak_indices, rpeak_offsets : ragged events (R-peaks) at `event_fs`; record i's are
-        ``rpeak_indices[rpeak_offsets[i]:rpeak_offsets[i + 1]]`` (see `rpeaks`); the first
+    event_indices, event_offsets : the phase provider's ragged events at `event_fs`; row i's are
+        ``event_indices[event_offsets[i]:event_offsets[i + 1]]`` (see `events`); the first
         coordinate's events for C coordinates (`events` gives any coordinate's).
     coordinates : the phase coordinates' names (``()`` for a one-coordinate provider).
     columns : meta.csv as a dict of numpy arrays (`meta_columns`).
@@ -47,16 +47,17 @@ class PreparedCache:
                 f"`cyclejepa prepare CONFIG` or cyclejepa.data.prepare_cache()"
             )
         self.manifest = json.loads(manifest_path.read_text())
+        _check_format(self.path, self.manifest)
         self.signals = np.load(self.path / "signals.npy", mmap_mode="r")
         self.phase_centre = np.load(self.path / "phase_centre.npy")
         self.phase_causal = np.load(self.path / "phase_causal.npy")
         self.coordinates = tuple(self.manifest.get("phase_coordinates", ()))
-        with np.load(self.path / "rpeaks.npz") as rpeaks:
+        with np.load(self.path / EVENTS_FILE) as events:
             self._events = [
-                (rpeaks[f"indices{s}"], rpeaks[f"offsets{s}"])
+                (events[f"indices{s}"], events[f"offsets{s}"])
                 for s in ("", *(f"_{c}" for c in range(1, len(self.coordinates))))
             ]
-        self.rpeak_indices, self.rpeak_offsets = self._events[0]
+        self.event_indices, self.event_offsets = self._events[0]
         self.label_levels = tuple(
             LabelLevel(lv["name"], lv["prefix"], tuple(lv["classes"])) for lv in self.manifest["label_levels"]
         )
@@ -79,7 +80,7 @@ class PreparedCache:
 
     @property
     def event_fs(self) -> float:
-        """The rate (Hz) the phase provider ran at: events (`events`, `rpeaks`) are sample indices at it."""
+        """The rate (Hz) the phase provider ran at: events (`events`) are sample indices at it."""
         return float(self.manifest["fs_native"])
 
     @property
@@ -123,10 +124,6 @@ class PreparedCache:
             raise ValueError(f"unknown token convention {convention!r}; use 'centre' or 'causal'")
         return self.phase_centre if convention == "centre" else self.phase_causal
 
-    def rpeaks(self, index: int) -> np.ndarray:
-        """Event (R-peak) sample indices at `event_fs` of row ``index`` (the first coordinate's)."""
-        return self.rpeak_indices[self.rpeak_offsets[index] : self.rpeak_offsets[index + 1]]
-
     def events(self, index: int, coordinate: int = 0) -> np.ndarray:
         """Event sample indices (at the cache's ``fs_native``) of phase coordinate ``coordinate``
         in row ``index``."""
@@ -151,19 +148,29 @@ class PreparedCache:
 
 
 
+def _check_format(path: Path, manifest: dict) -> None:
+    """Refuse a cache written in another layout (`CACHE_FORMAT`), naming the command that rebuilds it."""
+    found = manifest.get("arguments", {}).get("cache_format")
+    if found != CACHE_FORMAT:
+        raise ValueError(
+            f"{path} holds a cache in format {found}; this cyclejepa reads format {CACHE_FORMAT}: "
+            f"rebuild it with `cyclejepa prepare CONFIG` (the experiment's config)"
+        )
+
+
 def inconsistencies(cache: PreparedCache) -> list[str]:
     """What is wrong with a loaded cache: lengths, ragged offsets, ids, folds, sex, statistics."""
-    n, columns, problems = len(cache.columns["ecg_id"]), cache.columns, []
+    n, columns, problems = len(cache.columns["record_id"]), cache.columns, []
     lengths = {"signals.npy": len(cache.signals), "phase_centre.npy": len(cache.phase_centre),
-               "phase_causal.npy": len(cache.phase_causal), "rpeaks.npz offsets": len(cache.rpeak_offsets) - 1}  # fmt: skip
+               "phase_causal.npy": len(cache.phase_causal), f"{EVENTS_FILE} offsets": len(cache.event_offsets) - 1}  # fmt: skip
     problems += [f"{name} has {length} rows, meta.csv {n}" for name, length in lengths.items() if length != n]
-    offsets = cache.rpeak_offsets
-    if len(offsets) and (offsets[0] != 0 or np.any(np.diff(offsets) < 0) or offsets[-1] != len(cache.rpeak_indices)):
-        problems.append("rpeaks.npz offsets do not partition its indices")
-    ids, windows = columns["ecg_id"], columns["window"]
+    offsets = cache.event_offsets
+    if len(offsets) and (offsets[0] != 0 or np.any(np.diff(offsets) < 0) or offsets[-1] != len(cache.event_indices)):
+        problems.append(f"{EVENTS_FILE} offsets do not partition its indices")
+    ids, windows = columns["record_id"], columns["window"]
     step = np.diff(ids)
     if np.any(step < 0) or np.any((step == 0) & (np.diff(windows) != 1)) or np.any((step > 0) & (windows[1:] != 0)):
-        problems.append("meta.csv rows are not the windows 0, 1, ... of strictly increasing ecg_ids")
+        problems.append("meta.csv rows are not the windows 0, 1, ... of strictly increasing record_ids")
     same = step == 0
     for name in ("patient_id", "fold"):
         if np.any(same & (np.diff(columns[name]) != 0)):

@@ -19,7 +19,7 @@ import numpy as np
 from cyclejepa.data.datasets import Dataset, Entry, Record, RecordRejected, conform
 from cyclejepa.data.preprocess import KAISER_BETA, Preparation, cut_windows, highpass, standardise
 
-STAGES = ("read_verify", "decimate", "rpeaks", "phase")
+STAGES = ("read_verify", "decimate", "events", "phase")
 """The per-record stages of `prepare_record` (after reading), as a benchmark times them."""
 
 
@@ -27,7 +27,7 @@ STAGES = ("read_verify", "decimate", "rpeaks", "phase")
 class RecordOutcome:
     """What one window contributes besides its decimated signal (which goes to the chunk's
     scratch file, row ``slot``): its record's rejection, or its events (one array per phase
-    coordinate, R-peaks first for ``ecg-rpeak``), token phases and QC; ``coordinates`` names
+    coordinate), token phases and QC; ``coordinates`` names
     the coordinates of a provider with more than one (empty otherwise)."""
 
     row: int

@@ -33,10 +33,34 @@ channel names are not."""
 
 
 def ecg_lead_rows(channel_names: Sequence[str]) -> list[int]:
-    """Rows of the channels named as ECG leads (`ECG_LEAD_NAME`); every row when none is, since
-    the names then say nothing about which channels are leads."""
+    """Rows of the channels named as ECG leads (`ECG_LEAD_NAME`); when none is, the rows whose
+    names no registered provider claims (``ch0``: the names say nothing about which channels
+    are leads), never a channel another provider reads (a pulse wave, a respiration).
+
+    Raises
+    ------
+    ValueError
+        When every channel is of a kind another provider reads, naming each and its provider.
+    """
     rows = [row for row, name in enumerate(channel_names) if ECG_LEAD_NAME.fullmatch(name.strip())]
-    return rows or list(range(len(channel_names)))
+    if rows:
+        return rows
+    claimed = {row: _reader_of(name) for row, name in enumerate(channel_names)}
+    unclaimed = [row for row, reader in claimed.items() if reader is None]
+    if not unclaimed:
+        kinds = ", ".join(f"{channel_names[row]} (read by {reader!r})" for row, reader in claimed.items())
+        raise ValueError(f"no ECG lead among the record's channels: {kinds}; the R-peak detector runs on ECG leads only")
+    return unclaimed
+
+
+def _reader_of(name: str) -> str | None:
+    """The first registered provider (other than this one) whose channel pattern matches ``name``."""
+    for provider_name in PHASE_PROVIDERS.names():
+        provider = PHASE_PROVIDERS.get(provider_name)
+        if provider is not EcgRPeakProvider and isinstance(provider, type) and issubclass(provider, PhaseProvider):
+            if provider.reads_channel(name):
+                return provider_name
+    return None
 
 
 @PHASE_PROVIDERS.register("ecg-rpeak")
@@ -58,8 +82,8 @@ class EcgRPeakProvider(PhaseProvider):
         Leads that take part in detection when ``lead`` is one name or None: ``"all"`` (every
         ECG lead, the default) or a list of names. The ECG leads are the channels whose names
         `ECG_LEAD_NAME` recognises, so that an arterial pressure or respiration channel of a
-        multiparameter record never votes (its pulses would be counted as beats); every
-        channel when no name is recognised.
+        multiparameter record never votes (its pulses would be counted as beats); when no name
+        is recognised, the channels no other provider reads (`ecg_lead_rows`).
     refine_window_s
         Half-width of the R-wave extremum search of the ``"cyclejepa"`` detector.
     **qc
