@@ -150,7 +150,7 @@ def test_the_config_derives_the_rates_from_the_providers_band(tmp_path):
     from cyclejepa.config import ExperimentConfig
 
     cfg = ExperimentConfig.model_validate({"name": "x", "data": {"dataset": "wfdb", "root": str(tmp_path),
-                                           "options": {"channels": ["PLETH"]}}, "phase": {"provider": "ecg-rpeak"}})  # fmt: skip
+                                           "options": {"channels": ["PLETH"]}}, "phase": {"provider": "pulse"}})  # fmt: skip
     assert (cfg.data.fs, cfg.data.decimation, cfg.data.token_patch, cfg.data.window_s) == (125.0, 5, 2, 10.0)
 
 
@@ -204,16 +204,17 @@ def test_prepare_warns_of_an_offset_the_corpus_z_score_leaves_and_the_band_defau
     folds = sorted({hash_fold(f"r{k}") for k in range(4)})
     for options, warned in (({"highpass_hz": None, "normalisation": "corpus", "drop_s": 0}, True), ({}, False)):
         dataset = WfdbFolder(tmp_path / "raw", channels=["PLETH"], **options)
-        cache = prepare_cache(dataset, tmp_path / f"cache-{warned}", train_folds=folds, phase_provider="ecg-rpeak",
+        cache = prepare_cache(dataset, tmp_path / f"cache-{warned}", train_folds=folds, phase_provider="pulse",
                               progress=False)  # fmt: skip
         manifest = json.loads((cache.path / "manifest.json").read_text())
         spread = manifest["dataset"].get("spread_warnings", [])
         assert [w["channel"] for w in spread] == (["PLETH"] if warned else [])
         assert ("preparation" in manifest["arguments"]) is not warned
         preprocessing = Preprocessing.from_cache(cache, "wfdb", {"channels": ["PLETH"], **options})
-        assert preprocessing.preparation == dataset.preparation((0.5, 3.5))  # what embed applies (ecg-rpeak's band)
+        assert preprocessing.preparation == dataset.preparation((0.5, 3.5))  # what embed applies (the pulse band)
         assert Preprocessing.from_dict(preprocessing.to_dict()) == preprocessing  # what a package carries
-        first = dataset.entries()[0]  # (kept: nothing was rejected) embed's path for a record (cut_record, prepare_record) is the cache's
+        assert not cache.rejections
+        first = dataset.entries()[0]  # embed's path for a record (cut_record, prepare_record) is the cache's
         windows = cut_record(dataset.read(first), ["PLETH"], cache.event_fs, preprocessing.window,
                              preparation=preprocessing.preparation)  # fmt: skip
         decimated = np.stack([decimate_fast(w, preprocessing.decimation) for w in windows])
