@@ -220,3 +220,19 @@ def test_prepare_warns_of_an_offset_the_corpus_z_score_leaves_and_the_band_defau
         decimated = np.stack([decimate_fast(w, preprocessing.decimation) for w in windows])
         np.testing.assert_allclose(preprocessing.norm.apply(decimated), cache.signals[: len(windows)], atol=1e-6)  # rows in record order
     assert "channel PLETH" in caplog.text and "high-pass" in caplog.text
+
+
+def test_a_record_whose_signal_file_is_missing_or_outside_the_folder_is_rejected_by_name(tmp_path):
+    rng = np.random.default_rng(3)
+    for name in ("good", "gone", "escape"):
+        write(tmp_path, name, rng.normal(size=(300, 1)), 30.0)
+    (tmp_path / "gone.dat").unlink()
+    header = tmp_path / "escape.hea"
+    header.write_text(header.read_text().replace("escape.dat", "../escape.dat"))
+    dataset = WfdbFolder(tmp_path, channels=["PLETH"])
+    entries = {e.name: e for e in dataset.entries()}
+    assert dataset.read(entries["good"]).signal.shape == (1, 300)
+    for name, detail in (("gone", "gone"), ("escape", "outside the dataset root")):
+        with pytest.raises(RecordRejected, match="unreadable") as caught:
+            dataset.read(entries[name])
+        assert caught.value.record_id == name and detail in caught.value.detail

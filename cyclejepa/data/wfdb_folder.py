@@ -226,22 +226,47 @@ class WfdbFolder(Dataset):
         return self._read(path, str(path))
 
     def _specs(self, name: str, header: WfdbHeader) -> list[SignalSpec]:
-        """The header's signal lines of the channels; `RecordRejected` (``lead_order``) naming what it has."""
+        """The header's signal lines of the channels, in their order (`_rows`)."""
+        return [header.signals[row] for row in self._rows(name, header)]
+
+    def _rows(self, name: str, header: WfdbHeader) -> list[int]:
+        """The header's rows of the channels; `RecordRejected` (``lead_order``) naming what it has."""
         lower = [n.lower() for n in header.names]
         missing = [c for c in self.channels if c.lower() not in lower]
         if missing:
             raise RecordRejected(name, "lead_order", f"no channel {missing} (the record has {list(header.names)})")
-        return [header.signals[lower.index(c.lower())] for c in self.channels]
+        return [lower.index(c.lower()) for c in self.channels]
 
     def _read(self, path: Path, name: str) -> Record:
+        """The record at ``path`` (module docstring); `RecordRejected` naming ``name`` and the check."""
+        header, specs, samples = self._samples(path, name)
+        rates = [header.fs * spec.samples_per_frame for spec in specs]
+        fs = max(rates)
+        channels = []
+        for x, spec, rate in zip(samples, specs, rates):
+            x = unwrap(x, *adc_limits(spec)) if self.unwrap == "auto" else x
+            channels.append(x if rate == fs else _resample_gappy(x, rate, fs))
+        length = min(len(x) for x in channels)
+        units = [spec.units if spec.units_stated else None for spec in specs]
+        signal = in_units(name, np.stack([x[:length] for x in channels]), [spec.name for spec in specs], units,
+                          self.units or [None] * len(specs))  # fmt: skip
+        present = np.flatnonzero(np.isfinite(signal).all(axis=0))
+        if not len(present):
+            raise RecordRejected(name, "non_finite", f"no sample with every channel of {list(self.channels)} present")
+        signal = fill_gaps(name, signal[:, present[0] : present[-1] + 1], fs, self.max_gap_s, self.channels)
+        return Record(name, signal.astype(np.float32), fs, self.channels)
+
+    def _samples(self, path: Path, name: str) -> tuple[WfdbHeader, list[SignalSpec], list[np.ndarray]]:
+        """The header, the channels' signal lines and their samples (physical units, float64, each
+        at its own rate), read after the header's checks (signal files inside the record's
+        folder, at most `MAX_RECORD_SAMPLES` declared samples); `RecordRejected` (``unreadable``)."""
         import wfdb
 
         try:
             header = read_header(path)
-            specs = self._specs(name, header)
-            rows = [header.signals.index(spec) for spec in specs]
-            for spec in specs:
-                resolve_inside(path.parent, spec.file, path.parent)
+            rows = self._rows(name, header)
+            for row in rows:
+                resolve_inside(path.parent, header.signals[row].file, path.parent)
             frames = (header.samples or 0) * sum(s.samples_per_frame for s in header.signals)
             if frames > MAX_RECORD_SAMPLES:
                 raise HeaderError(f"the header declares {frames} samples, more than {MAX_RECORD_SAMPLES} can be read")
@@ -250,22 +275,7 @@ class WfdbFolder(Dataset):
             raise
         except Exception as error:  # the wfdb reader raises assorted types for malformed files
             raise RecordRejected(name, "unreadable", f"{path}: {error}") from error
-        rates = [header.fs * spec.samples_per_frame for spec in specs]
-        fs = max(rates)
-        channels = []
-        for x, spec, rate in zip(data.e_p_signal, specs, rates):
-            x = np.asarray(x, dtype=np.float64)
-            x = unwrap(x, *adc_limits(spec)) if self.unwrap == "auto" else x
-            channels.append(x if rate == fs else _resample_gappy(x, rate, fs))
-        length = min(len(x) for x in channels)
-        signal = np.stack([x[:length] for x in channels])
-        units = [spec.units if spec.units_stated else None for spec in specs]
-        signal = in_units(name, signal, [spec.name for spec in specs], units, self.units or [None] * len(specs))
-        present = np.flatnonzero(np.isfinite(signal).all(axis=0))
-        if not len(present):
-            raise RecordRejected(name, "non_finite", f"no sample with every channel of {list(self.channels)} present")
-        signal = fill_gaps(name, signal[:, present[0] : present[-1] + 1], fs, self.max_gap_s, self.channels)
-        return Record(name, signal.astype(np.float32), fs, self.channels)
+        return header, [header.signals[row] for row in rows], [np.asarray(x, dtype=np.float64) for x in data.e_p_signal]
 
 
 def _resample_gappy(x: np.ndarray, fs: float, fs_out: float) -> np.ndarray:
