@@ -49,7 +49,7 @@ def pieces(root: Path) -> list[tuple[str, np.ndarray]]:
     return out
 
 
-def make_raw(name: str, x: np.ndarray, rng: np.random.Generator, kind: str) -> np.ndarray:
+def make_raw(x: np.ndarray, rng: np.random.Generator, kind: str) -> np.ndarray:
     """``x`` as a raw camera signal of ``kind`` (``plain``, ``inverted``, ``slow``, ``exposure``)."""
     if kind == "slow":  # played back slower: the pulse rate becomes SLOW_BPM
         factor = pulse_rate_hz(x, CAMERA_FS) * 60 / SLOW_BPM
@@ -77,7 +77,7 @@ def main() -> None:
     for index, (name, x) in enumerate(pieces(args.sources)):
         kind = kinds.get(index, "plain")
         record = name if kind == "plain" else f"{name}-{kind}"
-        raw = make_raw(record, x, rng, kind)
+        raw = make_raw(x, rng, kind)
         wfdb.wrsamp(record, fs=CAMERA_FS, units=["NU"], sig_name=["PLETH"], p_signal=raw[:, None], fmt=["16"],
                     write_dir=str(args.out))  # fmt: skip
         print(f"{record}: {len(raw) / CAMERA_FS:.0f} s, level {np.median(raw):.1f}, range {np.ptp(raw):.1f} units")
