@@ -262,7 +262,8 @@ class Dataset:
         band = band_rates(*cycle_band_hz) if not own and cycle_band_hz else {}
         rate = fs or own or band.get("cache_fs")
         if not rate:
-            raise ValueError(f"dataset {cls.__name__} has no fixed sampling rate; set data.fs (the cache rate in Hz)")
+            raise ValueError(f"dataset {cls.__name__} has no fixed sampling rate and the phase provider declares no cycle "
+                             f"band to derive one from; set data.fs (the cache rate in Hz)")  # fmt: skip
         values = {"cache_fs": float(rate), "decimation": int(decimation or band.get("decimation", cls.decimation)),
                   "token_patch": int(token_patch or band.get("token_patch", cls.token_patch)),
                   "window_s": float(window_s or band.get("window_s", cls.window_s))}  # fmt: skip
