@@ -155,10 +155,11 @@ def test_stretch_is_the_wave_played_slower():
 
 
 @real_records
-@pytest.mark.parametrize(("record", "ecg", "wave"), [PAIRS[0], PAIRS[2]])
+@pytest.mark.parametrize(("record", "ecg", "wave"), [PAIRS[0], PAIRS[2], PAIRS[3]])
 def test_one_pulse_per_qrs_on_real_records_inverted_offset_and_slowed(record, ecg, wave):
-    """v102s (PLETH) and 03700181 (ABP) against the R-peaks of their own ECG: sensitivity and PPV
-    within 5 % of one, as recorded, inverted, with a large offset and slowed to 50 per minute."""
+    """v102s (PLETH), 03700181 (ABP) and mixedsignals (Pleth at 125 Hz beside its ECG at 250 Hz,
+    read each at its own rate) against the R-peaks of their own ECG: sensitivity and PPV within
+    5 % of one, as recorded, inverted, with a large offset and slowed to 50 per minute."""
     rows = check_pulses(SAMPLES / record, ecg, wave)
     assert [row["variant"] for row in rows] == list(VARIANTS)
     for row in rows:
@@ -241,3 +242,18 @@ def test_validate_refuses_a_provider_that_finds_none_of_the_datasets_channels():
     )
     assert consistency_problems(parse_config({"phase": {"provider": "pulse", "options": {"lead": "II"}}})) == []
     assert consistency_problems(parse_config({"phase": {"provider": "ecg-rpeak"}})) == []
+
+
+def test_adc_wraps_are_undone_only_at_the_edges_of_the_range():
+    """A wave wrapped into a 12-bit range comes back whole; a large step inside the range (an
+    exposure change, a baseline jump) is not a wrap and stays."""
+    from cyclejepa.phase.crosscheck import unwrap_adc
+
+    span = 4096.0
+    t = np.arange(5000) / 125.0
+    wave = 1500.0 + 900.0 * np.sin(2 * np.pi * 0.3 * t)  # reaches 2400, beyond the top at 2047
+    wrapped = (wave + 2048.0) % span - 2048.0
+    assert np.sum(np.abs(np.diff(wrapped)) > span / 2) > 0
+    np.testing.assert_allclose(unwrap_adc(wrapped, -2048.0, 2048.0), wave - span * np.round((wrapped[0] - wave[0]) / span))
+    inside = np.where(t < 20.0, -1000.0, 1200.0) + np.sin(2 * np.pi * t)  # a 2,200-unit step mid-range
+    np.testing.assert_array_equal(unwrap_adc(inside, -2048.0, 2048.0), inside)

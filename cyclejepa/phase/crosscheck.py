@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cyclejepa.data.wfdb_format import read_header
 from cyclejepa.phase.track import match_events, score_events
 
 __all__ = [
@@ -74,23 +75,30 @@ def read_channel(path: str | Path, name: str) -> Channel:
     samples at either end cut off."""
     import wfdb
 
+    header = read_header(path)  # the library's checks first
+    names = [spec.name for spec in header.signals]
+    if name not in names:
+        raise KeyError(f"channel {name!r} not in {path}; its channels are {names}")
+    spec = header.signals[names.index(name)]
     record = wfdb.rdrecord(str(path), smooth_frames=False)
-    row = record.sig_name.index(name)
-    physical = np.asarray(record.e_p_signal[row], dtype=np.float64)
+    physical = np.asarray(record.e_p_signal[names.index(name)], dtype=np.float64)
     finite = np.flatnonzero(np.isfinite(physical))
-    bits = record.adc_res[row] or ADC_BITS.get(int(str(record.fmt[row])[:3]), 16)
-    samples = unwrap_adc(physical[finite[0] : finite[-1] + 1], 2.0**bits / record.adc_gain[row])
-    fs = float(record.fs) * record.samps_per_frame[row]
+    bits = spec.adc_resolution or ADC_BITS.get(spec.format, 16)
+    low, high = ((-(2.0 ** (bits - 1)) - spec.baseline) / spec.gain, (2.0 ** (bits - 1) - spec.baseline) / spec.gain)
+    samples = unwrap_adc(physical[finite[0] : finite[-1] + 1], low, high)
+    fs = header.fs * spec.samples_per_frame
     return Channel(samples, fs, finite[0] / fs)
 
 
-def unwrap_adc(x: np.ndarray, span: float) -> np.ndarray:
-    """``x`` with ADC wrap-around undone: a step of more than ``span / 2`` between consecutive
-    finite samples, both in the outer eighths of the range, is ``round(step / span)`` wraps."""
+def unwrap_adc(x: np.ndarray, low: float, high: float) -> np.ndarray:
+    """``x`` with ADC wrap-around undone, the ADC's range being [``low``, ``high``) in physical
+    units (span = high - low, the 2^bits codes over the gain): a step of more than span / 2 between consecutive finite samples,
+    both within span / 8 of the range's ends, is ``round(step / span)`` wraps. A step inside the
+    range, however large, is the signal's own."""
     out = x.copy()
     finite = np.flatnonzero(np.isfinite(x))
     values = x[finite]
-    low, high = np.nanmin(values), np.nanmax(values)
+    span = high - low
     near_edge = (values < low + span / 8) | (values > high - span / 8)
     steps = np.diff(values)
     wraps = np.where((np.abs(steps) > span / 2) & near_edge[1:] & near_edge[:-1], np.round(steps / span), 0.0)

@@ -151,7 +151,9 @@ def upstrokes(slope: np.ndarray, fs: float, refractory: np.ndarray, min_slope: f
     peaks = find_peaks(slope, height=0.0)[0]
     peaks = pick_with_refractory(peaks, slope[peaks], refractory)
     heights = slope[peaks]
-    typical = np.array([np.median(heights[np.abs(peaks - p) <= TYPICAL_WINDOW_S * fs]) for p in peaks])
+    reach = TYPICAL_WINDOW_S * fs
+    starts, ends = np.searchsorted(peaks, peaks - reach, "left"), np.searchsorted(peaks, peaks + reach, "right")
+    typical = np.array([np.median(heights[a:b]) for a, b in zip(starts, ends)])
     return peaks[heights >= min_slope * typical]
 
 
