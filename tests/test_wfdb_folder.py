@@ -251,3 +251,21 @@ def test_a_record_whose_signal_file_is_missing_or_outside_the_folder_is_rejected
         with pytest.raises(RecordRejected, match="unreadable") as caught:
             dataset.read(entries[name])
         assert caught.value.record_id == name and detail in caught.value.detail
+
+
+def test_a_file_name_that_is_not_utf8_is_rejected_and_the_rest_indexed(tmp_path):
+    import os
+
+    from cyclejepa.data.cache.files import read_rejections, write_rejections
+
+    rng = np.random.default_rng(4)
+    write(tmp_path, "good", rng.normal(size=(300, 1)), 30.0)
+    header = (tmp_path / "good.hea").read_bytes()
+    with open(os.path.join(os.fsencode(tmp_path), b"bad\xffname.hea"), "wb") as stream:
+        stream.write(header)
+    dataset = WfdbFolder(tmp_path, channels=["PLETH"])
+    assert [e.name for e in dataset.entries()] == ["good"]
+    (rejection,) = dataset.rejected()
+    assert rejection.record_id == "'bad\\udcffname'" and rejection.check == "unreadable"
+    write_rejections(tmp_path / "rejections.csv", dataset.rejected())  # the cache's report can hold it
+    assert read_rejections(tmp_path / "rejections.csv")[0].detail == rejection.detail

@@ -174,6 +174,7 @@ class WfdbFolder(Dataset):
         for path in self._headers:
             name = path.relative_to(self.root).with_suffix("").as_posix()
             try:
+                _check_text(name)
                 specs = self._specs(name, read_header(path))
                 for c, spec in enumerate(specs):
                     units[c] = units[c] or (spec.units if spec.units_stated else None)
@@ -290,6 +291,15 @@ def _resample_gappy(x: np.ndarray, fs: float, fs_out: float) -> np.ndarray:
     nearest = np.minimum(np.round(np.arange(len(y)) * fs / fs_out).astype(int), len(x) - 1)
     y[missing[nearest]] = np.nan
     return y
+
+
+def _check_text(name: str) -> None:
+    """`RecordRejected` (``unreadable``, the name as ``ascii`` writes it) for a file name that is not
+    UTF-8 (Python keeps its bytes as surrogates, which no text file can hold)."""
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        raise RecordRejected(ascii(name), "unreadable", f"the file name {ascii(name)} is not UTF-8") from None
 
 
 def _check_unit(name: str, spec: SignalSpec, unit: str | None) -> None:
