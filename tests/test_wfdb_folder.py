@@ -237,15 +237,20 @@ def test_prepare_warns_of_an_offset_the_corpus_z_score_leaves_and_the_band_defau
     assert "channel PLETH" in caplog.text and "high-pass" in caplog.text
 
 
-def test_a_record_whose_signal_file_is_missing_or_outside_the_folder_is_rejected_by_name(tmp_path):
+def test_a_header_or_signal_file_outside_the_root_or_missing_rejects_its_record_by_name(tmp_path):
     rng = np.random.default_rng(3)
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    root.mkdir(), elsewhere.mkdir()
     for name in ("good", "gone", "escape"):
-        write(tmp_path, name, rng.normal(size=(300, 1)), 30.0)
-    (tmp_path / "gone.dat").unlink()
-    header = tmp_path / "escape.hea"
+        write(root, name, rng.normal(size=(300, 1)), 30.0)
+    write(elsewhere, "linked", rng.normal(size=(300, 1)), 30.0)
+    (root / "linked.hea").symlink_to(elsewhere / "linked.hea")  # a header that lives outside the root
+    (root / "gone.dat").unlink()
+    header = root / "escape.hea"
     header.write_text(header.read_text().replace("escape.dat", "../escape.dat"))
-    dataset = WfdbFolder(tmp_path, channels=["PLETH"])
+    dataset = WfdbFolder(root, channels=["PLETH"])
     entries = {e.name: e for e in dataset.entries()}
+    assert [(r.record_id, r.check) for r in dataset.rejected()] == [("linked", "outside_root")]
     assert dataset.read(entries["good"]).signal.shape == (1, 300)
     for name, detail in (("gone", "gone"), ("escape", "outside the dataset root")):
         with pytest.raises(RecordRejected, match="unreadable") as caught:

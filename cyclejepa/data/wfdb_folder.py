@@ -175,13 +175,15 @@ class WfdbFolder(Dataset):
             name = path.relative_to(self.root).with_suffix("").as_posix()
             try:
                 _check_text(name)
+                resolve_inside(self.root, path.relative_to(self.root).as_posix(), self.root)
                 specs = self._specs(name, read_header(path))
                 for c, spec in enumerate(specs):
                     units[c] = units[c] or (spec.units if spec.units_stated else None)
                     _check_unit(name, spec, units[c])
                 subject = self._subject(name)
             except (HeaderError, OSError) as error:
-                rejected.append(RecordRejected(name, "unreadable", f"header {path}: {error}"))
+                check = "outside_root" if "outside the dataset root" in str(error) else "unreadable"
+                rejected.append(RecordRejected(name, check, f"header {path}: {error}"))
                 continue
             except RecordRejected as rejection:
                 rejected.append(rejection)
