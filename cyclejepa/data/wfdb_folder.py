@@ -70,8 +70,8 @@ SUBJECTS_FILE = "subjects.csv"
 FORMAT_BITS = {8: 8, 16: 16, 24: 24, 32: 32, 61: 16, 80: 8, 160: 16, 212: 12, 310: 10, 311: 10, 508: 8, 516: 16, 524: 24}
 """Bits of a sample in each WFDB storage format, for a header that states no ADC resolution."""
 WRAP_MARGIN = 1 / 8
-"""A wrap leaves one end of the ADC range for the other: both samples within this fraction of
-the range from opposite limits (`unwrap`)."""
+"""How near (a fraction of the ADC range) the signal must run to one limit, and come back from the
+other, for a step to be a wrap (`unwrap`)."""
 
 
 @DATASETS.register("wfdb")
