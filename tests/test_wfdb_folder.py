@@ -143,6 +143,8 @@ def test_options_are_checked_before_any_file_is_read():
         WfdbFolder(None, channels=["PLETH"], highpass_hz=[0.3, 0.3])
     with pytest.raises(ValueError, match="normalisation"):
         WfdbFolder(None, channels=["PLETH"], normalisation="global")
+    with pytest.raises(ValueError, match=r"cut-offs \[70.0\] Hz are not below the Nyquist frequency 62.5 Hz"):
+        prepare_cache(WfdbFolder(None, channels=["PLETH"], highpass_hz=70), "unused", phase_provider="pulse", progress=False)
 
 
 def test_rates_and_preparation_follow_the_cycle_band():

@@ -228,6 +228,12 @@ class Preparation:
         """True when it changes nothing (equal to `Preparation()`)."""
         return self == Preparation()
 
+    def check_rate(self, fs: float) -> None:
+        """ValueError naming the cut-offs at or above the Nyquist frequency of ``fs`` (Hz)."""
+        high = [c for c in self.highpass_hz if c is not None and c >= fs / 2]
+        if high:
+            raise ValueError(f"high-pass cut-offs {high} Hz are not below the Nyquist frequency {fs / 2:g} Hz of the cache rate")
+
     def to_dict(self) -> dict:
         return {"highpass_hz": list(self.highpass_hz), "scope": self.scope, "drop_s": self.drop_s}
 

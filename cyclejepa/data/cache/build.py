@@ -90,7 +90,9 @@ def prepare_cache(
     band = cycle_band(phase_provider)
     rates = dataset.rates(fs, decimation, token_patch, window_s, band)
     folds = dataset.folds.train if train_folds is None else train_folds
-    arguments = _arguments(dataset, folds, phase_provider, phase_options, rates, dataset.preparation(band))
+    preparation = dataset.preparation(band)
+    preparation.check_rate(rates["cache_fs"])
+    arguments = _arguments(dataset, folds, phase_provider, phase_options, rates, preparation)
     current = _current_cache(cache_dir, arguments)
     if current is not None:
         return current
