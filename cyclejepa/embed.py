@@ -398,7 +398,7 @@ class Encoder:
             np.stack([o.phase_centre for o in outcomes]),
             np.array([o.qc_ok for o in outcomes]),
             [o.qc_reason for o in outcomes],
-            np.arange(count) * self.window / self.fs,
+            self.preprocessing.preparation.drop_s + np.arange(count) * self.window / self.fs,  # record time (s)
         )
 
     def read(self, path: str | os.PathLike) -> Record:

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cyclejepa.data.cache import cut_record, decimate_fast, prepare_cache
+from cyclejepa.data.cache import cut_record, prepare_cache
 from cyclejepa.data.datasets import Record, RecordRejected, band_rates, conform, hash_fold
 from cyclejepa.data.preprocess import Preparation, cut_windows, highpass, spread_ratio
 from cyclejepa.data.wfdb_folder import WfdbFolder, adc_limits, unwrap
 from cyclejepa.data.wfdb_format import read_header
-from cyclejepa.embed import Preprocessing
+from cyclejepa.embed import Encoder, Preprocessing
 from cyclejepa.registry import DATASETS
 
 from conftest import SAMPLES
@@ -231,11 +231,10 @@ def test_prepare_warns_of_an_offset_the_corpus_z_score_leaves_and_the_band_defau
         assert preprocessing.preparation == dataset.preparation((0.5, 3.5))  # what embed applies (the pulse band)
         assert Preprocessing.from_dict(preprocessing.to_dict()) == preprocessing  # what a package carries
         assert not cache.rejections
-        first = dataset.entries()[0]  # embed's path for a record (cut_record, prepare_record) is the cache's
-        windows = cut_record(dataset.read(first), ["PLETH"], cache.event_fs, preprocessing.window,
-                             preparation=preprocessing.preparation)  # fmt: skip
-        decimated = np.stack([decimate_fast(w, preprocessing.decimation) for w in windows])
-        np.testing.assert_allclose(preprocessing.norm.apply(decimated), cache.signals[: len(windows)], atol=1e-6)  # rows in record order
+        first = dataset.entries()[0]  # embed prepares a record as the cache did (cut_record, prepare_record)
+        prepared = Encoder(None, preprocessing, "cpu", {}, None)._prepare(dataset.read(first))
+        np.testing.assert_allclose(prepared.signals, cache.signals[: len(prepared.signals)], atol=1e-6)  # record order
+        np.testing.assert_allclose(prepared.start, preprocessing.preparation.drop_s + 10.0 * np.arange(len(prepared.start)))
     assert "channel PLETH" in caplog.text and "high-pass" in caplog.text
 
 
