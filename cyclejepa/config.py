@@ -246,7 +246,7 @@ class ExperimentConfig(Section):
     def _derive_from_data(self) -> ExperimentConfig:
         """Fill the keys left out from the dataset's facts (`DataFacts`); a key that cannot be
         derived stays None and `consistency_problems` says why."""
-        facts = data_facts(self.data)
+        facts = data_facts(self.data, cycle_band(self.phase.provider))
         if isinstance(facts, str):
             return self
         derived = {
@@ -451,7 +451,7 @@ def _dataset_problems(cfg: ExperimentConfig) -> list[str]:
             + (f". Did you mean {hint!r}?" if (hint := closest_match(option, sorted(accepted))) else "")
             for option in data.options if option not in accepted or option == "root"
         ]
-    facts = data_facts(data)
+    facts = data_facts(data, cycle_band(cfg.phase.provider))
     if isinstance(facts, str):
         return problems + [facts]
     return problems + _shape_problems(cfg, facts) + _lead_problems(cfg, facts)
@@ -576,9 +576,19 @@ class DataFacts:
     folds: Any
 
 
-def data_facts(data: DataConfig) -> DataFacts | str:
+def cycle_band(provider: str) -> tuple[float, float] | None:
+    """The ``cycle_band_hz`` the phase provider registered as ``provider`` declares (None for none
+    or for an unknown name, which `consistency_problems` names)."""
+    try:
+        return getattr(registry.PHASE_PROVIDERS.get(provider), "cycle_band_hz", None)
+    except KeyError:
+        return None
+
+
+def data_facts(data: DataConfig, cycle_band_hz: tuple[float, float] | None = None) -> DataFacts | str:
     """The `DataFacts` of a data section, from the dataset's class and options (nothing is read
-    from disk), or one line saying which key to set when they cannot be derived.
+    from disk), or one line saying which key to set when they cannot be derived; a dataset
+    without a rate of its own takes its rates from ``cycle_band_hz`` (`Dataset.rates`).
 
     Channels are the ``channels`` option when the dataset takes one (else that parameter's
     default), else its class's ``channels``.
@@ -595,7 +605,7 @@ def data_facts(data: DataConfig) -> DataFacts | str:
     if units and parameter is None and len(units) != len(channels):
         return f"data.dataset: {data.dataset!r} declares {len(units)} unit(s) {list(units)} for {len(channels)} channel(s) {list(channels)}"
     try:
-        rates = cls.rates(data.fs, data.decimation, data.token_patch, data.window_s)
+        rates = cls.rates(data.fs, data.decimation, data.token_patch, data.window_s, cycle_band_hz)
     except ValueError as error:
         key = "data.fs" if "data.fs" in str(error) else "data.window_s"
         return f"{key}: {error}"

@@ -30,7 +30,7 @@ import numpy as np
 from cyclejepa.config import ExperimentConfig, load_config
 from cyclejepa.data.cache import PreparedCache, cut_record, open_cache, prepare_record
 from cyclejepa.data.datasets import Dataset, Record, RecordRejected
-from cyclejepa.data.preprocess import Normalisation
+from cyclejepa.data.preprocess import Normalisation, Preparation
 from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
 from cyclejepa import runner
 from cyclejepa.progress import progress_bar
@@ -280,6 +280,8 @@ class Preprocessing:
     dataset, dataset_options : the registered dataset the run read and its options (it reads
         record files, `Dataset.read_path`).
     units : each channel's physical unit, as the dataset declares it.
+    preparation : what a record goes through before windowing (`Preparation`; the manifest's,
+        nothing for a cache of the paper's chain).
     """
 
     leads: tuple[str, ...]
@@ -293,6 +295,7 @@ class Preprocessing:
     dataset: str
     dataset_options: dict
     units: tuple[str, ...]
+    preparation: Preparation = Preparation()
 
     @property
     def model_fs(self) -> float:
@@ -307,6 +310,7 @@ class Preprocessing:
         return cls(
             cache.channels, cache.event_fs, window, arguments["phase_provider"], dict(arguments["phase_options"]),
             cache.norm, round(cache.event_fs / cache.fs), cache.token_patch, dataset, dict(dataset_options), cache.units,
+            Preparation.from_dict(arguments.get("preparation")),
         )  # fmt: skip
 
     def to_dict(self) -> dict:
@@ -325,6 +329,7 @@ class Preprocessing:
             "normalisation": self.norm.to_dict(self.leads),
             "dataset": {"name": self.dataset, "options": self.dataset_options},
             "units": list(self.units),
+            **({} if self.preparation.is_default else {"preparation": self.preparation.to_dict()}),
         }
 
     @classmethod
@@ -333,6 +338,7 @@ class Preprocessing:
             tuple(data["channels"]), float(data["fs"]), int(data["window"]), data["phase_provider"],
             dict(data["phase_options"]), Normalisation.from_dict(data["normalisation"]), int(data["decimation"]),
             int(data["token_patch"]), data["dataset"]["name"], dict(data["dataset"]["options"]), tuple(data["units"]),
+            Preparation.from_dict(data.get("preparation")),
         )  # fmt: skip
 
 
@@ -421,7 +427,7 @@ class Encoder:
                 f"{model_fs / 2:g} Hz); give it at {model_fs:g} Hz or more"
             )
         try:  # the run's channels at its rate, in windows, as the cache cuts a dataset's record
-            windows = cut_record(record, self.leads, self.fs, self.window)
+            windows = cut_record(record, self.leads, self.fs, self.window, preparation=self.preprocessing.preparation)
         except RecordRejected as rejection:
             raise ValueError(rejection.detail) from None
         signals, outcomes = [], []
@@ -438,7 +444,7 @@ class Encoder:
             np.stack([o.phase_centre for o in outcomes]),
             np.array([o.qc_ok for o in outcomes]),
             [o.qc_reason for o in outcomes],
-            np.arange(count) * self.window / self.fs,
+            self.preprocessing.preparation.drop_s + np.arange(count) * self.window / self.fs,  # record time (s)
         )
 
     def read(self, path: str | os.PathLike) -> Record:

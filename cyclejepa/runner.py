@@ -89,11 +89,11 @@ def _family_problems(cfg: ExperimentConfig) -> list[str]:
     """Anomaly families of a list of the config's own that cannot apply to the phase provider's
     signal (`PhaseProvider.signal`) or to the dataset's channel count. The default list is the
     battery's to filter: it skips what does not apply and says so in the report."""
-    from cyclejepa.config import EvaluationConfig, data_facts
+    from cyclejepa.config import EvaluationConfig, cycle_band, data_facts
     from cyclejepa.evaluation.anomaly.perturbations import applicable_families
     from cyclejepa.registry import PERTURBATIONS, PHASE_PROVIDERS
 
-    families, facts = cfg.evaluation.families, data_facts(cfg.data)
+    families, facts = cfg.evaluation.families, data_facts(cfg.data, cycle_band(cfg.phase.provider))
     if families == EvaluationConfig.model_fields["families"].default or isinstance(facts, str) or not all(
         family in PERTURBATIONS for family in families
     ):

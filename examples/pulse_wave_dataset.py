@@ -18,12 +18,12 @@ then share subjects, for a corpus too small to hold one out). No fold is sealed.
 record (`read`, and `read_path` for a record file given by its path, as ``cyclejepa embed``
 reads one):
 
-- each channel at its own rate: a multi-rate record (``mixedsignals``: ECG at 250 Hz, pulse
-  waves at 125 Hz, in 62.5 Hz frames) is read frame by frame, not averaged to the frame rate;
-  channels of one record at different rates are refused (``sampling_rate``);
-- ADC wrap-around undone (`unwrap`): a pulse wave beyond its 12-bit range wraps to the other
-  end (``v102s``'s PLETH does, about 1,000 times); a step of more than half the range between
-  two samples is a wrap;
+- as the core dataset ``wfdb`` reads it (`cyclejepa.data.wfdb_folder.WfdbFolder`, of which this is
+  a subclass): each channel at its own rate, a multi-rate record (``mixedsignals``: ECG at 250 Hz,
+  pulse waves at 125 Hz, in 62.5 Hz frames) read frame by frame, not averaged to the frame rate;
+- ADC wrap-around undone (`cyclejepa.data.wfdb_folder.unwrap`): a pulse wave beyond its 12-bit
+  range wraps to the other end (``v102s``'s PLETH does, about 1,000 times); only a step where the
+  signal runs into one limit and comes back from the other is a wrap;
 - each channel in its declared unit (`UNITS`: PLETH ``NU``, ABP ``mmHg``; another is refused,
   ``units``);
 - missing samples at either end cut off, runs of missing samples up to ``max_gap_s`` inside
@@ -38,25 +38,21 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from functools import cached_property
-from pathlib import Path
 
-import numpy as np
-
-from cyclejepa.data.datasets import (
-    Dataset, DatasetNotFound, Entry, FoldProtocol, Record, RecordRejected, fill_gaps, hash_fold, in_units, sha256_of,
-)  # fmt: skip
-from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, read_header, resolve_inside
+from cyclejepa.data.datasets import Entry, Record, RecordRejected, hash_fold, sha256_of
+from cyclejepa.data.wfdb_folder import WfdbFolder
+from cyclejepa.data.wfdb_format import read_header
 from cyclejepa.registry import DATASETS
 
 UNITS = {"PLETH": "NU", "ABP": "mmHg"}
 """The unit each pulse-wave channel is declared in."""
-FORMAT_BITS = {8: 8, 16: 16, 24: 24, 32: 32, 61: 16, 80: 8, 160: 16, 212: 12, 310: 10, 311: 10, 508: 8, 516: 16, 524: 24}
-"""Bits of a sample in each WFDB storage format, for a header that states no ADC resolution."""
 
 
 @DATASETS.register("pulse-wave")
-class PulseWaves(Dataset):
-    """WFDB records under ``root`` with pulse-wave channels, one entry per record.
+class PulseWaves(WfdbFolder):
+    """WFDB records under ``root`` with pulse-wave channels, one entry per record or segment: the
+    core `WfdbFolder` (its reading, wrap-around rule and gap filling) with the units of `UNITS`,
+    the paper's chain (no preparation), fixed rates and segments.
 
     Parameters
     ----------
@@ -67,69 +63,50 @@ class PulseWaves(Dataset):
     split : ``"subject"`` (folds by record) or ``"segment"`` (folds by segment).
     """
 
-    channels = ("PLETH",)
-    units = ("NU",)
-    fs = None  # 125 or 250 Hz, record by record
     cache_fs = 125.0
     decimation = 5
     token_patch = 2
     window_s = 10.0
-    folds = FoldProtocol(sealed=())
 
     def __init__(self, root: str | os.PathLike | None = None, channels: list[str] | tuple[str, ...] = ("PLETH",),
                  max_gap_s: float = 0.5, segment_s: float | None = None, split: str = "subject"):  # fmt: skip
-        super().__init__(root)
         unknown = [c for c in channels if c.upper() not in UNITS]
         if unknown or not channels:
             raise ValueError(f"channels must be some of {', '.join(UNITS)} (their units are declared), got {list(channels)}")
-        if max_gap_s < 0 or (segment_s is not None and segment_s <= 0) or split not in ("subject", "segment"):
-            raise ValueError(f"need max_gap_s >= 0, segment_s > 0 or None, split 'subject' or 'segment'; got "
-                             f"{max_gap_s}, {segment_s}, {split!r}")  # fmt: skip
-        self.channels = tuple(channels)
-        self.units = tuple(UNITS[c.upper()] for c in self.channels)
-        self.max_gap_s, self.segment_s, self.split = float(max_gap_s), segment_s, split
+        if (segment_s is not None and segment_s <= 0) or split not in ("subject", "segment"):
+            raise ValueError(f"need segment_s > 0 or None, split 'subject' or 'segment'; got {segment_s}, {split!r}")
+        super().__init__(root, channels=channels, units=[UNITS[c.upper()] for c in channels], highpass_hz=None,
+                         normalisation="corpus", drop_s=0.0, max_gap_s=max_gap_s)  # fmt: skip
+        self.segment_s, self.split = segment_s, split
 
     def __repr__(self) -> str:
         return f"PulseWaves({str(self.root)!r}, channels={list(self.channels)})"
 
     @cached_property
-    def _headers(self) -> list[Path]:
-        if self.root is None or not self.root.is_dir():
-            raise DatasetNotFound(f"pulse-wave folder {self.root} does not exist (set data.root)")
-        return sorted(self.root.rglob("*.hea"))
-
-    @cached_property
-    def _index(self) -> tuple[list[Entry], dict[int, tuple[str, int]], list[RecordRejected]]:
-        entries, segments, rejected = [], {}, []
-        for patient, path in enumerate(self._headers, start=1):
-            name = path.relative_to(self.root).with_suffix("").as_posix()
-            try:
-                header = read_header(path)
-                self._rows(name, header)
-            except (HeaderError, OSError) as error:
-                rejected.append(RecordRejected(name, "unreadable", f"header {path}: {error}"))
-                continue
-            except RecordRejected as rejection:
-                rejected.append(rejection)
-                continue
+    def _segments(self) -> tuple[list[Entry], dict[int, tuple[str, int]], list[RecordRejected]]:
+        entries, segments, rejected = [], {}, list(super().rejected())
+        patients = {path.relative_to(self.root).with_suffix("").as_posix(): k for k, path in enumerate(self._headers, 1)}
+        for record in super().entries():
+            header = read_header(self.root / f"{record.name}.hea")
             seconds = (header.samples or 0) / header.fs
             count = int(seconds // self.segment_s) if self.segment_s else 1
             for k in range(count):
-                label = f"{name}/{k}" if self.segment_s else name
-                fold = hash_fold(label if self.split == "segment" else name)
-                entries.append(Entry(len(entries) + 1, label, patient, fold))
-                segments[len(entries)] = (name, k)
+                label = f"{record.name}/{k}" if self.segment_s else record.name
+                fold = hash_fold(label if self.split == "segment" else record.name)
+                entries.append(Entry(len(entries) + 1, label, patients[record.name], fold))
+                segments[len(entries)] = (record.name, k)
             if not count:
-                rejected.append(RecordRejected(name, "extent", f"lasts {seconds:.1f} s, shorter than one {self.segment_s:g} s segment"))
+                detail = f"lasts {seconds:.1f} s, shorter than one {self.segment_s:g} s segment"
+                rejected.append(RecordRejected(record.name, "extent", detail))
         return entries, segments, rejected
 
     def entries(self) -> list[Entry]:
         """Every record with the channels (or its segments), in path order."""
-        return self._index[0]
+        return self._segments[0]
 
     def rejected(self) -> list[RecordRejected]:
         """Records without the channels, with an unreadable header, or shorter than a segment."""
-        return self._index[2]
+        return self._segments[2]
 
     def fingerprint(self) -> dict:
         """The root, the options and one sha256 over every header."""
@@ -139,64 +116,9 @@ class PulseWaves(Dataset):
 
     def read(self, entry: Entry) -> Record:
         """The record of ``entry`` (see the module docstring), or its ``segment_s`` segment."""
-        name, k = self._index[1][entry.id]
+        name, k = self._segments[1][entry.id]
         record = self._read(self.root / name, entry.name)
         if self.segment_s:
             length = round(self.segment_s * record.fs)
             record = replace(record, signal=record.signal[:, k * length : (k + 1) * length])
         return replace(record, id=entry.id)
-
-    def read_path(self, path: str | os.PathLike) -> Record:
-        """The record file at ``path`` (WFDB, no extension), read as `read` reads an entry."""
-        path = Path(path)
-        if not path.with_name(path.name + ".hea").is_file():
-            raise FileNotFoundError(f"WFDB record {str(path)!r} not found (give the path without extension)")
-        return self._read(path, str(path))
-
-    def _rows(self, name: str, header: WfdbHeader) -> list[int]:
-        """The header's rows of the channels; `RecordRejected` (``lead_order``) naming what it has."""
-        lower = [n.lower() for n in header.names]
-        missing = [c for c in self.channels if c.lower() not in lower]
-        if missing:
-            raise RecordRejected(name, "lead_order", f"no channel {missing} (the record has {list(header.names)})")
-        return [lower.index(c.lower()) for c in self.channels]
-
-    def _read(self, path: Path, name: str) -> Record:
-        import wfdb
-
-        try:
-            header = read_header(path)
-            rows = self._rows(name, header)
-            for row in rows:
-                resolve_inside(path.parent, header.signals[row].file, path.parent)
-            data = wfdb.rdrecord(str(path), channels=rows, smooth_frames=False)
-        except (HeaderError, OSError, ValueError) as error:
-            raise RecordRejected(name, "unreadable", f"{path}: {error}") from error
-        specs = [header.signals[row] for row in rows]
-        rates = sorted({header.fs * spec.samples_per_frame for spec in specs})
-        if len(rates) > 1:
-            raise RecordRejected(name, "sampling_rate", f"channels {list(self.channels)} at different rates {rates} Hz")
-        signal = np.stack([unwrap(np.asarray(x, dtype=np.float64), _span(spec)) for x, spec in zip(data.e_p_signal, specs)])
-        units = [spec.units if spec.units_stated else None for spec in specs]
-        signal = in_units(name, signal, [spec.name for spec in specs], units, self.units)
-        present = np.flatnonzero(np.isfinite(signal).all(axis=0))
-        if not len(present):
-            raise RecordRejected(name, "non_finite", f"no sample with every channel of {list(self.channels)} present")
-        signal = fill_gaps(name, signal[:, present[0] : present[-1] + 1], rates[0], self.max_gap_s, self.channels)
-        return Record(name, signal.astype(np.float32), rates[0], self.channels)
-
-
-def unwrap(x: np.ndarray, span: float) -> np.ndarray:
-    """``x`` with ADC wrap-around undone: a step of more than ``span / 2`` between consecutive
-    finite samples is ``round(step / span)`` wraps of the full range ``span``, taken back."""
-    finite = np.flatnonzero(np.isfinite(x))
-    wraps = np.round(np.diff(x[finite]) / span)
-    out = x.copy()
-    out[finite[1:]] -= np.cumsum(wraps) * span
-    return out
-
-
-def _span(spec) -> float:
-    """The full ADC range of a signal in physical units: 2^bits / gain."""
-    bits = spec.adc_resolution or FORMAT_BITS.get(spec.format, 16)
-    return 2.0**bits / spec.gain

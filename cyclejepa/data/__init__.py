@@ -32,6 +32,7 @@ from cyclejepa.data.ptbxl import (
     eligible_subclasses,
     read_record,
 )
+from cyclejepa.data.wfdb_folder import WfdbFolder
 from cyclejepa.data.synthetic import (
     HEADER_LEADS,
     RPEAKS_FILENAME,

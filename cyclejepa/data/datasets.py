@@ -26,11 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from cyclejepa.data.preprocess import fill_nonfinite, resample, resampling_ratio
+from cyclejepa.data.preprocess import Preparation, fill_nonfinite, resample, resampling_ratio
 
 __all__ = [
-    "AMPLITUDE_LIMITS", "MV_PER_UNIT", "Dataset", "DatasetNotFound", "DownloadFailed", "Entry", "FoldProtocol", "LabelLevel", "Record", "RecordRejected", "check_window",
-    "amplitude_limit", "check_amplitudes", "conform", "corpus_listing", "fill_gaps", "hash_fold", "in_units", "record_name", "sha256_file", "sha256_of",
+    "AMPLITUDE_LIMITS", "MV_PER_UNIT", "Dataset", "DatasetNotFound", "DownloadFailed", "Entry", "FoldProtocol", "LabelLevel", "Record", "RecordRejected",
+    "amplitude_limit", "band_rates", "check_amplitudes", "check_window", "conform", "corpus_listing", "fill_gaps", "hash_fold", "in_units",
+    "record_name", "sha256_file", "sha256_of",
 ]  # fmt: skip
 
 
@@ -257,19 +258,62 @@ class Dataset:
 
     @classmethod
     def rates(cls, fs: float | None = None, decimation: int | None = None, token_patch: int | None = None,
-              window_s: float | None = None) -> dict[str, Any]:  # fmt: skip
+              window_s: float | None = None, cycle_band_hz: tuple[float, float] | None = None) -> dict[str, Any]:  # fmt: skip
         """The cache's rates, window and tokens per window: each argument, else the dataset's default.
 
-        Returns ``{"cache_fs", "decimation", "token_patch", "window_s", "n_tokens"}``. Raises
-        ValueError when no cache rate is known (no ``fs`` given, no ``cache_fs``, no fixed native
-        ``fs``: "set data.fs") or the window is not a whole number of tokens (`check_window`).
+        Returns ``{"cache_fs", "decimation", "token_patch", "window_s", "n_tokens"}``. A dataset
+        with no rate of its own (no ``cache_fs``, no fixed ``fs``) takes every value left out
+        from the phase provider's ``cycle_band_hz`` (`band_rates`). Raises
+        ValueError when no cache rate is known ("set data.fs") or the window is not a whole
+        number of tokens (`check_window`).
         """
-        rate = fs or cls.cache_fs or cls.fs
+        own = cls.cache_fs or cls.fs
+        band = band_rates(*cycle_band_hz) if not own and cycle_band_hz else {}
+        rate = fs or own or band.get("cache_fs")
         if not rate:
-            raise ValueError(f"dataset {cls.__name__} has no fixed sampling rate; set data.fs (the cache rate in Hz)")
-        values = {"cache_fs": float(rate), "decimation": int(decimation or cls.decimation),
-                  "token_patch": int(token_patch or cls.token_patch), "window_s": float(window_s or cls.window_s)}  # fmt: skip
+            raise ValueError(f"dataset {cls.__name__} has no fixed sampling rate and the phase provider declares no cycle "
+                             f"band to derive one from; set data.fs (the cache rate in Hz)")  # fmt: skip
+        values = {"cache_fs": float(rate), "decimation": int(decimation or band.get("decimation", cls.decimation)),
+                  "token_patch": int(token_patch or band.get("token_patch", cls.token_patch)),
+                  "window_s": float(window_s or band.get("window_s", cls.window_s))}  # fmt: skip
         return {**values, "n_tokens": check_window(**values)}
+
+    def preparation(self, cycle_band_hz: tuple[float, float] | None = None) -> Preparation:
+        """What each record goes through before windowing (`Preparation`), given the phase
+        provider's ``cycle_band_hz``. By default nothing (the paper's chain: the corpus-wide
+        z-score only); a dataset of raw sensor signals overrides it."""
+        return Preparation()
+
+
+MODEL_RATES = (1.0, 2.0, 5.0, 10.0, 20.0, 25.0, 50.0, 100.0, 200.0, 250.0, 500.0, 1000.0)
+"""Model rates (Hz) `band_rates` chooses from."""
+
+
+def band_rates(low_hz: float, high_hz: float) -> dict[str, Any]:
+    """Cache and token rates for a cycle between ``low_hz`` and ``high_hz`` (a provider's
+    ``cycle_band_hz``).
+
+    - model rate: the first of `MODEL_RATES` at least 6 · high_hz, so that the third harmonic
+      of the fastest cycle lies below the model's Nyquist frequency;
+    - decimation 5, cache rate 5 x the model rate (events timed to 1 / (30 · high_hz) or better);
+    - token: floor(model rate / (3 · high_hz)) samples (at least 1), three or more per fastest cycle;
+    - window: the fewest whole tokens lasting max(10, 5 / low_hz) s (five of the slowest cycles,
+      for the phase QC's four events).
+
+    A heartbeat (0.5, 3.5) Hz gives 125 Hz, 25 Hz, tokens of 2 samples (80 ms), 10 s windows;
+    breathing (0.1, 0.7) Hz gives 25 Hz, 5 Hz, tokens of 2 samples (0.4 s), 50 s windows.
+
+    >>> band_rates(0.5, 3.5)
+    {'cache_fs': 125.0, 'decimation': 5, 'token_patch': 2, 'window_s': 10.0}
+    """
+    if not (0 < low_hz < high_hz and np.isfinite(high_hz)):
+        raise ValueError(f"a cycle band needs 0 < low < high Hz, got ({low_hz}, {high_hz})")
+    model_fs = next((rate for rate in MODEL_RATES if rate >= 6 * high_hz), None)
+    if model_fs is None:
+        raise ValueError(f"a cycle of up to {high_hz:g} Hz needs a model rate above {MODEL_RATES[-1]:g} Hz; set data.fs")
+    patch = max(1, int(model_fs // (3 * high_hz)))
+    tokens = int(np.ceil(max(10.0, 5.0 / low_hz) * model_fs / patch - 1e-9))
+    return {"cache_fs": 5 * model_fs, "decimation": 5, "token_patch": patch, "window_s": tokens * patch / model_fs}
 
 
 def check_window(cache_fs: float, decimation: int, token_patch: int, window_s: float) -> int:

@@ -1,4 +1,5 @@
-"""Steps 4 and 6 of the preprocessing chain: decimation and per-lead z-score normalisation.
+"""Steps 4 and 6 of the preprocessing chain: decimation and per-lead z-score normalisation,
+and the preparation a dataset may ask for before windowing (`Preparation`).
 
 `resample` brings a record at another rate to the corpus rate with the same filter design;
 `fill_nonfinite` interpolates missing samples (a dataset's gap filling, `fill_gaps`; phase
@@ -22,12 +23,17 @@ import numpy as np
 __all__ = [
     "DECIMATION",
     "KAISER_BETA",
+    "SCOPES",
     "Normalisation",
+    "Preparation",
     "cut_windows",
     "decimate",
     "fill_nonfinite",
     "fit_normalisation",
+    "highpass",
     "resample",
+    "spread_ratio",
+    "standardise",
 ]
 
 DECIMATION = 5
@@ -182,3 +188,106 @@ def fill_nonfinite(signal: np.ndarray, channel_names: Sequence[str]) -> np.ndarr
         good = finite[row]
         filled[row, ~good] = np.interp(samples[~good], samples[good], signal[row, good])
     return filled
+
+
+SCOPES = ("corpus", "record", "window")
+"""Normalisation scopes: one z-score per channel fitted on the training folds (``corpus``, the
+paper's), each record (``record``) or each window (``window``) z-scored by its own statistics
+first."""
+HIGHPASS_ORDER = 2
+"""Order of the Butterworth high-pass; run forward and backward (`highpass`), its gain is that of order 4."""
+
+
+@dataclass(frozen=True)
+class Preparation:
+    """What a record goes through before it is cut into windows (`cyclejepa.data.cache.cut_record`).
+
+    ``drop_s`` leading seconds are dropped (a sensor settling); each channel c with a cut-off
+    ``highpass_hz[c]`` (None: none) is high-passed (`highpass`); then with ``scope`` ``record``
+    each channel of the record, with ``window`` each channel of each window, is z-scored by its
+    own mean and standard deviation, (x - mean) / std. The corpus-wide z-score of the cache
+    follows in every scope. The default (no drop, no filter, ``corpus``) changes nothing.
+    """
+
+    highpass_hz: tuple[float | None, ...] = ()
+    scope: str = "corpus"
+    drop_s: float = 0.0
+
+    def __post_init__(self):
+        if self.scope not in SCOPES:
+            raise ValueError(f"normalisation scope {self.scope!r} is not one of {', '.join(SCOPES)}")
+        if not (np.isfinite(self.drop_s) and self.drop_s >= 0):
+            raise ValueError(f"drop_s must be a finite number of seconds >= 0, got {self.drop_s!r}")
+        if any(c is not None and not (np.isfinite(c) and c > 0) for c in self.highpass_hz):
+            raise ValueError(f"high-pass cut-offs must be positive (Hz) or None, got {list(self.highpass_hz)}")
+        if all(c is None for c in self.highpass_hz):
+            object.__setattr__(self, "highpass_hz", ())  # no filter on any channel is one thing
+
+    @property
+    def is_default(self) -> bool:
+        """True when it changes nothing (equal to `Preparation()`)."""
+        return self == Preparation()
+
+    def check_rate(self, fs: float) -> None:
+        """ValueError naming the cut-offs at or above the Nyquist frequency of ``fs`` (Hz)."""
+        high = [c for c in self.highpass_hz if c is not None and c >= fs / 2]
+        if high:
+            raise ValueError(f"high-pass cut-offs {high} Hz are not below the Nyquist frequency {fs / 2:g} Hz of the cache rate")
+
+    def to_dict(self) -> dict:
+        return {"highpass_hz": list(self.highpass_hz), "scope": self.scope, "drop_s": self.drop_s}
+
+    @classmethod
+    def from_dict(cls, data: dict | None) -> Preparation:
+        """The preparation written by `to_dict`; None (a manifest without one) is the default."""
+        if data is None:
+            return cls()
+        return cls(tuple(data["highpass_hz"]), str(data["scope"]), float(data["drop_s"]))
+
+
+def highpass(x: np.ndarray, fs: float, cutoff_hz: float) -> np.ndarray:
+    """(..., L) ``x`` high-passed at ``cutoff_hz`` along the last axis, zero phase, float64 out.
+
+    A Butterworth high-pass of order `HIGHPASS_ORDER` run forward and backward
+    (``scipy.signal.sosfiltfilt``): no delay, gain |H(f)|^2 = 1 / (1 + (fc / f)^(2n)) with n =
+    `HIGHPASS_ORDER` (0.94 at twice the cut-off, 0.5 at it), a constant offset removed exactly.
+    The filter starts from the steady state of the first sample (``sosfilt_zi``), so an offset
+    makes no transient. ValueError when the cut-off is not below the Nyquist frequency.
+    """
+    from scipy.signal import butter, sosfiltfilt
+
+    if not 0 < cutoff_hz < fs / 2:
+        raise ValueError(f"high-pass cut-off {cutoff_hz:g} Hz is not between 0 and the Nyquist frequency {fs / 2:g} Hz")
+    sos = butter(HIGHPASS_ORDER, cutoff_hz, btype="highpass", fs=fs, output="sos")
+    return sosfiltfilt(sos, np.asarray(x, dtype=np.float64), axis=-1)
+
+
+def standardise(x: np.ndarray) -> np.ndarray:
+    """(..., L) ``x`` minus its mean over the last axis, divided by its standard deviation (ddof 0)."""
+    x = np.asarray(x, dtype=np.float64)
+    return (x - x.mean(axis=-1, keepdims=True)) / x.std(axis=-1, keepdims=True)
+
+
+SPREAD_RATIO_MIN = 0.1
+"""Below this `spread_ratio` a channel's windows differ mostly by their level (`spread_ratio`)."""
+
+
+def spread_ratio(windows: np.ndarray, chunk: int = 512) -> np.ndarray:
+    """Per channel of (N, C, L) ``windows``: the median over windows of the within-window standard
+    deviation, divided by the standard deviation over windows of the window means.
+
+    An affine map of a channel (the corpus z-score) leaves it unchanged. Below
+    `SPREAD_RATIO_MIN` the signal inside a window is a tenth of the offsets between windows or
+    less: after the corpus z-score the signal the model sees is at most 0.1 while the windows'
+    levels spread over ±1, a constant offset per record or a slow drift that the normalisation
+    cannot remove. Infinite when the window means do not vary.
+    """
+    stds, means = [], []
+    for start in range(0, len(windows), chunk):
+        block = np.asarray(windows[start : start + chunk], dtype=np.float64)
+        stds.append(block.std(axis=-1))
+        means.append(block.mean(axis=-1))
+    between = np.concatenate(means).std(axis=0)
+    within = np.median(np.concatenate(stds), axis=0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(between > 0, within / np.where(between > 0, between, 1.0), np.inf)

@@ -21,14 +21,15 @@ from typing import Any
 
 import numpy as np
 
+from cyclejepa.config import cycle_band
 from cyclejepa.data.cache import files
 from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PHASE_REVISION, arguments_hash, as_json
 from cyclejepa.data.cache.prepared import PreparedCache, inconsistencies
 from cyclejepa.data.cache.record import RecordOutcome, prepare_record, record_windows
 from cyclejepa.data.datasets import (
-    Dataset, Entry, RecordRejected, amplitude_limit, check_amplitudes, check_window, corpus_listing, sha256_file,
+    Dataset, Entry, RecordRejected, amplitude_limit, check_window, corpus_listing, sha256_file,
 )  # fmt: skip
-from cyclejepa.data.preprocess import fit_normalisation
+from cyclejepa.data.preprocess import SPREAD_RATIO_MIN, Preparation, fit_normalisation, spread_ratio
 from cyclejepa.lock import file_lock
 from cyclejepa.progress import progress_bar
 from cyclejepa.version import __version__
@@ -100,9 +101,12 @@ def prepare_cache(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     cache_dir = Path(cache_dir)
-    rates = dataset.rates(fs, decimation, token_patch, window_s)
+    band = cycle_band(phase_provider)
+    rates = dataset.rates(fs, decimation, token_patch, window_s, band)
     folds = dataset.folds.train if train_folds is None else train_folds
-    arguments = _arguments(dataset, folds, phase_provider, phase_options, rates, amplitude_limits, dataset_options)
+    preparation = dataset.preparation(band)
+    preparation.check_rate(rates["cache_fs"])
+    arguments = _arguments(dataset, folds, phase_provider, phase_options, rates, amplitude_limits, dataset_options, preparation)
     current = _current_cache(cache_dir, arguments)  # reused without the lock (training processes read it at once)
     if current is not None:
         return current
@@ -138,9 +142,11 @@ def _arguments(
     rates: Mapping[str, Any],
     amplitude_limits: Mapping[str, float] | None = None,
     dataset_options: Mapping[str, Any] | None = None,
+    preparation: Preparation = Preparation(),
 ) -> dict[str, Any]:
     """Everything the cache contents depend on, JSON-serialisable: with the dataset's
-    fingerprint its options, its root and a listing of the corpus there (`corpus_listing`)."""
+    fingerprint its options, its root and a listing of the corpus there (`corpus_listing`); the
+    preparation only when it does anything, so that a cache of the paper's chain keeps its hash."""
     from cyclejepa.registry import PHASE_PROVIDERS
 
     folds = sorted({int(f) for f in train_folds})
@@ -165,6 +171,7 @@ def _arguments(
         "phase_revision": PHASE_REVISION,
         "cache_format": CACHE_FORMAT,
         "cyclejepa_version": __version__,
+        **({} if preparation.is_default else {"preparation": preparation.to_dict()}),
     }
 
 
@@ -264,6 +271,7 @@ def _build(
             f"({len(rejections)} of {n_records} records rejected: {dict(checks)}); each record's reason is in {report}"
         )
     scratch = _gather_scratch(build_dir / "decimated_mv.npy", kept)
+    spread = spread_warnings(scratch, arguments)
     norm = fit_normalisation(scratch, in_train)
     files.write_signals(build_dir / "signals.npy", scratch, norm)
     del scratch
@@ -278,8 +286,24 @@ def _build(
         )
     files.write_rejections(build_dir / "rejections.csv", rejections)
     facts = {"name": _registered_name(dataset), "units": [dataset.unit_of(c) for c in dataset.channels],
-             "folds": dataset.folds.to_dict()}  # fmt: skip
+             "folds": dataset.folds.to_dict(), **({"spread_warnings": spread} if spread else {})}  # fmt: skip
     files.write_manifest(build_dir, arguments, facts, levels, n_records, kept, rejections)
+
+
+def spread_warnings(windows: np.ndarray, arguments: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """One entry per channel whose `spread_ratio` over ``windows`` is below `SPREAD_RATIO_MIN`,
+    each logged as a warning naming the channel and the remedy."""
+    found = []
+    for channel, ratio in zip(arguments["channels"], spread_ratio(windows)):
+        if ratio < SPREAD_RATIO_MIN:
+            found.append({"channel": channel, "ratio": round(float(ratio), 4)})
+            log.warning(
+                "channel %s: the median spread within a window is %.3g of the spread of the window means (below %g): "
+                "a constant offset or slow drift the corpus z-score cannot remove dominates it; high-pass it or "
+                "normalise per record or per window (data.options highpass_hz / normalisation, see docs/your-signal.md)",
+                channel, ratio, SPREAD_RATIO_MIN,
+            )  # fmt: skip
+    return found
 
 
 def _n_tokens(arguments: Mapping[str, Any]) -> int:
@@ -372,12 +396,13 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
     channels, fs = tuple(arguments["channels"]), arguments["fs"]
     shape = {"decimation": arguments["decimation"], "token_patch": arguments["token_patch"]}
     window = round(arguments["window_s"] * fs)
+    preparation = Preparation.from_dict(arguments.get("preparation"))
     scratch = str(Path(build_dir) / f"scratch-{jobs[0][0]:09d}.npy")
     outcomes, signals = [], []
     for row, entry in jobs:
         try:
-            windows = record_windows(dataset, entry, channels, fs, window)
-            check_amplitudes(entry.id, windows, channels, [arguments["amplitude_limits"][c] for c in channels])
+            limits = [arguments["amplitude_limits"][c] for c in channels]
+            windows = record_windows(dataset, entry, channels, fs, window, preparation, limits)
         except RecordRejected as rejection:
             outcomes.append(RecordOutcome(row, rejection=rejection))
             continue

@@ -1,7 +1,8 @@
 """One record through the cache's chain: read and conform, cut into windows, decimate, phase-tag.
 
 `record_windows` reads a dataset's record (`Dataset.read`) and `cut_record` picks its channels,
-resamples it to the cache rate (`conform`) and cuts it into windows; `prepare_record` decimates
+resamples it to the cache rate (`conform`), prepares it as the dataset asks (`Preparation`:
+leading seconds dropped, high-pass, per-record or per-window z-score) and cuts it into windows; `prepare_record` decimates
 one window to the model rate and runs the phase provider on it at the cache rate.
 `cyclejepa embed` runs `cut_record` and `prepare_record` on the records the dataset reads from
 files (`Dataset.read_path`).
@@ -15,8 +16,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from cyclejepa.data.datasets import Dataset, Entry, Record, RecordRejected, conform
-from cyclejepa.data.preprocess import KAISER_BETA, cut_windows
+from cyclejepa.data.datasets import Dataset, Entry, Record, RecordRejected, check_amplitudes, conform
+from cyclejepa.data.preprocess import KAISER_BETA, Preparation, cut_windows, highpass, standardise
 
 STAGES = ("read_verify", "decimate", "events", "phase")
 """The per-record stages of `prepare_record` (after reading), as a benchmark times them."""
@@ -44,23 +45,65 @@ class RecordOutcome:
 
 
 
-def record_windows(dataset: Dataset, entry: Entry, channels: tuple[str, ...], fs: float, window: int) -> np.ndarray:
+def record_windows(dataset: Dataset, entry: Entry, channels: tuple[str, ...], fs: float, window: int,
+                   preparation: Preparation = Preparation(), amplitude_limits: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
     """(W, C, window) float32: ``entry``'s verified record (`Dataset.read`) through `cut_record`."""
-    return cut_record(dataset.read(entry), channels, fs, window, record_id=entry.id)
+    return cut_record(dataset.read(entry), channels, fs, window, record_id=entry.id, preparation=preparation,
+                      amplitude_limits=amplitude_limits)  # fmt: skip
 
 
-def cut_record(record: Record, channels: Sequence[str], fs: float, window: int, record_id: int | str | None = None) -> np.ndarray:
-    """(W, C, window) float32 in the record's units: ``record`` conformed to ``channels`` at ``fs``
-    (`conform`) and cut by `cut_windows`; raises `RecordRejected` (``extent`` when shorter than
-    one window, naming ``record_id``, by default the record's id)."""
+def cut_record(record: Record, channels: Sequence[str], fs: float, window: int, record_id: int | str | None = None,
+               preparation: Preparation = Preparation(), amplitude_limits: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
+    """(W, C, window) float32: ``record`` conformed to ``channels`` at ``fs`` (`conform`), prepared
+    (`prepare_signal`) and cut by `cut_windows`; in the record's units under the default
+    preparation. Raises `RecordRejected` naming ``record_id`` (by default the record's id):
+    ``extent`` when shorter than one window, ``flat`` when a z-score meets a constant channel,
+    ``amplitude`` when a sample in the record's units exceeds its channel's ``amplitude_limits``
+    (checked before any preparation, `check_amplitudes`)."""
+    record_id = record.id if record_id is None else record_id
     x = conform(record, tuple(channels), fs)
+    if amplitude_limits is not None:
+        check_amplitudes(record_id, x, channels, amplitude_limits)
+    if not preparation.is_default:
+        x = prepare_signal(x, fs, channels, preparation, record_id, window)
     try:
-        return cut_windows(x, window)
+        windows = cut_windows(x, window)
     except ValueError:
-        record_id = record.id if record_id is None else record_id
         raise RecordRejected(
             record_id, "extent", f"the record lasts {x.shape[-1] / fs:.2f} s, shorter than one {window / fs:g} s window"
+            + (f" after dropping its first {preparation.drop_s:g} s" if preparation.drop_s else "")
         ) from None
+    if preparation.scope == "window":
+        _check_spread(windows.std(axis=-1), channels, record_id, "a window of")
+        windows = standardise(windows).astype(np.float32)
+    return windows
+
+
+def prepare_signal(x: np.ndarray, fs: float, channels: Sequence[str], preparation: Preparation, record_id: int | str,
+                   window: int) -> np.ndarray:  # fmt: skip
+    """(C, L) ``x`` at ``fs`` with ``preparation``'s steps before windowing: the first ``drop_s``
+    seconds dropped, channel c high-passed at ``highpass_hz[c]`` (`highpass`), and with scope
+    ``record`` each channel z-scored (`standardise`); float32. A record left shorter than one
+    ``window`` is returned as it is (`cut_record` rejects it)."""
+    x = x[:, round(preparation.drop_s * fs) :]
+    if x.shape[-1] < window:
+        return x
+    out = np.asarray(x, dtype=np.float64).copy()
+    for row, cutoff in enumerate(preparation.highpass_hz):
+        if cutoff is not None:
+            out[row] = highpass(out[row], fs, cutoff)
+    if preparation.scope == "record":
+        _check_spread(out.std(axis=-1)[None], channels, record_id, "the record's")
+        out = standardise(out)
+    return out.astype(np.float32)
+
+
+def _check_spread(stds: np.ndarray, channels: Sequence[str], record_id: int | str, where: str) -> None:
+    """`RecordRejected` (``flat``) naming the channels whose (W, C) ``stds`` has a zero: a
+    constant channel has no z-score."""
+    flat = [channels[c] for c in np.flatnonzero((stds <= 0).any(axis=0))]
+    if flat:
+        raise RecordRejected(record_id, "flat", f"{where} channel {flat} is constant, which cannot be z-scored")
 
 
 @lru_cache(maxsize=8)
