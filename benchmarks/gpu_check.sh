@@ -52,8 +52,8 @@ IMAGE_MODULES=(torch numpy scipy sklearn pandas matplotlib yaml typer rich reque
 WHEEL_MODULES=(pydantic wfdb geoopt)                     # from REQUIREMENTS
 # imported only on paths the jobs do not take: umap (evaluation.umap=false below), neurokit2
 # (its R-peak detectors; the configs use ecg-rpeak), pyarrow (`cyclejepa embed --format parquet`),
-# safetensors and onnx (`cyclejepa export`), tensorboard (training.tensorboard: true)
-UNUSED_MODULES=(umap neurokit2 pyarrow safetensors onnx tensorboard)
+# safetensors, onnx and onnxruntime (`cyclejepa export`), tensorboard (training.tensorboard: true)
+UNUSED_MODULES=(umap neurokit2 pyarrow safetensors onnx onnxruntime tensorboard)
 
 if [[ "${1:-}" == "--fetch-wheels" ]]; then
     exclude=$(git rev-parse --git-path info/exclude)
