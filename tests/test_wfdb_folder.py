@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import torch
 import pytest
 
 from cyclejepa.data.cache import cut_record, prepare_cache
@@ -232,7 +233,7 @@ def test_prepare_warns_of_an_offset_the_corpus_z_score_leaves_and_the_band_defau
         assert Preprocessing.from_dict(preprocessing.to_dict()) == preprocessing  # what a package carries
         assert not cache.rejections
         first = dataset.entries()[0]  # embed prepares a record as the cache did (cut_record, prepare_record)
-        prepared = Encoder(None, preprocessing, "cpu", {}, None)._prepare(dataset.read(first))
+        prepared = Encoder(torch.nn.Identity(), preprocessing, "cpu", {}, None)._prepare(dataset.read(first))  # no weights needed
         np.testing.assert_allclose(prepared.signals, cache.signals[: len(prepared.signals)], atol=1e-6)  # record order
         np.testing.assert_allclose(prepared.start, preprocessing.preparation.drop_s + 10.0 * np.arange(len(prepared.start)))
     assert "channel PLETH" in caplog.text and "high-pass" in caplog.text
