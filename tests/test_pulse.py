@@ -247,7 +247,7 @@ def test_validate_refuses_a_provider_that_finds_none_of_the_datasets_channels():
 def test_adc_wraps_are_undone_only_at_the_edges_of_the_range():
     """A wave wrapped into a 12-bit range comes back whole; a large step inside the range (an
     exposure change, a baseline jump) is not a wrap and stays."""
-    from cyclejepa.phase.crosscheck import unwrap_adc
+    from cyclejepa.data.wfdb_folder import unwrap as unwrap_adc
 
     span = 4096.0
     t = np.arange(5000) / 125.0

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cyclejepa.data.wfdb_folder import adc_limits, unwrap
 from cyclejepa.data.wfdb_format import read_header
 from cyclejepa.phase.track import match_events, score_events
 
@@ -36,8 +37,6 @@ MAX_DELAY_S = 0.8
 plus the misalignment of a monitor's channels (v102s: about 0.5 s in all)."""
 TOLERANCE_S = 0.15
 """Half-width of the matching window around the record's median delay."""
-ADC_BITS = {212: 12, 310: 10, 311: 10, 8: 8, 80: 8}
-"""Sample width of the storage formats whose header may leave the ADC resolution out (else 16)."""
 SLOW_RATE_PER_MIN = 50.0
 """The rate the slowed variant is stretched to."""
 
@@ -71,7 +70,7 @@ class Channel:
 
 def read_channel(path: str | Path, name: str) -> Channel:
     """Channel ``name`` of the WFDB record ``path`` at its own rate (a multi-rate record's channels
-    are not resampled to the frame rate), with ADC wrap-around undone (`unwrap_adc`) and missing
+    are not resampled to the frame rate), with ADC wrap-around undone (`cyclejepa.data.wfdb_folder.unwrap`) and missing
     samples at either end cut off."""
     import wfdb
 
@@ -83,27 +82,10 @@ def read_channel(path: str | Path, name: str) -> Channel:
     record = wfdb.rdrecord(str(path), smooth_frames=False)
     physical = np.asarray(record.e_p_signal[names.index(name)], dtype=np.float64)
     finite = np.flatnonzero(np.isfinite(physical))
-    bits = spec.adc_resolution or ADC_BITS.get(spec.format, 16)
-    low, high = ((-(2.0 ** (bits - 1)) - spec.baseline) / spec.gain, (2.0 ** (bits - 1) - spec.baseline) / spec.gain)
-    samples = unwrap_adc(physical[finite[0] : finite[-1] + 1], low, high)
+    samples = unwrap(physical[finite[0] : finite[-1] + 1], *adc_limits(spec))
     fs = header.fs * spec.samples_per_frame
     return Channel(samples, fs, finite[0] / fs)
 
-
-def unwrap_adc(x: np.ndarray, low: float, high: float) -> np.ndarray:
-    """``x`` with ADC wrap-around undone, the ADC's range being [``low``, ``high``) in physical
-    units (span = high - low, the 2^bits codes over the gain): a step of more than span / 2 between consecutive finite samples,
-    both within span / 8 of the range's ends, is ``round(step / span)`` wraps. A step inside the
-    range, however large, is the signal's own."""
-    out = x.copy()
-    finite = np.flatnonzero(np.isfinite(x))
-    values = x[finite]
-    span = high - low
-    near_edge = (values < low + span / 8) | (values > high - span / 8)
-    steps = np.diff(values)
-    wraps = np.where((np.abs(steps) > span / 2) & near_edge[1:] & near_edge[:-1], np.round(steps / span), 0.0)
-    out[finite[1:]] -= np.cumsum(wraps) * span
-    return out
 
 
 def pulse_delay(qrs_s: np.ndarray, pulses_s: np.ndarray, longest_s: float, tolerance_s: float) -> float:
