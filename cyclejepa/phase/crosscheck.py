@@ -34,7 +34,7 @@ __all__ = [
 
 MAX_DELAY_S = 0.8
 """Longest delay from QRS to pulse looked for (`pulse_delay`): the transit delay (0.1–0.45 s)
-plus the misalignment of a monitor's channels (v102s: about 0.5 s in all)."""
+plus the misalignment of a monitor's channels."""
 TOLERANCE_S = 0.15
 """Half-width of the matching window around the record's median delay."""
 SLOW_RATE_PER_MIN = 50.0
