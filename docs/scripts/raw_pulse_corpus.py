@@ -1,6 +1,6 @@
 """Write a raw camera-like pulse-wave corpus from the shared PLETH records, as WFDB.
 
-    python docs/scripts/raw_pulse_corpus.py --out /tmp/wfdbdata/raw
+    python docs/scripts/raw_pulse_corpus.py --out runs/raw_pulse
 
 The PLETH channels of ``a103l``, ``mixedsignals`` and ``v102s`` (read by the ``wfdb`` dataset:
 wrap-around undone, short gaps filled) are cut into 40 s pieces, resampled to 30 Hz (a
@@ -67,7 +67,7 @@ def main() -> None:
     import wfdb
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", type=Path, default=Path("/tmp/wfdbdata/raw"))
+    parser.add_argument("--out", type=Path, default=Path("runs/raw_pulse"))
     parser.add_argument("--sources", type=Path, default=SOURCES)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
