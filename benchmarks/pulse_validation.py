@@ -5,7 +5,8 @@ that are not synthetic.
 
 Pulses (`cyclejepa.phase.crosscheck`): each record's pulse wave (PLETH or ABP) against the
 R-peaks that the library's detector (``ecg-rpeak``, one lead) finds on the same record's ECG
-channel, matched one to one within the record's QRS-to-pulse delay ± 150 ms; as recorded,
+channel, matched one to one within the record's QRS-to-pulse delay ± 150 ms, over the whole
+record and over the 10 s windows where the ECG passes its own QC (`reference_windows`); as recorded,
 inverted (-x), with a constant offset of 1000 times the wave's range, and time-stretched to
 50 beats per minute. Breaths: each respiration channel against an independent count, the upward
 zero crossings of the 0.1–1 Hz band-passed signal with ±0.2 SD hysteresis
@@ -49,11 +50,13 @@ def main() -> None:
         raise SystemExit(f"the shared multiparameter records are not in {samples}")
     pulses = [row for record, ecg, wave in PAIRS for row in check_pulses(samples / record, ecg, wave)]
     breaths = breath_rows(samples)
-    print("| record | channels | variant | rate /min | QRS | pulses | Se | PPV | delay ms | ECG QC | pulse QC |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| record | channels | variant | rate /min | QRS | pulses | Se | PPV | delay ms | ECG QC | pulse QC "
+          "| QRS in reliable windows | Se there | PPV there |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in pulses:
         print(f"| {r['record']} | {r['channels']} | {r['variant']} | {r['rate_per_min']} | {r['qrs']} | {r['pulses']} | "
-              f"{r['sensitivity']:.3f} | {r['ppv']:.3f} | {r['delay_ms']:.0f} | {r['reference_qc']} | {r['pulse_qc']} |")  # fmt: skip
+              f"{r['sensitivity']:.3f} | {r['ppv']:.3f} | {r['delay_ms']:.0f} | {r['reference_qc']} | {r['pulse_qc']} | "
+              f"{r['reliable_qrs']} | {r['reliable_sensitivity']:.3f} | {r['reliable_ppv']:.3f} |")  # fmt: skip
     print("\n| record | channel | reference cycles | breaths | Se | PPV | rate /min | breath QC |")
     print("|---|---|---|---|---|---|---|---|")
     for r in breaths:

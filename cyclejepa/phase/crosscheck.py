@@ -28,13 +28,15 @@ from cyclejepa.data.wfdb_format import read_header
 from cyclejepa.phase.track import match_events, score_events
 
 __all__ = [
-    "MAX_DELAY_S", "PAIRS", "TOLERANCE_S", "VARIANTS", "Channel", "check_pulses", "read_channel", "score_breaths", "score_pulses",
+    "MAX_DELAY_S", "PAIRS", "TOLERANCE_S", "VARIANTS", "Channel", "check_pulses", "read_channel", "reference_windows", "score_breaths", "score_pulses",
     "stretch", "zero_crossing_breaths",
 ]  # fmt: skip
 
 MAX_DELAY_S = 0.8
 """Longest delay from QRS to pulse looked for (`pulse_delay`): the transit delay (0.1–0.45 s)
 plus the misalignment of a monitor's channels."""
+QC_WINDOW_S = 10.0
+"""Windows in which the reference ECG's own quality control is judged (`reference_windows`)."""
 TOLERANCE_S = 0.15
 """Half-width of the matching window around the record's median delay."""
 SLOW_RATE_PER_MIN = 50.0
@@ -98,15 +100,36 @@ def pulse_delay(qrs_s: np.ndarray, pulses_s: np.ndarray, longest_s: float, toler
     return float(np.median(pulses_s[detected] - qrs_s[reference])) if len(detected) else best
 
 
-def score_pulses(qrs_s: np.ndarray, pulses_s: np.ndarray, stretch_factor: float = 1.0) -> dict[str, float | int]:
+def score_pulses(qrs_s: np.ndarray, pulses_s: np.ndarray, stretch_factor: float = 1.0,
+                 reliable: Callable[[np.ndarray], np.ndarray] | None = None) -> dict[str, float | int]:  # fmt: skip
     """Sensitivity and PPV of pulse times against QRS times (s), matched one to one within the
     record's delay ± `TOLERANCE_S` (`pulse_delay` up to `MAX_DELAY_S`, `score_events`); both
-    times ``stretch_factor`` for a record played slower (`stretch`). With ``delay_ms``."""
+    times ``stretch_factor`` for a record played slower (`stretch`). With ``delay_ms``.
+    ``reliable`` (record times as recorded -> bool) keeps the QRS complexes, and the pulses
+    shifted back by the delay, where the reference can be trusted; all of them when None."""
     tolerance = TOLERANCE_S * stretch_factor
     delay = pulse_delay(qrs_s, pulses_s, MAX_DELAY_S * stretch_factor, tolerance)
+    if reliable is not None:
+        qrs_s = qrs_s[reliable(qrs_s / stretch_factor)]
+        pulses_s = pulses_s[reliable((pulses_s - delay) / stretch_factor)]
     shifted = np.round((pulses_s - delay) * 1000.0)
     scores = score_events(shifted, np.round(qrs_s * 1000.0), 1000.0, tolerance)
     return {**scores, "delay_ms": round(delay * 1000.0, 1)}
+
+
+def reference_windows(ecg: Channel, provider) -> Callable[[np.ndarray], np.ndarray]:
+    """Record times (s) -> whether they fall in a `QC_WINDOW_S` window of ``ecg`` whose R-peaks
+    pass ``provider``'s own quality control (the reference is a reference there)."""
+    length = int(round(QC_WINDOW_S * ecg.fs))
+    passed = np.array([provider.phase(ecg.samples[None, start : start + length], ecg.fs, [provider.lead]).qc.ok
+                       for start in range(0, len(ecg.samples) - length + 1, length)], dtype=bool)  # fmt: skip
+
+    def reliable(times_s: np.ndarray) -> np.ndarray:
+        window = np.floor((np.asarray(times_s) - ecg.start_s) / QC_WINDOW_S).astype(int)
+        inside = (window >= 0) & (window < len(passed))
+        return inside & passed[np.clip(window, 0, max(len(passed) - 1, 0))]
+
+    return reliable
 
 
 def check_pulses(path: str | Path, ecg_name: str, wave_name: str) -> list[dict]:
@@ -118,7 +141,9 @@ def check_pulses(path: str | Path, ecg_name: str, wave_name: str) -> list[dict]:
     from cyclejepa.phase.pulse import PulseProvider
 
     ecg, wave = read_channel(path, ecg_name), read_channel(path, wave_name)
-    qrs = EcgRPeakProvider(lead=ecg_name, detection_leads=[ecg_name]).phase(ecg.samples[None], ecg.fs, [ecg_name])
+    reference = EcgRPeakProvider(lead=ecg_name, detection_leads=[ecg_name])
+    qrs = reference.phase(ecg.samples[None], ecg.fs, [ecg_name])
+    reliable = reference_windows(ecg, reference)
     qrs_s = ecg.times(qrs.events)
     qrs_s = qrs_s[(qrs_s >= wave.start_s) & (qrs_s <= wave.end_s)]
     rate = 60.0 / float(np.median(np.diff(qrs_s)))
@@ -126,11 +151,15 @@ def check_pulses(path: str | Path, ecg_name: str, wave_name: str) -> list[dict]:
     for variant, make in VARIANTS.items():
         x, factor = make(wave.samples, rate)
         track = PulseProvider(lead=wave_name).phase(x[None], wave.fs, [wave_name])
-        scores = score_pulses(qrs_s * factor, wave.start_s * factor + track.events / wave.fs, factor)
+        pulses_s = wave.start_s * factor + track.events / wave.fs
+        scores = score_pulses(qrs_s * factor, pulses_s, factor)
+        gated = score_pulses(qrs_s * factor, pulses_s, factor, reliable)
         rows.append({
             "record": Path(path).name, "channels": f"{ecg_name} + {wave_name}", "variant": variant,
             "rate_per_min": round(rate / factor, 1), "qrs": len(qrs_s), "pulses": len(track.events),
             "reference_qc": ";".join(qrs.qc.reasons) or "ok", "pulse_qc": ";".join(track.qc.reasons) or "ok", **scores,
+            "reliable_qrs": gated["tp"] + gated["fn"], "reliable_sensitivity": gated["sensitivity"],
+            "reliable_ppv": gated["ppv"],
         })  # fmt: skip
     return rows
 
