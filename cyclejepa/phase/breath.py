@@ -26,7 +26,7 @@ import numpy as np
 
 from cyclejepa.phase.cycles import cycle_periods, pick_with_refractory
 from cyclejepa.phase.filters import bandpass
-from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
+from cyclejepa.phase.provider import PhaseProvider, channel_row, fill_nonfinite
 from cyclejepa.registry import PHASE_PROVIDERS
 
 __all__ = ["BREATH_CHANNEL_NAME", "BreathProvider", "breath_peaks", "onsets_before"]
@@ -96,23 +96,12 @@ class BreathProvider(PhaseProvider):
         self.band_hz = (float(band_hz[0]), float(band_hz[1]))
         self.min_prominence, self.refractory = float(min_prominence), float(refractory)
 
-    def channel_row(self, channel_names: list[str]) -> int:
-        """Row of ``lead``, or of the first respiration channel when ``lead`` is None."""
-        if self.lead is not None:
-            return channel_indices(channel_names, self.lead)[0]
-        rows = [row for row, name in enumerate(channel_names) if self.reads_channel(name)]
-        if not rows:
-            raise KeyError(
-                f"no channel named as respiration ({', '.join(self.channel_kinds)}) in the record; its "
-                f"channels are {list(channel_names)}: name one with the option lead"
-            )
-        return rows[0]
 
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
         """Sample indices of one point per breath; none for a flat or short (< 10 s) channel."""
         from scipy.ndimage import median_filter
 
-        row = self.channel_row(channel_names)
+        row = channel_row(self, self.lead, channel_names)
         resp = fill_nonfinite(signal[[row]], [channel_names[row]])[0]
         if resp.size < 10 * fs or not np.ptp(resp) > 0:
             return np.zeros(0, dtype=np.int64)

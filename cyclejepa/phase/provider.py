@@ -37,7 +37,7 @@ import numpy as np
 from cyclejepa.data.preprocess import fill_nonfinite
 from cyclejepa.phase.track import PhaseTrack, QCVerdict
 
-__all__ = ["PhaseProvider", "channel_indices", "fill_nonfinite"]
+__all__ = ["PhaseProvider", "channel_indices", "channel_row", "fill_nonfinite"]
 
 
 def channel_indices(channel_names: Sequence[str], wanted: str | Sequence[str]) -> list[int]:
@@ -58,6 +58,20 @@ def channel_indices(channel_names: Sequence[str], wanted: str | Sequence[str]) -
             )
         rows.append(lowered.index(name.lower()))
     return rows
+
+
+def channel_row(provider: PhaseProvider, lead: str | None, channel_names: Sequence[str]) -> int:
+    """Row of the channel ``lead`` names, or when None of the first channel ``provider`` reads
+    (`PhaseProvider.reads_channel`). KeyError naming the record's channels when there is none."""
+    if lead is not None:
+        return channel_indices(channel_names, lead)[0]
+    rows = [row for row, name in enumerate(channel_names) if provider.reads_channel(name)]
+    if not rows:
+        raise KeyError(
+            f"no channel named as {' or '.join(provider.channel_kinds)} in the record; its channels are "
+            f"{list(channel_names)}: name one with the option lead"
+        )
+    return rows[0]
 
 
 def _as_signal(signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> np.ndarray:

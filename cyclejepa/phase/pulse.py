@@ -36,7 +36,7 @@ import numpy as np
 
 from cyclejepa.phase.cycles import cycle_periods, orientation, pick_with_refractory
 from cyclejepa.phase.filters import bandpass
-from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
+from cyclejepa.phase.provider import PhaseProvider, channel_row, fill_nonfinite
 from cyclejepa.registry import PHASE_PROVIDERS
 
 __all__ = ["FIDUCIALS", "POLARITIES", "PULSE_CHANNEL_NAME", "PulseProvider", "feet", "systolic_peaks", "upstrokes"]
@@ -107,21 +107,10 @@ class PulseProvider(PhaseProvider):
         self.band_hz = (float(band_hz[0]), float(band_hz[1]))
         self.min_slope, self.refractory = float(min_slope), float(refractory)
 
-    def channel_row(self, channel_names: list[str]) -> int:
-        """Row of ``lead``, or of the first pulse-wave channel when ``lead`` is None."""
-        if self.lead is not None:
-            return channel_indices(channel_names, self.lead)[0]
-        rows = [row for row, name in enumerate(channel_names) if self.reads_channel(name)]
-        if not rows:
-            raise KeyError(
-                f"no channel named as a pulse wave ({', '.join(self.channel_kinds)}) in the record; its "
-                f"channels are {list(channel_names)}: name one with the option lead"
-            )
-        return rows[0]
 
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
         """Sample indices of the fiducial point of each beat; none for a flat or short (< 3 s) channel."""
-        row = self.channel_row(channel_names)
+        row = channel_row(self, self.lead, channel_names)
         wave = fill_nonfinite(signal[[row]], [channel_names[row]])[0]
         if wave.size < 3 * fs or not np.ptp(wave) > 0:
             return np.zeros(0, dtype=np.int64)
