@@ -401,6 +401,24 @@ def test_card_units_come_from_the_data():
     assert _channels({"channels": ["II", "PLETH"], "units": ["mV", "NU"]}) == "II (mV), PLETH (NU)"
 
 
+def test_card_states_the_preparation_and_fills_in_the_phase_action():
+    """A package whose dataset prepares records (wfdb: drop, high-pass, scope) says so, and that
+    `reference.py` does not reproduce its tokens; the phase action is written out, not left as
+    a template."""
+    from cyclejepa.export.card import _input_section
+
+    prep = {"phase_provider": "pulse", "phase_options": {}, "channels": ["PLETH"], "units": ["NU"], "fs": 125.0,
+            "decimation": 5, "model_fs": 25.0, "window_s": 10.0, "token_patch": 2}  # fmt: skip
+    symmetry = {"name": "u1", "spectrum": "4x0+4x1", "basis": "canonical"}
+    model = {"projector": {"out_dim": 12}}
+    plain = _input_section(prep, symmetry, 125, model)
+    assert "Phase action: `u1`, spectrum `4x0+4x1`, basis `canonical`" in plain and "{" not in plain
+    assert "Preparation before windowing: none" in plain and "`reference.py` reproduce alone" in plain
+    prepared = _input_section({**prep, "preparation": {"highpass_hz": [0.25], "scope": "corpus", "drop_s": 3.0}},
+                              symmetry, 125, model)  # fmt: skip
+    assert "the first 3 s dropped; zero-phase high-pass PLETH 0.25 Hz; z-score scope `corpus`" in prepared
+    assert "reference.py" not in prepared
+
 def test_an_edited_card_or_a_deleted_graph_is_no_reason_to_refuse(onnx_package, tmp_path):
     copy = shutil.copytree(onnx_package, tmp_path / "edited")
     (copy / "README.md").write_text((copy / "README.md").read_text() + "\nReviewed by the device team.\n")

@@ -111,14 +111,30 @@ def _input_section(prep: dict, symmetry: dict, tokens: int, model: dict) -> str:
         f"- Rate: resampled to {prep['fs']:g} Hz (polyphase, Kaiser β = 5), phased there, decimated by "
         f"{prep['decimation']} to the model's {prep['model_fs']:g} Hz.",
         f"- Window: {prep['window_s']:g} s; a longer record is cut into consecutive windows, a shorter tail dropped.",
+        _preparation_line(prep),
         "- Normalisation: per-channel z-score with the training folds' mean and std (in `config.json`).",
         f"- Phase: provider `{phase}`; token phases at patch centres; a window failing its phase QC gets no embedding.",
         f"- Output: {tokens} tokens of {model['projector']['out_dim']} dimensions per window (one per "
         f"{prep['token_patch']} samples at {prep['model_fs']:g} Hz); a record's embedding in cyclejepa is the mean of "
         "its phase-valid tokens, which needs the library's phase provider and QC; the mean of all tokens "
-        "(`mean_tokens`) is the one the graphs and `reference.py` reproduce alone. Phase action: `{symmetry['name']}`, spectrum `{symmetry['spectrum']}`, "
-        f"basis `{symmetry['basis']}`.",
+        f"(`mean_tokens`) is the one the graphs{_reference_clause(prep)} reproduce alone. Phase action: "
+        f"`{symmetry['name']}`, spectrum `{symmetry['spectrum']}`, basis `{symmetry['basis']}`.",
     ])  # fmt: skip
+
+
+def _preparation_line(prep: dict) -> str:
+    """What each record goes through before windowing (`Preparation`), when anything."""
+    found = prep.get("preparation")
+    if not found:
+        return "- Preparation before windowing: none (the record as read, in its units)."
+    cutoffs = ", ".join(f"{channel} {hz:g} Hz" for channel, hz in zip(prep["channels"], found["highpass_hz"]) if hz is not None)
+    return (f"- Preparation before windowing: the first {found['drop_s']:g} s dropped; zero-phase high-pass "
+            f"{cutoffs or 'none'}; z-score scope `{found['scope']}` (then the corpus z-score below).")
+
+
+def _reference_clause(prep: dict) -> str:
+    """Whether `reference.py` prepares this package's input (it refuses a preparation before windowing)."""
+    return "" if prep.get("preparation") else " and `reference.py`"
 
 
 def _training_section(cfg: ExperimentConfig, manifest: dict[str, Any]) -> str:
