@@ -619,7 +619,7 @@ def test_fuzzed_config_json_gives_package_errors_only(run, tmp_path):
     paths = [p for p in _paths(base) if p[:2] != ("run", "identity")]
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
-    @settings(max_examples=500, deadline=2000, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=500, deadline=10_000, database=None, suppress_health_check=list(HealthCheck))
     @given(st.lists(st.tuples(st.sampled_from(["replace", "replace", "delete", "files"]), st.integers(0, 10**6), JSON, FILE_NAMES),
                     min_size=1, max_size=4))  # fmt: skip
     def load(mutations):
