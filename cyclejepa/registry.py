@@ -137,6 +137,7 @@ MODELS = Registry("model")
 ENCODERS = Registry("encoder")
 PREDICTORS = Registry("predictor")
 REGULARISERS = Registry("regulariser")
+STATISTICS = Registry("univariate statistic")
 OBJECTIVES = Registry("objective")
 AUGMENTATIONS = Registry("augmentation")
 DATASETS = Registry("dataset")
@@ -152,6 +153,7 @@ ALL_REGISTRIES: dict[str, Registry] = {
     "encoders": ENCODERS,
     "predictors": PREDICTORS,
     "regularisers": REGULARISERS,
+    "statistics": STATISTICS,
     "objectives": OBJECTIVES,
     "augmentations": AUGMENTATIONS,
     "datasets": DATASETS,

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from cyclejepa.phase import CompositePhaseProvider, CompositeTrack, EcgRPeakProvider
+from cyclejepa.data.cache.record import prepare_record
+from cyclejepa.phase import CompositePhaseProvider, CompositeTrack, EcgRPeakProvider, PhaseTrack, Track
 from cyclejepa.registry import PHASE_PROVIDERS
 
 COORDINATES = {
@@ -40,6 +41,31 @@ def test_composite_tokens_are_each_providers_own_tokens(example, v102s):
     assert qc.metrics["cardiac.n_events"] == len(cardiac.events)
     assert qc.metrics["respiratory.rate_per_min"] == breathing.qc.metrics["rate_per_min"]
     assert track.coordinate_qc["respiratory"].metrics == breathing.qc.metrics
+
+
+def test_one_and_several_coordinates_are_tracks_the_cache_reads_alike(example, v102s):
+    """A `PhaseTrack` and a `CompositeTrack` are both a `Track`; through it the cache keeps one
+    coordinate's events and (T,) phases whoever gave them, and two coordinates' events, names
+    and (T, 2) phases."""
+    signal, fs, names = v102s
+    single = EcgRPeakProvider(lead="II").phase(signal, fs, names)
+    one = CompositePhaseProvider({"cardiac": COORDINATES["cardiac"]}).phase(signal, fs, names)
+    two = CompositePhaseProvider(COORDINATES).phase(signal, fs, names)
+    assert all(isinstance(track, Track) for track in (single, one, two))
+    assert single.tracks == (single,) and single.names == () and isinstance(two.tracks[1], PhaseTrack)
+    outcomes = [
+        prepare_record(signal.astype(np.float32), provider, fs=fs, channels=names, decimation=5, token_patch=8)[1]
+        for provider in (EcgRPeakProvider(lead="II"), CompositePhaseProvider({"cardiac": COORDINATES["cardiac"]}),
+                         CompositePhaseProvider(COORDINATES))
+    ]  # fmt: skip
+    tokens = single.at_tokens(8, fs / 5).astype(np.float32)
+    for outcome in outcomes[:2]:
+        assert outcome.coordinates == () and len(outcome.events) == 1
+        np.testing.assert_array_equal(outcome.events[0], single.events)
+        np.testing.assert_array_equal(outcome.phase_centre, tokens)
+    assert outcomes[2].coordinates == ("cardiac", "respiratory") and outcomes[2].phase_centre.shape == (len(tokens), 2)
+    np.testing.assert_array_equal(outcomes[2].events[1], two.tracks[1].events)
+    assert outcomes[2].phase_yield == two.phase_yield and outcomes[2].qc_ok == two.qc.ok
 
 
 def test_qc_is_reported_per_coordinate(example, v102s):

@@ -7,10 +7,15 @@ import pytest
 import torch
 from scipy.integrate import quad
 from scipy.linalg import block_diag
-from torch import nn
+from torch import Tensor, nn
 
+from cyclejepa.config import consistency_problems, parse_config
 from cyclejepa.objectives import (
+    EppsPulley,
+    Moments,
+    Regulariser,
     SIGReg,
+    SlicingTest,
     VICReg,
     pairwise_similarities,
     prediction_loss,
@@ -20,7 +25,7 @@ from cyclejepa.objectives import (
     transport_loss,
     vicreg,
 )
-from cyclejepa.registry import OBJECTIVES, REGULARISERS
+from cyclejepa.registry import OBJECTIVES, REGULARISERS, STATISTICS
 from cyclejepa.symmetry import U1Symmetry
 
 SPECTRUM = "2x0+2x1+1x3"  # K = 2 + 4 + 2 = 8
@@ -208,6 +213,95 @@ def test_sigreg_rejects_mismatched_shapes():
         sigreg(torch.randn(10, 4), torch.randn(5, 3))
     with pytest.raises(ValueError, match="knots >= 2"):
         SIGReg(knots=1)
+
+
+# ---------------------------------------------------------------- the regulariser interface
+
+
+def fused_sigreg(z: Tensor, directions: Tensor, knots: int = 17, t_max: float = 3.0, rows_per_sample: int = 1) -> Tensor:
+    """SIGReg as one fused function, operation for operation the implementation before the
+    statistic became a component of the slicing test (the bit-for-bit reference)."""
+    dtype = torch.promote_types(torch.promote_types(z.dtype, directions.dtype), torch.float32)
+    t = torch.linspace(0.0, t_max, knots, dtype=dtype)
+    weights = torch.full_like(t, 2.0 * t_max / (knots - 1))
+    weights[0] /= 2
+    weights[-1] /= 2
+    phases = (z.to(dtype) @ directions.to(dtype)).unsqueeze(-1) * t
+    ecf = torch.stack((phases.cos().mean(0), phases.sin().mean(0))).transpose(1, 2)
+    target = torch.exp(-0.5 * t.square()).unsqueeze(-1)
+    squared_error = (ecf[0] - target).square() + ecf[1].square()
+    return ((z.shape[0] / rows_per_sample) * ((weights.unsqueeze(-1) * target) * squared_error).sum(0)).mean()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_sliced_epps_pulley_equals_the_fused_sigreg_bit_for_bit(dtype):
+    """Value and gradient of SIGReg = slicing ∘ Epps–Pulley are the fused function's, exactly."""
+    gen = torch.Generator().manual_seed(11)
+    z = (torch.randn(4, 25, 16, generator=gen, dtype=dtype) * 1.7 + 0.4).requires_grad_(True)
+    directions = sample_directions(16, 64, gen, dtype=dtype)
+    for module, per_record in ((SIGReg(num_directions=64), 25), (SIGReg(num_directions=64, sample_size="tokens"), 1)):
+        composed = module(z, directions)
+        (composed_grad,) = torch.autograd.grad(composed, z)
+        fused = fused_sigreg(z.reshape(100, 16), directions, rows_per_sample=per_record)
+        (fused_grad,) = torch.autograd.grad(fused, z)
+        assert torch.equal(composed, fused) and torch.equal(composed_grad, fused_grad)
+    assert torch.equal(sigreg(z.reshape(100, 16), directions, knots=5, t_max=2.0),
+                       fused_sigreg(z.reshape(100, 16), directions, knots=5, t_max=2.0))  # fmt: skip
+
+
+def moments_numpy(x: np.ndarray, n: int) -> float:
+    """N Σ_{k≤4} (m̂_k − μ_k)² / Var(X^k) under N(0, 1): μ = (0, 1, 0, 3), Var = (1, 2, 15, 96)."""
+    mu, var = np.array([0.0, 1.0, 0.0, 3.0]), np.array([1.0, 2.0, 15.0, 96.0])
+    sample = np.array([np.mean(x**k) for k in range(1, 5)])
+    return n * np.sum((sample - mu) ** 2 / var)
+
+
+def test_a_second_univariate_statistic_is_a_component_selected_by_name():
+    """``statistic: moments`` slices the moment-matching statistic, against numpy."""
+    assert STATISTICS.get("moments") is Moments and STATISTICS.get("epps-pulley") is EppsPulley
+    gen = torch.Generator().manual_seed(12)
+    z = torch.randn(6, 10, 5, generator=gen, dtype=torch.float64) * 1.2 + 0.3
+    directions = sample_directions(5, 7, gen, dtype=torch.float64)
+    x = (z.reshape(60, 5) @ directions).numpy()
+    module = SIGReg(num_directions=7, statistic="moments", statistic_options={"order": 4})
+    expected = np.mean([moments_numpy(x[:, m], n=6) for m in range(7)])
+    assert module(z, directions).item() == pytest.approx(expected, rel=1e-12)
+    standard = torch.randn(20000, 5, generator=gen, dtype=torch.float64)
+    assert module(standard, directions).item() < 10 < module(standard**2, directions).item()
+
+
+def test_moments_reduce_hook_combines_shards_into_the_full_batch_value():
+    gen = torch.Generator().manual_seed(13)
+    z = torch.randn(90, 4, generator=gen, dtype=torch.float64)
+    directions = sample_directions(4, 3, gen, dtype=torch.float64)
+    module, captured = SlicingTest(Moments(order=3), num_directions=3), {}
+    module(z[:40], directions, reduce=lambda means, n: captured.update(means=means, n=n) or (means, n))
+    combine = lambda means, n: ((n * means + 40 * captured["means"]) / (n + 40), n + 40)  # noqa: E731
+    torch.testing.assert_close(module(z[40:], directions, reduce=combine), module(z, directions), rtol=1e-13, atol=0)
+
+
+def test_regularisers_share_the_interface_and_only_the_slicing_test_draws():
+    sliced, plain = SIGReg(num_directions=5), VICReg()
+    assert isinstance(sliced, Regulariser) and isinstance(plain, Regulariser)
+    assert plain.draw(8, torch.Generator().manual_seed(0)) == {}
+    drawn = sliced.draw(8, torch.Generator().manual_seed(0))
+    torch.testing.assert_close(drawn["directions"], sample_directions(8, 5, torch.Generator().manual_seed(0)))
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"statistic": "moment"}, "Did you mean 'moments'?"),
+        ({"statistic": "moments", "knots": 9}, "knots and t_max are the Epps–Pulley quadrature"),
+        ({"statistic": "moments", "statistic_options": {"ordre": 3}}, "univariate statistic 'moments' refuses {'ordre': 3}"),
+        ({"knots": 9, "statistic_options": {"knots": 5}}, "['knots'] given both"),
+    ],
+)
+def test_config_names_a_bad_statistic_option(options, named):
+    cfg = parse_config({"objectives": {"regulariser": {"options": options}}})
+    (problem,) = consistency_problems(cfg)
+    assert problem.startswith("objectives.regulariser.options:") and named in problem
+    assert consistency_problems(parse_config({"objectives": {"regulariser": {"options": {"statistic": "moments"}}}})) == []
 
 
 # ---------------------------------------------------------------- VICReg

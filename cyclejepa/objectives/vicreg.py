@@ -12,9 +12,9 @@ so a trainer that wants VICReg's ratios uses λ_reg = 1/25 on this regulariser.
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
 
-from cyclejepa.objectives.sigreg import MeanReduce
+from cyclejepa.objectives.regulariser import MeanReduce, Regulariser
 from cyclejepa.registry import REGULARISERS
 
 
@@ -65,11 +65,11 @@ def vicreg(
 
 
 @REGULARISERS.register("vicreg")
-class VICReg(nn.Module):
+class VICReg(Regulariser):
     """VICReg variance + covariance regulariser on all tokens of ``z`` (shape (..., K)).
 
-    Same interface as `SIGReg` (``draw`` then ``forward``), so the trainer can swap them; it
-    draws no random numbers.
+    A `Regulariser` like `SIGReg`, so the trainer can swap them; it draws no random numbers
+    (`Regulariser.draw`'s empty dict).
     """
 
     def __init__(
@@ -82,17 +82,6 @@ class VICReg(nn.Module):
         super().__init__()
         self.variance_weight, self.covariance_weight = variance_weight, covariance_weight
         self.std_target, self.eps = std_target, eps
-
-    def draw(
-        self,
-        dim: int,
-        generator: torch.Generator | None = None,
-        *,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype = torch.float32,
-    ) -> dict[str, Tensor]:
-        """No random inputs: an empty dict (the signature is `SIGReg.draw`'s)."""
-        return {}
 
     def forward(self, z: Tensor, *, reduce: MeanReduce | None = None) -> Tensor:
         """VICReg of the flattened tokens."""

@@ -30,7 +30,7 @@ from cyclejepa.registry import PHASE_PROVIDERS, UnknownComponentError
 
 @dataclass(eq=False)
 class CompositeTrack:
-    """Phase tracks of C cyclic coordinates of one record, on one time axis.
+    """Phase tracks of C cyclic coordinates of one record, on one time axis (a `Track`).
 
     Attributes
     ----------

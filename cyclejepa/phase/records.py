@@ -112,7 +112,7 @@ def phase_record(
     track = provider.phase(record.signal, record.fs, record.names)
     fs = float(record.fs)
     result = {"record": str(path), "fs": int(fs) if fs.is_integer() else fs}
-    if hasattr(track, "tracks"):  # several coordinates
+    if track.names:  # named coordinates (composite)
         coordinates = {
             name: {"events": t.events.tolist(), "qc": t.qc.to_dict(), "phase_yield": t.phase_yield}
             for name, t in zip(track.names, track.tracks)

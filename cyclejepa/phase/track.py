@@ -1,5 +1,9 @@
 """Phase tracks: events of a cycle, the phase map between them, QC verdict, token phases.
 
+`Track` is what a provider returns and what the cache and the ``phase`` command read:
+`PhaseTrack` for one cyclic coordinate, `CompositeTrack` (`cyclejepa.phase.composite`) for
+several on one time axis.
+
 The phase map (paper, eq. "phase-map") sends a time t in [R_i, R_{i+1}) to
 φ(t) = 2π (t − R_i) / (R_{i+1} − R_i); it is undefined (NaN) before the first event and at or
 after the last one. Its causal form, for a monitor that has not yet seen R_{i+1}, is
@@ -10,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -134,6 +138,49 @@ class QCVerdict:
         }
 
 
+@runtime_checkable
+class Track(Protocol):
+    """The phase of one record in C ≥ 1 cyclic coordinates, as the cache and evaluation read it.
+
+    A provider's ``phase`` returns one. ``tracks`` holds one single-coordinate `PhaseTrack` per
+    coordinate (its events at the native rate, its own QC), in torus order; ``names`` names
+    them, or is () for a track of one unnamed coordinate (a `PhaseTrack`, whose ``tracks`` is
+    itself). ``qc`` is the verdict on the whole record (None: not assessed), ``phase_yield``
+    the fraction of native samples on which every coordinate's phase is defined, ``phase``
+    the phase of every native sample and ``at_tokens`` that of every token.
+    """
+
+    qc: QCVerdict | None
+
+    @property
+    def fs(self) -> float: ...
+
+    @property
+    def n_samples(self) -> int: ...
+
+    @property
+    def names(self) -> tuple[str, ...]: ...
+
+    @property
+    def tracks(self) -> tuple[PhaseTrack, ...]: ...
+
+    @property
+    def phase(self) -> np.ndarray: ...
+
+    @property
+    def phase_yield(self) -> float: ...
+
+    def at_tokens(
+        self,
+        patch: int,
+        fs_out: float,
+        convention: Convention = "centre",
+        n_tokens: int | None = None,
+    ) -> np.ndarray:
+        """Token phases: (n_tokens,) for a `PhaseTrack`, (n_tokens, C) for a `CompositeTrack`."""
+        ...
+
+
 @dataclass(eq=False)
 class PhaseTrack:
     """Detected cycle events of one record and the phase they define.
@@ -172,6 +219,16 @@ class PhaseTrack:
                 f"events must lie in [0, {self.n_samples}), got "
                 f"[{self.events[0]}, {self.events[-1]}]"
             )
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """No names: one unnamed coordinate (see `Track`)."""
+        return ()
+
+    @property
+    def tracks(self) -> tuple[PhaseTrack, ...]:
+        """This track as the one coordinate of a `Track`."""
+        return (self,)
 
     @property
     def phase(self) -> np.ndarray:

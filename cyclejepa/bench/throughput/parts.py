@@ -99,7 +99,7 @@ def measure_sigreg(cfg, device: torch.device, budget: Budget) -> dict[str, Any]:
         "N": tokens,
         "K": z.shape[1],
         "M": regulariser.num_directions,
-        "J": regulariser.knots,
+        "J": getattr(regulariser.statistic, "knots", None),  # Epps–Pulley's quadrature knots
     }
     for name, fn in (("forward", forward), ("forward_backward", forward_backward)):
         row[name] = summarise(time_calls(fn, warmup=budget.part_warmup, repeats=budget.repeats, sync=sync))

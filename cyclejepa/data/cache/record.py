@@ -160,18 +160,18 @@ def prepare_record(
 
 
 def _phase_outcome(row: int, track, fs_out: float, token_patch: int) -> RecordOutcome:
-    """Events, token phases (both conventions) and QC of a `PhaseTrack`, or of a `CompositeTrack`
-    of several coordinates ((T, C) phases, events per coordinate, the joint QC)."""
+    """Events per coordinate, token phases (both conventions; (T,) for one coordinate, (T, C)
+    for several) and QC of a provider's `cyclejepa.phase.Track`."""
 
     def tokens(convention: str) -> np.ndarray:
         phases = np.asarray(track.at_tokens(patch=token_patch, fs_out=fs_out, convention=convention), dtype=np.float32)
         return phases[:, 0] if len(tracks) == 1 and phases.ndim == 2 else phases  # one coordinate: (T,)
 
-    qc, tracks = track.qc, getattr(track, "tracks", (track,))
+    qc, tracks = track.qc, track.tracks
     return RecordOutcome(
         row,
         events=tuple(np.asarray(t.events, dtype=np.int64) for t in tracks),
-        coordinates=tuple(getattr(track, "names", ())) if len(tracks) > 1 else (),
+        coordinates=tuple(track.names) if len(tracks) > 1 else (),
         phase_centre=tokens("centre"),
         phase_causal=tokens("causal"),
         qc_ok=True if qc is None else bool(qc.ok),
