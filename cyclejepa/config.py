@@ -12,7 +12,6 @@ Errors name the key path, the allowed values and the closest match::
 from __future__ import annotations
 
 import copy
-import hashlib
 from dataclasses import dataclass
 import json
 import math
@@ -24,6 +23,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from cyclejepa import registry
+from cyclejepa.jsonio import json_sha256
 from cyclejepa.registry import closest_match
 
 PAPER_SPECTRUM = "4x0+24x1+24x2+20x3+16x4+12x5+10x6+8x7+6x8+4x9+2x10"
@@ -307,7 +307,7 @@ def _resolved_training_keys(cfg: ExperimentConfig) -> dict[str, str]:
 
 
 def _short_hash(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+    return json_sha256(value)[:16]
 
 
 def identity_hash(identity: dict[str, Any]) -> str:
