@@ -28,7 +28,7 @@ import numpy as np
 
 from cyclejepa.data import datasets
 from cyclejepa.data.datasets import MV_PER_UNIT, Dataset, DownloadFailed, Entry, FoldProtocol, LabelLevel, Record, RecordRejected, sha256_of
-from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, read_header, resolve_inside
+from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, read_header, resolve_inside, to_physical
 from cyclejepa.registry import DATASETS
 
 if TYPE_CHECKING:
@@ -530,8 +530,7 @@ def read_record_fast(path: str | os.PathLike, record_id: object = None, root: st
         or np.any(digital == -32768)
     ):
         return read_verified(path, record_id=record_id)
-    baseline = np.array([float(s.baseline) for s in header.signals])
-    signal = ((wide - baseline) / gain * 1.0).T  # the operations of read_verified, in order
+    signal = to_physical(wide.T, gain, [s.baseline for s in header.signals])
     if not np.isfinite(signal).all():
         return read_verified(path, record_id=record_id)
     return signal.astype(np.float32)
@@ -612,9 +611,8 @@ def _physical_mv(header, digital: np.ndarray, reject) -> np.ndarray:
     if not np.all(np.isfinite(gain) & (gain > 0)):
         raise reject("calibration", f"ADC gains {gain.tolist()} are not all finite and positive")
     factor = np.array([MV_PER_UNIT[u] for u in units])
-    baseline = np.asarray(header.baseline, dtype=np.float64)
     invalid = digital == _FMT16_INVALID
-    signal = ((digital - baseline) / gain * factor).T
+    signal = to_physical(digital.T, gain, header.baseline, factor)
     if invalid.any() or not np.isfinite(signal).all():
         leads = [header.sig_name[i] for i in np.flatnonzero(invalid.any(axis=0))]
         raise reject(
