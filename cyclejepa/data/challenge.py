@@ -83,6 +83,7 @@ class Challenge2021(Dataset):
     token_patch = 8
     window_s = 10.0
     folds = FoldProtocol()
+    phase_provider = "ecg-rpeak"
     root_env = ROOT_ENV
     subjects_known = False  # the headers name no patient: each record is its own
 
@@ -131,7 +132,7 @@ class Challenge2021(Dataset):
         except (HeaderError, OSError) as error:
             raise RecordRejected(name, "unreadable", f"header {path}: {error}") from None
         sex = _SEX.get((header.comment("sex") or "").lower(), -1)
-        entry = Entry(number, name, number, hash_fold(name), _age(header.comment("age")), sex, {"dx": frozenset(dx)})
+        entry = Entry(number, name, number, hash_fold(name, self.folds.count), _age(header.comment("age")), sex, {"dx": frozenset(dx)})
         return entry, header
 
     def entries(self) -> list[Entry]:

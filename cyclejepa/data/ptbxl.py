@@ -22,6 +22,7 @@ import os
 from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -312,7 +313,13 @@ class PTBXL(Dataset):
     decimation = 5
     token_patch = 8
     window_s = 10.0
-    folds = FoldProtocol(train=tuple(range(1, 10)), evaluation=(10,), sealed=(10,), eligible=9)
+    folds = FoldProtocol(train=tuple(range(1, 10)), evaluation=(10,), sealed=(10,), eligible=9, count=10)  # strat_fold
+    task_titles = MappingProxyType({  # the paper's names of the three probe tasks
+        "superclass": "Superclass macro-AUROC, 5 classes ↑",
+        "subclass-eligible": "Subclass macro-AUROC, eligible (17 in PTB-XL) ↑",
+        "subclass-all": "Subclass macro-AUROC, 23 classes ↑",
+    })
+    phase_provider = "ecg-rpeak"
     root_env = ROOT_ENV
 
     def __init__(self, root: str | os.PathLike | None = None):
