@@ -84,8 +84,8 @@ class Entry:
 
     ``id`` is a positive integer unique in the dataset (the cache's ``record_id``), ``name`` what
     the source calls the record, ``fold`` 1..`FoldProtocol.count` (all records of one patient in
-    one fold), ``age`` NaN when unknown, ``sex`` 0 male, 1 female, -1 unknown; ``labels`` maps a `LabelLevel` name
-    to the classes present.
+    one fold), ``age`` NaN when unknown, ``sex`` 0 male, 1 female, -1 unknown; ``labels`` maps a
+    `LabelLevel` name to the classes present.
     """
 
     id: int
@@ -168,7 +168,7 @@ class Dataset:
     - ``folds``: the `FoldProtocol` (how many folds, which ones each stage uses by default);
       ``label_levels``: the label vocabularies (may be empty).
     - ``task_titles``: how the report names a probe task (``{task: title}``, e.g. the paper's
-      names of a corpus's tasks); a task left out is named ```task` macro-AUROC``.
+      names of a corpus's tasks); a task left out is named by itself ("`task` macro-AUROC").
     - ``phase_provider``: the registered phase provider the cache uses when the config names
       none (``phase.provider`` left out); None: the config must name one.
     - ``root_env``: the environment variable naming the root when ``data.root`` is not set.
