@@ -12,7 +12,6 @@ Errors name the key path, the allowed values and the closest match::
 from __future__ import annotations
 
 import copy
-import hashlib
 from dataclasses import dataclass
 import json
 import math
@@ -24,6 +23,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from cyclejepa import registry
+from cyclejepa.jsonio import json_sha256
 from cyclejepa.registry import closest_match
 
 PAPER_SPECTRUM = "4x0+24x1+24x2+20x3+16x4+12x5+10x6+8x7+6x8+4x9+2x10"
@@ -68,8 +68,8 @@ class DataConfig(Section):
     token_patch: int | None = Field(None, ge=1, description="samples per token at the model rate")
     window_s: float | None = Field(None, gt=0, description="window (model record length) in seconds; longer records are cut")
     cache_dir: Path | None = Field(None, description="default: <output_dir>/cache")
-    train_folds: list[Annotated[int, Field(ge=1, le=10)]] | None = None
-    eval_folds: list[Annotated[int, Field(ge=1, le=10)]] | None = None
+    train_folds: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="folds of the dataset's FoldProtocol")
+    eval_folds: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="folds of the dataset's FoldProtocol")
     workers: int = Field(1, ge=1)
     amplitude_limits: dict[str, Annotated[float, Field(gt=0)]] = Field(
         default_factory=dict,
@@ -78,7 +78,7 @@ class DataConfig(Section):
 
 
 class PhaseConfig(Section):
-    provider: _component(registry.PHASE_PROVIDERS) = "ecg-rpeak"
+    provider: _component(registry.PHASE_PROVIDERS) | None = Field(None, description="None: the dataset's own (Dataset.phase_provider)")
     options: dict[str, Any] = Field(default_factory=dict)
     convention: Literal["centre", "causal"] = "centre"
 
@@ -246,6 +246,10 @@ class ExperimentConfig(Section):
     def _derive_from_data(self) -> ExperimentConfig:
         """Fill the keys left out from the dataset's facts (`DataFacts`); a key that cannot be
         derived stays None and `consistency_problems` says why."""
+        declared = _declared_provider(self.data.dataset)
+        if self.phase.provider is None and declared is not None:
+            self.phase.provider = declared
+            self._derived.add("phase.provider")
         facts = data_facts(self.data, cycle_band(self.phase.provider))
         if isinstance(facts, str):
             return self
@@ -307,7 +311,7 @@ def _resolved_training_keys(cfg: ExperimentConfig) -> dict[str, str]:
 
 
 def _short_hash(value: Any) -> str:
-    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:16]
+    return json_sha256(value)[:16]
 
 
 def identity_hash(identity: dict[str, Any]) -> str:
@@ -356,7 +360,11 @@ def consistency_problems(cfg: ExperimentConfig) -> list[str]:
         return [f"grid {label}: {problem}" for label, cell in expand_grid(cfg) for problem in consistency_problems(cell)]
     problems = _spectrum_problems(cfg) + _step_problems(cfg) + _fold_problems(cfg) + _name_problems(cfg)
     problems += _dataset_problems(cfg)
-    problems += _option_problems("phase.options", registry.PHASE_PROVIDERS, cfg.phase.provider, cfg.phase.options)
+    if cfg.phase.provider is None:
+        names = ", ".join(registry.PHASE_PROVIDERS.names())
+        problems.append(f"phase.provider: dataset {cfg.data.dataset!r} declares no default phase provider; name one ({names})")
+    else:
+        problems += _option_problems("phase.options", registry.PHASE_PROVIDERS, cfg.phase.provider, cfg.phase.options)
     regulariser = cfg.objectives.regulariser
     problems += _option_problems("objectives.regulariser.options", registry.REGULARISERS, regulariser.name, regulariser.options)
     for index, augmentation in enumerate(cfg.augmentations):
@@ -454,7 +462,17 @@ def _dataset_problems(cfg: ExperimentConfig) -> list[str]:
     facts = data_facts(data, cycle_band(cfg.phase.provider))
     if isinstance(facts, str):
         return problems + [facts]
-    return problems + _shape_problems(cfg, facts) + _lead_problems(cfg, facts)
+    return problems + _fold_range_problems(cfg, facts) + _shape_problems(cfg, facts) + _lead_problems(cfg, facts)
+
+
+def _fold_range_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
+    """Folds named that the dataset does not have (1..`FoldProtocol.count`)."""
+    protocol, problems = facts.folds, []
+    for key in ("train_folds", "eval_folds"):
+        outside = [fold for fold in getattr(cfg.data, key) or () if fold not in protocol.all_folds]
+        if outside:
+            problems.append(f"data.{key}: folds {outside} are not folds of dataset {cfg.data.dataset!r}, which has 1..{protocol.count}")
+    return problems
 
 
 def _shape_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
@@ -576,9 +594,20 @@ class DataFacts:
     folds: Any
 
 
-def cycle_band(provider: str) -> tuple[float, float] | None:
+def _declared_provider(dataset: str) -> str | None:
+    """The phase provider the dataset registered as ``dataset`` declares (`Dataset.phase_provider`;
+    None for none or for an unknown name, which the schema names)."""
+    try:
+        return getattr(registry.DATASETS.get(dataset), "phase_provider", None)
+    except KeyError:
+        return None
+
+
+def cycle_band(provider: str | None) -> tuple[float, float] | None:
     """The ``cycle_band_hz`` the phase provider registered as ``provider`` declares (None for none
     or for an unknown name, which `consistency_problems` names)."""
+    if provider is None:
+        return None
     try:
         return getattr(registry.PHASE_PROVIDERS.get(provider), "cycle_band_hz", None)
     except KeyError:

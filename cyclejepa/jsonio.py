@@ -1,12 +1,13 @@
-"""Atomic JSON files holding numpy values."""
+"""Atomic JSON files holding numpy values, and the sha256 of a value's canonical JSON."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,18 @@ def writing(path: str | Path) -> Iterator[None]:
 
 def read_json(path: str | Path) -> Any:
     return json.loads(Path(path).read_text())
+
+
+def json_sha256(value: Any, *, compact: bool = False, default: Callable[[Any], Any] | None = None) -> str:
+    """sha256 (hex) of the canonical JSON of ``value``, the one hash of every identity and checksum:
+
+        sha256( utf-8( json.dumps(value, sort_keys=True, separators, default) ) )
+
+    with ``separators`` ``(",", ":")`` when ``compact``, else json's own ``(", ", ": ")``;
+    ``default`` turns what JSON cannot hold into what it can (None: such a value is refused).
+    """
+    separators = (",", ":") if compact else None
+    return hashlib.sha256(json.dumps(value, sort_keys=True, separators=separators, default=default).encode()).hexdigest()
 
 
 def _plain(value: Any) -> Any:

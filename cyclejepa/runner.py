@@ -183,12 +183,14 @@ def _corpus_line(cfg: ExperimentConfig) -> str:
 def build_dataset(cfg: ExperimentConfig, progress: bool = False):
     """The configured `Dataset`: ``data.dataset`` built with ``data.root`` and ``data.options``
     (nothing is read or written; `prepare` calls its `fetch`)."""
+    import inspect
+
     from cyclejepa.registry import DATASETS
 
-    options = dict(cfg.data.options)
-    if cfg.data.dataset == "synthetic":
+    options, cls = dict(cfg.data.options), DATASETS.get(cfg.data.dataset)
+    if "progress" in inspect.signature(cls).parameters:  # a dataset that writes its corpus shows its progress
         options.setdefault("progress", progress)
-    return DATASETS.build(cfg.data.dataset, root=cfg.data.root, **options)
+    return cls(root=cfg.data.root, **options)
 
 
 def prepare(cfg: ExperimentConfig, progress: bool = True):

@@ -11,7 +11,7 @@ import pytest
 from cyclejepa import registry, runner
 from cyclejepa.config import ConfigError, parse_config
 from cyclejepa.data.cache import PreparedCache
-from cyclejepa.data.datasets import Record, RecordRejected, conform
+from cyclejepa.data.datasets import Dataset, Entry, FoldProtocol, Record, RecordRejected, conform, hash_fold
 from cyclejepa.data.preprocess import cut_windows
 from cyclejepa.data.synthetic import generate_records
 from cyclejepa.registry import DATASETS
@@ -31,6 +31,7 @@ from cyclejepa.registry import DATASETS
 class NpzECG(Dataset):
     label_levels = (LabelLevel("rhythm", "rhythm", ("ABN", "NORM")),)
     cache_fs, decimation = 500.0, 5  # records at any rate, phased at 500 Hz, the model at 100 Hz
+    phase_provider = "ecg-rpeak"  # what a config that names no phase provider uses
 
     def __init__(self, root, channels=("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6")):
         self.root, self.channels = Path(root), tuple(channels)
@@ -306,3 +307,74 @@ def test_a_dataset_declares_one_unit_per_channel(monkeypatch):
     monkeypatch.setattr(DATASETS, "_entries", {**DATASETS._entries, "two-units": TwoUnits})
     with pytest.raises(ConfigError, match=r"data.dataset: 'two-units' declares 2 unit\(s\) \['NU', 'mV'\] for 1 channel\(s\) \['PPG'\]"):
         runner.preflight(parse_config({"data": {"dataset": "two-units"}}))
+
+
+# ------------------------------------------------------------------ facts a dataset owns: folds, default provider
+
+
+class FiveFolds(Dataset):
+    """Twelve 20 s pulse waves at 50 Hz in five folds; its phase provider is ``pulse``."""
+
+    channels, units, fs = ("PPG",), ("NU",), 50.0
+    decimation, token_patch, window_s = 2, 5, 8.0
+    folds = FoldProtocol(train=(1, 2, 3), evaluation=(5,), sealed=(5,), eligible=4, count=5)
+    phase_provider = "pulse"
+
+    def entries(self):
+        names = [f"subject{i:02d}" for i in range(12)]
+        return [Entry(i + 1, name, patient_id=i + 1, fold=hash_fold(name, self.folds.count)) for i, name in enumerate(names)]
+
+    def read(self, entry):
+        t = np.arange(1000) / self.fs
+        return Record(entry.id, (np.sin(np.pi * (1.0 + entry.id / 20) * t) ** 8)[None].astype(np.float32), self.fs, self.channels)
+
+
+class NoProvider(FiveFolds):
+    phase_provider = None
+
+
+@pytest.fixture
+def five_folds(monkeypatch):
+    monkeypatch.setattr(DATASETS, "_entries", {**DATASETS._entries, "five-folds": FiveFolds, "no-provider": NoProvider})
+
+
+def test_a_dataset_owns_its_fold_count_and_its_default_provider(tmp_path, five_folds):
+    from cyclejepa.config import consistency_problems
+    from cyclejepa.data.cache import prepare_cache
+
+    cfg = parse_config({"data": {"dataset": "five-folds", "root": str(tmp_path)}})
+    assert (cfg.phase.provider, cfg.data.train_folds, cfg.data.eval_folds) == ("pulse", [1, 2, 3], [5])
+    assert consistency_problems(cfg) == []
+    beyond = parse_config({"data": {"dataset": "five-folds", "train_folds": [1, 6], "eval_folds": [10]}})
+    assert consistency_problems(beyond) == [
+        "data.train_folds: folds [6] are not folds of dataset 'five-folds', which has 1..5",
+        "data.eval_folds: folds [10] are not folds of dataset 'five-folds', which has 1..5",
+    ]
+    assert consistency_problems(parse_config({"data": {"dataset": "ptbxl", "train_folds": [1], "eval_folds": [10]}})) == []
+    with pytest.raises(ValueError, match=r"train_folds must be a non-empty subset of FiveFolds's folds 1\.\.5, got \(6,\)"):
+        prepare_cache(FiveFolds(tmp_path), tmp_path / "refused", train_folds=(6,), progress=False)
+    cache = prepare_cache(FiveFolds(tmp_path), tmp_path / "cache", progress=False)
+    assert cache.manifest["arguments"]["phase_provider"] == "pulse"
+    assert cache.manifest["dataset"]["folds"]["count"] == 5 and cache.folds == FiveFolds.folds
+    assert set(cache.columns["fold"]) <= set(range(1, 6)) and 5 in set(cache.columns["fold"])
+
+
+def test_a_dataset_without_a_default_provider_needs_one_named(tmp_path, five_folds):
+    from cyclejepa.config import consistency_problems
+    from cyclejepa.data.cache import prepare_cache
+
+    cfg = parse_config({"data": {"dataset": "no-provider"}})
+    assert cfg.phase.provider is None
+    assert consistency_problems(cfg)[-1].startswith("phase.provider: dataset 'no-provider' declares no default phase provider; name one (")
+    assert parse_config({"data": {"dataset": "no-provider"}, "phase": {"provider": "pulse"}}).phase.provider == "pulse"
+    with pytest.raises(ValueError, match=r"phase_provider: NoProvider declares no default phase provider"):
+        prepare_cache(NoProvider(tmp_path), tmp_path / "cache", progress=False)
+
+
+def test_a_fold_protocol_names_only_its_folds_and_a_ten_fold_manifest_keeps_its_bytes():
+    assert FoldProtocol().to_dict() == {"train": list(range(1, 10)), "evaluation": [10], "sealed": [10], "eligible": 9}
+    assert FoldProtocol.from_dict(FiveFolds.folds.to_dict()) == FiveFolds.folds
+    assert FoldProtocol.from_dict(FoldProtocol().to_dict()) == FoldProtocol()
+    with pytest.raises(ValueError, match=r"folds \{'train': \[6, 7, 8, 9\], 'evaluation': \[10\], 'sealed': \[10\], 'eligible': \[9\]\} outside 1\.\.5"):
+        FoldProtocol(count=5)
+    assert {hash_fold(f"r{i}", 3) for i in range(60)} == {1, 2, 3}

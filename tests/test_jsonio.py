@@ -1,5 +1,7 @@
-"""Atomic JSON files: concurrent writers of one file, and a write that fails on the disk."""
+"""Atomic JSON files: concurrent writers of one file, and a write that fails on the disk; the
+sha256 of canonical JSON that every identity and checksum uses."""
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -8,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from cyclejepa.jsonio import read_json, write_json
+from cyclejepa.jsonio import json_sha256, read_json, write_json
 
 
 def test_concurrent_writers_of_one_file_never_collide(tmp_path):
@@ -60,3 +62,46 @@ def test_a_write_the_disk_refuses_names_the_file_and_leaves_no_temporary(tmp_pat
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"[Errno 27] cannot write {path}: File too large"
     assert list(tmp_path.iterdir()) == []
+
+
+# ------------------------------------------------------------------ one sha256 of canonical JSON
+
+HASHED = [
+    {},
+    {"b": [1, 2.5, None], "a": {"z": "é", "y": True}},
+    {"data.fs": 500.0, "phase": {"provider": "pulse", "options": {}}, "steps": 1200},
+    [3, {"key with space": "x, y: z"}],
+]
+"""Values as the identities, the cache manifest, results and export packages hash them."""
+
+
+def _old_default(value):
+    return value.tolist() if hasattr(value, "tolist") else str(value)
+
+
+@pytest.mark.parametrize("value", HASHED)
+def test_every_hash_is_the_formula_its_files_were_written_with(value):
+    """Each caller's digest equals the formula it used before it shared `json_sha256`, so that
+    no run identity, cache manifest, result checksum or package digest changes."""
+    from cyclejepa.config import identity_hash
+    from cyclejepa.data.cache.files import arguments_hash
+    from cyclejepa.evaluation.integrity import content_checksum
+    from cyclejepa.export.package import _config_digest
+
+    spaced = hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()
+    assert json_sha256(value) == spaced
+    assert identity_hash(value) == spaced[:16]
+    assert arguments_hash(value) == spaced
+    if isinstance(value, dict):
+        assert _config_digest({**value, "config_sha256": "old"}) == spaced
+        compact = json.dumps(value, sort_keys=True, separators=(",", ":"), default=_old_default)
+        assert content_checksum({**value, "checksum": "old"}) == hashlib.sha256(compact.encode()).hexdigest()
+
+
+def test_the_hash_reads_keys_in_any_order_and_tells_separators_apart():
+    assert json_sha256({"a": 1, "b": 2}) == json_sha256({"b": 2, "a": 1})
+    assert json_sha256({"a": 1}) != json_sha256({"a": 1}, compact=True)
+    assert json_sha256({"a": 1}, compact=True) == hashlib.sha256(b'{"a":1}').hexdigest()
+    with pytest.raises(TypeError):
+        json_sha256({"a": np.float32(1)})
+    assert json_sha256({"a": np.arange(2)}, default=lambda a: a.tolist()) == json_sha256({"a": [0, 1]})

@@ -266,3 +266,82 @@ def test_an_ecg_word_in_a_generic_layer_is_found(tmp_path):
         'cyclejepa/data/cache/files.py:2: EVENTS = "rpeaks.npz"',
         'cyclejepa/phase/provider.py:1: reasons.append("too_few_beats")',
     ]
+
+
+# ------------------------------------------------------------------ no corpus or provider named as a default
+
+
+GENERIC_LAYERS = tuple(place for place in NEUTRAL_MODULES if place not in ("phase/pulse.py", "phase/breath.py")) + (
+    "config.py", "runner.py", "outputs.py", "seal.py", "data/datasets.py", "data/preprocess.py", "training", "evaluation",
+)  # fmt: skip
+"""Modules that receive the dataset and the phase provider from the config: they name none."""
+COMPONENT_NAMES = (
+    "ptbxl", "synthetic", "challenge2021", "wfdb", "ecg-rpeak", "pulse", "breath",
+    "superclass", "subclass", "subclass-eligible", "subclass-all",
+)  # fmt: skip
+"""The built-in corpora and signal-specific providers, and PTB-XL's label levels and probe tasks."""
+NAMED_ON_PURPOSE = {
+    ("cyclejepa/config.py", "ptbxl"): "data.dataset of a config that names none",
+    ("cyclejepa/evaluation/report.py", "superclass"): "the task of a heart-rate strata file written before it named one",
+}
+FOLD_COUNT = re.compile(r"range\(1, 11\)|\ble=10\b|% 10\b|1\.\.10\b")
+"""Ten folds written out (`FoldProtocol.count` is the dataset's)."""
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    bodies = (node.body for node in ast.walk(tree) if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)))
+    return {id(body[0].value) for body in bodies if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)}
+
+
+def named_components(root: Path = PACKAGE) -> list[str]:
+    """Each string literal (docstrings aside) of a `GENERIC_LAYERS` module that is one of
+    `COMPONENT_NAMES`, and each line writing out ten folds (`FOLD_COUNT`)."""
+    found = []
+    for place in GENERIC_LAYERS:
+        target = root / place
+        for path in sorted(target.rglob("*.py") if target.is_dir() else [target]):
+            where, text = path.relative_to(root.parent), path.read_text()
+            tree = ast.parse(text)
+            docs = _docstrings(tree)
+            found += [f"{where}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                      if isinstance(node, ast.Constant) and id(node) not in docs and node.value in COMPONENT_NAMES
+                      and (str(where), node.value) not in NAMED_ON_PURPOSE]  # fmt: skip
+            found += [f"{where}:{n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1) if FOLD_COUNT.search(line)]
+    return sorted(found, key=lambda hit: (hit.split(":")[0], int(hit.split(":")[1])))
+
+
+def test_generic_layers_name_no_corpus_provider_or_fold_count():
+    assert named_components() == []
+
+
+def test_the_names_cover_every_built_in_corpus_and_signal_provider_and_each_allowance_is_used():
+    from cyclejepa import registry
+
+    generic = {"composite"}  # combines other providers; reads no signal of its own
+    assert set(registry.DATASETS.names()) <= set(COMPONENT_NAMES)
+    assert set(registry.PHASE_PROVIDERS.names()) - generic <= set(COMPONENT_NAMES)
+    for (place, name), _ in NAMED_ON_PURPOSE.items():
+        assert repr(name) in (PACKAGE.parent / place).read_text() or f'"{name}"' in (PACKAGE.parent / place).read_text()
+
+
+def test_a_default_corpus_provider_or_fold_count_in_a_generic_layer_is_found(tmp_path):
+    package = tmp_path / "cyclejepa"
+    for place in GENERIC_LAYERS:
+        target = package / place
+        (target if not place.endswith(".py") else target.parent).mkdir(parents=True, exist_ok=True)
+        if place.endswith(".py"):
+            target.write_text('"""The synthetic corpus is named in a docstring: allowed."""\n')
+    (package / "data" / "cache" / "build.py").write_text(
+        'def prepare_cache(phase_provider="ecg-rpeak"):\n    """Folds 1..10 of ptbxl."""\n    return set(range(1, 11))\n'
+    )
+    (package / "runner.py").write_text('if dataset == "synthetic":\n    options["progress"] = True\n')
+    (package / "evaluation" / "report.py").write_text('LABELS = {"subclass-all": "23 classes"}\n')
+    (package / "config.py").write_text('dataset = "ptbxl"\nfolds: list[Annotated[int, Field(ge=1, le=10)]]\n')
+    assert named_components(package) == [
+        "cyclejepa/config.py:2: folds: list[Annotated[int, Field(ge=1, le=10)]]",
+        "cyclejepa/data/cache/build.py:1: 'ecg-rpeak'",
+        "cyclejepa/data/cache/build.py:2: \"\"\"Folds 1..10 of ptbxl.\"\"\"",
+        "cyclejepa/data/cache/build.py:3: return set(range(1, 11))",
+        "cyclejepa/evaluation/report.py:1: 'subclass-all'",
+        "cyclejepa/runner.py:1: 'synthetic'",
+    ]

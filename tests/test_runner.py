@@ -51,12 +51,14 @@ def test_grid_with_an_invalid_value_fails_at_load_with_its_key(tmp_path):
     assert "model.predictor.dept: unknown key" in str(caught.value) and "Did you mean 'depth'?" in str(caught.value)
 
 
-@pytest.mark.parametrize(("tasks", "label", "aurocs"), [
-    (["superclass", "subclass-eligible", "subclass-all"], "Superclass macro-AUROC, 5 classes ↑", ("0.7000", "0.8000")),
-    (["rhythm"], "`rhythm` macro-AUROC ↑", ("0.7000", "0.8000")),
-    ([], None, ("–", "–")),  # an unlabelled dataset: no probe row
+@pytest.mark.parametrize(("dataset", "tasks", "label", "aurocs"), [
+    ("ptbxl", ["superclass", "subclass-eligible", "subclass-all"], "Superclass macro-AUROC, 5 classes ↑", ("0.7000", "0.8000")),
+    ("synthetic", ["superclass", "subclass-eligible", "subclass-all"], "Superclass macro-AUROC, 5 classes ↑", ("0.7000", "0.8000")),
+    ("challenge2021", ["superclass"], "`superclass` macro-AUROC ↑", ("0.7000", "0.8000")),  # PTB-XL's title is PTB-XL's
+    ("npz-ecg", ["rhythm"], "`rhythm` macro-AUROC ↑", ("0.7000", "0.8000")),  # not registered here
+    ("ptbxl", [], None, ("–", "–")),  # an unlabelled dataset: no probe row
 ])  # fmt: skip
-def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, tasks, label, aurocs):
+def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, dataset, tasks, label, aurocs):
     from cyclejepa.evaluation.report import headline_rows, write_grid_summary
     from cyclejepa.jsonio import write_json
 
@@ -64,7 +66,7 @@ def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, tasks, labe
     for i, weight in enumerate([0.1, 0.2]):
         cfg = config(tmp_path / f"cell{i}", objectives={"regulariser": {"weight": weight}})
         result = {"diagnostic": {task: {"macro_auroc": {"point": 0.7 + i / 10 + k / 100, "low": 0, "high": 1}}
-                                 for k, task in enumerate(tasks)}}  # fmt: skip
+                                 for k, task in enumerate(tasks)}, "data": {"dataset": dataset}}  # fmt: skip
         rows = headline_rows([result])
         probes = [row for row in rows if row.section == "Diagnostic accuracy"]
         assert [row.label for row in probes[:1]] == ([label] if label else [])

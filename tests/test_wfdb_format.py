@@ -130,3 +130,66 @@ def test_a_unit_the_header_does_not_state_is_marked_so():
     stated, unstated, no_gain = parse_header("r 3 250 10\nr.dat 16 200/NU 16 0 0 0 0 PLETH\nr.dat 16 200 16 0 0 0 0 RESP\nr.dat 16").signals
     assert (stated.units, stated.units_stated) == ("NU", True)
     assert (unstated.units, unstated.units_stated) == ("mV", False) == (no_gain.units, no_gain.units_stated)  # the default
+
+
+# ------------------------------------------------------------------ one digital-to-physical conversion
+
+
+@pytest.mark.skipif(not (SHARED / "physionet-samples" / "v102s.hea").exists(), reason="../shared is absent")
+@pytest.mark.parametrize("name", ["v102s", "03700181", "a103l", "mixedsignals"])
+def test_to_physical_equals_the_wfdb_package_on_real_records(name):
+    """Formats 212, 16 and 516 (FLAC), baselines and gains as the real headers state them: every
+    valid sample equals the wfdb package's own physical value, bit for bit."""
+    import wfdb
+
+    from cyclejepa.data.wfdb_format import to_physical
+
+    path = SHARED / "physionet-samples" / name
+    signals = read_header(path).signals
+    stored = wfdb.rdrecord(str(path), physical=False, return_res=64).d_signal.T
+    expected = wfdb.rdrecord(str(path)).p_signal.T
+    valid = np.isfinite(expected)  # the package marks the invalid sample value NaN
+    assert valid.mean() > 0.9
+    found = to_physical(stored, [s.gain for s in signals], [s.baseline for s in signals])
+    np.testing.assert_array_equal(found[valid], expected[valid])
+    scaled = to_physical(stored, [s.gain for s in signals], [s.baseline for s in signals], factor=[1e-3] * len(signals))
+    np.testing.assert_array_equal(scaled, found * 1e-3)
+
+
+PTBXL_ARCHIVE = SHARED / "ptbxl-dev" / "ptbxl-dev-434.tar.xz"
+
+
+@pytest.mark.skipif(not PTBXL_ARCHIVE.is_file(), reason="../shared is absent")
+def test_every_reader_gives_the_same_samples_of_a_real_ptbxl_record(tmp_path):
+    """PTB-XL's fast path, its verified path and the Challenge reader (the same record with a
+    ``# Dx`` comment, as the Challenge writes it) read three real records to the wfdb package's
+    physical values rounded once to float32."""
+    import tarfile
+
+    import wfdb
+
+    from cyclejepa.data.challenge import Challenge2021
+    from cyclejepa.data.ptbxl import read_record_fast, read_verified
+
+    wanted = {f"ptbxl-dev/records500/00000/{i:05d}_hr.{ext}" for i in (1, 2, 3) for ext in ("hea", "dat")}
+    with tarfile.open(PTBXL_ARCHIVE) as archive:
+        for member in archive:
+            if member.name in wanted:
+                (tmp_path / Path(member.name).name).write_bytes(archive.extractfile(member).read())
+                wanted.discard(member.name)
+                if not wanted:
+                    break
+    challenge = tmp_path / "challenge" / "g1"
+    challenge.mkdir(parents=True)
+    for dat in sorted(tmp_path.glob("*.dat")):
+        (challenge / dat.name).write_bytes(dat.read_bytes())
+        (challenge / dat.with_suffix(".hea").name).write_text(dat.with_suffix(".hea").read_text().rstrip("\n") + "\n# Dx: 426783006\n")
+    dataset = Challenge2021(tmp_path / "challenge")
+    entries = {Path(e.name).name: e for e in dataset.entries()}
+    assert sorted(entries) == ["00001_hr", "00002_hr", "00003_hr"]
+    for name, entry in entries.items():
+        expected = wfdb.rdrecord(str(tmp_path / name)).p_signal.T.astype(np.float32)
+        assert np.abs(expected).max() > 0.1  # a real ECG in mV
+        for signal in (read_record_fast(tmp_path / name), read_verified(tmp_path / name), dataset.read(entry).signal):
+            assert signal.dtype == np.float32
+            np.testing.assert_array_equal(signal, expected)

@@ -33,7 +33,7 @@ from cyclejepa.data.datasets import (
     MV_PER_UNIT, Dataset, DatasetNotFound, Entry, FoldProtocol, LabelLevel, Record, RecordRejected, hash_fold, record_name,
     sha256_of,
 )  # fmt: skip
-from cyclejepa.data.wfdb_format import MAX_RECORD_SAMPLES, HeaderError, WfdbHeader, check_rate, read_header, resolve_inside
+from cyclejepa.data.wfdb_format import MAX_RECORD_SAMPLES, HeaderError, WfdbHeader, check_rate, read_header, resolve_inside, to_physical
 from cyclejepa.registry import DATASETS
 
 __all__ = ["Challenge2021", "LEADS", "check_header"]
@@ -83,6 +83,7 @@ class Challenge2021(Dataset):
     token_patch = 8
     window_s = 10.0
     folds = FoldProtocol()
+    phase_provider = "ecg-rpeak"
     root_env = ROOT_ENV
     subjects_known = False  # the headers name no patient: each record is its own
 
@@ -131,7 +132,7 @@ class Challenge2021(Dataset):
         except (HeaderError, OSError) as error:
             raise RecordRejected(name, "unreadable", f"header {path}: {error}") from None
         sex = _SEX.get((header.comment("sex") or "").lower(), -1)
-        entry = Entry(number, name, number, hash_fold(name), _age(header.comment("age")), sex, {"dx": frozenset(dx)})
+        entry = Entry(number, name, number, hash_fold(name, self.folds.count), _age(header.comment("age")), sex, {"dx": frozenset(dx)})
         return entry, header
 
     def entries(self) -> list[Entry]:
@@ -168,8 +169,7 @@ class Challenge2021(Dataset):
         if unknown or not np.all(np.isfinite(gain) & (gain > 0)):
             raise RecordRejected(entry.name, "calibration", f"units {units}, gains {gain.tolist()}")
         factor = np.array([MV_PER_UNIT[u.lower()] for u in units])
-        baseline = np.array([s.baseline for s in header.signals], dtype=np.float64)
-        signal = (digital - baseline[:, None]) / gain[:, None] * factor[:, None]
+        signal = to_physical(digital, gain, [s.baseline for s in header.signals], factor)
         if not np.isfinite(signal).all():
             raise RecordRejected(entry.name, "non_finite", "non-finite physical values")
         return Record(entry.name, signal.astype(np.float32), header.fs, header.names)

@@ -3,7 +3,7 @@
 A dataset is a class registered in `cyclejepa.registry.DATASETS` and built from the config as
 ``DATASETS.build(data.dataset, root=data.root, **data.options)``. It owns its facts: channels and
 their units, native and cache rates, window, fold protocol, label levels and where its root is
-found (`Dataset`). It lists its records as `Entry` rows (integer id, name, patient, fold 1..10,
+found (`Dataset`). It lists its records as `Entry` rows (integer id, name, patient, fold,
 age, sex, multi-label targets per `LabelLevel`), reads one record as a `Record` (signal in each
 channel's declared unit, rate, channel names), reads a record file outside its index the same
 way (`Dataset.read_path`, for ``cyclejepa embed``) and reports what it rejected while indexing.
@@ -22,6 +22,7 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -82,9 +83,9 @@ class Entry:
     """One record of a dataset's index.
 
     ``id`` is a positive integer unique in the dataset (the cache's ``record_id``), ``name`` what
-    the source calls the record, ``fold`` 1..10 (all records of one patient in one fold), ``age``
-    NaN when unknown, ``sex`` 0 male, 1 female, -1 unknown; ``labels`` maps a `LabelLevel` name
-    to the classes present.
+    the source calls the record, ``fold`` 1..`FoldProtocol.count` (all records of one patient in
+    one fold), ``age`` NaN when unknown, ``sex`` 0 male, 1 female, -1 unknown; ``labels`` maps a
+    `LabelLevel` name to the classes present.
     """
 
     id: int
@@ -98,21 +99,43 @@ class Entry:
 
 @dataclass(frozen=True)
 class FoldProtocol:
-    """Which folds (1..10) a dataset's stages use by default.
+    """A dataset's folds, 1..``count``, and which of them its stages use by default.
 
     ``train`` and ``evaluation`` are the default ``data.train_folds`` / ``data.eval_folds`` (the
     confirmatory stage); ``sealed`` the folds no stage reads without an audited unseal;
-    ``eligible`` the development fold where a probe counts a class's positives.
+    ``eligible`` the development fold where a probe counts a class's positives. Every fold named
+    lies in 1..``count`` (ValueError otherwise).
     """
 
     train: tuple[int, ...] = tuple(range(1, 10))
     evaluation: tuple[int, ...] = (10,)
     sealed: tuple[int, ...] = (10,)
     eligible: int = 9
+    count: int = 10
+
+    def __post_init__(self) -> None:
+        named = {"train": self.train, "evaluation": self.evaluation, "sealed": self.sealed, "eligible": (self.eligible,)}
+        outside = {key: [f for f in folds if not 1 <= f <= self.count] for key, folds in named.items()}
+        if self.count < 1 or any(outside.values()):
+            raise ValueError(f"FoldProtocol: folds {({k: v for k, v in outside.items() if v})} outside 1..{self.count} (count)")
 
     def to_dict(self) -> dict[str, Any]:
+        """The protocol as a cache manifest records it; ``count`` only when it is not the default
+        ten, so that the manifest of a ten-fold dataset's cache keeps its bytes."""
+        extra = {"count": self.count} if self.count != FoldProtocol.count else {}
         return {"train": list(self.train), "evaluation": list(self.evaluation), "sealed": list(self.sealed),
-                "eligible": self.eligible}  # fmt: skip
+                "eligible": self.eligible, **extra}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, value: dict[str, Any]) -> FoldProtocol:
+        """The protocol `to_dict` wrote."""
+        return cls(tuple(value["train"]), tuple(value["evaluation"]), tuple(value["sealed"]), value["eligible"],
+                   value.get("count", cls.count))  # fmt: skip
+
+    @property
+    def all_folds(self) -> range:
+        """Every fold: 1..``count``."""
+        return range(1, self.count + 1)
 
 
 class DatasetNotFound(FileNotFoundError):
@@ -142,7 +165,12 @@ class Dataset:
     - ``decimation``: the model sees ``cache_fs / decimation`` (``data.decimation``).
     - ``token_patch``: samples per token at the model rate (``data.token_patch``).
     - ``window_s``: the model's record length in seconds (``data.window_s``).
-    - ``folds``: the `FoldProtocol`; ``label_levels``: the label vocabularies (may be empty).
+    - ``folds``: the `FoldProtocol` (how many folds, which ones each stage uses by default);
+      ``label_levels``: the label vocabularies (may be empty).
+    - ``task_titles``: how the report names a probe task (``{task: title}``, e.g. the paper's
+      names of a corpus's tasks); a task left out is named by itself ("`task` macro-AUROC").
+    - ``phase_provider``: the registered phase provider the cache uses when the config names
+      none (``phase.provider`` left out); None: the config must name one.
     - ``root_env``: the environment variable naming the root when ``data.root`` is not set.
     - ``subjects_known``: whether ``Entry.patient_id`` names the person a record comes from
       (False when each record is its own subject because the people are unknown: the report
@@ -177,6 +205,8 @@ class Dataset:
     token_patch: int = 8
     window_s: float = 10.0
     folds: FoldProtocol = FoldProtocol()
+    task_titles: Mapping[str, str] = MappingProxyType({})
+    phase_provider: str | None = None
     root_env: str | None = None
     subjects_known: bool = True
     licence: str = ""
@@ -481,9 +511,10 @@ def record_name(name: str) -> str:
     return name
 
 
-def hash_fold(key: str) -> int:
-    """A deterministic fold 1..10 of ``key`` (a patient or record name): sha256 modulo 10, plus 1."""
-    return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16) % 10 + 1
+def hash_fold(key: str, count: int = FoldProtocol.count) -> int:
+    """A deterministic fold 1..``count`` of ``key`` (a patient or record name), ``count`` the
+    dataset's `FoldProtocol.count`: sha256 modulo ``count``, plus 1."""
+    return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16) % count + 1
 
 
 def corpus_listing(root: str | os.PathLike | None) -> dict[str, Any] | None:

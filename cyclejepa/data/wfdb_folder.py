@@ -196,7 +196,7 @@ class WfdbFolder(Dataset):
                 continue
             kept.append((name, subject))
         subjects = {s: k for k, s in enumerate(sorted({s for _, s in kept}), start=1)}
-        entries = [Entry(i, name, subjects[s], hash_fold(s)) for i, (name, s) in enumerate(kept, start=1)]
+        entries = [Entry(i, name, subjects[s], hash_fold(s, self.folds.count)) for i, (name, s) in enumerate(kept, start=1)]
         return entries, {e.id: e.name for e in entries}, rejected, tuple(u or "mV" for u in units)
 
     def _subject(self, name: str) -> str:

@@ -30,11 +30,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     import numpy as np
 
 __all__ = [
     "FORMATS", "HeaderError", "SignalSpec", "WfdbHeader", "WfdbRecord", "check_rate", "check_sizes", "parse_header",
-    "read_header", "read_record", "resolve_inside",
+    "read_header", "read_record", "resolve_inside", "to_physical",
 ]  # fmt: skip
 
 FORMATS = (8, 16, 24, 32, 61, 80, 160, 212, 310, 311, 508, 516, 524)
@@ -250,6 +252,26 @@ def check_sizes(header: WfdbHeader, folder: Path) -> None:
         held = (size - offset) * 8 / bits_per_frame * sum(s.samples_per_frame for s in signals)
         if not frames and held > MAX_RECORD_SAMPLES:
             raise HeaderError(f"signal file {name!r} holds {held:.0f} samples, more than {MAX_RECORD_SAMPLES} can be read")
+
+
+def to_physical(stored: "np.ndarray", gain: "Sequence[float]", baseline: "Sequence[float]",
+                factor: "Sequence[float] | None" = None) -> "np.ndarray":
+    """Stored ADC values (signals, samples) in physical units, float64, signal by signal:
+
+        physical = (stored - baseline) / gain × factor
+
+    ``gain`` (ADC units per physical unit) and ``baseline`` (the ADC value of physical 0) as the
+    header states them, one per signal; ``factor`` rescales each signal's unit to the one wanted
+    (e.g. 1e-3 for µV to mV; None: none). The one digital-to-physical conversion of the library's
+    own readers; it checks nothing (a reader refuses a gain that is not finite and positive).
+
+    >>> to_physical([[1200, 0], [-5, 15]], gain=[1000.0, 10.0], baseline=[200, 5], factor=[1.0, 1e3]).tolist()
+    [[1.0, -0.2], [-1000.0, 1000.0]]
+    """
+    import numpy as np
+
+    signal = (np.asarray(stored) - np.asarray(baseline, np.float64)[:, None]) / np.asarray(gain, np.float64)[:, None]
+    return signal if factor is None else signal * np.asarray(factor, np.float64)[:, None]
 
 
 @dataclass(frozen=True)

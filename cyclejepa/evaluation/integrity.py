@@ -22,7 +22,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cyclejepa.jsonio import read_json
+from cyclejepa.jsonio import json_sha256, read_json
 
 __all__ = ["CHECKSUM", "SCORES_DIGEST", "ResultAltered", "content_checksum", "model_digest", "read_result", "read_scores", "with_checksum"]
 
@@ -39,8 +39,7 @@ class ResultAltered(ValueError):
 def content_checksum(value: dict[str, Any]) -> str:
     """sha256 of the canonical JSON of ``value`` without its ``checksum`` key."""
     rest = {key: item for key, item in value.items() if key != CHECKSUM}
-    text = json.dumps(rest, sort_keys=True, separators=(",", ":"), default=_plain)
-    return hashlib.sha256(text.encode()).hexdigest()
+    return json_sha256(rest, compact=True, default=_plain)
 
 
 def with_checksum(value: dict[str, Any]) -> dict[str, Any]:

@@ -108,12 +108,16 @@ def _strongest(result: dict) -> dict:
     return max(finite, key=lambda c: c["excess"]) if finite else {}
 
 
-# PTB-XL's three probe tasks under the paper's names; any other dataset's task is named as it is.
-PROBE_LABELS = {
-    "superclass": "Superclass macro-AUROC, 5 classes ↑",
-    "subclass-eligible": "Subclass macro-AUROC, eligible (17 in PTB-XL) ↑",
-    "subclass-all": "Subclass macro-AUROC, 23 classes ↑",
-}
+def task_title(dataset: str | None, task: str) -> str:
+    """The bottom line's name of a probe task: as the dataset registered as ``dataset`` titles it
+    (`Dataset.task_titles`: PTB-XL's keep the paper's names), else "`task` macro-AUROC"."""
+    from cyclejepa.registry import DATASETS
+
+    try:
+        titles = DATASETS.get(dataset).task_titles
+    except KeyError:  # a dataset of a package not installed here
+        titles = {}
+    return titles.get(task, f"`{task}` macro-AUROC ↑")
 
 
 def headline_rows(cell: list[dict]) -> tuple["Row", ...]:
@@ -121,7 +125,8 @@ def headline_rows(cell: list[dict]) -> tuple["Row", ...]:
     the mechanism rows, the robustness rows where lead zeroing ran (named for leads or channels),
     the geometry rows, and the anomaly rows where the battery ran."""
     first = cell[0]
-    probes = [_probe_row(PROBE_LABELS.get(task, f"`{task}` macro-AUROC ↑"), task) for task in first["diagnostic"]]
+    dataset = first.get("data", {}).get("dataset")
+    probes = [_probe_row(task_title(dataset, task), task) for task in first["diagnostic"]]
     robustness = robustness_rows(channel_word(first)) if "robustness" in first else ()
     anomaly = ANOMALY_ROWS if first.get("anomaly") else ()
     return (*probes, *MECHANISM_ROWS, *robustness, *GEOMETRY_ROWS, *anomaly)

@@ -22,7 +22,6 @@ a record alike. Formats `READABLE` are read; any other is refused naming who rea
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import os
 import platform
@@ -44,6 +43,7 @@ from cyclejepa.embed import Encoder, Preprocessing, check_finite_weights, load_e
 from cyclejepa.export import reference
 from cyclejepa.export.card import evaluation_result, model_card
 from cyclejepa.export.checks import PackageError, check_channels_known, check_config, check_files
+from cyclejepa.jsonio import json_sha256
 from cyclejepa.export.graphs import OPSET, export_onnx, export_torchscript, require_onnx, state_names
 from cyclejepa.models import JEPAModel, ProjectorMLP, StreamingEncoder
 from cyclejepa.registry import ENCODERS, SYMMETRIES
@@ -295,7 +295,7 @@ def _weights(model: JEPAModel, symmetry: nn.Module) -> dict[str, torch.Tensor]:
 def _config_digest(config: dict[str, Any]) -> str:
     """sha256 of the sorted JSON of every key but ``config_sha256``."""
     rest = {k: v for k, v in config.items() if k != "config_sha256"}
-    return hashlib.sha256(json.dumps(rest, sort_keys=True).encode()).hexdigest()
+    return json_sha256(rest)
 
 
 def read_package_config(path: str | os.PathLike) -> dict[str, Any]:

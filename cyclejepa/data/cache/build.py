@@ -42,7 +42,7 @@ def prepare_cache(
     cache_dir: str | os.PathLike,
     *,
     train_folds: Sequence[int] | None = None,
-    phase_provider: str = "ecg-rpeak",
+    phase_provider: str | None = None,
     phase_options: Mapping[str, Any] | None = None,
     fs: float | None = None,
     decimation: int | None = None,
@@ -83,7 +83,8 @@ def prepare_cache(
     cache_dir : where the cache lives; an existing non-cache, non-empty folder is refused.
     train_folds : folds the normalisation statistics are fitted on (None: the dataset's
         ``folds.train``).
-    phase_provider, phase_options : registered `PhaseProvider` name and constructor options.
+    phase_provider, phase_options : registered `PhaseProvider` name (None: the dataset's
+        `Dataset.phase_provider`; ValueError when it declares none) and constructor options.
     fs, decimation, token_patch, window_s : the cache rate (Hz; records are resampled to it and
         phased at it), the model rate's divisor (the model sees fs / decimation), samples per
         token at the model rate and the window in seconds; None takes the dataset's
@@ -101,6 +102,7 @@ def prepare_cache(
     if workers < 1:
         raise ValueError(f"workers must be >= 1, got {workers}")
     cache_dir = Path(cache_dir)
+    phase_provider = _phase_provider(dataset, phase_provider)
     band = cycle_band(phase_provider)
     rates = dataset.rates(fs, decimation, token_patch, window_s, band)
     folds = dataset.folds.train if train_folds is None else train_folds
@@ -134,6 +136,14 @@ def cache_lock(cache_dir: Path) -> Path:
     return cache_dir.with_name(f".{cache_dir.name}.lock")
 
 
+def _phase_provider(dataset: Dataset, named: str | None) -> str:
+    """``named``, else the provider the dataset declares (`Dataset.phase_provider`)."""
+    if named is None and dataset.phase_provider is None:
+        raise ValueError(f"phase_provider: {type(dataset).__name__} declares no default phase provider "
+                         "(Dataset.phase_provider); name one")  # fmt: skip
+    return named if named is not None else dataset.phase_provider
+
+
 def _arguments(
     dataset: Dataset,
     train_folds: Sequence[int],
@@ -149,9 +159,10 @@ def _arguments(
     preparation only when it does anything, so that a cache of the paper's chain keeps its hash."""
     from cyclejepa.registry import PHASE_PROVIDERS
 
-    folds = sorted({int(f) for f in train_folds})
-    if not folds or not set(folds) <= set(range(1, 11)):
-        raise ValueError(f"train_folds must be a non-empty subset of 1..10, got {train_folds!r}")
+    folds, protocol = sorted({int(f) for f in train_folds}), dataset.folds
+    if not folds or not set(folds) <= set(protocol.all_folds):
+        raise ValueError(f"train_folds must be a non-empty subset of {type(dataset).__name__}'s folds "
+                         f"1..{protocol.count}, got {train_folds!r}")  # fmt: skip
     PHASE_PROVIDERS.get(phase_provider)  # unknown names fail here, listing the registered ones
     root = getattr(dataset, "root", None)
     return {

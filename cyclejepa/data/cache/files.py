@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -20,6 +19,7 @@ import numpy as np
 from cyclejepa.data.cache.record import RecordOutcome
 from cyclejepa.data.datasets import Entry, LabelLevel, RecordRejected, sha256_file
 from cyclejepa.data.preprocess import Normalisation
+from cyclejepa.jsonio import json_sha256
 
 CACHE_FORMAT = 3
 """Version of the cache layout; part of the manifest hash (3: the signal-neutral names
@@ -140,7 +140,7 @@ def as_json(options: dict[str, Any]) -> Any:
 
 def arguments_hash(arguments: dict[str, Any]) -> str:
     """sha256 of the build arguments (the manifest's ``config_hash``)."""
-    return hashlib.sha256(json.dumps(arguments, sort_keys=True).encode()).hexdigest()
+    return json_sha256(arguments)
 
 
 def write_manifest(

@@ -97,9 +97,7 @@ class PreparedCache:
     def folds(self) -> FoldProtocol:
         """The dataset's fold protocol, as recorded when the cache was built."""
         found = self.manifest.get("dataset", {}).get("folds")
-        if not found:
-            return FoldProtocol()
-        return FoldProtocol(tuple(found["train"]), tuple(found["evaluation"]), tuple(found["sealed"]), found["eligible"])
+        return FoldProtocol.from_dict(found) if found else FoldProtocol()
 
     @property
     def n_tokens(self) -> int:
@@ -134,7 +132,7 @@ class PreparedCache:
         """Row indices of the records in ``folds``, ascending."""
         return np.flatnonzero(np.isin(self.columns["fold"], list(folds)))
 
-    def labels(self, level: str = "superclass") -> np.ndarray:
+    def labels(self, level: str) -> np.ndarray:
         """(N, C) uint8 multi-hot of the label level named ``level`` (PTB-XL: ``"superclass"``,
         ``"subclass"``), columns in the order of its classes."""
         found = {lv.name: lv for lv in self.label_levels}
@@ -175,7 +173,7 @@ def inconsistencies(cache: PreparedCache) -> list[str]:
     for name in ("patient_id", "fold"):
         if np.any(same & (np.diff(columns[name]) != 0)):
             problems.append(f"meta.csv windows of one record differ in {name}")
-    checks = {"fold": range(1, 11), "sex": range(-1, 2)}
+    checks = {"fold": cache.folds.all_folds, "sex": range(-1, 2)}
     problems += [f"meta.csv {name} outside {allowed}" for name, allowed in checks.items()
                  if np.any(~np.isin(columns[name], list(allowed)))]  # fmt: skip
     rank = max(len(cache.coordinates), 1)
