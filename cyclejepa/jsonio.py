@@ -38,11 +38,14 @@ def write_json(path: str | Path, value: Any) -> Path:
 
 @contextlib.contextmanager
 def writing(path: str | Path) -> Iterator[None]:
-    """Re-raise an `OSError` of the block as one naming ``path`` (a failed ``write`` names no
-    file: "No space left on device"), of the same errno and class."""
+    """Re-raise an `OSError` of the block that names no file as one naming ``path`` (a failed
+    ``write`` or ``np.save`` on a full disk says only "No space left on device"), of the same
+    errno; one that names its file already is raised as it is."""
     try:
         yield
     except OSError as error:
+        if error.filename is not None:
+            raise
         if error.errno is None:
             raise OSError(f"cannot write {path}: {error}") from None
         raise OSError(error.errno, f"cannot write {path}: {error.strerror or error}") from None

@@ -292,7 +292,7 @@ def test_a_full_disk_on_a_chunk_write_names_the_chunk(tmp_path, monkeypatch):
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
     monkeypatch.setattr(np, "save", full)
-    with pytest.raises(OSError, match=r"No space left on device while writing: '.*scratch-000000000\.npy'") as caught:
+    with pytest.raises(OSError, match=r"cannot write .*scratch-000000000\.npy: No space left on device") as caught:
         prepare_cache(Challenge2021(root), tmp_path / "cache", train_folds=range(1, 11), progress=False)
     assert caught.value.errno == errno.ENOSPC
     assert _no_leftovers(tmp_path, "cache") == []

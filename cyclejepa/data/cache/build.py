@@ -30,6 +30,7 @@ from cyclejepa.data.datasets import (
     Dataset, Entry, RecordRejected, amplitude_limit, check_window, corpus_listing, sha256_file,
 )  # fmt: skip
 from cyclejepa.data.preprocess import SPREAD_RATIO_MIN, Preparation, fit_normalisation, spread_ratio
+from cyclejepa.jsonio import writing
 from cyclejepa.lock import file_lock
 from cyclejepa.progress import progress_bar
 from cyclejepa.version import __version__
@@ -290,7 +291,7 @@ def _build(
     files.write_phases(build_dir, kept, _n_tokens(arguments))
     levels = dataset.label_levels
     files.write_meta(build_dir / "meta.csv", [entries[o.row] for o in kept], levels, kept)
-    with files.writing(build_dir / "norm.json"):
+    with writing(build_dir / "norm.json"):
         (build_dir / "norm.json").write_text(
             json.dumps({**norm.to_dict(arguments["channels"]), "train_folds": arguments["train_folds"],
                         "windows": int(in_train.sum())}, indent=2)  # fmt: skip
@@ -427,7 +428,7 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
             signals.append(decimated)
             outcomes.append(outcome)
     if signals:
-        with files.writing(Path(scratch)):
+        with writing(Path(scratch)):
             np.save(scratch, np.stack(signals))
     return outcomes
 

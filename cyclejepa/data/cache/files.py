@@ -6,11 +6,10 @@ Every writer takes what the build computed and writes one file; `read_meta` and
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +18,7 @@ import numpy as np
 from cyclejepa.data.cache.record import RecordOutcome
 from cyclejepa.data.datasets import Entry, LabelLevel, RecordRejected, sha256_file
 from cyclejepa.data.preprocess import Normalisation
-from cyclejepa.jsonio import json_sha256
+from cyclejepa.jsonio import json_sha256, writing
 
 CACHE_FORMAT = 3
 """Version of the cache layout; part of the manifest hash (3: the signal-neutral names
@@ -51,18 +50,6 @@ defined phase; qc_reason = the provider's QC reasons joined by ``;``."""
 _FLOAT_COLUMNS = ("age", "phase_yield")
 _TEXT_COLUMNS = ("record", "qc_reason")
 
-
-
-@contextlib.contextmanager
-def writing(path: Path) -> Iterator[None]:
-    """Name ``path`` in an OSError raised while writing it that names no file (a full disk:
-    ``np.save`` and ``write`` raise ENOSPC without the file's name)."""
-    try:
-        yield
-    except OSError as error:
-        if error.filename is not None:
-            raise
-        raise OSError(error.errno, f"{error.strerror or error} while writing", str(path)) from error
 
 
 def allocated_memmap(path: Path, shape: tuple[int, ...]) -> np.memmap:
