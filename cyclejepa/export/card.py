@@ -140,13 +140,11 @@ def _reference_clause(prep: dict) -> str:
 def _training_section(cfg: ExperimentConfig, manifest: dict[str, Any]) -> str:
     counts = manifest["counts"]
     options = f" with options {cfg.data.options}" if cfg.data.options else ""
-    records = cfg.data.options.get("records") if cfg.data.dataset == "synthetic" else None
-    synthetic = f" (synthetic corpus of {records} records)" if records else ""
     augmentations = ", ".join(a.name for a in cfg.augmentations) or "none"
     return "\n".join([
         "## Training data",
         "",
-        f"- Dataset `{cfg.data.dataset}`{options}{synthetic}: records {counts['records']}, of which rejected "
+        f"- Dataset `{cfg.data.dataset}`{options}: records {counts['records']}, of which rejected "
         f"{counts['rejected']}; windows kept {counts['kept']}, of which failing phase QC {counts['qc_failed']}.",
         f"- Pre-training folds {cfg.data.train_folds}; evaluation folds {cfg.data.eval_folds} "
         "(never used for training or for the normalisation).",
