@@ -235,6 +235,7 @@ def train(
     from cyclejepa import runner
     from cyclejepa.data.cache import open_cache
     from cyclejepa.lock import output_lock
+    from cyclejepa.outputs import RunFolder
     from cyclejepa.training import process_group
 
     cfg = _load(config, set_)
@@ -253,7 +254,7 @@ def train(
         dist.barrier()  # the other ranks read the cache rank 0 prepared
         directory = runner.pretrain(cfg, open_cache(cfg), plan, progress=dist.is_main, dist=dist)
     if dist.is_main:
-        console.print(f"{plan.name}: trained, checkpoints in {directory / 'checkpoints'}")
+        console.print(f"{plan.name}: trained, checkpoints in {RunFolder(directory).checkpoints}")
 
 
 @app.command()
@@ -346,10 +347,11 @@ def embed(
 ) -> None:
     """Embed record files with a trained run or package (read by its dataset): record and token embeddings, token phases, QC."""
     from cyclejepa.embed import OUT_OF_RANGE_DECADES, check_output, load_encoder
+    from cyclejepa.outputs import OutputFolder
 
     with _user_errors():
         check_output(out)
-        if (run_dir / "config.json").is_file() and not (run_dir / "config.yaml").is_file():
+        if (run_dir / "config.json").is_file() and not OutputFolder(run_dir).config.is_file():
             from cyclejepa.export import load_pretrained
 
             chosen = [name for name, value in (("--checkpoint", checkpoint), ("--arm", arm), ("--seed", seed)) if value is not None]

@@ -33,6 +33,7 @@ from cyclejepa.data.datasets import Dataset, Record, RecordRejected
 from cyclejepa.data.preprocess import Normalisation, Preparation
 from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
 from cyclejepa import runner
+from cyclejepa.outputs import OutputFolder, run_folder
 from cyclejepa.progress import progress_bar
 
 __all__ = [
@@ -96,7 +97,7 @@ def load_encoder(
     from cyclejepa.training import load_trained
 
     cfg, plan = locate_run(Path(run_dir), arm, seed)
-    checkpoint = find_checkpoint(runner.run_dir(cfg, plan) / "checkpoints", step, cfg.evaluation.headline_step)
+    checkpoint = find_checkpoint(run_folder(cfg, plan).checkpoints, step, cfg.evaluation.headline_step)
     target = resolve_device(device)
     objective = load_trained(cfg, checkpoint, target)
     preprocessing = Preprocessing.from_cache(open_cache(cfg), cfg.data.dataset, cfg.data.options)
@@ -107,16 +108,16 @@ def load_encoder(
 def locate_run(path: Path, arm: str | None = None, seed: int | None = None) -> tuple[ExperimentConfig, runner.RunPlan]:
     """The config (output_dir set to where it lies now) and the `RunPlan` of ``path`` (as
     `load_encoder` takes ``run_dir``, ``arm`` and ``seed``)."""
-    if (path / "config.yaml").is_file():
+    if OutputFolder(path).config.is_file():
         output, name = path, None
-    elif path.parent.name == "runs" and (path.parents[1] / "config.yaml").is_file():
+    elif path.parent.name == "runs" and OutputFolder(path.parents[1]).config.is_file():
         output, name = path.parents[1], path.name
     else:
         raise FileNotFoundError(
             f"{path} is neither the output directory of `cyclejepa run` (no config.yaml) "
             f"nor a run folder <output_dir>/runs/<arm>-seed<seed> in one"
         )
-    cfg = load_config(output / "config.yaml").model_copy(update={"output_dir": output})
+    cfg = load_config(OutputFolder(output).config).model_copy(update={"output_dir": output})
     if cfg.grid:
         raise ValueError(f"{output} holds a grid of experiments: give one cell, {output / 'grid'}/<label>")
     plans = runner.plan_runs(cfg)

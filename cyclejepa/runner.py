@@ -1,15 +1,8 @@
 """`cyclejepa run`: prepare → pre-train every arm × seed → evaluate the grid → report.
 
-Everything lands in one output directory (``output_dir`` of the config)::
-
-    <output_dir>/
-      config.yaml                 the resolved configuration of this run
-      cache/                      the preprocessing cache (unless data.cache_dir says otherwise)
-      runs/<arm>-seed<seed>/      metrics.jsonl, checkpoints/step_XXXXXX.pt, done.json
-      evaluation/<arm>-seed<seed>-step<step>.json
-      report/                     report.md, report.json, figures (*.png)
-      folds_used.jsonl            the folds each stage read (`cyclejepa.seal`)
-      unseal_audit.jsonl          one line per use of the sealed fold
+Everything lands in one output directory (``output_dir`` of the config), laid out by
+`cyclejepa.outputs` (`OutputFolder`, `RunFolder`): the resolved config, the cache, one folder
+per run, the evaluation results, the report and the fold-use logs.
 
 A stage whose outputs exist for the same run identity (the keys that change the weights, see
 `ExperimentConfig.training_identity`) is skipped, so re-running a finished experiment does
@@ -34,7 +27,7 @@ from cyclejepa.config import (
     identity_hash,
 )
 from cyclejepa.jsonio import read_json, write_json
-from cyclejepa.outputs import RunPlan, cache_dir, plan_runs, run_dir
+from cyclejepa.outputs import OutputFolder, RunFolder, RunPlan, cache_dir, plan_runs, run_dir, run_folder
 from cyclejepa.seal import refuse_sealed, require_unsealed, sealed_folds, use_folds
 
 log = logging.getLogger(__name__)
@@ -139,10 +132,10 @@ def recorded_identity(cfg: ExperimentConfig, plan: RunPlan) -> dict | None:
     """The identity a run directory was trained with: from done.json, else its last checkpoint."""
     from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint
 
-    directory = run_dir(cfg, plan)
-    if (directory / "done.json").exists():
-        return read_json(directory / "done.json").get("identity", {})
-    last = latest_checkpoint(directory / "checkpoints")
+    folder = run_folder(cfg, plan)
+    if folder.done.exists():
+        return read_json(folder.done).get("identity", {})
+    last = latest_checkpoint(folder.checkpoints)
     return None if last is None else load_checkpoint(last)["meta"].get("identity", {})
 
 
@@ -221,7 +214,7 @@ def prepare(cfg: ExperimentConfig, progress: bool = True):
 
 
 def _finished(cfg: ExperimentConfig, plan: RunPlan) -> bool:
-    done = run_dir(cfg, plan) / "done.json"
+    done = run_folder(cfg, plan).done
     return done.exists() and read_json(done).get("identity") == plan.identity(cfg)
 
 
@@ -245,7 +238,7 @@ def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, trans
         cfg, signals, phases, directory, seed=seed, transport_weight=transport_weight, fs=cache.fs,
         dist=dist or Distributed(),
     )
-    last = latest_checkpoint(Path(directory) / "checkpoints")
+    last = latest_checkpoint(RunFolder(Path(directory)).checkpoints)
     if last is not None:
         trainer.resume(last)
         log.info("%s: resuming from step %d (%s)", Path(directory).name, trainer.step, last)
@@ -284,12 +277,12 @@ def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True,
     )
     if trainer.dist.is_main:
         identity = plan.identity(cfg)
-        write_json(directory / "done.json", {"identity": identity, "run_hash": identity_hash(identity), "steps": trainer.step})
+        write_json(RunFolder(directory).done, {"identity": identity, "run_hash": identity_hash(identity), "steps": trainer.step})
     return directory
 
 
 def write_resolved_config(cfg: ExperimentConfig) -> Path:
-    path = Path(cfg.output_dir) / "config.yaml"
+    path = OutputFolder(Path(cfg.output_dir)).config
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
     return path
@@ -350,10 +343,10 @@ def evaluate_experiment(cfg: ExperimentConfig, cache=None, progress: bool = True
     require_unsealed(cfg)
     steps = evaluation_steps(cfg)
     missing = [
-        str(checkpoint_path(run_dir(cfg, plan) / "checkpoints", step))
+        str(checkpoint_path(run_folder(cfg, plan).checkpoints, step))
         for plan in plan_runs(cfg)
         for step in steps
-        if not checkpoint_path(run_dir(cfg, plan) / "checkpoints", step).exists()
+        if not checkpoint_path(run_folder(cfg, plan).checkpoints, step).exists()
     ]
     if missing:
         raise FileNotFoundError(f"{len(missing)} checkpoint(s) to evaluate are missing, e.g. {missing[0]}; train them with `cyclejepa run`")

@@ -345,3 +345,35 @@ def test_a_default_corpus_provider_or_fold_count_in_a_generic_layer_is_found(tmp
         "cyclejepa/evaluation/report.py:1: 'subclass-all'",
         "cyclejepa/runner.py:1: 'synthetic'",
     ]
+
+
+# ------------------------------------------------------------------ one layout of an output directory
+
+
+OUTPUT_NAMES = ("checkpoints", "config.yaml", "metrics.jsonl", "done.json")
+"""The files and folders of an output directory that `cyclejepa.outputs` alone spells out."""
+
+
+def output_names(root: Path = PACKAGE) -> list[str]:
+    """Each string literal (docstrings aside) outside ``outputs.py`` that is one of `OUTPUT_NAMES`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        if path.name == "outputs.py" and path.parent == root:
+            continue
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        found += [f"{path.relative_to(root.parent)}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+                  if isinstance(node, ast.Constant) and id(node) not in docs and node.value in OUTPUT_NAMES]  # fmt: skip
+    return found
+
+
+def test_the_output_layout_has_one_home():
+    assert output_names() == []
+
+
+def test_an_output_file_named_outside_the_layout_is_found(tmp_path):
+    package = tmp_path / "cyclejepa"
+    (package / "training").mkdir(parents=True)
+    (package / "outputs.py").write_text('CHECKPOINTS = "checkpoints"\n')
+    (package / "training" / "trainer.py").write_text('"""Writes "done.json" (a docstring: allowed)."""\npath = directory / "checkpoints"\n')
+    assert output_names(package) == ["cyclejepa/training/trainer.py:2: 'checkpoints'"]

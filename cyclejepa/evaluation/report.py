@@ -32,6 +32,7 @@ from cyclejepa.config import ExperimentConfig, parse_config
 from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, model_digest, read_result, with_checksum
 from cyclejepa.evaluation.validity import cell_validity, is_collapsed
 from cyclejepa.jsonio import write_json
+from cyclejepa.outputs import OutputFolder
 from cyclejepa.seal import AUDIT_FILE, FOLDS_FILE, read_lines
 
 
@@ -177,8 +178,8 @@ def write_report(output_dir: str | Path) -> Path:
     checkpoint it came from, no longer matches its checksum.
     """
     output_dir = Path(output_dir)
-    cfg = parse_config(read_json_yaml(output_dir / "config.yaml"), source=str(output_dir / "config.yaml"))
-    evaluation = output_dir / "evaluation"
+    cfg = parse_config(read_json_yaml(OutputFolder(output_dir).config), source=str(OutputFolder(output_dir).config))
+    evaluation = OutputFolder(output_dir).evaluation
     files = {p.name: checked_result(output_dir, p) for p in sorted(evaluation.glob("*-seed*-step*.json"))}
     results = sorted(files.values(), key=_order(cfg))
     if not results:
@@ -189,7 +190,7 @@ def write_report(output_dir: str | Path) -> Path:
     if strata.exists():
         files[strata.name] = read_result(strata)
     require_one_evaluation(evaluation, files)
-    report_dir = output_dir / "report"
+    report_dir = OutputFolder(output_dir).report
     sections = [
         f"# {cfg.name}: report\n\nConfig hash `{cfg.config_hash()}`; headline cell: seed {headline[0]['seed']}, "
         f"step {headline[0]['step']} (first seed; `evaluation.headline_step` or the first evaluated step).",
@@ -279,7 +280,7 @@ def write_grid_summary(output_dir: Path, cells: list[tuple[str, ExperimentConfig
     lines = ["# Grid summary", "", "| cell | settings | arm | headline-task AUROC | gain fraction | G1 | report |",
              "|---|---|---|---:|---:|---|---|"]
     for label, cfg in cells:
-        report = read_result(Path(cfg.output_dir) / "report" / "report.json")
+        report = read_result(OutputFolder(Path(cfg.output_dir)).report / "report.json")
         settings = ", ".join(f"{k}={_lookup(cfg, k)}" for k in sorted(cells_keys(cells)))
         for arm, values in report["headline"].items():
             auroc = values[report["probe_rows"][0]]["point"] if report["probe_rows"] else math.nan

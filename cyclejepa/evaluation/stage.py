@@ -51,14 +51,14 @@ from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_t
 from cyclejepa.evaluation.robustness import lead_zeroing
 from cyclejepa.evaluation.validity import cell_validity
 from cyclejepa.jsonio import read_json, write_json
-from cyclejepa.outputs import run_dir
+from cyclejepa.outputs import OutputFolder, run_folder
 from cyclejepa.progress import progress_bar
 from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
 from cyclejepa.seal import use_folds
 
 
 def evaluation_dir(cfg: ExperimentConfig) -> Path:
-    return Path(cfg.output_dir) / "evaluation"
+    return OutputFolder(Path(cfg.output_dir)).evaluation
 
 
 def evaluate_grid(cfg: ExperimentConfig, cache: PreparedCache, plans, steps: list[int], progress: bool = True) -> None:
@@ -100,7 +100,7 @@ def _cell_path(out: Path, plan, step: int) -> Path:
 def _checkpoint(cfg: ExperimentConfig, plan, step: int) -> Path:
     from cyclejepa.training.checkpoint import checkpoint_path
 
-    return checkpoint_path(run_dir(cfg, plan) / "checkpoints", step)
+    return checkpoint_path(run_folder(cfg, plan).checkpoints, step)
 
 
 def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, device: torch.device,
@@ -386,7 +386,7 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, 
     from cyclejepa.training import load_trained
 
     out = evaluation_dir(cfg)
-    figures = Path(cfg.output_dir) / "report" / "figures"
+    figures = OutputFolder(Path(cfg.output_dir)).report / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     folds = use_folds(cfg, "figures", "data.train_folds")  # the figures show these folds, drawn now or before
     names = cache.coordinates  # a torus: one ring per coordinate, on its own U(1) terms

@@ -34,21 +34,22 @@ from typing import Any
 import torch
 from torch import nn
 
-from cyclejepa.version import __version__
 from cyclejepa.data.cache import PHASE_REVISION, open_cache
-from cyclejepa.data.datasets import sha256_file
 from cyclejepa.data.cache.record import _decimation_taps
+from cyclejepa.data.datasets import sha256_file
 from cyclejepa.data.preprocess import KAISER_BETA
 from cyclejepa.embed import Encoder, Preprocessing, check_finite_weights, load_encoder, locate_run
 from cyclejepa.export import reference
 from cyclejepa.export.card import evaluation_result, model_card
 from cyclejepa.export.checks import PackageError, check_channels_known, check_config, check_files
-from cyclejepa.jsonio import json_sha256
 from cyclejepa.export.graphs import OPSET, export_onnx, export_torchscript, require_onnx, state_names
+from cyclejepa.jsonio import json_sha256
 from cyclejepa.models import JEPAModel, ProjectorMLP, StreamingEncoder
+from cyclejepa.outputs import RunFolder
 from cyclejepa.registry import ENCODERS, SYMMETRIES
 from cyclejepa.symmetry import HarmonicSpectrum
 from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint
+from cyclejepa.version import __version__
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "READABLE", "PackageError", "export_run", "from_pretrained", "load_pretrained",
@@ -136,7 +137,7 @@ def _export(encoder: Encoder, cfg, plan, out: Path, *, onnx: bool, torchscript: 
         require_onnx()
     _check_target(out, overwrite)
     step = encoder.source["step"]
-    checkpoint = load_checkpoint(checkpoint_path(Path(encoder.source["run"]) / "checkpoints", step))
+    checkpoint = load_checkpoint(checkpoint_path(RunFolder(Path(encoder.source["run"])).checkpoints, step))
     meta = checkpoint["meta"]
     manifest = open_cache(cfg).manifest
     model = copy.deepcopy(encoder.model).cpu().eval()

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cyclejepa.devices import thread_environment
+from cyclejepa.outputs import RunFolder
 from cyclejepa.progress import progress_bar
 
 POLL_S = 2.0
@@ -126,7 +127,7 @@ def _child_environment(at_once: int, gpu: str | None) -> dict[str, str]:
 def _last_step(directory: Path) -> int:
     """The last step logged in a run's ``metrics.jsonl`` (0 before the first flush)."""
     try:
-        lines = (directory / "metrics.jsonl").read_text().splitlines()
+        lines = RunFolder(directory).metrics.read_text().splitlines()
         return int(json.loads(lines[-1])["step"]) if lines else 0
     except (OSError, ValueError, KeyError):  # not written yet, or caught mid-write
         return 0

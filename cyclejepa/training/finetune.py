@@ -34,6 +34,7 @@ from torch import nn
 
 from cyclejepa.config import OptimiserConfig, identity_differences
 from cyclejepa.devices import resolve_device
+from cyclejepa.outputs import RunFolder
 from cyclejepa.training.batches import BatchSampler
 from cyclejepa.training.checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint, save_checkpoint
 from cyclejepa.training.rng import RNGStreams
@@ -243,7 +244,7 @@ class FineTuner:
 
     def save(self) -> Path:
         """Write the checkpoint of the current step and remove the older ones."""
-        folder = self.directory / "checkpoints"
+        folder = RunFolder(self.directory).checkpoints
         path = save_checkpoint(self.state_dict(), checkpoint_path(folder, self.step))
         for old in folder.glob("step_*.pt"):
             if old != path:
@@ -253,7 +254,7 @@ class FineTuner:
     def resume(self) -> bool:
         """Continue from the latest checkpoint in ``directory`` (False when there is none); raises
         `CheckpointMismatch` when it belongs to a run of another identity."""
-        last = latest_checkpoint(self.directory / "checkpoints")
+        last = latest_checkpoint(RunFolder(self.directory).checkpoints)
         if last is None:
             return False
         state = load_checkpoint(last, map_location=self.device)

@@ -23,6 +23,7 @@ from cyclejepa.jsonio import writing
 from cyclejepa.models import build_model
 from cyclejepa.objectives import prediction_loss, sample_cutoffs, transport_loss
 from cyclejepa.objectives.transport import valid_tokens
+from cyclejepa.outputs import RunFolder
 from cyclejepa.progress import progress_bar
 from cyclejepa.stops import Stopped, StopRequest, deferred_stops
 from cyclejepa.training.batches import BatchSampler
@@ -333,9 +334,9 @@ class Trainer:
         """
         until = self.cfg.training.steps if until is None else until
         if self.dist.is_main:
-            keep_metrics_until(self.directory / "metrics.jsonl", self.step)
+            keep_metrics_until(RunFolder(self.directory).metrics, self.step)
         pending: list[tuple[int, torch.Tensor]] = []
-        last = checkpoint_path(self.directory / "checkpoints", self.step)
+        last = checkpoint_path(RunFolder(self.directory).checkpoints, self.step)
         shown = progress and self.dist.is_main
         bar = progress_bar(
             until, self.directory.name, enabled=shown, completed=self.step, fields=("terms",), rate=True, unit="steps"
@@ -380,14 +381,14 @@ class Trainer:
         bad = next((record for record in records if not record.get("skipped") and _nonfinite(record)), None)
         if bad is not None:
             self._write_metrics(records[: records.index(bad) + 1])
-            raise Diverged(bad["step"], _nonfinite(bad), latest_checkpoint(self.directory / "checkpoints"), len(self.skipped))
+            raise Diverged(bad["step"], _nonfinite(bad), latest_checkpoint(RunFolder(self.directory).checkpoints), len(self.skipped))
         self._write_metrics(records)
         return records[-1]
 
     def _write_metrics(self, records: list[dict[str, Any]]) -> None:
         """Append ``records`` to ``metrics.jsonl`` (rank 0) and pass them to the watchers."""
         if self.dist.is_main:
-            path = self.directory / "metrics.jsonl"
+            path = RunFolder(self.directory).metrics
             with writing(path):
                 self.directory.mkdir(parents=True, exist_ok=True)
                 with open(path, "a") as stream:
@@ -424,7 +425,7 @@ class Trainer:
     def save(self) -> Path:
         """Write the checkpoint of the current step (rank 0; its weights are checked for non-finite
         values on every rank, `Diverged`); returns its path."""
-        path = checkpoint_path(self.directory / "checkpoints", self.step)
+        path = checkpoint_path(RunFolder(self.directory).checkpoints, self.step)
         try:  # on every rank (they hold the same weights), so that all of them stop
             require_finite(self.objective.state_dict(), f"the model after step {self.step}")
         except ValueError as error:

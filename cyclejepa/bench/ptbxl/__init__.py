@@ -28,6 +28,7 @@ from cyclejepa.bench.ptbxl.run import FRACTIONS, PROTOCOLS, SCRATCH, Bench, Cell
 from cyclejepa.config import ConfigError, ExperimentConfig, checkpoint_listing, checkpointed, load_config
 from cyclejepa.data.ptbxl_tasks import TASKS
 from cyclejepa.jsonio import write_json
+from cyclejepa.outputs import OutputFolder
 from cyclejepa.training.finetune import FinetuneSettings
 
 __all__ = ["FRACTIONS", "PROTOCOLS", "load_target", "main", "run_benchmark"]
@@ -43,9 +44,9 @@ def load_target(target: str | Path, overrides: Sequence[str] = (), unseal: bool 
     target = Path(target)
     extra = ["evaluation.unseal=true"] if unseal else []
     if target.is_dir():
-        if not (target / "config.yaml").is_file():
+        if not OutputFolder(target).config.is_file():
             raise ConfigError([f"{target} is a folder without config.yaml: give an experiment YAML or an output directory of `cyclejepa run`"])
-        return load_config(target / "config.yaml", [*overrides, f"output_dir={target}", *extra])
+        return load_config(OutputFolder(target).config, [*overrides, f"output_dir={target}", *extra])
     return load_config(target, [*overrides, *extra])
 
 

@@ -35,7 +35,7 @@ from cyclejepa.config import ExperimentConfig
 from cyclejepa.data.ptbxl import PTBXL
 from cyclejepa.data.ptbxl_tasks import task_labels
 from cyclejepa.jsonio import read_json, write_json
-from cyclejepa.outputs import RunPlan, run_dir
+from cyclejepa.outputs import RunFolder, RunPlan, run_folder
 from cyclejepa.seal import use_folds
 from cyclejepa.training.finetune import (
     CheckpointMismatch,
@@ -195,7 +195,7 @@ class Bench:
 
         if plan is None:
             return build_configured_model(self.cfg.model, seed)
-        path = checkpoint_path(run_dir(self.cfg, plan) / "checkpoints", self.step)
+        path = checkpoint_path(run_folder(self.cfg, plan).checkpoints, self.step)
         if not path.exists():
             raise FileNotFoundError(f"{plan.name} has no checkpoint at step {self.step} ({path}); train it or pick --step")
         return load_trained(self.cfg, path, self.device).model
@@ -245,7 +245,7 @@ class Bench:
             tuner.resume()
         except CheckpointMismatch as stale:  # the cell is recomputed with other settings: start afresh
             log.warning("%s; starting %s afresh", stale, cell.name)
-            shutil.rmtree(tuner.directory / "checkpoints")
+            shutil.rmtree(RunFolder(tuner.directory).checkpoints)
         tuner.fit()
         logits = predict_logits(tuner.classifier, np.asarray(self.cache.signals[data.test]), device=tuner.device, bf16=tuner.bf16)
         shutil.rmtree(tuner.directory)  # the result is about to be stored: nothing left to resume
