@@ -16,6 +16,7 @@ from cyclejepa.config import (
     load_config,
     parse_config,
 )
+from cyclejepa.identity import config_hash
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 runner = CliRunner()
@@ -113,8 +114,8 @@ def test_malformed_override_is_rejected():
 
 
 def test_config_hash_changes_with_content():
-    assert parse_config({}).config_hash() == ExperimentConfig().config_hash()
-    assert parse_config({"training": {"steps": 7}}).config_hash() != ExperimentConfig().config_hash()
+    assert config_hash(parse_config({})) == config_hash(ExperimentConfig())
+    assert config_hash(parse_config({"training": {"steps": 7}})) != config_hash(ExperimentConfig())
 
 
 def test_load_config_reports_missing_file(tmp_path):
