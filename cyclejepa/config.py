@@ -7,6 +7,10 @@ Every section has the paper's values as defaults, so ``{}`` is the Winder config
 Errors name the key path, the allowed values and the closest match::
 
     model.encoder.widht: unknown key; allowed: dilations, hidden, ... Did you mean 'width'?
+
+This module is the schema and its loading only: what a config's data implies is
+`cyclejepa.facts`, a grid's cells `cyclejepa.grid`, the checks beyond the schema
+`cyclejepa.checks`, and run identity `cyclejepa.identity`.
 """
 
 from __future__ import annotations
@@ -242,8 +246,8 @@ class ExperimentConfig(Section):
 
     @model_validator(mode="after")
     def _derive_from_data(self) -> ExperimentConfig:
-        """Fill the keys left out from the dataset's facts (`DataFacts`); a key that cannot be
-        derived stays None and `cyclejepa.checks.consistency_problems` says why."""
+        """Fill the keys left out from the dataset's facts (`cyclejepa.facts.DataFacts`); a key
+        that cannot be derived stays None and `cyclejepa.checks.consistency_problems` says why."""
         declared = declared_provider(self.data.dataset)
         if self.phase.provider is None and declared is not None:
             self.phase.provider = declared

@@ -5,7 +5,7 @@ Everything lands in one output directory (``output_dir`` of the config), laid ou
 per run, the evaluation results, the report and the fold-use logs.
 
 A stage whose outputs exist for the same run identity (the keys that change the weights, see
-`ExperimentConfig.training_identity`) is skipped, so re-running a finished experiment does
+`cyclejepa.identity.training_identity`) is skipped, so re-running a finished experiment does
 nothing and a killed one resumes from its last checkpoint. `preflight` checks everything that
 can be checked from the config and the files on disk before any work starts.
 """
