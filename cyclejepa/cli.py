@@ -17,7 +17,9 @@ from rich.table import Table
 
 from cyclejepa import registry
 from cyclejepa.version import __version__
-from cyclejepa.config import ConfigError, consistency_problems, load_config
+from cyclejepa.checks import consistency_problems
+from cyclejepa.config import ConfigError, load_config
+from cyclejepa.identity import config_hash
 
 app = typer.Typer(
     name="cyclejepa",
@@ -80,7 +82,7 @@ def validate(config: ConfigPath, set_: Overrides = None) -> None:
     the corpus on disk and the runs already trained in its output directory."""
     cfg = _load(config, set_)
     _preflight(cfg)
-    console.print(f"[green]valid[/green] {config} (hash {cfg.config_hash()})")
+    console.print(f"[green]valid[/green] {config} (hash {config_hash(cfg)})")
 
 
 @app.command()

@@ -7,14 +7,15 @@ Every section has the paper's values as defaults, so ``{}`` is the Winder config
 Errors name the key path, the allowed values and the closest match::
 
     model.encoder.widht: unknown key; allowed: dilations, hidden, ... Did you mean 'width'?
+
+This module is the schema and its loading only: what a config's data implies is
+`cyclejepa.facts`, a grid's cells `cyclejepa.grid`, the checks beyond the schema
+`cyclejepa.checks`, and run identity `cyclejepa.identity`.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass
-import json
-import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -23,7 +24,8 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from cyclejepa import registry
-from cyclejepa.jsonio import json_sha256
+from cyclejepa.facts import cycle_band, data_facts, declared_provider
+from cyclejepa.grid import grid_base, grid_cells, grid_size, grid_size_problem
 from cyclejepa.registry import closest_match
 
 PAPER_SPECTRUM = "4x0+24x1+24x2+20x3+16x4+12x5+10x6+8x7+6x8+4x9+2x10"
@@ -244,9 +246,9 @@ class ExperimentConfig(Section):
 
     @model_validator(mode="after")
     def _derive_from_data(self) -> ExperimentConfig:
-        """Fill the keys left out from the dataset's facts (`DataFacts`); a key that cannot be
-        derived stays None and `consistency_problems` says why."""
-        declared = _declared_provider(self.data.dataset)
+        """Fill the keys left out from the dataset's facts (`cyclejepa.facts.DataFacts`); a key
+        that cannot be derived stays None and `cyclejepa.checks.consistency_problems` says why."""
+        declared = declared_provider(self.data.dataset)
         if self.phase.provider is None and declared is not None:
             self.phase.provider = declared
             self._derived.add("phase.provider")
@@ -268,378 +270,6 @@ class ExperimentConfig(Section):
                 setattr(section, leaf, value)
                 self._derived.add(key)
         return self
-
-    def config_hash(self) -> str:
-        """A stable short hash of the whole configuration."""
-        return _short_hash(self.model_dump(mode="json"))
-
-    def training_identity(self, transport_weight: float, seed: int) -> dict[str, Any]:
-        """What one arm × seed's weights depend on, as ``{key path: value}`` (see `TRAINING_KEYS`)."""
-        identity = {**_flat_keys(self, TRAINING_KEYS), **_resolved_training_keys(self)}
-        return {**identity, "arm.transport_weight": transport_weight, "seed": seed}
-
-    def evaluation_identity(self) -> dict[str, Any]:
-        """What a checkpoint's evaluation results depend on besides its weights (`EVALUATION_KEYS`)."""
-        return {**_flat_keys(self, TRAINING_KEYS + EVALUATION_KEYS), **_resolved_training_keys(self)}
-
-
-# Run identity: the keys that change a run's weights. A checkpoint, `done.json` and an evaluation
-# result carry the identity they were made with; other keys (names, output paths, data.root,
-# data.workers, the device index, evaluation.device, runs.at_once, training.compile and
-# checkpoint_every, evaluation.unseal, reporting) never invalidate them. training.precision and
-# the kind of training.device count as resolved (`_resolved_training_keys`): bf16 autocast changes
-# the arithmetic of every step, and a CUDA generator draws other numbers than a CPU one from the
-# same seed. See docs/configuration.md, "Run identity".
-TRAINING_KEYS = (
-    "data.dataset", "data.options", "data.fs", "data.decimation", "data.token_patch", "data.window_s", "data.train_folds",
-    "phase", "symmetry", "model", "objectives.prediction", "objectives.regulariser", "optimiser",
-    "training.steps", "training.batch_size", "training.precision", "augmentations",
-)
-EVALUATION_KEYS = (
-    "data.eval_folds", "evaluation.bootstrap", "evaluation.seed", "evaluation.probe_c", "evaluation.detector",
-    "evaluation.families", "evaluation.severities", "evaluation.anomaly_records", "evaluation.eligible_min_positives",
-)
-
-
-def _resolved_training_keys(cfg: ExperimentConfig) -> dict[str, str]:
-    """``training.device`` as a kind of device (``auto``: this machine's) and ``training.precision``
-    as it runs there (``auto``: bf16 on CUDA, float32 on the CPU)."""
-    from cyclejepa.devices import device_type, resolved_precision
-
-    kind = device_type(cfg.training.device)
-    return {"training.device": kind, "training.precision": resolved_precision(cfg.training.precision, kind)}
-
-
-def _short_hash(value: Any) -> str:
-    return json_sha256(value)[:16]
-
-
-def identity_hash(identity: dict[str, Any]) -> str:
-    """A stable short hash of an identity from `ExperimentConfig.training_identity`."""
-    return _short_hash(identity)
-
-
-def _flat_keys(cfg: ExperimentConfig, keys: tuple[str, ...]) -> dict[str, Any]:
-    """``{leaf key path: JSON value}`` of the sections at ``keys`` (list items as ``key[i]``)."""
-    dumped = cfg.model_dump(mode="json")
-    flat: dict[str, Any] = {}
-    for key in keys:
-        value = dumped
-        for part in key.split("."):
-            value = value[part]
-        _flatten(key, value, flat)
-    return flat
-
-
-def _flatten(path: str, value: Any, flat: dict[str, Any]) -> None:
-    if isinstance(value, dict) and value:
-        for name, item in value.items():
-            _flatten(f"{path}.{name}", item, flat)
-    elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-        for index, item in enumerate(value):
-            _flatten(f"{path}[{index}]", item, flat)
-    else:
-        flat[path] = value
-
-
-def identity_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """``key: old → new`` for every key path whose value differs between two identities."""
-    absent = "(absent)"
-    return [
-        f"{key}: {json.dumps(old.get(key, absent))} → {json.dumps(new.get(key, absent))}"
-        for key in sorted(old.keys() | new.keys())
-        if old.get(key, absent) != new.get(key, absent)
-    ]
-
-
-def consistency_problems(cfg: ExperimentConfig) -> list[str]:
-    """What makes a valid-looking config fail later, checked from the config alone: one line per
-    problem with its key path, the allowed values and the closest match. A grid is checked cell
-    by cell (`expand_grid`)."""
-    if cfg.grid:
-        return [f"grid {label}: {problem}" for label, cell in expand_grid(cfg) for problem in consistency_problems(cell)]
-    problems = _spectrum_problems(cfg) + _step_problems(cfg) + _fold_problems(cfg) + _name_problems(cfg)
-    problems += _dataset_problems(cfg)
-    if cfg.phase.provider is None:
-        names = ", ".join(registry.PHASE_PROVIDERS.names())
-        problems.append(f"phase.provider: dataset {cfg.data.dataset!r} declares no default phase provider; name one ({names})")
-    else:
-        problems += _option_problems("phase.options", registry.PHASE_PROVIDERS, cfg.phase.provider, cfg.phase.options)
-    regulariser = cfg.objectives.regulariser
-    problems += _option_problems("objectives.regulariser.options", registry.REGULARISERS, regulariser.name, regulariser.options)
-    for index, augmentation in enumerate(cfg.augmentations):
-        key = f"augmentations[{index}].options"
-        problems += _option_problems(key, registry.AUGMENTATIONS, augmentation.name, augmentation.options)
-    return problems
-
-
-def _spectrum_problems(cfg: ExperimentConfig) -> list[str]:
-    from cyclejepa.symmetry.spectrum import HarmonicSpectrum
-
-    try:
-        spectrum = HarmonicSpectrum(cfg.symmetry.spectrum)
-    except ValueError as error:
-        return [f"symmetry.spectrum: {error} (got {cfg.symmetry.spectrum!r}; e.g. {PAPER_SPECTRUM!r})"]
-    if spectrum.dim != cfg.model.projector.dim:
-        return [
-            f"symmetry.spectrum: {cfg.symmetry.spectrum!r} has dimension {spectrum.dim}, "
-            f"but model.projector.dim is {cfg.model.projector.dim}; the two must be equal"
-        ]
-    coordinates = cfg.phase.options.get("coordinates") if cfg.phase.provider == "composite" else None
-    n_phase = len(coordinates) if isinstance(coordinates, dict) else 1
-    if spectrum.rank != n_phase:
-        return [
-            f"symmetry.spectrum: {cfg.symmetry.spectrum!r} has rank {spectrum.rank} (torus coordinates), but "
-            f"phase.provider {cfg.phase.provider!r} gives {n_phase} phase coordinate(s); the two must be equal"
-        ]
-    return []
-
-
-def checkpointed(cfg: ExperimentConfig, step: int) -> bool:
-    """Whether the trainer writes a checkpoint at ``step``: every ``checkpoint_every``, and the last."""
-    every, steps = cfg.training.checkpoint_every, cfg.training.steps
-    return step == steps or (0 < step <= steps and step % every == 0)
-
-
-def _step_problems(cfg: ExperimentConfig) -> list[str]:
-    problems = []
-    for step in cfg.evaluation.steps:
-        if step > cfg.training.steps:
-            problems.append(f"evaluation.steps: {step} is beyond training.steps ({cfg.training.steps})")
-        elif not checkpointed(cfg, step):
-            problems.append(
-                f"evaluation.steps: step {step} is never checkpointed (training.checkpoint_every "
-                f"{cfg.training.checkpoint_every}); checkpointed: {checkpoint_listing(cfg)}. "
-                f"Did you mean {_nearest_checkpoint(cfg, step)}?"
-            )
-    headline = cfg.evaluation.headline_step
-    if headline is not None and headline not in cfg.evaluation.steps:
-        hint = min(cfg.evaluation.steps, key=lambda s: abs(s - headline), default=None)
-        problems.append(
-            f"evaluation.headline_step: {headline} is not evaluated; allowed: evaluation.steps "
-            f"{cfg.evaluation.steps}" + (f". Did you mean {hint}?" if hint is not None else "")
-        )
-    return problems
-
-
-def _nearest_checkpoint(cfg: ExperimentConfig, step: int) -> int:
-    """The checkpointed step nearest ``step`` (at most ``training.steps``); the earlier on a tie."""
-    every, steps = cfg.training.checkpoint_every, cfg.training.steps
-    below = step // every * every
-    candidates = [s for s in (below, below + every, steps) if checkpointed(cfg, s)]
-    return min(candidates, key=lambda s: (abs(s - step), s))
-
-
-def checkpoint_listing(cfg: ExperimentConfig, shown: int = 8) -> str:
-    """The checkpointed steps; when more than ``shown``, the first ``shown`` - 1 and the last."""
-    every, steps = cfg.training.checkpoint_every, cfg.training.steps
-    count = -(-steps // every)  # the multiples of every below steps, and steps
-    if count <= shown:
-        return ", ".join(map(str, [every * k for k in range(1, count)] + [steps]))
-    return ", ".join(str(every * k) for k in range(1, shown)) + f", …, {steps}"
-
-
-def _fold_problems(cfg: ExperimentConfig) -> list[str]:
-    shared = sorted(set(cfg.data.train_folds or ()) & set(cfg.data.eval_folds or ()))  # None: not derived (named elsewhere)
-    if shared:
-        return [f"data.eval_folds: folds {shared} are also in data.train_folds {cfg.data.train_folds}; the two must not overlap"]
-    return []
-
-
-def _dataset_problems(cfg: ExperimentConfig) -> list[str]:
-    """data.options the dataset's constructor does not take; data facts that cannot be derived or
-    that the config contradicts (`_shape_problems`, `_lead_problems`)."""
-    data = cfg.data
-    accepted = _keyword_parameters(registry.DATASETS.get(data.dataset))
-    problems = []
-    if accepted is not None:
-        accepted.discard("root")
-        problems += [
-            f"data.options.{option}: unknown option of dataset {data.dataset!r}; allowed: {', '.join(sorted(accepted)) or '(none)'}"
-            + (f". Did you mean {hint!r}?" if (hint := closest_match(option, sorted(accepted))) else "")
-            for option in data.options if option not in accepted or option == "root"
-        ]
-    facts = data_facts(data, cycle_band(cfg.phase.provider))
-    if isinstance(facts, str):
-        return problems + [facts]
-    return problems + _fold_range_problems(cfg, facts) + _shape_problems(cfg, facts) + _lead_problems(cfg, facts)
-
-
-def _fold_range_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
-    """Folds named that the dataset does not have (1..`FoldProtocol.count`)."""
-    protocol, problems = facts.folds, []
-    for key in ("train_folds", "eval_folds"):
-        outside = [fold for fold in getattr(cfg.data, key) or () if fold not in protocol.all_folds]
-        if outside:
-            problems.append(f"data.{key}: folds {outside} are not folds of dataset {cfg.data.dataset!r}, which has 1..{protocol.count}")
-    return problems
-
-
-def _shape_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
-    """Model keys set by hand that contradict the data: channels and token patch."""
-    where = f"dataset {cfg.data.dataset!r}"
-    problems = []
-    if cfg.model.encoder.leads != len(facts.channels):
-        problems.append(
-            f"model.encoder.leads: {cfg.model.encoder.leads}, but {where} gives {len(facts.channels)} channel(s) "
-            f"{list(facts.channels)}; leave model.encoder.leads out to derive it"
-        )
-    if cfg.model.encoder.patch != facts.token_patch:
-        problems.append(
-            f"model.encoder.patch: {cfg.model.encoder.patch}, but the cache's tokens are data.token_patch = "
-            f"{facts.token_patch} samples; leave model.encoder.patch out to derive it"
-        )
-    return problems
-
-
-def _lead_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
-    """Channels the phase provider reads (its ``lead`` option, else that option's default; each
-    coordinate's for ``composite``) that the dataset does not keep; with neither, a provider that
-    picks its channel by name (`PhaseProvider.reads_channel`) and finds none of the dataset's."""
-    import inspect
-
-    readers = [("phase.options", cfg.phase.provider, cfg.phase.options)]
-    coordinates = cfg.phase.options.get("coordinates")
-    if cfg.phase.provider == "composite" and isinstance(coordinates, dict):
-        readers = [(f"phase.options.coordinates.{name}", spec.get("provider"), spec)
-                   for name, spec in coordinates.items() if isinstance(spec, dict)]  # fmt: skip
-    channels, problems = list(facts.channels), []
-    for key, name, options in readers:
-        if name not in registry.PHASE_PROVIDERS:
-            continue  # named by the composite provider's own check
-        parameter = inspect.signature(registry.PHASE_PROVIDERS.get(name)).parameters.get("lead")
-        default = None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
-        lead = options.get("lead", default)
-        wanted = [lead] if isinstance(lead, str) and lead != "all" else lead if isinstance(lead, (list, tuple)) else []
-        origin = "" if "lead" in options else f" (the default of phase provider {name!r})"
-        provider = registry.PHASE_PROVIDERS.get(name)
-        if lead is None and getattr(provider, "channel_pattern", None) and not any(map(provider.reads_channel, channels)):
-            problems.append(
-                f"{key}.lead: phase provider {name!r} reads {', '.join(provider.channel_kinds)} channels by name, and "
-                f"dataset {cfg.data.dataset!r} has none ({', '.join(channels)}); name its channel with {key}.lead"
-            )
-        for channel in wanted:
-            if str(channel).lower() not in {c.lower() for c in channels}:
-                hint = closest_match(str(channel), channels)
-                problems.append(
-                    f"{key}.lead: {channel!r}{origin} is not a channel of dataset {cfg.data.dataset!r}; its channels: "
-                    f"{', '.join(channels)}" + (f". Did you mean {hint!r}?" if hint else "")
-                )
-    return problems
-
-
-def _name_problems(cfg: ExperimentConfig) -> list[str]:
-    from collections import Counter
-
-    problems = []
-    for index, family in enumerate(cfg.evaluation.families):
-        if family not in registry.PERTURBATIONS:
-            problems.append(f"evaluation.families[{index}]: {registry.unknown_name_message('anomaly family', family, registry.PERTURBATIONS.names())}")
-    arms = Counter(arm.name for arm in cfg.runs.arms)
-    problems += [f"runs.arms: arm name {name!r} appears {n} times; arm names must be unique" for name, n in arms.items() if n > 1]
-    seeds = Counter(cfg.runs.seeds)
-    problems += [f"runs.seeds: seed {seed} appears {n} times; seeds must be unique" for seed, n in seeds.items() if n > 1]
-    return problems
-
-
-def _option_problems(key: str, reg: registry.Registry, name: str, options: dict[str, Any]) -> list[str]:
-    """Options that the component's constructor does not take, then the values it refuses."""
-    import inspect
-
-    component = reg.get(name)
-    accepted = _keyword_parameters(component)
-    if accepted is not None:
-        unknown = [option for option in options if option not in accepted]
-        if unknown:
-            return [
-                f"{key}.{option}: unknown option of {reg.kind} {name!r}; allowed: {', '.join(sorted(accepted))}"
-                + (f". Did you mean {hint!r}?" if (hint := closest_match(option, sorted(accepted))) else "")
-                for option in unknown
-            ]
-    if inspect.isclass(component):
-        try:
-            component(**options)
-        except (TypeError, ValueError) as error:
-            return [f"{key}: {reg.kind} {name!r} refuses {options}: {error}"]
-    return []
-
-
-def _keyword_parameters(component: Any) -> set[str] | None:
-    """Keyword names a class's constructor (through ``**kwargs`` to its bases) accepts; None: any."""
-    import inspect
-
-    classes = inspect.getmro(component) if inspect.isclass(component) else ()
-    functions = [cls.__init__ for cls in classes if "__init__" in vars(cls) and cls is not object] or [component]
-    names: set[str] = set()
-    for function in functions:
-        parameters = list(inspect.signature(function).parameters.values())
-        kinds = {p.kind for p in parameters}
-        names |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"}
-        if inspect.Parameter.VAR_KEYWORD not in kinds:
-            return names
-    return None
-
-
-@dataclass(frozen=True)
-class DataFacts:
-    """What the data implies for a config: the dataset's channels, the cache's rates and window
-    (the dataset's defaults where ``data`` leaves them out), tokens per window and fold protocol."""
-
-    channels: tuple[str, ...]
-    cache_fs: float
-    decimation: int
-    token_patch: int
-    window_s: float
-    n_tokens: int
-    folds: Any
-
-
-def _declared_provider(dataset: str) -> str | None:
-    """The phase provider the dataset registered as ``dataset`` declares (`Dataset.phase_provider`;
-    None for none or for an unknown name, which the schema names)."""
-    try:
-        return getattr(registry.DATASETS.get(dataset), "phase_provider", None)
-    except KeyError:
-        return None
-
-
-def cycle_band(provider: str | None) -> tuple[float, float] | None:
-    """The ``cycle_band_hz`` the phase provider registered as ``provider`` declares (None for none
-    or for an unknown name, which `consistency_problems` names)."""
-    if provider is None:
-        return None
-    try:
-        return getattr(registry.PHASE_PROVIDERS.get(provider), "cycle_band_hz", None)
-    except KeyError:
-        return None
-
-
-def data_facts(data: DataConfig, cycle_band_hz: tuple[float, float] | None = None) -> DataFacts | str:
-    """The `DataFacts` of a data section, from the dataset's class and options (nothing is read
-    from disk), or one line saying which key to set when they cannot be derived; a dataset
-    without a rate of its own takes its rates from ``cycle_band_hz`` (`Dataset.rates`).
-
-    Channels are the ``channels`` option when the dataset takes one (else that parameter's
-    default), else its class's ``channels``.
-    """
-    import inspect
-
-    cls = registry.DATASETS.get(data.dataset)
-    parameter = inspect.signature(cls).parameters.get("channels")
-    default = parameter.default if parameter is not None and parameter.default is not inspect.Parameter.empty else None
-    channels = data.options.get("channels", default or getattr(cls, "channels", ()))
-    if not isinstance(channels, (list, tuple)) or not channels:
-        return f"data.dataset: {data.dataset!r} declares no channels (a class attribute `channels` or a `channels` option)"
-    units = getattr(cls, "units", ())
-    if units and parameter is None and len(units) != len(channels):
-        return f"data.dataset: {data.dataset!r} declares {len(units)} unit(s) {list(units)} for {len(channels)} channel(s) {list(channels)}"
-    try:
-        rates = cls.rates(data.fs, data.decimation, data.token_patch, data.window_s, cycle_band_hz)
-    except ValueError as error:
-        key = "data.fs" if "data.fs" in str(error) else "data.window_s"
-        return f"{key}: {error}"
-    return DataFacts(tuple(map(str, channels)), rates["cache_fs"], rates["decimation"], rates["token_patch"],
-                     rates["window_s"], rates["n_tokens"], cls.folds)  # fmt: skip
 
 
 class ConfigError(ValueError):
@@ -753,20 +383,16 @@ def long_integer_problems(value: Any, key: str = "") -> list[str]:
     return []
 
 
-MAX_GRID_CELLS = 256
-"""Most experiments one ``grid`` may hold (each is validated, trained and evaluated in full)."""
-
-
 def parse_config(raw: dict[str, Any], source: str = "config") -> ExperimentConfig:
-    """Validate a nested mapping into an `ExperimentConfig`, with readable errors."""
+    """Validate a nested mapping into an `ExperimentConfig`, with readable errors; a grid's size
+    is bounded and each of its cells validated too (`expand_grid`)."""
     try:
         cfg = ExperimentConfig.model_validate(raw)
     except ValidationError as error:
         raise ConfigError([_describe(e) for e in error.errors()], source=source) from None
-    cells = math.prod(len(values) for values in cfg.grid.values())
-    if cells > MAX_GRID_CELLS:
-        sizes = " × ".join(f"{len(cfg.grid[key])} ({key})" for key in sorted(cfg.grid))
-        raise ConfigError([f"grid: {sizes} = {cells} experiments, more than the {MAX_GRID_CELLS} a grid may hold; split it"], source)
+    if (problem := grid_size_problem(cfg.grid)) is not None:
+        raise ConfigError([problem], source)
+    cells = grid_size(cfg.grid)
     runs = len(cfg.runs.arms) * len(cfg.runs.seeds) * cells
     if runs > MAX_RUNS:
         raise ConfigError([f"runs: {len(cfg.runs.arms)} arms × {len(cfg.runs.seeds)} seeds × {cells} grid cells = {runs} "
@@ -776,35 +402,15 @@ def parse_config(raw: dict[str, Any], source: str = "config") -> ExperimentConfi
 
 
 def expand_grid(cfg: ExperimentConfig) -> list[tuple[str, ExperimentConfig]]:
-    """Every combination of ``cfg.grid`` as (label, config), each in ``<output_dir>/grid/<label>``."""
-    import itertools
-
+    """Every combination of ``cfg.grid`` as (label, config), each in ``<output_dir>/grid/<label>``
+    (`cyclejepa.grid.grid_cells`); without a grid, ``[("", cfg)]``."""
     if not cfg.grid:
         return [("", cfg)]
-    base = _without(cfg.model_dump(mode="json", exclude={"grid"}), cfg._derived)
-    keys = sorted(cfg.grid)
-    expanded = []
-    for index, values in enumerate(itertools.product(*(cfg.grid[k] for k in keys))):
-        label = f"g{index:02d}"
-        overrides = [f"{key}={json.dumps(value)}" for key, value in zip(keys, values)]
-        shared = [
-            f"output_dir={json.dumps(str(cfg.output_dir / 'grid' / label))}",
-            f"data.cache_dir={json.dumps(str(cfg.data.cache_dir or cfg.output_dir / 'cache'))}",
-        ]
-        raw = apply_overrides(base, overrides + shared)
-        expanded.append((label, parse_config(raw, source=f"grid {label} ({', '.join(overrides)})")))
-    return expanded
-
-
-def _without(raw: dict[str, Any], keys: set[str]) -> dict[str, Any]:
-    """``raw`` less the dotted ``keys`` (values derived from the data, derived again per cell)."""
-    for key in keys:
-        *parents, leaf = key.split(".")
-        node = raw
-        for part in parents:
-            node = node[part]
-        node.pop(leaf, None)
-    return raw
+    base = grid_base(cfg.model_dump(mode="json"), cfg._derived)
+    return [
+        (cell.label, parse_config(apply_overrides(base, cell.values + cell.directories), source=cell.source))
+        for cell in grid_cells(cfg.grid, cfg.output_dir, cfg.data.cache_dir)
+    ]
 
 
 def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:

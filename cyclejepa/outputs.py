@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cyclejepa.config import ArmConfig, ExperimentConfig
+from cyclejepa.identity import training_identity
 
 
 @dataclass(frozen=True)
@@ -32,8 +33,8 @@ class RunPlan:
         return f"{self.arm.name}-seed{self.seed}"
 
     def identity(self, cfg: ExperimentConfig) -> dict:
-        """What this run's weights depend on (`ExperimentConfig.training_identity`)."""
-        return cfg.training_identity(self.arm.transport_weight, self.seed)
+        """What this run's weights depend on (`cyclejepa.identity.training_identity`)."""
+        return training_identity(cfg, self.arm.transport_weight, self.seed)
 
 
 @dataclass(frozen=True)

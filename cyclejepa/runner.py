@@ -5,7 +5,7 @@ Everything lands in one output directory (``output_dir`` of the config), laid ou
 per run, the evaluation results, the report and the fold-use logs.
 
 A stage whose outputs exist for the same run identity (the keys that change the weights, see
-`ExperimentConfig.training_identity`) is skipped, so re-running a finished experiment does
+`cyclejepa.identity.training_identity`) is skipped, so re-running a finished experiment does
 nothing and a killed one resumes from its last checkpoint. `preflight` checks everything that
 can be checked from the config and the files on disk before any work starts.
 """
@@ -18,14 +18,9 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from cyclejepa.config import (
-    ConfigError,
-    ExperimentConfig,
-    consistency_problems,
-    expand_grid,
-    identity_differences,
-    identity_hash,
-)
+from cyclejepa.checks import consistency_problems
+from cyclejepa.config import ConfigError, ExperimentConfig, expand_grid
+from cyclejepa.identity import identity_differences, identity_hash
 from cyclejepa.jsonio import read_json, write_json
 from cyclejepa.outputs import OutputFolder, RunFolder, RunPlan, cache_dir, plan_runs, run_dir, run_folder
 from cyclejepa.seal import refuse_sealed, require_unsealed, sealed_folds, use_folds
@@ -82,7 +77,8 @@ def _family_problems(cfg: ExperimentConfig) -> list[str]:
     """Anomaly families of a list of the config's own that cannot apply to the phase provider's
     signal (`PhaseProvider.signal`) or to the dataset's channel count. The default list is the
     battery's to filter: it skips what does not apply and says so in the report."""
-    from cyclejepa.config import EvaluationConfig, cycle_band, data_facts
+    from cyclejepa.config import EvaluationConfig
+    from cyclejepa.facts import cycle_band, data_facts
     from cyclejepa.evaluation.anomaly.perturbations import applicable_families
     from cyclejepa.registry import PERTURBATIONS, PHASE_PROVIDERS
 

@@ -19,6 +19,7 @@ from typing import Any
 
 from cyclejepa import registry
 from cyclejepa.config import ExperimentConfig
+from cyclejepa.identity import config_hash
 from cyclejepa.version import __version__
 
 FOLD_KEYS = ("data.train_folds", "data.eval_folds")
@@ -70,7 +71,7 @@ def use_folds(cfg: ExperimentConfig, stage: str, key: str) -> list[int]:
     entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stage": stage, "key": key, "folds": folds, "sealed": sealed}
     out = Path(cfg.output_dir)
     if set(folds) & set(sealed):
-        audit = {**entry, "config_hash": cfg.config_hash(), "git_revision": _git_revision(), "cyclejepa": __version__}
+        audit = {**entry, "config_hash": config_hash(cfg), "git_revision": _git_revision(), "cyclejepa": __version__}
         _append(out / AUDIT_FILE, audit)
     _append(out / FOLDS_FILE, entry)
     return folds

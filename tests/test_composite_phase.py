@@ -92,7 +92,8 @@ def test_bad_coordinates_are_named(example):
 
 
 def test_validate_reports_a_bad_coordinate_under_phase_options(example):
-    from cyclejepa.config import consistency_problems, parse_config
+    from cyclejepa.checks import consistency_problems
+    from cyclejepa.config import parse_config
 
     torus = {"name": "torus", "spectrum": "64x(0,0)+48x(1,0)+48x(0,1)"}  # rank 2, K = 256
     # both coordinates on channels of the default dataset (PTB-XL), so that the refusal is the only problem

@@ -16,6 +16,7 @@ from cyclejepa.config import (
     load_config,
     parse_config,
 )
+from cyclejepa.identity import config_hash
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 runner = CliRunner()
@@ -113,8 +114,8 @@ def test_malformed_override_is_rejected():
 
 
 def test_config_hash_changes_with_content():
-    assert parse_config({}).config_hash() == ExperimentConfig().config_hash()
-    assert parse_config({"training": {"steps": 7}}).config_hash() != ExperimentConfig().config_hash()
+    assert config_hash(parse_config({})) == config_hash(ExperimentConfig())
+    assert config_hash(parse_config({"training": {"steps": 7}})) != config_hash(ExperimentConfig())
 
 
 def test_load_config_reports_missing_file(tmp_path):
@@ -150,3 +151,35 @@ def test_cli_info_lists_every_registered_component():
     for reg in registry.ALL_REGISTRIES.values():
         for name in reg.names():
             assert name in result.output
+
+
+VALIDATION = """
+import json, sys
+import cyclejepa.checks, cyclejepa.config, cyclejepa.facts, cyclejepa.grid, cyclejepa.identity
+imported = sorted(m for m in sys.modules if m.split(".")[0] in ("cyclejepa", "torch"))
+cfg = cyclejepa.config.load_config(sys.argv[1])
+problems = cyclejepa.checks.consistency_problems(cfg)
+print(json.dumps({"imported": imported, "validated": sorted(sys.modules), "problems": problems}))
+"""
+VALIDATION_ONLY = ("cyclejepa.training", "cyclejepa.runner", "cyclejepa.evaluation.stage", "cyclejepa.evaluation.report",
+                   "cyclejepa.export", "cyclejepa.embed", "cyclejepa.bench", "cyclejepa.cli")  # fmt: skip
+"""Steps that validating a config never needs."""
+
+
+def test_validating_a_config_imports_no_step_beyond_the_registry(tmp_path):
+    """The config modules import only the foundations (no torch, no component); loading and
+    checking a config imports the registry's built-in components (their names, the dataset's facts,
+    the options their constructors take) and nothing of training, evaluation stages or export."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-c", VALIDATION, str(EXAMPLES / "quickstart.yaml")],
+                            capture_output=True, text=True, cwd=root, check=True)  # fmt: skip
+    report = json.loads(result.stdout)
+    foundations = ["cyclejepa", "cyclejepa.checks", "cyclejepa.config", "cyclejepa.facts", "cyclejepa.grid",
+                   "cyclejepa.identity", "cyclejepa.jsonio", "cyclejepa.registry", "cyclejepa.version"]  # fmt: skip
+    assert report["imported"] == foundations
+    assert report["problems"] == []
+    assert [m for m in report["validated"] if m.startswith(VALIDATION_ONLY)] == []

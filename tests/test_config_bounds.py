@@ -6,9 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from cyclejepa.config import (
-    MAX_RUNS, MAX_YAML_BYTES, MAX_YAML_NODES, ConfigError, consistency_problems, load_config, parse_config,
-)  # fmt: skip
+from cyclejepa.checks import consistency_problems
+from cyclejepa.config import MAX_RUNS, MAX_YAML_BYTES, MAX_YAML_NODES, ConfigError, load_config, parse_config
 
 
 def _alias_bomb(levels: int, width: int) -> str:

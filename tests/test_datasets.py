@@ -339,7 +339,7 @@ def five_folds(monkeypatch):
 
 
 def test_a_dataset_owns_its_fold_count_and_its_default_provider(tmp_path, five_folds):
-    from cyclejepa.config import consistency_problems
+    from cyclejepa.checks import consistency_problems
     from cyclejepa.data.cache import prepare_cache
 
     cfg = parse_config({"data": {"dataset": "five-folds", "root": str(tmp_path)}})
@@ -360,7 +360,7 @@ def test_a_dataset_owns_its_fold_count_and_its_default_provider(tmp_path, five_f
 
 
 def test_a_dataset_without_a_default_provider_needs_one_named(tmp_path, five_folds):
-    from cyclejepa.config import consistency_problems
+    from cyclejepa.checks import consistency_problems
     from cyclejepa.data.cache import prepare_cache
 
     cfg = parse_config({"data": {"dataset": "no-provider"}})

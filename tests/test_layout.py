@@ -12,7 +12,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cyclejepa"
 
-FOUNDATIONS = ("cyclejepa", "version", "config", "registry", "jsonio", "progress", "devices", "lock", "stops", "seal", "outputs")
+FOUNDATIONS = ("cyclejepa", "version", "config", "facts", "grid", "checks", "identity", "registry", "jsonio", "progress", "devices", "lock", "stops", "seal", "outputs")
 """Top-level modules every step may use (``cyclejepa`` itself only to reach a submodule)."""
 CORPORA = ("cyclejepa.data.ptbxl", "cyclejepa.data.challenge")
 """Corpus leaves: imported only by themselves, by the data package (which registers them), and by
@@ -22,9 +22,9 @@ CORPUS_IMPORTERS = ("cyclejepa.data", "cyclejepa.data.synthetic", "cyclejepa.dat
 FLOW = ("data", "phase", "symmetry", "models", "objectives", "training", "evaluation", "runner", ("embed", "bench"), "export", "cli", "__main__")
 """The steps after the foundations, in order; a tuple holds steps that may not import each other."""
 ALLOWED = {
-    ("cyclejepa.config", "cyclejepa.symmetry.spectrum"): "validate checks symmetry.spectrum by building it",
+    ("cyclejepa.checks", "cyclejepa.symmetry.spectrum"): "validate checks symmetry.spectrum by building it",
 }
-"""Function-local imports by which the config validates names against components, as the registry does."""
+"""Function-local imports by which the checks validate names against components, as the registry does."""
 
 
 def rank(unit: str) -> int:

@@ -9,7 +9,8 @@ from scipy.integrate import quad
 from scipy.linalg import block_diag
 from torch import Tensor, nn
 
-from cyclejepa.config import consistency_problems, parse_config
+from cyclejepa.checks import consistency_problems
+from cyclejepa.config import parse_config
 from cyclejepa.objectives import (
     EppsPulley,
     Moments,

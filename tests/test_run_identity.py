@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 from conftest import TINY_MODEL
 from cyclejepa import runner
 from cyclejepa.cli import app
-from cyclejepa.config import ConfigError, apply_overrides, identity_differences, parse_config
+from cyclejepa.config import ConfigError, apply_overrides, parse_config
+from cyclejepa.identity import evaluation_identity, identity_differences, training_identity
 from cyclejepa.jsonio import write_json
 
 TINY = {
@@ -44,7 +45,7 @@ WEIGHT_KEYS = [
 
 
 def identity(overrides=(), transport_weight=1.0, seed=0):
-    return parse_config(apply_overrides(TINY, list(overrides))).training_identity(transport_weight, seed)
+    return training_identity(parse_config(apply_overrides(TINY, list(overrides))), transport_weight, seed)
 
 
 @pytest.mark.parametrize("override", EXECUTION_ONLY)
@@ -67,7 +68,7 @@ def test_the_device_counts_by_its_kind_and_the_precision_as_resolved():
         'training.device: "cpu" → "cuda"', 'training.precision: "float32" → "bf16"',
     ]
     assert identity_differences(on("cpu", "float32"), on("cuda", "float32")) == ['training.device: "cpu" → "cuda"']
-    evaluation = {d: parse_config(apply_overrides(TINY, [f"training.device={d}"])).evaluation_identity() for d in ("cpu", "cuda")}
+    evaluation = {d: evaluation_identity(parse_config(apply_overrides(TINY, [f"training.device={d}"]))) for d in ("cpu", "cuda")}
     assert identity_differences(evaluation["cpu"], evaluation["cuda"]) == [
         'training.device: "cpu" → "cuda"', 'training.precision: "float32" → "bf16"',
     ]
@@ -89,7 +90,7 @@ def test_the_arm_and_seed_are_part_of_the_identity():
         "arm.transport_weight: 1.0 → 0.0", "seed: 0 → 3",
     ]
     paper, changed = (parse_config(dict(TINY, augmentations=[{"name": "tone", "p": p}])) for p in (0.5, 0.1))
-    assert identity_differences(paper.training_identity(1.0, 0), changed.training_identity(1.0, 0)) == [
+    assert identity_differences(training_identity(paper, 1.0, 0), training_identity(changed, 1.0, 0)) == [
         "augmentations[0].p: 0.5 → 0.1"
     ]
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from cyclejepa.config import parse_config
+from cyclejepa.identity import training_identity
 from cyclejepa.objectives import sample_cutoffs
 from cyclejepa.training import RNGStreams, Trainer, learning_rate, load_checkpoint, save_checkpoint
 
@@ -165,7 +166,7 @@ def test_a_checkpoint_trained_on_cuda_is_refused_on_the_cpu_naming_device_and_pr
     Trainer(cpu, x, phi, tmp_path, seed=0, transport_weight=1.0, fs=100.0).fit(progress=False)
     path = tmp_path / "checkpoints" / "step_000004.pt"
     state = load_checkpoint(path)  # made into what the same run trained on CUDA writes:
-    state["meta"]["identity"] = cuda.training_identity(1.0, 0)  # its identity, and 16-byte generator states
+    state["meta"]["identity"] = training_identity(cuda, 1.0, 0)  # its identity, and 16-byte generator states
     state["rng"] = {name: s if name == "init" else torch.zeros(16, dtype=torch.uint8) for name, s in state["rng"].items()}
     save_checkpoint(state, path)
     resumed = Trainer(cpu, x, phi, tmp_path / "b", seed=0, transport_weight=1.0, fs=100.0)

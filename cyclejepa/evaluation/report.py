@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cyclejepa.config import ExperimentConfig, parse_config
+from cyclejepa.identity import config_hash
 from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, model_digest, read_result, with_checksum
 from cyclejepa.evaluation.validity import cell_validity, is_collapsed
 from cyclejepa.jsonio import write_json
@@ -192,7 +193,7 @@ def write_report(output_dir: str | Path) -> Path:
     require_one_evaluation(evaluation, files)
     report_dir = OutputFolder(output_dir).report
     sections = [
-        f"# {cfg.name}: report\n\nConfig hash `{cfg.config_hash()}`; headline cell: seed {headline[0]['seed']}, "
+        f"# {cfg.name}: report\n\nConfig hash `{config_hash(cfg)}`; headline cell: seed {headline[0]['seed']}, "
         f"step {headline[0]['step']} (first seed; `evaluation.headline_step` or the first evaluated step).",
         integrity_markdown(files),
         bottom_line_markdown(headline),

@@ -30,7 +30,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from cyclejepa.config import ExperimentConfig, identity_hash
+from cyclejepa.config import ExperimentConfig
+from cyclejepa.identity import evaluation_identity, identity_hash
 from cyclejepa.data.cache import PreparedCache, open_cache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.datasets import sha256_file
@@ -467,9 +468,9 @@ def _write_protocol(cfg: ExperimentConfig, cache: PreparedCache, out: Path) -> N
 
 
 def _evaluation_hash(cfg: ExperimentConfig) -> str:
-    """What a result depends on (`ExperimentConfig.evaluation_identity`): results made with
+    """What a result depends on (`cyclejepa.identity.evaluation_identity`): results made with
     another unseal flag, device, name or report setting are kept."""
-    return identity_hash(cfg.evaluation_identity())
+    return identity_hash(evaluation_identity(cfg))
 
 
 def _current(path: Path, cfg: ExperimentConfig, checkpoint: Path) -> bool:

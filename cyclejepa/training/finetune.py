@@ -32,7 +32,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cyclejepa.config import OptimiserConfig, identity_differences
+from cyclejepa.config import OptimiserConfig
+from cyclejepa.identity import identity_differences
 from cyclejepa.devices import resolve_device
 from cyclejepa.outputs import RunFolder
 from cyclejepa.training.batches import BatchSampler

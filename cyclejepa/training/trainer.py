@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from cyclejepa import registry
-from cyclejepa.config import ExperimentConfig, ModelConfig, ObjectivesConfig, SymmetryConfig, identity_differences, identity_hash
+from cyclejepa.config import ExperimentConfig, ModelConfig, ObjectivesConfig, SymmetryConfig
+from cyclejepa.identity import identity_differences, identity_hash, training_identity
 from cyclejepa.data.augment import Augmenter
 from cyclejepa.devices import resolve_device, resolved_precision
 from cyclejepa.jsonio import writing
@@ -239,7 +240,7 @@ class Trainer:
         self.step = 0
         self.skipped: list[int] = []  # steps skipped for non-finite values (training.skip_nonfinite_steps)
         self.watchers: list[Callable[[Trainer, list[dict[str, float]]], None]] = []  # called with each flush's rows, rank 0
-        identity = cfg.training_identity(transport_weight, seed)
+        identity = training_identity(cfg, transport_weight, seed)
         self.meta = {"seed": seed, "transport_weight": transport_weight, "identity": identity, "run_hash": identity_hash(identity)}
 
     def _wrap(self, objective: JEPAObjective) -> nn.Module:
@@ -499,7 +500,7 @@ def load_trained(cfg: ExperimentConfig, path: str | Path, device: str | torch.de
     misfits = _misfits(state["model"], objective.state_dict())
     if misfits:
         changed = [
-            line for line in identity_differences(meta.get("identity", {}), cfg.training_identity(meta["transport_weight"], meta["seed"]))
+            line for line in identity_differences(meta.get("identity", {}), training_identity(cfg, meta["transport_weight"], meta["seed"]))
             if line.startswith(("model.", "symmetry."))
         ]  # fmt: skip
         keys = f"the config's {'; '.join(changed)} (trained → now); " if changed else ""

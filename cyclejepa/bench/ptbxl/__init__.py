@@ -25,7 +25,8 @@ from pathlib import Path
 
 from cyclejepa.bench.ptbxl.report import markdown_report, summarise
 from cyclejepa.bench.ptbxl.run import FRACTIONS, PROTOCOLS, SCRATCH, Bench, Cell, benchmark_split, task_data
-from cyclejepa.config import ConfigError, ExperimentConfig, checkpoint_listing, checkpointed, load_config
+from cyclejepa.checks import checkpoint_listing, checkpointed
+from cyclejepa.config import ConfigError, ExperimentConfig, load_config
 from cyclejepa.data.ptbxl_tasks import TASKS
 from cyclejepa.jsonio import write_json
 from cyclejepa.outputs import OutputFolder

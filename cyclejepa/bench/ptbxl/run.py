@@ -138,7 +138,7 @@ class Bench:
 
     def identity(self, cell: Cell, plan: RunPlan | None) -> dict[str, Any]:
         """What a cell's result depends on; a stored cell with another identity is recomputed."""
-        from cyclejepa.config import identity_hash
+        from cyclejepa.identity import identity_hash
 
         ev = self.cfg.evaluation
         identity = {**asdict(cell), "folds": [self.split.fit_folds, self.split.validation_fold, self.split.test_folds],

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from cyclejepa.config import cycle_band
+from cyclejepa.facts import cycle_band
 from cyclejepa.data.cache import files
 from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PHASE_REVISION, arguments_hash, as_json
 from cyclejepa.data.cache.prepared import PreparedCache, inconsistencies

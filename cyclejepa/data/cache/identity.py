@@ -18,7 +18,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cyclejepa.config import ExperimentConfig, data_facts
+from cyclejepa.config import ExperimentConfig
+from cyclejepa.facts import data_facts
 from cyclejepa.data.cache.files import as_json
 from cyclejepa.data.cache.prepared import PreparedCache
 from cyclejepa.data.datasets import DatasetNotFound, amplitude_limit, corpus_listing

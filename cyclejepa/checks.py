@@ -1,0 +1,240 @@
+"""Consistency checks: what makes a valid-looking config fail later, found from the config
+alone (spectrum and phase coordinates, evaluated steps and checkpoints, folds, the dataset's
+options and facts, channels the phase provider reads, names, component options)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cyclejepa import registry
+from cyclejepa.config import PAPER_SPECTRUM, ExperimentConfig, expand_grid
+from cyclejepa.facts import DataFacts, cycle_band, data_facts
+from cyclejepa.registry import closest_match
+
+
+def consistency_problems(cfg: ExperimentConfig) -> list[str]:
+    """What makes a valid-looking config fail later, checked from the config alone: one line per
+    problem with its key path, the allowed values and the closest match. A grid is checked cell
+    by cell (`expand_grid`)."""
+    if cfg.grid:
+        return [f"grid {label}: {problem}" for label, cell in expand_grid(cfg) for problem in consistency_problems(cell)]
+    problems = _spectrum_problems(cfg) + _step_problems(cfg) + _fold_problems(cfg) + _name_problems(cfg)
+    problems += _dataset_problems(cfg)
+    if cfg.phase.provider is None:
+        names = ", ".join(registry.PHASE_PROVIDERS.names())
+        problems.append(f"phase.provider: dataset {cfg.data.dataset!r} declares no default phase provider; name one ({names})")
+    else:
+        problems += _option_problems("phase.options", registry.PHASE_PROVIDERS, cfg.phase.provider, cfg.phase.options)
+    regulariser = cfg.objectives.regulariser
+    problems += _option_problems("objectives.regulariser.options", registry.REGULARISERS, regulariser.name, regulariser.options)
+    for index, augmentation in enumerate(cfg.augmentations):
+        key = f"augmentations[{index}].options"
+        problems += _option_problems(key, registry.AUGMENTATIONS, augmentation.name, augmentation.options)
+    return problems
+
+
+def _spectrum_problems(cfg: ExperimentConfig) -> list[str]:
+    from cyclejepa.symmetry.spectrum import HarmonicSpectrum
+
+    try:
+        spectrum = HarmonicSpectrum(cfg.symmetry.spectrum)
+    except ValueError as error:
+        return [f"symmetry.spectrum: {error} (got {cfg.symmetry.spectrum!r}; e.g. {PAPER_SPECTRUM!r})"]
+    if spectrum.dim != cfg.model.projector.dim:
+        return [
+            f"symmetry.spectrum: {cfg.symmetry.spectrum!r} has dimension {spectrum.dim}, "
+            f"but model.projector.dim is {cfg.model.projector.dim}; the two must be equal"
+        ]
+    coordinates = cfg.phase.options.get("coordinates") if cfg.phase.provider == "composite" else None
+    n_phase = len(coordinates) if isinstance(coordinates, dict) else 1
+    if spectrum.rank != n_phase:
+        return [
+            f"symmetry.spectrum: {cfg.symmetry.spectrum!r} has rank {spectrum.rank} (torus coordinates), but "
+            f"phase.provider {cfg.phase.provider!r} gives {n_phase} phase coordinate(s); the two must be equal"
+        ]
+    return []
+
+
+def checkpointed(cfg: ExperimentConfig, step: int) -> bool:
+    """Whether the trainer writes a checkpoint at ``step``: every ``checkpoint_every``, and the last."""
+    every, steps = cfg.training.checkpoint_every, cfg.training.steps
+    return step == steps or (0 < step <= steps and step % every == 0)
+
+
+def _step_problems(cfg: ExperimentConfig) -> list[str]:
+    problems = []
+    for step in cfg.evaluation.steps:
+        if step > cfg.training.steps:
+            problems.append(f"evaluation.steps: {step} is beyond training.steps ({cfg.training.steps})")
+        elif not checkpointed(cfg, step):
+            problems.append(
+                f"evaluation.steps: step {step} is never checkpointed (training.checkpoint_every "
+                f"{cfg.training.checkpoint_every}); checkpointed: {checkpoint_listing(cfg)}. "
+                f"Did you mean {_nearest_checkpoint(cfg, step)}?"
+            )
+    headline = cfg.evaluation.headline_step
+    if headline is not None and headline not in cfg.evaluation.steps:
+        hint = min(cfg.evaluation.steps, key=lambda s: abs(s - headline), default=None)
+        problems.append(
+            f"evaluation.headline_step: {headline} is not evaluated; allowed: evaluation.steps "
+            f"{cfg.evaluation.steps}" + (f". Did you mean {hint}?" if hint is not None else "")
+        )
+    return problems
+
+
+def _nearest_checkpoint(cfg: ExperimentConfig, step: int) -> int:
+    """The checkpointed step nearest ``step`` (at most ``training.steps``); the earlier on a tie."""
+    every, steps = cfg.training.checkpoint_every, cfg.training.steps
+    below = step // every * every
+    candidates = [s for s in (below, below + every, steps) if checkpointed(cfg, s)]
+    return min(candidates, key=lambda s: (abs(s - step), s))
+
+
+def checkpoint_listing(cfg: ExperimentConfig, shown: int = 8) -> str:
+    """The checkpointed steps; when more than ``shown``, the first ``shown`` - 1 and the last."""
+    every, steps = cfg.training.checkpoint_every, cfg.training.steps
+    count = -(-steps // every)  # the multiples of every below steps, and steps
+    if count <= shown:
+        return ", ".join(map(str, [every * k for k in range(1, count)] + [steps]))
+    return ", ".join(str(every * k) for k in range(1, shown)) + f", …, {steps}"
+
+
+def _fold_problems(cfg: ExperimentConfig) -> list[str]:
+    shared = sorted(set(cfg.data.train_folds or ()) & set(cfg.data.eval_folds or ()))  # None: not derived (named elsewhere)
+    if shared:
+        return [f"data.eval_folds: folds {shared} are also in data.train_folds {cfg.data.train_folds}; the two must not overlap"]
+    return []
+
+
+def _dataset_problems(cfg: ExperimentConfig) -> list[str]:
+    """data.options the dataset's constructor does not take; data facts that cannot be derived or
+    that the config contradicts (`_shape_problems`, `_lead_problems`)."""
+    data = cfg.data
+    accepted = _keyword_parameters(registry.DATASETS.get(data.dataset))
+    problems = []
+    if accepted is not None:
+        accepted.discard("root")
+        problems += [
+            f"data.options.{option}: unknown option of dataset {data.dataset!r}; allowed: {', '.join(sorted(accepted)) or '(none)'}"
+            + (f". Did you mean {hint!r}?" if (hint := closest_match(option, sorted(accepted))) else "")
+            for option in data.options if option not in accepted or option == "root"
+        ]
+    facts = data_facts(data, cycle_band(cfg.phase.provider))
+    if isinstance(facts, str):
+        return problems + [facts]
+    return problems + _fold_range_problems(cfg, facts) + _shape_problems(cfg, facts) + _lead_problems(cfg, facts)
+
+
+def _fold_range_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
+    """Folds named that the dataset does not have (1..`FoldProtocol.count`)."""
+    protocol, problems = facts.folds, []
+    for key in ("train_folds", "eval_folds"):
+        outside = [fold for fold in getattr(cfg.data, key) or () if fold not in protocol.all_folds]
+        if outside:
+            problems.append(f"data.{key}: folds {outside} are not folds of dataset {cfg.data.dataset!r}, which has 1..{protocol.count}")
+    return problems
+
+
+def _shape_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
+    """Model keys set by hand that contradict the data: channels and token patch."""
+    where = f"dataset {cfg.data.dataset!r}"
+    problems = []
+    if cfg.model.encoder.leads != len(facts.channels):
+        problems.append(
+            f"model.encoder.leads: {cfg.model.encoder.leads}, but {where} gives {len(facts.channels)} channel(s) "
+            f"{list(facts.channels)}; leave model.encoder.leads out to derive it"
+        )
+    if cfg.model.encoder.patch != facts.token_patch:
+        problems.append(
+            f"model.encoder.patch: {cfg.model.encoder.patch}, but the cache's tokens are data.token_patch = "
+            f"{facts.token_patch} samples; leave model.encoder.patch out to derive it"
+        )
+    return problems
+
+
+def _lead_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
+    """Channels the phase provider reads (its ``lead`` option, else that option's default; each
+    coordinate's for ``composite``) that the dataset does not keep; with neither, a provider that
+    picks its channel by name (`PhaseProvider.reads_channel`) and finds none of the dataset's."""
+    import inspect
+
+    readers = [("phase.options", cfg.phase.provider, cfg.phase.options)]
+    coordinates = cfg.phase.options.get("coordinates")
+    if cfg.phase.provider == "composite" and isinstance(coordinates, dict):
+        readers = [(f"phase.options.coordinates.{name}", spec.get("provider"), spec)
+                   for name, spec in coordinates.items() if isinstance(spec, dict)]  # fmt: skip
+    channels, problems = list(facts.channels), []
+    for key, name, options in readers:
+        if name not in registry.PHASE_PROVIDERS:
+            continue  # named by the composite provider's own check
+        parameter = inspect.signature(registry.PHASE_PROVIDERS.get(name)).parameters.get("lead")
+        default = None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
+        lead = options.get("lead", default)
+        wanted = [lead] if isinstance(lead, str) and lead != "all" else lead if isinstance(lead, (list, tuple)) else []
+        origin = "" if "lead" in options else f" (the default of phase provider {name!r})"
+        provider = registry.PHASE_PROVIDERS.get(name)
+        if lead is None and getattr(provider, "channel_pattern", None) and not any(map(provider.reads_channel, channels)):
+            problems.append(
+                f"{key}.lead: phase provider {name!r} reads {', '.join(provider.channel_kinds)} channels by name, and "
+                f"dataset {cfg.data.dataset!r} has none ({', '.join(channels)}); name its channel with {key}.lead"
+            )
+        for channel in wanted:
+            if str(channel).lower() not in {c.lower() for c in channels}:
+                hint = closest_match(str(channel), channels)
+                problems.append(
+                    f"{key}.lead: {channel!r}{origin} is not a channel of dataset {cfg.data.dataset!r}; its channels: "
+                    f"{', '.join(channels)}" + (f". Did you mean {hint!r}?" if hint else "")
+                )
+    return problems
+
+
+def _name_problems(cfg: ExperimentConfig) -> list[str]:
+    from collections import Counter
+
+    problems = []
+    for index, family in enumerate(cfg.evaluation.families):
+        if family not in registry.PERTURBATIONS:
+            problems.append(f"evaluation.families[{index}]: {registry.unknown_name_message('anomaly family', family, registry.PERTURBATIONS.names())}")
+    arms = Counter(arm.name for arm in cfg.runs.arms)
+    problems += [f"runs.arms: arm name {name!r} appears {n} times; arm names must be unique" for name, n in arms.items() if n > 1]
+    seeds = Counter(cfg.runs.seeds)
+    problems += [f"runs.seeds: seed {seed} appears {n} times; seeds must be unique" for seed, n in seeds.items() if n > 1]
+    return problems
+
+
+def _option_problems(key: str, reg: registry.Registry, name: str, options: dict[str, Any]) -> list[str]:
+    """Options that the component's constructor does not take, then the values it refuses."""
+    import inspect
+
+    component = reg.get(name)
+    accepted = _keyword_parameters(component)
+    if accepted is not None:
+        unknown = [option for option in options if option not in accepted]
+        if unknown:
+            return [
+                f"{key}.{option}: unknown option of {reg.kind} {name!r}; allowed: {', '.join(sorted(accepted))}"
+                + (f". Did you mean {hint!r}?" if (hint := closest_match(option, sorted(accepted))) else "")
+                for option in unknown
+            ]
+    if inspect.isclass(component):
+        try:
+            component(**options)
+        except (TypeError, ValueError) as error:
+            return [f"{key}: {reg.kind} {name!r} refuses {options}: {error}"]
+    return []
+
+
+def _keyword_parameters(component: Any) -> set[str] | None:
+    """Keyword names a class's constructor (through ``**kwargs`` to its bases) accepts; None: any."""
+    import inspect
+
+    classes = inspect.getmro(component) if inspect.isclass(component) else ()
+    functions = [cls.__init__ for cls in classes if "__init__" in vars(cls) and cls is not object] or [component]
+    names: set[str] = set()
+    for function in functions:
+        parameters = list(inspect.signature(function).parameters.values())
+        kinds = {p.kind for p in parameters}
+        names |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"}
+        if inspect.Parameter.VAR_KEYWORD not in kinds:
+            return names
+    return None

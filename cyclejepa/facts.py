@@ -1,0 +1,84 @@
+"""Dataset facts: what a config's data section and phase provider imply (channels, rates,
+window, tokens, folds), read from the registered dataset and provider classes (nothing is read
+from disk). The schema fills the keys a config leaves out from them; the checks compare them
+with the keys it sets."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from cyclejepa import registry
+
+
+class DataKeys(Protocol):
+    """The keys of a data section (`cyclejepa.config.DataConfig`) the facts are derived from."""
+
+    dataset: str
+    options: dict[str, Any]
+    fs: float | None
+    decimation: int | None
+    token_patch: int | None
+    window_s: float | None
+
+
+@dataclass(frozen=True)
+class DataFacts:
+    """What the data implies for a config: the dataset's channels, the cache's rates and window
+    (the dataset's defaults where ``data`` leaves them out), tokens per window and fold protocol."""
+
+    channels: tuple[str, ...]
+    cache_fs: float
+    decimation: int
+    token_patch: int
+    window_s: float
+    n_tokens: int
+    folds: Any
+
+
+def declared_provider(dataset: str) -> str | None:
+    """The phase provider the dataset registered as ``dataset`` declares (`Dataset.phase_provider`;
+    None for none or for an unknown name, which the schema names)."""
+    try:
+        return getattr(registry.DATASETS.get(dataset), "phase_provider", None)
+    except KeyError:
+        return None
+
+
+def cycle_band(provider: str | None) -> tuple[float, float] | None:
+    """The ``cycle_band_hz`` the phase provider registered as ``provider`` declares (None for none
+    or for an unknown name, which `cyclejepa.checks.consistency_problems` names)."""
+    if provider is None:
+        return None
+    try:
+        return getattr(registry.PHASE_PROVIDERS.get(provider), "cycle_band_hz", None)
+    except KeyError:
+        return None
+
+
+def data_facts(data: DataKeys, cycle_band_hz: tuple[float, float] | None = None) -> DataFacts | str:
+    """The `DataFacts` of a data section, from the dataset's class and options (nothing is read
+    from disk), or one line saying which key to set when they cannot be derived; a dataset
+    without a rate of its own takes its rates from ``cycle_band_hz`` (`Dataset.rates`).
+
+    Channels are the ``channels`` option when the dataset takes one (else that parameter's
+    default), else its class's ``channels``.
+    """
+    import inspect
+
+    cls = registry.DATASETS.get(data.dataset)
+    parameter = inspect.signature(cls).parameters.get("channels")
+    default = parameter.default if parameter is not None and parameter.default is not inspect.Parameter.empty else None
+    channels = data.options.get("channels", default or getattr(cls, "channels", ()))
+    if not isinstance(channels, (list, tuple)) or not channels:
+        return f"data.dataset: {data.dataset!r} declares no channels (a class attribute `channels` or a `channels` option)"
+    units = getattr(cls, "units", ())
+    if units and parameter is None and len(units) != len(channels):
+        return f"data.dataset: {data.dataset!r} declares {len(units)} unit(s) {list(units)} for {len(channels)} channel(s) {list(channels)}"
+    try:
+        rates = cls.rates(data.fs, data.decimation, data.token_patch, data.window_s, cycle_band_hz)
+    except ValueError as error:
+        key = "data.fs" if "data.fs" in str(error) else "data.window_s"
+        return f"{key}: {error}"
+    return DataFacts(tuple(map(str, channels)), rates["cache_fs"], rates["decimation"], rates["token_patch"],
+                     rates["window_s"], rates["n_tokens"], cls.folds)  # fmt: skip

@@ -1,0 +1,76 @@
+"""The grid: a config's ``grid`` of ``key.path: [values]`` as one experiment per combination.
+
+A cell is labelled ``g00``, ``g01``, … in the order of `itertools.product` over the sorted key
+paths; it is the config with the cell's values set as ``--set`` overrides, in
+``<output_dir>/grid/<label>``, sharing the grid's cache. `cyclejepa.config.expand_grid` parses
+the cells (every cell of a config is parsed when the config is).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+MAX_GRID_CELLS = 256
+"""Most experiments one ``grid`` may hold (each is validated, trained and evaluated in full)."""
+
+
+@dataclass(frozen=True)
+class GridCell:
+    """One combination of a grid: its label, its values as ``key.path=value`` overrides, and the
+    overrides of its output and cache directories."""
+
+    label: str
+    values: list[str]
+    directories: list[str]
+
+    @property
+    def source(self) -> str:
+        """How an error in this cell names it: ``grid g01 (optimiser.lr=0.001)``."""
+        return f"grid {self.label} ({', '.join(self.values)})"
+
+
+def grid_size(grid: dict[str, list[Any]]) -> int:
+    """Experiments in a grid: the product of its value counts (1 for no grid)."""
+    return math.prod(len(values) for values in grid.values())
+
+
+def grid_size_problem(grid: dict[str, list[Any]]) -> str | None:
+    """The line refusing a grid of more than `MAX_GRID_CELLS` experiments, or None."""
+    cells = grid_size(grid)
+    if cells <= MAX_GRID_CELLS:
+        return None
+    sizes = " × ".join(f"{len(grid[key])} ({key})" for key in sorted(grid))
+    return f"grid: {sizes} = {cells} experiments, more than the {MAX_GRID_CELLS} a grid may hold; split it"
+
+
+def grid_cells(grid: dict[str, list[Any]], output_dir: Path, cache_dir: Path | None) -> list[GridCell]:
+    """Every combination of ``grid``, each in ``<output_dir>/grid/<label>`` with the cache in
+    ``cache_dir`` (default ``<output_dir>/cache``)."""
+    keys = sorted(grid)
+    cells = []
+    for index, values in enumerate(itertools.product(*(grid[k] for k in keys))):
+        label = f"g{index:02d}"
+        directories = [
+            f"output_dir={json.dumps(str(output_dir / 'grid' / label))}",
+            f"data.cache_dir={json.dumps(str(cache_dir or output_dir / 'cache'))}",
+        ]
+        cells.append(GridCell(label, [f"{key}={json.dumps(value)}" for key, value in zip(keys, values)], directories))
+    return cells
+
+
+def grid_base(dumped: dict[str, Any], derived: set[str]) -> dict[str, Any]:
+    """A config's JSON dump less its grid and the dotted ``derived`` keys (values derived from the
+    data, derived again per cell)."""
+    base = {key: value for key, value in dumped.items() if key != "grid"}
+    for key in derived:
+        *parents, leaf = key.split(".")
+        node = base
+        for part in parents:
+            node = node[part]
+        node.pop(leaf, None)
+    return base

@@ -1,0 +1,101 @@
+"""Run identity: what a run's weights and an evaluation's results depend on, and their hashes.
+
+A checkpoint, ``done.json`` and an evaluation result carry the identity they were made with; other
+keys (names, output paths, data.root, data.workers, the device index, evaluation.device,
+runs.at_once, training.compile and checkpoint_every, evaluation.unseal, reporting) never
+invalidate them. training.precision and the kind of training.device count as resolved
+(`_resolved_training_keys`): bf16 autocast changes the arithmetic of every step, and a CUDA
+generator draws other numbers than a CPU one from the same seed. See docs/configuration.md,
+"Run identity".
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from cyclejepa.jsonio import json_sha256
+
+if TYPE_CHECKING:
+    from cyclejepa.config import ExperimentConfig
+
+TRAINING_KEYS = (
+    "data.dataset", "data.options", "data.fs", "data.decimation", "data.token_patch", "data.window_s", "data.train_folds",
+    "phase", "symmetry", "model", "objectives.prediction", "objectives.regulariser", "optimiser",
+    "training.steps", "training.batch_size", "training.precision", "augmentations",
+)
+"""Key paths (sections or leaves) that change a run's weights."""
+EVALUATION_KEYS = (
+    "data.eval_folds", "evaluation.bootstrap", "evaluation.seed", "evaluation.probe_c", "evaluation.detector",
+    "evaluation.families", "evaluation.severities", "evaluation.anomaly_records", "evaluation.eligible_min_positives",
+)
+"""Key paths that change a checkpoint's evaluation results besides its weights."""
+
+
+def config_hash(cfg: ExperimentConfig) -> str:
+    """A stable short hash of the whole configuration: the first 16 hex digits of the sha256 of
+    its JSON dump."""
+    return _short_hash(cfg.model_dump(mode="json"))
+
+
+def training_identity(cfg: ExperimentConfig, transport_weight: float, seed: int) -> dict[str, Any]:
+    """What one arm × seed's weights depend on, as ``{key path: value}`` (`TRAINING_KEYS`, resolved)."""
+    identity = {**_flat_keys(cfg, TRAINING_KEYS), **_resolved_training_keys(cfg)}
+    return {**identity, "arm.transport_weight": transport_weight, "seed": seed}
+
+
+def evaluation_identity(cfg: ExperimentConfig) -> dict[str, Any]:
+    """What a checkpoint's evaluation results depend on besides its weights (`EVALUATION_KEYS`)."""
+    return {**_flat_keys(cfg, TRAINING_KEYS + EVALUATION_KEYS), **_resolved_training_keys(cfg)}
+
+
+def _resolved_training_keys(cfg: ExperimentConfig) -> dict[str, str]:
+    """``training.device`` as a kind of device (``auto``: this machine's) and ``training.precision``
+    as it runs there (``auto``: bf16 on CUDA, float32 on the CPU)."""
+    from cyclejepa.devices import device_type, resolved_precision
+
+    kind = device_type(cfg.training.device)
+    return {"training.device": kind, "training.precision": resolved_precision(cfg.training.precision, kind)}
+
+
+def _short_hash(value: Any) -> str:
+    """The first 16 hex digits of `json_sha256` of ``value``."""
+    return json_sha256(value)[:16]
+
+
+def identity_hash(identity: dict[str, Any]) -> str:
+    """A stable short hash of an identity from `training_identity` or `evaluation_identity`."""
+    return _short_hash(identity)
+
+
+def _flat_keys(cfg: ExperimentConfig, keys: tuple[str, ...]) -> dict[str, Any]:
+    """``{leaf key path: JSON value}`` of the sections at ``keys`` (list items as ``key[i]``)."""
+    dumped = cfg.model_dump(mode="json")
+    flat: dict[str, Any] = {}
+    for key in keys:
+        value = dumped
+        for part in key.split("."):
+            value = value[part]
+        _flatten(key, value, flat)
+    return flat
+
+
+def _flatten(path: str, value: Any, flat: dict[str, Any]) -> None:
+    if isinstance(value, dict) and value:
+        for name, item in value.items():
+            _flatten(f"{path}.{name}", item, flat)
+    elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        for index, item in enumerate(value):
+            _flatten(f"{path}[{index}]", item, flat)
+    else:
+        flat[path] = value
+
+
+def identity_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``key: old → new`` for every key path whose value differs between two identities."""
+    absent = "(absent)"
+    return [
+        f"{key}: {json.dumps(old.get(key, absent))} → {json.dumps(new.get(key, absent))}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key, absent) != new.get(key, absent)
+    ]
