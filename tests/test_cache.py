@@ -313,7 +313,7 @@ def test_cache_dir_errors(corpus, tmp_path):
 # --------------------------------------------------------- bad CSV rows, validation before swap
 
 
-def test_bad_rows_are_rejected_into_the_log_and_the_run_goes_on(real_rows, tmp_path):
+def test_bad_rows_are_rejected_into_the_log_and_the_run_goes_on(real_rows, tmp_path):  # noqa: F811 (the fixture imported above)
     """Real PTB-XL rows with one bad cell each: logged with id, column and reason; the rest kept."""
     from test_ptbxl import GOOD_IDS, ROW_REJECTIONS
 

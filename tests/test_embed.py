@@ -218,7 +218,7 @@ def test_a_record_far_outside_the_normalisation_is_flagged_not_refused(trained):
     assert result.input_distance[0] <= OUT_OF_RANGE_DECADES and "out_of_range" not in result.qc_reason[0]
     assert result.input_distance[1] > 2 and result.input_distance[2] > 1
     for row in (1, 2):
-        assert f"out_of_range: channel " in result.qc_reason[row] and "decades from the run's normalisation" in result.qc_reason[row]
+        assert "out_of_range: channel " in result.qc_reason[row] and "decades from the run's normalisation" in result.qc_reason[row]
     assert result.qc_ok.tolist() == [result.qc_ok[0]] * 3  # flagged records keep their embeddings
     prepared = encoder.prepare(200 * record, 500, LEADS).signals.astype(np.float64)
     naive = max(max(abs(np.log10(prepared[:, c].std())), np.log10(1 + abs(prepared[:, c].mean()))) for c in range(12))

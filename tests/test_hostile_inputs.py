@@ -66,7 +66,7 @@ def test_a_cache_rebuilt_from_another_corpus_is_refused_naming_both_sides(tmp_pa
     runner.prepare(first, progress=False)
     assert open_cache(first).path == cache
     other = experiment(corpus(tmp_path / "two", ("B0", "B1")), tmp_path / "r2", cache,
-                       f"data.options={{channels: [I, II, III, aVR, aVL, aVF, V1, V2, V3, V4, V5, V6]}}")  # fmt: skip
+                       "data.options={channels: [I, II, III, aVR, aVL, aVF, V1, V2, V3, V4, V5, V6]}")  # fmt: skip
     runner.prepare(other, progress=False)
     with pytest.raises(CacheMismatch) as caught:
         open_cache(first)

@@ -136,7 +136,7 @@ def test_causal_phase_is_the_same_formula_on_tensors():
     as_numpy = causal_phase(times, last, previous)
     as_torch = causal_phase(*(torch.from_numpy(a) for a in (times, last, previous)))
     np.testing.assert_array_equal(as_torch.numpy(), as_numpy)
-    expected = [naive_causal_phase([p, l], t) for t, l, p in zip(times, last, previous)]
+    expected = [naive_causal_phase([before, after], t) for t, after, before in zip(times, last, previous)]
     np.testing.assert_allclose(as_numpy, expected, rtol=0, atol=1e-12)
 
 

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import SAMPLES
 from cyclejepa.phase import PhaseProvider
-from cyclejepa.phase.crosscheck import PAIRS, VARIANTS, check_pulses, score_pulses, stretch
+from cyclejepa.phase.crosscheck import PAIRS, VARIANTS, check_pulses, stretch
 from cyclejepa.phase.cycles import orientation, pick_with_refractory, window_period
 from cyclejepa.phase.pulse import PulseProvider
 from cyclejepa.registry import PHASE_PROVIDERS

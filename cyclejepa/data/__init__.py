@@ -43,3 +43,14 @@ from cyclejepa.data.synthetic import (
     read_rpeaks,
     write_synthetic_corpus,
 )
+
+__all__ = [
+    "AmplitudeModulation", "Augmentation", "AugmentationStep", "AugmentationTrace", "Augmenter",
+    "Challenge2021", "cohort_markdown", "cohort_table", "conform", "cut_windows", "Dataset",
+    "DatasetNotFound", "decimate", "DEFAULT_AUGMENTATIONS", "download_ptbxl", "DownloadFailed", "Drift",
+    "eligible_subclasses", "Entry", "fill_gaps", "fit_normalisation", "FoldProtocol", "GaussianNoise",
+    "generate_metadata", "generate_records", "hash_fold", "HEADER_LEADS", "in_units", "LabelLevel",
+    "LeadDropout", "LeadGain", "LEADS", "Normalisation", "prepare_cache", "PreparedCache", "PTBXL",
+    "read_record", "read_rpeaks", "Record", "record_rms", "RecordRejected", "RPEAKS_FILENAME", "SUBCLASSES",
+    "SUPERCLASSES", "SyntheticPTBXL", "SyntheticRecords", "Tone", "WfdbFolder", "write_synthetic_corpus",
+]
