@@ -241,6 +241,7 @@ def train(
     from cyclejepa.training import process_group
 
     cfg = _load(config, set_)
+    _preflight(cfg)
     arms = {a.name: a for a in cfg.runs.arms}
     if arm is not None and arm not in arms:
         raise typer.BadParameter(registry.unknown_name_message("arm", arm, list(arms)))
@@ -270,8 +271,8 @@ def run(
     from cyclejepa import runner
 
     cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
-    _preflight(cfg)
     if dry_run:
+        _preflight(cfg)
         for line in runner.describe_plan(cfg):
             console.print(line, highlight=False, markup=False)
         return
@@ -411,6 +412,8 @@ def _user_errors(again: list[str] | None = None):
 
     try:
         yield
+    except ConfigError as error:  # `runner.preflight` of a stage: exit 2, as `validate` does
+        _invalid(error)
     except (DatasetNotFound, DownloadFailed, SealedFoldError, OutputLocked, OSError, ValueError) as error:
         errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
         raise typer.Exit(code=1) from None

@@ -287,15 +287,16 @@ def write_resolved_config(cfg: ExperimentConfig) -> Path:
 def run_experiment(cfg: ExperimentConfig, progress: bool = True) -> Path:
     """Every stage in order; returns the report path (for a grid, the grid summary).
 
-    Holds the output directory's lock throughout (`cyclejepa.lock.output_lock`)."""
+    `preflight` first (nothing is written for a config that fails it), then the output
+    directory's lock throughout (`cyclejepa.lock.output_lock`)."""
     from cyclejepa.lock import output_lock
 
+    preflight(cfg)
     with output_lock(cfg.output_dir):
         return _run_stages(cfg, progress)
 
 
 def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
-    preflight(cfg)
     if cfg.grid:
         from cyclejepa.evaluation.report import write_grid_summary
 
@@ -309,7 +310,7 @@ def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
     config = write_resolved_config(cfg)
     cache = prepare(cfg, progress=progress)
     pretrain_all(cfg, cache, config, progress=progress)
-    return evaluate_experiment(cfg, cache, progress=progress)
+    return _evaluate_stage(cfg, cache, progress)
 
 
 def pretrain_all(cfg: ExperimentConfig, cache, config: Path, progress: bool = True) -> None:
@@ -329,13 +330,18 @@ def pretrain_all(cfg: ExperimentConfig, cache, config: Path, progress: bool = Tr
 
 
 def evaluate_experiment(cfg: ExperimentConfig, cache=None, progress: bool = True) -> Path:
-    """Evaluate the trained checkpoints of every run and write the report (no training)."""
+    """Evaluate the trained checkpoints of every run and write the report (no training), after
+    `preflight`."""
+    preflight(cfg)
+    return _evaluate_stage(cfg, cache, progress)
+
+
+def _evaluate_stage(cfg: ExperimentConfig, cache, progress: bool) -> Path:
     from cyclejepa.data.cache import open_cache
     from cyclejepa.evaluation.report import write_report
     from cyclejepa.evaluation.stage import evaluate_grid
     from cyclejepa.training.checkpoint import checkpoint_path
 
-    preflight(cfg)
     require_unsealed(cfg)
     steps = evaluation_steps(cfg)
     missing = [

@@ -28,6 +28,7 @@ def tiny(out, corpus, at_once):
         "data": {"root": str(corpus), "dataset": "synthetic", "options": {"records": 40}, "cache_dir": str(corpus.parent / "cache"),
                  "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
         "training": {**TINY["training"], "steps": 4, "checkpoint_every": 2, "device": "cpu"},
+        "evaluation": {"steps": [2, 4]},  # checkpointed steps: `cyclejepa train` preflights the config
         "runs": {"seeds": [0], "at_once": at_once},
     })
 

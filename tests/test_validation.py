@@ -79,8 +79,8 @@ def invoke(*args):
 
 
 def assert_refused_everywhere(tmp_path, path, fragments):
-    """`validate`, `run --dry-run` and `run` exit 2 naming the problem; nothing is written."""
-    for command in (["validate", path], ["run", path, "--dry-run"], ["run", path]):
+    """`validate`, `run --dry-run`, `run` and `train` exit 2 naming the problem; nothing is written."""
+    for command in (["validate", path], ["run", path, "--dry-run"], ["run", path], ["train", path]):
         result = invoke(*command)
         assert result.exit_code == 2, (command, result.output)
         flat = " ".join(result.output.split())
@@ -160,3 +160,19 @@ def test_a_huge_number_of_steps_is_validated_without_listing_them(tmp_path):
     path = write(tmp_path, {"training": {"steps": 10**15, "checkpoint_every": 3}, "evaluation": {"steps": [3, 5]}})
     assert_one_line(invoke("validate", path), "evaluation.steps: step 5 is never checkpointed (training.checkpoint_every 3); "
                     "checkpointed: 3, 6, 9, 12, 15, 18, 21, …, 1000000000000000. Did you mean 6?")  # fmt: skip
+
+
+def test_run_preflights_once_before_anything_is_written(tmp_path, monkeypatch):
+    """`cyclejepa run` checks the config once (in `runner.run_experiment`, before the output
+    lock), not again in the CLI or before the evaluation stage."""
+    from cyclejepa import runner
+
+    calls = []
+    checked = runner.preflight
+    monkeypatch.setattr(runner, "preflight", lambda cfg: calls.append(cfg.name) or checked(cfg))
+    monkeypatch.setattr(runner, "prepare", lambda cfg, progress=True: None)
+    monkeypatch.setattr(runner, "pretrain_all", lambda cfg, cache, config, progress=True: None)
+    monkeypatch.setattr(runner, "_evaluate_stage", lambda cfg, cache, progress: tmp_path / "out" / "report.md")
+    result = invoke("run", write(tmp_path, {"data": {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]}}))
+    assert result.exit_code == 0, result.output
+    assert len(calls) == 1
