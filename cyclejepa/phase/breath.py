@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from cyclejepa.phase.cycles import cycle_periods, pick_with_refractory
+from cyclejepa.phase.cycles import check_detector_options, cycle_periods, pick_with_refractory
 from cyclejepa.phase.filters import bandpass
 from cyclejepa.phase.provider import PhaseProvider, channel_row, fill_nonfinite
 from cyclejepa.registry import PHASE_PROVIDERS
@@ -84,14 +84,7 @@ class BreathProvider(PhaseProvider):
         **qc: Any,
     ):
         super().__init__(interval_range_s=interval_range_s, max_interval_ratio=max_interval_ratio, **qc)
-        if fiducial not in FIDUCIALS:
-            raise ValueError(f"fiducial must be one of {', '.join(FIDUCIALS)}, got {fiducial!r}")
-        if polarity not in POLARITIES:
-            raise ValueError(f"polarity must be one of {', '.join(POLARITIES)}, got {polarity!r}")
-        if not 0 < band_hz[0] < band_hz[1]:
-            raise ValueError(f"band_hz must satisfy 0 < low < high, got {band_hz}")
-        if not 0 < min_prominence < 1 or not 0 < refractory < 1:
-            raise ValueError(f"min_prominence and refractory must lie in (0, 1), got {min_prominence}, {refractory}")
+        check_detector_options(fiducial, FIDUCIALS, polarity, POLARITIES, band_hz, {"min_prominence": min_prominence, "refractory": refractory})
         self.lead, self.fiducial, self.polarity = lead, fiducial, polarity
         self.band_hz = (float(band_hz[0]), float(band_hz[1]))
         self.min_prominence, self.refractory = float(min_prominence), float(refractory)

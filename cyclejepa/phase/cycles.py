@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["cycle_periods", "orientation", "pick_with_refractory", "rising_fraction"]
+__all__ = ["check_detector_options", "cycle_periods", "orientation", "pick_with_refractory", "rising_fraction"]
 
 PERIOD_WINDOW_S = 10.0
 """Shortest window over which the cycle length is estimated (`cycle_periods`, windows half
@@ -83,3 +83,17 @@ def pick_with_refractory(candidates: np.ndarray, heights: np.ndarray, refractory
             continue
         insort(kept, int(position))
     return np.asarray(kept, dtype=np.int64)
+
+
+def check_detector_options(fiducial: str, fiducials: tuple[str, ...], polarity: str, polarities: tuple[str, ...],
+                           band_hz: tuple[float, float], fractions: dict[str, float]) -> None:  # fmt: skip
+    """ValueError naming the first bad option of a cycle detector: ``fiducial`` and ``polarity``
+    outside their choices, a band without 0 < low < high, a fraction outside (0, 1)."""
+    if fiducial not in fiducials:
+        raise ValueError(f"fiducial must be one of {', '.join(fiducials)}, got {fiducial!r}")
+    if polarity not in polarities:
+        raise ValueError(f"polarity must be one of {', '.join(polarities)}, got {polarity!r}")
+    if not 0 < band_hz[0] < band_hz[1]:
+        raise ValueError(f"band_hz must satisfy 0 < low < high, got {band_hz}")
+    if not all(0 < value < 1 for value in fractions.values()):
+        raise ValueError(f"{' and '.join(fractions)} must lie in (0, 1), got {', '.join(map(str, fractions.values()))}")
