@@ -17,9 +17,9 @@ from rich.table import Table
 
 from cyclejepa import registry
 from cyclejepa.version import __version__
-from cyclejepa.checks import consistency_problems
+from cyclejepa.pipeline.checks import consistency_problems
 from cyclejepa.config import ConfigError, load_config
-from cyclejepa.identity import config_hash
+from cyclejepa.pipeline.identity import config_hash
 
 app = typer.Typer(
     name="cyclejepa",
@@ -67,8 +67,8 @@ def _invalid(error: ConfigError) -> NoReturn:
 
 
 def _preflight(cfg) -> None:
-    """Run `runner.preflight` (every check the config and the files on disk allow) or exit with its problems."""
-    from cyclejepa.runner import preflight
+    """Run `pipeline.preflight` (every check the config and the files on disk allow) or exit with its problems."""
+    from cyclejepa.pipeline import preflight
 
     try:
         preflight(cfg)
@@ -198,7 +198,7 @@ def synth(
 @app.command()
 def prepare(config: ConfigPath, set_: Overrides = None) -> None:
     """Build the preprocessing cache of a config's corpus (idempotent)."""
-    from cyclejepa.runner import prepare as prepare_stage
+    from cyclejepa.pipeline import prepare as prepare_stage
 
     from cyclejepa.lock import output_lock
 
@@ -234,7 +234,7 @@ def train(
     set_: Overrides = None,
 ) -> None:
     """Pre-train one arm × seed; under torchrun, data-parallel over the processes."""
-    from cyclejepa import runner
+    from cyclejepa import pipeline
     from cyclejepa.data.cache import open_cache
     from cyclejepa.lock import output_lock
     from cyclejepa.outputs import RunFolder
@@ -245,17 +245,17 @@ def train(
     arms = {a.name: a for a in cfg.runs.arms}
     if arm is not None and arm not in arms:
         raise typer.BadParameter(registry.unknown_name_message("arm", arm, list(arms)))
-    plan = runner.RunPlan(arms[arm] if arm else cfg.runs.arms[0], cfg.runs.seeds[0] if seed is None else seed)
+    plan = pipeline.RunPlan(arms[arm] if arm else cfg.runs.arms[0], cfg.runs.seeds[0] if seed is None else seed)
     again = ["train", str(config), "--arm", plan.arm.name, "--seed", str(plan.seed), *_set_words(set_)]
     with (
         _user_errors(again),
         process_group(cfg.training.device) as dist,
-        output_lock(runner.run_dir(cfg, plan)) if dist.is_main else nullcontext(),
+        output_lock(pipeline.run_dir(cfg, plan)) if dist.is_main else nullcontext(),
     ):
         if dist.is_main:
-            runner.prepare(cfg)
+            pipeline.prepare(cfg)
         dist.barrier()  # the other ranks read the cache rank 0 prepared
-        directory = runner.pretrain(cfg, open_cache(cfg), plan, progress=dist.is_main, dist=dist)
+        directory = pipeline.pretrain(cfg, open_cache(cfg), plan, progress=dist.is_main, dist=dist)
     if dist.is_main:
         console.print(f"{plan.name}: trained, checkpoints in {RunFolder(directory).checkpoints}")
 
@@ -268,16 +268,16 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan and exit")] = False,
 ) -> None:
     """Prepare → pre-train every arm × seed → evaluate the grid → report, in one output folder."""
-    from cyclejepa import runner
+    from cyclejepa import pipeline
 
     cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
     if dry_run:
         _preflight(cfg)
-        for line in runner.describe_plan(cfg):
+        for line in pipeline.describe_plan(cfg):
             console.print(line, highlight=False, markup=False)
         return
     with _user_errors(again=["run", str(config), *_set_words(set_), *(["--unseal"] if unseal else [])]):
-        report = runner.run_experiment(cfg)
+        report = pipeline.run_experiment(cfg)
     console.print(f"[green]report[/green] {report}")
 
 
@@ -314,14 +314,14 @@ def evaluate(
     unseal: Annotated[bool, typer.Option("--unseal", help="allow (and audit) evaluation on the sealed fold")] = False,
 ) -> None:
     """Evaluate the trained checkpoints of a config and write its report (no training)."""
-    from cyclejepa import runner
+    from cyclejepa import pipeline
 
     from cyclejepa.lock import output_lock
 
     cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
     again = ["evaluate", str(config), *_set_words(set_), *(["--unseal"] if unseal else [])]
     with _user_errors(again), output_lock(cfg.output_dir):
-        path = runner.evaluate_experiment(cfg)
+        path = pipeline.evaluate_experiment(cfg)
     console.print(f"[green]report[/green] {path}")
 
 
@@ -407,12 +407,12 @@ def _user_errors(again: list[str] | None = None):
     """
     from cyclejepa.data.datasets import DatasetNotFound, DownloadFailed
     from cyclejepa.lock import OutputLocked
-    from cyclejepa.seal import SealedFoldError
+    from cyclejepa.pipeline.seal import SealedFoldError
     from cyclejepa.stops import Stopped
 
     try:
         yield
-    except ConfigError as error:  # `runner.preflight` of a stage: exit 2, as `validate` does
+    except ConfigError as error:  # `pipeline.preflight` of a stage: exit 2, as `validate` does
         _invalid(error)
     except (DatasetNotFound, DownloadFailed, SealedFoldError, OutputLocked, OSError, ValueError) as error:
         errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False, soft_wrap=True)

@@ -10,7 +10,7 @@ Errors name the key path, the allowed values and the closest match::
 
 This module is the schema and its loading only: what a config's data implies is
 `cyclejepa.facts`, a grid's cells `cyclejepa.grid`, the checks beyond the schema
-`cyclejepa.checks`, and run identity `cyclejepa.identity`.
+`cyclejepa.pipeline.checks`, and run identity `cyclejepa.pipeline.identity`.
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ class ExperimentConfig(Section):
     @model_validator(mode="after")
     def _derive_from_data(self) -> ExperimentConfig:
         """Fill the keys left out from the dataset's facts (`cyclejepa.facts.DataFacts`); a key
-        that cannot be derived stays None and `cyclejepa.checks.consistency_problems` says why."""
+        that cannot be derived stays None and `cyclejepa.pipeline.checks.consistency_problems` says why."""
         declared = declared_provider(self.data.dataset)
         if self.phase.provider is None and declared is not None:
             self.phase.provider = declared

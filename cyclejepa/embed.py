@@ -32,8 +32,9 @@ from cyclejepa.data.cache import PreparedCache, cut_record, open_cache, prepare_
 from cyclejepa.data.datasets import Dataset, Record, RecordRejected
 from cyclejepa.data.preprocess import Normalisation, Preparation
 from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
-from cyclejepa import runner
-from cyclejepa.outputs import OutputFolder, run_folder
+from cyclejepa import pipeline
+from cyclejepa.outputs import OutputFolder
+from cyclejepa.pipeline.plans import run_folder
 from cyclejepa.progress import progress_bar
 
 __all__ = [
@@ -105,7 +106,7 @@ def load_encoder(
     return Encoder(objective.model, preprocessing, target, source, objective.symmetry, root=cfg.data.root)
 
 
-def locate_run(path: Path, arm: str | None = None, seed: int | None = None) -> tuple[ExperimentConfig, runner.RunPlan]:
+def locate_run(path: Path, arm: str | None = None, seed: int | None = None) -> tuple[ExperimentConfig, pipeline.RunPlan]:
     """The config (output_dir set to where it lies now) and the `RunPlan` of ``path`` (as
     `load_encoder` takes ``run_dir``, ``arm`` and ``seed``)."""
     if OutputFolder(path).config.is_file():
@@ -120,7 +121,7 @@ def locate_run(path: Path, arm: str | None = None, seed: int | None = None) -> t
     cfg = load_config(OutputFolder(output).config).model_copy(update={"output_dir": output})
     if cfg.grid:
         raise ValueError(f"{output} holds a grid of experiments: give one cell, {output / 'grid'}/<label>")
-    plans = runner.plan_runs(cfg)
+    plans = pipeline.plan_runs(cfg)
     wanted = [
         p for p in plans
         if (name is None or p.name == name) and arm in (None, p.arm.name) and seed in (None, p.seed)

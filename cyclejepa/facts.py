@@ -47,7 +47,7 @@ def declared_provider(dataset: str) -> str | None:
 
 def cycle_band(provider: str | None) -> tuple[float, float] | None:
     """The ``cycle_band_hz`` the phase provider registered as ``provider`` declares (None for none
-    or for an unknown name, which `cyclejepa.checks.consistency_problems` names)."""
+    or for an unknown name, which `cyclejepa.pipeline.checks.consistency_problems` names)."""
     if provider is None:
         return None
     try:

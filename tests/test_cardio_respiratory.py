@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from conftest import SAMPLES
-from cyclejepa import registry, runner
+from cyclejepa import registry, pipeline
 from cyclejepa.config import ConfigError, load_config
 from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
 
@@ -44,7 +44,7 @@ def config(name, out, *extra):
 
 def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins):
     cfg = config("cardio_respiratory.yaml", plugins / "cr")
-    cache = runner.prepare(cfg, progress=False)
+    cache = pipeline.prepare(cfg, progress=False)
     assert cache.coordinates == ("cardiac", "respiratory") and cache.phase_centre.shape == (len(cache), 200, 2)
     without_resp = {p.stem for p in SAMPLES.glob("*.hea") if "resp" not in p.read_text().lower()}  # 100, a103l, s0010_re
     found = {(str(r.record_id), r.check) for r in cache.rejections}
@@ -53,7 +53,7 @@ def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins
     assert [(r.record_id, r.check, r.detail) for r in others] == [  # mixedsignals' Resp is in Ohm, not the declared NU
         (f"mixedsignals/{k}", "units", "channel Resp is in Ohm, but the dataset declares NU") for k in range(3)
     ]
-    dataset = runner.build_dataset(cfg)
+    dataset = pipeline.build_dataset(cfg)
     provider = PHASE_PROVIDERS.build("composite", **cfg.phase.options)
     from cyclejepa.data.cache import record_windows
 
@@ -71,7 +71,7 @@ def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins
 
 def test_one_coordinate_cache_keeps_the_single_phase_layout(plugins):
     cfg = config("respiration.yaml", plugins / "resp")
-    cache = runner.prepare(cfg, progress=False)
+    cache = pipeline.prepare(cfg, progress=False)
     fs, per_token = cfg.data.fs, cfg.data.decimation * cfg.data.token_patch  # breathing's own rates: 50 Hz, 1 s tokens
     assert (fs, cache.fs, cache.token_patch) == (50.0, 10.0, 10)
     samples = round(cfg.data.window_s * fs)
@@ -79,7 +79,7 @@ def test_one_coordinate_cache_keeps_the_single_phase_layout(plugins):
     assert "phase_coordinates" not in cache.manifest
     with np.load(cache.path / "events.npz") as f:
         assert sorted(f.files) == ["indices", "offsets"]
-    dataset, provider = runner.build_dataset(cfg), PHASE_PROVIDERS.build("breath", lead="RESP")
+    dataset, provider = pipeline.build_dataset(cfg), PHASE_PROVIDERS.build("breath", lead="RESP")
     from cyclejepa.data.cache import record_windows
 
     stack = []
@@ -98,17 +98,17 @@ def test_one_coordinate_cache_keeps_the_single_phase_layout(plugins):
 
 def test_validate_checks_spectrum_rank_against_phase_coordinates(plugins):
     with pytest.raises(ConfigError, match=r"has rank 1 \(torus coordinates\), but phase.provider 'composite' gives 2"):
-        runner.preflight(config("cardio_respiratory.yaml", plugins / "a", "symmetry.name=u1",
+        pipeline.preflight(config("cardio_respiratory.yaml", plugins / "a", "symmetry.name=u1",
                                 'symmetry.spectrum="4x0+8x1+4x2"'))  # fmt: skip
     with pytest.raises(ConfigError, match=r"has rank 2 \(torus coordinates\), but phase.provider 'breath' gives 1"):
-        runner.preflight(config("respiration.yaml", plugins / "b", "symmetry.name=torus",
+        pipeline.preflight(config("respiration.yaml", plugins / "b", "symmetry.name=torus",
                                 'symmetry.spectrum="4x(0,0)+4x(1,0)+4x(0,1)+2x(1,1)"'))  # fmt: skip
 
 
 @pytest.mark.parametrize("example", ["respiration.yaml", "cardio_respiratory.yaml"])
 def test_example_runs_and_reports(plugins, example):
     cfg = config(example, plugins / "run")
-    runner.run_experiment(cfg, progress=False)
+    pipeline.run_experiment(cfg, progress=False)
     text = (plugins / "run" / "report" / "report.md").read_text()
     assert "G1 shuffled-φ gate" in text
     bottom_line = text.split("## Bottom line", 1)[1].split("\n## ", 1)[0]
@@ -214,9 +214,9 @@ def test_embed_reads_a_training_record_through_the_run_dataset(plugins, tmp_path
 
     assert not np.isfinite(read_record(SAMPLES / "v102s").signal).all()  # the file has gaps
     cfg = config("respiration.yaml", plugins / "run", "data.options.segment_s=300")  # v102s: one 300 s entry
-    runner.write_resolved_config(cfg)
-    cache = runner.prepare(cfg, progress=False)
-    runner.pretrain(cfg, cache, runner.plan_runs(cfg)[0], progress=False)
+    pipeline.write_resolved_config(cfg)
+    cache = pipeline.prepare(cfg, progress=False)
+    pipeline.pretrain(cfg, cache, pipeline.plan_runs(cfg)[0], progress=False)
     rows = np.flatnonzero(cache.columns["record"] == "v102s/0")
     encoder = cyclejepa.load_encoder(cfg.output_dir, device="cpu")
     reps = record_embeddings(cfg, cache, encoder.model, torch.device("cpu"))

@@ -10,7 +10,7 @@ import pytest
 import scipy.io
 from scipy.signal import resample_poly
 
-from cyclejepa import runner
+from cyclejepa import pipeline
 from cyclejepa.config import load_config
 from cyclejepa.data.challenge import Challenge2021
 from cyclejepa.data.datasets import conform
@@ -120,7 +120,7 @@ def prepared(corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
     cfg = load_config(EXAMPLE, [f"data.root={root}", "data.dataset=challenge2021", f"output_dir={out}",
                                 "data.train_folds=[1,2,3,4,5,6,7,8,9]", "data.eval_folds=[10]", "data.workers=2", *SMALL_MODEL])  # fmt: skip
-    return cfg, runner.prepare(cfg, progress=False)
+    return cfg, pipeline.prepare(cfg, progress=False)
 
 
 def test_prepare_windows_resamples_and_counts_rejections(prepared, corpus):
@@ -146,7 +146,7 @@ def test_prepare_windows_resamples_and_counts_rejections(prepared, corpus):
 def test_a_few_training_steps_on_the_challenge_cache(prepared):
     cfg, cache = prepared
     directory = Path(cfg.output_dir) / "runs" / "winder-seed0"
-    runner.train_run(cfg, cache, directory, seed=0, transport_weight=1.0, progress=False)
+    pipeline.train_run(cfg, cache, directory, seed=0, transport_weight=1.0, progress=False)
     rows = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [1, 2, 3]
     assert all(np.isfinite([row[k] for k in ("loss", "prediction", "regulariser", "transport")]).all() for row in rows)
@@ -206,7 +206,7 @@ def test_hostile_records_are_rejected_by_name_and_the_rest_go_on(tmp_path):
                                 "data.train_folds=[1,2,3,4,5,6,7,8,9,10]", "data.eval_folds=[]", "evaluation.unseal=true",
                                 *SMALL_MODEL])  # fmt: skip
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    cache = runner.prepare(cfg, progress=False)
+    cache = pipeline.prepare(cfg, progress=False)
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     checks = {r.record_id: r.check for r in cache.rejections}
     assert checks == {"bad/tiny": "sampling_rate", "bad/huge": "sampling_rate", "bad/large": "sampling_rate",
@@ -227,7 +227,7 @@ def test_all_records_rejected_still_writes_the_rejections_and_points_to_them(tmp
                                 "data.train_folds=[1,2,3,4,5,6,7,8,9,10]", "data.eval_folds=[]", "evaluation.unseal=true",
                                 *SMALL_MODEL])  # fmt: skip
     with pytest.raises(ValueError, match=r"each record's reason is in .*cache\.rejections\.csv") as caught:
-        runner.prepare(cfg, progress=False)
+        pipeline.prepare(cfg, progress=False)
     report = Path(str(caught.value).rsplit(" ", 1)[-1])
     rows = report.read_text().splitlines()
     assert rows[0] == "id,check,detail" and len(rows) == 1 + 6

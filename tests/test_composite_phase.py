@@ -92,7 +92,7 @@ def test_bad_coordinates_are_named(example):
 
 
 def test_validate_reports_a_bad_coordinate_under_phase_options(example):
-    from cyclejepa.checks import consistency_problems
+    from cyclejepa.pipeline.checks import consistency_problems
     from cyclejepa.config import parse_config
 
     torus = {"name": "torus", "spectrum": "64x(0,0)+48x(1,0)+48x(0,1)"}  # rank 2, K = 256

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from cyclejepa import runner
+from cyclejepa import pipeline
 from cyclejepa.config import parse_config
 from cyclejepa.devices import THREAD_VARIABLES, child_gpus
 from cyclejepa.training import concurrent
@@ -41,13 +41,13 @@ def metrics(cfg, name):
 def test_concurrent_processes_train_what_the_sequential_runs_train(tmp_path):
     corpus = tmp_path / "corpus"
     side_by_side, in_turn = tiny(tmp_path / "a", corpus, 2), tiny(tmp_path / "b", corpus, 1)
-    cache = runner.prepare(side_by_side, progress=False)
+    cache = pipeline.prepare(side_by_side, progress=False)
     for cfg in (side_by_side, in_turn):
-        runner.pretrain_all(cfg, cache, runner.write_resolved_config(cfg), progress=False)
+        pipeline.pretrain_all(cfg, cache, pipeline.write_resolved_config(cfg), progress=False)
     for name in ("winder-seed0", "control-seed0"):
         assert (side_by_side.output_dir / "runs" / name / "train.log").exists()  # it ran in a process
         assert not (in_turn.output_dir / "runs" / name / "train.log").exists()
-        assert runner._finished(side_by_side, runner.RunPlan(next(a for a in side_by_side.runs.arms if name.startswith(a.name)), 0))
+        assert pipeline.finished(side_by_side, pipeline.RunPlan(next(a for a in side_by_side.runs.arms if name.startswith(a.name)), 0))
         np.testing.assert_allclose(metrics(side_by_side, name), metrics(in_turn, name), rtol=1e-6)
 
 
@@ -75,10 +75,10 @@ def test_checkpoints_evaluated_in_processes_equal_those_evaluated_in_turn(tmp_pa
     raw = tiny(tmp_path / "a", corpus, 1).model_dump(mode="json")
     in_turn = parse_config({**raw, "evaluation": evaluation})
     side_by_side = parse_config({**raw, "output_dir": str(tmp_path / "b"), "evaluation": {**evaluation, "at_once": 2}})
-    cache = runner.prepare(in_turn, progress=False)
-    runner.pretrain_all(in_turn, cache, runner.write_resolved_config(in_turn), progress=False)
+    cache = pipeline.prepare(in_turn, progress=False)
+    pipeline.pretrain_all(in_turn, cache, pipeline.write_resolved_config(in_turn), progress=False)
     shutil.copytree(tmp_path / "a" / "runs", tmp_path / "b" / "runs")
-    plans, steps = runner.plan_runs(in_turn), [2, 4]
+    plans, steps = pipeline.plan_runs(in_turn), [2, 4]
     assert evaluations_at_once(side_by_side.evaluation.at_once, "cpu", 4) == 2
     for cfg in (in_turn, side_by_side):
         evaluate_grid(cfg, cache, plans, steps, progress=False)

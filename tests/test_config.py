@@ -16,7 +16,7 @@ from cyclejepa.config import (
     load_config,
     parse_config,
 )
-from cyclejepa.identity import config_hash
+from cyclejepa.pipeline.identity import config_hash
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 runner = CliRunner()
@@ -155,13 +155,13 @@ def test_cli_info_lists_every_registered_component():
 
 VALIDATION = """
 import json, sys
-import cyclejepa.checks, cyclejepa.config, cyclejepa.facts, cyclejepa.grid, cyclejepa.identity
+import cyclejepa.pipeline.checks, cyclejepa.config, cyclejepa.facts, cyclejepa.grid, cyclejepa.pipeline.identity
 imported = sorted(m for m in sys.modules if m.split(".")[0] in ("cyclejepa", "torch"))
 cfg = cyclejepa.config.load_config(sys.argv[1])
-problems = cyclejepa.checks.consistency_problems(cfg)
+problems = cyclejepa.pipeline.checks.consistency_problems(cfg)
 print(json.dumps({"imported": imported, "validated": sorted(sys.modules), "problems": problems}))
 """
-VALIDATION_ONLY = ("cyclejepa.training", "cyclejepa.runner", "cyclejepa.evaluation.stage", "cyclejepa.evaluation.report",
+VALIDATION_ONLY = ("cyclejepa.training", "cyclejepa.pipeline.run", "cyclejepa.evaluation.stage", "cyclejepa.evaluation.report",
                    "cyclejepa.export", "cyclejepa.embed", "cyclejepa.bench", "cyclejepa.cli")  # fmt: skip
 """Steps that validating a config never needs."""
 
@@ -178,8 +178,8 @@ def test_validating_a_config_imports_no_step_beyond_the_registry(tmp_path):
     result = subprocess.run([sys.executable, "-c", VALIDATION, str(EXAMPLES / "quickstart.yaml")],
                             capture_output=True, text=True, cwd=root, check=True)  # fmt: skip
     report = json.loads(result.stdout)
-    foundations = ["cyclejepa", "cyclejepa.checks", "cyclejepa.config", "cyclejepa.facts", "cyclejepa.grid",
-                   "cyclejepa.identity", "cyclejepa.jsonio", "cyclejepa.registry", "cyclejepa.version"]  # fmt: skip
+    foundations = ["cyclejepa", "cyclejepa.pipeline.checks", "cyclejepa.config", "cyclejepa.facts", "cyclejepa.grid",
+                   "cyclejepa.pipeline.identity", "cyclejepa.jsonio", "cyclejepa.registry", "cyclejepa.version"]  # fmt: skip
     assert report["imported"] == foundations
     assert report["problems"] == []
     assert [m for m in report["validated"] if m.startswith(VALIDATION_ONLY)] == []

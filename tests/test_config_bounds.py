@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from cyclejepa.checks import consistency_problems
+from cyclejepa.pipeline.checks import consistency_problems
 from cyclejepa.config import MAX_RUNS, MAX_YAML_BYTES, MAX_YAML_NODES, ConfigError, load_config, parse_config
 
 

@@ -56,7 +56,7 @@ def test_every_channel_reading_provider_names_its_channel_option_lead(example):
 
 
 def test_validate_checks_resp_breath_options_against_its_signature(example):
-    from cyclejepa.checks import consistency_problems
+    from cyclejepa.pipeline.checks import consistency_problems
     from cyclejepa.config import parse_config
 
     with_resp = {"dataset": "challenge2021", "options": {"channels": ["II", "RESP"]}}
@@ -69,7 +69,7 @@ def test_validate_checks_resp_breath_options_against_its_signature(example):
 
 
 def test_validate_checks_the_channel_resp_breath_reads_against_the_dataset(example):
-    from cyclejepa.checks import consistency_problems
+    from cyclejepa.pipeline.checks import consistency_problems
     from cyclejepa.config import parse_config
 
     (problem,) = consistency_problems(parse_config({"phase": {"provider": "resp-breath"}}))  # PTB-XL has no RESP

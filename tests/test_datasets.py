@@ -8,7 +8,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from cyclejepa import registry, runner
+from cyclejepa import registry, pipeline
 from cyclejepa.config import ConfigError, parse_config
 from cyclejepa.data.cache import PreparedCache
 from cyclejepa.data.datasets import Dataset, Entry, FoldProtocol, Record, RecordRejected, conform, hash_fold
@@ -152,9 +152,9 @@ def test_plugin_dataset_is_prepared_and_run(plugin):
     root.mkdir()
     index = write_npz_corpus(root)
     with pytest.raises(ConfigError, match=r"data.options.channel: unknown option of dataset 'npz-ecg'.*'channels'"):
-        runner.preflight(tiny_config(root, plugin / "bad", options={"channel": ["I"]}))
+        pipeline.preflight(tiny_config(root, plugin / "bad", options={"channel": ["I"]}))
     cfg = tiny_config(root, plugin / "run")
-    cache = runner.prepare(cfg, progress=False)
+    cache = pipeline.prepare(cfg, progress=False)
     assert [(r.record_id, r.check) for r in cache.rejections] == [(4, "extent")]  # rec003 lasts 4 s
     assert "lasts 4.00 s" in cache.rejections[0].detail
     kept = [r for i, r in enumerate(index) if i != 3]
@@ -165,7 +165,7 @@ def test_plugin_dataset_is_prepared_and_run(plugin):
     assert (cache.columns["fold"] == cache.columns["patient_id"] % 10 + 1).all()  # the dataset's folds, per window
     expected = [[r["label"] == "ABN", r["label"] == "NORM"] for r, w in zip(kept, windows) for _ in range(w)]
     np.testing.assert_array_equal(cache.labels("rhythm"), np.array(expected, dtype=np.uint8))
-    report = runner.run_experiment(cfg, progress=False)
+    report = pipeline.run_experiment(cfg, progress=False)
     result = json.loads((plugin / "run" / "evaluation" / "winder-seed0-step000002.json").read_text())
     assert list(result["diagnostic"]) == ["rhythm"] and np.isfinite(result["diagnostic"]["rhythm"]["macro_auroc"]["point"])
     assert set(result["robustness"]["delta"]) == set(LEADS_SHUFFLED[:-1])
@@ -184,9 +184,9 @@ def test_unlabelled_one_channel_dataset_trains_evaluates_and_reports_without_pro
     raw["evaluation"]["families"] = ["ectopic", "attenuation"]
     raw["augmentations"] = []  # the default lead dropout needs several leads
     cfg = parse_config(raw)
-    report = runner.run_experiment(cfg, progress=False)
+    report = pipeline.run_experiment(cfg, progress=False)
 
-    cache = PreparedCache(runner.cache_dir(cfg))
+    cache = PreparedCache(pipeline.cache_dir(cfg))
     assert cache.columns["record"][0] == "03700000"  # meta.csv's names stay strings
     assert {(r.record_id, r.check) for r in cache.rejections} == {("03709999", "metadata"), (4, "extent")}
     evaluation = plugin / "run" / "evaluation"
@@ -287,13 +287,13 @@ def test_a_dataset_written_from_the_base_class_docstring_prepares_and_trains(tmp
         "training": {"steps": 2, "batch_size": 4, "checkpoint_every": 2, "device": "cpu"},
         "runs": {"seeds": [0]}, "evaluation": {"steps": [2]},
     })  # fmt: skip
-    runner.preflight(cfg)
+    pipeline.preflight(cfg)
     # derived from the dataset: one channel, tokens of 5 samples at 25 Hz, 8 s = 40 tokens
     assert (cfg.model.encoder.leads, cfg.model.encoder.patch, cfg.model.predictor.max_relative_position) == (1, 5, 79)
-    cache = runner.prepare(cfg, progress=False)
+    cache = pipeline.prepare(cfg, progress=False)
     assert cache.signals.shape == (24, 1, 200) and cache.phase_centre.shape == (24, 40) and cache.units == ("NU",)
     assert cache.columns["qc_ok"].all()
-    directory = runner.pretrain(cfg, cache, runner.plan_runs(cfg)[0], progress=False)
+    directory = pipeline.pretrain(cfg, cache, pipeline.plan_runs(cfg)[0], progress=False)
     losses = [json.loads(line)["loss"] for line in (directory / "metrics.jsonl").read_text().splitlines()]
     assert len(losses) == 2 and np.isfinite(losses).all() and (directory / "done.json").is_file()
 
@@ -306,7 +306,7 @@ def test_a_dataset_declares_one_unit_per_channel(monkeypatch):
 
     monkeypatch.setattr(DATASETS, "_entries", {**DATASETS._entries, "two-units": TwoUnits})
     with pytest.raises(ConfigError, match=r"data.dataset: 'two-units' declares 2 unit\(s\) \['NU', 'mV'\] for 1 channel\(s\) \['PPG'\]"):
-        runner.preflight(parse_config({"data": {"dataset": "two-units"}}))
+        pipeline.preflight(parse_config({"data": {"dataset": "two-units"}}))
 
 
 # ------------------------------------------------------------------ facts a dataset owns: folds, default provider
@@ -339,7 +339,7 @@ def five_folds(monkeypatch):
 
 
 def test_a_dataset_owns_its_fold_count_and_its_default_provider(tmp_path, five_folds):
-    from cyclejepa.checks import consistency_problems
+    from cyclejepa.pipeline.checks import consistency_problems
     from cyclejepa.data.cache import prepare_cache
 
     cfg = parse_config({"data": {"dataset": "five-folds", "root": str(tmp_path)}})
@@ -360,7 +360,7 @@ def test_a_dataset_owns_its_fold_count_and_its_default_provider(tmp_path, five_f
 
 
 def test_a_dataset_without_a_default_provider_needs_one_named(tmp_path, five_folds):
-    from cyclejepa.checks import consistency_problems
+    from cyclejepa.pipeline.checks import consistency_problems
     from cyclejepa.data.cache import prepare_cache
 
     cfg = parse_config({"data": {"dataset": "no-provider"}})

@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 import cyclejepa
 from conftest import TINY_MODEL
-from cyclejepa import runner
+from cyclejepa import pipeline
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
 from cyclejepa.data.ptbxl import read_record_fast
@@ -35,9 +35,9 @@ def trained(tmp_path_factory):
         "runs": {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 1.0}]},
         "evaluation": {"steps": [1, 2], "headline_step": 1},
     })
-    runner.write_resolved_config(cfg)
-    cache = runner.prepare(cfg, progress=False)
-    runner.pretrain(cfg, cache, runner.plan_runs(cfg)[0], progress=False)
+    pipeline.write_resolved_config(cfg)
+    cache = pipeline.prepare(cfg, progress=False)
+    pipeline.pretrain(cfg, cache, pipeline.plan_runs(cfg)[0], progress=False)
     meta = PTBXL(cfg.data.root).metadata
     paths = {int(i): str(cfg.data.root / name) for i, name in zip(meta["ecg_id"], meta["filename_hr"])}
     return cfg, cache, paths
@@ -188,12 +188,12 @@ def test_a_cache_rebuilt_for_another_experiment_is_refused_by_every_reader(train
     second = parse_config({**first.model_dump(mode="json"), "data": {
         **{k: v for k, v in first.data.model_dump(mode="json").items() if k not in ("window_s",)},
         "window_s": 8.0, "cache_dir": str(out / "cache")}})  # fmt: skip
-    runner.prepare(second, progress=False)
+    pipeline.prepare(second, progress=False)
     expected = r"built for another experiment \(window_s: cache 8.0, config 10.0\)"
     with pytest.raises(CacheMismatch, match=expected):
         load_encoder(out)
     with pytest.raises(CacheMismatch, match=expected):
-        runner.evaluate_experiment(first)
+        pipeline.evaluate_experiment(first)
     result = CliRunner().invoke(app, ["evaluate", str(out / "config.yaml")])
     assert result.exit_code == 1 and "window_s: cache 8.0, config 10.0" in result.output and "Traceback" not in result.output
 

@@ -85,7 +85,7 @@ def test_the_battery_perturbs_at_the_providers_beats_in_milliseconds(corpus):
 def test_the_trainer_augments_at_the_caches_rate(corpus, tmp_path):
     """The paper's 25 Hz tone is at the Nyquist frequency of the 50 Hz model rate: refused, so
     the trainer's augmenter runs at the cache's rate; a 10 Hz tone trains."""
-    from cyclejepa import runner
+    from cyclejepa import pipeline
     from cyclejepa.config import parse_config
 
     root, cache = corpus
@@ -96,7 +96,7 @@ def test_the_trainer_augments_at_the_caches_rate(corpus, tmp_path):
             "training": {"steps": 1, "batch_size": 2, "checkpoint_every": 1},
             "augmentations": [{"name": "tone", "p": 1.0, "options": {"frequency": tone_hz}}],
         })  # fmt: skip
-        return runner.train_run(cfg, cache, tmp_path / f"tone{tone_hz:g}", seed=0, transport_weight=1.0, progress=False)
+        return pipeline.train_run(cfg, cache, tmp_path / f"tone{tone_hz:g}", seed=0, transport_weight=1.0, progress=False)
 
     with pytest.raises(ValueError, match="tone: frequency 25.0 Hz is not below the Nyquist frequency 25.0 Hz"):
         train(25.0)

@@ -30,7 +30,7 @@ from typer.testing import CliRunner
 
 import cyclejepa
 from conftest import SHARED, TINY_MODEL
-from cyclejepa import runner
+from cyclejepa import pipeline
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
 from cyclejepa.data.ptbxl import read_record_fast
@@ -58,7 +58,7 @@ def run(tmp_path_factory):
             "umap": False, "eligible_min_positives": 1, "headline_step": 2,
         },
     })
-    runner.run_experiment(cfg, progress=False)
+    pipeline.run_experiment(cfg, progress=False)
     package = out / "package"
     result = CliRunner().invoke(app, ["export", str(cfg.output_dir), "--out", str(package)])
     assert result.exit_code == 0, result.output

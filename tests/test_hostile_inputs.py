@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import scipy.io
 
-from cyclejepa import runner
+from cyclejepa import pipeline
 from cyclejepa.config import load_config
 from cyclejepa.data.cache import prepare_cache
 from cyclejepa.data.cache.build import cache_lock
@@ -63,11 +63,11 @@ def experiment(root: Path, out: Path, cache: Path, *overrides: str):
 def test_a_cache_rebuilt_from_another_corpus_is_refused_naming_both_sides(tmp_path):
     cache = tmp_path / "r1" / "cache"
     first = experiment(corpus(tmp_path / "one"), tmp_path / "r1", cache)
-    runner.prepare(first, progress=False)
+    pipeline.prepare(first, progress=False)
     assert open_cache(first).path == cache
     other = experiment(corpus(tmp_path / "two", ("B0", "B1")), tmp_path / "r2", cache,
                        "data.options={channels: [I, II, III, aVR, aVL, aVF, V1, V2, V3, V4, V5, V6]}")  # fmt: skip
-    runner.prepare(other, progress=False)
+    pipeline.prepare(other, progress=False)
     with pytest.raises(CacheMismatch) as caught:
         open_cache(first)
     message = str(caught.value)
@@ -79,7 +79,7 @@ def test_a_cache_rebuilt_from_another_corpus_is_refused_naming_both_sides(tmp_pa
 def test_a_corpus_changed_since_the_cache_was_built_is_refused(tmp_path):
     root = corpus(tmp_path / "one")
     cfg = experiment(root, tmp_path / "r1", tmp_path / "r1" / "cache")
-    runner.prepare(cfg, progress=False)
+    pipeline.prepare(cfg, progress=False)
     corpus(root, ("A3",))  # one record more: the listing differs, though the options and root are the same
     with pytest.raises(CacheMismatch, match=r"corpus: cache \{'files': 6, .*config \{'files': 8,"):
         open_cache(cfg)
@@ -87,7 +87,7 @@ def test_a_corpus_changed_since_the_cache_was_built_is_refused(tmp_path):
 
 def test_amplitude_limits_are_part_of_the_identity(tmp_path):
     cfg = experiment(corpus(tmp_path / "one"), tmp_path / "r1", tmp_path / "r1" / "cache")
-    runner.prepare(cfg, progress=False)
+    pipeline.prepare(cfg, progress=False)
     strict = experiment(tmp_path / "one", tmp_path / "r1", tmp_path / "r1" / "cache", "data.amplitude_limits={mV: 50}")
     with pytest.raises(CacheMismatch, match=r"amplitude_limits: cache \{'I': 200.0, .*config \{'I': 50.0,"):
         open_cache(strict)

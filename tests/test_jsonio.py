@@ -83,7 +83,7 @@ def _old_default(value):
 def test_every_hash_is_the_formula_its_files_were_written_with(value):
     """Each caller's digest equals the formula it used before it shared `json_sha256`, so that
     no run identity, cache manifest, result checksum or package digest changes."""
-    from cyclejepa.identity import identity_hash
+    from cyclejepa.pipeline.identity import identity_hash
     from cyclejepa.data.cache.files import arguments_hash
     from cyclejepa.evaluation.integrity import content_checksum
     from cyclejepa.export.package import _config_digest

@@ -12,19 +12,15 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cyclejepa"
 
-FOUNDATIONS = ("cyclejepa", "version", "config", "facts", "grid", "checks", "identity", "registry", "jsonio", "progress", "devices", "lock", "stops", "seal", "outputs")
+FOUNDATIONS = ("cyclejepa", "version", "config", "facts", "grid", "registry", "jsonio", "progress", "devices", "lock", "stops", "outputs")
 """Top-level modules every step may use (``cyclejepa`` itself only to reach a submodule)."""
 CORPORA = ("cyclejepa.data.ptbxl", "cyclejepa.data.challenge")
 """Corpus leaves: imported only by themselves, by the data package (which registers them), and by
 what is PTB-XL's by definition: the synthetic corpus (written in its layout), its benchmark tasks
 and the PTB-XL benchmark."""
 CORPUS_IMPORTERS = ("cyclejepa.data", "cyclejepa.data.synthetic", "cyclejepa.data.ptbxl_tasks", "cyclejepa.bench.ptbxl")
-FLOW = ("data", "phase", "symmetry", "models", "objectives", "training", "evaluation", "runner", ("embed", "bench"), "export", "cli", "__main__")
+FLOW = ("data", "phase", "symmetry", "models", "objectives", "training", "evaluation", ("embed", "bench"), "export", "pipeline", "cli", "__main__")
 """The steps after the foundations, in order; a tuple holds steps that may not import each other."""
-ALLOWED = {
-    ("cyclejepa.checks", "cyclejepa.symmetry.spectrum"): "validate checks symmetry.spectrum by building it",
-}
-"""Function-local imports by which the checks validate names against components, as the registry does."""
 
 
 def rank(unit: str) -> int:
@@ -78,8 +74,6 @@ def violations(root: Path = PACKAGE) -> list[str]:
             mine, theirs = unit_of(importer), unit_of(target)
             if mine == theirs or (rank(theirs) < rank(mine)) or (rank(mine) == rank(theirs) == 0):
                 continue
-            if (importer, target) in ALLOWED and in_function:
-                continue
             found.append(f"{path.relative_to(root.parent)}:{line}: {importer} ({mine}) imports {target} ({theirs})")
     return found
 
@@ -89,19 +83,20 @@ def test_no_module_imports_from_a_later_step():
 
 
 def test_a_step_reaching_back_up_is_found(tmp_path):
-    """The checker itself: the evaluation importing the runner, at module level or in a function."""
+    """The checker itself: the evaluation importing the pipeline, at module level or in a function."""
     package = tmp_path / "cyclejepa"
     (package / "evaluation").mkdir(parents=True)
     (package / "__init__.py").write_text("")
-    (package / "runner.py").write_text("from cyclejepa.evaluation.stage import evaluate_grid\n")
+    (package / "pipeline").mkdir()
+    (package / "pipeline" / "run.py").write_text("from cyclejepa.evaluation.stage import evaluate_grid\n")
     (package / "evaluation" / "__init__.py").write_text("")
     (package / "evaluation" / "stage.py").write_text(
-        "from cyclejepa.config import ExperimentConfig\n\n\ndef cell():\n    from cyclejepa.runner import run_dir\n"
+        "from cyclejepa.config import ExperimentConfig\n\n\ndef cell():\n    from cyclejepa.pipeline import run_dir\n"
     )
     (package / "evaluation" / "probe.py").write_text("import cyclejepa.bench.timing\n")
     assert violations(package) == [
         "cyclejepa/evaluation/probe.py:1: cyclejepa.evaluation.probe (evaluation) imports cyclejepa.bench.timing (bench)",
-        "cyclejepa/evaluation/stage.py:5: cyclejepa.evaluation.stage (evaluation) imports cyclejepa.runner (runner)",
+        "cyclejepa/evaluation/stage.py:5: cyclejepa.evaluation.stage (evaluation) imports cyclejepa.pipeline (pipeline)",
     ]
 
 
@@ -113,12 +108,6 @@ def test_steps_beside_each_other_and_unplaced_modules_are_refused(tmp_path):
     (package / "newstep.py").write_text("from cyclejepa.config import load_config\n")
     with pytest.raises(AssertionError, match="newstep: not placed"):
         violations(package)
-
-
-def test_the_allowed_imports_exist_and_stay_inside_functions():
-    """An allowance that is no longer needed is removed; one at module level is not allowed."""
-    seen = {(module_name(path), target): in_function for path in PACKAGE.rglob("*.py") for _, target, in_function in imports(path)}
-    assert {pair: seen.get(pair) for pair in ALLOWED} == {pair: True for pair in ALLOWED}
 
 
 # ------------------------------------------------------------------ cycles, the root, corpora
@@ -272,7 +261,7 @@ def test_an_ecg_word_in_a_generic_layer_is_found(tmp_path):
 
 
 GENERIC_LAYERS = tuple(place for place in NEUTRAL_MODULES if place not in ("phase/pulse.py", "phase/breath.py")) + (
-    "config.py", "runner.py", "outputs.py", "seal.py", "data/datasets.py", "data/preprocess.py", "training", "evaluation",
+    "config.py", "pipeline", "outputs.py", "data/datasets.py", "data/preprocess.py", "training", "evaluation",
 )  # fmt: skip
 """Modules that receive the dataset and the phase provider from the config: they name none."""
 COMPONENT_NAMES = (
@@ -337,7 +326,7 @@ def test_a_default_corpus_provider_or_fold_count_in_a_generic_layer_is_found(tmp
     (package / "data" / "cache" / "build.py").write_text(
         'def prepare_cache(phase_provider="ecg-rpeak"):\n    """Folds 1..10 of ptbxl."""\n    return set(range(1, 11))\n'
     )
-    (package / "runner.py").write_text('if dataset == "synthetic":\n    options["progress"] = True\n')
+    (package / "pipeline" / "run.py").write_text('if dataset == "synthetic":\n    options["progress"] = True\n')
     (package / "evaluation" / "report.py").write_text('LABELS = {"subclass-all": "23 classes"}\n')
     (package / "config.py").write_text('dataset = "ptbxl"\nfolds: list[Annotated[int, Field(ge=1, le=10)]]\n')
     assert named_components(package) == [
@@ -346,7 +335,7 @@ def test_a_default_corpus_provider_or_fold_count_in_a_generic_layer_is_found(tmp
         "cyclejepa/data/cache/build.py:2: \"\"\"Folds 1..10 of ptbxl.\"\"\"",
         "cyclejepa/data/cache/build.py:3: return set(range(1, 11))",
         "cyclejepa/evaluation/report.py:1: 'subclass-all'",
-        "cyclejepa/runner.py:1: 'synthetic'",
+        "cyclejepa/pipeline/run.py:1: 'synthetic'",
     ]
 
 

@@ -12,7 +12,7 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from cyclejepa import runner
+from cyclejepa import pipeline
 from cyclejepa.cli import app
 from cyclejepa.config import load_config
 from cyclejepa.lock import LOCK_FILE, OutputLocked, output_lock
@@ -51,7 +51,7 @@ def test_run_and_train_refuse_before_any_work(holder, tmp_path):
     config = tmp_path / "c.yaml"
     config.write_text(f"output_dir: {out}\ndata:\n  root: {tmp_path / 'corpus'}\n  dataset: synthetic\n  options: {{records: 20}}\n")
     with pytest.raises(OutputLocked, match=f"pid {process.pid}"):
-        runner.run_experiment(load_config(config))
+        pipeline.run_experiment(load_config(config))
     result = CliRunner().invoke(app, ["train", str(config)])
     assert result.exit_code == 1 and f"pid {process.pid}" in result.output, result.output
     assert [p for p in out.rglob("*") if p.is_file()] == [out / LOCK_FILE]  # nothing prepared, trained or written
@@ -88,11 +88,11 @@ def test_concurrent_training_children_run_under_the_parents_lock(tmp_path):
 
     cfg = tiny(tmp_path / "out", tmp_path / "corpus", 2)
     with output_lock(cfg.output_dir):
-        runner.prepare(cfg, progress=False)
-        config = runner.write_resolved_config(cfg)
-        plan = runner.plan_runs(cfg)[0]
-        train_concurrently(config, [RunJob(plan.arm.name, plan.seed, runner.run_dir(cfg, plan))], 1, 4, progress=False)
-    assert runner._finished(cfg, plan)
+        pipeline.prepare(cfg, progress=False)
+        config = pipeline.write_resolved_config(cfg)
+        plan = pipeline.plan_runs(cfg)[0]
+        train_concurrently(config, [RunJob(plan.arm.name, plan.seed, pipeline.run_dir(cfg, plan))], 1, 4, progress=False)
+    assert pipeline.finished(cfg, plan)
 
 
 def test_runs_of_one_output_directory_train_side_by_side_but_a_run_waits(tmp_path):

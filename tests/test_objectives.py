@@ -9,7 +9,7 @@ from scipy.integrate import quad
 from scipy.linalg import block_diag
 from torch import Tensor, nn
 
-from cyclejepa.checks import consistency_problems
+from cyclejepa.pipeline.checks import consistency_problems
 from cyclejepa.config import parse_config
 from cyclejepa.objectives import (
     EppsPulley,

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 import cyclejepa
 from conftest import TINY_MODEL
-from cyclejepa import runner
+from cyclejepa import pipeline
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
 from cyclejepa.data.ptbxl import LEADS, PTBXL
@@ -34,8 +34,8 @@ def trained(tmp_path_factory):
         "runs": {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 1.0}]},
         "evaluation": {"steps": [1, 2]},
     })  # fmt: skip
-    runner.write_resolved_config(cfg)
-    runner.pretrain(cfg, runner.prepare(cfg, progress=False), runner.plan_runs(cfg)[0], progress=False)
+    pipeline.write_resolved_config(cfg)
+    pipeline.pretrain(cfg, pipeline.prepare(cfg, progress=False), pipeline.plan_runs(cfg)[0], progress=False)
     meta = PTBXL(cfg.data.root).metadata
     return cfg, [str(cfg.data.root / name) for name in meta["filename_hr"][:3]]
 

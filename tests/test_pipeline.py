@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import TINY_MODEL
-from cyclejepa import runner
+from cyclejepa import pipeline
 from cyclejepa.config import parse_config
 from cyclejepa.evaluation.report import write_report
 from cyclejepa.training.checkpoint import load_checkpoint
@@ -27,7 +27,7 @@ def experiment(tmp_path_factory):
             "umap": False, "eligible_min_positives": 1, "probe_c": 1.0,
         },
     })
-    report = runner.run_experiment(cfg, progress=False)
+    report = pipeline.run_experiment(cfg, progress=False)
     return cfg, report
 
 
@@ -61,7 +61,7 @@ def test_rerun_skips_finished_stages_and_report_rebuilds_from_saved_results(expe
     out = cfg.output_dir
     watched = [out / "runs" / "winder-seed0" / "metrics.jsonl", out / "evaluation" / "control-seed0-step000004.json"]
     before = [p.stat().st_mtime_ns for p in watched]
-    runner.run_experiment(cfg, progress=False)
+    pipeline.run_experiment(cfg, progress=False)
     assert [p.stat().st_mtime_ns for p in watched] == before
     text = report.read_text()
     report.unlink()
@@ -70,16 +70,16 @@ def test_rerun_skips_finished_stages_and_report_rebuilds_from_saved_results(expe
 
 def test_killed_pretraining_resumes_to_the_same_weights(experiment, caplog):
     cfg, _ = experiment
-    plan = runner.plan_runs(cfg)[0]
-    directory = runner.run_dir(cfg, plan)
+    plan = pipeline.plan_runs(cfg)[0]
+    directory = pipeline.run_dir(cfg, plan)
     finished = load_checkpoint(directory / "checkpoints" / "step_000004.pt")["model"]
     # simulate a kill after the step-2 checkpoint
     (directory / "done.json").unlink()
     (directory / "checkpoints" / "step_000004.pt").unlink()
     from cyclejepa.data.cache import PreparedCache
 
-    with caplog.at_level("INFO", logger="cyclejepa.runner"):
-        runner.pretrain(cfg, PreparedCache(runner.cache_dir(cfg)), plan, progress=False)
+    with caplog.at_level("INFO", logger="cyclejepa.pipeline.pretraining"):
+        pipeline.pretrain(cfg, PreparedCache(pipeline.cache_dir(cfg)), plan, progress=False)
     assert f"{directory.name}: resuming from step 2" in caplog.text
     resumed = load_checkpoint(directory / "checkpoints" / "step_000004.pt")["model"]
     assert all(torch.equal(finished[name], resumed[name]) for name in finished)
@@ -93,21 +93,21 @@ def test_evaluate_recomputes_only_what_is_missing_and_needs_checkpoints(experime
     kept = evaluation / "winder-seed0-step000004.json"
     before = kept.stat().st_mtime_ns
     (evaluation / "control-seed0-step000002.json").unlink()
-    assert runner.evaluate_experiment(cfg, progress=False) == report
+    assert pipeline.evaluate_experiment(cfg, progress=False) == report
     assert (evaluation / "control-seed0-step000002.json").exists()
     assert kept.stat().st_mtime_ns == before
     empty = cfg.model_copy(update={"output_dir": tmp_path / "nothing"})
     with pytest.raises(FileNotFoundError, match="checkpoint"):
-        runner.evaluate_experiment(empty, progress=False)
+        pipeline.evaluate_experiment(empty, progress=False)
 
 
 def test_a_grid_runs_every_cell_and_summarises_them(experiment, tmp_path):
     cfg, _ = experiment
     raw = cfg.model_dump(mode="json")
     raw.update(output_dir=str(tmp_path / "grid"), grid={"objectives.regulariser.weight": [0.1, 0.3]})
-    raw["data"]["cache_dir"] = str(runner.cache_dir(cfg))
+    raw["data"]["cache_dir"] = str(pipeline.cache_dir(cfg))
     raw["training"]["steps"], raw["evaluation"]["steps"] = 2, [2]
-    summary = runner.run_experiment(parse_config(raw), progress=False)
+    summary = pipeline.run_experiment(parse_config(raw), progress=False)
     text = summary.read_text()
     assert text.count("objectives.regulariser.weight=0.1") == 2 and text.count("objectives.regulariser.weight=0.3") == 2
     assert (tmp_path / "grid" / "grid" / "g01" / "report" / "report.md").exists()
@@ -132,13 +132,13 @@ def test_report_refuses_an_altered_result_and_evaluate_recomputes_it(experiment)
     assert refused.exit_code == 1
     assert "step000002.json was changed after the evaluation wrote it" in refused.output.replace("\n", "")
     assert report.read_text() == before  # nothing written
-    runner.evaluate_experiment(cfg, progress=False)  # an altered result is not kept: recomputed
+    pipeline.evaluate_experiment(cfg, progress=False)  # an altered result is not kept: recomputed
     assert json.loads(path.read_text())["diagnostic"]["superclass"]["macro_auroc"]["point"] == honest
 
     del result["checksum"]  # a result without a checksum is reported, and marked loudly
     path.write_text(json.dumps(result, indent=1))
     assert "**Warning: unverified results.** `winder-seed0-step000002.json` carry no checksum" in write_report(out).read_text()
-    runner.evaluate_experiment(cfg, progress=False)
+    pipeline.evaluate_experiment(cfg, progress=False)
     assert "unverified" not in report.read_text()
 
     checkpoint = out / result["checkpoint"]["path"]
@@ -159,7 +159,7 @@ def run_copy(cfg, tmp_path, **evaluation):
 
     shutil.copytree(cfg.output_dir, tmp_path / "run", ignore=shutil.ignore_patterns("cache"))
     raw = cfg.model_dump(mode="json")
-    raw["output_dir"], raw["data"]["cache_dir"] = str(tmp_path / "run"), str(runner.cache_dir(cfg))
+    raw["output_dir"], raw["data"]["cache_dir"] = str(tmp_path / "run"), str(pipeline.cache_dir(cfg))
     raw["evaluation"].update(evaluation)
     return parse_config(raw)
 
@@ -176,10 +176,10 @@ def test_a_tampered_evaluation_npz_is_refused_by_name_and_recomputed(experiment,
     with np.load(path) as saved:
         honest = dict(saved)
     np.savez(path, **{**honest, "heart_rate": honest["heart_rate"] + 10.0})  # edited heart rates
-    cache = PreparedCache(runner.cache_dir(cfg))
+    cache = PreparedCache(pipeline.cache_dir(cfg))
     with pytest.raises(ResultAltered, match=f"{path} cannot be trusted: its bytes do not match the digest its result records"):
-        compare_runs(cfg, cache, runner.plan_runs(cfg), 4, torch.device("cpu"))
-    runner.evaluate_experiment(cfg, progress=False)  # not current: evaluated again
+        compare_runs(cfg, cache, pipeline.plan_runs(cfg), 4, torch.device("cpu"))
+    pipeline.evaluate_experiment(cfg, progress=False)  # not current: evaluated again
     with np.load(path) as again:
         np.testing.assert_array_equal(again["heart_rate"], honest["heart_rate"])
 
@@ -198,12 +198,12 @@ def test_report_refuses_results_of_an_evaluation_stopped_part_way_with_other_set
 
     monkeypatch.setattr(stage, "evaluate_cell", stopped_after_one)
     with pytest.raises(KeyboardInterrupt):
-        runner.evaluate_experiment(cfg, progress=False)
+        pipeline.evaluate_experiment(cfg, progress=False)
     with pytest.raises(MixedEvaluations, match="not from the settings of the last evaluation .*control-seed0-step000002.json \\(evaluation_hash [0-9a-f]+\\)") as refused:
         write_report(cfg.output_dir)
     assert "winder-seed0-step000002.json" not in str(refused.value)  # the one cell the new evaluation finished
     assert "hr-strata" in str(refused.value)
     monkeypatch.setattr(stage, "evaluate_cell", evaluate_cell)
-    runner.evaluate_experiment(cfg, progress=False)
+    pipeline.evaluate_experiment(cfg, progress=False)
     results = [json.loads(p.read_text()) for p in (cfg.output_dir / "evaluation").glob("*-seed*-step*.json")]
     assert {r["diagnostic"]["superclass"]["macro_auroc"]["replicates"] for r in results} == {30}

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cyclejepa import runner
+from cyclejepa import pipeline
 from cyclejepa.config import load_config
 
 from conftest import SHARED
@@ -53,7 +53,7 @@ def ptbxl_dev(tmp_path_factory) -> Path:
 def prepared(ptbxl_dev, tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
     cfg = load_config(EXAMPLE, [f"data.root={ptbxl_dev}", f"output_dir={out}", "data.workers=2", *SMALL_MODEL])
-    return cfg, runner.prepare(cfg, progress=False)
+    return cfg, pipeline.prepare(cfg, progress=False)
 
 
 def test_every_real_record_is_prepared_and_few_fail_phase_qc(prepared, caplog):
@@ -74,7 +74,7 @@ def test_every_real_record_is_prepared_and_few_fail_phase_qc(prepared, caplog):
 def test_a_small_model_trains_on_the_real_records(prepared):
     cfg, cache = prepared
     directory = Path(cfg.output_dir) / "runs" / "winder-seed0"
-    trainer = runner.train_run(cfg, cache, directory, seed=0, transport_weight=1.0, progress=False)
+    trainer = pipeline.train_run(cfg, cache, directory, seed=0, transport_weight=1.0, progress=False)
     rows = [json.loads(line) for line in (directory / "metrics.jsonl").read_text().splitlines()]
     assert [row["step"] for row in rows] == [1, 2, 3]
     assert all(np.isfinite([row[k] for k in ("loss", "prediction", "regulariser", "transport")]).all() for row in rows)

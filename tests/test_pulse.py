@@ -258,7 +258,7 @@ def test_phase_command_keeps_r_peaks_on_a_record_with_an_ecg_lead():
 
 def test_validate_refuses_a_provider_that_finds_none_of_the_datasets_channels():
     """`phase: {provider: pulse}` on PTB-XL (12 ECG leads): named before any record is read."""
-    from cyclejepa.checks import consistency_problems
+    from cyclejepa.pipeline.checks import consistency_problems
     from cyclejepa.config import parse_config
 
     (problem,) = consistency_problems(parse_config({"phase": {"provider": "pulse"}}))

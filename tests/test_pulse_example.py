@@ -12,7 +12,7 @@ import pytest
 
 from conftest import SAMPLES
 from test_pulse import pulse_train
-from cyclejepa import registry, runner
+from cyclejepa import registry, pipeline
 from cyclejepa.config import ConfigError, load_config
 from cyclejepa.data.datasets import RecordRejected
 from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
@@ -101,7 +101,7 @@ def test_read_path_refuses_another_unit_and_long_gaps_and_fills_short_ones(plugi
 def test_validate_names_the_provider_lead_and_families_that_do_not_fit(plugins, tmp_path):
     base = [f"output_dir={tmp_path / 'out'}", f"data.root={SAMPLES}"]
     with pytest.raises(ConfigError) as caught:
-        runner.preflight(load_config(EXAMPLES / "ppg.yaml", base + ["phase.options.lead=PPG", "evaluation.families=[ectopic, attenuation]"]))
+        pipeline.preflight(load_config(EXAMPLES / "ppg.yaml", base + ["phase.options.lead=PPG", "evaluation.families=[ectopic, attenuation]"]))
     assert caught.value.problems == [
         "phase.options.lead: 'PPG' is not a channel of dataset 'pulse-wave'; its channels: PLETH",
         "evaluation.families[0]: 'ectopic' applies to ecg signals; the phase provider's signal is 'pulse'; leave it out",
@@ -120,7 +120,7 @@ def test_the_example_runs_end_to_end_and_embeds_a_training_record(plugins):
     tiny = ["training.steps=3", "training.checkpoint_every=3", "evaluation.steps=[3]", "evaluation.bootstrap=10"]
     cfg = load_config(EXAMPLES / "ppg.yaml", [f"output_dir={out}", f"data.root={SAMPLES}", *tiny])
     assert (cfg.data.fs, cfg.data.decimation, cfg.data.token_patch, cfg.model.encoder.leads) == (125.0, 5, 2, 1)
-    report = runner.run_experiment(cfg, progress=False)
+    report = pipeline.run_experiment(cfg, progress=False)
     assert report.is_file() and "G1 shuffled-φ gate" in report.read_text()
     result = CliRunner().invoke(app, ["embed", str(out), str(SAMPLES / "a103l"), "--out", str(out / "a103l.npz"), "--device", "cpu"])
     assert result.exit_code == 0, result.output

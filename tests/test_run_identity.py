@@ -9,10 +9,10 @@ import yaml
 from typer.testing import CliRunner
 
 from conftest import TINY_MODEL
-from cyclejepa import runner
+from cyclejepa import pipeline
 from cyclejepa.cli import app
 from cyclejepa.config import ConfigError, apply_overrides, parse_config
-from cyclejepa.identity import evaluation_identity, identity_differences, training_identity
+from cyclejepa.pipeline.identity import evaluation_identity, identity_differences, training_identity
 from cyclejepa.jsonio import write_json
 
 TINY = {
@@ -79,10 +79,10 @@ def test_runs_trained_on_cuda_are_evaluated_on_a_machine_without_one(tmp_path, m
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     cfg = parse_config(apply_overrides(dict(TINY, output_dir=str(tmp_path)), ["training.device=cuda"]))
     with pytest.raises(ConfigError, match="training.device: device 'cuda': this machine has 0 CUDA"):
-        runner.preflight(cfg)  # a run is left to train
-    for plan in runner.plan_runs(cfg):  # as trained on a GPU machine
-        write_json(runner.run_dir(cfg, plan) / "done.json", {"identity": plan.identity(cfg)})
-    runner.preflight(cfg)
+        pipeline.preflight(cfg)  # a run is left to train
+    for plan in pipeline.plan_runs(cfg):  # as trained on a GPU machine
+        write_json(pipeline.run_dir(cfg, plan) / "done.json", {"identity": plan.identity(cfg)})
+    pipeline.preflight(cfg)
 
 
 def test_the_arm_and_seed_are_part_of_the_identity():
@@ -141,7 +141,7 @@ def test_a_checkpoint_from_another_configuration_is_refused_with_the_keys_named(
         assert "model.encoder.width: 16 → 24; optimiser.lr: 0.0003 → 0.01" in flat
     cfg = parse_config(apply_overrides(yaml.safe_load(config.read_text()), ["training.steps=4", "evaluation.steps=[4]"]))
     with pytest.raises(ConfigError, match="training.steps: 2 → 4"):
-        runner.preflight(cfg)
+        pipeline.preflight(cfg)
 
 
 def test_torchrun_train_on_two_ranks_then_run_unsealed(tmp_path):

@@ -3,7 +3,7 @@
 import pytest
 from typer.testing import CliRunner
 
-from cyclejepa import runner
+from cyclejepa import pipeline
 from cyclejepa.cli import app
 from cyclejepa.config import ConfigError, expand_grid, parse_config
 
@@ -14,11 +14,11 @@ def config(tmp_path, **sections):
 
 def test_plan_covers_every_arm_and_seed_and_refuses_steps_never_checkpointed(tmp_path):
     cfg = config(tmp_path, training={"steps": 7000, "checkpoint_every": 2500}, evaluation={"steps": [2500, 7000]})
-    assert [p.name for p in runner.plan_runs(cfg)] == ["winder-seed0", "winder-seed1", "control-seed0", "control-seed1"]
-    assert runner.evaluation_steps(cfg) == [2500, 7000]  # the final step is always written
+    assert [p.name for p in pipeline.plan_runs(cfg)] == ["winder-seed0", "winder-seed1", "control-seed0", "control-seed1"]
+    assert pipeline.evaluation_steps(cfg) == [2500, 7000]  # the final step is always written
     bad = config(tmp_path, training={"steps": 7000, "checkpoint_every": 2500}, evaluation={"steps": [2500, 6000, 7000, 9000]})
     with pytest.raises(ConfigError) as caught:
-        runner.preflight(bad)
+        pipeline.preflight(bad)
     problems = caught.value.problems
     assert len(problems) == 2
     assert problems[0].startswith("evaluation.steps: step 6000 is never checkpointed") and "Did you mean 5000?" in problems[0]

@@ -1,4 +1,4 @@
-"""The sealed fold: every path that reads folds asks `cyclejepa.seal.use_folds`, which refuses fold
+"""The sealed fold: every path that reads folds asks `cyclejepa.pipeline.seal.use_folds`, which refuses fold
 10 without unseal, audits an unsealed use, and records what each stage read for the report."""
 
 import json
@@ -9,15 +9,15 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from cyclejepa import runner
+from cyclejepa import pipeline
 from cyclejepa.bench import allocations
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
-from cyclejepa.identity import config_hash
+from cyclejepa.pipeline.identity import config_hash
 from cyclejepa.data.datasets import LabelLevel
 from cyclejepa.evaluation import stage
 from cyclejepa.evaluation.report import folds_markdown, sealed_markdown
-from cyclejepa.seal import SealedFoldError, use_folds
+from cyclejepa.pipeline.seal import SealedFoldError, use_folds
 
 DEVELOPMENT = {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]}
 WITH_FOLD_10 = {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8, 10], "eval_folds": [9]}
@@ -60,7 +60,7 @@ def test_the_gate_refuses_audits_and_records(tmp_path):
 
 def test_prepare_statistics_refuse_fold_10_in_the_training_folds(tmp_path):
     with pytest.raises(SealedFoldError, match="normalisation statistics: data.train_folds"):
-        runner.prepare(config(tmp_path, data=WITH_FOLD_10), progress=False)
+        pipeline.prepare(config(tmp_path, data=WITH_FOLD_10), progress=False)
     assert not (tmp_path / "out").exists()
 
 
@@ -70,13 +70,13 @@ def test_a_missing_corpus_is_named_before_any_fold_is_recorded_as_used(tmp_path)
     (tmp_path / "empty").mkdir()
     unsealed = config(tmp_path, data={"dataset": "ptbxl", "root": str(tmp_path / "empty")}, evaluation={"unseal": True})
     with pytest.raises(DatasetNotFound):
-        runner.prepare(unsealed, progress=False)
+        pipeline.prepare(unsealed, progress=False)
     assert logs(tmp_path) == ([], [])  # neither an audited unsealed use nor a use of folds 1-9
 
 
 def test_pretraining_refuses_fold_10_before_reading_the_cache(tmp_path):
     with pytest.raises(SealedFoldError, match="pre-training: data.train_folds"):
-        runner.train_run(config(tmp_path, data=WITH_FOLD_10), Untouchable(), tmp_path / "run", seed=0, transport_weight=1.0)
+        pipeline.train_run(config(tmp_path, data=WITH_FOLD_10), Untouchable(), tmp_path / "run", seed=0, transport_weight=1.0)
 
 
 def test_probes_and_evaluation_refuse_fold_10(tmp_path):
@@ -92,7 +92,7 @@ def test_probes_and_evaluation_refuse_fold_10(tmp_path):
 
 
 def test_the_evaluation_grid_and_its_figures_refuse_fold_10(tmp_path):
-    plans = runner.plan_runs(config(tmp_path))
+    plans = pipeline.plan_runs(config(tmp_path))
     with pytest.raises(SealedFoldError, match="cohort table: data.eval_folds"):
         stage.evaluate_grid(config(tmp_path), Untouchable(), plans, [2], progress=False)
     with pytest.raises(SealedFoldError, match="figures: data.train_folds"):
@@ -103,7 +103,7 @@ def test_the_evaluation_grid_and_its_figures_refuse_fold_10(tmp_path):
 def test_run_refuses_fold_10_in_the_training_folds_up_front(tmp_path):
     cfg = config(tmp_path, data=WITH_FOLD_10)
     with pytest.raises(SealedFoldError, match="data.train_folds"):
-        runner.run_experiment(cfg, progress=False)
+        pipeline.run_experiment(cfg, progress=False)
     assert not (tmp_path / "out" / "cache").exists() and not (tmp_path / "out" / "runs").exists()
     path = tmp_path / "c.yaml"
     path.write_text(json.dumps({"output_dir": str(tmp_path / "out"), "data": WITH_FOLD_10}))
@@ -114,7 +114,7 @@ def test_run_refuses_fold_10_in_the_training_folds_up_front(tmp_path):
 def test_a_grid_refuses_a_sealed_cell_before_training_any_cell(tmp_path):
     cfg = config(tmp_path, data=DEVELOPMENT, grid={"data.eval_folds": [[9], [10]]})
     with pytest.raises(SealedFoldError, match=r"data.eval_folds \[10\]"):
-        runner.run_experiment(cfg, progress=False)
+        pipeline.run_experiment(cfg, progress=False)
     assert not list((tmp_path / "out").rglob("cache")) and not list((tmp_path / "out").rglob("runs"))
 
 

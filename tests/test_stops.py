@@ -12,7 +12,7 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cyclejepa import runner, stops
+from cyclejepa import pipeline, stops
 from cyclejepa.cli import app
 from cyclejepa.config import load_config
 from cyclejepa.lock import LOCK_FILE
@@ -53,7 +53,7 @@ def prepared(tmp_path_factory):
     }  # fmt: skip
     config = root / "base.yaml"
     config.write_text(yaml.safe_dump(raw))
-    runner.prepare(load_config(config), progress=False)
+    pipeline.prepare(load_config(config), progress=False)
     return raw
 
 

@@ -11,7 +11,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cyclejepa.config import ExperimentConfig
-from cyclejepa.runner import preflight, watch_run
+from cyclejepa.pipeline import preflight, watch_run
 from cyclejepa.training import Distributed, Trainer, load_checkpoint, load_trained
 from cyclejepa.training.tensorboard import TAGS, TensorBoardLog
 from test_training import corpus, losses, tiny_config

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from cyclejepa.config import parse_config
-from cyclejepa.identity import training_identity
+from cyclejepa.pipeline.identity import training_identity
 from cyclejepa.objectives import sample_cutoffs
 from cyclejepa.training import RNGStreams, Trainer, learning_rate, load_checkpoint, save_checkpoint
 
@@ -241,7 +241,7 @@ def test_torch_compile_gives_the_eager_result_in_float32(tmp_path):
 def test_records_failing_phase_qc_take_no_part_in_the_transport_term():
     from types import SimpleNamespace
 
-    from cyclejepa.runner import training_phases
+    from cyclejepa.pipeline import training_phases
 
     _, phi = corpus(records=6)
     phi[0] = 1.0  # defined phases: only the QC verdict may remove them

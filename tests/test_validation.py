@@ -163,16 +163,16 @@ def test_a_huge_number_of_steps_is_validated_without_listing_them(tmp_path):
 
 
 def test_run_preflights_once_before_anything_is_written(tmp_path, monkeypatch):
-    """`cyclejepa run` checks the config once (in `runner.run_experiment`, before the output
+    """`cyclejepa run` checks the config once (in `pipeline.run_experiment`, before the output
     lock), not again in the CLI or before the evaluation stage."""
-    from cyclejepa import runner
+    from cyclejepa.pipeline import run
 
     calls = []
-    checked = runner.preflight
-    monkeypatch.setattr(runner, "preflight", lambda cfg: calls.append(cfg.name) or checked(cfg))
-    monkeypatch.setattr(runner, "prepare", lambda cfg, progress=True: None)
-    monkeypatch.setattr(runner, "pretrain_all", lambda cfg, cache, config, progress=True: None)
-    monkeypatch.setattr(runner, "_evaluate_stage", lambda cfg, cache, progress: tmp_path / "out" / "report.md")
+    checked = run.preflight
+    monkeypatch.setattr(run, "preflight", lambda cfg: calls.append(cfg.name) or checked(cfg))
+    monkeypatch.setattr(run, "prepare", lambda cfg, progress=True: None)
+    monkeypatch.setattr(run, "pretrain_all", lambda cfg, cache, config, progress=True: None)
+    monkeypatch.setattr(run, "evaluate_stage", lambda cfg, cache, progress: tmp_path / "out" / "report.md")
     result = invoke("run", write(tmp_path, {"data": {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]}}))
     assert result.exit_code == 0, result.output
     assert len(calls) == 1

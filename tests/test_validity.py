@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from conftest import TINY_MODEL
-from cyclejepa import runner
+from cyclejepa import pipeline
 from cyclejepa.config import parse_config
 from cyclejepa.evaluation.mechanism import COLLAPSE_SIMILARITY, g1_gate
 from cyclejepa.evaluation.probe import LinearProbe, score_probe
@@ -93,7 +93,7 @@ def collapsed_run(tmp_path_factory):
         "evaluation": {"steps": [60], "bootstrap": 20, "anomaly_records": 2, "severities": [0.0, 2.0], "families": ["ectopic"],
                        "umap": False, "eligible_min_positives": 1, "probe_c": 1.0},
     })  # fmt: skip
-    return cfg, runner.run_experiment(cfg, progress=False)
+    return cfg, pipeline.run_experiment(cfg, progress=False)
 
 
 def test_a_run_with_regulariser_and_transport_off_reports_collapsed_not_a_gain_fraction(collapsed_run):
@@ -136,7 +136,7 @@ def test_a_dataset_that_does_not_know_its_people_has_no_patients_row(collapsed_r
     from cyclejepa.evaluation import stage
 
     cfg, _ = collapsed_run
-    cache = PreparedCache(runner.cache_dir(cfg))
+    cache = PreparedCache(pipeline.cache_dir(cfg))
     protocol = json.loads((cfg.output_dir / "evaluation" / "protocol.json").read_text())
     assert "| Patients |" in protocol["cohort_markdown"]
     monkeypatch.setattr(SyntheticPTBXL, "subjects_known", False)
@@ -165,9 +165,9 @@ def test_evaluate_refuses_a_checkpoint_whose_outputs_are_not_finite_naming_it(co
     state["model"][last] = torch.full_like(state["model"][last], 3e38)  # finite weights whose tokens overflow float32
     assert all(torch.isfinite(t).all() for t in state["model"].values() if t.is_floating_point())
     save_checkpoint(state, checkpoint)
-    plan = runner.plan_runs(copy)[0]
+    plan = pipeline.plan_runs(copy)[0]
     with pytest.raises(NonFiniteOutputs, match=f"checkpoint {checkpoint} gives non-finite \\(NaN or infinite\\) .* windows, e.g. cache rows"):
-        evaluate_cell(copy, PreparedCache(runner.cache_dir(cfg)), plan, 60, torch.device("cpu"))
+        evaluate_cell(copy, PreparedCache(pipeline.cache_dir(cfg)), plan, 60, torch.device("cpu"))
     assert not (tmp_path / "evaluation" / "winder-seed0-step000060.json").exists()
 
 

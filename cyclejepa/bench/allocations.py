@@ -47,7 +47,7 @@ def run_allocations(
     """Train and score every allocation × seed; write ``allocations.json``, ``.md`` and ``.png``.
 
     Every allocation's config passes `preflight` and the seal before the cache is prepared."""
-    from cyclejepa.runner import preflight, prepare, require_unsealed
+    from cyclejepa.pipeline import preflight, prepare, require_unsealed
 
     out = Path(out)
     base = load_config(base_config, list(overrides))
@@ -80,7 +80,7 @@ def run_allocations(
 
 def _score(cfg, cache, name: str, seed: int, out: Path, progress: bool) -> dict[str, Any]:
     from cyclejepa.evaluation.stage import core_metrics
-    from cyclejepa.runner import train_run
+    from cyclejepa.pipeline import train_run
     from cyclejepa.devices import resolve_device
 
     directory = out / "runs" / f"{_slug(name)}-seed{seed}"

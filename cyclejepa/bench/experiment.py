@@ -44,7 +44,7 @@ def time_experiment(
     Returns the stage table: ``{"stages": {name: seconds}, "experiment_s": Σ of the
     experiment's stages, ...}``; also written to ``out/stages.json`` and ``out/stages.md``.
     """
-    from cyclejepa import runner
+    from cyclejepa import pipeline
     from cyclejepa.data.synthetic import write_synthetic_corpus
     from cyclejepa.evaluation.report import write_report
     from cyclejepa.evaluation.stage import evaluate_grid
@@ -56,7 +56,7 @@ def time_experiment(
     cfg = load_config(config, sets + (["evaluation.unseal=true"] if unseal else []))
     result: dict[str, Any] = {
         "config": str(config), "overrides": list(overrides), "records": records,
-        "runs": [plan.name for plan in runner.plan_runs(cfg)], "steps": cfg.training.steps,
+        "runs": [plan.name for plan in pipeline.plan_runs(cfg)], "steps": cfg.training.steps,
         "at_once": cfg.runs.at_once, "machine": machine_info(resolve_device(cfg.training.device)),
         "versions": versions(), "stages": {},
     }
@@ -74,14 +74,14 @@ def time_experiment(
     with stage("synthetic corpus (stand-in, not timed in the experiment)"):
         if not (corpus / "ptbxl_database.csv").exists():
             write_synthetic_corpus(corpus, records, seed=cfg.data.options["seed"], workers=workers, progress=False)
-    runner.require_unsealed(cfg)
-    config_file = runner.write_resolved_config(cfg)
+    pipeline.require_unsealed(cfg)
+    config_file = pipeline.write_resolved_config(cfg)
     with stage("prepare"):
-        cache = runner.prepare(cfg, progress=False)
+        cache = pipeline.prepare(cfg, progress=False)
     with stage("pre-train"):
-        runner.pretrain_all(cfg, cache, config_file, progress=False)
+        pipeline.pretrain_all(cfg, cache, config_file, progress=False)
     with stage("evaluate"):
-        evaluate_grid(cfg, cache, runner.plan_runs(cfg), runner.evaluation_steps(cfg), progress=False)
+        evaluate_grid(cfg, cache, pipeline.plan_runs(cfg), pipeline.evaluation_steps(cfg), progress=False)
     with stage("report"):
         result["report"] = str(write_report(cfg.output_dir))
     _write(result, out)

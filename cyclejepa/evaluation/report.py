@@ -29,12 +29,12 @@ from pathlib import Path
 from typing import Any, Callable
 
 from cyclejepa.config import ExperimentConfig, parse_config
-from cyclejepa.identity import config_hash
+from cyclejepa.pipeline.identity import config_hash
 from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, model_digest, read_result, with_checksum
 from cyclejepa.evaluation.validity import cell_validity, is_collapsed
 from cyclejepa.jsonio import write_json
 from cyclejepa.outputs import OutputFolder
-from cyclejepa.seal import AUDIT_FILE, FOLDS_FILE, read_lines
+from cyclejepa.pipeline.seal import AUDIT_FILE, FOLDS_FILE, read_lines
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from cyclejepa.config import ExperimentConfig
-from cyclejepa.identity import evaluation_identity, identity_hash
+from cyclejepa.pipeline.identity import evaluation_identity, identity_hash
 from cyclejepa.data.cache import PreparedCache, open_cache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.datasets import sha256_file
@@ -52,10 +52,11 @@ from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_t
 from cyclejepa.evaluation.robustness import lead_zeroing
 from cyclejepa.evaluation.validity import cell_validity
 from cyclejepa.jsonio import read_json, write_json
-from cyclejepa.outputs import OutputFolder, run_folder
+from cyclejepa.outputs import OutputFolder
+from cyclejepa.pipeline.plans import run_folder
 from cyclejepa.progress import progress_bar
 from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
-from cyclejepa.seal import use_folds
+from cyclejepa.pipeline.seal import use_folds
 
 
 def evaluation_dir(cfg: ExperimentConfig) -> Path:
@@ -468,7 +469,7 @@ def _write_protocol(cfg: ExperimentConfig, cache: PreparedCache, out: Path) -> N
 
 
 def _evaluation_hash(cfg: ExperimentConfig) -> str:
-    """What a result depends on (`cyclejepa.identity.evaluation_identity`): results made with
+    """What a result depends on (`cyclejepa.pipeline.identity.evaluation_identity`): results made with
     another unseal flag, device, name or report setting are kept."""
     return identity_hash(evaluation_identity(cfg))
 

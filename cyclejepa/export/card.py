@@ -13,7 +13,7 @@ from cyclejepa.config import ExperimentConfig
 from cyclejepa.evaluation.integrity import read_result
 from cyclejepa.evaluation.report import bottom_line_markdown
 from cyclejepa.evaluation.stage import evaluation_dir
-from cyclejepa.outputs import RunPlan
+from cyclejepa.pipeline.plans import RunPlan
 
 __all__ = ["evaluation_result", "front_matter", "model_card"]
 

@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from cyclejepa.config import OptimiserConfig
-from cyclejepa.identity import identity_differences
+from cyclejepa.pipeline.identity import identity_differences
 from cyclejepa.devices import resolve_device
 from cyclejepa.outputs import RunFolder
 from cyclejepa.training.batches import BatchSampler

@@ -17,7 +17,7 @@ from torch import nn
 
 from cyclejepa import registry
 from cyclejepa.config import ExperimentConfig, ModelConfig, ObjectivesConfig, SymmetryConfig
-from cyclejepa.identity import identity_differences, identity_hash, training_identity
+from cyclejepa.pipeline.identity import identity_differences, identity_hash, training_identity
 from cyclejepa.data.augment import Augmenter
 from cyclejepa.devices import resolve_device, resolved_precision
 from cyclejepa.jsonio import writing

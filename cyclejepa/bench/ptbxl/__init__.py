@@ -25,7 +25,7 @@ from pathlib import Path
 
 from cyclejepa.bench.ptbxl.report import markdown_report, summarise
 from cyclejepa.bench.ptbxl.run import FRACTIONS, PROTOCOLS, SCRATCH, Bench, Cell, benchmark_split, task_data
-from cyclejepa.checks import checkpoint_listing, checkpointed
+from cyclejepa.pipeline.checks import checkpoint_listing, checkpointed
 from cyclejepa.config import ConfigError, ExperimentConfig, load_config
 from cyclejepa.data.ptbxl_tasks import TASKS
 from cyclejepa.jsonio import write_json
@@ -85,9 +85,9 @@ def run_benchmark(
     ``validation_fold`` the early-stopping fold (default: the last of ``data.train_folds``).
     """
     from cyclejepa.lock import output_lock
-    from cyclejepa.outputs import plan_runs
+    from cyclejepa.pipeline.plans import plan_runs
     from cyclejepa.progress import progress_bar
-    from cyclejepa.runner import build_dataset, preflight, prepare, pretrain_all, require_unsealed, write_resolved_config
+    from cyclejepa.pipeline import build_dataset, preflight, prepare, pretrain_all, require_unsealed, write_resolved_config
 
     began = time.perf_counter()
     cfg = load_target(target, overrides, unseal)
@@ -148,7 +148,7 @@ def _settings_text(settings: FinetuneSettings) -> str:
 
 def main(argv: Sequence[str] | None = None) -> Path:
     """Command line: ``cyclejepa benchmark ptbxl CONFIG_OR_RUN [options]``."""
-    from cyclejepa.seal import SealedFoldError
+    from cyclejepa.pipeline.seal import SealedFoldError
 
     defaults = FinetuneSettings()
     parser = argparse.ArgumentParser(prog="cyclejepa benchmark ptbxl", description=__doc__.split("\n\n")[0])

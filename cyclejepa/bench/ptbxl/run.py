@@ -3,7 +3,7 @@
 Folds. The scored folds are ``data.eval_folds``; the training folds ``data.train_folds`` are
 split into the fit folds and one early-stopping fold, by default the last (the paper's config:
 fit 1-8, early stopping 9, score 10; the development configs: fit 1-7, early stopping 8,
-score 9). Both keys pass the seal (`cyclejepa.seal.use_folds`) before any record is read.
+score 9). Both keys pass the seal (`cyclejepa.pipeline.seal.use_folds`) before any record is read.
 
 Protocols, per pre-trained run (the checkpoint at ``step``):
 
@@ -35,8 +35,9 @@ from cyclejepa.config import ExperimentConfig
 from cyclejepa.data.ptbxl import PTBXL
 from cyclejepa.data.ptbxl_tasks import task_labels
 from cyclejepa.jsonio import read_json, write_json
-from cyclejepa.outputs import RunFolder, RunPlan, run_folder
-from cyclejepa.seal import use_folds
+from cyclejepa.outputs import RunFolder
+from cyclejepa.pipeline.plans import RunPlan, run_folder
+from cyclejepa.pipeline.seal import use_folds
 from cyclejepa.training.finetune import (
     CheckpointMismatch,
     Classifier,
@@ -138,7 +139,7 @@ class Bench:
 
     def identity(self, cell: Cell, plan: RunPlan | None) -> dict[str, Any]:
         """What a cell's result depends on; a stored cell with another identity is recomputed."""
-        from cyclejepa.identity import identity_hash
+        from cyclejepa.pipeline.identity import identity_hash
 
         ev = self.cfg.evaluation
         identity = {**asdict(cell), "folds": [self.split.fit_folds, self.split.validation_fold, self.split.test_folds],

@@ -40,7 +40,7 @@ from cyclejepa.bench.throughput.parts import measure_inference, measure_sigreg, 
 from cyclejepa.bench.throughput.prepare import measure_prepare
 from cyclejepa.bench.timing import machine_info, versions
 from cyclejepa.config import load_config, parse_config
-from cyclejepa.identity import config_hash
+from cyclejepa.pipeline.identity import config_hash
 from cyclejepa.devices import resolve_device
 from cyclejepa.jsonio import write_json
 

@@ -23,7 +23,7 @@ from cyclejepa.facts import data_facts
 from cyclejepa.data.cache.files import as_json
 from cyclejepa.data.cache.prepared import PreparedCache
 from cyclejepa.data.datasets import DatasetNotFound, amplitude_limit, corpus_listing
-from cyclejepa.outputs import cache_dir
+from cyclejepa.pipeline.plans import cache_dir
 from cyclejepa.registry import DATASETS
 
 __all__ = ["CacheMismatch", "cache_identity", "config_identity", "open_cache"]

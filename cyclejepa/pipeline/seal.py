@@ -19,7 +19,7 @@ from typing import Any
 
 from cyclejepa import registry
 from cyclejepa.config import ExperimentConfig
-from cyclejepa.identity import config_hash
+from cyclejepa.pipeline.identity import config_hash
 from cyclejepa.version import __version__
 
 FOLD_KEYS = ("data.train_folds", "data.eval_folds")

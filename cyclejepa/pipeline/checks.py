@@ -1,14 +1,21 @@
-"""Consistency checks: what makes a valid-looking config fail later, found from the config
-alone (spectrum and phase coordinates, evaluated steps and checkpoints, folds, the dataset's
-options and facts, channels the phase provider reads, names, component options)."""
+"""One preflight per command (`preflight`): every check the config and the files on disk allow,
+before any work starts. `consistency_problems` finds from the config alone what makes a
+valid-looking config fail later (spectrum and phase coordinates, evaluated steps and
+checkpoints, folds, the dataset's options and facts, channels the phase provider reads, names,
+component options); `preflight` adds devices, optional packages, the corpus on disk and the runs
+already in the output directory."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from cyclejepa import registry
-from cyclejepa.config import PAPER_SPECTRUM, ExperimentConfig, expand_grid
+from cyclejepa.config import PAPER_SPECTRUM, ConfigError, ExperimentConfig, expand_grid
 from cyclejepa.facts import DataFacts, cycle_band, data_facts
+from cyclejepa.jsonio import read_json
+from cyclejepa.pipeline.identity import identity_differences
+from cyclejepa.pipeline.plans import RunPlan, finished, plan_runs, run_dir, run_folder
+from cyclejepa.pipeline.preparation import build_dataset
 from cyclejepa.registry import closest_match
 
 
@@ -238,3 +245,105 @@ def _keyword_parameters(component: Any) -> set[str] | None:
         if inspect.Parameter.VAR_KEYWORD not in kinds:
             return names
     return None
+
+
+def preflight(cfg: ExperimentConfig) -> None:
+    """Every check that the config and the files on disk allow, before any work: raises one
+    `ConfigError` listing each problem with its key path (a grid: each cell's)."""
+    problems = consistency_problems(cfg)
+    for label, cell in expand_grid(cfg):
+        where = f"grid {label}: " if label else ""
+        problems += [where + problem for problem in _device_problems(cell) + _corpus_problems(cell) + identity_problems(cell)
+                     + _extra_problems(cell) + _family_problems(cell)]  # fmt: skip
+    if problems:
+        raise ConfigError(problems, source="preflight")
+
+
+def _device_problems(cfg: ExperimentConfig) -> list[str]:
+    """Devices this machine lacks; ``training.device`` only while a run is left to train (runs
+    trained on CUDA are evaluated elsewhere with their ``training.device``, see the run identity)."""
+    from cyclejepa.devices import resolve_device
+
+    problems, keys = [], ["evaluation.device"]
+    if not all(finished(cfg, plan) for plan in plan_runs(cfg)):
+        keys.insert(0, "training.device")
+    for key in keys:
+        section, name = key.split(".")
+        try:
+            resolve_device(getattr(getattr(cfg, section), name))
+        except ValueError as error:
+            problems.append(f"{key}: {error}")
+    return problems
+
+
+def _extra_problems(cfg: ExperimentConfig) -> list[str]:
+    """An optional package a setting needs that is not installed."""
+    if not cfg.training.tensorboard:
+        return []
+    try:
+        import tensorboard  # noqa: F401
+    except ImportError:
+        return ["training.tensorboard: true needs tensorboard: pip install 'cyclejepa[tensorboard]'"]
+    return []
+
+
+def _family_problems(cfg: ExperimentConfig) -> list[str]:
+    """Anomaly families of a list of the config's own that cannot apply to the phase provider's
+    signal (`PhaseProvider.signal`) or to the dataset's channel count. The default list is the
+    battery's to filter: it skips what does not apply and says so in the report."""
+    from cyclejepa.config import EvaluationConfig
+    from cyclejepa.facts import cycle_band, data_facts
+    from cyclejepa.evaluation.anomaly.perturbations import applicable_families
+    from cyclejepa.registry import PERTURBATIONS, PHASE_PROVIDERS
+
+    families, facts = cfg.evaluation.families, data_facts(cfg.data, cycle_band(cfg.phase.provider))
+    if families == EvaluationConfig.model_fields["families"].default or isinstance(facts, str) or not all(
+        family in PERTURBATIONS for family in families
+    ):
+        return []  # the default list; facts or names that consistency_problems already names
+    signal = getattr(PHASE_PROVIDERS.get(cfg.phase.provider), "signal", "any")
+    _, skipped = applicable_families(families, signal, len(facts.channels))
+    return [f"evaluation.families[{families.index(name)}]: {name!r} {reason}; leave it out" for name, reason in skipped.items()]
+
+
+def _corpus_problems(cfg: ExperimentConfig) -> list[str]:
+    """A dataset that cannot be built from the config, or whose data on disk is not the one asked
+    for (e.g. a synthetic corpus of another size at the root)."""
+    from cyclejepa.data.datasets import DatasetNotFound
+
+    try:
+        dataset = build_dataset(cfg)
+        mismatch = getattr(dataset, "mismatch", None)
+        problem = mismatch() if mismatch else None
+    except DatasetNotFound:
+        return []  # said in full, with where to get it, when prepare needs the data
+    except (ValueError, TypeError) as error:
+        return [f"data: dataset {cfg.data.dataset!r}: {str(error).splitlines()[0]}"]
+    return [problem] if problem else []
+
+
+def identity_problems(cfg: ExperimentConfig) -> list[str]:
+    """Runs in the output directory trained with other settings than ``cfg``'s, with the keys that differ."""
+    problems = []
+    for plan in plan_runs(cfg):
+        recorded = recorded_identity(cfg, plan)
+        if recorded is None:
+            continue
+        differences = identity_differences(recorded, plan.identity(cfg))
+        if differences:
+            problems.append(
+                f"{run_dir(cfg, plan)} was trained with other settings ({'; '.join(differences)}); "
+                "restore them, or choose another output_dir"
+            )
+    return problems
+
+
+def recorded_identity(cfg: ExperimentConfig, plan: RunPlan) -> dict | None:
+    """The identity a run directory was trained with: from done.json, else its last checkpoint."""
+    from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint
+
+    folder = run_folder(cfg, plan)
+    if folder.done.exists():
+        return read_json(folder.done).get("identity", {})
+    last = latest_checkpoint(folder.checkpoints)
+    return None if last is None else load_checkpoint(last)["meta"].get("identity", {})

@@ -1,0 +1,97 @@
+"""Stage 2, pre-train: every arm × seed of the config, resuming from the last checkpoint and
+skipping finished runs (`cyclejepa.pipeline.plans.finished`)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+
+from cyclejepa.config import ExperimentConfig
+from cyclejepa.pipeline.identity import identity_hash
+from cyclejepa.jsonio import write_json
+from cyclejepa.outputs import RunFolder
+from cyclejepa.pipeline.plans import RunPlan, finished, plan_runs, run_dir
+from cyclejepa.pipeline.seal import use_folds
+
+log = logging.getLogger(__name__)
+
+
+def training_phases(cache, rows, convention: str):
+    """Token phases of ``rows`` for training: NaN throughout for records that fail phase QC,
+    so that they take no part in phase-dependent losses (the transport term)."""
+    phases = np.array(cache.phases(convention)[rows], dtype=np.float32)
+    phases[~cache.columns["qc_ok"][rows]] = np.nan
+    return phases
+
+
+def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, transport_weight: float,
+              dist=None, progress: bool = True):
+    """Train one run on the cache's training folds, resuming from its last checkpoint; returns the trainer."""
+    from cyclejepa.training import Distributed, Trainer, latest_checkpoint
+
+    folds = use_folds(cfg, "pre-training", "data.train_folds")
+    rows = cache.select(folds)
+    signals, phases = cache.signals[rows], training_phases(cache, rows, cfg.phase.convention)
+    trainer = Trainer(
+        cfg, signals, phases, directory, seed=seed, transport_weight=transport_weight, fs=cache.fs,
+        dist=dist or Distributed(),
+    )
+    last = latest_checkpoint(RunFolder(Path(directory)).checkpoints)
+    if last is not None:
+        trainer.resume(last)
+        log.info("%s: resuming from step %d (%s)", Path(directory).name, trainer.step, last)
+    board = watch_run(cfg, trainer, signals, phases)
+    try:
+        trainer.fit(progress=progress)
+    finally:
+        if board is not None:
+            board.close()
+    return trainer
+
+
+def watch_run(cfg: ExperimentConfig, trainer, signals, phases):
+    """With ``training.tensorboard``, a `TensorBoardLog` of ``trainer`` (rank 0 only) with the
+    held-batch diagnostics of its training data every ``training.diagnostics_every`` steps."""
+    if not (cfg.training.tensorboard and trainer.dist.is_main):
+        return None
+    from cyclejepa.evaluation.watch import HeldBatch
+    from cyclejepa.training.tensorboard import TensorBoardLog
+
+    board = TensorBoardLog(
+        trainer.directory, start_step=trainer.step, diagnose=HeldBatch(signals, phases), every=cfg.training.diagnostics_every,
+    )  # fmt: skip
+    trainer.watchers.append(board)
+    return board
+
+
+def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True, dist=None) -> Path:
+    """Stage 2 for one arm × seed: train (resuming from the last checkpoint) unless finished."""
+    directory = run_dir(cfg, plan)
+    if finished(cfg, plan):
+        return directory
+    trainer = train_run(
+        cfg, cache, directory, seed=plan.seed, transport_weight=plan.arm.transport_weight,
+        dist=dist, progress=progress,
+    )
+    if trainer.dist.is_main:
+        identity = plan.identity(cfg)
+        write_json(RunFolder(directory).done, {"identity": identity, "run_hash": identity_hash(identity), "steps": trainer.step})
+    return directory
+
+
+def pretrain_all(cfg: ExperimentConfig, cache, config: Path, progress: bool = True) -> None:
+    """Stage 2 for every arm × seed: unfinished runs side by side in ``runs.at_once`` processes
+    (each reads the resolved config file ``config``), else one after the other in this one."""
+    from cyclejepa.devices import child_gpus, resolve_device
+    from cyclejepa.training.concurrent import RunJob, runs_at_once, train_concurrently
+
+    todo = [plan for plan in plan_runs(cfg) if not finished(cfg, plan)]
+    at_once = runs_at_once(cfg.runs.at_once, resolve_device(cfg.training.device).type, len(todo))
+    if at_once > 1:
+        jobs = [RunJob(plan.arm.name, plan.seed, run_dir(cfg, plan)) for plan in todo]
+        gpus = child_gpus(cfg.training.device)
+        train_concurrently(config, jobs, at_once, cfg.training.steps, gpus=gpus, progress=progress)
+    for plan in plan_runs(cfg):  # the sequential path; finished runs are skipped
+        pretrain(cfg, cache, plan, progress=progress)

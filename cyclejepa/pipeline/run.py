@@ -1,0 +1,86 @@
+"""`cyclejepa run`: prepare → pre-train every arm × seed → evaluate the grid → report.
+
+Everything lands in one output directory (``output_dir`` of the config), laid out by
+`cyclejepa.outputs` (`OutputFolder`, `RunFolder`): the resolved config, the cache, one folder
+per run, the evaluation results, the report and the fold-use logs.
+
+A stage whose outputs exist for the same run identity (the keys that change the weights, see
+`cyclejepa.pipeline.identity.training_identity`) is skipped, so re-running a finished experiment does
+nothing and a killed one resumes from its last checkpoint. `preflight` checks everything that
+can be checked from the config and the files on disk before any work starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cyclejepa.config import ExperimentConfig, expand_grid
+from cyclejepa.pipeline.evaluation import evaluate_stage, evaluation_steps
+from cyclejepa.pipeline.plans import cache_dir, finished, plan_runs, write_resolved_config
+from cyclejepa.pipeline.checks import preflight
+from cyclejepa.pipeline.preparation import prepare
+from cyclejepa.pipeline.pretraining import pretrain_all
+from cyclejepa.pipeline.seal import require_unsealed, sealed_folds
+
+
+def run_experiment(cfg: ExperimentConfig, progress: bool = True) -> Path:
+    """Every stage in order; returns the report path (for a grid, the grid summary).
+
+    `preflight` first (nothing is written for a config that fails it), then the output
+    directory's lock throughout (`cyclejepa.lock.output_lock`)."""
+    from cyclejepa.lock import output_lock
+
+    preflight(cfg)
+    with output_lock(cfg.output_dir):
+        return _run_stages(cfg, progress)
+
+
+def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
+    if cfg.grid:
+        from cyclejepa.evaluation.report import write_grid_summary
+
+        cells = expand_grid(cfg)
+        for _, cell in cells:  # every cell passes the seal before the first one starts
+            require_unsealed(cell)
+        for _, cell in cells:
+            run_experiment(cell, progress=progress)
+        return write_grid_summary(Path(cfg.output_dir), cells)
+    require_unsealed(cfg)
+    config = write_resolved_config(cfg)
+    cache = prepare(cfg, progress=progress)
+    pretrain_all(cfg, cache, config, progress=progress)
+    return evaluate_stage(cfg, cache, progress)
+
+
+def describe_plan(cfg: ExperimentConfig) -> list[str]:
+    """Human-readable lines of what `run` would do, and which stages are already done."""
+    out = Path(cfg.output_dir)
+    if cfg.grid:
+        lines = [f"grid of {len(expand_grid(cfg))} experiments over {', '.join(sorted(cfg.grid))}:"]
+        for label, cell in expand_grid(cfg):
+            lines += [f"[{label}] " + line for line in describe_plan(cell)]
+        return lines + [f"grid summary: {out / 'grid_summary.md'}"]
+    lines = [f"output: {out}", f"data: {_corpus_line(cfg)}", f"cache: {cache_dir(cfg)}"]
+    for plan in plan_runs(cfg):
+        state = "done" if finished(cfg, plan) else "to train"
+        lines.append(
+            f"pre-train {plan.name}: λ_trans={plan.arm.transport_weight}, "
+            f"{cfg.training.steps} steps × batch {cfg.training.batch_size} [{state}]"
+        )
+    lines.append(
+        f"evaluate steps {evaluation_steps(cfg)} on folds {cfg.data.eval_folds} "
+        f"(probe fitted on folds {cfg.data.train_folds})"
+    )
+    touched = sorted(set(cfg.data.eval_folds + cfg.data.train_folds) & set(sealed_folds(cfg)))
+    if touched:
+        lines.append(f"fold {', '.join(map(str, touched))} is sealed: " + ("UNSEALED (audited)" if cfg.evaluation.unseal else "needs --unseal"))
+    lines.append(f"report: {out / 'report' / 'report.md'}")
+    return lines
+
+
+def _corpus_line(cfg: ExperimentConfig) -> str:
+    data = cfg.data
+    options = f" {data.options}" if data.options else ""
+    root = data.root if data.root is not None else "its default root"
+    return (f"dataset {data.dataset}{options} at {root}: {data.fs:g} Hz cache, model at "
+            f"{data.fs / data.decimation:g} Hz, {data.window_s:g} s windows of {data.token_patch}-sample tokens")  # fmt: skip
