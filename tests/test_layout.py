@@ -369,3 +369,83 @@ def test_an_output_file_named_outside_the_layout_is_found(tmp_path):
     (package / "outputs.py").write_text('CHECKPOINTS = "checkpoints"\n')
     (package / "training" / "trainer.py").write_text('"""Writes "done.json" (a docstring: allowed)."""\npath = directory / "checkpoints"\n')
     assert output_names(package) == ["cyclejepa/training/trainer.py:2: 'checkpoints'"]
+
+
+# ------------------------------------------------------------------ the experiment config is read in one place
+
+
+CONFIG_READERS = ("pipeline", "config.py", "grid.py", "cli.py")
+"""Where the whole experiment config may be named: the pipeline (its only reader), its schema and
+loading (config, grid), and the command line that loads it and hands it to the pipeline."""
+PIPELINE_NAMES = ("ExperimentConfig", "RunPlan")
+
+
+def config_readers(root: Path = PACKAGE) -> list[str]:
+    """Each line outside `CONFIG_READERS` that names `ExperimentConfig` or `RunPlan` (code or
+    annotation) or imports `cyclejepa.pipeline`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        relative = path.relative_to(root)
+        if relative.parts[0] in CONFIG_READERS:
+            continue
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for node in ast.walk(tree):
+            named = (isinstance(node, ast.Name) and node.id in PIPELINE_NAMES) or (
+                isinstance(node, ast.alias) and (node.name in PIPELINE_NAMES or node.name.startswith("cyclejepa.pipeline"))
+            ) or (isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cyclejepa.pipeline")) or (
+                isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in PIPELINE_NAMES
+            )  # fmt: skip
+            if named:
+                found.append(f"cyclejepa/{relative}:{node.lineno}")
+    return sorted(set(found))
+
+
+def test_only_the_pipeline_reads_the_experiment_config():
+    assert config_readers() == []
+
+
+def test_a_layer_reading_the_experiment_config_is_found(tmp_path):
+    package = tmp_path / "cyclejepa"
+    (package / "training").mkdir(parents=True)
+    (package / "pipeline").mkdir()
+    (package / "pipeline" / "run.py").write_text("from cyclejepa.config import ExperimentConfig\n")
+    (package / "training" / "trainer.py").write_text(
+        "from __future__ import annotations\n\n\ndef fit(cfg: ExperimentConfig, plan: 'RunPlan'):\n    return cfg\n"
+    )
+    (package / "training" / "stage.py").write_text("from cyclejepa.pipeline.plans import run_dir\n")
+    assert config_readers(package) == [
+        "cyclejepa/training/stage.py:1",
+        "cyclejepa/training/trainer.py:4",
+    ]
+
+
+# ------------------------------------------------------------------ one name per public function
+
+
+NAMED_ALIKE_ON_PURPOSE = {"main"}
+"""A command-line entry point of a module (``python -m``) is ``main`` in each."""
+
+
+def public_names(root: Path = PACKAGE) -> dict[str, list[str]]:
+    """Each public module-level function or class name defined in more than one module (the typer
+    commands of cli.py, named by the command they serve, aside)."""
+    homes: dict[str, list[str]] = {}
+    for path in sorted(root.rglob("*.py")):
+        if path.relative_to(root).as_posix() == "cli.py":
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                homes.setdefault(node.name, []).append(path.relative_to(root.parent).as_posix())
+    return {name: places for name, places in homes.items() if len(places) > 1 and name not in NAMED_ALIKE_ON_PURPOSE}
+
+
+def test_no_two_public_functions_share_a_name():
+    assert public_names() == {}
+
+
+def test_two_public_functions_of_one_name_are_found(tmp_path):
+    package = tmp_path / "cyclejepa"
+    (package / "data").mkdir(parents=True)
+    (package / "data" / "a.py").write_text("def read_record(path):\n    pass\n\n\ndef main():\n    pass\n")
+    (package / "data" / "b.py").write_text("def read_record(root, record):\n    pass\n\n\ndef _read(x):\n    pass\n\n\ndef main():\n    pass\n")
+    assert public_names(package) == {"read_record": ["cyclejepa/data/a.py", "cyclejepa/data/b.py"]}
