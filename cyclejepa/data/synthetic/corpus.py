@@ -95,7 +95,8 @@ def _run_tasks(tasks: Sequence[tuple], workers: int) -> Iterator[list[list[int]]
         yield from (_write_chunk(*task) for task in tasks)
         return
     with process_pool(workers, preload=[__name__]) as pool:
-        yield from pool.map(_write_chunk, *zip(*tasks))
+        futures = [pool.submit(_write_chunk, *task) for task in tasks]
+        yield from (future.result() for future in futures)
 
 
 
