@@ -7,7 +7,7 @@ import contextlib
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class ProgressUpdate(Protocol):
@@ -90,7 +90,8 @@ def progress_bar(
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=Console(stderr=True)) as bar:
-        task = bar.add_task(description, total=total, completed=completed, **dict.fromkeys(shown, ""))
+        blank: dict[str, Any] = dict.fromkeys(shown, "")  # rich's **fields, not its named options
+        task = bar.add_task(description, total=total, completed=completed, **blank)
         began, first, done = time.perf_counter(), completed, completed
 
         def update(advance: int = 0, *, completed: int | None = None, **values: str) -> None:
@@ -98,7 +99,8 @@ def progress_bar(
             done = (done if completed is None else completed) + advance
             if rate:
                 values["rate"] = f"{(done - first) / max(time.perf_counter() - began, 1e-9):.1f} {unit}/s"
-            bar.update(task, completed=done, **values)
+            shown_values: dict[str, Any] = values  # rich's **fields, not its named options
+            bar.update(task, completed=done, **shown_values)
 
         yield update
 
@@ -107,25 +109,29 @@ def progress_bar(
 def _plain_lines(total: int, description: str, completed: int, every: float, unit: str) -> Iterator[ProgressUpdate]:
     """The plain-line form of `progress_bar`: a line at the first update, every ``every`` s, at the end."""
     began, first = time.monotonic(), completed
-    state = {"done": completed, "fields": {}, "printed": None, "last": None}
+    done = completed
+    fields: dict[str, str] = {}
+    printed: float | None = None
+    last: int | None = None
 
     def line() -> None:
+        nonlocal printed, last
         elapsed = time.monotonic() - began
-        done = state["done"]
         speed = (done - first) / elapsed if elapsed > 0 else 0.0
         eta = _clock_text((total - done) / speed) if speed > 0 else "?"
-        parts = [f"{description}: {done}/{total} ({100 * done / max(total, 1):.0f}%)", *state["fields"].values()]
+        parts = [f"{description}: {done}/{total} ({100 * done / max(total, 1):.0f}%)", *fields.values()]
         print(f"{' '.join(parts)}, {speed:.1f} {unit}/s, ETA {eta}", file=sys.stderr, flush=True)
-        state["printed"], state["last"] = time.monotonic(), done
+        printed, last = time.monotonic(), done
 
     def update(advance: int = 0, *, completed: int | None = None, **values: str) -> None:
-        state["done"] = (state["done"] if completed is None else completed) + advance
-        state["fields"].update(values)
-        if state["printed"] is None or time.monotonic() - state["printed"] >= every:
+        nonlocal done
+        done = (done if completed is None else completed) + advance
+        fields.update(values)
+        if printed is None or time.monotonic() - printed >= every:
             line()
 
     yield update
-    if state["last"] != state["done"]:
+    if last != done:
         line()
 
 

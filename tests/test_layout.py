@@ -12,7 +12,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cyclejepa"
 
-FOUNDATIONS = ("cyclejepa", "version", "config", "facts", "grid", "registry", "jsonio", "progress", "devices", "lock", "stops", "outputs")
+FOUNDATIONS = ("cyclejepa", "version", "config", "facts", "grid", "registry", "jsonio", "progress", "devices", "lock", "stops", "outputs", "workers")
 """Top-level modules every step may use (``cyclejepa`` itself only to reach a submodule)."""
 CORPORA = ("cyclejepa.data.ptbxl", "cyclejepa.data.challenge")
 """Corpus leaves: imported only by themselves, by the data package (which registers them), and by

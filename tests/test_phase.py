@@ -436,6 +436,18 @@ def test_phase_record_errors_name_the_problem(physionet_samples, tmp_path):
     with pytest.raises(KeyError, match="'V9'.*'MLII'"):
         phase_record(physionet_samples / "100", lead="V9")
 
+    with pytest.raises(ValueError, match="phase provider 'Unassessed' returned a track without a QC verdict"):
+        phase_record(physionet_samples / "s0010_re", provider=Unassessed())
+
+
+class Unassessed(EcgRPeakProvider):
+    """A provider whose tracks carry no QC verdict."""
+
+    def phase(self, signal, fs, channel_names):
+        track = super().phase(signal, fs, channel_names)
+        track.qc = None
+        return track
+
 
 # --- named detectors, the annotated real sets, real PTB-XL, the synthetic ground truth --------
 

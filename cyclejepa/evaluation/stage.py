@@ -20,9 +20,6 @@ battery on a torus.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
-from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -35,7 +32,7 @@ from cyclejepa.pipeline.identity import evaluation_identity, identity_hash
 from cyclejepa.data.cache import PreparedCache, open_cache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.datasets import sha256_file
-from cyclejepa.devices import child_gpus, thread_environment
+from cyclejepa.devices import child_gpus
 from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
 from cyclejepa.evaluation.context import hr_stratified_auroc, record_heart_rates
 from cyclejepa.evaluation.embeddings import Representations, embed_records, extract_tokens
@@ -57,6 +54,7 @@ from cyclejepa.pipeline.plans import run_folder
 from cyclejepa.progress import progress_bar
 from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
 from cyclejepa.pipeline.seal import use_folds
+from cyclejepa.workers import process_pool, shared_threads
 
 
 def evaluation_dir(cfg: ExperimentConfig) -> Path:
@@ -129,69 +127,19 @@ def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, 
 
 
 def _evaluate_in_processes(cfg: ExperimentConfig, cache: PreparedCache, cells, at_once: int, progress: bool) -> None:
-    """`evaluate_cell` for every cell in an `evaluation_pool` of ``at_once`` processes."""
+    """`evaluate_cell` for every cell in a `process_pool` of ``at_once`` processes that share the
+    cores (`shared_threads`) and take the GPUs in turn."""
     from concurrent.futures import as_completed
 
     raw = cfg.model_dump(mode="json")
-    with evaluation_pool(at_once, len(child_gpus(cfg.evaluation.device))) as pool, progress_bar(
+    gpus = len(child_gpus(cfg.evaluation.device))
+    with process_pool(at_once, threads=shared_threads(at_once), gpus=gpus) as pool, progress_bar(
         len(cells), f"evaluating {len(cells)} checkpoints, {at_once} at a time", enabled=progress
     ) as update:
         futures = [pool.submit(_evaluate_cell_process, raw, str(cache.path), plan, step) for plan, step in cells]
         for future in as_completed(futures):
             future.result()  # re-raises a cell's error here
             update(1)
-
-
-@contextmanager
-def evaluation_pool(processes: int, gpus: int = 0) -> Iterator[ProcessPoolExecutor]:
-    """``processes`` spawned worker processes that share the machine out.
-
-    Each gets ``cpu_count // processes`` CPU threads, for torch and for the BLAS and OpenMP
-    pools of numpy, scipy and scikit-learn (the probes, the bootstrap): those libraries read
-    `cyclejepa.devices.THREAD_VARIABLES` once, when loaded, so the variables are set in this
-    process's environment while the pool starts its workers (on submission) and restored after.
-    With ``gpus`` CUDA devices the workers take them in turn (worker k: ``cuda:<k mod gpus>``
-    becomes its current device), so an index-less evaluation device is each worker's own GPU.
-    """
-    import multiprocessing
-
-    threads = max(1, (os.cpu_count() or 1) // processes)
-    context = multiprocessing.get_context("spawn")
-    devices = _device_queue(context, processes, gpus)
-    pool = ProcessPoolExecutor(processes, mp_context=context, initializer=_start_worker, initargs=(threads, devices))
-    with _environment(thread_environment(threads)), pool:
-        yield pool
-
-
-def _device_queue(context, processes: int, gpus: int):
-    """The GPU index of each worker in start order, ``k mod gpus`` (None each without GPUs)."""
-    devices = context.SimpleQueue()
-    for worker in range(processes):
-        devices.put(worker % gpus if gpus else None)
-    return devices
-
-
-def _start_worker(threads: int, devices) -> None:
-    """An evaluation worker's start: torch's threads, and its GPU (the next of ``devices``) made current."""
-    torch.set_num_threads(threads)
-    gpu = devices.get()
-    if gpu is not None:
-        torch.cuda.set_device(gpu)
-
-
-@contextmanager
-def _environment(variables: dict[str, str]) -> Iterator[None]:
-    """``variables`` set in ``os.environ`` for the block, then restored."""
-    saved = {name: os.environ.get(name) for name in variables}
-    os.environ.update(variables)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def _evaluate_cell_process(raw: dict[str, Any], cache_path: str, plan, step: int) -> None:

@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Literal, cast, overload
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from cyclejepa.models.encoder import CausalConv1d, CausalConvEncoder
+from cyclejepa.models.encoder import CausalConv1d, CausalConvEncoder, ContextBlock
 from cyclejepa.models.jepa import JEPAModel
 from cyclejepa.phase import causal_phase, token_times
 from cyclejepa.symmetry import PhaseSymmetry
@@ -67,14 +68,19 @@ class StreamingEncoder(nn.Module):
         self._state: list[Tensor] = []
 
     @property
+    def _encoder(self) -> CausalConvEncoder:
+        """The model's encoder (a `CausalConvEncoder`, checked at construction)."""
+        return cast(CausalConvEncoder, self.model.encoder)
+
+    @property
     def patch(self) -> int:
         """Samples per chunk (one token)."""
-        return self.model.encoder.patch
+        return self._encoder.patch
 
     def _convs(self) -> dict[str, CausalConv1d]:
         return {
             f"encoder.{name}": module
-            for name, module in self.model.encoder.named_modules()
+            for name, module in self._encoder.named_modules()
             if isinstance(module, CausalConv1d)
         }
 
@@ -97,10 +103,11 @@ class StreamingEncoder(nn.Module):
 
         ``state`` is `initial_state` at the first chunk, then the state this returned.
         """
-        encoder = self.model.encoder
+        encoder = self._encoder
         h = encoder.patch_mlp(encoder.patchify(chunk)[:, 0])
         after = []
-        for index, block in enumerate(encoder.blocks):
+        blocks = cast(Iterable[ContextBlock], encoder.blocks)  # a ModuleList of ContextBlocks
+        for index, block in enumerate(blocks):
             inner, first = conv_step(block.conv1, F.gelu(block.norm1(h)), state[2 * index])
             update, second = conv_step(block.conv2, F.gelu(block.norm2(inner)), state[2 * index + 1])
             h = h + update
@@ -118,7 +125,7 @@ class StreamingEncoder(nn.Module):
     def _check_chunk(self, chunk: Tensor) -> None:
         if not self.batch:
             raise RuntimeError("StreamingEncoder.step before reset(batch): call reset first")
-        expected = (self.batch, self.model.encoder.leads, self.patch)
+        expected = (self.batch, self._encoder.leads, self.patch)
         if tuple(chunk.shape) != expected:
             raise ValueError(
                 f"chunk must have shape (batch, leads, patch) = {expected}, got "
@@ -126,6 +133,15 @@ class StreamingEncoder(nn.Module):
             )
 
     @torch.inference_mode()
+    @overload
+    def step(self, chunk: Tensor, *, return_h: Literal[False] = False) -> Tensor: ...
+
+    @overload
+    def step(self, chunk: Tensor, *, return_h: Literal[True]) -> tuple[Tensor, Tensor]: ...
+
+    @overload
+    def step(self, chunk: Tensor, *, return_h: bool) -> Tensor | tuple[Tensor, Tensor]: ...
+
     def step(self, chunk: Tensor, *, return_h: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """Projected token z_t (batch, K) of the next chunk; with ``return_h`` also h_t."""
         self._check_chunk(chunk)

@@ -7,7 +7,9 @@ registered in `cyclejepa.registry.STATISTICS` under the name a config gives as
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 
 import torch
 from torch import Tensor
@@ -92,7 +94,7 @@ class Moments(UnivariateStatistic):
     def statistic(self, means: Tensor, samples: float | Tensor) -> Tensor:
         # a sum over the few moments with Python constants: no host-to-device copy per step
         terms = ((means[k] - target).square() / variance for k, (target, variance) in enumerate(zip(self.targets, self.variances)))
-        return samples * sum(terms)
+        return samples * functools.reduce(operator.add, terms)  # t_1 + ... + t_order
 
     def __repr__(self) -> str:
         return f"Moments(order={self.order})"

@@ -161,7 +161,9 @@ class CompositePhaseProvider:
         """Joint verdict: ok when every coordinate passes its own QC and the joint phase yield
         reaches ``min_phase_yield``. Reasons, details and metrics of a coordinate are prefixed
         with its name (``"respiratory:too_few_breaths"``, ``"cardiac.rate_per_min"``)."""
-        reasons, details, metrics = [], [], {}
+        reasons: list[str] = []
+        details: list[str] = []
+        metrics: dict[str, float | int | None] = {}
         for name, verdict in track.coordinate_qc.items():
             verdict = verdict or QCVerdict(ok=True)
             reasons += [f"{name}:{reason}" for reason in verdict.reasons]

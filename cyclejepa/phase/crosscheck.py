@@ -25,7 +25,7 @@ import numpy as np
 
 from cyclejepa.data.wfdb_folder import adc_limits, unwrap
 from cyclejepa.data.wfdb_format import read_header
-from cyclejepa.phase.track import match_events, score_events
+from cyclejepa.phase.track import assessed_qc, match_events, score_events
 
 __all__ = [
     "MAX_DELAY_S", "PAIRS", "TOLERANCE_S", "VARIANTS", "Channel", "check_pulses", "read_channel", "reference_windows", "score_breaths", "score_pulses",
@@ -157,7 +157,8 @@ def check_pulses(path: str | Path, ecg_name: str, wave_name: str) -> list[dict]:
         rows.append({
             "record": Path(path).name, "channels": f"{ecg_name} + {wave_name}", "variant": variant,
             "rate_per_min": round(rate / factor, 1), "qrs": len(qrs_s), "pulses": len(track.events),
-            "reference_qc": ";".join(qrs.qc.reasons) or "ok", "pulse_qc": ";".join(track.qc.reasons) or "ok", **scores,
+            "reference_qc": ";".join(assessed_qc(qrs, "the ECG reference").reasons) or "ok",
+            "pulse_qc": ";".join(assessed_qc(track, "the pulse provider").reasons) or "ok", **scores,
             "reliable_qrs": gated["tp"] + gated["fn"], "reliable_sensitivity": gated["sensitivity"],
             "reliable_ppv": gated["ppv"],
         })  # fmt: skip

@@ -8,6 +8,7 @@ from pathlib import Path
 from cyclejepa.data.wfdb_format import read_record
 from cyclejepa.phase.ecg.provider import EcgRPeakProvider
 from cyclejepa.phase.provider import PhaseProvider, channel_indices
+from cyclejepa.phase.track import assessed_qc
 from cyclejepa.registry import PHASE_PROVIDERS
 
 
@@ -106,19 +107,23 @@ def phase_record(
         provider = choose_provider(named, str(path))
     if isinstance(provider, str):
         name = provider
-        provider = PHASE_PROVIDERS.build(provider, **(options or {}), **({} if lead is None else {"lead": lead}))
+        instance: PhaseProvider = PHASE_PROVIDERS.build(provider, **(options or {}), **({} if lead is None else {"lead": lead}))
     else:
         name = next((key for key in PHASE_PROVIDERS.names() if PHASE_PROVIDERS.get(key) is type(provider)), type(provider).__name__)
-    track = provider.phase(record.signal, record.fs, record.names)
+        instance = provider
+    track = instance.phase(record.signal, record.fs, record.names)
     fs = float(record.fs)
     result = {"record": str(path), "fs": int(fs) if fs.is_integer() else fs}
+    source = f"phase provider {name!r}"
+    verdict = {"qc": assessed_qc(track, source).to_dict(), "phase_yield": track.phase_yield}
     if track.names:  # named coordinates (composite)
         coordinates = {
-            name: {"events": t.events.tolist(), "qc": t.qc.to_dict(), "phase_yield": t.phase_yield}
-            for name, t in zip(track.names, track.tracks)
+            coordinate: {"events": t.events.tolist(), "qc": assessed_qc(t, f"{source} ({coordinate})").to_dict(),
+                         "phase_yield": t.phase_yield}
+            for coordinate, t in zip(track.names, track.tracks)
         }
-        return {**result, "coordinates": coordinates, "qc": track.qc.to_dict(), "phase_yield": track.phase_yield}
-    if isinstance(provider, EcgRPeakProvider):
-        return {**result, "r_peaks": track.events.tolist(), "qc": track.qc.to_dict(), "phase_yield": track.phase_yield}
-    events = {"provider": name, "event": provider.event_name, "events": track.events.tolist()}
-    return {**result, **events, "qc": track.qc.to_dict(), "phase_yield": track.phase_yield}
+        return {**result, "coordinates": coordinates, **verdict}
+    if isinstance(instance, EcgRPeakProvider):
+        return {**result, "r_peaks": track.events.tolist(), **verdict}
+    events = {"provider": name, "event": instance.event_name, "events": track.events.tolist()}
+    return {**result, **events, **verdict}

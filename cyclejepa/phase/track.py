@@ -181,6 +181,14 @@ class Track(Protocol):
         ...
 
 
+def assessed_qc(track: Track, source: str) -> QCVerdict:
+    """``track.qc``, which every track a provider returns carries; a ValueError naming ``source``
+    (the provider) for a track that was never assessed."""
+    if track.qc is None:
+        raise ValueError(f"{source} returned a track without a QC verdict")
+    return track.qc
+
+
 @dataclass(eq=False)
 class PhaseTrack:
     """Detected cycle events of one record and the phase they define.

@@ -44,6 +44,14 @@ class PhaseSymmetry(nn.Module):
     Subclasses fix how the group element ``g`` is shaped (`_group_coordinates`).
     """
 
+    basis: Basis
+    frequencies: Tensor
+    """(K, rank) integer frequency vector n_k of each latent coordinate (a buffer)."""
+    partner: Tensor
+    """(K,) index of each coordinate's rotation partner (a buffer)."""
+    sign: Tensor
+    """(K,) sign of the sine term of each coordinate (a buffer)."""
+
     def __init__(
         self,
         spectrum: str | HarmonicSpectrum,
@@ -53,12 +61,13 @@ class PhaseSymmetry(nn.Module):
         super().__init__()
         self._spectrum = HarmonicSpectrum(spectrum)
         if isinstance(basis, str):
-            basis = BASES.build(basis, dim=self._spectrum.dim, **basis_kwargs)
+            self.basis = BASES.build(basis, dim=self._spectrum.dim, **basis_kwargs)
         elif basis_kwargs:
             raise TypeError(f"basis options {sorted(basis_kwargs)} need a basis given by name")
-        if basis.dim != self._spectrum.dim:
-            raise ValueError(f"basis dim {basis.dim} != spectrum {self._spectrum} dim {self.dim}")
-        self.basis = basis
+        else:
+            self.basis = basis
+        if self.basis.dim != self._spectrum.dim:
+            raise ValueError(f"basis dim {self.basis.dim} != spectrum {self._spectrum} dim {self.dim}")
         frequencies, partner, sign = pair_tables(self._spectrum)
         self.register_buffer("frequencies", frequencies, persistent=False)
         self.register_buffer("partner", partner, persistent=False)

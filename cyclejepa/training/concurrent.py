@@ -11,6 +11,9 @@ On a machine with several GPUs each process sees one (``CUDA_VISIBLE_DEVICES``),
 runs the fewest of the others, and each gets an equal share of the CPU threads.
 A process computes what the in-process trainer computes from the same seed (bit for bit on the
 CPU; on CUDA up to the run-to-run nondeterminism of cuDNN and atomic additions).
+The runs are commands, not tasks of the library's process pool (`cyclejepa.workers`): each is
+a run one could start by hand, with its own log file, its own stop signal and checkpoint on
+SIGTERM, its GPU chosen while it starts (the least used), and its end read from its exit status.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,7 @@ from cyclejepa.jsonio import writing
 from cyclejepa.lock import file_lock
 from cyclejepa.progress import progress_bar
 from cyclejepa.version import __version__
+from cyclejepa.workers import process_pool
 
 log = logging.getLogger(__name__)
 
@@ -364,31 +365,13 @@ def _run_jobs(
                 outcomes += _process_chunk(chunk, build_dir, arguments)
                 advance(len(chunk))
             return outcomes
-        context = _worker_context()
-        with ProcessPoolExecutor(workers, mp_context=context, initializer=_set_worker_dataset, initargs=(dataset,)) as pool:
+        preload = [__name__, "cyclejepa.phase", "scipy.signal"]
+        with process_pool(workers, initializer=_set_worker_dataset, initargs=(dataset,), preload=preload) as pool:
             futures = {pool.submit(_process_chunk, chunk, build_dir, arguments): len(chunk) for chunk in chunks}
             for future in as_completed(futures):
                 outcomes += future.result()
                 advance(futures[future])
     return outcomes
-
-
-def _worker_context():
-    """Processes forked from a server that imported this module once (not fresh interpreters).
-
-    ``spawn`` re-imports the library in every worker (about 2 s each: the data package imports
-    torch), which alone would cost more than a worker's share of a 20,000-record corpus on 16
-    cores; a plain ``fork`` of a parent that may run threads (the progress bar, torch) is
-    unsafe. The ``forkserver`` imports once and forks workers from a clean, single-threaded
-    process. Platforms without it (Windows, macOS defaults aside) fall back to ``spawn``.
-    """
-    import multiprocessing
-
-    if "forkserver" not in multiprocessing.get_all_start_methods():
-        return multiprocessing.get_context("spawn")
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload([__name__, "cyclejepa.phase", "scipy.signal"])
-    return context
 
 
 _WORKER: dict[str, Dataset] = {}

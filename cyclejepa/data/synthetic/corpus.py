@@ -27,6 +27,7 @@ from cyclejepa.data.synthetic.waveforms import (
     _synthesise,
 )
 from cyclejepa.progress import progress_bar
+from cyclejepa.workers import process_pool
 
 HEADER_LEADS = ("I", "II", "III", "AVR", "AVL", "AVF", "V1", "V2", "V3", "V4", "V5", "V6")
 """Signal names in the headers, spelt as PTB-XL spells them."""
@@ -93,10 +94,9 @@ def _run_tasks(tasks: Sequence[tuple], workers: int) -> Iterator[list[list[int]]
     if workers == 1:
         yield from (_write_chunk(*task) for task in tasks)
         return
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(workers) as pool:
-        yield from pool.map(_write_chunk, *zip(*tasks))
+    with process_pool(workers, preload=[__name__]) as pool:
+        futures = [pool.submit(_write_chunk, *task) for task in tasks]
+        yield from (future.result() for future in futures)
 
 
 

@@ -155,7 +155,7 @@ def refine_to_extremum(
     polarity = np.where(upward, 1.0, -1.0)[..., None]
     extremum = np.argmax(polarity * values, axis=-1)  # (leads, beats)
     per_lead = np.take_along_axis(window[None], extremum[..., None], axis=-1)[..., 0]
-    return np.round(np.median(per_lead, axis=0)).astype(np.int64)
+    return np.round(np.asarray(np.median(per_lead, axis=0))).astype(np.int64)
 
 
 def detect_r_peaks_pan_tompkins(

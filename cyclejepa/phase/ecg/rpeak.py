@@ -218,14 +218,21 @@ class _History:
 
     def __init__(self, values: list[float] | None = None):
         self.values: deque[float] = deque(values or [], maxlen=HISTORY)
-        self.median = median(self.values) if self.values else None
+        self._median = median(self.values) if self.values else None
 
     def __bool__(self) -> bool:
         return bool(self.values)
 
+    @property
+    def median(self) -> float:
+        """The median of the values; read only once one was appended (``bool(history)``)."""
+        if self._median is None:
+            raise ValueError("the median of an empty history")
+        return self._median
+
     def append(self, value: float) -> None:
         self.values.append(value)
-        self.median = median(self.values)
+        self._median = median(self.values)
 
 
 def classify_peaks(
