@@ -52,10 +52,11 @@ def allocation_table(
                 directory = out / "runs" / f"{_slug(name)}-seed{seed}"
                 write_json(done, {"allocation": name, "spectrum": spectrum, "seed": seed, **score(name, seed, directory)})
             rows.append(read_json(done))
-    summary = {"steps": steps, "seeds": list(seeds), "rows": rows, "table": summarise(rows)}
+    table = summarise(rows)
+    summary = {"steps": steps, "seeds": list(seeds), "rows": rows, "table": table}
     write_json(out / "allocations.json", summary)
-    (out / "allocations.md").write_text(markdown_table(summary["table"]) + "\n")
-    allocation_figure(summary["table"], out / "allocations.png")
+    (out / "allocations.md").write_text(markdown_table(table) + "\n")
+    allocation_figure(table, out / "allocations.png")
     return summary
 
 
