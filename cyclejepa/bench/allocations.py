@@ -52,7 +52,7 @@ def allocation_table(
                 directory = out / "runs" / f"{_slug(name)}-seed{seed}"
                 write_json(done, {"allocation": name, "spectrum": spectrum, "seed": seed, **score(name, seed, directory)})
             rows.append(read_json(done))
-    table = summarise(rows)
+    table = summarise_allocations(rows)
     summary = {"steps": steps, "seeds": list(seeds), "rows": rows, "table": table}
     write_json(out / "allocations.json", summary)
     (out / "allocations.md").write_text(markdown_table(table) + "\n")
@@ -82,7 +82,7 @@ def _slug(name: str) -> str:
 METRICS = ("auroc", "gain_fraction", "shuffled_gain_fraction", "amplitude", "coherence", "effective_rank")
 
 
-def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarise_allocations(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per allocation: the seed mean and range of every metric, the mean probe interval, G1 passes."""
     table = []
     for name in dict.fromkeys(r["allocation"] for r in rows):
@@ -145,7 +145,7 @@ def allocation_figure(table: list[dict[str, Any]], path: Path):
     return figure
 
 
-def arguments() -> argparse.ArgumentParser:
+def allocation_arguments() -> argparse.ArgumentParser:
     """The options of ``cyclejepa benchmark allocations``."""
     parser = argparse.ArgumentParser(prog="cyclejepa benchmark allocations", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/allocations")

@@ -59,7 +59,7 @@ class StageClock:
         )
 
 
-def arguments() -> argparse.ArgumentParser:
+def experiment_time_arguments() -> argparse.ArgumentParser:
     """The options of ``benchmarks/experiment_time.py``."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", default="examples/winder_ptbxl.yaml")

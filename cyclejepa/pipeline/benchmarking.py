@@ -122,9 +122,9 @@ def _trained_model(cfg: ExperimentConfig, path: Path, device: torch.device) -> t
 
 def ptbxl_main(argv: Sequence[str] | None = None) -> Path:
     """Command line: ``cyclejepa benchmark ptbxl CONFIG_OR_RUN [options]``."""
-    from cyclejepa.bench.ptbxl import arguments, finetune_settings
+    from cyclejepa.bench.ptbxl import finetune_settings, ptbxl_arguments
 
-    args = arguments().parse_args(argv)
+    args = ptbxl_arguments().parse_args(argv)
     try:
         cfg = load_target(args.target, args.overrides, args.unseal)
         report = benchmark_ptbxl(cfg, tasks=args.tasks, protocols=args.protocols, fractions=args.fractions, seeds=args.seeds,
@@ -189,9 +189,9 @@ def benchmark_allocations(
 
 def allocations_main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Command line: ``cyclejepa benchmark allocations [options]``."""
-    from cyclejepa.bench.allocations import arguments, markdown_table
+    from cyclejepa.bench.allocations import allocation_arguments, markdown_table
 
-    args = arguments().parse_args(argv)
+    args = allocation_arguments().parse_args(argv)
     summary = benchmark_allocations(args.out, seeds=args.seeds, steps=args.steps, base_config=args.config, overrides=args.overrides)
     print(markdown_table(summary["table"]))
     return summary
@@ -254,9 +254,9 @@ def time_experiment(
 
 def experiment_time_main(argv: Sequence[str] | None = None) -> None:
     """Command line: ``python benchmarks/experiment_time.py [options]``."""
-    from cyclejepa.bench.experiment import arguments
+    from cyclejepa.bench.experiment import experiment_time_arguments
 
-    args = arguments().parse_args(argv)
+    args = experiment_time_arguments().parse_args(argv)
     result = time_experiment(args.config, args.out, records=args.records, overrides=args.overrides, unseal=args.unseal,
                              workers=args.workers)  # fmt: skip
     print((Path(args.out) / "stages.md").read_text())

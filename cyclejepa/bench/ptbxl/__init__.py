@@ -5,7 +5,8 @@ published figures beside them.
 
 One command from a config (or a finished run) to the tables: `cyclejepa.pipeline.benchmarking`
 prepares the cache and trains missing pre-training runs as `cyclejepa run` would and hands a
-`BenchmarkSpec` to `run_benchmark`, which computes every cell (`run`) and summarises them (`report`). Everything goes to ``<output_dir>/benchmark/ptbxl/``::
+`BenchmarkSpec` to `run_benchmark`, which computes every cell (`run`) and summarises them
+(`report`). Everything goes to ``<output_dir>/benchmark/ptbxl/``::
 
     cells/<task>/<protocol>/<run>-ft<seed>-<fraction>.json   one result each
     finetune/<same>/checkpoints/                            a running fine-tuning's latest checkpoint
@@ -21,7 +22,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from cyclejepa.bench.ptbxl.report import markdown_report, summarise
+from cyclejepa.bench.ptbxl.report import benchmark_markdown, summarise_cells
 from cyclejepa.bench.ptbxl.run import FRACTIONS, PROTOCOLS, SCRATCH, Bench, Cell, Split, task_data
 from cyclejepa.bench.ptbxl.spec import BenchmarkSpec
 from cyclejepa.data.ptbxl import PTBXL
@@ -30,8 +31,8 @@ from cyclejepa.jsonio import write_json
 from cyclejepa.training.finetune import FinetuneSettings
 
 __all__ = [
-    "FRACTIONS", "PROTOCOLS", "argument_problems", "arguments", "benchmark_folder", "corpus_description", "dataset_problems",
-    "finetune_settings", "run_benchmark",
+    "FRACTIONS", "PROTOCOLS", "argument_problems", "benchmark_folder", "corpus_description", "dataset_problems",
+    "finetune_settings", "ptbxl_arguments", "run_benchmark",
 ]  # fmt: skip
 
 PTBXL_LAYOUT = ("ptbxl", "synthetic")
@@ -91,9 +92,9 @@ def run_benchmark(spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, e
                             update(0, cell=cell.name)
                             found.append(bench.result(cell, data, run))
                             update(1)
-                write_json(spec.out / task / f"{protocol}.json", {"task": task, "protocol": protocol, "summary": summarise(found), "cells": found})
+                write_json(spec.out / task / f"{protocol}.json", {"task": task, "protocol": protocol, "summary": summarise_cells(found), "cells": found})
                 cells += found
-    summary = summarise(cells)
+    summary = summarise_cells(cells)
     settings = spec.training.settings
     meta = {
         "name": experiment, "corpus": corpus, "step": spec.step, "seeds": list(spec.seeds), "settings": _settings_text(settings),
@@ -102,7 +103,7 @@ def run_benchmark(spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, e
         "cells_wall_s": sum(c["wall_s"] for c in cells),
     }  # fmt: skip
     write_json(spec.out / "benchmark.json", {"meta": meta, "settings": asdict(settings), "summary": summary})
-    (spec.out / "benchmark.md").write_text(markdown_report(summary, meta))
+    (spec.out / "benchmark.md").write_text(benchmark_markdown(summary, meta))
     return spec.out / "benchmark.md"
 
 
@@ -111,7 +112,7 @@ def _settings_text(settings: FinetuneSettings) -> str:
             f"{settings.backbone_scale:g}), early stopping every {settings.eval_every} steps, patience {settings.patience}")  # fmt: skip
 
 
-def arguments() -> argparse.ArgumentParser:
+def ptbxl_arguments() -> argparse.ArgumentParser:
     """The options of ``cyclejepa benchmark ptbxl CONFIG_OR_RUN``."""
     defaults = FinetuneSettings()
     parser = argparse.ArgumentParser(prog="cyclejepa benchmark ptbxl", description=__doc__.split("\n\n")[0])

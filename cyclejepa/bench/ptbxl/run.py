@@ -40,7 +40,6 @@ from cyclejepa.training.finetune import (
     CheckpointMismatch,
     Classifier,
     FineTuner,
-    FinetuneSettings,
     label_subset,
     predict_logits,
 )
