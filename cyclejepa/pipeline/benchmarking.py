@@ -20,6 +20,7 @@ import torch
 
 from cyclejepa.bench.experiment import PTBXL_RECORDS
 from cyclejepa.bench.ptbxl import FRACTIONS, PROTOCOLS
+from cyclejepa.bench.ptbxl.spec import BenchmarkSpec
 from cyclejepa.config import ConfigError, ExperimentConfig, apply_overrides, load_config, parse_config
 from cyclejepa.data.ptbxl_tasks import TASKS
 from cyclejepa.outputs import OutputFolder
@@ -29,6 +30,7 @@ from cyclejepa.pipeline.plans import plan_runs, run_folder, write_resolved_confi
 from cyclejepa.pipeline.preparation import build_dataset, prepare
 from cyclejepa.pipeline.pretraining import pretrain_all, train_run
 from cyclejepa.pipeline.seal import SealedFoldError, require_unsealed, use_folds
+from cyclejepa.training.finetune import FinetuneSettings
 
 # ---- benchmark ptbxl -------------------------------------------------------------------------
 
@@ -57,7 +59,7 @@ def benchmark_ptbxl(
     fractions: Sequence[float] = FRACTIONS,
     seeds: Sequence[int] = (0, 1, 2),
     step: int | None = None,
-    settings=None,
+    settings: FinetuneSettings | None = None,
     validation_fold: int | None = None,
     progress: bool = True,
 ) -> Path:
@@ -70,7 +72,6 @@ def benchmark_ptbxl(
     from cyclejepa.bench.ptbxl import argument_problems, corpus_description, dataset_problems, run_benchmark
     from cyclejepa.bench.ptbxl.run import SCRATCH, benchmark_split
     from cyclejepa.lock import output_lock
-    from cyclejepa.training.finetune import FinetuneSettings
 
     began = time.perf_counter()
     step = step or cfg.evaluation.headline_step or cfg.training.steps
@@ -93,11 +94,12 @@ def benchmark_ptbxl(
         return run_benchmark(spec, cache, split, build_dataset(cfg), experiment=cfg.name, corpus=corpus, began=began, progress=progress)
 
 
-def ptbxl_spec(cfg: ExperimentConfig, tasks, protocols, fractions, seeds, step: int, settings):
+def ptbxl_spec(cfg: ExperimentConfig, tasks: Sequence[str], protocols: Sequence[str], fractions: Sequence[float],
+               seeds: Sequence[int], step: int, settings: FinetuneSettings) -> BenchmarkSpec:  # fmt: skip
     """The `BenchmarkSpec` of ``cfg``: its runs' checkpoints at ``step`` and hashes, its scoring and
     training sections, its folder (`cyclejepa.bench.ptbxl.benchmark_folder`)."""
     from cyclejepa.bench.ptbxl import benchmark_folder
-    from cyclejepa.bench.ptbxl.spec import BenchmarkSpec, PretrainedRun, Scoring, Training
+    from cyclejepa.bench.ptbxl.spec import PretrainedRun, Scoring, Training
     from cyclejepa.training.checkpoint import checkpoint_path
 
     runs = tuple(
