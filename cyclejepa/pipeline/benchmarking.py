@@ -18,18 +18,42 @@ from typing import Any
 
 import torch
 
-from cyclejepa.bench.experiment import PTBXL_RECORDS
-from cyclejepa.bench.ptbxl import FRACTIONS, PROTOCOLS
-from cyclejepa.bench.ptbxl.spec import BenchmarkSpec
+from cyclejepa.bench.allocations import (
+    ALLOCATIONS,
+    QUICKSTART,
+    allocation_arguments,
+    allocation_metrics,
+    allocation_table,
+    markdown_table,
+)
+from cyclejepa.bench.experiment import PTBXL_RECORDS, StageClock, experiment_time_arguments
+from cyclejepa.bench.ptbxl import (
+    FRACTIONS,
+    PROTOCOLS,
+    argument_problems,
+    benchmark_folder,
+    corpus_description,
+    dataset_problems,
+    finetune_settings,
+    ptbxl_arguments,
+    run_benchmark,
+)
+from cyclejepa.bench.ptbxl.run import SCRATCH, benchmark_split
+from cyclejepa.bench.ptbxl.spec import BenchmarkSpec, PretrainedRun, Scoring, Training
+from cyclejepa.bench.timing import machine_info, versions
 from cyclejepa.config import ConfigError, ExperimentConfig, apply_overrides, load_config, parse_config
 from cyclejepa.data.ptbxl_tasks import TASKS
+from cyclejepa.devices import resolve_device
+from cyclejepa.lock import output_lock
 from cyclejepa.outputs import OutputFolder
 from cyclejepa.pipeline.checks import checkpoint_listing, checkpointed, preflight
+from cyclejepa.pipeline.evaluation import evaluation_steps
 from cyclejepa.pipeline.identity import identity_hash
 from cyclejepa.pipeline.plans import plan_runs, run_folder, write_resolved_config
 from cyclejepa.pipeline.preparation import build_dataset, prepare
 from cyclejepa.pipeline.pretraining import pretrain_all, train_run
 from cyclejepa.pipeline.seal import SealedFoldError, require_unsealed, use_folds
+from cyclejepa.training.checkpoint import checkpoint_path
 from cyclejepa.training.finetune import FinetuneSettings
 
 # ---- benchmark ptbxl -------------------------------------------------------------------------
@@ -65,13 +89,11 @@ def benchmark_ptbxl(
 ) -> Path:
     """Prepare, pre-train what is missing, compute every cell and write the report; returns benchmark.md.
 
-    ``step`` is the pre-trained checkpoint (default ``evaluation.headline_step``, else the last); ``settings`` the fine-tuning
-    (default: `FinetuneSettings` at ``training.batch_size``); ``validation_fold`` the early-stopping
-    fold (default: the last of ``data.train_folds``). Bad arguments are refused before any work.
+    ``step`` is the pre-trained checkpoint (default ``evaluation.headline_step``, else the last);
+    ``settings`` the fine-tuning (default: `FinetuneSettings` at ``training.batch_size``);
+    ``validation_fold`` the early-stopping fold (default: the last of ``data.train_folds``). Bad
+    arguments are refused before any work.
     """
-    from cyclejepa.bench.ptbxl import argument_problems, corpus_description, dataset_problems, run_benchmark
-    from cyclejepa.bench.ptbxl.run import SCRATCH, benchmark_split
-    from cyclejepa.lock import output_lock
 
     began = time.perf_counter()
     step = step or cfg.evaluation.headline_step or cfg.training.steps
@@ -98,9 +120,6 @@ def ptbxl_spec(cfg: ExperimentConfig, tasks: Sequence[str], protocols: Sequence[
                seeds: Sequence[int], step: int, settings: FinetuneSettings) -> BenchmarkSpec:  # fmt: skip
     """The `BenchmarkSpec` of ``cfg``: its runs' checkpoints at ``step`` and hashes, its scoring and
     training sections, its folder (`cyclejepa.bench.ptbxl.benchmark_folder`)."""
-    from cyclejepa.bench.ptbxl import benchmark_folder
-    from cyclejepa.bench.ptbxl.spec import PretrainedRun, Scoring, Training
-    from cyclejepa.training.checkpoint import checkpoint_path
 
     runs = tuple(
         PretrainedRun(plan.name, plan.arm.name, checkpoint_path(run_folder(cfg, plan).checkpoints, step), identity_hash(plan.identity(cfg)))
@@ -124,8 +143,6 @@ def _trained_model(cfg: ExperimentConfig, path: Path, device: torch.device) -> t
 
 def ptbxl_main(argv: Sequence[str] | None = None) -> Path:
     """Command line: ``cyclejepa benchmark ptbxl CONFIG_OR_RUN [options]``."""
-    from cyclejepa.bench.ptbxl import finetune_settings, ptbxl_arguments
-
     args = ptbxl_arguments().parse_args(argv)
     try:
         cfg = load_target(args.target, args.overrides, args.unseal)
@@ -169,8 +186,6 @@ def benchmark_allocations(
     """Train and score every allocation × seed (default: `ALLOCATIONS` on the quickstart); write
     ``allocations.json``, ``.md`` and ``.png``. Every allocation's config passes `preflight` and
     the seal before the cache is prepared."""
-    from cyclejepa.bench.allocations import ALLOCATIONS, QUICKSTART, allocation_metrics, allocation_table
-    from cyclejepa.devices import resolve_device
     from cyclejepa.evaluation.stage import core_metrics
 
     out = Path(out)
@@ -191,8 +206,6 @@ def benchmark_allocations(
 
 def allocations_main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Command line: ``cyclejepa benchmark allocations [options]``."""
-    from cyclejepa.bench.allocations import allocation_arguments, markdown_table
-
     args = allocation_arguments().parse_args(argv)
     summary = benchmark_allocations(args.out, seeds=args.seeds, steps=args.steps, base_config=args.config, overrides=args.overrides)
     print(markdown_table(summary["table"]))
@@ -218,13 +231,9 @@ def time_experiment(
     Returns the stage table: ``{"stages": {name: seconds}, "experiment_s": Σ of the
     experiment's stages, ...}``; also written to ``out/stages.json`` and ``out/stages.md``.
     """
-    from cyclejepa.bench.experiment import StageClock
-    from cyclejepa.bench.timing import machine_info, versions
     from cyclejepa.data.synthetic import write_synthetic_corpus
-    from cyclejepa.devices import resolve_device
     from cyclejepa.evaluation.report import write_report
     from cyclejepa.evaluation.stage import evaluate_grid
-    from cyclejepa.pipeline.evaluation import evaluation_steps
 
     out = Path(out)
     corpus = out / "corpus"
@@ -256,8 +265,6 @@ def time_experiment(
 
 def experiment_time_main(argv: Sequence[str] | None = None) -> None:
     """Command line: ``python benchmarks/experiment_time.py [options]``."""
-    from cyclejepa.bench.experiment import experiment_time_arguments
-
     args = experiment_time_arguments().parse_args(argv)
     result = time_experiment(args.config, args.out, records=args.records, overrides=args.overrides, unseal=args.unseal,
                              workers=args.workers)  # fmt: skip
