@@ -3,7 +3,7 @@
     python benchmarks/harmonic_allocations.py --out runs/allocations --seeds 0 1
 """
 
-from cyclejepa.bench.allocations import main
+from cyclejepa.pipeline.benchmarking import allocations_main as main
 
 if __name__ == "__main__":
     main()

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from cyclejepa.bench.allocations import ALLOCATIONS, markdown_table, summarise
+from cyclejepa.bench.allocations import ALLOCATIONS, allocation_table, markdown_table, summarise_allocations
 from cyclejepa.symmetry import HarmonicSpectrum
 
 
@@ -24,7 +24,7 @@ def row(name, seed, auroc, gain, amplitude=1.0, g1=True):
 
 
 def test_summary_is_the_seed_mean_and_range_ignoring_undefined_metrics():
-    table = summarise([row("a", 0, 0.8, 0.5), row("a", 1, 0.6, 0.7, g1=False),
+    table = summarise_allocations([row("a", 0, 0.8, 0.5), row("a", 1, 0.6, 0.7, g1=False),
                        row("b", 0, 0.7, 0.0, amplitude=math.nan), row("b", 1, 0.7, 0.0, amplitude=math.nan)])
     a, b = table
     assert (a["auroc"], a["auroc_min"], a["auroc_max"]) == pytest.approx((0.7, 0.6, 0.8))
@@ -33,3 +33,24 @@ def test_summary_is_the_seed_mean_and_range_ignoring_undefined_metrics():
     assert math.isnan(b["amplitude"])
     text = markdown_table(table)
     assert "| a |" in text and "1/2" in text and "–" in text  # undefined amplitude shown as a dash
+
+
+def test_the_table_scores_each_allocation_and_seed_once_and_keeps_finished_rows(tmp_path):
+    calls = []
+
+    def score(name, seed, directory):
+        calls.append((name, seed, directory))
+        return {k: v for k, v in row(name, seed, 0.6 + seed / 10, 0.1).items() if k not in ("allocation", "spectrum", "seed")}
+
+    allocations = {"a": "2x0+1x1", "b b": "4x0"}
+    summary = allocation_table(tmp_path, score, allocations=allocations, seeds=(0, 1), steps=3)
+    assert [(name, seed) for name, seed, _ in calls] == [("a", 0), ("a", 1), ("b b", 0), ("b b", 1)]
+    assert calls[2][2] == tmp_path / "runs" / "b-b-seed0"  # each row its own run folder
+    assert summary["steps"] == 3 and summary["table"] == summarise_allocations(summary["rows"])
+    assert summary["table"][0]["auroc"] == pytest.approx(0.65) and summary["table"][1]["spectrum"] == "4x0"
+    assert (tmp_path / "allocations.md").read_text() == markdown_table(summary["table"]) + "\n"
+
+    calls.clear()
+    again = allocation_table(tmp_path, score, allocations={**allocations, "c": "3x0"}, seeds=(0, 1), steps=3)
+    assert [(name, seed) for name, seed, _ in calls] == [("c", 0), ("c", 1)]  # finished rows are read back
+    assert again["rows"][:4] == summary["rows"]

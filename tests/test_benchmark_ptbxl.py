@@ -2,7 +2,9 @@
 protocol JSON and the tables with the published figures, finished cells kept, and the sealed fold:
 refused without --unseal, and with it never trained on."""
 
+import ast
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -132,3 +134,40 @@ def test_bad_arguments_are_named_before_any_work(folder):
                  "step 1 is never checkpointed; checkpointed steps: 2"):  # fmt: skip
         assert text in result.output
     assert not (folder / "bad" / "run").exists()
+
+
+def test_benchmark_split_takes_sealed_folds_and_names_a_bad_early_stopping_fold():
+    class Folds:  # the one method of the cache the split reads
+        fold = np.array([1, 2, 3, 3, 9, 2])
+
+        def select(self, folds):
+            return np.flatnonzero(np.isin(self.fold, folds))
+
+    split = bench_run.benchmark_split(Folds(), [1, 2, 3], [9])
+    assert (split.fit_folds, split.validation_fold, split.test_folds) == ([1, 2], 3, [9])
+    assert (split.fit.tolist(), split.validation.tolist(), split.test.tolist()) == ([0, 1, 5], [2, 3], [4])
+    assert bench_run.benchmark_split(Folds(), [1, 2, 3], [9], validation_fold=1).fit_folds == [2, 3]
+    with pytest.raises(ValueError, match=r"early-stopping fold 9 is not one of data.train_folds \[1, 2, 3\]"):
+        bench_run.benchmark_split(Folds(), [1, 2, 3], [9], validation_fold=9)
+    with pytest.raises(ValueError, match=r"data.train_folds \[3\] leaves no fold to fit on"):
+        bench_run.benchmark_split(Folds(), [3], [9])
+    with pytest.raises(ValueError, match="no cached record in the test folds"):
+        bench_run.benchmark_split(Folds(), [1, 2, 3], [10])
+
+
+def test_the_benchmark_modules_read_no_experiment_config():
+    """The config is the pipeline's (`cyclejepa.pipeline.benchmarking`): the benchmarks take specs."""
+    bench = Path(__file__).resolve().parents[1] / "cyclejepa" / "bench"
+    paths = sorted(p for p in bench.rglob("*.py") if "throughput" not in p.parts)
+    assert bench / "ptbxl" / "run.py" in paths
+    found = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, (ast.Import, ast.ImportFrom)) else []
+            module = node.module if isinstance(node, ast.ImportFrom) else ""
+            if (module or "").startswith("cyclejepa.pipeline") or any(n.startswith("cyclejepa.pipeline") for n in names):
+                found.append(f"{path.name}:{node.lineno} imports the pipeline")
+            found += [f"{path.name}:{node.lineno} {n}" for n in names if n in ("ExperimentConfig", "RunPlan")]
+            if isinstance(node, ast.Name) and node.id in ("ExperimentConfig", "RunPlan"):
+                found.append(f"{path.name}:{node.lineno} {node.id}")
+    assert found == []

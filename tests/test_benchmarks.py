@@ -173,7 +173,8 @@ def test_quick_tiny_run_writes_every_section(tmp_path):
 def test_experiment_benchmark_times_every_stage_and_writes_the_report(tmp_path):
     import yaml
 
-    from cyclejepa.bench.experiment import EXPERIMENT_STAGES, time_experiment
+    from cyclejepa.bench.experiment import EXPERIMENT_STAGES
+    from cyclejepa.pipeline.benchmarking import time_experiment
 
     config = tmp_path / "tiny.yaml"
     config.write_text(yaml.safe_dump({

@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from cyclejepa import pipeline
-from cyclejepa.bench import allocations
+from cyclejepa.pipeline.benchmarking import allocations_main
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
 from cyclejepa.pipeline.identity import config_hash
@@ -121,7 +121,7 @@ def test_a_grid_refuses_a_sealed_cell_before_training_any_cell(tmp_path):
 def test_the_allocations_benchmark_refuses_fold_10_before_preparing(tmp_path):
     overrides = ["data.eval_folds=[10]", f"data.root={tmp_path / 'corpus'}", f"data.cache_dir={tmp_path / 'cache'}"]
     with pytest.raises(SealedFoldError, match="data.eval_folds"):
-        allocations.main(["--out", str(tmp_path / "out"), "--steps", "2", *sum((["--set", o] for o in overrides), [])])
+        allocations_main(["--out", str(tmp_path / "out"), "--steps", "2", *sum((["--set", o] for o in overrides), [])])
     assert not (tmp_path / "cache").exists() and not (tmp_path / "corpus").exists()
     assert logs(tmp_path) == ([], [])
 

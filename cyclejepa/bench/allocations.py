@@ -4,7 +4,8 @@ Every allocation has the same latent dimension K; what changes is how it is spli
 invariant coordinates (K0) and harmonic blocks ({c_n}, n_max, gaps). Each is trained with the
 transport objective on the synthetic corpus for every seed and scored like a checkpoint of
 `cyclejepa run` (superclass probe with its patient-clustered interval, gain fraction, G1,
-loop amplitude, orbit coherence, effective rank of z).
+loop amplitude, orbit coherence, effective rank of z). `cyclejepa.pipeline.benchmarking` builds
+the configs and trains; this module keeps the table.
 
     cyclejepa benchmark allocations --out runs/allocations
 """
@@ -12,14 +13,12 @@ loop amplitude, orbit coherence, effective rank of z).
 from __future__ import annotations
 
 import argparse
-import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cyclejepa.config import apply_overrides, load_config, parse_config
 from cyclejepa.jsonio import read_json, write_json
 
 # K = 32 each: the paper's decreasing profile scaled down, and the alternatives of the issue.
@@ -34,58 +33,35 @@ ALLOCATIONS = {
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.yaml"
 
 
-def run_allocations(
-    out: str | Path,
+def allocation_table(
+    out: Path,
+    score: Callable[[str, int, Path], dict[str, Any]],
     *,
     allocations: dict[str, str] = ALLOCATIONS,
     seeds: Sequence[int] = (0, 1),
-    steps: int | None = None,
-    base_config: str | Path = QUICKSTART,
-    overrides: Sequence[str] = (),
-    progress: bool = True,
+    steps: int,
 ) -> dict[str, Any]:
-    """Train and score every allocation × seed; write ``allocations.json``, ``.md`` and ``.png``.
-
-    Every allocation's config passes `preflight` and the seal before the cache is prepared."""
-    from cyclejepa.pipeline import preflight, prepare, require_unsealed
-
-    out = Path(out)
-    base = load_config(base_config, list(overrides))
-    raw = base.model_dump(mode="json")
-    extra = [f"output_dir={json.dumps(str(out))}", f"data.cache_dir={json.dumps(str(base.data.cache_dir or Path(base.output_dir) / 'cache'))}"]
-    if steps is not None:
-        extra += [f"training.steps={steps}", f"evaluation.steps=[{steps}]", "evaluation.headline_step=null"]
-    configs = {
-        name: parse_config(apply_overrides(raw, extra + [f"symmetry.spectrum={json.dumps(spectrum)}"]))
-        for name, spectrum in allocations.items()
-    }
-    for cfg in configs.values():
-        preflight(cfg)
-        require_unsealed(cfg)
-    cache = prepare(next(iter(configs.values())), progress=progress)
+    """Score every allocation × seed with ``score(allocation, seed, run directory)`` (its
+    `allocation_metrics`), keeping finished rows; write ``allocations.json``, ``.md`` and ``.png``
+    to ``out``. ``steps`` is the training length every row shares."""
     rows = []
     for name, spectrum in allocations.items():
-        cfg = configs[name]
         for seed in seeds:
             done = out / "rows" / f"{_slug(name)}-seed{seed}.json"  # finished rows are kept
             if not done.exists():
-                write_json(done, {"allocation": name, "spectrum": spectrum, "seed": seed, **_score(cfg, cache, name, seed, out, progress)})
+                directory = out / "runs" / f"{_slug(name)}-seed{seed}"
+                write_json(done, {"allocation": name, "spectrum": spectrum, "seed": seed, **score(name, seed, directory)})
             rows.append(read_json(done))
-    summary = {"steps": cfg.training.steps, "seeds": list(seeds), "rows": rows, "table": summarise(rows)}
+    table = summarise_allocations(rows)
+    summary = {"steps": steps, "seeds": list(seeds), "rows": rows, "table": table}
     write_json(out / "allocations.json", summary)
-    (out / "allocations.md").write_text(markdown_table(summary["table"]) + "\n")
-    allocation_figure(summary["table"], out / "allocations.png")
+    (out / "allocations.md").write_text(markdown_table(table) + "\n")
+    allocation_figure(table, out / "allocations.png")
     return summary
 
 
-def _score(cfg, cache, name: str, seed: int, out: Path, progress: bool) -> dict[str, Any]:
-    from cyclejepa.evaluation.stage import core_metrics
-    from cyclejepa.pipeline import train_run
-    from cyclejepa.devices import resolve_device
-
-    directory = out / "runs" / f"{_slug(name)}-seed{seed}"
-    trainer = train_run(cfg, cache, directory, seed=seed, transport_weight=1.0, progress=progress)
-    result = core_metrics(cfg, cache, trainer.objective.eval(), resolve_device(cfg.evaluation.device)).result
+def allocation_metrics(result: dict[str, Any]) -> dict[str, Any]:
+    """A row's metrics from the checkpoint scores of `cyclejepa.evaluation.stage.core_metrics`."""
     macro = result["diagnostic"]["superclass"]["macro_auroc"]
     mechanism = result["mechanism"]
     return {
@@ -106,7 +82,7 @@ def _slug(name: str) -> str:
 METRICS = ("auroc", "gain_fraction", "shuffled_gain_fraction", "amplitude", "coherence", "effective_rank")
 
 
-def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarise_allocations(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per allocation: the seed mean and range of every metric, the mean probe interval, G1 passes."""
     table = []
     for name in dict.fromkeys(r["allocation"] for r in rows):
@@ -169,14 +145,12 @@ def allocation_figure(table: list[dict[str, Any]], path: Path):
     return figure
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+def allocation_arguments() -> argparse.ArgumentParser:
+    """The options of ``cyclejepa benchmark allocations``."""
     parser = argparse.ArgumentParser(prog="cyclejepa benchmark allocations", description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="runs/allocations")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     parser.add_argument("--steps", type=int, default=None, help="training steps (default: the base config's)")
     parser.add_argument("--config", default=str(QUICKSTART), help="base experiment (default: the quickstart)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="override a base config key")
-    args = parser.parse_args(argv)
-    summary = run_allocations(args.out, seeds=args.seeds, steps=args.steps, base_config=args.config, overrides=args.overrides)
-    print(markdown_table(summary["table"]))
-    return summary
+    return parser

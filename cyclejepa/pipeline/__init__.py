@@ -35,6 +35,9 @@ _HOMES = {
     "cache_dir": "plans",
     "run_dir": "plans",
     "write_resolved_config": "plans",
+    "benchmark_ptbxl": "benchmarking",
+    "benchmark_allocations": "benchmarking",
+    "time_experiment": "benchmarking",
 }
 __all__ = sorted(_HOMES)
 

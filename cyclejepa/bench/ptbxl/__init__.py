@@ -3,9 +3,10 @@ Strodthoff et al. (2021), linear probe, fine-tuning, linear-then-fine-tuning and
 baseline, label fractions and seeds; macro-AUROC and Fmax with patient-clustered intervals, the
 published figures beside them.
 
-One command from a config (or a finished run) to the tables: the cache is prepared and missing
-pre-training runs are trained as `cyclejepa run` would, then every cell is computed (`run`) and
-summarised (`report`). Everything goes to ``<output_dir>/benchmark/ptbxl/``::
+One command from a config (or a finished run) to the tables: `cyclejepa.pipeline.benchmarking`
+prepares the cache and trains missing pre-training runs as `cyclejepa run` would and hands a
+`BenchmarkSpec` to `run_benchmark`, which computes every cell (`run`) and summarises them
+(`report`). Everything goes to ``<output_dir>/benchmark/ptbxl/``::
 
     cells/<task>/<protocol>/<run>-ft<seed>-<fraction>.json   one result each
     finetune/<same>/checkpoints/                            a running fine-tuning's latest checkpoint
@@ -16,129 +17,94 @@ summarised (`report`). Everything goes to ``<output_dir>/benchmark/ptbxl/``::
 from __future__ import annotations
 
 import argparse
-import logging
-import sys
 import time
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
-from cyclejepa.bench.ptbxl.report import markdown_report, summarise
-from cyclejepa.bench.ptbxl.run import FRACTIONS, PROTOCOLS, SCRATCH, Bench, Cell, benchmark_split, task_data
-from cyclejepa.pipeline.checks import checkpoint_listing, checkpointed
-from cyclejepa.config import ConfigError, ExperimentConfig, load_config
+from cyclejepa.bench.ptbxl.report import benchmark_markdown, summarise_cells
+from cyclejepa.bench.ptbxl.run import FRACTIONS, PROTOCOLS, SCRATCH, Bench, Cell, Split, task_data
+from cyclejepa.bench.ptbxl.spec import BenchmarkSpec
+from cyclejepa.data.ptbxl import PTBXL
 from cyclejepa.data.ptbxl_tasks import TASKS
 from cyclejepa.jsonio import write_json
-from cyclejepa.outputs import OutputFolder
 from cyclejepa.training.finetune import FinetuneSettings
 
-__all__ = ["FRACTIONS", "PROTOCOLS", "load_target", "main", "run_benchmark"]
+__all__ = [
+    "FRACTIONS", "PROTOCOLS", "argument_problems", "benchmark_folder", "corpus_description", "dataset_problems",
+    "finetune_settings", "ptbxl_arguments", "run_benchmark",
+]  # fmt: skip
 
-log = logging.getLogger(__name__)
 PTBXL_LAYOUT = ("ptbxl", "synthetic")
 """Datasets whose root holds PTB-XL's two tables."""
 
 
-def load_target(target: str | Path, overrides: Sequence[str] = (), unseal: bool = False) -> ExperimentConfig:
-    """The config of ``target``: a YAML file, or an output directory of `cyclejepa run` (its
-    ``config.yaml``, with ``output_dir`` the directory itself)."""
-    target = Path(target)
-    extra = ["evaluation.unseal=true"] if unseal else []
-    if target.is_dir():
-        if not OutputFolder(target).config.is_file():
-            raise ConfigError([f"{target} is a folder without config.yaml: give an experiment YAML or an output directory of `cyclejepa run`"])
-        return load_config(OutputFolder(target).config, [*overrides, f"output_dir={target}", *extra])
-    return load_config(target, [*overrides, *extra])
+def benchmark_folder(output_dir: Path) -> Path:
+    """Where the benchmark of the experiment at ``output_dir`` goes: ``<output_dir>/benchmark/ptbxl``."""
+    return output_dir / "benchmark" / "ptbxl"
 
 
-def _check(cfg: ExperimentConfig, tasks, protocols, fractions, seeds, step: int) -> None:
+def argument_problems(tasks: Sequence[str], protocols: Sequence[str], fractions: Sequence[float], seeds: Sequence[int]) -> list[str]:
+    """What is wrong with the benchmark's tasks, protocols, label fractions and seeds."""
     problems = [f"unknown task {t!r}; one of {', '.join(TASKS)}" for t in tasks if t not in TASKS]
     problems += [f"unknown protocol {p!r}; one of {', '.join(PROTOCOLS)}" for p in protocols if p not in PROTOCOLS]
     problems += [f"label fraction {f} is not in (0, 1]" for f in fractions if not 0 < f <= 1]
-    problems += ["no seed given"] if not seeds else []
-    if cfg.data.dataset not in PTBXL_LAYOUT:
-        problems.append(f"data.dataset {cfg.data.dataset!r}: the benchmark reads PTB-XL's tables (dataset ptbxl or synthetic)")
-    if not checkpointed(cfg, step):
-        problems.append(f"step {step} is never checkpointed; checkpointed steps: {checkpoint_listing(cfg)}")
-    if problems:
-        raise ConfigError(problems, source="benchmark ptbxl")
+    return problems + (["no seed given"] if not seeds else [])
 
 
-def run_benchmark(
-    target: str | Path,
-    *,
-    overrides: Sequence[str] = (),
-    unseal: bool = False,
-    tasks: Sequence[str] = TASKS,
-    protocols: Sequence[str] = PROTOCOLS,
-    fractions: Sequence[float] = FRACTIONS,
-    seeds: Sequence[int] = (0, 1, 2),
-    step: int | None = None,
-    settings: FinetuneSettings | None = None,
-    validation_fold: int | None = None,
-    progress: bool = True,
-) -> Path:
-    """Prepare, pre-train what is missing, compute every cell and write the report; returns benchmark.md.
+def dataset_problems(dataset: str) -> list[str]:
+    """Refuses a ``data.dataset`` without PTB-XL's tables."""
+    if dataset in PTBXL_LAYOUT:
+        return []
+    return [f"data.dataset {dataset!r}: the benchmark reads PTB-XL's tables (dataset ptbxl or synthetic)"]
 
-    ``step`` is the pre-trained checkpoint (default ``evaluation.headline_step``, else the last);
-    ``settings`` the fine-tuning (default: `FinetuneSettings` at ``training.batch_size``);
-    ``validation_fold`` the early-stopping fold (default: the last of ``data.train_folds``).
+
+def corpus_description(dataset: str, options: dict, root: str | Path | None, cached: int) -> str:
+    """The corpus as the report names it: ``dataset`` (a synthetic one with its record count) at
+    ``root``, with ``cached`` records in the cache."""
+    records = options.get("records") if dataset == "synthetic" else None
+    kind = f"synthetic ({records} records)" if records else dataset
+    return f"{kind} at {root if root is not None else 'its default root'}, {cached} cached records"
+
+
+def run_benchmark(spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, experiment: str, corpus: str,
+                  began: float, progress: bool = True) -> Path:  # fmt: skip
+    """Compute (or keep) every cell of ``spec``, write each task × protocol's JSON, the summary
+    ``benchmark.json`` and its tables ``benchmark.md``; returns benchmark.md.
+
+    ``experiment`` and ``corpus`` name the experiment and its corpus in the report; ``began`` is
+    the `time.perf_counter` of the command's start (the report's wall time counts from it).
     """
-    from cyclejepa.lock import output_lock
-    from cyclejepa.pipeline.plans import plan_runs
     from cyclejepa.progress import progress_bar
-    from cyclejepa.pipeline import build_dataset, preflight, prepare, pretrain_all, require_unsealed, write_resolved_config
 
-    began = time.perf_counter()
-    cfg = load_target(target, overrides, unseal)
-    step = step or cfg.evaluation.headline_step or cfg.training.steps
-    _check(cfg, tasks, protocols, fractions, seeds, step)
-    preflight(cfg)
-    require_unsealed(cfg)
-    settings = settings or FinetuneSettings(batch_size=cfg.training.batch_size)
-    out = Path(cfg.output_dir) / "benchmark" / "ptbxl"
-    with output_lock(cfg.output_dir):
-        config = write_resolved_config(cfg)
-        cache = prepare(cfg, progress=progress)
-        if set(protocols) != {SCRATCH}:
-            pretrain_all(cfg, cache, config, progress=progress)
-        split = benchmark_split(cfg, cache, validation_fold)
-        dataset = build_dataset(cfg)
-        bench = Bench(cfg, cache, split, dataset, step=step, settings=settings, out=out, progress=False)
-        plans = plan_runs(cfg)
-        per_task = len(fractions) * len(seeds) * sum(1 if p == SCRATCH else len(plans) for p in protocols)
-        cells = []
-        with progress_bar(len(tasks) * per_task, "benchmark ptbxl", enabled=progress, fields=("cell",)) as update:
-            for task in tasks:
-                data = task_data(bench.dataset, task, cache, split)
-                for protocol in protocols:
-                    found = []
-                    for plan in [None] if protocol == SCRATCH else plans:
-                        for fraction in fractions:
-                            for seed in seeds:
-                                cell = Cell(task, protocol, plan.name if plan else SCRATCH, seed, fraction)
-                                update(0, cell=cell.name)
-                                found.append(bench.result(cell, data, plan))
-                                update(1)
-                    write_json(out / task / f"{protocol}.json", {"task": task, "protocol": protocol, "summary": summarise(found), "cells": found})
-                    cells += found
-        summary = summarise(cells)
-        meta = {
-            "name": cfg.name, "corpus": _corpus(cfg, cache), "step": step, "seeds": list(seeds), "settings": _settings_text(settings),
-            "folds": {"fit": split.fit_folds, "validation": split.validation_fold, "test": split.test_folds},
-            "runs": [plan.name for plan in plans], "wall_s": time.perf_counter() - began,
-            "cells_wall_s": sum(c["wall_s"] for c in cells),
-        }  # fmt: skip
-        write_json(out / "benchmark.json", {"meta": meta, "settings": asdict(settings), "summary": summary})
-        (out / "benchmark.md").write_text(markdown_report(summary, meta))
-    return out / "benchmark.md"
-
-
-def _corpus(cfg: ExperimentConfig, cache) -> str:
-    records = cfg.data.options.get("records") if cfg.data.dataset == "synthetic" else None
-    kind = f"synthetic ({records} records)" if records else cfg.data.dataset
-    root = cfg.data.root if cfg.data.root is not None else "its default root"
-    return f"{kind} at {root}, {len(cache)} cached records"
+    bench = Bench(spec, cache, split, dataset, progress=False)
+    per_task = len(spec.fractions) * len(spec.seeds) * sum(1 if p == SCRATCH else len(spec.runs) for p in spec.protocols)
+    cells = []
+    with progress_bar(len(spec.tasks) * per_task, "benchmark ptbxl", enabled=progress, fields=("cell",)) as update:
+        for task in spec.tasks:
+            data = task_data(bench.dataset, task, cache, split)
+            for protocol in spec.protocols:
+                found = []
+                for run in [None] if protocol == SCRATCH else spec.runs:
+                    for fraction in spec.fractions:
+                        for seed in spec.seeds:
+                            cell = Cell(task, protocol, run.name if run else SCRATCH, seed, fraction)
+                            update(0, cell=cell.name)
+                            found.append(bench.result(cell, data, run))
+                            update(1)
+                write_json(spec.out / task / f"{protocol}.json", {"task": task, "protocol": protocol, "summary": summarise_cells(found), "cells": found})
+                cells += found
+    summary = summarise_cells(cells)
+    settings = spec.training.settings
+    meta = {
+        "name": experiment, "corpus": corpus, "step": spec.step, "seeds": list(spec.seeds), "settings": _settings_text(settings),
+        "folds": {"fit": split.fit_folds, "validation": split.validation_fold, "test": split.test_folds},
+        "runs": [run.name for run in spec.runs], "wall_s": time.perf_counter() - began,
+        "cells_wall_s": sum(c["wall_s"] for c in cells),
+    }  # fmt: skip
+    write_json(spec.out / "benchmark.json", {"meta": meta, "settings": asdict(settings), "summary": summary})
+    (spec.out / "benchmark.md").write_text(benchmark_markdown(summary, meta))
+    return spec.out / "benchmark.md"
 
 
 def _settings_text(settings: FinetuneSettings) -> str:
@@ -146,10 +112,8 @@ def _settings_text(settings: FinetuneSettings) -> str:
             f"{settings.backbone_scale:g}), early stopping every {settings.eval_every} steps, patience {settings.patience}")  # fmt: skip
 
 
-def main(argv: Sequence[str] | None = None) -> Path:
-    """Command line: ``cyclejepa benchmark ptbxl CONFIG_OR_RUN [options]``."""
-    from cyclejepa.pipeline.seal import SealedFoldError
-
+def ptbxl_arguments() -> argparse.ArgumentParser:
+    """The options of ``cyclejepa benchmark ptbxl CONFIG_OR_RUN``."""
     defaults = FinetuneSettings()
     parser = argparse.ArgumentParser(prog="cyclejepa benchmark ptbxl", description=__doc__.split("\n\n")[0])
     parser.add_argument("target", help="experiment YAML, or the output directory of `cyclejepa run`")
@@ -167,17 +131,10 @@ def main(argv: Sequence[str] | None = None) -> Path:
     parser.add_argument("--backbone-scale", type=float, default=defaults.backbone_scale, help="encoder rate / head rate when fine-tuning")
     parser.add_argument("--eval-every", type=int, default=defaults.eval_every, help="steps between early-stopping evaluations")
     parser.add_argument("--patience", type=int, default=defaults.patience, help="evaluations without improvement before stopping")
-    args = parser.parse_args(argv)
-    try:
-        batch = args.batch_size or load_target(args.target, args.overrides).training.batch_size
-        settings = FinetuneSettings(steps=args.steps, batch_size=batch, lr=args.lr, backbone_scale=args.backbone_scale,
-                                    eval_every=args.eval_every, patience=args.patience)  # fmt: skip
-        report = run_benchmark(args.target, overrides=args.overrides, unseal=args.unseal, tasks=args.tasks, protocols=args.protocols,
-                               fractions=args.fractions, seeds=args.seeds, step=args.step, settings=settings,
-                               validation_fold=args.validation_fold)  # fmt: skip
-    except (ConfigError, SealedFoldError, FileNotFoundError, ValueError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2 if isinstance(error, ConfigError) else 1) from None
-    print(report.read_text())
-    print(f"wrote {report} and {report.with_suffix('.json')}", file=sys.stderr)
-    return report
+    return parser
+
+
+def finetune_settings(args: argparse.Namespace, batch_size: int) -> FinetuneSettings:
+    """The fine-tuning settings of parsed `arguments`; ``batch_size`` when ``--batch-size`` is not given."""
+    return FinetuneSettings(steps=args.steps, batch_size=args.batch_size or batch_size, lr=args.lr,
+                            backbone_scale=args.backbone_scale, eval_every=args.eval_every, patience=args.patience)  # fmt: skip

@@ -11,12 +11,12 @@ import numpy as np
 from cyclejepa.bench.ptbxl.published import PUBLISHED, SOURCES
 from cyclejepa.data.ptbxl_tasks import TASKS
 
-__all__ = ["markdown_report", "summarise"]
+__all__ = ["benchmark_markdown", "summarise_cells"]
 
 METRICS = ("macro_auroc", "fmax")
 
 
-def summarise(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarise_cells(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per (task, protocol, arm, fraction): the number of runs and failed runs, the scored records
     and classes, and per metric the mean, sd, range of the point estimates and the mean interval."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
@@ -82,7 +82,7 @@ def _table(summary: list[dict[str, Any]], fraction: float, metric: str, tasks: S
     return lines
 
 
-def markdown_report(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+def benchmark_markdown(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """Tables of macro-AUROC and Fmax per label fraction (the published figures beside the 100 %
     tables), preceded by what was run and followed by the sources."""
     tasks = [t for t in TASKS if any(e["task"] == t for e in summary)]

@@ -3,7 +3,7 @@
 Folds. The scored folds are ``data.eval_folds``; the training folds ``data.train_folds`` are
 split into the fit folds and one early-stopping fold, by default the last (the paper's config:
 fit 1-8, early stopping 9, score 10; the development configs: fit 1-7, early stopping 8,
-score 9). Both keys pass the seal (`cyclejepa.pipeline.seal.use_folds`) before any record is read.
+score 9). Both fold lists reach `benchmark_split` after the seal (the pipeline asks it for both keys).
 
 Protocols, per pre-trained run (the checkpoint at ``step``):
 
@@ -31,18 +31,15 @@ from typing import Any
 
 import numpy as np
 
-from cyclejepa.config import ExperimentConfig
+from cyclejepa.bench.ptbxl.spec import BenchmarkSpec, PretrainedRun
 from cyclejepa.data.ptbxl import PTBXL
 from cyclejepa.data.ptbxl_tasks import task_labels
 from cyclejepa.jsonio import read_json, write_json
 from cyclejepa.outputs import RunFolder
-from cyclejepa.pipeline.plans import RunPlan, run_folder
-from cyclejepa.pipeline.seal import use_folds
 from cyclejepa.training.finetune import (
     CheckpointMismatch,
     Classifier,
     FineTuner,
-    FinetuneSettings,
     label_subset,
     predict_logits,
 )
@@ -67,10 +64,9 @@ class Split:
     test: np.ndarray
 
 
-def benchmark_split(cfg: ExperimentConfig, cache, validation_fold: int | None = None) -> Split:
-    """The folds of the benchmark (see the module docstring); the seal is asked for both keys."""
-    train = use_folds(cfg, "benchmark fitting and early stopping", "data.train_folds")
-    test = use_folds(cfg, "benchmark scoring", "data.eval_folds")
+def benchmark_split(cache, train: list[int], test: list[int], validation_fold: int | None = None) -> Split:
+    """The cache rows of the folds (see the module docstring): ``train`` (``data.train_folds``)
+    split into fit folds and the early-stopping fold, ``test`` (``data.eval_folds``) scored."""
     validation = max(train) if validation_fold is None else validation_fold
     if validation not in train:
         raise ValueError(f"the early-stopping fold {validation} is not one of data.train_folds {train}")
@@ -120,117 +116,110 @@ class Cell:
 
 
 class Bench:
-    """Runs the cells of one experiment (config, cache, split, the PTB-XL tables of its root).
+    """Runs the cells of ``spec`` on one cache, its split and the PTB-XL tables of its root."""
 
-    ``settings`` drive every fine-tuning and from-scratch run; ``step`` is the pre-trained
-    checkpoint; results go to ``out``.
-    """
-
-    def __init__(self, cfg: ExperimentConfig, cache, split: Split, dataset: PTBXL, *, step: int,
-                 settings: FinetuneSettings, out: Path, progress: bool = True):  # fmt: skip
+    def __init__(self, spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, progress: bool = True):
         from cyclejepa.devices import resolve_device
 
-        self.cfg, self.cache, self.split, self.dataset = cfg, cache, split, dataset
-        self.step, self.settings, self.out, self.progress = step, settings, Path(out), progress
-        self.device = resolve_device(cfg.evaluation.device)
+        self.spec, self.cache, self.split, self.dataset = spec, cache, split, dataset
+        self.out, self.progress = Path(spec.out), progress
+        self.device = resolve_device(spec.scoring.device)
         self.patients = cache.columns["patient_id"]
         self.fingerprint = dataset.fingerprint()
         self._features: dict[str, Any] = {}
 
-    def identity(self, cell: Cell, plan: RunPlan | None) -> dict[str, Any]:
+    def identity(self, cell: Cell, run: PretrainedRun | None) -> dict[str, Any]:
         """What a cell's result depends on; a stored cell with another identity is recomputed."""
-        from cyclejepa.pipeline.identity import identity_hash
-
-        ev = self.cfg.evaluation
+        scoring, training = self.spec.scoring, self.spec.training
         identity = {**asdict(cell), "folds": [self.split.fit_folds, self.split.validation_fold, self.split.test_folds],
-                    "bootstrap": ev.bootstrap, "evaluation_seed": ev.seed, "dataset": self.fingerprint}  # fmt: skip
+                    "bootstrap": scoring.bootstrap, "evaluation_seed": scoring.seed, "dataset": self.fingerprint}  # fmt: skip
         if cell.protocol in ("linear", "linear-finetune"):
-            identity["probe_c"] = ev.probe_c
+            identity["probe_c"] = scoring.probe_c
         if cell.protocol != "linear":
-            identity |= {"settings": asdict(self.settings), "precision": self.cfg.training.precision}
-        if plan is not None:
-            identity["pretrained"] = {"run_hash": identity_hash(plan.identity(self.cfg)), "step": self.step}
+            identity |= {"settings": asdict(training.settings), "precision": training.precision}
+        if run is not None:
+            identity["pretrained"] = {"run_hash": run.run_hash, "step": self.spec.step}
         else:
-            identity["model"] = self.cfg.model.model_dump(mode="json")
+            identity["model"] = self.spec.model.model_dump(mode="json")
         return identity
 
-    def result(self, cell: Cell, data: TaskData, plan: RunPlan | None) -> dict[str, Any]:
+    def result(self, cell: Cell, data: TaskData, run: PretrainedRun | None) -> dict[str, Any]:
         """The cell's stored result when it has this identity and did not fail, else computed and stored."""
         path = self.out / "cells" / f"{cell.name}.json"
-        identity = self.identity(cell, plan)
+        identity = self.identity(cell, run)
         stored = read_json(path) if path.exists() else {}
         if stored.get("identity") == identity and "error" not in stored:
             return stored
         began = time.perf_counter()
         try:
-            result = self._compute(cell, data, plan)
+            result = self._compute(cell, data, run)
         except ValueError as error:  # e.g. a subset too small to fit, a fold without a rankable class
             log.warning("%s: %s", cell.name, error)
             result = {"error": str(error)}
-        arm = plan.arm.name if plan else SCRATCH
+        arm = run.arm if run else SCRATCH
         result = {**asdict(cell), "arm": arm, **result, "wall_s": time.perf_counter() - began, "identity": identity}
         write_json(path, result)
         return result
 
-    def _compute(self, cell: Cell, data: TaskData, plan: RunPlan | None) -> dict[str, Any]:
+    def _compute(self, cell: Cell, data: TaskData, run: PretrainedRun | None) -> dict[str, Any]:
         from cyclejepa.evaluation.multilabel import score_multilabel
 
         rows = data.fit[label_subset(data.labels[data.fit], cell.fraction, cell.seed)]
         if cell.protocol == "linear":
-            probe = self._probe(plan, data, rows)
-            logits, extra = probe.decision_function(self._features_of(plan, data.test)), {"C": probe.C_}
+            assert run is not None, "the linear protocol starts from a pre-trained run"
+            probe = self._probe(run, data, rows)
+            logits, extra = probe.decision_function(self._features_of(run, data.test)), {"C": probe.C_}
         else:
-            logits, extra = self._finetune(cell, data, rows, plan)
-        ev = self.cfg.evaluation
+            logits, extra = self._finetune(cell, data, rows, run)
+        scoring = self.spec.scoring
         scores = score_multilabel(data.labels[data.test], logits, self.patients[data.test], classes=data.classes,
-                                  replicates=ev.bootstrap, seed=ev.seed)  # fmt: skip
+                                  replicates=scoring.bootstrap, seed=scoring.seed)  # fmt: skip
         counts = {"fit": len(rows), "fit_available": len(data.fit), "validation": len(data.validation), "test": len(data.test)}
         return {"scores": asdict(scores), "counts": counts, **extra}
 
     # ---------------------------------------------------------------------------------------
 
-    def _model(self, plan: RunPlan | None, seed: int):
-        """The pre-trained model of ``plan`` at the benchmark step, or (None) a fresh one from ``seed``."""
-        from cyclejepa.training.checkpoint import checkpoint_path
-        from cyclejepa.training.trainer import build_configured_model, load_trained
+    def _model(self, run: PretrainedRun | None, seed: int):
+        """The pre-trained model of ``run`` at the benchmark step, or (None) a fresh one from ``seed``."""
+        from cyclejepa.training.trainer import build_configured_model
 
-        if plan is None:
-            return build_configured_model(self.cfg.model, seed)
-        path = checkpoint_path(run_folder(self.cfg, plan).checkpoints, self.step)
-        if not path.exists():
-            raise FileNotFoundError(f"{plan.name} has no checkpoint at step {self.step} ({path}); train it or pick --step")
-        return load_trained(self.cfg, path, self.device).model
+        if run is None:
+            return build_configured_model(self.spec.model, seed)
+        if not run.checkpoint.exists():
+            raise FileNotFoundError(f"{run.name} has no checkpoint at step {self.spec.step} ({run.checkpoint}); train it or pick --step")
+        return self.spec.load_model(run.checkpoint, self.device)
 
-    def _features_of(self, plan: RunPlan, rows: np.ndarray) -> np.ndarray:
+    def _features_of(self, run: PretrainedRun, rows: np.ndarray) -> np.ndarray:
         """Frozen features z̄ (the mean of all projected tokens) of the cache ``rows``, computed once per run."""
         from cyclejepa.evaluation.embeddings import embed_records
 
-        if plan.name not in self._features:
+        if run.name not in self._features:
             every = np.concatenate([self.split.fit, self.split.validation, self.split.test])
             tokens = self.cache.phase_centre.shape[1]
-            self._features[plan.name] = embed_records(
-                self._model(plan, 0), self.cache.signals, np.zeros((len(self.cache), tokens), np.float32),
+            self._features[run.name] = embed_records(
+                self._model(run, 0), self.cache.signals, np.zeros((len(self.cache), tokens), np.float32),
                 rows=every, device=self.device, progress=self.progress,
             )  # fmt: skip
-        features, found = self._features[plan.name].lookup(rows)
+        features, found = self._features[run.name].lookup(rows)
         assert found.all(), "every benchmark row has features"
         return features
 
-    def _probe(self, plan: RunPlan, data: TaskData, rows: np.ndarray):
+    def _probe(self, run: PretrainedRun, data: TaskData, rows: np.ndarray):
         from cyclejepa.evaluation.probe import LinearProbe
 
-        probe = LinearProbe(C=self.cfg.evaluation.probe_c)
-        return probe.fit(self._features_of(plan, rows), data.labels[rows], groups=self.patients[rows])
+        probe = LinearProbe(C=self.spec.scoring.probe_c)
+        return probe.fit(self._features_of(run, rows), data.labels[rows], groups=self.patients[rows])
 
-    def _finetune(self, cell: Cell, data: TaskData, rows: np.ndarray, plan: RunPlan | None) -> tuple[np.ndarray, dict]:
+    def _finetune(self, cell: Cell, data: TaskData, rows: np.ndarray, run: PretrainedRun | None) -> tuple[np.ndarray, dict]:
         from cyclejepa.evaluation.probe import replicate_macro_auroc
 
-        model = self._model(plan, cell.seed)
+        model = self._model(run, cell.seed)
         classifier = Classifier(model.encoder, model.projector, len(data.classes), seed=cell.seed)
         if cell.protocol == "linear-finetune":
-            classifier.set_head(*self._probe(plan, data, rows).linear_map())
+            assert run is not None, "the linear-finetune protocol starts from a pre-trained run"
+            classifier.set_head(*self._probe(run, data, rows).linear_map())
         validation_x, validation_y = np.asarray(self.cache.signals[data.validation]), data.labels[data.validation]
-        training = self.cfg.training
+        training = self.spec.training
 
         def validate(network) -> float:
             logits = predict_logits(network, validation_x, device=tuner.device, bf16=tuner.bf16)
@@ -238,9 +227,9 @@ class Bench:
 
         tuner = FineTuner(
             classifier, np.asarray(self.cache.signals[rows]), data.labels[rows], self.out / "finetune" / cell.name,
-            validate=validate, settings=self.settings, backbone_scale=1.0 if plan is None else None, seed=cell.seed,
+            validate=validate, settings=training.settings, backbone_scale=1.0 if run is None else None, seed=cell.seed,
             device=training.device, precision=training.precision, compile=training.compile,
-            identity=self.identity(cell, plan),
+            identity=self.identity(cell, run),
         )  # fmt: skip
         try:
             tuner.resume()

@@ -1,0 +1,272 @@
+"""The benchmarks as pipeline stages: ``cyclejepa benchmark ptbxl`` (`benchmark_ptbxl`),
+``allocations`` (`benchmark_allocations`) and the whole-experiment timing (`time_experiment`).
+
+Each reads the experiment config, runs the stages it needs (preflight, prepare, pre-train) and
+hands `cyclejepa.bench` narrow arguments: folds already passed through the seal, checkpoint paths,
+run hashes, the output folder.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from cyclejepa.bench.allocations import (
+    ALLOCATIONS,
+    QUICKSTART,
+    allocation_arguments,
+    allocation_metrics,
+    allocation_table,
+    markdown_table,
+)
+from cyclejepa.bench.experiment import PTBXL_RECORDS, StageClock, experiment_time_arguments
+from cyclejepa.bench.ptbxl import (
+    FRACTIONS,
+    PROTOCOLS,
+    argument_problems,
+    benchmark_folder,
+    corpus_description,
+    dataset_problems,
+    finetune_settings,
+    ptbxl_arguments,
+    run_benchmark,
+)
+from cyclejepa.bench.ptbxl.run import SCRATCH, benchmark_split
+from cyclejepa.bench.ptbxl.spec import BenchmarkSpec, PretrainedRun, Scoring, Training
+from cyclejepa.bench.timing import machine_info, versions
+from cyclejepa.config import ConfigError, ExperimentConfig, apply_overrides, load_config, parse_config
+from cyclejepa.data.ptbxl_tasks import TASKS
+from cyclejepa.devices import resolve_device
+from cyclejepa.lock import output_lock
+from cyclejepa.outputs import OutputFolder
+from cyclejepa.pipeline.checks import checkpoint_listing, checkpointed, preflight
+from cyclejepa.pipeline.evaluation import evaluation_steps
+from cyclejepa.pipeline.identity import identity_hash
+from cyclejepa.pipeline.plans import plan_runs, run_folder, write_resolved_config
+from cyclejepa.pipeline.preparation import build_dataset, prepare
+from cyclejepa.pipeline.pretraining import pretrain_all, train_run
+from cyclejepa.pipeline.seal import SealedFoldError, require_unsealed, use_folds
+from cyclejepa.training.checkpoint import checkpoint_path
+from cyclejepa.training.finetune import FinetuneSettings
+
+# ---- benchmark ptbxl -------------------------------------------------------------------------
+
+
+def load_target(target: str | Path, overrides: Sequence[str] = (), unseal: bool = False) -> ExperimentConfig:
+    """The config of ``target``: a YAML file, or an output directory of `cyclejepa run` (its
+    ``config.yaml``, with ``output_dir`` the directory itself)."""
+    target = Path(target)
+    extra = ["evaluation.unseal=true"] if unseal else []
+    if target.is_dir():
+        if not OutputFolder(target).config.is_file():
+            raise ConfigError([f"{target} is a folder without config.yaml: give an experiment YAML or an output directory of `cyclejepa run`"])
+        return load_config(OutputFolder(target).config, [*overrides, f"output_dir={target}", *extra])
+    return load_config(target, [*overrides, *extra])
+
+
+def _step_problems(cfg: ExperimentConfig, step: int) -> list[str]:
+    return [] if checkpointed(cfg, step) else [f"step {step} is never checkpointed; checkpointed steps: {checkpoint_listing(cfg)}"]
+
+
+def benchmark_ptbxl(
+    cfg: ExperimentConfig,
+    *,
+    tasks: Sequence[str] = TASKS,
+    protocols: Sequence[str] = PROTOCOLS,
+    fractions: Sequence[float] = FRACTIONS,
+    seeds: Sequence[int] = (0, 1, 2),
+    step: int | None = None,
+    settings: FinetuneSettings | None = None,
+    validation_fold: int | None = None,
+    progress: bool = True,
+) -> Path:
+    """Prepare, pre-train what is missing, compute every cell and write the report; returns benchmark.md.
+
+    ``step`` is the pre-trained checkpoint (default ``evaluation.headline_step``, else the last);
+    ``settings`` the fine-tuning (default: `FinetuneSettings` at ``training.batch_size``);
+    ``validation_fold`` the early-stopping fold (default: the last of ``data.train_folds``). Bad
+    arguments are refused before any work.
+    """
+
+    began = time.perf_counter()
+    step = step or cfg.evaluation.headline_step or cfg.training.steps
+    problems = argument_problems(tasks, protocols, fractions, seeds) + dataset_problems(cfg.data.dataset) + _step_problems(cfg, step)
+    if problems:
+        raise ConfigError(problems, source="benchmark ptbxl")
+    preflight(cfg)
+    require_unsealed(cfg)
+    settings = settings or FinetuneSettings(batch_size=cfg.training.batch_size)
+    with output_lock(cfg.output_dir):
+        config = write_resolved_config(cfg)
+        cache = prepare(cfg, progress=progress)
+        if set(protocols) != {SCRATCH}:
+            pretrain_all(cfg, cache, config, progress=progress)
+        train = use_folds(cfg, "benchmark fitting and early stopping", "data.train_folds")
+        test = use_folds(cfg, "benchmark scoring", "data.eval_folds")
+        split = benchmark_split(cache, train, test, validation_fold)
+        spec = ptbxl_spec(cfg, tasks, protocols, fractions, seeds, step, settings)
+        corpus = corpus_description(cfg.data.dataset, cfg.data.options, cfg.data.root, len(cache))
+        return run_benchmark(spec, cache, split, build_dataset(cfg), experiment=cfg.name, corpus=corpus, began=began, progress=progress)
+
+
+def ptbxl_spec(cfg: ExperimentConfig, tasks: Sequence[str], protocols: Sequence[str], fractions: Sequence[float],
+               seeds: Sequence[int], step: int, settings: FinetuneSettings) -> BenchmarkSpec:  # fmt: skip
+    """The `BenchmarkSpec` of ``cfg``: its runs' checkpoints at ``step`` and hashes, its scoring and
+    training sections, its folder (`cyclejepa.bench.ptbxl.benchmark_folder`)."""
+
+    runs = tuple(
+        PretrainedRun(plan.name, plan.arm.name, checkpoint_path(run_folder(cfg, plan).checkpoints, step), identity_hash(plan.identity(cfg)))
+        for plan in plan_runs(cfg)
+    )  # fmt: skip
+    ev, training = cfg.evaluation, cfg.training
+    return BenchmarkSpec(
+        tasks=tuple(tasks), protocols=tuple(protocols), fractions=tuple(fractions), seeds=tuple(seeds), step=step,
+        runs=runs, load_model=partial(_trained_model, cfg), model=cfg.model,
+        scoring=Scoring(probe_c=ev.probe_c, bootstrap=ev.bootstrap, seed=ev.seed, device=ev.device),
+        training=Training(settings=settings, device=training.device, precision=training.precision, compile=training.compile),
+        out=benchmark_folder(Path(cfg.output_dir)),
+    )  # fmt: skip
+
+
+def _trained_model(cfg: ExperimentConfig, path: Path, device: torch.device) -> torch.nn.Module:
+    from cyclejepa.training.trainer import load_trained
+
+    return load_trained(cfg, path, device).model
+
+
+def ptbxl_main(argv: Sequence[str] | None = None) -> Path:
+    """Command line: ``cyclejepa benchmark ptbxl CONFIG_OR_RUN [options]``."""
+    args = ptbxl_arguments().parse_args(argv)
+    try:
+        cfg = load_target(args.target, args.overrides, args.unseal)
+        report = benchmark_ptbxl(cfg, tasks=args.tasks, protocols=args.protocols, fractions=args.fractions, seeds=args.seeds,
+                                 step=args.step, settings=finetune_settings(args, cfg.training.batch_size),
+                                 validation_fold=args.validation_fold)  # fmt: skip
+    except (ConfigError, SealedFoldError, FileNotFoundError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2 if isinstance(error, ConfigError) else 1) from None
+    print(report.read_text())
+    print(f"wrote {report} and {report.with_suffix('.json')}", file=sys.stderr)
+    return report
+
+
+# ---- benchmark allocations -------------------------------------------------------------------
+
+
+def allocation_configs(base: ExperimentConfig, allocations: dict[str, str], out: Path, steps: int | None) -> dict[str, ExperimentConfig]:
+    """One config per allocation: ``base`` with its ``symmetry.spectrum``, output under ``out``,
+    the cache where ``base`` keeps it, and (when given) ``steps`` training steps evaluated at the last."""
+    raw = base.model_dump(mode="json")
+    extra = [f"output_dir={json.dumps(str(out))}", f"data.cache_dir={json.dumps(str(base.data.cache_dir or Path(base.output_dir) / 'cache'))}"]
+    if steps is not None:
+        extra += [f"training.steps={steps}", f"evaluation.steps=[{steps}]", "evaluation.headline_step=null"]
+    return {
+        name: parse_config(apply_overrides(raw, extra + [f"symmetry.spectrum={json.dumps(spectrum)}"]))
+        for name, spectrum in allocations.items()
+    }
+
+
+def benchmark_allocations(
+    out: str | Path,
+    *,
+    allocations: dict[str, str] | None = None,
+    seeds: Sequence[int] = (0, 1),
+    steps: int | None = None,
+    base_config: str | Path | None = None,
+    overrides: Sequence[str] = (),
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Train and score every allocation × seed (default: `ALLOCATIONS` on the quickstart); write
+    ``allocations.json``, ``.md`` and ``.png``. Every allocation's config passes `preflight` and
+    the seal before the cache is prepared."""
+    from cyclejepa.evaluation.stage import core_metrics
+
+    out = Path(out)
+    configs = allocation_configs(load_config(base_config or QUICKSTART, list(overrides)), allocations or ALLOCATIONS, out, steps)
+    for cfg in configs.values():
+        preflight(cfg)
+        require_unsealed(cfg)
+    cache = prepare(next(iter(configs.values())), progress=progress)
+
+    def score(name: str, seed: int, directory: Path) -> dict[str, Any]:
+        cfg = configs[name]
+        trainer = train_run(cfg, cache, directory, seed=seed, transport_weight=1.0, progress=progress)
+        return allocation_metrics(core_metrics(cfg, cache, trainer.objective.eval(), resolve_device(cfg.evaluation.device)).result)
+
+    steps_run = next(iter(configs.values())).training.steps
+    return allocation_table(out, score, allocations=allocations or ALLOCATIONS, seeds=seeds, steps=steps_run)
+
+
+def allocations_main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Command line: ``cyclejepa benchmark allocations [options]``."""
+    args = allocation_arguments().parse_args(argv)
+    summary = benchmark_allocations(args.out, seeds=args.seeds, steps=args.steps, base_config=args.config, overrides=args.overrides)
+    print(markdown_table(summary["table"]))
+    return summary
+
+
+# ---- whole-experiment timing -----------------------------------------------------------------
+
+
+def time_experiment(
+    config: str | Path,
+    out: str | Path,
+    *,
+    records: int = PTBXL_RECORDS,
+    overrides: Sequence[str] = (),
+    unseal: bool = False,
+    workers: int = 8,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    """Run ``config`` on a synthetic corpus of ``records`` records under ``out``, stage by stage
+    (`cyclejepa.bench.experiment`).
+
+    Returns the stage table: ``{"stages": {name: seconds}, "experiment_s": Σ of the
+    experiment's stages, ...}``; also written to ``out/stages.json`` and ``out/stages.md``.
+    """
+    from cyclejepa.data.synthetic import write_synthetic_corpus
+    from cyclejepa.evaluation.report import write_report
+    from cyclejepa.evaluation.stage import evaluate_grid
+
+    out = Path(out)
+    corpus = out / "corpus"
+    sets = [f"data.root={corpus}", "data.dataset=synthetic", f"data.options={{records: {records}, seed: 0}}",
+            f"output_dir={out / 'run'}", *overrides]  # fmt: skip
+    cfg = load_config(config, sets + (["evaluation.unseal=true"] if unseal else []))
+    clock = StageClock(out, log, {
+        "config": str(config), "overrides": list(overrides), "records": records,
+        "runs": [plan.name for plan in plan_runs(cfg)], "steps": cfg.training.steps,
+        "at_once": cfg.runs.at_once, "machine": machine_info(resolve_device(cfg.training.device)),
+        "versions": versions(), "stages": {},
+    })  # fmt: skip
+    with clock.stage("synthetic corpus (stand-in, not timed in the experiment)"):
+        if not (corpus / "ptbxl_database.csv").exists():
+            write_synthetic_corpus(corpus, records, seed=cfg.data.options["seed"], workers=workers, progress=False)
+    require_unsealed(cfg)
+    config_file = write_resolved_config(cfg)
+    with clock.stage("prepare"):
+        cache = prepare(cfg, progress=False)
+    with clock.stage("pre-train"):
+        pretrain_all(cfg, cache, config_file, progress=False)
+    with clock.stage("evaluate"):
+        evaluate_grid(cfg, cache, plan_runs(cfg), evaluation_steps(cfg), progress=False)
+    with clock.stage("report"):
+        clock.result["report"] = str(write_report(cfg.output_dir))
+    clock.write()
+    return clock.result
+
+
+def experiment_time_main(argv: Sequence[str] | None = None) -> None:
+    """Command line: ``python benchmarks/experiment_time.py [options]``."""
+    args = experiment_time_arguments().parse_args(argv)
+    result = time_experiment(args.config, args.out, records=args.records, overrides=args.overrides, unseal=args.unseal,
+                             workers=args.workers)  # fmt: skip
+    print((Path(args.out) / "stages.md").read_text())
+    print(f"report: {result['report']}")
