@@ -1,29 +1,32 @@
-"""Training objectives: latent prediction, the regularisers (SIGReg, VICReg) and phase transport.
+"""Training objectives: latent prediction, the regularisers (SIGReg, VICReg) and phase transport."""
 
-Names are imported on first use (PEP 562), so that importing one module does not import
-its siblings and their dependencies.
-"""
+from cyclejepa.objectives.prediction import prediction_loss, sample_cutoffs
+from cyclejepa.objectives.regulariser import (
+    Regulariser,
+    SlicingTest,
+    UnivariateStatistic,
+    sample_directions,
+    sliced_statistic,
+)
+from cyclejepa.objectives.sigreg import SIGReg, sigreg
+from cyclejepa.objectives.statistics import EppsPulley, Moments
+from cyclejepa.objectives.transport import pairwise_similarities, transport_loss
+from cyclejepa.objectives.vicreg import VICReg, vicreg
 
-from cyclejepa.registry import lazy_names
-
-_HOMES = {
-    "prediction_loss": "prediction",
-    "sample_cutoffs": "prediction",
-    "Regulariser": "regulariser",
-    "SlicingTest": "regulariser",
-    "UnivariateStatistic": "regulariser",
-    "sample_directions": "regulariser",
-    "sliced_statistic": "regulariser",
-    "SIGReg": "sigreg",
-    "sigreg": "sigreg",
-    "EppsPulley": "statistics",
-    "Moments": "statistics",
-    "pairwise_similarities": "transport",
-    "transport_loss": "transport",
-    "VICReg": "vicreg",
-    "vicreg": "vicreg",
-}
-"""Each public name and the submodule that defines it."""
-
-__all__ = sorted(_HOMES)
-__getattr__ = lazy_names(__name__, _HOMES)
+__all__ = [
+    "EppsPulley",
+    "Moments",
+    "Regulariser",
+    "SIGReg",
+    "SlicingTest",
+    "UnivariateStatistic",
+    "VICReg",
+    "pairwise_similarities",
+    "prediction_loss",
+    "sample_cutoffs",
+    "sample_directions",
+    "sigreg",
+    "sliced_statistic",
+    "transport_loss",
+    "vicreg",
+]
