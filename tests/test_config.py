@@ -145,6 +145,19 @@ def test_cli_validate_accepts_overrides(tmp_path):
     assert bad.exit_code == 2 and "Did you mean 'steps'?" in bad.output
 
 
+def test_validate_checks_the_regularisers_option_names_and_a_dry_run_its_values(tmp_path):
+    """The regulariser's options: a misspelt name is refused by `validate` (the names the registry
+    records), a value its constructor refuses by `run --dry-run`, which builds it."""
+    path = write(tmp_path, {"output_dir": str(tmp_path / "out")})
+    misspelt = runner.invoke(app, ["validate", str(path), "--set", "objectives.regulariser.options.num_direction=3"])
+    assert misspelt.exit_code == 2 and "Did you mean 'num_directions'?" in misspelt.output
+    zero = ["--set", "objectives.regulariser.options.num_directions=0"]
+    assert runner.invoke(app, ["validate", str(path), *zero]).exit_code == 0
+    dry = runner.invoke(app, ["run", str(path), "--dry-run", *zero], terminal_width=400)
+    assert dry.exit_code == 2
+    assert "objectives.regulariser.options: regulariser 'sigreg' refuses {'num_directions': 0}" in dry.output
+
+
 def test_cli_info_lists_every_registered_component():
     result = runner.invoke(app, ["info"], terminal_width=200)
     assert result.exit_code == 0
