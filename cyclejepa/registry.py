@@ -10,8 +10,14 @@ that name::
     class BreathPhase(PhaseProvider):
         ...
 
+Each registry holds a table of its built-ins, name -> the module whose import registers it
+(`Registry.builtins`), so that a config's names are checked without importing any component:
+`Registry.get` imports the one module it needs, `load_builtins` all of them.
+
 Third-party packages add components without touching the library by declaring an entry point
-in the ``cyclejepa.plugins`` group whose target is a module (or callable) that registers them.
+in the ``cyclejepa.plugins`` group whose target is a module (or callable) that registers them;
+they are loaded the first time a registry is asked for a name that is not a built-in, or for
+its names.
 """
 
 from __future__ import annotations
@@ -117,7 +123,8 @@ class Registry:
         try:
             return self._entries[name]
         except KeyError:
-            raise UnknownComponentError(self.kind, name, self.names()) from None
+            available = [known for known in self.names() if self.builtins.get(known) not in UNAVAILABLE]
+            raise UnknownComponentError(self.kind, name, available) from None
 
     def build(self, name: str, /, **kwargs: Any) -> Any:
         """Call the component registered as ``name`` with ``kwargs``."""

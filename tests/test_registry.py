@@ -116,3 +116,16 @@ def test_importing_a_face_or_one_module_does_not_import_torch():
         "print(json.dumps({'torch': 'torch' in sys.modules, 'phase': sorted(m for m in sys.modules if m.startswith('cyclejepa.phase'))}))\n"
     )
     assert report == {"torch": False, "phase": ["cyclejepa.phase", "cyclejepa.phase.provider", "cyclejepa.phase.track"]}
+
+
+def test_a_builtin_whose_optional_package_is_missing_is_named_with_it(monkeypatch):
+    reg = registry.Registry("widget", {"sprocket": "cyclejepa.widgets_optional", "cog": "cyclejepa.widgets_cog"})
+
+    def missing(name):
+        raise ModuleNotFoundError("No module named 'gearbox'", name="gearbox")
+
+    monkeypatch.setattr(registry.importlib, "import_module", missing)
+    monkeypatch.setattr(registry, "UNAVAILABLE", {})
+    with pytest.raises(registry.UnknownComponentError) as caught:
+        reg.get("sprocket")
+    assert str(caught.value) == "unknown widget 'sprocket'; registered: cog (not loaded: cyclejepa.widgets_optional needs gearbox)"
