@@ -83,7 +83,8 @@ def validate(config: ConfigPath, set_: Overrides = None) -> None:
     augmentations' options are checked by name; their values when a stage builds them (no torch here)."""
     cfg = _load(config, set_)
     _preflight(cfg, construct=False)
-    console.print(f"[green]valid[/green] {config} (hash {config_hash(cfg)}; option values of the regulariser and augmentations are checked when a stage starts)")
+    console.print(f"[green]valid[/green] {config} (hash {config_hash(cfg)})")
+    console.print("the regulariser's and augmentations' option values are checked when a stage starts (or run --dry-run)")
 
 
 @app.command()

@@ -154,7 +154,8 @@ def _table(module: str, *names: str) -> dict[str, str]:
 
 
 _NEUROKIT = ("neurokit", "pantompkins1985", "hamilton2002", "elgendi2010", "engzeemod2012", "kalidas2017")
-"""The neurokit2 methods registered as R-peak detectors ``neurokit2:<method>`` (`cyclejepa.phase.ecg.detectors.NEUROKIT_METHODS`)."""
+"""The neurokit2 methods registered as R-peak detectors ``neurokit2:<method>``
+(`cyclejepa.phase.ecg.detectors.NEUROKIT_METHODS`; `tests/test_registry.py` keeps the two equal)."""
 
 PHASE_PROVIDERS = Registry("phase provider", {
     **_table("cyclejepa.phase.breath", "breath"), **_table("cyclejepa.phase.composite", "composite"),
@@ -198,7 +199,8 @@ RPEAK_DETECTORS = Registry("R-peak detector", _table(
     "cyclejepa.phase.ecg.detectors", "cyclejepa", "pan-tompkins", "wfdb-xqrs", *(f"neurokit2:{method}" for method in _NEUROKIT),
 ))  # fmt: skip
 PERTURBATIONS = Registry("anomaly family", _table(
-    "cyclejepa.evaluation.anomaly.perturbations", "ectopic", "t-inversion", "st-shift", "attenuation", "lead-dropout", "baseline-wander",
+    "cyclejepa.evaluation.anomaly.perturbations",
+    "ectopic", "t-inversion", "st-shift", "attenuation", "lead-dropout", "baseline-wander",
 ))  # fmt: skip
 
 ALL_REGISTRIES: dict[str, Registry] = {

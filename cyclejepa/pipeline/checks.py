@@ -31,7 +31,8 @@ def consistency_problems(cfg: ExperimentConfig, *, construct: bool = True) -> li
     by cell (`expand_grid`). ``construct``: also build the components whose option names the
     registry records, to check their option values (imports their modules)."""
     if cfg.grid:
-        return [f"grid {label}: {problem}" for label, cell in expand_grid(cfg) for problem in consistency_problems(cell, construct=construct)]
+        return [f"grid {label}: {problem}" for label, cell in expand_grid(cfg)
+                for problem in consistency_problems(cell, construct=construct)]  # fmt: skip
     problems = _spectrum_problems(cfg) + _step_problems(cfg) + _fold_problems(cfg) + _name_problems(cfg)
     problems += _dataset_problems(cfg)
     if cfg.phase.provider is None:
@@ -40,7 +41,8 @@ def consistency_problems(cfg: ExperimentConfig, *, construct: bool = True) -> li
     else:
         problems += _option_problems("phase.options", registry.PHASE_PROVIDERS, cfg.phase.provider, cfg.phase.options, construct)
     regulariser = cfg.objectives.regulariser
-    problems += _option_problems("objectives.regulariser.options", registry.REGULARISERS, regulariser.name, regulariser.options, construct)
+    key = "objectives.regulariser.options"
+    problems += _option_problems(key, registry.REGULARISERS, regulariser.name, regulariser.options, construct)
     for index, augmentation in enumerate(cfg.augmentations):
         key = f"augmentations[{index}].options"
         problems += _option_problems(key, registry.AUGMENTATIONS, augmentation.name, augmentation.options, construct)
