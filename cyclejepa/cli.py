@@ -66,12 +66,12 @@ def _invalid(error: ConfigError) -> NoReturn:
     raise typer.Exit(code=2) from None
 
 
-def _preflight(cfg) -> None:
+def _preflight(cfg, construct: bool = True) -> None:
     """Run `pipeline.preflight` (every check the config and the files on disk allow) or exit with its problems."""
     from cyclejepa.pipeline import preflight
 
     try:
-        preflight(cfg)
+        preflight(cfg, construct=construct)
     except ConfigError as error:
         _invalid(error)
 
@@ -79,10 +79,12 @@ def _preflight(cfg) -> None:
 @app.command()
 def validate(config: ConfigPath, set_: Overrides = None) -> None:
     """Check a config: keys, types, component names and options, spectrum, steps, folds, devices,
-    the corpus on disk and the runs already trained in its output directory."""
+    the corpus on disk and the runs already trained in its output directory. The regulariser's and
+    augmentations' options are checked by name; their values when a stage builds them (no torch here)."""
     cfg = _load(config, set_)
-    _preflight(cfg)
+    _preflight(cfg, construct=False)
     console.print(f"[green]valid[/green] {config} (hash {config_hash(cfg)})")
+    console.print("the regulariser's and augmentations' option values are checked when a stage starts (or run --dry-run)")
 
 
 @app.command()

@@ -23,6 +23,16 @@ TINY_MODEL = {
 }
 
 
+@pytest.fixture(scope="session", autouse=True)
+def builtin_components():
+    """Every built-in component registered before any test: a test that swaps a registry's entries
+    (``monkeypatch.setattr(REG, "_entries", ...)``) would otherwise keep the registration of a
+    built-in module first imported inside it, and the restored registry would lack that name."""
+    from cyclejepa import registry
+
+    registry.load_builtins()
+
+
 @pytest.fixture
 def physionet_samples() -> Path:
     """Folder of the real PhysioNet sample records in ../shared; skips the test when absent."""

@@ -1,56 +1,64 @@
 """Data: the dataset interface, PTB-XL and Challenge-format readers, preprocessing cache, synthetic corpus,
-augmentations."""
+augmentations.
 
-from cyclejepa.data.augment import (
-    DEFAULT_AUGMENTATIONS,
-    AmplitudeModulation,
-    Augmentation,
-    AugmentationStep,
-    AugmentationTrace,
-    Augmenter,
-    Drift,
-    GaussianNoise,
-    LeadDropout,
-    LeadGain,
-    Tone,
-    record_rms,
-)
-from cyclejepa.data.cache import PreparedCache, prepare_cache
-from cyclejepa.data.challenge import Challenge2021
-from cyclejepa.data.cohort import cohort_markdown, cohort_table
-from cyclejepa.data.datasets import Dataset, Entry, FoldProtocol, LabelLevel, Record, conform, fill_gaps, hash_fold, in_units
-from cyclejepa.data.preprocess import Normalisation, cut_windows, decimate, fit_normalisation
-from cyclejepa.data.ptbxl import (
-    LEADS,
-    PTBXL,
-    SUBCLASSES,
-    SUPERCLASSES,
-    DatasetNotFound,
-    DownloadFailed,
-    RecordRejected,
-    download_ptbxl,
-    eligible_subclasses,
-    read_record,
-)
-from cyclejepa.data.wfdb_folder import WfdbFolder
-from cyclejepa.data.synthetic import (
-    HEADER_LEADS,
-    RPEAKS_FILENAME,
-    SyntheticPTBXL,
-    SyntheticRecords,
-    generate_metadata,
-    generate_records,
-    read_rpeaks,
-    write_synthetic_corpus,
-)
+Names are imported on first use (PEP 562), so that importing one module does not import
+its siblings and their dependencies.
+"""
 
-__all__ = [
-    "AmplitudeModulation", "Augmentation", "AugmentationStep", "AugmentationTrace", "Augmenter",
-    "Challenge2021", "cohort_markdown", "cohort_table", "conform", "cut_windows", "Dataset",
-    "DatasetNotFound", "decimate", "DEFAULT_AUGMENTATIONS", "download_ptbxl", "DownloadFailed", "Drift",
-    "eligible_subclasses", "Entry", "fill_gaps", "fit_normalisation", "FoldProtocol", "GaussianNoise",
-    "generate_metadata", "generate_records", "hash_fold", "HEADER_LEADS", "in_units", "LabelLevel",
-    "LeadDropout", "LeadGain", "LEADS", "Normalisation", "prepare_cache", "PreparedCache", "PTBXL",
-    "read_record", "read_rpeaks", "Record", "record_rms", "RecordRejected", "RPEAKS_FILENAME", "SUBCLASSES",
-    "SUPERCLASSES", "SyntheticPTBXL", "SyntheticRecords", "Tone", "WfdbFolder", "write_synthetic_corpus",
-]
+from cyclejepa.registry import lazy_names
+
+_HOMES = {
+    "AmplitudeModulation": "augment",
+    "Augmentation": "augment",
+    "AugmentationStep": "augment",
+    "AugmentationTrace": "augment",
+    "Augmenter": "augment",
+    "DEFAULT_AUGMENTATIONS": "augment",
+    "Drift": "augment",
+    "GaussianNoise": "augment",
+    "LeadDropout": "augment",
+    "LeadGain": "augment",
+    "Tone": "augment",
+    "record_rms": "augment",
+    "PreparedCache": "cache",
+    "prepare_cache": "cache",
+    "Challenge2021": "challenge",
+    "cohort_markdown": "cohort",
+    "cohort_table": "cohort",
+    "Dataset": "datasets",
+    "Entry": "datasets",
+    "FoldProtocol": "datasets",
+    "LabelLevel": "datasets",
+    "Record": "datasets",
+    "conform": "datasets",
+    "fill_gaps": "datasets",
+    "hash_fold": "datasets",
+    "in_units": "datasets",
+    "Normalisation": "preprocess",
+    "cut_windows": "preprocess",
+    "decimate": "preprocess",
+    "fit_normalisation": "preprocess",
+    "DatasetNotFound": "ptbxl",
+    "DownloadFailed": "ptbxl",
+    "LEADS": "ptbxl",
+    "PTBXL": "ptbxl",
+    "RecordRejected": "ptbxl",
+    "SUBCLASSES": "ptbxl",
+    "SUPERCLASSES": "ptbxl",
+    "download_ptbxl": "ptbxl",
+    "eligible_subclasses": "ptbxl",
+    "read_record": "ptbxl",
+    "HEADER_LEADS": "synthetic",
+    "RPEAKS_FILENAME": "synthetic",
+    "SyntheticPTBXL": "synthetic",
+    "SyntheticRecords": "synthetic",
+    "generate_metadata": "synthetic",
+    "generate_records": "synthetic",
+    "read_rpeaks": "synthetic",
+    "write_synthetic_corpus": "synthetic",
+    "WfdbFolder": "wfdb_folder",
+}
+"""Each public name and the submodule that defines it."""
+
+__all__ = sorted(_HOMES)
+__getattr__ = lazy_names(__name__, _HOMES)

@@ -5,21 +5,25 @@
 them back into an `Encoder` with no run folder.
 `export_onnx` and `export_torchscript` write the deployed path offline or as a streaming step
 with its state explicit (`cyclejepa.export.graphs`).
+
+Names are imported on first use (PEP 562), so that importing one module does not import
+its siblings and their dependencies.
 """
 
-from cyclejepa.export.graphs import export_onnx, export_torchscript, state_names
-from cyclejepa.export.package import (
-    PackageError, export_run, from_pretrained, load_pretrained, read_package_config, save_pretrained,
-)  # fmt: skip
+from cyclejepa.registry import lazy_names
 
-__all__ = [
-    "PackageError",
-    "export_onnx",
-    "export_run",
-    "export_torchscript",
-    "from_pretrained",
-    "load_pretrained",
-    "read_package_config",
-    "save_pretrained",
-    "state_names",
-]
+_HOMES = {
+    "export_onnx": "graphs",
+    "export_torchscript": "graphs",
+    "state_names": "graphs",
+    "PackageError": "package",
+    "export_run": "package",
+    "from_pretrained": "package",
+    "load_pretrained": "package",
+    "read_package_config": "package",
+    "save_pretrained": "package",
+}
+"""Each public name and the submodule that defines it."""
+
+__all__ = sorted(_HOMES)
+__getattr__ = lazy_names(__name__, _HOMES)

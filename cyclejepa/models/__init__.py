@@ -1,24 +1,28 @@
-"""Backbones: patch MLP + causal conv encoder, projector, causal Transformer predictor."""
+"""Backbones: patch MLP + causal conv encoder, projector, causal Transformer predictor.
 
-from cyclejepa.models.encoder import CausalConv1d, CausalConvEncoder, ContextBlock
-from cyclejepa.models.jepa import JEPAModel, build_model, parameter_breakdown, winder_model
-from cyclejepa.models.predictor import CausalTransformerPredictor, PredictorBlock
-from cyclejepa.models.projector import ProjectorMLP, TokenMLP
+Names are imported on first use (PEP 562), so that importing one module does not import
+its siblings and their dependencies.
+"""
 
-__all__ = [
-    "CausalConv1d",
-    "CausalConvEncoder",
-    "CausalTransformerPredictor",
-    "ContextBlock",
-    "JEPAModel",
-    "PredictorBlock",
-    "ProjectorMLP",
-    "TokenMLP",
-    "build_model",
-    "parameter_breakdown",
-    "winder_model",
-]
+from cyclejepa.registry import lazy_names
 
-from cyclejepa.models.streaming import CausalPhaseTracker, StreamingEncoder, TransportMonitor  # noqa: E402, I001
+_HOMES = {
+    "CausalConv1d": "encoder",
+    "CausalConvEncoder": "encoder",
+    "ContextBlock": "encoder",
+    "JEPAModel": "jepa",
+    "build_model": "jepa",
+    "parameter_breakdown": "jepa",
+    "winder_model": "jepa",
+    "CausalTransformerPredictor": "predictor",
+    "PredictorBlock": "predictor",
+    "ProjectorMLP": "projector",
+    "TokenMLP": "projector",
+    "CausalPhaseTracker": "streaming",
+    "StreamingEncoder": "streaming",
+    "TransportMonitor": "streaming",
+}
+"""Each public name and the submodule that defines it."""
 
-__all__ += ["CausalPhaseTracker", "StreamingEncoder", "TransportMonitor"]
+__all__ = sorted(_HOMES)
+__getattr__ = lazy_names(__name__, _HOMES)

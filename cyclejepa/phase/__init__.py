@@ -3,65 +3,44 @@
 The signal-independent core (`provider`, `track`, `composite`, `records`) and one package per
 signal's specifics: `cyclejepa.phase.ecg` (R-peaks), `cyclejepa.phase.pulse` (pulse waves),
 `cyclejepa.phase.breath` (respiration).
+
+Names are imported on first use (PEP 562), so that importing one module does not import
+its siblings and their dependencies.
 """
 
-from cyclejepa.phase.breath import BreathProvider
-from cyclejepa.phase.composite import CompositePhaseProvider, CompositeTrack
-from cyclejepa.phase.ecg import (
-    DEFAULT_DETECTOR,
-    NEUROKIT_METHODS,
-    EcgRPeakProvider,
-    detect_r_peaks,
-    detect_r_peaks_pan_tompkins,
-    detector_names,
-    get_detector,
-    read_beat_annotations,
-    register_detector,
-)
-from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
-from cyclejepa.phase.pulse import PulseProvider
-from cyclejepa.phase.records import phase_record
-from cyclejepa.phase.track import (
-    PHASE_MAX,
-    TWO_PI,
-    PhaseTrack,
-    QCVerdict,
-    Track,
-    causal_phase,
-    causal_phase_from_events,
-    match_events,
-    phase_from_events,
-    score_events,
-    token_times,
-)
+from cyclejepa.registry import lazy_names
 
-__all__ = [
-    "DEFAULT_DETECTOR",
-    "NEUROKIT_METHODS",
-    "detect_r_peaks_pan_tompkins",
-    "detector_names",
-    "get_detector",
-    "register_detector",
-    "PHASE_MAX",
-    "TWO_PI",
-    "BreathProvider",
-    "CompositePhaseProvider",
-    "CompositeTrack",
-    "EcgRPeakProvider",
-    "PhaseProvider",
-    "PhaseTrack",
-    "PulseProvider",
-    "QCVerdict",
-    "Track",
-    "causal_phase",
-    "causal_phase_from_events",
-    "channel_indices",
-    "detect_r_peaks",
-    "fill_nonfinite",
-    "match_events",
-    "phase_from_events",
-    "phase_record",
-    "read_beat_annotations",
-    "score_events",
-    "token_times",
-]
+_HOMES = {
+    "BreathProvider": "breath",
+    "CompositePhaseProvider": "composite",
+    "CompositeTrack": "composite",
+    "DEFAULT_DETECTOR": "ecg",
+    "EcgRPeakProvider": "ecg",
+    "NEUROKIT_METHODS": "ecg",
+    "detect_r_peaks": "ecg",
+    "detect_r_peaks_pan_tompkins": "ecg",
+    "detector_names": "ecg",
+    "get_detector": "ecg",
+    "read_beat_annotations": "ecg",
+    "register_detector": "ecg",
+    "PhaseProvider": "provider",
+    "channel_indices": "provider",
+    "fill_nonfinite": "provider",
+    "PulseProvider": "pulse",
+    "phase_record": "records",
+    "PHASE_MAX": "track",
+    "PhaseTrack": "track",
+    "QCVerdict": "track",
+    "TWO_PI": "track",
+    "Track": "track",
+    "causal_phase": "track",
+    "causal_phase_from_events": "track",
+    "match_events": "track",
+    "phase_from_events": "track",
+    "score_events": "track",
+    "token_times": "track",
+}
+"""Each public name and the submodule that defines it."""
+
+__all__ = sorted(_HOMES)
+__getattr__ = lazy_names(__name__, _HOMES)

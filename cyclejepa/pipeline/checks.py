@@ -3,7 +3,13 @@ before any work starts. `consistency_problems` finds from the config alone what 
 valid-looking config fail later (spectrum and phase coordinates, evaluated steps and
 checkpoints, folds, the dataset's options and facts, channels the phase provider reads, names,
 component options); `preflight` adds devices, optional packages, the corpus on disk and the runs
-already in the output directory."""
+already in the output directory.
+
+A config check imports the modules of the components the config names only where it needs their
+facts (the dataset's and the phase provider's classes); a built-in whose option names the
+registry records (`Registry.options`: the torch-backed regulariser and augmentations) has its
+options checked by name, and is constructed with them (their values) only with ``construct``,
+which `cyclejepa validate` leaves off so that it never imports torch."""
 
 from __future__ import annotations
 
@@ -19,24 +25,27 @@ from cyclejepa.pipeline.preparation import build_dataset
 from cyclejepa.registry import closest_match
 
 
-def consistency_problems(cfg: ExperimentConfig) -> list[str]:
+def consistency_problems(cfg: ExperimentConfig, *, construct: bool = True) -> list[str]:
     """What makes a valid-looking config fail later, checked from the config alone: one line per
     problem with its key path, the allowed values and the closest match. A grid is checked cell
-    by cell (`expand_grid`)."""
+    by cell (`expand_grid`). ``construct``: also build the components whose option names the
+    registry records, to check their option values (imports their modules)."""
     if cfg.grid:
-        return [f"grid {label}: {problem}" for label, cell in expand_grid(cfg) for problem in consistency_problems(cell)]
+        return [f"grid {label}: {problem}" for label, cell in expand_grid(cfg)
+                for problem in consistency_problems(cell, construct=construct)]  # fmt: skip
     problems = _spectrum_problems(cfg) + _step_problems(cfg) + _fold_problems(cfg) + _name_problems(cfg)
     problems += _dataset_problems(cfg)
     if cfg.phase.provider is None:
         names = ", ".join(registry.PHASE_PROVIDERS.names())
         problems.append(f"phase.provider: dataset {cfg.data.dataset!r} declares no default phase provider; name one ({names})")
     else:
-        problems += _option_problems("phase.options", registry.PHASE_PROVIDERS, cfg.phase.provider, cfg.phase.options)
+        problems += _option_problems("phase.options", registry.PHASE_PROVIDERS, cfg.phase.provider, cfg.phase.options, construct)
     regulariser = cfg.objectives.regulariser
-    problems += _option_problems("objectives.regulariser.options", registry.REGULARISERS, regulariser.name, regulariser.options)
+    key = "objectives.regulariser.options"
+    problems += _option_problems(key, registry.REGULARISERS, regulariser.name, regulariser.options, construct)
     for index, augmentation in enumerate(cfg.augmentations):
         key = f"augmentations[{index}].options"
-        problems += _option_problems(key, registry.AUGMENTATIONS, augmentation.name, augmentation.options)
+        problems += _option_problems(key, registry.AUGMENTATIONS, augmentation.name, augmentation.options, construct)
     return problems
 
 
@@ -209,12 +218,15 @@ def _name_problems(cfg: ExperimentConfig) -> list[str]:
     return problems
 
 
-def _option_problems(key: str, reg: registry.Registry, name: str, options: dict[str, Any]) -> list[str]:
-    """Options that the component's constructor does not take, then the values it refuses."""
+def _option_problems(key: str, reg: registry.Registry, name: str, options: dict[str, Any], construct: bool) -> list[str]:
+    """Options that the component's constructor does not take (the names `Registry.options`
+    records, else the constructor's), then the values it refuses; a component whose option names
+    are recorded is imported and constructed only with ``construct``."""
     import inspect
 
-    component = reg.get(name)
-    accepted = _keyword_parameters(component)
+    recorded = reg.options.get(name)
+    component = None if recorded is not None and not construct else reg.get(name)
+    accepted = set(recorded) if recorded is not None else _keyword_parameters(component)
     if accepted is not None:
         unknown = [option for option in options if option not in accepted]
         if unknown:
@@ -247,10 +259,11 @@ def _keyword_parameters(component: Any) -> set[str] | None:
     return None
 
 
-def preflight(cfg: ExperimentConfig) -> None:
+def preflight(cfg: ExperimentConfig, *, construct: bool = True) -> None:
     """Every check that the config and the files on disk allow, before any work: raises one
-    `ConfigError` listing each problem with its key path (a grid: each cell's)."""
-    problems = consistency_problems(cfg)
+    `ConfigError` listing each problem with its key path (a grid: each cell's). ``construct``:
+    as in `consistency_problems` (off: no torch-backed module is imported)."""
+    problems = consistency_problems(cfg, construct=construct)
     for label, cell in expand_grid(cfg):
         where = f"grid {label}: " if label else ""
         problems += [where + problem for problem in _device_problems(cell) + _corpus_problems(cell) + identity_problems(cell)
@@ -261,16 +274,20 @@ def preflight(cfg: ExperimentConfig) -> None:
 
 def _device_problems(cfg: ExperimentConfig) -> list[str]:
     """Devices this machine lacks; ``training.device`` only while a run is left to train (runs
-    trained on CUDA are evaluated elsewhere with their ``training.device``, see the run identity)."""
-    from cyclejepa.devices import resolve_device
-
+    trained on CUDA are evaluated elsewhere with their ``training.device``, see the run identity).
+    ``auto`` and ``cpu`` are on every machine: only another name needs torch to be checked."""
     problems, keys = [], ["evaluation.device"]
     if not all(finished(cfg, plan) for plan in plan_runs(cfg)):
         keys.insert(0, "training.device")
     for key in keys:
         section, name = key.split(".")
+        device = getattr(getattr(cfg, section), name)
+        if device in ("auto", "cpu"):
+            continue
+        from cyclejepa.devices import resolve_device
+
         try:
-            resolve_device(getattr(getattr(cfg, section), name))
+            resolve_device(device)
         except ValueError as error:
             problems.append(f"{key}: {error}")
     return problems
@@ -292,8 +309,6 @@ def _family_problems(cfg: ExperimentConfig) -> list[str]:
     signal (`PhaseProvider.signal`) or to the dataset's channel count. The default list is the
     battery's to filter: it skips what does not apply and says so in the report."""
     from cyclejepa.config import EvaluationConfig
-    from cyclejepa.facts import cycle_band, data_facts
-    from cyclejepa.evaluation.anomaly.perturbations import applicable_families
     from cyclejepa.registry import PERTURBATIONS, PHASE_PROVIDERS
 
     families, facts = cfg.evaluation.families, data_facts(cfg.data, cycle_band(cfg.phase.provider))
@@ -301,6 +316,8 @@ def _family_problems(cfg: ExperimentConfig) -> list[str]:
         family in PERTURBATIONS for family in families
     ):
         return []  # the default list; facts or names that consistency_problems already names
+    from cyclejepa.evaluation.anomaly.perturbations import applicable_families  # the families' own facts
+
     signal = getattr(PHASE_PROVIDERS.get(cfg.phase.provider), "signal", "any")
     _, skipped = applicable_families(families, signal, len(facts.channels))
     return [f"evaluation.families[{families.index(name)}]: {name!r} {reason}; leave it out" for name, reason in skipped.items()]
@@ -340,10 +357,12 @@ def identity_problems(cfg: ExperimentConfig) -> list[str]:
 
 def recorded_identity(cfg: ExperimentConfig, plan: RunPlan) -> dict | None:
     """The identity a run directory was trained with: from done.json, else its last checkpoint."""
-    from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint
-
     folder = run_folder(cfg, plan)
     if folder.done.exists():
         return read_json(folder.done).get("identity", {})
+    if not folder.checkpoints.is_dir():
+        return None  # nothing trained yet: no checkpoint to read (nor torch to read it)
+    from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint
+
     last = latest_checkpoint(folder.checkpoints)
     return None if last is None else load_checkpoint(last)["meta"].get("identity", {})

@@ -1,22 +1,26 @@
-"""Pre-training: trainer, schedule, checkpoints, RNG streams, distributed data parallel."""
+"""Pre-training: trainer, schedule, checkpoints, RNG streams, distributed data parallel.
 
-from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
-from cyclejepa.training.distributed import Distributed, process_group
-from cyclejepa.training.rng import STREAMS, RNGStreams
-from cyclejepa.training.schedule import build_optimisers, learning_rate
-from cyclejepa.training.trainer import JEPAObjective, Trainer, load_trained
+Names are imported on first use (PEP 562), so that importing one module does not import
+its siblings and their dependencies.
+"""
 
-__all__ = [
-    "STREAMS",
-    "Distributed",
-    "JEPAObjective",
-    "RNGStreams",
-    "Trainer",
-    "build_optimisers",
-    "latest_checkpoint",
-    "learning_rate",
-    "load_checkpoint",
-    "load_trained",
-    "process_group",
-    "save_checkpoint",
-]
+from cyclejepa.registry import lazy_names
+
+_HOMES = {
+    "latest_checkpoint": "checkpoint",
+    "load_checkpoint": "checkpoint",
+    "save_checkpoint": "checkpoint",
+    "Distributed": "distributed",
+    "process_group": "distributed",
+    "RNGStreams": "rng",
+    "STREAMS": "rng",
+    "build_optimisers": "schedule",
+    "learning_rate": "schedule",
+    "JEPAObjective": "trainer",
+    "Trainer": "trainer",
+    "load_trained": "trainer",
+}
+"""Each public name and the submodule that defines it."""
+
+__all__ = sorted(_HOMES)
+__getattr__ = lazy_names(__name__, _HOMES)

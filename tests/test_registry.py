@@ -1,0 +1,134 @@
+"""The registries' table of built-ins (each name's module, known without importing it) and the
+lazy package faces."""
+
+import importlib
+import json
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import cyclejepa
+from cyclejepa import registry
+from cyclejepa.pipeline.checks import _keyword_parameters
+
+ROOT = Path(__file__).resolve().parents[1]
+FACES = ("data", "evaluation", "export", "models", "phase", "symmetry", "training")
+"""The lazy faces; `cyclejepa.objectives` stays eager: its functions `sigreg` and `vicreg` share
+their modules' names, which a lazy face would hand out once the module is imported."""
+
+
+def _python(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter (nothing imported yet) and return the JSON it prints."""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    return json.loads(result.stdout)
+
+
+def _every_module() -> list[str]:
+    """Every module of the package, imported (a module needing an absent optional package skipped)."""
+    names = []
+    for info in pkgutil.walk_packages(cyclejepa.__path__, "cyclejepa."):
+        if info.name.endswith(".__main__"):
+            continue  # runs the command line
+        try:
+            importlib.import_module(info.name)
+        except ModuleNotFoundError as error:
+            if error.name is None or error.name.startswith("cyclejepa"):
+                raise
+            continue
+        names.append(info.name)
+    return names
+
+
+def test_the_builtin_table_names_where_every_registered_component_lives():
+    """Each built-in of the table is, once its module is imported, registered under its name by
+    that module; and every component the package registers is in the table."""
+    _every_module()
+    for kind, reg in registry.ALL_REGISTRIES.items():
+        for name, module in reg.builtins.items():
+            assert name in reg._entries, f"{kind}: {name!r} is not registered by {module}"
+            assert reg._entries[name].__module__ == module, f"{kind}: {name!r}"
+        registered = {name for name, obj in reg._entries.items() if obj.__module__.startswith("cyclejepa.")}
+        assert registered <= set(reg.builtins), f"{kind}: registered but not in the table: {registered - set(reg.builtins)}"
+
+
+def test_the_recorded_option_names_are_the_constructors():
+    recorded = [(reg, name) for reg in registry.ALL_REGISTRIES.values() for name in reg.options]
+    assert {reg.kind for reg, _ in recorded} == {"regulariser", "augmentation"}
+    for reg, name in recorded:
+        assert set(reg.options[name]) == _keyword_parameters(reg.get(name)), f"{reg.kind} {name!r}"
+
+
+def test_a_name_is_known_and_found_importing_only_its_module():
+    report = _python(
+        "import json, sys\n"
+        "from cyclejepa import registry\n"
+        "known = ['sigreg' in registry.REGULARISERS, 'tone' in registry.AUGMENTATIONS, 'ptbxl' in registry.DATASETS]\n"
+        "names = registry.AUGMENTATIONS.names()\n"
+        "provider = registry.PHASE_PROVIDERS.get('breath').__module__\n"
+        "print(json.dumps({'known': known, 'names': names, 'provider': provider, 'modules': sorted(sys.modules)}))\n"
+    )
+    assert report["known"] == [True, True, True]
+    assert report["names"] == sorted(registry.AUGMENTATIONS.builtins)
+    assert report["provider"] == "cyclejepa.phase.breath"
+    loaded = {m for m in report["modules"] if m.startswith(("cyclejepa.", "torch"))}
+    assert "cyclejepa.phase.breath" in loaded
+    unneeded = {"torch", "cyclejepa.objectives.sigreg", "cyclejepa.data.augment", "cyclejepa.data.ptbxl", "cyclejepa.phase.pulse"}
+    assert not loaded & unneeded
+
+
+def test_an_unknown_name_lists_the_builtins_not_yet_imported():
+    reg = registry.Registry("widget", {"sprocket": "cyclejepa.no_such_module"})
+    with pytest.raises(registry.UnknownComponentError, match=r"registered: sprocket\. Did you mean 'sprocket'\?"):
+        reg.get("sprockets")
+
+
+def test_a_builtin_name_is_refused_to_another_module():
+    reg = registry.Registry("widget", {"sprocket": "cyclejepa.widgets"})
+
+    class Sprocket:
+        pass
+
+    with pytest.raises(ValueError, match=r"widget 'sprocket' is the built-in of cyclejepa.widgets"):
+        reg.register("sprocket")(Sprocket)
+    assert reg.register("cog")(Sprocket) is Sprocket and reg.get("cog") is Sprocket
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_face_gives_each_public_name_from_its_module(face):
+    package = importlib.import_module(f"cyclejepa.{face}")
+    submodules = {info.name for info in pkgutil.iter_modules(package.__path__)}
+    assert package.__all__ == sorted(package._HOMES)
+    assert not set(package.__all__) & submodules  # a submodule attribute would shadow the name
+    for name, home in package._HOMES.items():
+        assert getattr(package, name) is getattr(importlib.import_module(f"cyclejepa.{face}.{home}"), name)
+    with pytest.raises(AttributeError, match=f"module 'cyclejepa.{face}' has no attribute 'nothing'"):
+        package.nothing  # noqa: B018
+
+
+def test_importing_a_face_or_one_module_does_not_import_torch():
+    report = _python(
+        "import json, sys\n"
+        + "".join(f"import cyclejepa.{face}\n" for face in FACES)
+        + "import cyclejepa.data.ptbxl\n"
+        "from cyclejepa.phase import PhaseProvider, PhaseTrack\n"
+        "phase = sorted(m for m in sys.modules if m.startswith('cyclejepa.phase'))\n"
+        "print(json.dumps({'torch': 'torch' in sys.modules, 'phase': phase}))\n"
+    )
+    assert report == {"torch": False, "phase": ["cyclejepa.phase", "cyclejepa.phase.provider", "cyclejepa.phase.track"]}
+
+
+def test_a_builtin_whose_optional_package_is_missing_is_named_with_it(monkeypatch):
+    reg = registry.Registry("widget", {"sprocket": "cyclejepa.widgets_optional", "cog": "cyclejepa.widgets_cog"})
+
+    def missing(name):
+        raise ModuleNotFoundError("No module named 'gearbox'", name="gearbox")
+
+    monkeypatch.setattr(registry.importlib, "import_module", missing)
+    monkeypatch.setattr(registry, "UNAVAILABLE", {})
+    with pytest.raises(registry.UnknownComponentError) as caught:
+        reg.get("sprocket")
+    expected = "unknown widget 'sprocket'; registered: cog (not loaded: cyclejepa.widgets_optional needs gearbox)"
+    assert str(caught.value) == expected
