@@ -35,7 +35,8 @@ from cyclejepa.cli import app
 from cyclejepa.config import parse_config
 from cyclejepa.data.ptbxl import read_record_fast
 from cyclejepa.data.ptbxl import LEADS, PTBXL
-from cyclejepa.export import PackageError, export_run, read_package_config
+from cyclejepa.export import PackageError, read_package_config
+from cyclejepa.pipeline import export_run
 from cyclejepa.export.package import _config_digest
 from cyclejepa.training.checkpoint import load_checkpoint
 
