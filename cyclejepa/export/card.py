@@ -163,7 +163,7 @@ def _limits(dataset: str, prep: dict) -> str:
         "## Limits",
         "",
         "- Not a medical device; not validated for diagnosis, triage or monitoring of patients.",
-        f"- Trained on `{dataset}` only: other populations, devices, lead placements, filters and "
+        f"- Trained on `{dataset}` only: other populations, devices, sensor placements, filters and "
         "noise levels are untested.",
         f"- Input must be prepared as `config.json` says (channels, {prep['fs']:g} Hz, normalisation); "
         f"records sampled below {prep['model_fs']:g} Hz, or lacking a channel, are refused.",
