@@ -4,7 +4,7 @@ by the export stage (`cyclejepa.pipeline.exporting.export_spec`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["CardSpec", "ExportSpec"]
@@ -34,7 +34,7 @@ class CardSpec:
     """The optimiser's learning rate."""
     augmentations: tuple[str, ...]
     """Names of the training augmentations, in order."""
-    counts: dict[str, int] = field(default_factory=dict)
+    counts: dict[str, int]
     """The cache manifest's counts: ``records``, ``rejected``, ``kept``, ``qc_failed``."""
 
 

@@ -12,6 +12,7 @@ from cyclejepa.embed import Encoder
 from cyclejepa.export import CardSpec, ExportSpec, check_target, source_run, write_package
 from cyclejepa.pipeline.embedding import locate_run, run_encoder
 from cyclejepa.pipeline.plans import RunPlan
+from cyclejepa.pipeline.seal import folds_of
 
 __all__ = ["evaluation_result", "export_run", "export_spec", "save_pretrained"]
 
@@ -60,7 +61,8 @@ def save_pretrained(
 
 def export_spec(cfg: ExperimentConfig, plan: RunPlan, step: int) -> ExportSpec:
     """What `write_package` needs of run ``plan`` of ``cfg`` at checkpoint ``step``: its names,
-    architecture, symmetry, cache manifest facts, evaluation result and training facts."""
+    architecture, symmetry, cache manifest facts, evaluation result and training facts (the folds
+    are named, never read: no fold use is recorded)."""
     from cyclejepa.data.cache import open_cache
     from cyclejepa.registry import DATASETS
 
@@ -68,7 +70,8 @@ def export_spec(cfg: ExperimentConfig, plan: RunPlan, step: int) -> ExportSpec:
     dataset = DATASETS.get(cfg.data.dataset)
     card = CardSpec(
         dataset=cfg.data.dataset, dataset_options=dict(cfg.data.options), data_licence=dataset.licence,
-        data_citation=dataset.citation, train_folds=tuple(cfg.data.train_folds), eval_folds=tuple(cfg.data.eval_folds),
+        data_citation=dataset.citation, train_folds=tuple(folds_of(cfg, "data.train_folds")),
+        eval_folds=tuple(folds_of(cfg, "data.eval_folds")),
         steps=cfg.training.steps, batch_size=cfg.training.batch_size, lr=cfg.optimiser.lr,
         augmentations=tuple(a.name for a in cfg.augmentations), counts=dict(manifest["counts"]),
     )  # fmt: skip
