@@ -353,7 +353,8 @@ def embed(
     tokens: Annotated[bool, typer.Option(help="keep the token embeddings (else record embeddings, phases, QC)")] = True,
 ) -> None:
     """Embed record files with a trained run or package (read by its dataset): record and token embeddings, token phases, QC."""
-    from cyclejepa.embed import OUT_OF_RANGE_DECADES, check_output, load_encoder
+    from cyclejepa.embed import OUT_OF_RANGE_DECADES, check_output
+    from cyclejepa.pipeline import load_encoder
     from cyclejepa.outputs import OutputFolder
 
     with _user_errors():
@@ -390,7 +391,7 @@ def export(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing package at --out")] = False,
 ) -> None:
     """Export a run's encoder: model.safetensors, config.json, README.md, reference.py (cyclejepa.load_pretrained reads it)."""
-    from cyclejepa.export import export_run
+    from cyclejepa.pipeline import export_run
 
     with _user_errors():
         try:

@@ -1,8 +1,9 @@
 """Embeddings out: a trained run's encoder applied to new records with the run's own preprocessing.
 
-`load_encoder` finds a run's configuration, checkpoint and preprocessing cache (`Preprocessing`
-holds what the encoder needs of the cache and the run's dataset; `cyclejepa.load_pretrained`
-reads the same from an exported package). A record file is read by the run's dataset
+An `Encoder` is a trained model with the preprocessing of its run (`Preprocessing`: what the
+encoder needs of the cache and the run's dataset). `cyclejepa.load_encoder` (the embedding stage,
+`cyclejepa.pipeline.embedding`) builds one from a run's configuration, checkpoint and cache;
+`cyclejepa.load_pretrained` from an exported package. A record file is read by the run's dataset
 (`Dataset.read_path`: its reader, units, gap filling) and a record is prepared as the cache
 prepared the training records: the run's channels in the run's order, resampled to the cache's
 rate and cut into windows of the training record length (`cut_record`, the cache's rule: a
@@ -27,19 +28,15 @@ from pathlib import Path
 
 import numpy as np
 
-from cyclejepa.config import ExperimentConfig, load_config
-from cyclejepa.data.cache import PreparedCache, cut_record, open_cache, prepare_record
+from cyclejepa.data.cache import PreparedCache, cut_record, prepare_record
 from cyclejepa.data.datasets import Dataset, Record, RecordRejected
 from cyclejepa.data.preprocess import Normalisation, Preparation
 from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
-from cyclejepa import pipeline
-from cyclejepa.outputs import OutputFolder
-from cyclejepa.pipeline.plans import run_folder
 from cyclejepa.progress import progress_bar
 
 __all__ = [
     "OUT_OF_RANGE", "OUT_OF_RANGE_DECADES", "Embeddings", "Encoder", "Preprocessing", "check_finite_weights",
-    "check_output", "find_checkpoint", "input_distance", "load_encoder", "locate_run",
+    "check_output", "find_checkpoint", "input_distance",
 ]  # fmt: skip
 
 FORMATS = (".npz", ".parquet")
@@ -73,63 +70,6 @@ def check_finite_weights(model, where: str) -> None:
     from cyclejepa.training.checkpoint import require_finite
 
     require_finite(model.state_dict(), where)
-
-
-def load_encoder(
-    run_dir: str | os.PathLike,
-    step: int | None = None,
-    device: str = "auto",
-    *,
-    arm: str | None = None,
-    seed: int | None = None,
-) -> Encoder:
-    """The trained encoder of a run, with the run's preprocessing.
-
-    Parameters
-    ----------
-    run_dir : output directory of `cyclejepa run` (holds config.yaml), or one run's folder in it
-        (``<output_dir>/runs/<arm>-seed<seed>``).
-    step : checkpoint step; default ``evaluation.headline_step`` when that checkpoint exists,
-        else the latest checkpoint.
-    device : ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
-    arm, seed : the run of an output directory (default: the first arm and the first seed).
-    """
-    from cyclejepa.devices import resolve_device
-    from cyclejepa.training import load_trained
-
-    cfg, plan = locate_run(Path(run_dir), arm, seed)
-    checkpoint = find_checkpoint(run_folder(cfg, plan).checkpoints, step, cfg.evaluation.headline_step)
-    target = resolve_device(device)
-    objective = load_trained(cfg, checkpoint, target)
-    preprocessing = Preprocessing.from_cache(open_cache(cfg), cfg.data.dataset, cfg.data.options)
-    source = {"run": str(checkpoint.parents[1]), "step": int(checkpoint.stem.removeprefix("step_"))}
-    return Encoder(objective.model, preprocessing, target, source, objective.symmetry, root=cfg.data.root)
-
-
-def locate_run(path: Path, arm: str | None = None, seed: int | None = None) -> tuple[ExperimentConfig, pipeline.RunPlan]:
-    """The config (output_dir set to where it lies now) and the `RunPlan` of ``path`` (as
-    `load_encoder` takes ``run_dir``, ``arm`` and ``seed``)."""
-    if OutputFolder(path).config.is_file():
-        output, name = path, None
-    elif path.parent.name == "runs" and OutputFolder(path.parents[1]).config.is_file():
-        output, name = path.parents[1], path.name
-    else:
-        raise FileNotFoundError(
-            f"{path} is neither the output directory of `cyclejepa run` (no config.yaml) "
-            f"nor a run folder <output_dir>/runs/<arm>-seed<seed> in one"
-        )
-    cfg = load_config(OutputFolder(output).config).model_copy(update={"output_dir": output})
-    if cfg.grid:
-        raise ValueError(f"{output} holds a grid of experiments: give one cell, {output / 'grid'}/<label>")
-    plans = pipeline.plan_runs(cfg)
-    wanted = [
-        p for p in plans
-        if (name is None or p.name == name) and arm in (None, p.arm.name) and seed in (None, p.seed)
-    ]  # fmt: skip
-    if not wanted:
-        asked = name or f"arm {arm or 'any'}, seed {'any' if seed is None else seed}"
-        raise ValueError(f"{output} has no run {asked}; its runs are {[p.name for p in plans]}")
-    return cfg, wanted[0]
 
 
 def find_checkpoint(directory: Path, step: int | None, headline: int | None) -> Path:
@@ -260,7 +200,7 @@ def _write_parquet(result: Embeddings, path: Path) -> None:
 class _Windows:
     """One record prepared as the cache prepares a record: its normalised windows and phases."""
 
-    signals: np.ndarray  # (W, leads, samples at the model rate) float32, z-scored
+    signals: np.ndarray  # (W, channels, samples at the model rate) float32, z-scored
     phases: np.ndarray  # (W, T) float32, centre convention
     qc_ok: np.ndarray  # (W,) bool
     qc_reason: list[str]
@@ -273,12 +213,13 @@ class Preprocessing:
 
     Attributes
     ----------
-    leads : the channels the model reads, in its order.
-    fs : the rate (Hz) a record is resampled to, phased at and then decimated from (the cache's
-        rate); the model reads ``fs / decimation`` (`model_fs`) in tokens of ``token_patch`` samples.
-    window : samples of one window at ``fs`` (the training record length).
+    channels : the channels the model reads, in its order.
+    cache_fs : the rate (Hz) a record is resampled to, phased at and then decimated from (the
+        cache's rate); the model reads ``cache_fs / decimation`` (`model_fs`) in tokens of
+        ``token_patch`` samples.
+    window : samples of one window at ``cache_fs`` (the training record length).
     phase_provider, phase_options : the registered phase provider and its options.
-    norm : the per-lead z-score statistics of the decimated training-fold windows.
+    norm : the per-channel z-score statistics of the decimated training-fold windows.
     dataset, dataset_options : the registered dataset the run read and its options (it reads
         record files, `Dataset.read_path`).
     units : each channel's physical unit, as the dataset declares it.
@@ -286,8 +227,8 @@ class Preprocessing:
         nothing for a cache of the paper's chain).
     """
 
-    leads: tuple[str, ...]
-    fs: float
+    channels: tuple[str, ...]
+    cache_fs: float
     window: int
     phase_provider: str
     phase_options: dict
@@ -301,34 +242,38 @@ class Preprocessing:
 
     @property
     def model_fs(self) -> float:
-        """The rate the model reads (Hz): ``fs`` decimated by ``decimation``."""
-        return self.fs / self.decimation
+        """The rate the model reads (Hz): model_fs = cache_fs / decimation."""
+        return self.cache_fs / self.decimation
 
     @classmethod
     def from_cache(cls, cache: PreparedCache, dataset: str, dataset_options: dict) -> Preprocessing:
-        """The settings of ``cache``, built from the registered ``dataset`` with ``dataset_options``."""
+        """The settings of ``cache``, built from the registered ``dataset`` with ``dataset_options``.
+
+        The cache's signals are at its model rate (``cache.fs``) and its events at its own rate
+        (``cache.event_fs``, `cache_fs` here): window = samples · cache_fs / model_fs.
+        """
         arguments = cache.manifest["arguments"]
-        window = round(cache.signals.shape[-1] * cache.event_fs / cache.fs)
+        cache_fs, model_fs = cache.event_fs, cache.fs
         return cls(
-            cache.channels, cache.event_fs, window, arguments["phase_provider"], dict(arguments["phase_options"]),
-            cache.norm, round(cache.event_fs / cache.fs), cache.token_patch, dataset, dict(dataset_options), cache.units,
-            Preparation.from_dict(arguments.get("preparation")),
+            cache.channels, cache_fs, round(cache.signals.shape[-1] * cache_fs / model_fs), arguments["phase_provider"],
+            dict(arguments["phase_options"]), cache.norm, round(cache_fs / model_fs), cache.token_patch, dataset,
+            dict(dataset_options), cache.units, Preparation.from_dict(arguments.get("preparation")),
         )  # fmt: skip
 
     def to_dict(self) -> dict:
-        """JSON form: these fields, the normalisation per lead, and the decimation and token patch
-        of the library that wrote it (`from_dict` refuses others)."""
+        """JSON form: these fields (``cache_fs`` under the package format's key ``fs``), the
+        normalisation per channel, and the decimation and token patch."""
         return {
-            "channels": list(self.leads),
-            "fs": self.fs,
+            "channels": list(self.channels),
+            "fs": self.cache_fs,
             "window": self.window,
-            "window_s": self.window / self.fs,
+            "window_s": self.window / self.cache_fs,
             "decimation": self.decimation,
             "model_fs": self.model_fs,
             "token_patch": self.token_patch,
             "phase_provider": self.phase_provider,
             "phase_options": self.phase_options,
-            "normalisation": self.norm.to_dict(self.leads),
+            "normalisation": self.norm.to_dict(self.channels),
             "dataset": {"name": self.dataset, "options": self.dataset_options},
             "units": list(self.units),
             **({} if self.preparation.is_default else {"preparation": self.preparation.to_dict()}),
@@ -336,6 +281,7 @@ class Preprocessing:
 
     @classmethod
     def from_dict(cls, data: dict) -> Preprocessing:
+        """The `to_dict` form back (a package's ``config.json`` ``preprocessing``)."""
         return cls(
             tuple(data["channels"]), float(data["fs"]), int(data["window"]), data["phase_provider"],
             dict(data["phase_options"]), Normalisation.from_dict(data["normalisation"]), int(data["decimation"]),
@@ -345,17 +291,17 @@ class Preprocessing:
 
 
 class Encoder:
-    """A trained encoder with its run's preprocessing (build it with `load_encoder` or
+    """A trained encoder with its run's preprocessing (build it with `cyclejepa.load_encoder` or
     `cyclejepa.load_pretrained`).
 
     Attributes
     ----------
     model : the trained `JEPAModel`, in eval mode, on ``device``.
-    preprocessing : the run's `Preprocessing` (leads, rates, window, normalisation, phase provider).
+    preprocessing : the run's `Preprocessing` (channels, rates, window, normalisation, phase provider).
     symmetry : the run's phase action ρ on the projected tokens (`PhaseSymmetry`).
-    leads : the channels the model reads, in its order.
-    fs : the cache's native rate (Hz), at which windows are phased and then decimated.
-    window : samples of one window at ``fs`` (the training record length).
+    channels : the channels the model reads, in its order.
+    cache_fs : the cache's rate (Hz), at which windows are phased and then decimated.
+    window : samples of one window at ``cache_fs`` (the training record length).
     dataset : the run's dataset, which reads record files (`Dataset.read_path`); built from its
         registered name and options with the run's ``root`` (None for a package), which reading
         a file does not need.
@@ -367,8 +313,8 @@ class Encoder:
 
         check_finite_weights(model, f"the encoder of {source}")
         self.model, self.preprocessing, self.device, self.symmetry = model, preprocessing, device, symmetry
-        self.leads: list[str] = list(preprocessing.leads)
-        self.fs: float = preprocessing.fs
+        self.channels: list[str] = list(preprocessing.channels)
+        self.cache_fs: float = preprocessing.cache_fs
         self.window: int = preprocessing.window
         self.provider = PHASE_PROVIDERS.build(preprocessing.phase_provider, **preprocessing.phase_options)
         self.dataset: Dataset = DATASETS.build(preprocessing.dataset, root=root, **preprocessing.dataset_options)
@@ -393,7 +339,7 @@ class Encoder:
         rows named by ``channel_names`` (matched to the run's channels case-insensitively; other
         channels are ignored). ``batch_size`` windows go
         through the model at a time; ``progress`` shows a progress bar over them. A record the
-        run cannot embed (a missing lead, a rate below the model's, shorter than one window,
+        run cannot embed (a missing channel, a rate below the model's, shorter than one window,
         non-finite samples) raises a ValueError naming it and why.
         """
         signal = np.asarray(signal)
@@ -429,13 +375,13 @@ class Encoder:
                 f"{model_fs / 2:g} Hz); give it at {model_fs:g} Hz or more"
             )
         try:  # the run's channels at its rate, in windows, as the cache cuts a dataset's record
-            windows = cut_record(record, self.leads, self.fs, self.window, preparation=self.preprocessing.preparation)
+            windows = cut_record(record, self.channels, self.cache_fs, self.window, preparation=self.preprocessing.preparation)
         except RecordRejected as rejection:
             raise ValueError(rejection.detail) from None
         signals, outcomes = [], []
         for segment in windows:
             decimated, outcome, _ = prepare_record(
-                segment, self.provider, fs=self.fs, channels=self.leads, decimation=self.preprocessing.decimation,
+                segment, self.provider, fs=self.cache_fs, channels=self.channels, decimation=self.preprocessing.decimation,
                 token_patch=self.preprocessing.token_patch,
             )  # fmt: skip
             signals.append(self.preprocessing.norm.apply(decimated))
@@ -446,7 +392,7 @@ class Encoder:
             np.stack([o.phase_centre for o in outcomes]),
             np.array([o.qc_ok for o in outcomes]),
             [o.qc_reason for o in outcomes],
-            self.preprocessing.preparation.drop_s + np.arange(count) * self.window / self.fs,  # record time (s)
+            self.preprocessing.preparation.drop_s + np.arange(count) * self.window / self.cache_fs,  # record time (s)
         )
 
     def read(self, path: str | os.PathLike) -> Record:
@@ -552,7 +498,7 @@ class Encoder:
         """The `OUT_OF_RANGE` reason of a record at ``distance`` (its furthest channel ``row``), or ''."""
         if distance <= OUT_OF_RANGE_DECADES:
             return ""
-        return (f"{OUT_OF_RANGE}: channel {self.leads[row]} is {distance:.2f} decades from the run's normalisation "
+        return (f"{OUT_OF_RANGE}: channel {self.channels[row]} is {distance:.2f} decades from the run's normalisation "
                 f"(limit {OUT_OF_RANGE_DECADES:g})")  # fmt: skip
 
 

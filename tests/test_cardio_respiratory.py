@@ -237,7 +237,7 @@ def test_embed_reads_a_training_record_through_the_run_dataset(plugins, tmp_path
     np.testing.assert_allclose(saved["embeddings"][0], saved["tokens"][valid].mean(axis=0), rtol=1e-5, atol=1e-6)
 
     pytest.importorskip("safetensors")
-    from cyclejepa.export import export_run
+    from cyclejepa.pipeline import export_run
 
     package = export_run(cfg.output_dir, tmp_path / "package")
     exported = cyclejepa.load_pretrained(package).embed_files([paths[0]])  # no root, the same dataset's reading

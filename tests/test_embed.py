@@ -178,7 +178,7 @@ def test_a_cache_rebuilt_for_another_experiment_is_refused_by_every_reader(train
     import shutil
 
     from cyclejepa.data.cache import CacheMismatch, open_cache
-    from cyclejepa.embed import load_encoder
+    from cyclejepa.pipeline import load_encoder
 
     cfg, _, _ = trained
     out = tmp_path / "first"

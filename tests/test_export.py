@@ -2,6 +2,7 @@
 changed and mismatched packages refused; input the encoder cannot conform refused."""
 
 import copy as copy_module
+import dataclasses
 import hashlib
 import importlib.util
 import json
@@ -35,7 +36,8 @@ from cyclejepa.cli import app
 from cyclejepa.config import parse_config
 from cyclejepa.data.ptbxl import read_record_fast
 from cyclejepa.data.ptbxl import LEADS, PTBXL
-from cyclejepa.export import PackageError, export_run, read_package_config
+from cyclejepa.export import PackageError, read_package_config
+from cyclejepa.pipeline import export_run
 from cyclejepa.export.package import _config_digest
 from cyclejepa.training.checkpoint import load_checkpoint
 
@@ -472,6 +474,49 @@ def test_save_pretrained_and_from_pretrained(run, tmp_path):
                                own.embed(records[:2], 500, LEADS).tokens, rtol=0, atol=1e-6)  # fmt: skip
     assert read_package_config(tuned)["run"]["weights"] == "changed in memory after loading the checkpoint"
     assert "the run's evaluation does not apply to them" in (tuned / "README.md").read_text()
+
+
+def test_the_package_states_what_its_spec_says(run, tmp_path):
+    """`write_package` takes the run's facts from its `ExportSpec` alone: the export stage's spec
+    holds the run's config, cache and evaluation facts, and a spec changed by hand is what the
+    package and its card then state."""
+    from cyclejepa.data.cache import open_cache
+    from cyclejepa.export import write_package
+
+    cfg, package, _ = run
+    located, plan = pipeline.locate_run(Path(cfg.output_dir))
+    spec = pipeline.export_spec(located, plan, 2)
+    manifest = open_cache(cfg).manifest
+    assert (spec.experiment, spec.run, spec.arm, spec.encoder) == ("tiny", "winder-seed0", "winder", cfg.model.encoder.model_dump(mode="json"))
+    assert (spec.cache_hash, spec.card.counts, spec.card.eval_folds) == (manifest["config_hash"], manifest["counts"], (9,))
+    assert spec.evaluation == json.loads((cfg.output_dir / "evaluation" / "winder-seed0-step000002.json").read_text())
+    encoder = pipeline.run_encoder(located, plan, 2, "cpu")
+    again = write_package(encoder, spec, tmp_path / "again")
+    assert read_package_config(again)["preprocessing"] == read_package_config(package)["preprocessing"]
+    assert (again / "README.md").read_text() == (package / "README.md").read_text()
+    card = dataclasses.replace(spec.card, dataset_options={"records": 7}, augmentations=("jitter", "scale"), lr=0.125,
+                               data_licence="", train_folds=(2, 3))  # fmt: skip
+    stated = write_package(encoder, dataclasses.replace(spec, experiment="renamed", evaluation=None, card=card), tmp_path / "stated")
+    text = (stated / "README.md").read_text()
+    assert read_package_config(stated)["run"]["experiment"] == "renamed" and front(text)["data_license"] == "unknown"
+    for phrase in ("with options {'records': 7}", "augmentations: jitter, scale", "AdamW at lr 0.125",
+                   "Pre-training folds [2, 3]", "Step 2 of this run was not evaluated"):
+        assert phrase in text, phrase
+
+
+def test_export_and_embed_read_no_experiment_config():
+    """Below the pipeline, the export and embed layers take narrow inputs: no import of the config
+    module or the pipeline, no mention of `ExperimentConfig` or `RunPlan`."""
+    import ast
+
+    from test_layout import PACKAGE, imports
+
+    for path in [PACKAGE / "embed.py", *sorted((PACKAGE / "export").glob("*.py"))]:
+        reached = [name for _, name, _ in imports(path) if name.startswith(("cyclejepa.config", "cyclejepa.pipeline"))]
+        nodes = list(ast.walk(ast.parse(path.read_text())))
+        named = {getattr(n, "id", None) or getattr(n, "attr", None) or getattr(n, "name", None) for n in nodes
+                 if isinstance(n, (ast.Name, ast.Attribute, ast.alias))} & {"ExperimentConfig", "RunPlan", "pipeline"}  # fmt: skip
+        assert not reached and not named, f"{path.name}: {reached} {sorted(named)}"
 
 
 def rewritten(package, tmp_path, edit, name="rewritten"):

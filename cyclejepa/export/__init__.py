@@ -1,8 +1,9 @@
 """Models out: the weights package of a trained encoder, and its TorchScript and ONNX graphs.
 
-`export_run` (``cyclejepa export``, `save_pretrained`) writes ``model.safetensors``,
-``config.json``, ``README.md`` and ``reference.py``; `load_pretrained` (`from_pretrained`) reads
-them back into an `Encoder` with no run folder.
+`write_package` writes ``model.safetensors``, ``config.json``, ``README.md`` and
+``reference.py`` from an `Encoder` and the `ExportSpec` of its run (the export stage,
+`cyclejepa.pipeline.export_run` / ``cyclejepa export``, builds both from a run folder);
+`load_pretrained` (`from_pretrained`) reads them back into an `Encoder` with no run folder.
 `export_onnx` and `export_torchscript` write the deployed path offline or as a streaming step
 with its state explicit (`cyclejepa.export.graphs`).
 
@@ -17,11 +18,14 @@ _HOMES = {
     "export_torchscript": "graphs",
     "state_names": "graphs",
     "PackageError": "package",
-    "export_run": "package",
+    "check_target": "package",
     "from_pretrained": "package",
     "load_pretrained": "package",
     "read_package_config": "package",
-    "save_pretrained": "package",
+    "source_run": "package",
+    "write_package": "package",
+    "CardSpec": "spec",
+    "ExportSpec": "spec",
 }
 """Each public name and the submodule that defines it."""
 

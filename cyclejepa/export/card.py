@@ -9,70 +9,54 @@ from typing import Any
 
 import yaml
 
-from cyclejepa.config import ExperimentConfig
-from cyclejepa.evaluation.integrity import read_result
 from cyclejepa.evaluation.report import bottom_line_markdown
-from cyclejepa.evaluation.stage import evaluation_dir
-from cyclejepa.pipeline.plans import RunPlan
+from cyclejepa.export.spec import CardSpec
 
-__all__ = ["evaluation_result", "front_matter", "model_card"]
+__all__ = ["front_matter", "model_card"]
 
 LICENCE = "mit"
 """The library's licence, the weights' by default (the card names the data's licence apart)."""
 
 
-def evaluation_result(cfg: ExperimentConfig, plan: RunPlan, step: int) -> dict | None:
-    """The evaluation stage's result of ``plan`` at ``step`` (``evaluation/<run>-step*.json``), or
-    None; an altered result is refused (`read_result`)."""
-    for path in sorted(evaluation_dir(cfg).glob(f"{plan.name}-step*.json")):
-        result = read_result(path)
-        if result.get("step") == step:
-            return result
-    return None
-
-
-def model_card(config: dict[str, Any], cfg: ExperimentConfig, manifest: dict[str, Any], result: dict | None) -> str:
-    """The card's Markdown from the package's ``config`` (config.json), the run's experiment
-    config ``cfg``, its cache ``manifest`` and its evaluation ``result`` at the exported step."""
+def model_card(config: dict[str, Any], card: CardSpec, result: dict | None) -> str:
+    """The card's Markdown from the package's ``config`` (config.json), the run's training facts
+    ``card`` and its evaluation ``result`` at the exported step."""
     run, prep, model = config["run"], config["preprocessing"], config["model"]
     tokens = prep["window"] // prep["decimation"] // prep["token_patch"]
-    return front_matter(config, cfg, result) + "\n\n".join([
+    return front_matter(config, card, result) + "\n\n".join([
         f"# {run['experiment']}: {run['run']}, step {run['step']}",
         f"A Winder encoder (encoder + projector, {model['deployed_parameters']:,} parameters) exported by "
         f"cyclejepa {config['cyclejepa_version']} from run `{run['run']}` of experiment `{run['experiment']}`: "
         f"arm `{run['arm']}` (λ_trans = {run['transport_weight']:g}), seed {run['seed']}, checkpoint step "
-        f"{run['step']} of {cfg.training.steps}, run identity `{run['run_hash']}`. Load it with "
+        f"{run['step']} of {card.steps}, run identity `{run['run_hash']}`. Load it with "
         f"`cyclejepa.load_pretrained(DIR)`; `config.json` says how to prepare its input without cyclejepa.",
         _input_section(prep, config["symmetry"], tokens, model),
-        _training_section(cfg, manifest),
-        _evaluation_section(result, run, cfg.data.eval_folds),
+        _training_section(card),
+        _evaluation_section(result, run, list(card.eval_folds)),
         _USE,
-        _limits(cfg, prep),
+        _limits(card.dataset, prep),
     ]) + "\n"  # fmt: skip
 
 
-def front_matter(config: dict[str, Any], cfg: ExperimentConfig, result: dict | None) -> str:
+def front_matter(config: dict[str, Any], card: CardSpec, result: dict | None) -> str:
     """The card's YAML front matter, between ``---`` lines."""
-    from cyclejepa.registry import DATASETS
-
-    dataset = DATASETS.get(cfg.data.dataset)
     run = config["run"]
     meta = {
         "license": LICENCE,
         "library_name": "cyclejepa",
-        "tags": ["cyclejepa", "self-supervised", "phase-equivariant", "time-series", "feature-extraction", cfg.data.dataset],
-        "datasets": [cfg.data.dataset],
-        "data_license": dataset.licence or "unknown",
-        "data_citation": dataset.citation or "unknown",
+        "tags": ["cyclejepa", "self-supervised", "phase-equivariant", "time-series", "feature-extraction", card.dataset],
+        "datasets": [card.dataset],
+        "data_license": card.data_licence or "unknown",
+        "data_citation": card.data_citation or "unknown",
         "model-index": [{
             "name": f"{run['experiment']}/{run['run']}-step{run['step']}",
-            "results": [] if result is None else _results(result, cfg),
+            "results": [] if result is None else _results(result, card),
         }],
     }  # fmt: skip
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000) + "---\n\n"
 
 
-def _results(result: dict, cfg: ExperimentConfig) -> list[dict]:
+def _results(result: dict, card: CardSpec) -> list[dict]:
     """One model-index result per diagnostic task: macro-AUROC, its interval and bootstrap
     count, and the records and patients it was measured on."""
     results = []
@@ -88,7 +72,7 @@ def _results(result: dict, cfg: ExperimentConfig) -> list[dict]:
         }  # fmt: skip
         results.append({
             "task": {"type": "feature-extraction", "name": f"linear probe, {task}"},
-            "dataset": {"name": cfg.data.dataset, "type": cfg.data.dataset, "split": f"folds {cfg.data.eval_folds}"},
+            "dataset": {"name": card.dataset, "type": card.dataset, "split": f"folds {list(card.eval_folds)}"},
             "metrics": [metric],
         })  # fmt: skip
     return results
@@ -137,18 +121,18 @@ def _reference_clause(prep: dict) -> str:
     return "" if prep.get("preparation") else " and `reference.py`"
 
 
-def _training_section(cfg: ExperimentConfig, manifest: dict[str, Any]) -> str:
-    counts = manifest["counts"]
-    options = f" with options {cfg.data.options}" if cfg.data.options else ""
-    augmentations = ", ".join(a.name for a in cfg.augmentations) or "none"
+def _training_section(card: CardSpec) -> str:
+    counts = card.counts
+    options = f" with options {card.dataset_options}" if card.dataset_options else ""
+    augmentations = ", ".join(card.augmentations) or "none"
     return "\n".join([
         "## Training data",
         "",
-        f"- Dataset `{cfg.data.dataset}`{options}: records {counts['records']}, of which rejected "
+        f"- Dataset `{card.dataset}`{options}: records {counts['records']}, of which rejected "
         f"{counts['rejected']}; windows kept {counts['kept']}, of which failing phase QC {counts['qc_failed']}.",
-        f"- Pre-training folds {cfg.data.train_folds}; evaluation folds {cfg.data.eval_folds} "
+        f"- Pre-training folds {list(card.train_folds)}; evaluation folds {list(card.eval_folds)} "
         "(never used for training or for the normalisation).",
-        f"- {cfg.training.steps} steps of batch {cfg.training.batch_size}, AdamW at lr {cfg.optimiser.lr:g}; "
+        f"- {card.steps} steps of batch {card.batch_size}, AdamW at lr {card.lr:g}; "
         f"augmentations: {augmentations}.",
     ])  # fmt: skip
 
@@ -174,12 +158,12 @@ graphs, if exported beside this card); transport-violation scores as a research 
 beats that break the learned phase structure."""
 
 
-def _limits(cfg: ExperimentConfig, prep: dict) -> str:
+def _limits(dataset: str, prep: dict) -> str:
     return "\n".join([
         "## Limits",
         "",
         "- Not a medical device; not validated for diagnosis, triage or monitoring of patients.",
-        f"- Trained on `{cfg.data.dataset}` only: other populations, devices, lead placements, filters and "
+        f"- Trained on `{dataset}` only: other populations, devices, sensor placements, filters and "
         "noise levels are untested.",
         f"- Input must be prepared as `config.json` says (channels, {prep['fs']:g} Hz, normalisation); "
         f"records sampled below {prep['model_fs']:g} Hz, or lacking a channel, are refused.",

@@ -97,7 +97,7 @@ def check_config(config: dict) -> None:
     model = _section(config, "model")
     encoder, projector = _section(model, "encoder"), _section(model, "projector")
     _string(encoder, "name", "model.encoder")
-    leads = _integer(encoder, "leads", "model.encoder")
+    channel_count = _integer(encoder, "leads", "model.encoder")
     patch = _integer(encoder, "patch", "model.encoder")
     width = _integer(encoder, "width", "model.encoder")
     for key in ("hidden", "kernel"):
@@ -116,20 +116,20 @@ def check_config(config: dict) -> None:
         _string(symmetry, key, "symmetry")
     if not isinstance(symmetry.get("basis_options", {}), dict):
         raise _fail("symmetry.basis_options", "must be an object")
-    _check_preprocessing(_section(config, "preprocessing"), leads, patch)
+    _check_preprocessing(_section(config, "preprocessing"), channel_count, patch)
     run = _section(config, "run")
     _string(run, "run", "run")
     _integer(run, "step", "run", low=0, high=10**12)
 
 
-def _check_preprocessing(prep: dict, leads: int, patch: int) -> None:
+def _check_preprocessing(prep: dict, channel_count: int, patch: int) -> None:
     field = "preprocessing"
-    channels = _strings(prep, "channels", field, leads)
+    channels = _strings(prep, "channels", field, channel_count)
     lower = [c.lower() for c in channels]
     repeated = sorted({c for c in channels if lower.count(c.lower()) > 1})
     if repeated:
         raise _fail(f"{field}.channels", f"names {repeated} more than once (channels match case-insensitively)")
-    _strings(prep, "units", field, leads)
+    _strings(prep, "units", field, channel_count)
     from cyclejepa.data.preprocess import MAX_FS, MIN_FS
 
     _number(prep.get("fs"), f"{field}.fs", MIN_FS, MAX_FS)

@@ -1,10 +1,10 @@
 """The deployed encoder (encoder + projector) as TorchScript and ONNX graphs, offline and streaming.
 
-Offline: ``x`` (batch, leads, samples), the normalised signal at the model rate, gives ``z``
+Offline: ``x`` (batch, channels, samples), the normalised signal at the model rate, gives ``z``
 (batch, samples / patch, K); the axes ``batch`` and ``samples`` / ``tokens`` are dynamic (any
 multiple of the patch; exported at the training window's length).
-Streaming: one ``chunk`` (batch, leads, patch) and the state, one tensor ``state_i`` of shape
-(batch, channels, (k − 1)·d) per causal convolution (`StreamingEncoder.state_layout` order,
+Streaming: one ``chunk`` (batch, channels, patch) and the state, one tensor ``state_i`` of shape
+(batch, width, (k − 1)·d) per causal convolution (`StreamingEncoder.state_layout` order,
 zeros at the start of a stream), give the token ``z`` (batch, K) and the next state
 ``next_state_i``: `StreamingEncoder.forward` with the state explicit, so a device keeps the
 state itself and nothing else. Both graphs are traced from the eager modules: TorchScript with
@@ -111,7 +111,7 @@ def export_onnx(
 ) -> Path:
     """Write the deployed path of ``model`` as ONNX to ``path``, the batch axis dynamic.
 
-    ``samples``: the offline graph, input ``x`` (batch, leads, samples), output ``z`` (batch,
+    ``samples``: the offline graph, input ``x`` (batch, channels, samples), output ``z`` (batch,
     tokens, K), ``samples`` and ``tokens`` dynamic too (any multiple of the patch); None: the
     streaming step, inputs ``chunk`` and ``state_i``, outputs ``z`` and ``next_state_i``
     (`state_names`). ``metadata`` goes into the model's ``metadata_props``. Needs the ``onnx``

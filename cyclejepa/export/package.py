@@ -1,6 +1,6 @@
 """The weights package of a trained encoder: ``model.safetensors``, ``config.json``, ``README.md``.
 
-`export_run` writes the deployed path of a run's checkpoint (encoder + projector) and the
+`write_package` writes the deployed path of a run's checkpoint (encoder + projector) and the
 weights of its phase action (the symmetry's basis, when it has any) as safetensors;
 ``config.json`` holds everything needed to prepare the input and rebuild the model: channels
 and order, rates, window, resampling and decimation filters, normalisation, token patch, phase
@@ -9,13 +9,15 @@ version, the run's identity and step, and the sha256 of every other file of the 
 (``files``) and of its own content (``config_sha256``, over the sorted JSON of every other
 key). ``reference.py`` (`cyclejepa.export.reference`) prepares and encodes a record with numpy
 and onnxruntime only. With ``onnx`` / ``torchscript`` it adds the offline and streaming graphs
-(`cyclejepa.export.graphs`). Folders are 0755 and files 0644 whatever the umask.
+(`cyclejepa.export.graphs`). Folders are 0755 and files 0644 whatever the umask. What it needs
+of the run besides the encoder comes in an `ExportSpec`; the export stage
+(`cyclejepa.pipeline.exporting`: `export_run`, `save_pretrained`) builds it from the run's config.
 
 `load_pretrained` needs only the package: it checks ``config.json`` (`cyclejepa.export.checks`),
 verifies the weights' checksum strictly (the card may be edited, an optional graph deleted),
 rebuilds the architecture on the meta device and compares it with the weights file's header
 before allocating anything, then loads the weights strictly (a missing, extra or misshapen
-tensor is an error naming it), into the same `Encoder` that `load_encoder` gives, so both embed
+tensor is an error naming it), into the same `Encoder` that a run's `load_encoder` gives, so both embed
 a record alike. Formats `READABLE` are read; any other is refused naming who reads it.
 """
 
@@ -34,15 +36,16 @@ from typing import Any
 import torch
 from torch import nn
 
-from cyclejepa.data.cache import PHASE_REVISION, open_cache
+from cyclejepa.data.cache import PHASE_REVISION
 from cyclejepa.data.cache.record import _decimation_taps
 from cyclejepa.data.datasets import sha256_file
 from cyclejepa.data.preprocess import KAISER_BETA
-from cyclejepa.embed import Encoder, Preprocessing, check_finite_weights, load_encoder, locate_run
+from cyclejepa.embed import Encoder, Preprocessing, check_finite_weights
 from cyclejepa.export import reference
-from cyclejepa.export.card import evaluation_result, model_card
+from cyclejepa.export.card import model_card
 from cyclejepa.export.checks import PackageError, check_channels_known, check_config, check_files
 from cyclejepa.export.graphs import OPSET, export_onnx, export_torchscript, require_onnx, state_names
+from cyclejepa.export.spec import ExportSpec
 from cyclejepa.jsonio import json_sha256
 from cyclejepa.models import JEPAModel, ProjectorMLP, StreamingEncoder
 from cyclejepa.outputs import RunFolder
@@ -52,8 +55,8 @@ from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint
 from cyclejepa.version import __version__
 
 __all__ = [
-    "FORMAT", "FORMAT_VERSION", "READABLE", "PackageError", "export_run", "from_pretrained", "load_pretrained",
-    "read_package_config", "save_pretrained",
+    "FORMAT", "FORMAT_VERSION", "READABLE", "PackageError", "check_target", "from_pretrained", "load_pretrained",
+    "read_package_config", "source_run", "write_package",
 ]  # fmt: skip
 
 FORMAT = "cyclejepa-encoder"
@@ -84,62 +87,44 @@ def _safetensors():
     return safetensors.torch
 
 
-def export_run(
-    run_dir: str | os.PathLike,
-    out: str | os.PathLike,
-    *,
-    step: int | None = None,
-    arm: str | None = None,
-    seed: int | None = None,
-    onnx: bool = False,
-    torchscript: bool = False,
-    overwrite: bool = False,
-) -> Path:
-    """Write the weights package of a run's checkpoint to the folder ``out``; returns ``out``.
-
-    ``run_dir``, ``step``, ``arm`` and ``seed`` choose the checkpoint as `load_encoder` does.
-    ``onnx`` / ``torchscript`` add the offline and streaming graphs. An existing ``out`` is
-    refused unless ``overwrite``. The package is written beside ``out`` and renamed into place.
-    Non-finite weights are refused, naming the tensors (`check_finite_weights`).
-    """
+def check_target(out: str | os.PathLike, *, onnx: bool = False, overwrite: bool = False) -> Path:
+    """``out`` as a Path if `write_package` can write there: safetensors (and onnx with ``onnx``)
+    importable, and ``out`` absent, or with ``overwrite`` an encoder package or an empty folder."""
     _safetensors()
     if onnx:
         require_onnx()
-    _check_target(Path(out), overwrite)
-    encoder = load_encoder(run_dir, step, "cpu", arm=arm, seed=seed)
-    cfg, plan = locate_run(Path(run_dir), arm, seed)
-    return _export(encoder, cfg, plan, Path(out), onnx=onnx, torchscript=torchscript, overwrite=overwrite)
-
-
-def save_pretrained(
-    model_or_run, out: str | os.PathLike, *, onnx: bool = False, torchscript: bool = False, overwrite: bool = False,
-    **checkpoint,
-) -> Path:  # fmt: skip
-    """Write a package to ``out``: of a run folder's checkpoint (`export_run`; ``checkpoint``:
-    its ``step``, ``arm``, ``seed``), or of an `Encoder` from `load_encoder` with the weights it
-    holds now (changed in memory after loading, e.g. fine-tuned, they are saved as they are, and
-    ``config.json`` and the card say that the run's evaluation does not apply to them)."""
-    if not isinstance(model_or_run, Encoder):
-        return export_run(model_or_run, out, onnx=onnx, torchscript=torchscript, overwrite=overwrite, **checkpoint)
-    source = model_or_run.source
-    if "package" in source:
-        raise ValueError(f"this encoder was loaded from the package {source['package']}: copy that folder")
-    if checkpoint:
-        raise ValueError(f"{sorted(checkpoint)} choose a checkpoint of a run folder; an encoder is saved as it is")
-    cfg, plan = locate_run(Path(source["run"]))
-    return _export(model_or_run, cfg, plan, Path(out), onnx=onnx, torchscript=torchscript, overwrite=overwrite)
-
-
-def _export(encoder: Encoder, cfg, plan, out: Path, *, onnx: bool, torchscript: bool, overwrite: bool) -> Path:
-    """The package of ``encoder`` (its weights as they are now), from run ``plan`` of ``cfg``."""
-    safetensors = _safetensors()
-    if onnx:
-        require_onnx()
+    out = Path(out)
     _check_target(out, overwrite)
+    return out
+
+
+def source_run(encoder: Encoder) -> RunFolder:
+    """The run folder ``encoder``'s weights were loaded from; an encoder of a package is refused."""
+    if "package" in encoder.source:
+        raise ValueError(f"this encoder was loaded from the package {encoder.source['package']}: copy that folder")
+    return RunFolder(Path(encoder.source["run"]))
+
+
+def write_package(
+    encoder: Encoder, spec: ExportSpec, out: str | os.PathLike, *, onnx: bool = False, torchscript: bool = False,
+    overwrite: bool = False,
+) -> Path:  # fmt: skip
+    """Write the package of ``encoder`` (its weights as they are now) to the folder ``out``, from
+    the run ``spec`` describes; returns ``out``.
+
+    ``onnx`` / ``torchscript`` add the offline and streaming graphs. An existing ``out`` is
+    refused unless ``overwrite`` (`check_target`). The package is written beside ``out`` and
+    renamed into place. Non-finite weights are refused, naming the tensors
+    (`check_finite_weights`). Weights that differ from the checkpoint's (changed in memory after
+    loading, e.g. fine-tuned) are saved as they are, and ``config.json`` and the card say that
+    the run's evaluation does not apply to them.
+    """
+    run = source_run(encoder)
+    safetensors = _safetensors()
+    out = check_target(out, onnx=onnx, overwrite=overwrite)
     step = encoder.source["step"]
-    checkpoint = load_checkpoint(checkpoint_path(RunFolder(Path(encoder.source["run"])).checkpoints, step))
+    checkpoint = load_checkpoint(checkpoint_path(run.checkpoints, step))
     meta = checkpoint["meta"]
-    manifest = open_cache(cfg).manifest
     model = copy.deepcopy(encoder.model).cpu().eval()
     check_finite_weights(model, f"the encoder of {encoder.source}")
     weights = _weights(model, encoder.symmetry)
@@ -151,13 +136,13 @@ def _export(encoder: Encoder, cfg, plan, out: Path, *, onnx: bool, torchscript: 
         "torch_version": torch.__version__,
         "versions": _versions(onnx),
         "run": {
-            "experiment": cfg.name, "run": plan.name, "arm": plan.arm.name, "seed": meta["seed"],
+            "experiment": spec.experiment, "run": spec.run, "arm": spec.arm, "seed": meta["seed"],
             "transport_weight": meta["transport_weight"], "step": step, "run_hash": meta["run_hash"],
             "identity": meta["identity"], "weights": CHANGED if changed else "checkpoint",
         },
-        "model": _architecture(cfg, model),
-        "symmetry": cfg.symmetry.model_dump(mode="json"),
-        "preprocessing": _preprocessing(encoder.preprocessing, cfg, manifest),
+        "model": _architecture(spec, model),
+        "symmetry": spec.symmetry,
+        "preprocessing": _preprocessing(encoder.preprocessing, spec),
         "streaming": {
             "chunk": ["batch", model.encoder.leads, model.encoder.patch],
             "state": [
@@ -166,7 +151,7 @@ def _export(encoder: Encoder, cfg, plan, out: Path, *, onnx: bool, torchscript: 
             ],
         },
     }  # fmt: skip
-    result = None if changed else evaluation_result(cfg, plan, step)
+    result = None if changed else spec.evaluation
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
     try:
@@ -174,7 +159,7 @@ def _export(encoder: Encoder, cfg, plan, out: Path, *, onnx: bool, torchscript: 
                     "model": json.dumps(config["model"]), "symmetry": json.dumps(config["symmetry"]),
                     "cyclejepa_version": __version__}  # fmt: skip
         safetensors.save_file(weights, staging / WEIGHTS, metadata=metadata)
-        (staging / CARD).write_text(model_card(config, cfg, manifest, result))
+        (staging / CARD).write_text(model_card(config, spec.card, result))
         shutil.copyfile(reference.__file__, staging / REFERENCE)
         samples = encoder.window // encoder.preprocessing.decimation
         for (kind, streaming), name in GRAPHS.items():
@@ -251,18 +236,18 @@ def _check_target(out: Path, overwrite: bool) -> None:
         raise FileExistsError(f"{out} exists and is not an encoder package; it is left alone: choose another folder")
 
 
-def _architecture(cfg, model: JEPAModel) -> dict[str, Any]:
+def _architecture(spec: ExportSpec, model: JEPAModel) -> dict[str, Any]:
     """The deployed modules' constructor arguments and parameter count."""
     projector = model.projector
     return {
-        "name": cfg.model.name,
-        "encoder": cfg.model.encoder.model_dump(mode="json"),
+        "name": spec.model_name,
+        "encoder": dict(spec.encoder),
         "projector": {"in_dim": projector.in_dim, "hidden": projector.hidden, "out_dim": projector.out_dim},
         "deployed_parameters": sum(p.numel() for p in (*model.encoder.parameters(), *projector.parameters())),
     }
 
 
-def _preprocessing(preprocessing: Preprocessing, cfg, manifest: dict[str, Any]) -> dict[str, Any]:
+def _preprocessing(preprocessing: Preprocessing, spec: ExportSpec) -> dict[str, Any]:
     """`Preprocessing.to_dict` and what else reproduces the input: the filters, the phase
     convention and coordinates, the detector revision and the cache's hash."""
     fir = {"window": ["kaiser", KAISER_BETA], "padtype": "edge", "method": "scipy.signal.resample_poly"}
@@ -277,10 +262,10 @@ def _preprocessing(preprocessing: Preprocessing, cfg, manifest: dict[str, Any]) 
             "group_delay": 10 * q, "applies_to": "each window",
             "alignment": f"y[n] = sum_k h[k] x[{q} n + {10 * q} - k], x extended by its first and last sample",
         } if q > 1 else "none",
-        "phase_convention": cfg.phase.convention,
-        "phase_coordinates": manifest.get("phase_coordinates", []),
-        "phase_revision": manifest["arguments"]["phase_revision"],
-        "cache_hash": manifest["config_hash"],
+        "phase_convention": spec.phase_convention,
+        "phase_coordinates": spec.phase_coordinates,
+        "phase_revision": spec.phase_revision,
+        "cache_hash": spec.cache_hash,
     }
 
 
@@ -357,7 +342,7 @@ def _check_version(source: Path, config: dict[str, Any]) -> None:
 
 
 def load_pretrained(path: str | os.PathLike, device: str = "cpu") -> Encoder:
-    """The encoder of a package written by `export_run`, with its preprocessing; no run folder
+    """The encoder of a package written by `write_package`, with its preprocessing; no run folder
     or network needed.
 
     Verifies the package (`read_package_config`), rebuilds the encoder, projector and phase

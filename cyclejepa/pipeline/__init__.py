@@ -6,6 +6,9 @@ Each stage turns its part of an `ExperimentConfig` into the narrow arguments of 
     preflight → prepare (`prepare`) → pre-train (`pretrain_all`) → evaluate and report
     (`evaluate_experiment`); `run_experiment` runs them in order.
 
+After a run: the embedding stage (`load_encoder`) and the export stage (`export_run`,
+`save_pretrained`).
+
 Names are imported on first use (PEP 562), so ``import cyclejepa.pipeline`` costs nothing.
 """
 
@@ -38,6 +41,13 @@ _HOMES = {
     "benchmark_ptbxl": "benchmarking",
     "benchmark_allocations": "benchmarking",
     "time_experiment": "benchmarking",
+    "load_encoder": "embedding",
+    "locate_run": "embedding",
+    "run_encoder": "embedding",
+    "export_run": "exporting",
+    "export_spec": "exporting",
+    "evaluation_result": "exporting",
+    "save_pretrained": "exporting",
 }
 __all__ = sorted(_HOMES)
 
