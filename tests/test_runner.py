@@ -59,7 +59,8 @@ def test_grid_with_an_invalid_value_fails_at_load_with_its_key(tmp_path):
     ("ptbxl", [], None, ("–", "–")),  # an unlabelled dataset: no probe row
 ])  # fmt: skip
 def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, dataset, tasks, label, aurocs):
-    from cyclejepa.evaluation.report import headline_rows, write_grid_summary
+    from cyclejepa.evaluation.report import headline_rows
+    from cyclejepa.pipeline.reporting import write_grid_summary
     from cyclejepa.jsonio import write_json
 
     cells = []

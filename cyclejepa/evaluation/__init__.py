@@ -32,7 +32,6 @@ _EXPORTS = {
     "dephase": "geometry",
     "diagnostic_tasks": "probe",
     "embed_records": "embeddings",
-    "evaluate_cell": "anomaly",
     "evaluate_probe": "probe",
     "evaluate_task": "probe",
     "extract_tokens": "embeddings",
@@ -40,7 +39,7 @@ _EXPORTS = {
     "g1_gate": "mechanism",
     "heart_rate": "context",
     "hr_stratified_auroc": "context",
-    "lead_zeroing": "robustness",
+    "channel_zeroing": "robustness",
     "macro_auroc": "probe",
     "next_token_predictions": "anomaly",
     "orbit_coherence": "geometry",
@@ -61,7 +60,7 @@ _EXPORTS = {
     "transport_violation": "anomaly",
     "umap_figure": "geometry",
     "weighted_auroc": "probe",
-    "zero_lead": "robustness",
+    "zero_channel": "robustness",
 }
 
 __all__ = sorted(_EXPORTS)
