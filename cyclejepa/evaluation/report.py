@@ -18,7 +18,7 @@ dataset does not know whose each recording is). Every result is read through its
 (`cyclejepa.evaluation.integrity`): an altered one is refused, one without a checksum is marked
 in the report's first lines, and results of another evaluation's settings are refused
 (`require_one_evaluation`). What the report needs besides the results (title, arm order, headline
-cell, fold-use logs) comes as a `ReportSpec`, which `cyclejepa.pipeline.reporting` builds.
+cell, fold-use logs) comes as a `ReportSpec`, which the pipeline's report stage builds.
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ ANOMALY_ROWS = (
 
 def write_report(spec: ReportSpec, output_dir: str | Path) -> Path:
     """Build ``<output_dir>/report/report.md`` and ``report.json`` from the saved evaluation and
-    ``spec`` (built by `cyclejepa.pipeline.reporting.report_spec`).
+    ``spec`` (built by the pipeline's report stage).
 
     Raises `ResultAltered` (a ValueError naming the file) when a result's content, or the
     checkpoint it came from, no longer matches its checksum.

@@ -1,5 +1,5 @@
 """What the evaluation and the report read, as narrow typed specs the pipeline builds from the
-experiment config (`cyclejepa.pipeline.evaluation`, `cyclejepa.pipeline.reporting`)."""
+experiment config (its evaluation and report stages)."""
 
 from __future__ import annotations
 

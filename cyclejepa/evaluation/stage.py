@@ -1,6 +1,6 @@
 """One checkpoint's evaluation, and the figures and strata that compare runs.
 
-`evaluate_checkpoint` takes an `EvaluationSpec` (built by `cyclejepa.pipeline.evaluation`), the
+`evaluate_checkpoint` takes an `EvaluationSpec` (built by the pipeline's evaluation stage), the
 cache, a trained objective and a device; `write_checkpoint_evaluation` writes its result as
 ``evaluation/<run>-step<step>.json`` (diagnostic probes with patient-clustered intervals,
 transport gain and the G1 gate, channel-zeroing robustness, loop amplitude and orbit coherence,
