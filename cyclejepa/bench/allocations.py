@@ -80,12 +80,12 @@ def run_allocations(
 
 def _score(cfg, cache, name: str, seed: int, out: Path, progress: bool) -> dict[str, Any]:
     from cyclejepa.evaluation.stage import core_metrics
-    from cyclejepa.pipeline import train_run
+    from cyclejepa.pipeline import evaluation_spec, train_run
     from cyclejepa.devices import resolve_device
 
     directory = out / "runs" / f"{_slug(name)}-seed{seed}"
     trainer = train_run(cfg, cache, directory, seed=seed, transport_weight=1.0, progress=progress)
-    result = core_metrics(cfg, cache, trainer.objective.eval(), resolve_device(cfg.evaluation.device)).result
+    result = core_metrics(evaluation_spec(cfg, cache), cache, trainer.objective.eval(), resolve_device(cfg.evaluation.device)).result
     macro = result["diagnostic"]["superclass"]["macro_auroc"]
     mechanism = result["mechanism"]
     return {

@@ -46,8 +46,6 @@ def time_experiment(
     """
     from cyclejepa import pipeline
     from cyclejepa.data.synthetic import write_synthetic_corpus
-    from cyclejepa.evaluation.report import write_report
-    from cyclejepa.evaluation.stage import evaluate_grid
 
     out = Path(out)
     corpus = out / "corpus"
@@ -81,9 +79,9 @@ def time_experiment(
     with stage("pre-train"):
         pipeline.pretrain_all(cfg, cache, config_file, progress=False)
     with stage("evaluate"):
-        evaluate_grid(cfg, cache, pipeline.plan_runs(cfg), pipeline.evaluation_steps(cfg), progress=False)
+        pipeline.evaluate_grid(cfg, cache, pipeline.plan_runs(cfg), pipeline.evaluation_steps(cfg), progress=False)
     with stage("report"):
-        result["report"] = str(write_report(cfg.output_dir))
+        result["report"] = str(pipeline.report_experiment(cfg.output_dir))
     _write(result, out)
     return result
 

@@ -120,14 +120,15 @@ def write_checkpoint_evaluation(
     device: torch.device, progress: bool = False,
 ) -> None:
     """``target`` (``<run>-stepNNNNNN.json``): `evaluate_checkpoint` of the objective loaded from
-    ``checkpoint``, its validity, the ``run`` fields (which run, step and checkpoint it is) and its
-    own checksum; when a probe ran, the first task's per-record scores in ``.npz`` beside it."""
+    ``checkpoint``, its validity, the ``run`` fields (which run, step and checkpoint it is), the
+    spec's ``evaluation_hash`` and its own checksum; when a probe ran, the first task's per-record
+    scores in ``.npz`` beside it."""
     try:
         result, scores = evaluate_checkpoint(spec, cache, objective, device, progress)
     except NonFiniteOutputs as error:
         raise NonFiniteOutputs(f"checkpoint {checkpoint} gives {error}") from None
     result["validity"] = cell_validity(result)
-    result.update(run)
+    result.update(run, evaluation_hash=spec.evaluation_hash)
     if scores:
         np.savez(target.with_suffix(".npz"), **scores)
         result[SCORES_DIGEST] = sha256_file(target.with_suffix(".npz"))

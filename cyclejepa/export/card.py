@@ -5,6 +5,7 @@ figures at the exported step, intended use and limits."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -12,7 +13,7 @@ import yaml
 from cyclejepa.config import ExperimentConfig
 from cyclejepa.evaluation.integrity import read_result
 from cyclejepa.evaluation.report import bottom_line_markdown
-from cyclejepa.evaluation.stage import evaluation_dir
+from cyclejepa.outputs import OutputFolder
 from cyclejepa.pipeline.plans import RunPlan
 
 __all__ = ["evaluation_result", "front_matter", "model_card"]
@@ -24,7 +25,7 @@ LICENCE = "mit"
 def evaluation_result(cfg: ExperimentConfig, plan: RunPlan, step: int) -> dict | None:
     """The evaluation stage's result of ``plan`` at ``step`` (``evaluation/<run>-step*.json``), or
     None; an altered result is refused (`read_result`)."""
-    for path in sorted(evaluation_dir(cfg).glob(f"{plan.name}-step*.json")):
+    for path in sorted(OutputFolder(Path(cfg.output_dir)).evaluation.glob(f"{plan.name}-step*.json")):
         result = read_result(path)
         if result.get("step") == step:
             return result

@@ -165,8 +165,8 @@ def evaluate_run_step(
     cfg: ExperimentConfig, cache: PreparedCache, plan: RunPlan, step: int, device: torch.device, progress: bool = False
 ) -> None:
     """Evaluate the checkpoint of ``plan`` at ``step`` into `result_file`
-    (`write_checkpoint_evaluation`), with the run, its arm, seed, step, transport weight, the
-    evaluation's hash and the checkpoint (path and weights' digest)."""
+    (`write_checkpoint_evaluation`), with the run, its arm, seed, step, transport weight and the
+    checkpoint (path and weights' digest)."""
     from cyclejepa.evaluation.integrity import model_digest
     from cyclejepa.evaluation.stage import write_checkpoint_evaluation
     from cyclejepa.training import load_trained
@@ -175,7 +175,6 @@ def evaluate_run_step(
     objective = load_trained(cfg, checkpoint, device)  # refuses non-finite weights by name
     spec = evaluation_spec(cfg, cache)
     run = {"run": plan.name, "arm": plan.arm.name, "seed": plan.seed, "step": step, "transport_weight": plan.arm.transport_weight,
-           "evaluation_hash": spec.evaluation_hash,
            "checkpoint": {"path": str(checkpoint.relative_to(cfg.output_dir)), "model_sha256": model_digest(checkpoint)}}  # fmt: skip
     write_checkpoint_evaluation(spec, cache, objective, checkpoint, result_file(cfg, plan, step), run, device, progress)
 
