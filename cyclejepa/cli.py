@@ -332,11 +332,11 @@ def evaluate(
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`")]) -> None:
     """Rebuild report.md and report.json of a run directory from its saved results."""
-    from cyclejepa.evaluation.report import write_report
+    from cyclejepa import pipeline
     from cyclejepa.lock import output_lock
 
     with _user_errors(again=["report", str(run_dir)]), output_lock(run_dir):
-        path = write_report(run_dir)
+        path = pipeline.report_experiment(run_dir)
     console.print(f"[green]report[/green] {path}")
 
 

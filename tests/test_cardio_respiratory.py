@@ -211,6 +211,7 @@ def test_embed_reads_a_training_record_through_the_run_dataset(plugins, tmp_path
     from cyclejepa.cli import app
     from cyclejepa.data.wfdb_format import read_record
     from cyclejepa.evaluation.stage import record_embeddings
+    from cyclejepa.pipeline.evaluation import evaluation_spec
 
     assert not np.isfinite(read_record(SAMPLES / "v102s").signal).all()  # the file has gaps
     cfg = config("respiration.yaml", plugins / "run", "data.options.segment_s=300")  # v102s: one 300 s entry
@@ -219,7 +220,7 @@ def test_embed_reads_a_training_record_through_the_run_dataset(plugins, tmp_path
     pipeline.pretrain(cfg, cache, pipeline.plan_runs(cfg)[0], progress=False)
     rows = np.flatnonzero(cache.columns["record"] == "v102s/0")
     encoder = cyclejepa.load_encoder(cfg.output_dir, device="cpu")
-    reps = record_embeddings(cfg, cache, encoder.model, torch.device("cpu"))
+    reps = record_embeddings(evaluation_spec(cfg, cache), cache, encoder.model, torch.device("cpu"))
     expected = reps.features[np.isin(reps.rows, rows)]  # the evaluation's windows of v102s that pass QC
 
     out = tmp_path / "v102s.npz"

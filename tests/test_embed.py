@@ -20,6 +20,7 @@ from cyclejepa.data.ptbxl import LEADS, PTBXL
 from cyclejepa.data.datasets import Record
 from cyclejepa.embed import OUT_OF_RANGE_DECADES, Encoder, check_output, input_distance
 from cyclejepa.evaluation.stage import record_embeddings
+from cyclejepa.pipeline.evaluation import evaluation_spec
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def trained(tmp_path_factory):
 
 def evaluation_embeddings(cfg, cache, encoder):
     """The evaluation stage's record representations with the encoder's model, by ecg_id."""
-    reps = record_embeddings(cfg, cache, encoder.model, torch.device("cpu"))
+    reps = record_embeddings(evaluation_spec(cfg, cache), cache, encoder.model, torch.device("cpu"))
     return cache.columns["record_id"][reps.rows], reps.features
 
 

@@ -83,7 +83,7 @@ def test_attenuation_scales_by_one_minus_s_over_two_and_a_half(severity):
     assert torch.equal(out[..., :400], x[..., :400])
 
 
-def test_lead_dropout_zeroes_ceil_one_and_a_half_s_nested_leads():
+def test_channel_dropout_zeroes_ceil_one_and_a_half_s_nested_channels():
     x, peaks = beat_train()
     dropped = {}
     for severity, k in [(0.5, 1), (1.0, 2), (1.5, 3), (2.0, 3)]:
@@ -369,7 +369,7 @@ def test_record_scores_alarms_hits_and_latency_on_hand_built_scores():
     perturbed[2, 2] = 10.0  # an early alarm: record 2's alarm at its onset is no hit
     perturbed[3, 4:] = np.nan  # no defined score after onset: left out
     np.testing.assert_array_equal(A.record_scores(clean, onset), [1, 2, 3, 4])
-    cell = A.evaluate_cell(clean, perturbed, onset, token_ms=80.0, false_alarm_rate=0.5, hit_tokens=3)
+    cell = A.score_anomaly_cell(clean, perturbed, onset, token_ms=80.0, false_alarm_rate=0.5, hit_tokens=3)
     threshold = np.quantile([1.0, 2.0, 3.0], 0.5)
     assert cell.records == 3 and cell.threshold == threshold == 2.0
     first, early = A.first_alarms(perturbed[:3], threshold, onset[:3])
@@ -387,7 +387,7 @@ def test_threshold_is_calibrated_on_clean_records_only():
     clean = rng.normal(size=(200, 20))
     onset = rng.integers(5, 15, 200)
     cells = [
-        A.evaluate_cell(clean, clean + shift * rng.normal(size=clean.shape), onset, token_ms=80.0)
+        A.score_anomaly_cell(clean, clean + shift * rng.normal(size=clean.shape), onset, token_ms=80.0)
         for shift in (0.0, 5.0, 50.0)
     ]
     expected = np.quantile(A.record_scores(clean, onset), 0.95)

@@ -35,7 +35,7 @@ from cyclejepa.evaluation.probe import (
     replicate_macro_auroc,
     weighted_auroc,
 )
-from cyclejepa.evaluation.robustness import lead_zeroing
+from cyclejepa.evaluation.robustness import channel_zeroing
 from cyclejepa.models import build_model
 
 
@@ -251,7 +251,7 @@ def lead_three_corpus(rng, n):
     return x, Y, phases
 
 
-def test_lead_zeroing_flags_the_only_informative_lead():
+def test_channel_zeroing_flags_the_only_informative_channel():
     rng = np.random.default_rng(6)
     torch.manual_seed(0)
     model = PatchLinear()
@@ -262,9 +262,9 @@ def test_lead_zeroing_flags_the_only_informative_lead():
     x, Y, phases = lead_three_corpus(rng, 200)
     qc = np.ones(200, bool)
     qc[:4] = False
-    result = lead_zeroing(model, x, phases, qc, probe, Y, np.arange(200) // 2, leads=LEADS, replicates=100, batch_size=64)
+    result = channel_zeroing(model, x, phases, qc, probe, Y, np.arange(200) // 2, channels=LEADS, replicates=100, batch_size=64)
     assert result.intact > 0.95 and result.records == 196 and result.excluded["qc_failed"] == 4
-    assert result.worst_lead == "aVR" and result.delta["aVR"].point < -0.35
+    assert result.worst_channel == "aVR" and result.delta["aVR"].point < -0.35
     assert result.delta["aVR"].high < 0
     others = [result.delta[lead].point for lead in LEADS if lead != "aVR"]
     assert max(abs(d) for d in others) < 0.02

@@ -8,7 +8,7 @@ import torch
 from conftest import TINY_MODEL
 from cyclejepa import pipeline
 from cyclejepa.config import parse_config
-from cyclejepa.evaluation.report import write_report
+from cyclejepa.pipeline.reporting import report_experiment
 from cyclejepa.training.checkpoint import load_checkpoint
 
 
@@ -65,7 +65,7 @@ def test_rerun_skips_finished_stages_and_report_rebuilds_from_saved_results(expe
     assert [p.stat().st_mtime_ns for p in watched] == before
     text = report.read_text()
     report.unlink()
-    assert write_report(out).read_text() == text
+    assert report_experiment(out).read_text() == text
 
 
 def test_killed_pretraining_resumes_to_the_same_weights(experiment, caplog):
@@ -137,7 +137,7 @@ def test_report_refuses_an_altered_result_and_evaluate_recomputes_it(experiment)
 
     del result["checksum"]  # a result without a checksum is reported, and marked loudly
     path.write_text(json.dumps(result, indent=1))
-    assert "**Warning: unverified results.** `winder-seed0-step000002.json` carry no checksum" in write_report(out).read_text()
+    assert "**Warning: unverified results.** `winder-seed0-step000002.json` carry no checksum" in report_experiment(out).read_text()
     pipeline.evaluate_experiment(cfg, progress=False)
     assert "unverified" not in report.read_text()
 
@@ -147,7 +147,7 @@ def test_report_refuses_an_altered_result_and_evaluate_recomputes_it(experiment)
     state["model"] = {name: tensor + 1e-3 if tensor.is_floating_point() else tensor for name, tensor in state["model"].items()}
     save_checkpoint(state, checkpoint)  # other weights under the evaluated checkpoint's name
     with pytest.raises(ValueError, match="computed from other weights than those in .*step_000002.pt"):
-        write_report(out)
+        report_experiment(out)
     checkpoint.write_bytes(saved)
     assert json.loads((report.parent / "report.json").read_text())["checksums"]["winder-seed0-step000002.json"]
 
@@ -169,7 +169,7 @@ def test_a_tampered_evaluation_npz_is_refused_by_name_and_recomputed(experiment,
 
     from cyclejepa.data.cache import PreparedCache
     from cyclejepa.evaluation.integrity import ResultAltered
-    from cyclejepa.evaluation.stage import compare_runs
+    from cyclejepa.pipeline.evaluation import compare_runs
 
     cfg = run_copy(experiment[0], tmp_path)
     path = cfg.output_dir / "evaluation" / "winder-seed0-step000004.npz"
@@ -185,25 +185,25 @@ def test_a_tampered_evaluation_npz_is_refused_by_name_and_recomputed(experiment,
 
 
 def test_report_refuses_results_of_an_evaluation_stopped_part_way_with_other_settings(experiment, tmp_path, monkeypatch):
-    from cyclejepa.evaluation import stage
     from cyclejepa.evaluation.report import MixedEvaluations
+    from cyclejepa.pipeline import evaluation as stage
 
     cfg = run_copy(experiment[0], tmp_path, bootstrap=30)
-    evaluate_cell, done = stage.evaluate_cell, []
+    evaluate_cell, done = stage.evaluate_run_step, []
 
     def stopped_after_one(*args, **kwargs):
         if done:
             raise KeyboardInterrupt  # killed after the first cell of the new evaluation
         done.append(evaluate_cell(*args, **kwargs))
 
-    monkeypatch.setattr(stage, "evaluate_cell", stopped_after_one)
+    monkeypatch.setattr(stage, "evaluate_run_step", stopped_after_one)
     with pytest.raises(KeyboardInterrupt):
         pipeline.evaluate_experiment(cfg, progress=False)
     with pytest.raises(MixedEvaluations, match="not from the settings of the last evaluation .*control-seed0-step000002.json \\(evaluation_hash [0-9a-f]+\\)") as refused:
-        write_report(cfg.output_dir)
+        report_experiment(cfg.output_dir)
     assert "winder-seed0-step000002.json" not in str(refused.value)  # the one cell the new evaluation finished
     assert "hr-strata" in str(refused.value)
-    monkeypatch.setattr(stage, "evaluate_cell", evaluate_cell)
+    monkeypatch.setattr(stage, "evaluate_run_step", evaluate_cell)
     pipeline.evaluate_experiment(cfg, progress=False)
     results = [json.loads(p.read_text()) for p in (cfg.output_dir / "evaluation").glob("*-seed*-step*.json")]
     assert {r["diagnostic"]["superclass"]["macro_auroc"]["replicates"] for r in results} == {30}

@@ -59,7 +59,8 @@ def test_grid_with_an_invalid_value_fails_at_load_with_its_key(tmp_path):
     ("ptbxl", [], None, ("–", "–")),  # an unlabelled dataset: no probe row
 ])  # fmt: skip
 def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, dataset, tasks, label, aurocs):
-    from cyclejepa.evaluation.report import headline_rows, write_grid_summary
+    from cyclejepa.evaluation.report import headline_rows
+    from cyclejepa.pipeline.reporting import write_grid_summary
     from cyclejepa.jsonio import write_json
 
     cells = []
@@ -88,3 +89,13 @@ def test_anomaly_section_says_why_nothing_ran():
     assert "**winder**: no family applies to this data." in text and "lead-dropout: needs at least 2 channels" in text
     torus = {"arm": "winder", "anomaly": [], "not_run": {"anomaly": "a torus of 2 coordinates"}}
     assert anomaly_markdown([torus]).endswith("Not run: a torus of 2 coordinates.")
+
+
+def test_the_worst_channel_row_reads_results_from_before_it_was_named_so():
+    from cyclejepa.evaluation.report import robustness_rows
+
+    worst = robustness_rows("lead")[1]
+    assert worst.label == "Worst signed Δ macro-AUROC across single-lead dropouts ↑"
+    now = {"robustness": {"worst_delta": -0.1, "worst_channel": "V2"}}
+    before = {"robustness": {"worst_delta": -0.1, "worst_lead": "V2"}}  # a result file of an earlier version
+    assert worst.value(now) == worst.value(before) == (-0.1, "V2")

@@ -15,8 +15,9 @@ from cyclejepa.cli import app
 from cyclejepa.config import parse_config
 from cyclejepa.pipeline.identity import config_hash
 from cyclejepa.data.datasets import LabelLevel
-from cyclejepa.evaluation import stage
 from cyclejepa.evaluation.report import folds_markdown, sealed_markdown
+from cyclejepa.pipeline.evaluation import compare_runs
+from cyclejepa.pipeline.reporting import report_spec
 from cyclejepa.pipeline.seal import SealedFoldError, use_folds
 
 DEVELOPMENT = {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]}
@@ -80,23 +81,33 @@ def test_pretraining_refuses_fold_10_before_reading_the_cache(tmp_path):
 
 
 def test_probes_and_evaluation_refuse_fold_10(tmp_path):
-    objective = SimpleNamespace(model=None, symmetry=None)
     with pytest.raises(SealedFoldError, match="probe fitting: data.train_folds"):
-        stage.core_metrics(config(tmp_path, data=WITH_FOLD_10), Untouchable(), objective, torch.device("cpu"))
+        pipeline.evaluation_spec(config(tmp_path, data=WITH_FOLD_10), Untouchable())
     with pytest.raises(SealedFoldError, match="evaluation: data.eval_folds"):
-        stage.core_metrics(config(tmp_path), Untouchable(), objective, torch.device("cpu"))
+        pipeline.evaluation_spec(config(tmp_path), Untouchable())
     unlabelled = Untouchable()
     unlabelled.label_levels = ()  # no probe to fit: the evaluation folds are still asked for first
     with pytest.raises(SealedFoldError, match="evaluation: data.eval_folds"):
-        stage.core_metrics(config(tmp_path), unlabelled, objective, torch.device("cpu"))
+        pipeline.evaluation_spec(config(tmp_path), unlabelled)
+
+
+def test_the_evaluation_spec_holds_the_folds_as_they_passed_the_seal(tmp_path):
+    labelled = SimpleNamespace(label_levels=Untouchable.label_levels, channels=("I", "II"), units=("mV", "mV"), coordinates=())
+    spec = pipeline.evaluation_spec(config(tmp_path, data=DEVELOPMENT), labelled)
+    assert (spec.train_folds, spec.eval_folds) == ((1, 2, 3, 4, 5, 6, 7, 8), (9,))
+    assert [(e["stage"], e["key"]) for e in logs(tmp_path)[1]] == [("probe fitting", "data.train_folds"), ("evaluation", "data.eval_folds")]
+    unlabelled = SimpleNamespace(**{**vars(labelled), "label_levels": ()})
+    spec = pipeline.evaluation_spec(config(tmp_path, data=DEVELOPMENT), unlabelled)
+    assert spec.train_folds == () and spec.strata_not_applying == "no probe scores to stratify (no labels)"
+    assert [e["stage"] for e in logs(tmp_path)[1]][2:] == ["evaluation"]  # no probe: its folds are not read
 
 
 def test_the_evaluation_grid_and_its_figures_refuse_fold_10(tmp_path):
     plans = pipeline.plan_runs(config(tmp_path))
     with pytest.raises(SealedFoldError, match="cohort table: data.eval_folds"):
-        stage.evaluate_grid(config(tmp_path), Untouchable(), plans, [2], progress=False)
+        pipeline.evaluate_grid(config(tmp_path), Untouchable(), plans, [2], progress=False)
     with pytest.raises(SealedFoldError, match="figures: data.train_folds"):
-        stage.compare_runs(config(tmp_path, data=WITH_FOLD_10), Untouchable(), plans, 2, torch.device("cpu"))
+        compare_runs(config(tmp_path, data=WITH_FOLD_10), Untouchable(), plans, 2, torch.device("cpu"))
     assert logs(tmp_path)[0] == []
 
 
@@ -132,13 +143,19 @@ def test_the_report_states_the_folds_each_stage_read_and_the_audit(tmp_path):
     use_folds(development, "evaluation", "data.eval_folds")
     use_folds(development, "evaluation", "data.eval_folds")
     out = tmp_path / "out"
-    table = "\n".join(folds_markdown(out))
+
+    def sealed_lines():
+        spec = report_spec(development)  # the logs of the output directory, as the report reads them
+        return sealed_markdown(spec.folds_used, spec.unseal_audit, spec.audit_log)
+
+    table = "\n".join(folds_markdown(report_spec(development).folds_used))
     assert "| pre-training | `data.train_folds` | [1, 2, 3, 4, 5, 6, 7, 8] | 1 |" in table
     assert "| evaluation | `data.eval_folds` | [9] | 2 |" in table
-    assert sealed_markdown(out) == ["The sealed fold was not touched."]
+    assert sealed_lines() == ["The sealed fold was not touched."]
     use_folds(config(tmp_path, evaluation={"unseal": True}), "evaluation", "data.eval_folds")
-    sealed = "\n".join(sealed_markdown(out))
+    sealed = "\n".join(sealed_lines())
     assert "not touched" not in sealed
-    assert "Sealed fold 10 was read by: evaluation; 1 audit entry" in sealed and "| evaluation | `data.eval_folds` | [10] |" in sealed
+    assert "Sealed fold 10 was read by: evaluation; 1 audit entry (`unseal_audit.jsonl`)" in sealed
+    assert "| evaluation | `data.eval_folds` | [10] |" in sealed
     (out / "unseal_audit.jsonl").unlink()  # an evaluation of fold 10 is reported even without its audit file
-    assert "Sealed fold 10 was read by: evaluation; 0 audit entries" in "\n".join(sealed_markdown(out))
+    assert "Sealed fold 10 was read by: evaluation; 0 audit entries" in "\n".join(sealed_lines())

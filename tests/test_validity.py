@@ -133,16 +133,18 @@ def test_recordings_of_unknown_people_are_called_recordings(collapsed_run):
 def test_a_dataset_that_does_not_know_its_people_has_no_patients_row(collapsed_run, tmp_path, monkeypatch):
     from cyclejepa.data.cache import PreparedCache
     from cyclejepa.data.synthetic.dataset import SyntheticPTBXL
-    from cyclejepa.evaluation import stage
+    from cyclejepa.pipeline.evaluation import describe_data, write_evaluation_protocol
 
     cfg, _ = collapsed_run
     cache = PreparedCache(pipeline.cache_dir(cfg))
     protocol = json.loads((cfg.output_dir / "evaluation" / "protocol.json").read_text())
     assert "| Patients |" in protocol["cohort_markdown"]
     monkeypatch.setattr(SyntheticPTBXL, "subjects_known", False)
-    assert stage.data_facts(cfg, cache)["subjects_known"] is False
-    stage._write_protocol(cfg, cache, tmp_path)
-    unknown = json.loads((tmp_path / "protocol.json").read_text())["cohort_markdown"]
+    assert describe_data(cfg, cache).subjects_known is False
+    copy = cfg.model_copy(update={"output_dir": tmp_path})
+    (tmp_path / "evaluation").mkdir()
+    write_evaluation_protocol(copy, cache)
+    unknown = json.loads((tmp_path / "evaluation" / "protocol.json").read_text())["cohort_markdown"]
     assert "| Patients |" not in unknown and "| Recordings |" in unknown
 
 
@@ -153,7 +155,8 @@ def test_evaluate_refuses_a_checkpoint_whose_outputs_are_not_finite_naming_it(co
     import torch
 
     from cyclejepa.data.cache import PreparedCache
-    from cyclejepa.evaluation.stage import NonFiniteOutputs, evaluate_cell
+    from cyclejepa.evaluation.stage import NonFiniteOutputs
+    from cyclejepa.pipeline.evaluation import evaluate_run_step
     from cyclejepa.training import load_checkpoint, save_checkpoint
 
     cfg, _ = collapsed_run
@@ -167,7 +170,7 @@ def test_evaluate_refuses_a_checkpoint_whose_outputs_are_not_finite_naming_it(co
     save_checkpoint(state, checkpoint)
     plan = pipeline.plan_runs(copy)[0]
     with pytest.raises(NonFiniteOutputs, match=f"checkpoint {checkpoint} gives non-finite \\(NaN or infinite\\) .* windows, e.g. cache rows"):
-        evaluate_cell(copy, PreparedCache(pipeline.cache_dir(cfg)), plan, 60, torch.device("cpu"))
+        evaluate_run_step(copy, PreparedCache(pipeline.cache_dir(cfg)), plan, 60, torch.device("cpu"))
     assert not (tmp_path / "evaluation" / "winder-seed0-step000060.json").exists()
 
 

@@ -15,7 +15,7 @@ _HOMES = {
     "anomaly_battery": "anomaly",
     "applicable_families": "anomaly",
     "causal_token_phases": "anomaly",
-    "evaluate_cell": "anomaly",
+    "score_anomaly_cell": "anomaly",
     "next_token_predictions": "anomaly",
     "predictor_error": "anomaly",
     "strongest_cell": "anomaly",
@@ -60,8 +60,8 @@ _HOMES = {
     "score_probe": "probe",
     "weighted_auroc": "probe",
     "RobustnessResult": "robustness",
-    "lead_zeroing": "robustness",
-    "zero_lead": "robustness",
+    "channel_zeroing": "robustness",
+    "zero_channel": "robustness",
 }
 """Each public name and the submodule that defines it."""
 

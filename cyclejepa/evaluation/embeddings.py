@@ -69,11 +69,11 @@ def extract_tokens(
     Parameters
     ----------
     model : a `JEPAModel` (``model(x)`` → z, ``model.encode(x)`` → h); left in its mode.
-    signals : (N, leads, samples) array or memmap; read ``batch_size`` records at a time.
+    signals : (N, channels, samples) array or memmap; read ``batch_size`` records at a time.
     batch_size, device : batching and where the model runs (the model is not moved).
     pre_projection : return h instead of z.
     progress : show a rich progress bar.
-    transform : applied to each input batch on ``device`` before the model (e.g. lead zeroing).
+    transform : applied to each input batch on ``device`` before the model (e.g. channel zeroing).
 
     Returns
     -------
@@ -160,7 +160,7 @@ def embed_records(
 
 def _check_signals(signals: np.ndarray) -> int:
     if np.ndim(signals) != 3 or len(signals) == 0:
-        raise ValueError(f"signals must be a non-empty (N, leads, samples) array, got {np.shape(signals)}")
+        raise ValueError(f"signals must be a non-empty (N, channels, samples) array, got {np.shape(signals)}")
     return len(signals)
 
 

@@ -17,24 +17,22 @@ line name collapse, degenerate probes and too few windows or patients ("recordin
 dataset does not know whose each recording is). Every result is read through its checksum
 (`cyclejepa.evaluation.integrity`): an altered one is refused, one without a checksum is marked
 in the report's first lines, and results of another evaluation's settings are refused
-(`require_one_evaluation`).
+(`require_one_evaluation`). What the report needs besides the results (title, arm order, headline
+cell, fold-use logs) comes as a `ReportSpec`, which the pipeline's report stage builds.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from cyclejepa.config import ExperimentConfig, parse_config
-from cyclejepa.pipeline.identity import config_hash
 from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, model_digest, read_result, with_checksum
+from cyclejepa.evaluation.spec import ReportSpec
 from cyclejepa.evaluation.validity import cell_validity, is_collapsed
 from cyclejepa.jsonio import write_json
 from cyclejepa.outputs import OutputFolder
-from cyclejepa.pipeline.seal import AUDIT_FILE, FOLDS_FILE, read_lines
 
 
 @dataclass(frozen=True)
@@ -53,8 +51,8 @@ _UNDEFINED = {"point": math.nan, "low": math.nan, "high": math.nan}
 
 
 def channel_word(result: dict) -> str:
-    """What the result's channels are called (`cyclejepa.evaluation.stage.data_facts`): "lead"
-    (ECG leads in mV; also for a result written before it said) or "channel"."""
+    """What the result's channels are called (`DataDescription.channel_word`): "lead" (ECG leads
+    in mV; also for a result written before it said) or "channel"."""
     return result.get("data", {}).get("channel_word", "lead")
 
 
@@ -124,7 +122,7 @@ def task_title(dataset: str | None, task: str) -> str:
 
 def headline_rows(cell: list[dict]) -> tuple["Row", ...]:
     """The bottom-line rows of a cell: one probe row per task it evaluated (none without labels),
-    the mechanism rows, the robustness rows where lead zeroing ran (named for leads or channels),
+    the mechanism rows, the robustness rows where channel zeroing ran (named for leads or channels),
     the geometry rows, and the anomaly rows where the battery ran."""
     first = cell[0]
     dataset = first.get("data", {}).get("dataset")
@@ -134,13 +132,19 @@ def headline_rows(cell: list[dict]) -> tuple["Row", ...]:
     return (*probes, *MECHANISM_ROWS, *robustness, *GEOMETRY_ROWS, *anomaly)
 
 
+def worst_channel(robustness: dict) -> str:
+    """The channel whose zeroing changed the AUROC most (``worst_lead`` in results written before
+    it was ``worst_channel``)."""
+    return robustness["worst_channel"] if "worst_channel" in robustness else robustness["worst_lead"]
+
+
 def robustness_rows(word: str) -> tuple["Row", ...]:
-    """The two lead-zeroing rows, ``word`` "lead" (PTB-XL's rows) or "channel"."""
+    """The two channel-zeroing rows, ``word`` "lead" (PTB-XL's rows) or "channel"."""
     return (
         Row("Robustness", f"Mean signed Δ macro-AUROC, single-{word} dropout ↑", lambda r: r["robustness"]["mean_delta"]["point"]),
         Row(
             "Robustness", f"Worst signed Δ macro-AUROC across single-{word} dropouts ↑",
-            lambda r: (r["robustness"]["worst_delta"], r["robustness"]["worst_lead"]),
+            lambda r: (r["robustness"]["worst_delta"], worst_channel(r["robustness"])),
         ),
     )
 
@@ -172,20 +176,20 @@ ANOMALY_ROWS = (
 )
 
 
-def write_report(output_dir: str | Path) -> Path:
-    """Build ``<output_dir>/report/report.md`` and ``report.json`` from the saved evaluation.
+def write_report(spec: ReportSpec, output_dir: str | Path) -> Path:
+    """Build ``<output_dir>/report/report.md`` and ``report.json`` from the saved evaluation and
+    ``spec`` (built by the pipeline's report stage).
 
     Raises `ResultAltered` (a ValueError naming the file) when a result's content, or the
     checkpoint it came from, no longer matches its checksum.
     """
     output_dir = Path(output_dir)
-    cfg = parse_config(read_json_yaml(OutputFolder(output_dir).config), source=str(OutputFolder(output_dir).config))
     evaluation = OutputFolder(output_dir).evaluation
     files = {p.name: checked_result(output_dir, p) for p in sorted(evaluation.glob("*-seed*-step*.json"))}
-    results = sorted(files.values(), key=_order(cfg))
+    results = sorted(files.values(), key=_order(spec.arms))
     if not results:
         raise FileNotFoundError(f"{evaluation} holds no evaluation results; run `cyclejepa run` first")
-    headline = headline_cell(cfg, results)
+    headline = headline_cell(spec, results)
     strata = evaluation / f"hr-strata-step{headline[0]['step']:06d}.json"
     files["protocol.json"] = read_result(evaluation / "protocol.json")
     if strata.exists():
@@ -193,7 +197,7 @@ def write_report(output_dir: str | Path) -> Path:
     require_one_evaluation(evaluation, files)
     report_dir = OutputFolder(output_dir).report
     sections = [
-        f"# {cfg.name}: report\n\nConfig hash `{config_hash(cfg)}`; headline cell: seed {headline[0]['seed']}, "
+        f"# {spec.name}: report\n\nConfig hash `{spec.config_hash}`; headline cell: seed {headline[0]['seed']}, "
         f"step {headline[0]['step']} (first seed; `evaluation.headline_step` or the first evaluated step).",
         integrity_markdown(files),
         bottom_line_markdown(headline),
@@ -206,7 +210,7 @@ def write_report(output_dir: str | Path) -> Path:
         anomaly_markdown(headline),
         strata_markdown(files.get(strata.name)),
         figures_markdown(report_dir),
-        protocol_markdown(output_dir, files["protocol.json"]),
+        protocol_markdown(spec, files["protocol.json"]),
     ]
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "report.md").write_text("\n\n".join(s for s in sections if s) + "\n")
@@ -275,59 +279,15 @@ def integrity_markdown(files: dict[str, dict]) -> str:
             "Re-run `cyclejepa evaluate CONFIG` to recompute them.")  # fmt: skip
 
 
-def write_grid_summary(output_dir: Path, cells: list[tuple[str, ExperimentConfig]]) -> Path:
-    """``grid_summary.md``: for every grid cell, its overrides and its headline metrics per arm
-    (the first task's AUROC: "–" for a dataset without labels)."""
-    lines = ["# Grid summary", "", "| cell | settings | arm | headline-task AUROC | gain fraction | G1 | report |",
-             "|---|---|---|---:|---:|---|---|"]
-    for label, cfg in cells:
-        report = read_result(OutputFolder(Path(cfg.output_dir)).report / "report.json")
-        settings = ", ".join(f"{k}={_lookup(cfg, k)}" for k in sorted(cells_keys(cells)))
-        for arm, values in report["headline"].items():
-            auroc = values[report["probe_rows"][0]]["point"] if report["probe_rows"] else math.nan
-            lines.append(
-                f"| {label} | {settings} | {arm} | {_number(auroc)} | {_number(values['Transport gain fraction ↑'])} | "
-                f"{values['G1 shuffled-φ gate']} | grid/{label}/report/report.md |"
-            )
-    path = output_dir / "grid_summary.md"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def cells_keys(cells: list[tuple[str, ExperimentConfig]]) -> set[str]:
-    """The config keys that differ between grid cells."""
-    dumps = [_flatten(cfg.model_dump(mode="json", exclude={"output_dir"})) for _, cfg in cells]
-    return {k for k in dumps[0] if len({json.dumps(d.get(k)) for d in dumps}) > 1}
-
-
-def _flatten(value: dict, prefix: str = "") -> dict:
-    flat = {}
-    for key, item in value.items():
-        name = f"{prefix}{key}"
-        flat.update(_flatten(item, name + ".") if isinstance(item, dict) else {name: item})
-    return flat
-
-
-def _lookup(cfg: ExperimentConfig, key: str):
-    return _flatten(cfg.model_dump(mode="json"))[key]
-
-
-def read_json_yaml(path: Path) -> dict:
-    import yaml
-
-    return yaml.safe_load(path.read_text())
-
-
-def _order(cfg: ExperimentConfig):
-    arms = [a.name for a in cfg.runs.arms]
+def _order(arms: tuple[str, ...]):
+    """Results ordered by step, seed and the arms' order (arms not in ``arms`` last)."""
     return lambda r: (r["step"], r["seed"], arms.index(r["arm"]) if r["arm"] in arms else len(arms))
 
 
-def headline_cell(cfg: ExperimentConfig, results: list[dict]) -> list[dict]:
+def headline_cell(spec: ReportSpec, results: list[dict]) -> list[dict]:
     """The results of every arm at the headline seed and step, in arm order."""
-    step = cfg.evaluation.headline_step or min(r["step"] for r in results)
-    seed = cfg.runs.seeds[0]
+    step = spec.headline_step or min(r["step"] for r in results)
+    seed = spec.headline_seed
     cell = [r for r in results if r["step"] == step and r["seed"] == seed]
     if not cell:
         raise ValueError(f"no evaluation at seed {seed}, step {step}")
@@ -408,11 +368,11 @@ def _best(row: Row, values: list) -> int | None:
 
 def _cell(row: Row, result: dict, value: Any, bold: bool) -> str:
     if isinstance(value, tuple):
-        text = f"{_number(value[0])} ({value[1]})"
+        text = f"{format_number(value[0])} ({value[1]})"
     elif isinstance(value, str):
         text = value
     else:
-        text = _number(value)
+        text = format_number(value)
         if row.interval is not None:
             text += f" {_bracket(row.interval(result))}"
     return f"**{text}**" if bold else text
@@ -451,9 +411,9 @@ def grid_markdown(results: list[dict]) -> str:
     ]
     for r in results:
         entry = _grid_entry(r)
-        cells = [*(_number(entry["auroc"].get(t, math.nan)) for t in tasks), _number(entry["gain_fraction"]),
-                 g1_text(r["mechanism"], subject_word(r)), *([_number(entry["mean_lead_delta"])] if robustness else []),
-                 _number(entry["amplitude"]), _number(entry["coherence"])]  # fmt: skip
+        cells = [*(format_number(entry["auroc"].get(t, math.nan)) for t in tasks), format_number(entry["gain_fraction"]),
+                 g1_text(r["mechanism"], subject_word(r)), *([format_number(entry["mean_channel_delta"])] if robustness else []),
+                 format_number(entry["amplitude"]), format_number(entry["coherence"])]  # fmt: skip
         lines.append(f"| {r['arm']} | {r['seed']} | {r['step']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -465,7 +425,7 @@ def _grid_entry(r: dict) -> dict:
         "gain_fraction": gain_fraction_value(r["mechanism"]),
         "g1": None if is_collapsed(r["mechanism"]) else r["mechanism"]["passed"],
         "validity": cell_validity(r),
-        "mean_lead_delta": r["robustness"]["mean_delta"]["point"] if "robustness" in r else None,
+        "mean_channel_delta": r["robustness"]["mean_delta"]["point"] if "robustness" in r else None,
         "amplitude": r["geometry"].get("amplitude", math.nan),
         "coherence": r["geometry"].get("coherence", {}).get("mean_kappa", math.nan),
     }
@@ -483,7 +443,7 @@ def per_class_markdown(cell: list[dict]) -> str:
         lines += ["", f"**{task}**", "", "| class | " + " | ".join(r["arm"] for r in cell) + " | positives |",
                   "|---|" + "---:|" * (len(cell) + 1)]
         for name in classes:
-            values = [_number(r["diagnostic"][task]["per_class"].get(name, math.nan)) for r in cell]
+            values = [format_number(r["diagnostic"][task]["per_class"].get(name, math.nan)) for r in cell]
             positives = cell[0]["diagnostic"][task]["positives"].get(name, "-")
             lines.append(f"| {name} | " + " | ".join(values) + f" | {positives} |")
     return "\n".join(lines)
@@ -499,8 +459,8 @@ def mechanism_markdown(cell: list[dict]) -> str:
         m = r["mechanism"]
         excludes = "not testable" if m["interval_excludes_zero"] is None else m["interval_excludes_zero"]
         lines.append(
-            f"| {r['arm']} | {_interval(m['mean_gain'])} | {_number(gain_fraction_value(m))} | "
-            f"{_number(gain_fraction_value(m, 'shuffled'))} | {_interval(m['paired_difference'])} | "
+            f"| {r['arm']} | {_interval(m['mean_gain'])} | {format_number(gain_fraction_value(m))} | "
+            f"{format_number(gain_fraction_value(m, 'shuffled'))} | {_interval(m['paired_difference'])} | "
             f"{excludes} | {m['shuffled_fraction_within_tolerance']} (tol {m['tolerance']}) | {g1_text(m, subject_word(r))} |"
         )
     return "\n".join(lines)
@@ -519,23 +479,23 @@ def coordinates_markdown(cell: list[dict]) -> str:
         for name, c in r["coordinates"].items():
             m, g = c["mechanism"], c["geometry"]
             lines.append(
-                f"| {r['arm']} | {name} | {_number(gain_fraction_value(m))} | {_number(gain_fraction_value(m, 'shuffled'))} | "
+                f"| {r['arm']} | {name} | {format_number(gain_fraction_value(m))} | {format_number(gain_fraction_value(m, 'shuffled'))} | "
                 f"{_interval(m['paired_difference'])} | {g1_text(m, subject_word(r))} | "
-                f"{_number(g.get('amplitude', math.nan))} | {_number(g.get('coherence', {}).get('mean_kappa', math.nan))} |"
+                f"{format_number(g.get('amplitude', math.nan))} | {format_number(g.get('coherence', {}).get('mean_kappa', math.nan))} |"
             )
     return "\n".join(lines)
 
 
 def robustness_markdown(cell: list[dict]) -> str:
-    """Each lead (channel) zeroed: the signed change of the first task's macro-AUROC."""
+    """Each channel zeroed: the signed change of the first task's macro-AUROC."""
     if "robustness" not in cell[0]:
         return ""
-    leads = list(cell[0]["robustness"]["delta"])
+    channels = list(cell[0]["robustness"]["delta"])
     word, task = channel_word(cell[0]), next(iter(cell[0]["diagnostic"]))
     lines = [f"## Single-{word} zeroing (signed Δ {task} macro-AUROC)", "",
              f"| {word} | " + " | ".join(r["arm"] for r in cell) + " |", "|---|" + "---:|" * len(cell)]
-    for lead in leads:
-        lines.append(f"| {lead} | " + " | ".join(_number(r["robustness"]["delta"][lead]["point"]) for r in cell) + " |")
+    for channel in channels:
+        lines.append(f"| {channel} | " + " | ".join(format_number(r["robustness"]["delta"][channel]["point"]) for r in cell) + " |")
     return "\n".join(lines)
 
 
@@ -546,7 +506,7 @@ def geometry_markdown(cell: list[dict]) -> str:
              "| arm | " + " | ".join(f"κ_{b}" for b in range(len(cell[0]["geometry"]["coherence"]["kappa"]))) + " |",
              "|---|" + "---:|" * len(cell[0]["geometry"]["coherence"]["kappa"])]
     for r in cell:
-        lines.append(f"| {r['arm']} | " + " | ".join(_number(k) for k in r["geometry"]["coherence"]["kappa"]) + " |")
+        lines.append(f"| {r['arm']} | " + " | ".join(format_number(k) for k in r["geometry"]["coherence"]["kappa"]) + " |")
     return "\n".join(lines)
 
 
@@ -564,9 +524,9 @@ def anomaly_markdown(cell: list[dict]) -> str:
                       "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for c in r["anomaly"]:
             lines.append(
-                f"| {c['family']} | {c['severity']:.1f} | {_number(c['auroc'])} | {_number(c['reference_auroc'])} | "
-                f"{_number(c['excess'])} | {_number(c['alarm_rate'])} | {_number(c['hit_rate'])} | "
-                f"{_number(c['median_latency_ms'])} | {c['records']} |"
+                f"| {c['family']} | {c['severity']:.1f} | {format_number(c['auroc'])} | {format_number(c['reference_auroc'])} | "
+                f"{format_number(c['excess'])} | {format_number(c['alarm_rate'])} | {format_number(c['hit_rate'])} | "
+                f"{format_number(c['median_latency_ms'])} | {c['records']} |"
             )
         if skipped:
             lines += ["", "Not run (the family does not apply): " + "; ".join(f"{f}: {why}" for f, why in skipped.items()) + "."]
@@ -585,8 +545,8 @@ def strata_markdown(strata: dict | None) -> str:
                   "|---|---:|" + "---:|" * len(arms) + "---|"]
         for s in result["strata"]:
             lines.append(
-                f"| {s['low']:.0f}–{s['high']:.0f} | {s['records']} | " + " | ".join(_number(s["auroc"][a]) for a in arms)
-                + f" | {_number(s['gap'])} {_bracket(s['gap_ci']) if s.get('gap_ci') else ''} |"
+                f"| {s['low']:.0f}–{s['high']:.0f} | {s['records']} | " + " | ".join(format_number(s["auroc"][a]) for a in arms)
+                + f" | {format_number(s['gap'])} {_bracket(s['gap_ci']) if s.get('gap_ci') else ''} |"
             )
     return "\n".join(lines)
 
@@ -598,22 +558,22 @@ def figures_markdown(report_dir: Path) -> str:
     return "## Figures\n\n" + "\n\n".join(f"![{p.stem}](figures/{p.name})" for p in figures)
 
 
-def protocol_markdown(output_dir: Path, protocol: dict) -> str:
+def protocol_markdown(spec: ReportSpec, protocol: dict) -> str:
     lines = [
         "## Protocol", "",
-        *folds_markdown(output_dir),
+        *folds_markdown(spec.folds_used),
         f"- Cache `{protocol['cache']}`: {counts_text(protocol['counts'])}.",
         f"- Rejected records: {len(protocol['rejections'])}"
         + "".join(f"\n  - {r['record']}: {r['check']} ({r['detail']})" for r in protocol["rejections"][:50]),
         "", protocol["cohort_markdown"],
     ]
-    return "\n".join(lines + ["", *sealed_markdown(output_dir)])
+    return "\n".join(lines + ["", *sealed_markdown(spec.folds_used, spec.unseal_audit, spec.audit_log)])
 
 
-def folds_markdown(output_dir: Path) -> list[str]:
-    """The folds each stage read, from ``folds_used.jsonl`` (what the stages recorded, not the config)."""
+def folds_markdown(folds_used: tuple[dict[str, Any], ...]) -> list[str]:
+    """The folds each stage read, from the fold-use log's entries (what the stages recorded, not the config)."""
     used: dict[tuple[str, str, tuple[int, ...]], int] = {}
-    for entry in read_lines(output_dir / FOLDS_FILE):
+    for entry in folds_used:
         key = (entry["stage"], entry["key"], tuple(entry["folds"]))
         used[key] = used.get(key, 0) + 1
     if not used:
@@ -623,16 +583,16 @@ def folds_markdown(output_dir: Path) -> list[str]:
     return lines + [""]
 
 
-def sealed_markdown(output_dir: Path) -> list[str]:
-    """Which stages read the sealed fold, and the audit log of each use."""
-    uses = [e for e in read_lines(output_dir / FOLDS_FILE) if set(e["folds"]) & set(e.get("sealed", [10]))]
+def sealed_markdown(folds_used: tuple[dict[str, Any], ...], audit: tuple[dict[str, Any], ...], audit_log: str) -> list[str]:
+    """Which stages read the sealed fold (from the fold-use log's entries), and the entries of
+    the audit log (named ``audit_log``) of each use."""
+    uses = [e for e in folds_used if set(e["folds"]) & set(e.get("sealed", [10]))]
     stages = sorted({e["stage"] for e in uses})
     sealed = sorted({fold for e in uses for fold in set(e["folds"]) & set(e.get("sealed", [10]))})
-    audit = read_lines(output_dir / AUDIT_FILE)
     if not stages and not audit:
         return ["The sealed fold was not touched."]
     lines = [f"Sealed fold {', '.join(map(str, sealed)) or '-'} was read by: {', '.join(stages) or '(no recorded stage)'}; "
-             f"{len(audit)} audit entr{'y' if len(audit) == 1 else 'ies'} (`{AUDIT_FILE}`):", "",
+             f"{len(audit)} audit entr{'y' if len(audit) == 1 else 'ies'} (`{audit_log}`):", "",
              "| time | stage | key | folds | git revision |", "|---|---|---|---|---|"]
     lines += [f"| {e['time']} | {e.get('stage', '-')} | `{e.get('key', 'data.eval_folds')}` | {e.get('folds', e.get('eval_folds'))} "
               f"| {e['git_revision'][:12]} |" for e in audit]
@@ -650,21 +610,23 @@ def counts_text(counts: dict) -> str:
 
 
 def _interval(value: dict) -> str:
-    return f"{_number(value['point'])} {_bracket(value)}"
+    return f"{format_number(value['point'])} {_bracket(value)}"
 
 
 def _bracket(value: dict) -> str:
     """``[low, high]``, or ``[not testable]`` for an interval over fewer than two patients."""
     if not value.get("testable", True):
         return "[not testable]"
-    return f"[{_number(value['low'])}, {_number(value['high'])}]"
+    return f"[{format_number(value['low'])}, {format_number(value['high'])}]"
 
 
 def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def _number(value: Any) -> str:
+def format_number(value: Any) -> str:
+    """A number as the report shows it: 4 decimals below 100, none from 100 on or for an integer,
+    "–" when not finite; anything else as ``str``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     if not math.isfinite(value):

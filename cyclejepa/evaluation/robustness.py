@@ -1,9 +1,9 @@
-"""Single-lead robustness: zero one lead at evaluation, keep the probe fitted on intact data.
+"""Single-channel robustness: zero one channel at evaluation, keep the probe fitted on intact data.
 
-The encoder sees z-scored leads, so "zero" is the normalised value 0: the lead is replaced by
-a flat line at its training-fold mean. Token phases come from the R-peaks of the intact
+The encoder sees z-scored channels, so "zero" is the normalised value 0: the channel is replaced by
+a flat line at its training-fold mean. Token phases come from the events of the intact
 recording and are not recomputed, so every variant pools the same tokens of the same records.
-Each change is signed (zeroed − intact): negative means the lead's loss hurts.
+Each change is signed (zeroed − intact): negative means the channel's loss hurts.
 """
 
 from __future__ import annotations
@@ -20,20 +20,20 @@ from cyclejepa.evaluation.bootstrap import BootstrapCI, n_clusters, patient_boot
 from cyclejepa.evaluation.embeddings import embed_records
 from cyclejepa.evaluation.probe import LinearProbe, macro_auroc, replicate_macro_auroc
 
-__all__ = ["RobustnessResult", "lead_zeroing", "zero_lead"]
+__all__ = ["RobustnessResult", "channel_zeroing", "zero_channel"]
 
 
 @dataclass
 class RobustnessResult:
-    """Macro-AUROC with each lead zeroed, against the intact score of the same probe.
+    """Macro-AUROC with each channel zeroed, against the intact score of the same probe.
 
     Attributes
     ----------
     intact : macro-AUROC on intact signals.
-    zeroed : lead → macro-AUROC with that lead zeroed.
-    delta : lead → zeroed − intact, with a paired patient-clustered percentile interval.
-    mean_delta : mean of the per-lead changes, with its paired interval.
-    worst_delta, worst_lead : the most negative change and its lead.
+    zeroed : channel → macro-AUROC with that channel zeroed.
+    delta : channel → zeroed − intact, with a paired patient-clustered percentile interval.
+    mean_delta : mean of the per-channel changes, with its paired interval.
+    worst_delta, worst_channel : the most negative change and its channel.
     records : records scored; excluded : records without a representation, by reason.
     """
 
@@ -42,17 +42,17 @@ class RobustnessResult:
     delta: dict[str, BootstrapCI]
     mean_delta: BootstrapCI
     worst_delta: float
-    worst_lead: str
+    worst_channel: str
     records: int
     excluded: dict[str, int]
 
 
-def zero_lead(x: torch.Tensor, lead: int) -> torch.Tensor:
-    """A copy of the batch ``x`` (B, leads, samples) with channel ``lead`` set to 0."""
-    return x.index_fill(1, torch.tensor([lead], device=x.device), 0.0)
+def zero_channel(x: torch.Tensor, channel: int) -> torch.Tensor:
+    """A copy of the batch ``x`` (B, channels, samples) with the channel at index ``channel`` set to 0."""
+    return x.index_fill(1, torch.tensor([channel], device=x.device), 0.0)
 
 
-def lead_zeroing(
+def channel_zeroing(
     model: nn.Module,
     signals: np.ndarray,
     phases: np.ndarray,
@@ -61,7 +61,7 @@ def lead_zeroing(
     Y: np.ndarray,
     groups: np.ndarray,
     *,
-    leads: Sequence[str],
+    channels: Sequence[str],
     rows: np.ndarray | None = None,
     device: str | torch.device = "cpu",
     batch_size: int = 256,
@@ -70,23 +70,23 @@ def lead_zeroing(
     level: float = 0.95,
     progress: bool = False,
 ) -> RobustnessResult:
-    """Zero each lead in turn, re-embed, and score with ``probe`` (fitted on intact data).
+    """Zero each channel in turn, re-embed, and score with ``probe`` (fitted on intact data).
 
     Parameters
     ----------
     model : the frozen `JEPAModel`.
-    signals : (N, leads, samples) z-scored signals (e.g. the cache memmap).
+    signals : (N, channels, samples) z-scored signals (e.g. the cache memmap).
     phases, qc_ok : (N, T) token phases and (N,) QC verdicts, as for `embed_records`.
     probe : a `LinearProbe` fitted on intact training representations.
     Y, groups : (N, C) multi-hot labels and (N,) patients, aligned with ``signals``.
-    leads : the name of each channel of ``signals``, in order (``cache.channels``).
+    channels : the name of each channel of ``signals``, in order (``cache.channels``).
     rows : the rows to evaluate (default all), e.g. a task's evaluation rows.
     device, batch_size, progress : as in `embed_records`.
     replicates, seed, level : the paired patient-clustered bootstrap of the changes (the same
         resampled patients score the intact and every zeroed variant).
     """
-    if len(leads) != np.shape(signals)[1]:
-        raise ValueError(f"{len(leads)} lead names for signals with {np.shape(signals)[1]} channels")
+    if len(channels) != np.shape(signals)[1]:
+        raise ValueError(f"{len(channels)} channel names for signals with {np.shape(signals)[1]} channels")
     embed = partial(
         embed_records, model, signals, phases, qc_ok,
         rows=rows, device=device, batch_size=batch_size, progress=progress,
@@ -95,28 +95,28 @@ def lead_zeroing(
     Y, groups = np.asarray(Y)[intact.rows], np.asarray(groups)[intact.rows]
     intact_scores = probe.decision_function(intact.features)
     zeroed_scores = {
-        lead: probe.decision_function(embed(transform=partial(zero_lead, lead=i)).features)
-        for i, lead in enumerate(leads)
+        channel: probe.decision_function(embed(transform=partial(zero_channel, channel=i)).features)
+        for i, channel in enumerate(channels)
     }
 
     weights = patient_bootstrap_weights(groups, replicates, seed)
     intact_auroc = macro_auroc(Y, intact_scores)
     intact_replicates = replicate_macro_auroc(Y, intact_scores, weights)
-    zeroed = {lead: macro_auroc(Y, s) for lead, s in zeroed_scores.items()}
+    zeroed = {channel: macro_auroc(Y, s) for channel, s in zeroed_scores.items()}
     changes = {
-        lead: replicate_macro_auroc(Y, s, weights) - intact_replicates for lead, s in zeroed_scores.items()
+        channel: replicate_macro_auroc(Y, s, weights) - intact_replicates for channel, s in zeroed_scores.items()
     }
     patients = n_clusters(groups)
-    delta = {lead: percentile_interval(zeroed[lead] - intact_auroc, changes[lead], level, patients) for lead in leads}
+    delta = {channel: percentile_interval(zeroed[channel] - intact_auroc, changes[channel], level, patients) for channel in channels}
     mean_change = np.mean([d.point for d in delta.values()])
-    worst = min(delta, key=lambda lead: delta[lead].point)
+    worst = min(delta, key=lambda channel: delta[channel].point)
     return RobustnessResult(
         intact=intact_auroc,
         zeroed=zeroed,
         delta=delta,
         mean_delta=percentile_interval(mean_change, np.mean(list(changes.values()), axis=0), level, patients),
         worst_delta=delta[worst].point,
-        worst_lead=worst,
+        worst_channel=worst,
         records=len(Y),
         excluded=intact.excluded,
     )

@@ -1,18 +1,20 @@
-"""The evaluation stage of `cyclejepa run`: every checkpoint of the grid, then the cross-run figures.
+"""One checkpoint's evaluation, and the figures and strata that compare runs.
 
-Per checkpoint it writes ``evaluation/<run>-step<step>.json`` (diagnostic probes with
-patient-clustered intervals, transport gain and the G1 gate, lead-zeroing robustness, loop
-amplitude and orbit coherence, the anomaly battery, the counts of records left out, what the
-data is called, what did not apply, and whether the figures mean anything: ``validity``,
-`cyclejepa.evaluation.validity`) and ``evaluation/<run>-step<step>.npz`` (per-record scores of
-the first task and heart rates, for the heart-rate stratification between arms; its sha256 in
-the result's ``scores_sha256``). Across runs it draws the phase-ring and UMAP figures per step
-and stratifies the first task's AUROC gap by heart rate. Finished files are kept while their
-checksums hold (`cyclejepa.evaluation.integrity`). A checkpoint with non-finite weights, or
-whose outputs on the evaluation data are not finite, is refused by name.
+`evaluate_checkpoint` takes an `EvaluationSpec` (built by the pipeline's evaluation stage), the
+cache, a trained objective and a device; `write_checkpoint_evaluation` writes its result as
+``evaluation/<run>-step<step>.json`` (diagnostic probes with patient-clustered intervals,
+transport gain and the G1 gate, channel-zeroing robustness, loop amplitude and orbit coherence,
+the anomaly battery, the counts of records left out, what the data is called, what did not
+apply, and whether the figures mean anything: ``validity``, `cyclejepa.evaluation.validity`) and
+``evaluation/<run>-step<step>.npz`` (per-record scores of the first task and heart rates, for the
+heart-rate stratification between arms; its sha256 in the result's ``scores_sha256``). Across
+runs `draw_run_figures` draws the phase-ring and UMAP figures of a step and `write_hr_strata`
+stratifies the first task's AUROC gap by heart rate. A finished result is kept while its
+checksums hold (`is_current`, `cyclejepa.evaluation.integrity`). A model whose outputs on the
+evaluation data are not finite is refused by name.
 
-Parts that do not apply are not run, and the result says why (``not_run``): the probes, lead
-zeroing and heart-rate strata on a dataset without labels (``label_levels = ()``), lead
+Parts that do not apply are not run, and the result says why (``not_run``): the probes, channel
+zeroing and heart-rate strata on a dataset without labels (``label_levels = ()``), channel
 zeroing on one channel, the heart-rate strata without an ECG provider's beats, the anomaly
 battery on a torus.
 """
@@ -27,12 +29,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from cyclejepa.config import ExperimentConfig
-from cyclejepa.pipeline.identity import evaluation_identity, identity_hash
-from cyclejepa.data.cache import PreparedCache, open_cache
+from cyclejepa.data.cache import PreparedCache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.datasets import sha256_file
-from cyclejepa.devices import child_gpus
 from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
 from cyclejepa.evaluation.context import hr_stratified_auroc, record_heart_rates
 from cyclejepa.evaluation.embeddings import Representations, embed_records, extract_tokens
@@ -46,43 +45,10 @@ from cyclejepa.evaluation.geometry import (
 from cyclejepa.evaluation.integrity import CHECKSUM, SCORES_DIGEST, content_checksum, model_digest, read_result, read_scores, with_checksum
 from cyclejepa.evaluation.mechanism import coordinate_view, g1_gate, per_coordinate
 from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_tasks, evaluate_task
-from cyclejepa.evaluation.robustness import lead_zeroing
+from cyclejepa.evaluation.robustness import channel_zeroing
+from cyclejepa.evaluation.spec import DataDescription, EvaluationSpec
 from cyclejepa.evaluation.validity import cell_validity
 from cyclejepa.jsonio import read_json, write_json
-from cyclejepa.outputs import OutputFolder
-from cyclejepa.pipeline.plans import run_folder
-from cyclejepa.progress import progress_bar
-from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
-from cyclejepa.pipeline.seal import use_folds
-from cyclejepa.workers import process_pool, shared_threads
-
-
-def evaluation_dir(cfg: ExperimentConfig) -> Path:
-    return OutputFolder(Path(cfg.output_dir)).evaluation
-
-
-def evaluate_grid(cfg: ExperimentConfig, cache: PreparedCache, plans, steps: list[int], progress: bool = True) -> None:
-    """Evaluate every run × step (skipping finished ones), then the cross-run results.
-
-    With ``evaluation.at_once`` > 1 the checkpoints are evaluated side by side in that many
-    processes (spawned; each loads the cache and writes its own result files).
-    """
-    from cyclejepa.devices import resolve_device
-
-    device = resolve_device(cfg.evaluation.device)
-    out = evaluation_dir(cfg)
-    out.mkdir(parents=True, exist_ok=True)
-    _write_protocol(cfg, cache, out)
-    cells = [(plan, step) for plan in plans for step in steps
-             if not _current(_cell_path(out, plan, step), cfg, _checkpoint(cfg, plan, step))]  # fmt: skip
-    at_once = evaluations_at_once(cfg.evaluation.at_once, device.type, len(cells))
-    if at_once > 1:
-        _evaluate_in_processes(cfg, cache, cells, at_once, progress)
-    else:
-        for plan, step in cells:
-            evaluate_cell(cfg, cache, plan, step, device, progress)
-    for step in steps:
-        compare_runs(cfg, cache, plans, step, device)
 
 
 def evaluations_at_once(setting: int | str, device_type: str, cells: int) -> int:
@@ -93,62 +59,24 @@ def evaluations_at_once(setting: int | str, device_type: str, cells: int) -> int
     return max(1, min(int(setting), cells))
 
 
-def _cell_path(out: Path, plan, step: int) -> Path:
-    return out / f"{plan.name}-step{step:06d}.json"
-
-
-def _checkpoint(cfg: ExperimentConfig, plan, step: int) -> Path:
-    from cyclejepa.training.checkpoint import checkpoint_path
-
-    return checkpoint_path(run_folder(cfg, plan).checkpoints, step)
-
-
-def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, device: torch.device,
-                  progress: bool = False) -> None:
-    """Evaluate the checkpoint of ``plan`` at ``step``: ``<run>-stepNNNNNN.json`` (with the
-    checkpoint and the digest of its weights, and its own checksum) and, when a probe ran, ``.npz``."""
-    from cyclejepa.training import load_trained
-
-    target = _cell_path(evaluation_dir(cfg), plan, step)
-    checkpoint = _checkpoint(cfg, plan, step)
-    objective = load_trained(cfg, checkpoint, device)  # refuses non-finite weights by name
+def write_checkpoint_evaluation(
+    spec: EvaluationSpec, cache: PreparedCache, objective, checkpoint: Path, target: Path, run: dict[str, Any],
+    device: torch.device, progress: bool = False,
+) -> None:
+    """``target`` (``<run>-stepNNNNNN.json``): `evaluate_checkpoint` of the objective loaded from
+    ``checkpoint``, its validity, the ``run`` fields (which run, step and checkpoint it is), the
+    spec's ``evaluation_hash`` and its own checksum; when a probe ran, the first task's per-record
+    scores in ``.npz`` beside it."""
     try:
-        result, scores = evaluate_checkpoint(cfg, cache, objective, device, progress)
+        result, scores = evaluate_checkpoint(spec, cache, objective, device, progress)
     except NonFiniteOutputs as error:
         raise NonFiniteOutputs(f"checkpoint {checkpoint} gives {error}") from None
     result["validity"] = cell_validity(result)
-    result.update(run=plan.name, arm=plan.arm.name, seed=plan.seed, step=step,
-                  transport_weight=plan.arm.transport_weight, evaluation_hash=_evaluation_hash(cfg),
-                  checkpoint={"path": str(checkpoint.relative_to(cfg.output_dir)), "model_sha256": model_digest(checkpoint)})  # fmt: skip
+    result.update(run, evaluation_hash=spec.evaluation_hash)
     if scores:
         np.savez(target.with_suffix(".npz"), **scores)
         result[SCORES_DIGEST] = sha256_file(target.with_suffix(".npz"))
     write_json(target, with_checksum(result))
-
-
-def _evaluate_in_processes(cfg: ExperimentConfig, cache: PreparedCache, cells, at_once: int, progress: bool) -> None:
-    """`evaluate_cell` for every cell in a `process_pool` of ``at_once`` processes that share the
-    cores (`shared_threads`) and take the GPUs in turn."""
-    from concurrent.futures import as_completed
-
-    raw = cfg.model_dump(mode="json")
-    gpus = len(child_gpus(cfg.evaluation.device))
-    with process_pool(at_once, threads=shared_threads(at_once), gpus=gpus) as pool, progress_bar(
-        len(cells), f"evaluating {len(cells)} checkpoints, {at_once} at a time", enabled=progress
-    ) as update:
-        futures = [pool.submit(_evaluate_cell_process, raw, str(cache.path), plan, step) for plan, step in cells]
-        for future in as_completed(futures):
-            future.result()  # re-raises a cell's error here
-            update(1)
-
-
-def _evaluate_cell_process(raw: dict[str, Any], cache_path: str, plan, step: int) -> None:
-    """`evaluate_cell` in a worker: the config and the cache from their serialised forms."""
-    from cyclejepa.config import parse_config
-    from cyclejepa.devices import resolve_device
-
-    cfg = parse_config(raw)
-    evaluate_cell(cfg, open_cache(cfg, cache_path), plan, step, resolve_device(cfg.evaluation.device))
 
 
 class NonFiniteOutputs(ValueError):
@@ -178,46 +106,29 @@ class CoreMetrics:
 
 
 def record_embeddings(
-    cfg: ExperimentConfig, cache: PreparedCache, model, device: torch.device, progress: bool = False
+    spec: EvaluationSpec, cache: PreparedCache, model, device: torch.device, progress: bool = False
 ) -> Representations:
     """The record representations the probes score: training and evaluation folds, token phases
     in the centre convention, records failing phase QC left out."""
-    train_folds = use_folds(cfg, "probe fitting", "data.train_folds")
-    eval_folds = use_folds(cfg, "evaluation", "data.eval_folds")
-    rows = np.union1d(cache.select(train_folds), cache.select(eval_folds))
+    rows = np.union1d(cache.select(spec.train_folds), cache.select(spec.eval_folds))
     phases, qc_ok = cache.phases("centre"), cache.columns["qc_ok"]
     return embed_records(model, cache.signals, phases, qc_ok, rows=rows, device=device, progress=progress)
 
 
-def data_facts(cfg: ExperimentConfig, cache: PreparedCache) -> dict[str, Any]:
-    """What the report calls the data: the dataset, whether it knows whose each recording is
-    (`Dataset.subjects_known`), its channels and units, ``channel_word`` ("lead" when every
-    channel is in mV, as ECG leads are, else "channel"), the phase provider's signal kind and
-    event word (`PhaseProvider.signal`, `PhaseProvider.event_name`)."""
-    provider = PHASE_PROVIDERS.build(cfg.phase.provider, **cfg.phase.options)
-    dataset = DATASETS.build(cfg.data.dataset, root=cfg.data.root, **cfg.data.options)
-    units = cache.units
-    return {
-        "dataset": cfg.data.dataset,
-        "subjects_known": bool(dataset.subjects_known),
-        "channels": list(cache.channels),
-        "units": list(units),
-        "channel_word": "lead" if all(unit.lower() == "mv" for unit in units) else "channel",
-        "signal": getattr(provider, "signal", "any"),
-        "event": getattr(provider, "event_name", "event"),
-    }
+def data_section(data: DataDescription) -> dict[str, Any]:
+    """``data`` of a result: the `DataDescription` as JSON values."""
+    return {name: list(value) if isinstance(value, tuple) else value for name, value in asdict(data).items()}
 
 
-def probe_metrics(cfg: ExperimentConfig, cache: PreparedCache, reps: Representations):
+def probe_metrics(spec: EvaluationSpec, cache: PreparedCache, reps: Representations):
     """Every diagnostic task's probe (`diagnostic_tasks`), and the first task refitted with its
     scores on the evaluation folds: ``(diagnostic, task, probe, scores)``."""
-    ev = cfg.evaluation
     patients = cache.columns["patient_id"]
     diagnostic, fitted = {}, {}
-    tasks = diagnostic_tasks(cache, cfg.data.train_folds, cfg.data.eval_folds, min_positives=ev.eligible_min_positives)
+    tasks = diagnostic_tasks(cache, spec.train_folds, spec.eval_folds, min_positives=spec.eligible_min_positives)
     for task in tasks:
         try:
-            probe_result = evaluate_task(task, reps, patients, C=ev.probe_c, replicates=ev.bootstrap, seed=ev.seed)
+            probe_result = evaluate_task(task, reps, patients, C=spec.probe_c, replicates=spec.bootstrap, seed=spec.seed)
         except ValueError as error:  # e.g. a task left with one class on a small corpus
             diagnostic[task.name] = {"task": task.name, "classes": list(task.classes), "error": str(error)}
             continue
@@ -240,33 +151,30 @@ def probe_metrics(cfg: ExperimentConfig, cache: PreparedCache, reps: Representat
 
 
 def core_metrics(
-    cfg: ExperimentConfig, cache: PreparedCache, objective, device: torch.device, progress: bool = False
+    spec: EvaluationSpec, cache: PreparedCache, objective, device: torch.device, progress: bool = False
 ) -> CoreMetrics:
     """Probes on the diagnostic tasks (none without labels), transport gain + G1, amplitude,
     coherence, effective rank."""
-    ev = cfg.evaluation
     model, symmetry = objective.model, objective.symmetry
     labelled = bool(cache.label_levels)
     if labelled:
-        reps = record_embeddings(cfg, cache, model, device, progress)  # the folds passed the seal there
+        reps = record_embeddings(spec, cache, model, device, progress)
         require_finite_outputs(reps.features, reps.rows, "record representations")
-    else:
-        use_folds(cfg, "evaluation", "data.eval_folds")  # read by the mechanism and geometry only
     patients, qc_ok = cache.columns["patient_id"], cache.columns["qc_ok"]
     phases = cache.phases("centre")
-    result: dict[str, Any] = {"data": data_facts(cfg, cache), "not_run": {}, "diagnostic": {}}
+    result: dict[str, Any] = {"data": data_section(spec.data), "not_run": {}, "diagnostic": {}}
     headline, probe, scores = None, None, {}
     if labelled:
         result["representations"] = {"records": len(reps.rows), "excluded": reps.excluded}
-        result["diagnostic"], headline, probe, scores = probe_metrics(cfg, cache, reps)
+        result["diagnostic"], headline, probe, scores = probe_metrics(spec, cache, reps)
     else:
-        result["not_run"]["probes"] = f"dataset {cfg.data.dataset!r} has no labels (label_levels is empty)"
-    eval_rows = cache.select(cfg.data.eval_folds)
+        result["not_run"]["probes"] = f"dataset {spec.data.dataset!r} has no labels (label_levels is empty)"
+    eval_rows = cache.select(spec.eval_folds)
     phase_rows = eval_rows[qc_ok[eval_rows]]  # phase-QC failures are left out of phase analyses
     tokens = extract_tokens(model, cache.signals[phase_rows], device=device)
     require_finite_outputs(tokens, phase_rows, "tokens")
     token_phases = phases[phase_rows]
-    g1 = g1_gate(tokens, token_phases, symmetry, patients[phase_rows], seed=ev.seed, replicates=ev.bootstrap)
+    g1 = g1_gate(tokens, token_phases, symmetry, patients[phase_rows], seed=spec.seed, replicates=spec.bootstrap)
     result["mechanism"] = asdict(g1)
     result["geometry"] = {"effective_rank": effective_rank(tokens, token_phases)}
     if symmetry.spectrum.multiplicities.get(1):  # the loop metrics live in the n = 1 blocks
@@ -274,16 +182,16 @@ def core_metrics(
         result["geometry"]["coherence"] = asdict(orbit_coherence(tokens, token_phases, symmetry, bins=8))
     if symmetry.rank > 1:
         names = cache.coordinates or tuple(str(c) for c in range(symmetry.rank))
-        result["coordinates"] = coordinate_metrics(tokens, token_phases, symmetry, names, patients[phase_rows], ev)
+        result["coordinates"] = coordinate_metrics(tokens, token_phases, symmetry, names, patients[phase_rows], spec)
     result["phase_records"] = {"evaluated": int(len(phase_rows)), "qc_failed": int((~qc_ok[eval_rows]).sum())}
     return CoreMetrics(result, scores, headline, probe, phase_rows)
 
 
-def coordinate_metrics(tokens, phases, symmetry, names, patients, ev) -> dict[str, dict[str, Any]]:
+def coordinate_metrics(tokens, phases, symmetry, names, patients, spec: EvaluationSpec) -> dict[str, dict[str, Any]]:
     """Per cyclic coordinate of a torus (`per_coordinate`, on each coordinate's own U(1)
     sub-representation): the G1 gate (with the gain fraction) and, when every coordinate has a
     fundamental term (frequency e_c), the loop amplitude and the orbit coherence."""
-    g1 = per_coordinate(g1_gate, tokens, phases, symmetry, names, patient_ids=patients, seed=ev.seed, replicates=ev.bootstrap)
+    g1 = per_coordinate(g1_gate, tokens, phases, symmetry, names, patient_ids=patients, seed=spec.seed, replicates=spec.bootstrap)
     out = {name: {"mechanism": asdict(result), "geometry": {}} for name, result in g1.items()}
     vectors = {term.vector for term in symmetry.spectrum.terms}
     if all(tuple(int(c == k) for c in range(symmetry.rank)) in vectors for k in range(symmetry.rank)):
@@ -295,114 +203,98 @@ def coordinate_metrics(tokens, phases, symmetry, names, patients, ev) -> dict[st
 
 
 def evaluate_checkpoint(
-    cfg: ExperimentConfig, cache: PreparedCache, objective, device: torch.device, progress: bool = False
+    spec: EvaluationSpec, cache: PreparedCache, objective, device: torch.device, progress: bool = False
 ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """Every per-checkpoint metric as a JSON-ready dict, plus per-record scores of the first task
     (empty without labels)."""
-    ev = cfg.evaluation
-    core = core_metrics(cfg, cache, objective, device, progress)
-    words = core.result["data"]
+    core = core_metrics(spec, cache, objective, device, progress)
     if len(cache.channels) < 2:
-        core.result["not_run"]["robustness"] = f"one {words['channel_word']} ({cache.channels[0]}): nothing to zero beside it"
+        core.result["not_run"]["robustness"] = f"one {spec.data.channel_word} ({cache.channels[0]}): nothing to zero beside it"
     elif core.probe is None:
         core.result["not_run"]["robustness"] = "no probe to score the zeroed inputs (no labels)"
     else:
-        robustness = lead_zeroing(
+        robustness = channel_zeroing(
             objective.model, cache.signals, cache.phases("centre"), cache.columns["qc_ok"], core.probe,
-            core.headline.labels, cache.columns["patient_id"], leads=cache.channels, rows=core.scores["rows"],
-            device=device, replicates=ev.bootstrap, seed=ev.seed,
+            core.headline.labels, cache.columns["patient_id"], channels=cache.channels, rows=core.scores["rows"],
+            device=device, replicates=spec.bootstrap, seed=spec.seed,
         )
         core.result["robustness"] = asdict(robustness)
-    if why := heart_rate_not_applying(cfg, cache):
-        core.result["not_run"]["heart_rate_strata"] = why
+    if spec.strata_not_applying:
+        core.result["not_run"]["heart_rate_strata"] = spec.strata_not_applying
     if objective.symmetry.rank > 1:  # the battery times beat anomalies by one clock's events
         core.result["anomaly"] = []
         core.result["not_run"]["anomaly"] = f"a torus of {objective.symmetry.rank} coordinates: the battery times anomalies by one clock's events"
         return core.result, core.scores
-    battery_rows = core.phase_rows[: ev.anomaly_records] if ev.anomaly_records else core.phase_rows
+    battery_rows = core.phase_rows[: spec.anomaly_records] if spec.anomaly_records else core.phase_rows
     battery = anomaly_battery(
         objective.model, objective.symmetry, cache.signals[battery_rows], BeatTimes.from_cache(cache, battery_rows),
-        patch=cache.token_patch, families=ev.families, severities=ev.severities, signal_kind=words["signal"],
-        detector=ev.detector, seed=ev.seed, device=device,
+        patch=cache.token_patch, families=spec.families, severities=spec.severities, signal_kind=spec.data.signal,
+        detector=spec.detector, seed=spec.seed, device=device,
     )
     core.result["anomaly"] = [asdict(cell) for cell in battery.cells]
     core.result["anomaly_skipped"] = battery.skipped
     return core.result, core.scores
 
 
-def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, device: torch.device) -> None:
-    """Phase-ring and UMAP figures (one column per run) and, where it applies
-    (`heart_rate_not_applying`), the heart-rate stratified arm gap."""
-    from cyclejepa.training import load_trained
+def figure_paths(figures: Path, step: int, coordinates: tuple[str, ...], umap: bool) -> tuple[list[Path], Path | None]:
+    """The phase-ring figures of ``step`` (a torus: one per coordinate) and its UMAP figure
+    (None when ``umap`` is off)."""
+    rings = [figures / f"phase-ring-{name}-step{step:06d}.png" for name in coordinates] or [figures / f"phase-ring-step{step:06d}.png"]
+    return rings, figures / f"umap-step{step:06d}.png" if umap else None
 
-    out = evaluation_dir(cfg)
-    figures = OutputFolder(Path(cfg.output_dir)).report / "figures"
-    figures.mkdir(parents=True, exist_ok=True)
-    folds = use_folds(cfg, "figures", "data.train_folds")  # the figures show these folds, drawn now or before
+
+def draw_run_figures(
+    objectives: dict[str, Any], cache: PreparedCache, folds: tuple[int, ...], rings: list[Path], umap: Path | None,
+    umap_points: int, seed: int, device: torch.device,
+) -> None:
+    """Phase-ring figures (``rings``; one column per run of ``objectives``, run name → trained
+    objective) and, unless ``umap`` is None, the UMAP figure, of the tokens of at most 2000
+    phase-QC-passing records of ``folds`` (the paper draws both from folds 1-9)."""
     names = cache.coordinates  # a torus: one ring per coordinate, on its own U(1) terms
-    rings = [figures / f"phase-ring-{name}-step{step:06d}.png" for name in names] or [figures / f"phase-ring-step{step:06d}.png"]
-    umap = figures / f"umap-step{step:06d}.png"
-    if not (all(ring.exists() for ring in rings) and (umap.exists() or not cfg.evaluation.umap)):
-        rows = cache.select(folds)
-        rows = rows[cache.columns["qc_ok"][rows]][:2000]  # the paper draws both from folds 1-9
-        phases = cache.phases("centre")[rows]
-        runs = {}
-        for plan in plans:
-            objective = load_trained(cfg, _checkpoint(cfg, plan, step), device)
-            runs[plan.name] = (extract_tokens(objective.model, cache.signals[rows], device=device), phases, objective.symmetry)
-        for c, ring in enumerate(rings):
-            views = {k: coordinate_view(*v, c) for k, v in runs.items()} if names else {}
-            views = {k: (v.tokens, v.phases, v.symmetry) for k, v in views.items()} or runs
-            phase_ring_figure(views, bins=24, path=ring)
-        if cfg.evaluation.umap:  # coloured by the first coordinate's phase
-            umap_figure({k: (v[0], v[1][..., 0] if names else v[1]) for k, v in runs.items()},
-                        max_points=cfg.evaluation.umap_points, seed=cfg.evaluation.seed, path=umap)  # fmt: skip
-    if heart_rate_not_applying(cfg, cache) is None:
-        _write_hr_strata(cfg, cache.label_levels[0].name, step, out)
+    rows = cache.select(folds)
+    rows = rows[cache.columns["qc_ok"][rows]][:2000]
+    phases = cache.phases("centre")[rows]
+    runs = {name: (extract_tokens(objective.model, cache.signals[rows], device=device), phases, objective.symmetry)
+            for name, objective in objectives.items()}  # fmt: skip
+    for c, ring in enumerate(rings):
+        views = {k: coordinate_view(*v, c) for k, v in runs.items()} if names else {}
+        views = {k: (v.tokens, v.phases, v.symmetry) for k, v in views.items()} or runs
+        phase_ring_figure(views, bins=24, path=ring)
+    if umap is not None:  # coloured by the first coordinate's phase
+        umap_figure({k: (v[0], v[1][..., 0] if names else v[1]) for k, v in runs.items()},
+                    max_points=umap_points, seed=seed, path=umap)  # fmt: skip
 
 
-def heart_rate_not_applying(cfg: ExperimentConfig, cache: PreparedCache) -> str | None:
-    """Why the heart-rate strata do not apply, or None when they do: they need two arms to
-    compare, a probe (labels) and ECG beats (an ``"ecg"`` phase provider of one coordinate)."""
-    if len(cfg.runs.arms) != 2:
-        return f"{len(cfg.runs.arms)} arm(s): the strata compare two"
-    if not cache.label_levels:
-        return "no probe scores to stratify (no labels)"
-    if cache.coordinates:
-        return f"a torus of {len(cache.coordinates)} phase coordinates: the strata take the heart rate of one ECG clock"
-    signal = getattr(PHASE_PROVIDERS.get(cfg.phase.provider), "signal", "any")
-    if signal != "ecg":
-        return f"phase provider {cfg.phase.provider!r} reads {signal!r} signals: no ECG beats to take a heart rate from"
-    return None
-
-
-def _write_hr_strata(cfg: ExperimentConfig, task: str, step: int, out: Path) -> None:
-    """``hr-strata-stepNNNNNN.json``: per seed, the arms' ``task`` AUROC gap within heart-rate strata."""
-    arms = [a.name for a in cfg.runs.arms]
+def write_hr_strata(
+    out: Path, task: str, step: int, arms: list[str], seeds: list[int], replicates: int, seed: int, evaluation_hash: str
+) -> None:
+    """``hr-strata-stepNNNNNN.json``: per seed, the two ``arms``' ``task`` AUROC gap within
+    heart-rate strata, from their saved per-record scores (checked against their digests)."""
     strata = {}
-    for seed in cfg.runs.seeds:
-        cells = {arm: out / f"{arm}-seed{seed}-step{step:06d}" for arm in arms}
+    for run_seed in seeds:
+        cells = {arm: out / f"{arm}-seed{run_seed}-step{step:06d}" for arm in arms}
         loaded = {arm: read_scores(cell.with_suffix(".npz"), read_result(cell.with_suffix(".json"))) for arm, cell in cells.items()}
         first = loaded[arms[0]]
         if not all(np.array_equal(first["rows"], loaded[a]["rows"]) for a in arms):
             continue  # the arms scored different records: no paired comparison
         result = hr_stratified_auroc(
             {arm: loaded[arm]["scores"] for arm in arms}, first["labels"], first["heart_rate"],
-            groups=first["patients"], replicates=cfg.evaluation.bootstrap, seed=cfg.evaluation.seed,
+            groups=first["patients"], replicates=replicates, seed=seed,
         )
-        strata[f"seed{seed}"] = asdict(result)
-    strata_result = {"task": task, "seeds": strata, "evaluation_hash": _evaluation_hash(cfg)}
+        strata[f"seed{run_seed}"] = asdict(result)
+    strata_result = {"task": task, "seeds": strata, "evaluation_hash": evaluation_hash}
     write_json(out / f"hr-strata-step{step:06d}.json", with_checksum(strata_result))
 
 
-def _write_protocol(cfg: ExperimentConfig, cache: PreparedCache, out: Path) -> None:
-    """``protocol.json``: the cache, its counts and rejections, the cohort table (without a
-    "Patients" row when the dataset does not know whose each recording is: it would count
-    recordings) and the evaluation's hash."""
-    train_folds, eval_folds = (use_folds(cfg, "cohort table", key) for key in ("data.train_folds", "data.eval_folds"))
-    facts = data_facts(cfg, cache)
-    table = cohort_table(cache, train_folds, eval_folds, event=facts["event"])
-    if not facts["subjects_known"]:
+def write_protocol(
+    out: Path, cache: PreparedCache, train_folds: tuple[int, ...], eval_folds: tuple[int, ...], data: DataDescription,
+    evaluation_hash: str,
+) -> None:
+    """``protocol.json``: the cache, its counts and rejections, the cohort table of the folds
+    (without a "Patients" row when the dataset does not know whose each recording is: it would
+    count recordings) and the evaluation's hash."""
+    table = cohort_table(cache, train_folds, eval_folds, event=data.event)
+    if not data.subjects_known:
         table = table.drop(index="Patients")
     protocol = {
         "cache": str(cache.path),
@@ -411,27 +303,21 @@ def _write_protocol(cfg: ExperimentConfig, cache: PreparedCache, out: Path) -> N
             {"record": str(r.record_id), "check": r.check, "detail": r.detail} for r in cache.rejections
         ],
         "cohort_markdown": cohort_markdown(table),
-        "evaluation_hash": _evaluation_hash(cfg),
+        "evaluation_hash": evaluation_hash,
     }
     write_json(out / "protocol.json", with_checksum(protocol))
 
 
-def _evaluation_hash(cfg: ExperimentConfig) -> str:
-    """What a result depends on (`cyclejepa.pipeline.identity.evaluation_identity`): results made with
-    another unseal flag, device, name or report setting are kept."""
-    return identity_hash(evaluation_identity(cfg))
-
-
-def _current(path: Path, cfg: ExperimentConfig, checkpoint: Path) -> bool:
-    """A finished result of this evaluation whose checksums hold: its content's, its arrays'
-    (``.npz``, where it has them) and its checkpoint's (the weights are the ones it was
-    computed from); an altered one is recomputed."""
+def is_current(path: Path, evaluation_hash: str, checkpoint: Path) -> bool:
+    """A finished result of this evaluation (``evaluation_hash``) whose checksums hold: its
+    content's, its arrays' (``.npz``, where it has them) and its checkpoint's (the weights are the
+    ones it was computed from); an altered one is recomputed."""
     if not path.exists():
         return False
     result = read_json(path)
     arrays = path.with_suffix(".npz")
     return (
-        result.get("evaluation_hash") == _evaluation_hash(cfg)
+        result.get("evaluation_hash") == evaluation_hash
         and result.get(CHECKSUM) == content_checksum(result)
         and result.get("checkpoint", {}).get("model_sha256") == model_digest(checkpoint)
         and (not result.get("diagnostic") or (arrays.exists() and result.get(SCORES_DIGEST) == sha256_file(arrays)))

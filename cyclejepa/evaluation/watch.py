@@ -36,7 +36,7 @@ class HeldBatch:
     Parameters
     ----------
     signals, phases
-        The training windows (N, leads, samples) and their token phases (N, T) or (N, T, C),
+        The training windows (N, channels, samples) and their token phases (N, T) or (N, T, C),
         NaN where undefined (the trainer's inputs).
     records
         Windows held, at evenly spaced rows of the training set.

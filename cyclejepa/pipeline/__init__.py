@@ -4,7 +4,7 @@ Each stage turns its part of an `ExperimentConfig` into the narrow arguments of 
 (the cache, the trainer, the evaluation, the export) and returns what it wrote:
 
     preflight → prepare (`prepare`) → pre-train (`pretrain_all`) → evaluate and report
-    (`evaluate_experiment`); `run_experiment` runs them in order.
+    (`evaluate_experiment`, `report_experiment`); `run_experiment` runs them in order.
 
 After a run: the embedding stage (`load_encoder`) and the export stage (`export_run`,
 `save_pretrained`).
@@ -26,6 +26,12 @@ _HOMES = {
     "train_run": "pretraining",
     "evaluate_experiment": "evaluation",
     "evaluation_steps": "evaluation",
+    "evaluate_grid": "evaluation",
+    "evaluation_spec": "evaluation",
+    "evaluation_dir": "evaluation",
+    "report_experiment": "reporting",
+    "report_spec": "reporting",
+    "write_grid_summary": "reporting",
     "run_experiment": "run",
     "describe_plan": "run",
     "training_phases": "pretraining",

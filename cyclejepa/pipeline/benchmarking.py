@@ -187,6 +187,7 @@ def benchmark_allocations(
     ``allocations.json``, ``.md`` and ``.png``. Every allocation's config passes `preflight` and
     the seal before the cache is prepared."""
     from cyclejepa.evaluation.stage import core_metrics
+    from cyclejepa.pipeline.evaluation import evaluation_spec
 
     out = Path(out)
     configs = allocation_configs(load_config(base_config or QUICKSTART, list(overrides)), allocations or ALLOCATIONS, out, steps)
@@ -198,7 +199,8 @@ def benchmark_allocations(
     def score(name: str, seed: int, directory: Path) -> dict[str, Any]:
         cfg = configs[name]
         trainer = train_run(cfg, cache, directory, seed=seed, transport_weight=1.0, progress=progress)
-        return allocation_metrics(core_metrics(cfg, cache, trainer.objective.eval(), resolve_device(cfg.evaluation.device)).result)
+        spec = evaluation_spec(cfg, cache)
+        return allocation_metrics(core_metrics(spec, cache, trainer.objective.eval(), resolve_device(cfg.evaluation.device)).result)
 
     steps_run = next(iter(configs.values())).training.steps
     return allocation_table(out, score, allocations=allocations or ALLOCATIONS, seeds=seeds, steps=steps_run)
@@ -232,8 +234,8 @@ def time_experiment(
     experiment's stages, ...}``; also written to ``out/stages.json`` and ``out/stages.md``.
     """
     from cyclejepa.data.synthetic import write_synthetic_corpus
-    from cyclejepa.evaluation.report import write_report
-    from cyclejepa.evaluation.stage import evaluate_grid
+    from cyclejepa.pipeline.evaluation import evaluate_grid
+    from cyclejepa.pipeline.reporting import report_experiment
 
     out = Path(out)
     corpus = out / "corpus"
@@ -258,7 +260,7 @@ def time_experiment(
     with clock.stage("evaluate"):
         evaluate_grid(cfg, cache, plan_runs(cfg), evaluation_steps(cfg), progress=False)
     with clock.stage("report"):
-        clock.result["report"] = str(write_report(cfg.output_dir))
+        clock.result["report"] = str(report_experiment(cfg.output_dir))
     clock.write()
     return clock.result
 

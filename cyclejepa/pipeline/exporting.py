@@ -88,7 +88,7 @@ def evaluation_result(cfg: ExperimentConfig, plan: RunPlan, step: int) -> dict |
     """The evaluation stage's result of ``plan`` at ``step`` (``evaluation/<run>-step*.json``), or
     None; an altered result is refused (`read_result`)."""
     from cyclejepa.evaluation.integrity import read_result
-    from cyclejepa.evaluation.stage import evaluation_dir
+    from cyclejepa.pipeline.evaluation import evaluation_dir
 
     for path in sorted(evaluation_dir(cfg).glob(f"{plan.name}-step*.json")):
         result = read_result(path)

@@ -37,7 +37,7 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True) -> Path:
 
 def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
     if cfg.grid:
-        from cyclejepa.evaluation.report import write_grid_summary
+        from cyclejepa.pipeline.reporting import write_grid_summary
 
         cells = expand_grid(cfg)
         for _, cell in cells:  # every cell passes the seal before the first one starts

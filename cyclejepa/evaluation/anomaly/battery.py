@@ -129,7 +129,7 @@ class AnomalyCell:
     alarmed: int
 
 
-def evaluate_cell(
+def score_anomaly_cell(
     clean: np.ndarray,
     perturbed: np.ndarray,
     onset_tokens: np.ndarray,
@@ -238,7 +238,7 @@ def anomaly_battery(
         rounded: 40–100 for T = 125); each family then starts at its first affected sample at
         or after it (`Perturbed.onset`), whose token is the cell's onset.
     false_alarm_rate, hit_tokens
-        Alarm calibration and localisation window (see `evaluate_cell`).
+        Alarm calibration and localisation window (see `score_anomaly_cell`).
     seed
         Seeds the onsets and every family's draws (equal across severities).
 
@@ -280,7 +280,7 @@ def anomaly_battery(
             perturbed = PERTURBATIONS.get(family)(x, severity, requested, beats, _family_rng(seed, family))
             onset_tokens = (perturbed.onset // patch).numpy()
             row.append(
-                evaluate_cell(
+                score_anomaly_cell(
                     clean, score(perturbed.signals), onset_tokens, token_ms=1000.0 * patch / beats.fs, family=family,
                     severity=severity, detector=detector, false_alarm_rate=false_alarm_rate, hit_tokens=hit_tokens,
                 )

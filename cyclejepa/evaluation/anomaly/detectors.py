@@ -75,7 +75,7 @@ def transport_violation(
     symmetry
         ρ acting on z (rank 1).
     signals
-        (N, leads, samples) array, memmap or tensor.
+        (N, channels, samples) array, memmap or tensor.
     phases
         (N, T) causal token phases (`causal_token_phases`), NaN where undefined.
 

@@ -91,7 +91,7 @@ def applicable_families(
 
 def _check_family_input(name: str, x: Tensor, severity: float, onset: Tensor, beats: BeatTimes) -> None:
     if x.dim() != 3 or not x.is_floating_point():
-        raise ValueError(f"{name}: signals must be a floating (N, leads, samples) tensor, got {tuple(x.shape)}")
+        raise ValueError(f"{name}: signals must be a floating (N, channels, samples) tensor, got {tuple(x.shape)}")
     if not 0.0 <= severity <= MAX_SEVERITY:
         raise ValueError(f"{name}: severity must lie in [0, {MAX_SEVERITY}], got {severity}")
     if onset.shape != x.shape[:1] or len(beats) != x.shape[0]:
@@ -171,7 +171,7 @@ def st_shift(
     guard_ms: float = 80.0,
     fraction: float = 0.25,
 ) -> Perturbed:
-    """ST segments raised by s · ``fraction`` · record RMS · w on every lead (w: `_beat_window`)."""
+    """ST segments raised by s · ``fraction`` · record RMS · w on every channel (w: `_beat_window`)."""
     _check_family_input("st-shift", x, severity, onset, beats)
     weight = _beat_window(x, onset, beats, window_ms, ramp_ms, guard_ms)
     shift = severity * fraction * record_rms(x).double()[:, None] * weight
@@ -204,7 +204,7 @@ def ectopic(
     overlapping spans add up.
     """
     _check_family_input("ectopic", x, severity, onset, beats)
-    n, leads, samples = x.shape
+    n, channels, samples = x.shape
     current, following = beats.peaks[:, :-1], beats.peaks[:, 1:]
     complete = torch.isfinite(following)
     centre = torch.where(complete, current + (1 - prematurity) * (following - current), 0.0).round()
@@ -220,31 +220,31 @@ def ectopic(
     low = source.floor().clamp(0, samples - 2).long().flatten(1)
     fraction = (source.flatten(1) - low).to(x.dtype)[:, None]
     def at(index: Tensor) -> Tensor:
-        return x.gather(2, index[:, None].expand(n, leads, -1))
+        return x.gather(2, index[:, None].expand(n, channels, -1))
 
     copy = (1 - fraction) * at(low) + fraction * at(low + 1)
     added = -severity * weight.to(x.dtype)[:, None] * copy
     support = torch.zeros(n, samples, dtype=torch.float64).scatter_add(1, target, weight)
-    return Perturbed(x.scatter_add(2, target[:, None].expand(n, leads, -1), added), _first_nonzero(support))
+    return Perturbed(x.scatter_add(2, target[:, None].expand(n, channels, -1), added), _first_nonzero(support))
 
 
 @perturbation("attenuation")
 def attenuation(
     x: Tensor, severity: float, onset: Tensor, beats: BeatTimes, rng: np.random.Generator
 ) -> Perturbed:
-    """Every lead multiplied by 1 − s / 2.5 from the onset on (s = 2 keeps 0.2 of the signal)."""
+    """Every channel multiplied by 1 − s / 2.5 from the onset on (s = 2 keeps 0.2 of the signal)."""
     _check_family_input("attenuation", x, severity, onset, beats)
     gain = 1.0 - (severity / 2.5) * _after(x, onset).to(x.dtype)
     return Perturbed(x * gain[:, None], onset.clamp(max=x.shape[-1]))
 
 
 @perturbation("lead-dropout", min_channels=2)
-def lead_dropout(
+def channel_dropout(
     x: Tensor, severity: float, onset: Tensor, beats: BeatTimes, rng: np.random.Generator
 ) -> Perturbed:
-    """k = ⌈1.5 s⌉ leads set to 0 from the onset on (s = 2 drops 3).
+    """k = ⌈1.5 s⌉ channels set to 0 from the onset on (s = 2 drops 3): the family ``lead-dropout``.
 
-    The leads are the first k of a per-record random permutation drawn from ``rng``, so the
+    The channels are the first k of a per-record random permutation drawn from ``rng``, so the
     dropped sets are nested across severities drawn from equal generators.
     """
     _check_family_input("lead-dropout", x, severity, onset, beats)
@@ -266,7 +266,7 @@ def baseline_wander(
     frequency_hz: tuple[float, float] = (0.1, 0.5),
     ramp_s: float = 1.0,
 ) -> Perturbed:
-    """Add s · RMS · ramp(t) · sin(2π f (t − onset) + θ) on every lead from the onset on.
+    """Add s · RMS · ramp(t) · sin(2π f (t − onset) + θ) on every channel from the onset on.
 
     f uniform on ``frequency_hz`` and θ uniform on [0, 2π) per record (from ``rng``); the ramp
     is a raised cosine rising from 0 at the onset to 1 after ``ramp_s`` seconds.
