@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.config import ExperimentConfig, load_config
-from cyclejepa.data.cache import PreparedCache, cut_record, open_cache, prepare_record
+from cyclejepa.data.cache import PreparedCache, cut_record, prepare_record
 from cyclejepa.data.datasets import Dataset, Record, RecordRejected
 from cyclejepa.data.preprocess import Normalisation, Preparation
 from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
@@ -101,7 +101,7 @@ def load_encoder(
     checkpoint = find_checkpoint(run_folder(cfg, plan).checkpoints, step, cfg.evaluation.headline_step)
     target = resolve_device(device)
     objective = load_trained(cfg, checkpoint, target)
-    preprocessing = Preprocessing.from_cache(open_cache(cfg), cfg.data.dataset, cfg.data.options)
+    preprocessing = Preprocessing.from_cache(pipeline.configured_cache(cfg), cfg.data.dataset, cfg.data.options)
     source = {"run": str(checkpoint.parents[1]), "step": int(checkpoint.stem.removeprefix("step_"))}
     return Encoder(objective.model, preprocessing, target, source, objective.symmetry, root=cfg.data.root)
 

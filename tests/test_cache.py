@@ -13,7 +13,7 @@ import pytest
 
 from cyclejepa.data.cache import build as cache_build
 from cyclejepa.data.cache import files as cache_files
-from cyclejepa.data.cache import PreparedCache, prepare_cache
+from cyclejepa.data.cache import CacheSpec, PreparedCache, prepare_cache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.datasets import RecordRejected
 from cyclejepa.data.preprocess import Normalisation, decimate, fit_normalisation
@@ -194,7 +194,7 @@ def corpus(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def prepared(corpus, tmp_path_factory) -> PreparedCache:
-    return prepare_cache(PTBXL(corpus), tmp_path_factory.mktemp("cache") / "c", progress=False)
+    return prepare_cache(PTBXL(corpus), CacheSpec(tmp_path_factory.mktemp("cache") / "c"), progress=False)
 
 
 def test_rejection_log_holds_exactly_the_corrupted_records(prepared):
@@ -259,18 +259,18 @@ def test_second_prepare_does_no_work_and_changed_arguments_rebuild(prepared, cor
     calls = []
     real_chunk = cache_build._process_chunk
     monkeypatch.setattr(cache_build, "_process_chunk", lambda *a: calls.append(1) or real_chunk(*a))
-    again = prepare_cache(PTBXL(corpus), target, progress=False)
+    again = prepare_cache(PTBXL(corpus), CacheSpec(target), progress=False)
     assert calls == [] and (target / "manifest.json").stat().st_mtime_ns == manifest_mtime
     assert again.manifest == prepared.manifest
 
-    rebuilt = prepare_cache(PTBXL(corpus), target, train_folds=range(1, 9), progress=False)
+    rebuilt = prepare_cache(PTBXL(corpus), CacheSpec(target, train_folds=range(1, 9)), progress=False)
     assert calls and rebuilt.manifest["config_hash"] != prepared.manifest["config_hash"]
     assert not np.allclose(rebuilt.norm.mean, prepared.norm.mean)
     assert not list(tmp_path.glob(".copy.*"))  # no build or retired folder left behind
 
     calls.clear()
     (target / "meta.csv").write_text((target / "meta.csv").read_text().replace(",1,", ",0,", 1))
-    prepare_cache(PTBXL(corpus), target, train_folds=range(1, 9), progress=False)
+    prepare_cache(PTBXL(corpus), CacheSpec(target, train_folds=range(1, 9)), progress=False)
     assert calls  # a modified file is detected and rebuilt
 
 
@@ -288,15 +288,15 @@ def test_a_cache_in_the_older_layout_is_refused_by_readers_and_rebuilt_by_prepar
     manifest = json.loads((old / "manifest.json").read_text())
     manifest["arguments"]["cache_format"] = 2
     (old / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ValueError, match=r"format 2; this cyclejepa reads format 3: rebuild it with `cyclejepa prepare CONFIG`"):
+    with pytest.raises(ValueError, match=r"format 2; this cyclejepa reads format 4: rebuild it with `cyclejepa prepare CONFIG`"):
         PreparedCache(old)
-    rebuilt = prepare_cache(PTBXL(corpus), old, progress=False)
+    rebuilt = prepare_cache(PTBXL(corpus), CacheSpec(old), progress=False)
     assert sorted(p.name for p in old.iterdir()) == sorted(p.name for p in prepared.path.iterdir())
     assert rebuilt.manifest["files"] == prepared.manifest["files"]  # every file byte for byte
 
 
 def test_two_workers_write_the_same_cache(prepared, corpus, tmp_path):
-    parallel = prepare_cache(PTBXL(corpus), tmp_path / "w2", workers=2, progress=False)
+    parallel = prepare_cache(PTBXL(corpus), CacheSpec(tmp_path / "w2", workers=2), progress=False)
     assert parallel.manifest["files"] == prepared.manifest["files"]
 
 
@@ -305,9 +305,9 @@ def test_cache_dir_errors(corpus, tmp_path):
         PreparedCache(tmp_path)
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(FileExistsError, match="refusing"):
-        prepare_cache(PTBXL(corpus), tmp_path, progress=False)
+        prepare_cache(PTBXL(corpus), CacheSpec(tmp_path), progress=False)
     with pytest.raises(KeyError, match="ecg-rpeak"):
-        prepare_cache(PTBXL(corpus), tmp_path / "x", phase_provider="ecg-rpeek", progress=False)
+        prepare_cache(PTBXL(corpus), CacheSpec(tmp_path / "x", phase_provider="ecg-rpeek"), progress=False)
 
 
 # --------------------------------------------------------- bad CSV rows, validation before swap
@@ -317,7 +317,7 @@ def test_bad_rows_are_rejected_into_the_log_and_the_run_goes_on(real_rows, tmp_p
     """Real PTB-XL rows with one bad cell each: logged with id, column and reason; the rest kept."""
     from test_ptbxl import GOOD_IDS, ROW_REJECTIONS
 
-    cache = prepare_cache(PTBXL(real_rows), tmp_path / "cache", progress=False)
+    cache = prepare_cache(PTBXL(real_rows), CacheSpec(tmp_path / "cache"), progress=False)
     assert cache.columns["record_id"].tolist() == GOOD_IDS
     logged = pd.read_csv(tmp_path / "cache" / "rejections.csv", keep_default_na=False)
     assert list(logged["id"]) == [str(i) for i, _ in ROW_REJECTIONS] and set(logged["check"]) == {"metadata"}
@@ -340,7 +340,7 @@ def test_a_broken_build_is_never_published(prepared, corpus, tmp_path, monkeypat
 
     monkeypatch.setattr(cache_files, "write_meta", sex_as_text)
     with pytest.raises(ValueError, match=r"not published .* does not load: .*'male'"):
-        prepare_cache(PTBXL(corpus), target, train_folds=range(1, 9), progress=False)
+        prepare_cache(PTBXL(corpus), CacheSpec(target, train_folds=range(1, 9)), progress=False)
     assert {p.name: p.read_bytes() for p in target.iterdir()} == before  # the old cache is intact
     assert not list(tmp_path.glob(".published.*"))  # no build folder left behind
 
@@ -349,5 +349,5 @@ def test_a_broken_build_is_never_published(prepared, corpus, tmp_path, monkeypat
 
     monkeypatch.setattr(cache_files, "write_meta", one_row_short)
     with pytest.raises(ValueError, match=r"signals\.npy has 35 rows, meta\.csv 34"):
-        prepare_cache(PTBXL(corpus), tmp_path / "fresh", progress=False)
+        prepare_cache(PTBXL(corpus), CacheSpec(tmp_path / "fresh"), progress=False)
     assert not (tmp_path / "fresh").exists()

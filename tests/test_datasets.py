@@ -340,7 +340,7 @@ def five_folds(monkeypatch):
 
 def test_a_dataset_owns_its_fold_count_and_its_default_provider(tmp_path, five_folds):
     from cyclejepa.pipeline.checks import consistency_problems
-    from cyclejepa.data.cache import prepare_cache
+    from cyclejepa.data.cache import CacheSpec, prepare_cache
 
     cfg = parse_config({"data": {"dataset": "five-folds", "root": str(tmp_path)}})
     assert (cfg.phase.provider, cfg.data.train_folds, cfg.data.eval_folds) == ("pulse", [1, 2, 3], [5])
@@ -352,8 +352,8 @@ def test_a_dataset_owns_its_fold_count_and_its_default_provider(tmp_path, five_f
     ]
     assert consistency_problems(parse_config({"data": {"dataset": "ptbxl", "train_folds": [1], "eval_folds": [10]}})) == []
     with pytest.raises(ValueError, match=r"train_folds must be a non-empty subset of FiveFolds's folds 1\.\.5, got \(6,\)"):
-        prepare_cache(FiveFolds(tmp_path), tmp_path / "refused", train_folds=(6,), progress=False)
-    cache = prepare_cache(FiveFolds(tmp_path), tmp_path / "cache", progress=False)
+        prepare_cache(FiveFolds(tmp_path), CacheSpec(tmp_path / "refused", train_folds=(6,)), progress=False)
+    cache = prepare_cache(FiveFolds(tmp_path), CacheSpec(tmp_path / "cache"), progress=False)
     assert cache.manifest["arguments"]["phase_provider"] == "pulse"
     assert cache.manifest["dataset"]["folds"]["count"] == 5 and cache.folds == FiveFolds.folds
     assert set(cache.columns["fold"]) <= set(range(1, 6)) and 5 in set(cache.columns["fold"])
@@ -361,14 +361,14 @@ def test_a_dataset_owns_its_fold_count_and_its_default_provider(tmp_path, five_f
 
 def test_a_dataset_without_a_default_provider_needs_one_named(tmp_path, five_folds):
     from cyclejepa.pipeline.checks import consistency_problems
-    from cyclejepa.data.cache import prepare_cache
+    from cyclejepa.data.cache import CacheSpec, prepare_cache
 
     cfg = parse_config({"data": {"dataset": "no-provider"}})
     assert cfg.phase.provider is None
     assert consistency_problems(cfg)[-1].startswith("phase.provider: dataset 'no-provider' declares no default phase provider; name one (")
     assert parse_config({"data": {"dataset": "no-provider"}, "phase": {"provider": "pulse"}}).phase.provider == "pulse"
     with pytest.raises(ValueError, match=r"phase_provider: NoProvider declares no default phase provider"):
-        prepare_cache(NoProvider(tmp_path), tmp_path / "cache", progress=False)
+        prepare_cache(NoProvider(tmp_path), CacheSpec(tmp_path / "cache"), progress=False)
 
 
 def test_a_fold_protocol_names_only_its_folds_and_a_ten_fold_manifest_keeps_its_bytes():

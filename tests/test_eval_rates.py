@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from conftest import TINY_MODEL
-from cyclejepa.data.cache import prepare_cache
+from cyclejepa.data.cache import CacheSpec, prepare_cache
 from cyclejepa.data.ptbxl import PTBXL, read_record
 from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
 from cyclejepa.evaluation.context import record_heart_rates
@@ -29,7 +29,8 @@ def corpus(tmp_path_factory):
     from cyclejepa.data.synthetic import write_synthetic_corpus
 
     root = write_synthetic_corpus(tmp_path_factory.mktemp("ptbxl"), 12, seed=2, progress=False)
-    cache = prepare_cache(PTBXL(root), tmp_path_factory.mktemp("cache") / "c", fs=EVENT_FS, window_s=8.0, progress=False)
+    spec = CacheSpec(tmp_path_factory.mktemp("cache") / "c", cache_fs=EVENT_FS, window_s=8.0)
+    cache = prepare_cache(PTBXL(root), spec, progress=False)
     return root, cache
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import pytest
 
-from cyclejepa.data.cache import cut_record, prepare_cache
+from cyclejepa.data.cache import CacheSpec, cut_record, prepare_cache
 from cyclejepa.data.datasets import Record, RecordRejected, band_rates, conform, hash_fold
 from cyclejepa.data.preprocess import Preparation, cut_windows, highpass, spread_ratio
 from cyclejepa.data.wfdb_folder import WfdbFolder, adc_limits, unwrap
@@ -145,7 +145,7 @@ def test_options_are_checked_before_any_file_is_read():
     with pytest.raises(ValueError, match="normalisation"):
         WfdbFolder(None, channels=["PLETH"], normalisation="global")
     with pytest.raises(ValueError, match=r"cut-offs \[70.0\] Hz are not below the Nyquist frequency 62.5 Hz"):
-        prepare_cache(WfdbFolder(None, channels=["PLETH"], highpass_hz=70), "unused", phase_provider="pulse", progress=False)
+        prepare_cache(WfdbFolder(None, channels=["PLETH"], highpass_hz=70), CacheSpec("unused", phase_provider="pulse"), progress=False)
 
 
 def test_rates_and_preparation_follow_the_cycle_band():
@@ -222,8 +222,7 @@ def test_prepare_warns_of_an_offset_the_corpus_z_score_leaves_and_the_band_defau
     folds = sorted({hash_fold(f"r{k}") for k in range(4)})
     for options, warned in (({"highpass_hz": None, "normalisation": "corpus", "drop_s": 0}, True), ({}, False)):
         dataset = WfdbFolder(tmp_path / "raw", channels=["PLETH"], **options)
-        cache = prepare_cache(dataset, tmp_path / f"cache-{warned}", train_folds=folds, phase_provider="pulse",
-                              progress=False)  # fmt: skip
+        cache = prepare_cache(dataset, CacheSpec(tmp_path / f"cache-{warned}", train_folds=folds, phase_provider="pulse"), progress=False)  # fmt: skip
         manifest = json.loads((cache.path / "manifest.json").read_text())
         spread = manifest["dataset"].get("spread_warnings", [])
         assert [w["channel"] for w in spread] == (["PLETH"] if warned else [])

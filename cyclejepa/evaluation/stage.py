@@ -32,7 +32,7 @@ import torch
 
 from cyclejepa.config import ExperimentConfig
 from cyclejepa.pipeline.identity import evaluation_identity, identity_hash
-from cyclejepa.data.cache import PreparedCache, open_cache
+from cyclejepa.data.cache import PreparedCache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.datasets import sha256_file
 from cyclejepa.devices import child_gpus, thread_environment
@@ -198,9 +198,10 @@ def _evaluate_cell_process(raw: dict[str, Any], cache_path: str, plan, step: int
     """`evaluate_cell` in a worker: the config and the cache from their serialised forms."""
     from cyclejepa.config import parse_config
     from cyclejepa.devices import resolve_device
+    from cyclejepa.pipeline.preparation import configured_cache
 
     cfg = parse_config(raw)
-    evaluate_cell(cfg, open_cache(cfg, cache_path), plan, step, resolve_device(cfg.evaluation.device))
+    evaluate_cell(cfg, configured_cache(cfg, cache_path), plan, step, resolve_device(cfg.evaluation.device))
 
 
 class NonFiniteOutputs(ValueError):

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from cyclejepa.data.cache import PHASE_REVISION, open_cache
+from cyclejepa.data.cache import PHASE_REVISION
 from cyclejepa.data.cache.record import _decimation_taps
 from cyclejepa.data.datasets import sha256_file
 from cyclejepa.data.preprocess import KAISER_BETA
@@ -139,7 +139,9 @@ def _export(encoder: Encoder, cfg, plan, out: Path, *, onnx: bool, torchscript: 
     step = encoder.source["step"]
     checkpoint = load_checkpoint(checkpoint_path(RunFolder(Path(encoder.source["run"])).checkpoints, step))
     meta = checkpoint["meta"]
-    manifest = open_cache(cfg).manifest
+    from cyclejepa.pipeline.preparation import configured_cache
+
+    manifest = configured_cache(cfg).manifest
     model = copy.deepcopy(encoder.model).cpu().eval()
     check_finite_weights(model, f"the encoder of {encoder.source}")
     weights = _weights(model, encoder.symmetry)

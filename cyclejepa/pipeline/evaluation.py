@@ -7,6 +7,7 @@ from pathlib import Path
 
 from cyclejepa.config import ExperimentConfig
 from cyclejepa.pipeline.plans import plan_runs, run_folder, write_resolved_config
+from cyclejepa.pipeline.preparation import configured_cache
 from cyclejepa.pipeline.checks import preflight
 from cyclejepa.pipeline.seal import require_unsealed
 
@@ -24,7 +25,6 @@ def evaluate_experiment(cfg: ExperimentConfig, cache=None, progress: bool = True
 
 
 def evaluate_stage(cfg: ExperimentConfig, cache, progress: bool) -> Path:
-    from cyclejepa.data.cache import open_cache
     from cyclejepa.evaluation.report import write_report
     from cyclejepa.evaluation.stage import evaluate_grid
     from cyclejepa.training.checkpoint import checkpoint_path
@@ -40,6 +40,6 @@ def evaluate_stage(cfg: ExperimentConfig, cache, progress: bool) -> Path:
     if missing:
         raise FileNotFoundError(f"{len(missing)} checkpoint(s) to evaluate are missing, e.g. {missing[0]}; train them with `cyclejepa run`")
     write_resolved_config(cfg)
-    cache = cache or open_cache(cfg)
+    cache = cache or configured_cache(cfg)
     evaluate_grid(cfg, cache, plan_runs(cfg), steps, progress=progress)
     return write_report(Path(cfg.output_dir))

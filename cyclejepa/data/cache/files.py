@@ -20,9 +20,11 @@ from cyclejepa.data.datasets import Entry, LabelLevel, RecordRejected, sha256_fi
 from cyclejepa.data.preprocess import Normalisation
 from cyclejepa.jsonio import json_sha256, writing
 
-CACHE_FORMAT = 3
-"""Version of the cache layout; part of the manifest hash (3: the signal-neutral names
-`EVENTS_FILE`, ``record_id`` and ``events``; 2 wrote them in the words of one signal)."""
+CACHE_FORMAT = 4
+"""Version of the cache layout; part of the manifest hash (4: the rates named ``cache_fs`` and
+``model_fs`` and the channels ``channels`` in the manifest, 3 called them ``fs_native``, ``fs``
+and ``leads``; 3: the signal-neutral names `EVENTS_FILE`, ``record_id`` and ``events``; 2 wrote
+them in the words of one signal)."""
 PHASE_REVISION = 4
 """Revision of the built-in providers' event detection (2-4: revisions of the ``ecg-rpeak``
 detector, described in docs/phase.md); part of the manifest hash, so a cache built
@@ -147,9 +149,9 @@ def write_manifest(
         "arguments": arguments,
         "cyclejepa_version": arguments["cyclejepa_version"],
         "dataset": dataset,
-        "leads": arguments["channels"],
-        "fs_native": arguments["fs"],
-        "fs": arguments["fs"] / arguments["decimation"],
+        "channels": arguments["channels"],
+        "cache_fs": arguments["cache_fs"],
+        "model_fs": arguments["cache_fs"] / arguments["decimation"],
         "window_s": arguments["window_s"],
         "token_patch": arguments["token_patch"],
         "label_levels": [{"name": lv.name, "prefix": lv.prefix, "classes": list(lv.classes)} for lv in levels],
