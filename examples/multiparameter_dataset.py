@@ -58,7 +58,7 @@ class Multiparameter(Dataset):
     units = ("mV", "NU")
     label_levels = (LabelLevel("part", "part", ("early", "late")),)
     fs = None  # 125 or 250 Hz, record by record
-    cache_fs = 500.0  # the R-peak detector's rate; the breathing example sets its own (data.fs)
+    cache_fs = 500.0  # the R-peak detector's rate; the breathing example sets its own (data.cache_fs)
     decimation = 5
     token_patch = 8
 

@@ -17,7 +17,7 @@ from cyclejepa.data.cache import CacheSpec, PreparedCache, prepare_cache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.datasets import RecordRejected
 from cyclejepa.data.preprocess import Normalisation, decimate, fit_normalisation
-from cyclejepa.data.ptbxl import LEADS, PTBXL, SUPERCLASSES, read_record
+from cyclejepa.data.ptbxl import LEADS, PTBXL, SUPERCLASSES, read_ptbxl_record
 from test_ptbxl import real_rows  # noqa: F401 (fixture)
 
 wfdb = pytest.importorskip("wfdb")
@@ -215,7 +215,7 @@ def test_rejection_log_holds_exactly_the_corrupted_records(prepared):
 def test_normalisation_and_signals_match_independent_recomputation(prepared, corpus):
     """Statistics over the kept fold-1..9 records only, by an independent float64 decimation."""
     ids, folds = prepared.columns["record_id"], prepared.columns["fold"]
-    decimated = {i: reference_decimate(read_record(corpus, int(i)).astype(np.float64)) for i in ids}
+    decimated = {i: reference_decimate(read_ptbxl_record(corpus, int(i)).astype(np.float64)) for i in ids}
     train = np.concatenate([decimated[i] for i, f in zip(ids, folds) if f <= 9], axis=1)
     np.testing.assert_allclose(prepared.norm.mean, train.mean(axis=1), atol=1e-6)
     np.testing.assert_allclose(prepared.norm.std, train.std(axis=1), rtol=1e-5)
@@ -230,7 +230,7 @@ def test_phases_rpeaks_labels_and_qc_match_their_sources(prepared, corpus):
 
     provider = PHASE_PROVIDERS.build("ecg-rpeak")
     for row in (0, 20):
-        track = provider.phase(read_record(corpus, int(prepared.columns["record_id"][row])), 500, LEADS)
+        track = provider.phase(read_ptbxl_record(corpus, int(prepared.columns["record_id"][row])), 500, LEADS)
         np.testing.assert_array_equal(prepared.events(row), track.events)
         for convention in ("centre", "causal"):
             np.testing.assert_allclose(
@@ -241,7 +241,7 @@ def test_phases_rpeaks_labels_and_qc_match_their_sources(prepared, corpus):
     assert not prepared.columns["qc_ok"][flat] and prepared.columns["qc_reason"][flat]
     assert np.isnan(prepared.phase_centre[flat]).all()
     verdicts = [
-        provider.phase(read_record(corpus, int(ecg_id)), 500, LEADS).qc.ok
+        provider.phase(read_ptbxl_record(corpus, int(ecg_id)), 500, LEADS).qc.ok
         for ecg_id in prepared.columns["record_id"]
     ]
     np.testing.assert_array_equal(prepared.columns["qc_ok"], verdicts)
@@ -293,6 +293,84 @@ def test_a_cache_in_the_older_layout_is_refused_by_readers_and_rebuilt_by_prepar
     rebuilt = prepare_cache(PTBXL(corpus), CacheSpec(old), progress=False)
     assert sorted(p.name for p in old.iterdir()) == sorted(p.name for p in prepared.path.iterdir())
     assert rebuilt.manifest["files"] == prepared.manifest["files"]  # every file byte for byte
+
+
+def test_a_cache_of_format_3_is_refused_naming_the_command_that_rebuilds_it(prepared, tmp_path):
+    """Format 3 called the manifest's rates fs_native and fs and its channels leads: a reader
+    refuses it rather than taking one rate for the other."""
+    old = tmp_path / "old"
+    shutil.copytree(prepared.path, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    for new, former in (("channels", "leads"), ("cache_fs", "fs_native"), ("model_fs", "fs")):
+        manifest[former] = manifest.pop(new)
+    manifest["arguments"]["fs"] = manifest["arguments"].pop("cache_fs")
+    manifest["arguments"]["cache_format"] = 3
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"format 3; this cyclejepa reads format 4: rebuild it with `cyclejepa prepare CONFIG`"):
+        PreparedCache(old)
+
+
+def test_the_cache_names_its_two_rates(prepared):
+    """PTB-XL: records phased at cache_fs = 500 Hz (events are indices at it), the model's
+    signals at model_fs = 500 / 5 = 100 Hz: a 10 s window is 1000 samples, its events < 5000."""
+    assert (prepared.cache_fs, prepared.model_fs) == (500.0, 100.0)
+    assert prepared.signals.shape[-1] == 10 * 100
+    assert prepared.event_indices.max() < 10 * 500 and prepared.event_indices.max() > 10 * 100
+    assert prepared.channels == LEADS
+
+
+def test_open_cache_accepts_its_spec_and_names_each_key_another_spec_changes(prepared, corpus):
+    from cyclejepa.data.cache import CacheMismatch, open_cache
+
+    spec = CacheSpec(prepared.path, dataset="ptbxl", root=corpus, cache_fs=500.0, decimation=5, token_patch=8,
+                     window_s=10.0, phase_provider="ecg-rpeak", train_folds=PTBXL.folds.train)  # fmt: skip
+    assert spec.model_fs == 100.0
+    assert open_cache(spec).path == prepared.path
+    assert open_cache(CacheSpec(prepared.path)).path == prepared.path  # a spec that names nothing compares nothing
+    other = dataclasses.replace(spec, cache_fs=250.0, window_s=8.0, amplitude_limits={"mV": 50})
+    with pytest.raises(CacheMismatch) as caught:
+        open_cache(other)
+    message = str(caught.value)
+    assert "cache_fs: cache 500.0, config 250.0; window_s: cache 10.0, config 8.0; amplitude_limits: cache {'I': 200.0," in message
+    assert message.count(": cache ") == 3 and "cyclejepa prepare CONFIG" in message  # only the keys that differ
+
+
+def test_cache_spec_carries_the_configs_data_and_phase_sections(tmp_path):
+    from cyclejepa.config import parse_config
+    from cyclejepa.pipeline.preparation import cache_spec
+
+    cfg = parse_config({"data": {"dataset": "synthetic", "root": str(tmp_path), "options": {"records": 12},
+                                 "cache_fs": 250, "window_s": 8, "train_folds": [1, 2], "workers": 3,
+                                 "cache_dir": str(tmp_path / "c"), "amplitude_limits": {"mV": 50}},
+                        "phase": {"options": {"lead": "I"}}})  # fmt: skip
+    spec = cache_spec(cfg)
+    assert spec == CacheSpec(
+        tmp_path / "c", "synthetic", tmp_path, {"records": 12}, 250.0, cfg.data.decimation, cfg.data.token_patch,
+        8.0, "ecg-rpeak", {"lead": "I"}, {"mV": 50}, (1, 2), 3,
+    )  # fmt: skip
+    assert spec.model_fs == 250.0 / cfg.data.decimation == 50.0
+    assert cache_spec(cfg, tmp_path / "elsewhere").directory == tmp_path / "elsewhere"
+
+
+def test_the_data_layer_reads_no_experiment_config():
+    """cyclejepa.data is handed a `CacheSpec`: none of its modules imports the config schema,
+    the config's facts or the pipeline."""
+    import ast
+
+    import cyclejepa.data
+
+    root, found = Path(cyclejepa.data.__file__).parent, []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            found += [f"{path.relative_to(root)}:{node.lineno} {name}" for name in names
+                      if name.split(".")[:2] in (["cyclejepa", "config"], ["cyclejepa", "facts"], ["cyclejepa", "pipeline"])]  # fmt: skip
+    assert found == []
 
 
 def test_two_workers_write_the_same_cache(prepared, corpus, tmp_path):

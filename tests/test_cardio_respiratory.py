@@ -72,8 +72,8 @@ def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins
 def test_one_coordinate_cache_keeps_the_single_phase_layout(plugins):
     cfg = config("respiration.yaml", plugins / "resp")
     cache = pipeline.prepare(cfg, progress=False)
-    fs, per_token = cfg.data.fs, cfg.data.decimation * cfg.data.token_patch  # breathing's own rates: 50 Hz, 1 s tokens
-    assert (fs, cache.fs, cache.token_patch) == (50.0, 10.0, 10)
+    fs, per_token = cfg.data.cache_fs, cfg.data.decimation * cfg.data.token_patch  # breathing's own rates: 50 Hz, 1 s tokens
+    assert (fs, cache.model_fs, cache.token_patch) == (50.0, 10.0, 10)
     samples = round(cfg.data.window_s * fs)
     assert cache.coordinates == () and cache.phase_centre.shape == (len(cache), samples // per_token) == (len(cache), 32)
     assert "phase_coordinates" not in cache.manifest

@@ -183,3 +183,11 @@ def test_validating_a_config_imports_no_step_beyond_the_registry(tmp_path):
     assert report["imported"] == foundations
     assert report["problems"] == []
     assert [m for m in report["validated"] if m.startswith(VALIDATION_ONLY)] == []
+
+
+def test_the_cache_rate_key_of_earlier_versions_is_refused_naming_its_successor():
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"data": {"fs": 250}})
+    (problem,) = caught.value.problems
+    assert problem.startswith("data.fs: no longer a key; the cache rate is data.cache_fs")
+    assert parse_config({"data": {"cache_fs": 250}}).data.cache_fs == 250.0

@@ -10,7 +10,7 @@ import torch
 
 from conftest import TINY_MODEL
 from cyclejepa.data.cache import CacheSpec, prepare_cache
-from cyclejepa.data.ptbxl import PTBXL, read_record
+from cyclejepa.data.ptbxl import PTBXL, read_ptbxl_record
 from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
 from cyclejepa.evaluation.context import record_heart_rates
 from cyclejepa.models import build_model
@@ -37,7 +37,7 @@ def corpus(tmp_path_factory):
 def provider_events(root, ecg_id: int) -> np.ndarray:
     """The provider's events on the record's first 8 s at 250 Hz, resampled here with the
     documented filter (polyphase 1/2, Kaiser beta 5, edge padding), independently of the cache."""
-    record = read_record(root, ecg_id).astype(np.float64)
+    record = read_ptbxl_record(root, ecg_id).astype(np.float64)
     x = signal_lib.resample_poly(record, 1, 2, axis=-1, window=("kaiser", 5.0), padtype="edge").astype(np.float32)
     return PHASE_PROVIDERS.build("ecg-rpeak").phase(x[:, :WINDOW].astype(np.float64), EVENT_FS, PTBXL.channels).events
 

@@ -156,7 +156,7 @@ def test_rates_and_preparation_follow_the_cycle_band():
     assert band_rates(0.1, 0.7) == {"cache_fs": 25.0, "decimation": 5, "token_patch": 2, "window_s": 50.0}
     assert band_rates(0.1, 0.5)["window_s"] == pytest.approx(84 * 3 / 5)  # 50 s rounded up to whole 0.6 s tokens
     assert WfdbFolder.rates(fs=50.0, cycle_band_hz=(0.5, 3.5))["n_tokens"] == 50  # a given rate wins, the rest derived
-    with pytest.raises(ValueError, match="set data.fs"):
+    with pytest.raises(ValueError, match="set data.cache_fs"):
         WfdbFolder.rates()
     dataset = WfdbFolder(None, channels=["PLETH"])
     assert dataset.preparation((0.5, 3.5)) == Preparation((0.25,), "corpus", 3.0)
@@ -169,7 +169,7 @@ def test_the_config_derives_the_rates_from_the_providers_band(tmp_path):
 
     cfg = ExperimentConfig.model_validate({"name": "x", "data": {"dataset": "wfdb", "root": str(tmp_path),
                                            "options": {"channels": ["PLETH"]}}, "phase": {"provider": "pulse"}})  # fmt: skip
-    assert (cfg.data.fs, cfg.data.decimation, cfg.data.token_patch, cfg.data.window_s) == (125.0, 5, 2, 10.0)
+    assert (cfg.data.cache_fs, cfg.data.decimation, cfg.data.token_patch, cfg.data.window_s) == (125.0, 5, 2, 10.0)
 
 
 def test_highpass_removes_an_offset_and_passes_the_cycle_with_the_butterworth_gain():

@@ -30,7 +30,7 @@ from cyclejepa.data.ptbxl import (
     RecordRejected,
     download_ptbxl,
     eligible_subclasses,
-    read_record,
+    read_ptbxl_record,
 )
 from cyclejepa.data.wfdb_folder import WfdbFolder
 from cyclejepa.data.synthetic import (
@@ -51,6 +51,6 @@ __all__ = [
     "eligible_subclasses", "Entry", "fill_gaps", "fit_normalisation", "FoldProtocol", "GaussianNoise",
     "generate_metadata", "generate_records", "hash_fold", "HEADER_LEADS", "in_units", "LabelLevel",
     "LeadDropout", "LeadGain", "LEADS", "Normalisation", "prepare_cache", "PreparedCache", "PTBXL",
-    "read_record", "read_rpeaks", "Record", "record_rms", "RecordRejected", "RPEAKS_FILENAME", "SUBCLASSES",
+    "read_ptbxl_record", "read_rpeaks", "Record", "record_rms", "RecordRejected", "RPEAKS_FILENAME", "SUBCLASSES",
     "SUPERCLASSES", "SyntheticPTBXL", "SyntheticRecords", "Tone", "WfdbFolder", "write_synthetic_corpus",
 ]
