@@ -82,7 +82,7 @@ def test_conform_picks_channels_by_name_and_rejects_missing_or_non_finite():
     signal = np.arange(3 * 8, dtype=np.float32).reshape(3, 8)
     record = Record(7, signal, 100.0, ("ii", "I", "V1"))
     np.testing.assert_array_equal(conform(record, ("I", "II"), 100.0), signal[[1, 0]])
-    with pytest.raises(RecordRejected, match=r"record 7 rejected \(lead_order\): no channel \['V2'\]"):
+    with pytest.raises(RecordRejected, match=r"record 7 rejected \(channel_order\): no channel \['V2'\]"):
         conform(record, ("I", "V2"), 100.0)
     signal[2, 3] = np.nan
     with pytest.raises(RecordRejected, match=r"\(non_finite\): non-finite samples on \['V1'\]"):

@@ -62,7 +62,7 @@ def test_the_dataset_reads_each_channel_at_its_rate_unwrapped_in_its_unit(plugin
 
     dataset = DATASETS.build("pulse-wave", root=SAMPLES)
     assert [e.name for e in dataset.entries()] == ["a103l", "mixedsignals", "v102s"]
-    assert {(r.record_id, r.check) for r in dataset.rejected()} == {(n, "lead_order") for n in ("03700181", "100", "s0010_re")}
+    assert {(r.record_id, r.check) for r in dataset.rejected()} == {(n, "channel_order") for n in ("03700181", "100", "s0010_re")}
     mixed = dataset.read(dataset.entries()[1])  # pleth at 2 samples per 62.4725 Hz frame, not the frame rate
     assert mixed.fs == pytest.approx(2 * 62.4725) and mixed.signal.shape == (1, 28800) and mixed.id == 2
 

@@ -39,7 +39,7 @@ def test_pleth_of_three_records_each_at_its_own_rate_others_rejected_by_name():
     assert [e.name for e in dataset.entries()] == ["a103l", "mixedsignals", "v102s"]
     assert [e.fold for e in dataset.entries()] == [hash_fold(n) for n in ("a103l", "mixedsignals", "v102s")]
     rejected = {r.record_id: (r.check, r.detail) for r in dataset.rejected()}
-    assert set(rejected) == {"03700181", "100", "s0010_re"} and {c for c, _ in rejected.values()} == {"lead_order"}
+    assert set(rejected) == {"03700181", "100", "s0010_re"} and {c for c, _ in rejected.values()} == {"channel_order"}
     assert "MCL1" in rejected["03700181"][1]  # says what the record has
     assert dataset.units == ("NU",)
     a103l, mixed, v102s = (dataset.read(e) for e in dataset.entries())

@@ -455,7 +455,7 @@ def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
     Raises `RecordRejected`, checked in this order before any resampling: ``sampling_rate``
     when the record's rate is out of range, the resampling ratio unreasonable
     (`resampling_ratio`) or an upsampling by more than `MAX_UPSAMPLING`, ``extent`` when the
-    result would exceed `MAX_RECORD_BYTES`, ``lead_order`` when a channel is missing,
+    result would exceed `MAX_RECORD_BYTES`, ``channel_order`` when a channel is missing,
     ``non_finite`` when a sample is not finite, or not finite once float32.
     """
     try:
@@ -473,7 +473,7 @@ def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
     lower = [name.lower() for name in record.channels]
     missing = [c for c in channels if c.lower() not in lower]
     if missing:
-        raise RecordRejected(record.id, "lead_order", f"no channel {missing} (the record has {list(record.channels)})")
+        raise RecordRejected(record.id, "channel_order", f"no channel {missing} (the record has {list(record.channels)})")
     x = np.asarray(record.signal)[[lower.index(c.lower()) for c in channels]]
     bad = [channels[i] for i in np.flatnonzero(~np.isfinite(x).all(axis=1))]
     if bad:

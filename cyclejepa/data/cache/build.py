@@ -397,7 +397,7 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
             outcomes.append(RecordOutcome(row, rejection=rejection))
             continue
         try:
-            prepared = [prepare_record(segment, provider, fs=cache_fs, channels=channels, **shape)[:2] for segment in windows]
+            prepared = [prepare_record(segment, provider, cache_fs=cache_fs, channels=channels, **shape)[:2] for segment in windows]
         except (ValueError, KeyError) as error:  # the provider refuses this record (e.g. no such channel)
             outcomes.append(RecordOutcome(row, rejection=RecordRejected(entry.id, "phase", f"{type(error).__name__}: {error}")))
             continue
