@@ -39,7 +39,9 @@ log = logging.getLogger(__name__)
 
 
 def prepare_cache(dataset: Dataset, spec: CacheSpec, *, progress: bool = True) -> PreparedCache:
-    """Build (or reuse) the preprocessing cache of ``dataset`` that ``spec`` describes.
+    """Build (or reuse) the preprocessing cache of ``dataset`` (a `Dataset` whose
+    `Dataset.fetch` has run) that ``spec`` describes; ``spec.dataset_options`` are the options
+    ``dataset`` was built with, recorded in the manifest for `open_cache` to compare.
 
     Every record of the dataset is read and verified (`Dataset.read`), its channels picked and
     resampled to the cache rate ``spec.cache_fs`` (`conform`), cut into windows of
@@ -112,10 +114,11 @@ def cache_lock(cache_dir: Path) -> Path:
 
 def _phase_provider(dataset: Dataset, named: str | None) -> str:
     """``named``, else the provider the dataset declares (`Dataset.phase_provider`)."""
-    if named is None and dataset.phase_provider is None:
+    provider = named if named is not None else dataset.phase_provider
+    if provider is None:
         raise ValueError(f"phase_provider: {type(dataset).__name__} declares no default phase provider "
                          "(Dataset.phase_provider); name one")  # fmt: skip
-    return named if named is not None else dataset.phase_provider
+    return provider
 
 
 def _cycle_band(phase_provider: str) -> tuple[float, float] | None:
@@ -388,7 +391,8 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
     window = round(arguments["window_s"] * cache_fs)
     preparation = Preparation.from_dict(arguments.get("preparation"))
     scratch = str(Path(build_dir) / f"scratch-{jobs[0][0]:09d}.npy")
-    outcomes, signals = [], []
+    outcomes: list[RecordOutcome] = []
+    signals: list[np.ndarray] = []
     for row, entry in jobs:
         try:
             limits = [arguments["amplitude_limits"][c] for c in channels]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -88,7 +88,7 @@ def write_phases(build_dir: Path, kept: list[RecordOutcome], n_tokens: int) -> N
         stack = [getattr(o, f"phase_{convention}") for o in kept]
         with writing(build_dir / f"phase_{convention}.npy"):
             np.save(build_dir / f"phase_{convention}.npy", np.stack(stack) if stack else np.zeros(shape, np.float32))
-    arrays = {}
+    arrays: dict[str, Any] = {}
     for c in range(n_coordinates):
         events = [o.events[c] for o in kept]
         suffix = f"_{c}" if c else ""
@@ -122,12 +122,12 @@ def write_rejections(path: Path, rejections: Iterable[RecordRejected]) -> None:
         writer.writerows((r.record_id, r.check, r.detail) for r in rejections)
 
 
-def as_json(options: dict[str, Any]) -> Any:
+def as_json(options: Mapping[str, Any]) -> Any:
     """``options`` as the manifest records them: through JSON, keys sorted, other types as text."""
     return json.loads(json.dumps(dict(options), sort_keys=True, default=str))
 
 
-def arguments_hash(arguments: dict[str, Any]) -> str:
+def arguments_hash(arguments: Mapping[str, Any]) -> str:
     """sha256 of the build arguments (the manifest's ``config_hash``)."""
     return json_sha256(arguments)
 

@@ -101,7 +101,7 @@ def prepare_signal(x: np.ndarray, fs: float, channels: Sequence[str], preparatio
 def _check_spread(stds: np.ndarray, channels: Sequence[str], record_id: int | str, where: str) -> None:
     """`RecordRejected` (``flat``) naming the channels whose (W, C) ``stds`` has a zero: a
     constant channel has no z-score."""
-    flat = [channels[c] for c in np.flatnonzero((stds <= 0).any(axis=0))]
+    flat = [channels[int(c)] for c in np.flatnonzero((stds <= 0).any(axis=0))]
     if flat:
         raise RecordRejected(record_id, "flat", f"{where} channel {flat} is constant, which cannot be z-scored")
 
