@@ -308,10 +308,10 @@ class Preprocessing:
     def from_cache(cls, cache: PreparedCache, dataset: str, dataset_options: dict) -> Preprocessing:
         """The settings of ``cache``, built from the registered ``dataset`` with ``dataset_options``."""
         arguments = cache.manifest["arguments"]
-        window = round(cache.signals.shape[-1] * cache.event_fs / cache.fs)
+        window = round(cache.signals.shape[-1] * cache.cache_fs / cache.model_fs)
         return cls(
-            cache.channels, cache.event_fs, window, arguments["phase_provider"], dict(arguments["phase_options"]),
-            cache.norm, round(cache.event_fs / cache.fs), cache.token_patch, dataset, dict(dataset_options), cache.units,
+            cache.channels, cache.cache_fs, window, arguments["phase_provider"], dict(arguments["phase_options"]),
+            cache.norm, round(cache.cache_fs / cache.model_fs), cache.token_patch, dataset, dict(dataset_options), cache.units,
             Preparation.from_dict(arguments.get("preparation")),
         )  # fmt: skip
 
@@ -435,7 +435,7 @@ class Encoder:
         signals, outcomes = [], []
         for segment in windows:
             decimated, outcome, _ = prepare_record(
-                segment, self.provider, fs=self.fs, channels=self.leads, decimation=self.preprocessing.decimation,
+                segment, self.provider, cache_fs=self.fs, channels=self.leads, decimation=self.preprocessing.decimation,
                 token_patch=self.preprocessing.token_patch,
             )  # fmt: skip
             signals.append(self.preprocessing.norm.apply(decimated))

@@ -44,7 +44,7 @@ def provider_events(root, ecg_id: int) -> np.ndarray:
 
 def test_the_cache_records_its_rates(corpus):
     _, cache = corpus
-    assert (cache.event_fs, cache.fs, cache.token_patch, cache.n_tokens) == (250.0, 50.0, 8, 50)
+    assert (cache.cache_fs, cache.model_fs, cache.token_patch, cache.n_tokens) == (250.0, 50.0, 8, 50)
 
 
 def test_beat_times_and_heart_rates_equal_the_providers_events_in_seconds(corpus):
@@ -56,7 +56,7 @@ def test_beat_times_and_heart_rates_equal_the_providers_events_in_seconds(corpus
     for row, beat_samples, hr in zip(rows, beats.records(), heart_rates):
         seconds = provider_events(root, int(cache.columns["record_id"][row])) / EVENT_FS
         assert len(seconds) >= 5
-        np.testing.assert_allclose(beat_samples / cache.fs, seconds, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(beat_samples / cache.model_fs, seconds, rtol=1e-12, atol=0)
         assert hr == pytest.approx(60.0 / np.median(np.diff(seconds)), rel=1e-12)
 
 
@@ -70,7 +70,7 @@ def test_the_battery_perturbs_at_the_providers_beats_in_milliseconds(corpus):
     onset = torch.zeros(len(rows), dtype=torch.int64)
     shifted = PERTURBATIONS.get("st-shift")(x, 2.0, onset, beats, np.random.default_rng(0)).signals
     for i, row in enumerate(rows):
-        changed = np.flatnonzero((shifted[i] != x[i]).any(0).numpy()) / cache.fs  # seconds
+        changed = np.flatnonzero((shifted[i] != x[i]).any(0).numpy()) / cache.model_fs  # seconds
         seconds = provider_events(root, int(cache.columns["record_id"][row])) / EVENT_FS
         assert len(changed) > 2 * len(seconds)
         since = changed[:, None] - seconds[None, :]
@@ -101,4 +101,4 @@ def test_the_trainer_augments_at_the_caches_rate(corpus, tmp_path):
 
     with pytest.raises(ValueError, match="tone: frequency 25.0 Hz is not below the Nyquist frequency 25.0 Hz"):
         train(25.0)
-    assert train(10.0).augmenter.fs == cache.fs == 50.0
+    assert train(10.0).augmenter.fs == cache.model_fs == 50.0

@@ -373,7 +373,7 @@ class Augmenter:
     steps
         The transforms in application order; names must be distinct.
     fs
-        Sampling rate of the batches, Hz (a cache's `PreparedCache.fs`).
+        Sampling rate of the batches, Hz (a cache's `PreparedCache.model_fs`).
     """
 
     def __init__(self, steps: Sequence[AugmentationStep], fs: float):

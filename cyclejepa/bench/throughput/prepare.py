@@ -127,7 +127,7 @@ def prepare_split(
             continue
         totals["read_verify"] += time.process_time() - start
         for window in windows:
-            _, _, times = prepare_record(window, provider, time.process_time, fs=fs, channels=channels, **shape)
+            _, _, times = prepare_record(window, provider, time.process_time, cache_fs=fs, channels=channels, **shape)
             for stage, seconds in zip(STAGES[1:], times):
                 totals[stage] += seconds
         done += 1
