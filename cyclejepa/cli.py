@@ -237,7 +237,6 @@ def train(
 ) -> None:
     """Pre-train one arm × seed; under torchrun, data-parallel over the processes."""
     from cyclejepa import pipeline
-    from cyclejepa.data.cache import open_cache
     from cyclejepa.lock import output_lock
     from cyclejepa.outputs import RunFolder
     from cyclejepa.training import process_group
@@ -257,7 +256,7 @@ def train(
         if dist.is_main:
             pipeline.prepare(cfg)
         dist.barrier()  # the other ranks read the cache rank 0 prepared
-        directory = pipeline.pretrain(cfg, open_cache(cfg), plan, progress=dist.is_main, dist=dist)
+        directory = pipeline.pretrain(cfg, pipeline.configured_cache(cfg), plan, progress=dist.is_main, dist=dist)
     if dist.is_main:
         console.print(f"{plan.name}: trained, checkpoints in {RunFolder(directory).checkpoints}")
 

@@ -32,6 +32,7 @@ PAPER_SPECTRUM = "4x0+24x1+24x2+20x3+16x4+12x5+10x6+8x7+6x8+4x9+2x10"
 REMOVED_KEYS = {
     "data.synthetic_records": "the synthetic corpus is a dataset: data.dataset: synthetic, data.options: {records: N, seed: S}",
     "data.synthetic_seed": "the synthetic corpus is a dataset: data.dataset: synthetic, data.options: {records: N, seed: S}",
+    "data.fs": "the cache rate is data.cache_fs (Hz; the model's rate is data.cache_fs / data.decimation)",
 }
 """Keys of earlier versions, with what replaces them."""
 
@@ -65,8 +66,8 @@ class DataConfig(Section):
     dataset: _component(registry.DATASETS) = "ptbxl"
     options: dict[str, Any] = Field(default_factory=dict, description="keyword options of the dataset")
     root: Path | None = Field(None, description="dataset root; None: the dataset's own environment variable")
-    fs: float | None = Field(None, gt=0, description="cache rate (Hz): records are resampled to it and phased at it")
-    decimation: int | None = Field(None, ge=1, description="the model sees fs / decimation")
+    cache_fs: float | None = Field(None, gt=0, description="cache rate (Hz): records are resampled to it and phased at it")
+    decimation: int | None = Field(None, ge=1, description="the model sees its rate model_fs = cache_fs / decimation")
     token_patch: int | None = Field(None, ge=1, description="samples per token at the model rate")
     window_s: float | None = Field(None, gt=0, description="window (model record length) in seconds; longer records are cut")
     cache_dir: Path | None = Field(None, description="default: <output_dir>/cache")
@@ -256,7 +257,7 @@ class ExperimentConfig(Section):
         if isinstance(facts, str):
             return self
         derived = {
-            "data.fs": facts.cache_fs, "data.decimation": facts.decimation, "data.token_patch": facts.token_patch,
+            "data.cache_fs": facts.cache_fs, "data.decimation": facts.decimation, "data.token_patch": facts.token_patch,
             "data.window_s": facts.window_s, "data.train_folds": list(facts.folds.train),
             "data.eval_folds": list(facts.folds.evaluation), "model.encoder.leads": len(facts.channels),
             "model.encoder.patch": facts.token_patch, "model.predictor.max_relative_position": 2 * facts.n_tokens - 1,

@@ -249,15 +249,15 @@ class Preprocessing:
     def from_cache(cls, cache: PreparedCache, dataset: str, dataset_options: dict) -> Preprocessing:
         """The settings of ``cache``, built from the registered ``dataset`` with ``dataset_options``.
 
-        The cache's signals are at its model rate (``cache.fs``) and its events at its own rate
-        (``cache.event_fs``, `cache_fs` here): window = samples · cache_fs / model_fs.
+        The cache's signals are at its model rate (``cache.model_fs``) and its events at its own
+        rate (``cache.cache_fs``): window = samples · cache_fs / model_fs.
         """
         arguments = cache.manifest["arguments"]
-        cache_fs, model_fs = cache.event_fs, cache.fs
+        window = round(cache.signals.shape[-1] * cache.cache_fs / cache.model_fs)
         return cls(
-            cache.channels, cache_fs, round(cache.signals.shape[-1] * cache_fs / model_fs), arguments["phase_provider"],
-            dict(arguments["phase_options"]), cache.norm, round(cache_fs / model_fs), cache.token_patch, dataset,
-            dict(dataset_options), cache.units, Preparation.from_dict(arguments.get("preparation")),
+            cache.channels, cache.cache_fs, window, arguments["phase_provider"], dict(arguments["phase_options"]),
+            cache.norm, round(cache.cache_fs / cache.model_fs), cache.token_patch, dataset, dict(dataset_options), cache.units,
+            Preparation.from_dict(arguments.get("preparation")),
         )  # fmt: skip
 
     def to_dict(self) -> dict:
@@ -381,7 +381,7 @@ class Encoder:
         signals, outcomes = [], []
         for segment in windows:
             decimated, outcome, _ = prepare_record(
-                segment, self.provider, fs=self.cache_fs, channels=self.channels, decimation=self.preprocessing.decimation,
+                segment, self.provider, cache_fs=self.cache_fs, channels=self.channels, decimation=self.preprocessing.decimation,
                 token_patch=self.preprocessing.token_patch,
             )  # fmt: skip
             signals.append(self.preprocessing.norm.apply(decimated))

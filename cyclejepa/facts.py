@@ -76,9 +76,9 @@ def data_facts(data: DataKeys, cycle_band_hz: tuple[float, float] | None = None)
     if units and parameter is None and len(units) != len(channels):
         return f"data.dataset: {data.dataset!r} declares {len(units)} unit(s) {list(units)} for {len(channels)} channel(s) {list(channels)}"
     try:
-        rates = cls.rates(data.fs, data.decimation, data.token_patch, data.window_s, cycle_band_hz)
+        rates = cls.rates(data.cache_fs, data.decimation, data.token_patch, data.window_s, cycle_band_hz)
     except ValueError as error:
-        key = "data.fs" if "data.fs" in str(error) else "data.window_s"
+        key = "data.cache_fs" if "data.cache_fs" in str(error) else "data.window_s"
         return f"{key}: {error}"
     return DataFacts(tuple(map(str, channels)), rates["cache_fs"], rates["decimation"], rates["token_patch"],
                      rates["window_s"], rates["n_tokens"], cls.folds)  # fmt: skip

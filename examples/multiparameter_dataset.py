@@ -11,7 +11,7 @@ beside ``resp = "custom_phase_provider"``; see docs/cardio-respiratory.md). In a
 
 Every ``*.hea`` record under ``root`` with an ECG lead (the first of ``ecg_leads`` it has) and
 a ``RESP`` channel is indexed; a record without them is rejected while indexing (check
-``lead_order``), one shorter than a segment too (``extent``), one whose channels are in other
+``channel_order``), one shorter than a segment too (``extent``), one whose channels are in other
 units than ``mV`` and ``NU`` when read (``units``). A record is cut into segments of
 ``segment_s`` seconds (the cache cuts each segment into windows); the segments of a record
 share its patient (one subject per record) and, with ``split: subject`` (the default), its fold
@@ -58,7 +58,7 @@ class Multiparameter(Dataset):
     units = ("mV", "NU")
     label_levels = (LabelLevel("part", "part", ("early", "late")),)
     fs = None  # 125 or 250 Hz, record by record
-    cache_fs = 500.0  # the R-peak detector's rate; the breathing example sets its own (data.fs)
+    cache_fs = 500.0  # the R-peak detector's rate; the breathing example sets its own (data.cache_fs)
     decimation = 5
     token_patch = 8
 
@@ -105,7 +105,7 @@ class Multiparameter(Dataset):
                 continue
             if self._rows(list(header.names)) is None:
                 detail = f"needs one of {list(self.ecg_leads)} and RESP, has {list(header.names)}"
-                rejected.append(RecordRejected(name, "lead_order", detail))
+                rejected.append(RecordRejected(name, "channel_order", detail))
                 continue
             length = round(self.segment_s * header.fs)
             n = (header.samples or 0) // length
@@ -155,10 +155,10 @@ class Multiparameter(Dataset):
         return self._filled(str(path), str(path), self._signal(str(path), record), record.fs)
 
     def _signal(self, name: str, record: WfdbRecord) -> np.ndarray:
-        """(ECG, RESP) of ``record`` in mV and NU; `RecordRejected` (``lead_order``, ``units``)."""
+        """(ECG, RESP) of ``record`` in mV and NU; `RecordRejected` (``channel_order``, ``units``)."""
         rows = self._rows(list(record.names))
         if rows is None:
-            raise RecordRejected(name, "lead_order", f"needs one of {list(self.ecg_leads)} and RESP, has {list(record.names)}")
+            raise RecordRejected(name, "channel_order", f"needs one of {list(self.ecg_leads)} and RESP, has {list(record.names)}")
         names, units = [record.names[r] for r in rows], [record.units[r] for r in rows]
         return in_units(name, record.signal[rows], names, units, self.units)
 

@@ -11,7 +11,7 @@ docs/own-signal.md). In a config::
 
 Every ``*.hea`` record under ``root`` that holds the channels (case-insensitive) is indexed, one
 subject per record, no labels; a record without them is rejected while indexing (check
-``lead_order``). A record is one entry, folded by `hash_fold` of its name, or, with
+``channel_order``). A record is one entry, folded by `hash_fold` of its name, or, with
 ``segment_s``, cut into entries of that length (``a103l/0``, ``a103l/1``, ...) folded by
 record (``split: subject``) or each by its own name (``split: segment``: training and evaluation
 then share subjects, for a corpus too small to hold one out). No fold is sealed. Reading a

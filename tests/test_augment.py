@@ -307,11 +307,11 @@ def test_bad_configs_raise_naming_the_entry(specs, match):
 
 def test_bad_batches_raise_clear_errors():
     augmenter = Augmenter.from_config(fs=100.0)
-    with pytest.raises(ValueError, match=r"shape \(B, leads, samples\)"):
+    with pytest.raises(ValueError, match=r"shape \(B, channels, samples\)"):
         augmenter(torch.randn(12, 100), generator())
     with pytest.raises(ValueError, match="generator is on cpu but the batch is on meta"):
         augmenter(torch.empty(2, 12, 100, device="meta"), generator())
-    with pytest.raises(ValueError, match="cannot drop up to 3 of 2 leads"):
+    with pytest.raises(ValueError, match="cannot drop up to 3 of 2 channels"):
         augmenter(torch.randn(4, 2, 100), generator())
     with pytest.raises(ValueError, match="not below the Nyquist frequency 20.0 Hz"):
         Augmenter.from_config([{"name": "tone"}], fs=40.0)(torch.randn(4, 2, 100), generator())

@@ -13,11 +13,11 @@ import pytest
 
 from cyclejepa.data.cache import build as cache_build
 from cyclejepa.data.cache import files as cache_files
-from cyclejepa.data.cache import PreparedCache, prepare_cache
+from cyclejepa.data.cache import CacheSpec, PreparedCache, prepare_cache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.datasets import RecordRejected
 from cyclejepa.data.preprocess import Normalisation, decimate, fit_normalisation
-from cyclejepa.data.ptbxl import LEADS, PTBXL, SUPERCLASSES, read_record
+from cyclejepa.data.ptbxl import LEADS, PTBXL, SUPERCLASSES, read_ptbxl_record
 from test_ptbxl import real_rows  # noqa: F401 (fixture)
 
 wfdb = pytest.importorskip("wfdb")
@@ -194,7 +194,7 @@ def corpus(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def prepared(corpus, tmp_path_factory) -> PreparedCache:
-    return prepare_cache(PTBXL(corpus), tmp_path_factory.mktemp("cache") / "c", progress=False)
+    return prepare_cache(PTBXL(corpus), CacheSpec(tmp_path_factory.mktemp("cache") / "c"), progress=False)
 
 
 def test_rejection_log_holds_exactly_the_corrupted_records(prepared):
@@ -215,7 +215,7 @@ def test_rejection_log_holds_exactly_the_corrupted_records(prepared):
 def test_normalisation_and_signals_match_independent_recomputation(prepared, corpus):
     """Statistics over the kept fold-1..9 records only, by an independent float64 decimation."""
     ids, folds = prepared.columns["record_id"], prepared.columns["fold"]
-    decimated = {i: reference_decimate(read_record(corpus, int(i)).astype(np.float64)) for i in ids}
+    decimated = {i: reference_decimate(read_ptbxl_record(corpus, int(i)).astype(np.float64)) for i in ids}
     train = np.concatenate([decimated[i] for i, f in zip(ids, folds) if f <= 9], axis=1)
     np.testing.assert_allclose(prepared.norm.mean, train.mean(axis=1), atol=1e-6)
     np.testing.assert_allclose(prepared.norm.std, train.std(axis=1), rtol=1e-5)
@@ -230,7 +230,7 @@ def test_phases_rpeaks_labels_and_qc_match_their_sources(prepared, corpus):
 
     provider = PHASE_PROVIDERS.build("ecg-rpeak")
     for row in (0, 20):
-        track = provider.phase(read_record(corpus, int(prepared.columns["record_id"][row])), 500, LEADS)
+        track = provider.phase(read_ptbxl_record(corpus, int(prepared.columns["record_id"][row])), 500, LEADS)
         np.testing.assert_array_equal(prepared.events(row), track.events)
         for convention in ("centre", "causal"):
             np.testing.assert_allclose(
@@ -241,7 +241,7 @@ def test_phases_rpeaks_labels_and_qc_match_their_sources(prepared, corpus):
     assert not prepared.columns["qc_ok"][flat] and prepared.columns["qc_reason"][flat]
     assert np.isnan(prepared.phase_centre[flat]).all()
     verdicts = [
-        provider.phase(read_record(corpus, int(ecg_id)), 500, LEADS).qc.ok
+        provider.phase(read_ptbxl_record(corpus, int(ecg_id)), 500, LEADS).qc.ok
         for ecg_id in prepared.columns["record_id"]
     ]
     np.testing.assert_array_equal(prepared.columns["qc_ok"], verdicts)
@@ -259,18 +259,18 @@ def test_second_prepare_does_no_work_and_changed_arguments_rebuild(prepared, cor
     calls = []
     real_chunk = cache_build._process_chunk
     monkeypatch.setattr(cache_build, "_process_chunk", lambda *a: calls.append(1) or real_chunk(*a))
-    again = prepare_cache(PTBXL(corpus), target, progress=False)
+    again = prepare_cache(PTBXL(corpus), CacheSpec(target), progress=False)
     assert calls == [] and (target / "manifest.json").stat().st_mtime_ns == manifest_mtime
     assert again.manifest == prepared.manifest
 
-    rebuilt = prepare_cache(PTBXL(corpus), target, train_folds=range(1, 9), progress=False)
+    rebuilt = prepare_cache(PTBXL(corpus), CacheSpec(target, train_folds=range(1, 9)), progress=False)
     assert calls and rebuilt.manifest["config_hash"] != prepared.manifest["config_hash"]
     assert not np.allclose(rebuilt.norm.mean, prepared.norm.mean)
     assert not list(tmp_path.glob(".copy.*"))  # no build or retired folder left behind
 
     calls.clear()
     (target / "meta.csv").write_text((target / "meta.csv").read_text().replace(",1,", ",0,", 1))
-    prepare_cache(PTBXL(corpus), target, train_folds=range(1, 9), progress=False)
+    prepare_cache(PTBXL(corpus), CacheSpec(target, train_folds=range(1, 9)), progress=False)
     assert calls  # a modified file is detected and rebuilt
 
 
@@ -288,15 +288,93 @@ def test_a_cache_in_the_older_layout_is_refused_by_readers_and_rebuilt_by_prepar
     manifest = json.loads((old / "manifest.json").read_text())
     manifest["arguments"]["cache_format"] = 2
     (old / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ValueError, match=r"format 2; this cyclejepa reads format 3: rebuild it with `cyclejepa prepare CONFIG`"):
+    with pytest.raises(ValueError, match=r"format 2; this cyclejepa reads format 4: rebuild it with `cyclejepa prepare CONFIG`"):
         PreparedCache(old)
-    rebuilt = prepare_cache(PTBXL(corpus), old, progress=False)
+    rebuilt = prepare_cache(PTBXL(corpus), CacheSpec(old), progress=False)
     assert sorted(p.name for p in old.iterdir()) == sorted(p.name for p in prepared.path.iterdir())
     assert rebuilt.manifest["files"] == prepared.manifest["files"]  # every file byte for byte
 
 
+def test_a_cache_of_format_3_is_refused_naming_the_command_that_rebuilds_it(prepared, tmp_path):
+    """Format 3 called the manifest's rates fs_native and fs and its channels leads: a reader
+    refuses it rather than taking one rate for the other."""
+    old = tmp_path / "old"
+    shutil.copytree(prepared.path, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    for new, former in (("channels", "leads"), ("cache_fs", "fs_native"), ("model_fs", "fs")):
+        manifest[former] = manifest.pop(new)
+    manifest["arguments"]["fs"] = manifest["arguments"].pop("cache_fs")
+    manifest["arguments"]["cache_format"] = 3
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"format 3; this cyclejepa reads format 4: rebuild it with `cyclejepa prepare CONFIG`"):
+        PreparedCache(old)
+
+
+def test_the_cache_names_its_two_rates(prepared):
+    """PTB-XL: records phased at cache_fs = 500 Hz (events are indices at it), the model's
+    signals at model_fs = 500 / 5 = 100 Hz: a 10 s window is 1000 samples, its events < 5000."""
+    assert (prepared.cache_fs, prepared.model_fs) == (500.0, 100.0)
+    assert prepared.signals.shape[-1] == 10 * 100
+    assert prepared.event_indices.max() < 10 * 500 and prepared.event_indices.max() > 10 * 100
+    assert prepared.channels == LEADS
+
+
+def test_open_cache_accepts_its_spec_and_names_each_key_another_spec_changes(prepared, corpus):
+    from cyclejepa.data.cache import CacheMismatch, open_cache
+
+    spec = CacheSpec(prepared.path, dataset="ptbxl", root=corpus, cache_fs=500.0, decimation=5, token_patch=8,
+                     window_s=10.0, phase_provider="ecg-rpeak", train_folds=PTBXL.folds.train)  # fmt: skip
+    assert spec.model_fs == 100.0
+    assert open_cache(spec).path == prepared.path
+    assert open_cache(CacheSpec(prepared.path)).path == prepared.path  # a spec that names nothing compares nothing
+    other = dataclasses.replace(spec, cache_fs=250.0, window_s=8.0, amplitude_limits={"mV": 50})
+    with pytest.raises(CacheMismatch) as caught:
+        open_cache(other)
+    message = str(caught.value)
+    assert "cache_fs: cache 500.0, config 250.0; window_s: cache 10.0, config 8.0; amplitude_limits: cache {'I': 200.0," in message
+    assert message.count(": cache ") == 3 and "cyclejepa prepare CONFIG" in message  # only the keys that differ
+
+
+def test_cache_spec_carries_the_configs_data_and_phase_sections(tmp_path):
+    from cyclejepa.config import parse_config
+    from cyclejepa.pipeline.preparation import cache_spec
+
+    cfg = parse_config({"data": {"dataset": "synthetic", "root": str(tmp_path), "options": {"records": 12},
+                                 "cache_fs": 250, "window_s": 8, "train_folds": [1, 2], "workers": 3,
+                                 "cache_dir": str(tmp_path / "c"), "amplitude_limits": {"mV": 50}},
+                        "phase": {"options": {"lead": "I"}}})  # fmt: skip
+    spec = cache_spec(cfg)
+    assert spec == CacheSpec(
+        tmp_path / "c", "synthetic", tmp_path, {"records": 12}, 250.0, cfg.data.decimation, cfg.data.token_patch,
+        8.0, "ecg-rpeak", {"lead": "I"}, {"mV": 50}, (1, 2), 3,
+    )  # fmt: skip
+    assert spec.model_fs == 250.0 / cfg.data.decimation == 50.0
+    assert cache_spec(cfg, tmp_path / "elsewhere").directory == tmp_path / "elsewhere"
+
+
+def test_the_data_layer_reads_no_experiment_config():
+    """cyclejepa.data is handed a `CacheSpec`: none of its modules imports the config schema,
+    the config's facts or the pipeline."""
+    import ast
+
+    import cyclejepa.data
+
+    root, found = Path(cyclejepa.data.__file__).parent, []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            else:
+                continue
+            found += [f"{path.relative_to(root)}:{node.lineno} {name}" for name in names
+                      if name.split(".")[:2] in (["cyclejepa", "config"], ["cyclejepa", "facts"], ["cyclejepa", "pipeline"])]  # fmt: skip
+    assert found == []
+
+
 def test_two_workers_write_the_same_cache(prepared, corpus, tmp_path):
-    parallel = prepare_cache(PTBXL(corpus), tmp_path / "w2", workers=2, progress=False)
+    parallel = prepare_cache(PTBXL(corpus), CacheSpec(tmp_path / "w2", workers=2), progress=False)
     assert parallel.manifest["files"] == prepared.manifest["files"]
 
 
@@ -305,9 +383,9 @@ def test_cache_dir_errors(corpus, tmp_path):
         PreparedCache(tmp_path)
     (tmp_path / "notes.txt").write_text("mine")
     with pytest.raises(FileExistsError, match="refusing"):
-        prepare_cache(PTBXL(corpus), tmp_path, progress=False)
+        prepare_cache(PTBXL(corpus), CacheSpec(tmp_path), progress=False)
     with pytest.raises(KeyError, match="ecg-rpeak"):
-        prepare_cache(PTBXL(corpus), tmp_path / "x", phase_provider="ecg-rpeek", progress=False)
+        prepare_cache(PTBXL(corpus), CacheSpec(tmp_path / "x", phase_provider="ecg-rpeek"), progress=False)
 
 
 # --------------------------------------------------------- bad CSV rows, validation before swap
@@ -317,7 +395,7 @@ def test_bad_rows_are_rejected_into_the_log_and_the_run_goes_on(real_rows, tmp_p
     """Real PTB-XL rows with one bad cell each: logged with id, column and reason; the rest kept."""
     from test_ptbxl import GOOD_IDS, ROW_REJECTIONS
 
-    cache = prepare_cache(PTBXL(real_rows), tmp_path / "cache", progress=False)
+    cache = prepare_cache(PTBXL(real_rows), CacheSpec(tmp_path / "cache"), progress=False)
     assert cache.columns["record_id"].tolist() == GOOD_IDS
     logged = pd.read_csv(tmp_path / "cache" / "rejections.csv", keep_default_na=False)
     assert list(logged["id"]) == [str(i) for i, _ in ROW_REJECTIONS] and set(logged["check"]) == {"metadata"}
@@ -340,7 +418,7 @@ def test_a_broken_build_is_never_published(prepared, corpus, tmp_path, monkeypat
 
     monkeypatch.setattr(cache_files, "write_meta", sex_as_text)
     with pytest.raises(ValueError, match=r"not published .* does not load: .*'male'"):
-        prepare_cache(PTBXL(corpus), target, train_folds=range(1, 9), progress=False)
+        prepare_cache(PTBXL(corpus), CacheSpec(target, train_folds=range(1, 9)), progress=False)
     assert {p.name: p.read_bytes() for p in target.iterdir()} == before  # the old cache is intact
     assert not list(tmp_path.glob(".published.*"))  # no build folder left behind
 
@@ -349,5 +427,5 @@ def test_a_broken_build_is_never_published(prepared, corpus, tmp_path, monkeypat
 
     monkeypatch.setattr(cache_files, "write_meta", one_row_short)
     with pytest.raises(ValueError, match=r"signals\.npy has 35 rows, meta\.csv 34"):
-        prepare_cache(PTBXL(corpus), tmp_path / "fresh", progress=False)
+        prepare_cache(PTBXL(corpus), CacheSpec(tmp_path / "fresh"), progress=False)
     assert not (tmp_path / "fresh").exists()

@@ -48,7 +48,7 @@ def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins
     assert cache.coordinates == ("cardiac", "respiratory") and cache.phase_centre.shape == (len(cache), 200, 2)
     without_resp = {p.stem for p in SAMPLES.glob("*.hea") if "resp" not in p.read_text().lower()}  # 100, a103l, s0010_re
     found = {(str(r.record_id), r.check) for r in cache.rejections}
-    assert {(name, "lead_order") for name in without_resp} <= found
+    assert {(name, "channel_order") for name in without_resp} <= found
     others = [r for r in cache.rejections if str(r.record_id) not in without_resp]
     assert [(r.record_id, r.check, r.detail) for r in others] == [  # mixedsignals' Resp is in Ohm, not the declared NU
         (f"mixedsignals/{k}", "units", "channel Resp is in Ohm, but the dataset declares NU") for k in range(3)
@@ -72,8 +72,8 @@ def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins
 def test_one_coordinate_cache_keeps_the_single_phase_layout(plugins):
     cfg = config("respiration.yaml", plugins / "resp")
     cache = pipeline.prepare(cfg, progress=False)
-    fs, per_token = cfg.data.fs, cfg.data.decimation * cfg.data.token_patch  # breathing's own rates: 50 Hz, 1 s tokens
-    assert (fs, cache.fs, cache.token_patch) == (50.0, 10.0, 10)
+    fs, per_token = cfg.data.cache_fs, cfg.data.decimation * cfg.data.token_patch  # breathing's own rates: 50 Hz, 1 s tokens
+    assert (fs, cache.model_fs, cache.token_patch) == (50.0, 10.0, 10)
     samples = round(cfg.data.window_s * fs)
     assert cache.coordinates == () and cache.phase_centre.shape == (len(cache), samples // per_token) == (len(cache), 32)
     assert "phase_coordinates" not in cache.manifest
@@ -178,7 +178,7 @@ def test_multiparameter_dataset_segments_folds_gaps_and_rejections(plugins):
     write_record(folder, "no_resp", np.stack([ecg, ecg]), ("II", "V"))
     write_record(folder, "short", np.stack([ecg[:1500], resp[:1500]]), ("II", "RESP"))
     dataset = DATASETS.build("multiparameter", root=folder, segment_s=20.0)
-    assert [(r.record_id, r.check) for r in dataset.rejected()] == [("no_resp", "lead_order"), ("short", "extent")]
+    assert [(r.record_id, r.check) for r in dataset.rejected()] == [("no_resp", "channel_order"), ("short", "extent")]
     entries = dataset.entries()
     # patients are ranks of the header paths: no_resp 1, short 2, subj_a 3, subj_b 4
     assert [(e.name, e.patient_id, e.fold, sorted(e.labels["part"])) for e in entries] == [

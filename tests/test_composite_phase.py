@@ -54,7 +54,7 @@ def test_one_and_several_coordinates_are_tracks_the_cache_reads_alike(example, v
     assert all(isinstance(track, Track) for track in (single, one, two))
     assert single.tracks == (single,) and single.names == () and isinstance(two.tracks[1], PhaseTrack)
     outcomes = [
-        prepare_record(signal.astype(np.float32), provider, fs=fs, channels=names, decimation=5, token_patch=8)[1]
+        prepare_record(signal.astype(np.float32), provider, cache_fs=fs, channels=names, decimation=5, token_patch=8)[1]
         for provider in (EcgRPeakProvider(lead="II"), CompositePhaseProvider({"cardiac": COORDINATES["cardiac"]}),
                          CompositePhaseProvider(COORDINATES))
     ]  # fmt: skip

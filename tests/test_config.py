@@ -202,3 +202,11 @@ def test_validating_a_config_imports_no_step_beyond_the_registry(name, tmp_path)
     assert [m for m in report["modules"] if m.startswith(VALIDATION_ONLY)] == []
     provider = {"quickstart.yaml": "ecg.provider", "winder_ptbxl.yaml": "ecg.provider", "wfdb_breath.yaml": "breath"}[name]
     assert f"cyclejepa.phase.{provider}" in report["modules"]  # its facts: the provider's class attributes
+
+
+def test_the_cache_rate_key_of_earlier_versions_is_refused_naming_its_successor():
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"data": {"fs": 250}})
+    (problem,) = caught.value.problems
+    assert problem.startswith("data.fs: no longer a key; the cache rate is data.cache_fs")
+    assert parse_config({"data": {"cache_fs": 250}}).data.cache_fs == 250.0

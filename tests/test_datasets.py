@@ -82,7 +82,7 @@ def test_conform_picks_channels_by_name_and_rejects_missing_or_non_finite():
     signal = np.arange(3 * 8, dtype=np.float32).reshape(3, 8)
     record = Record(7, signal, 100.0, ("ii", "I", "V1"))
     np.testing.assert_array_equal(conform(record, ("I", "II"), 100.0), signal[[1, 0]])
-    with pytest.raises(RecordRejected, match=r"record 7 rejected \(lead_order\): no channel \['V2'\]"):
+    with pytest.raises(RecordRejected, match=r"record 7 rejected \(channel_order\): no channel \['V2'\]"):
         conform(record, ("I", "V2"), 100.0)
     signal[2, 3] = np.nan
     with pytest.raises(RecordRejected, match=r"\(non_finite\): non-finite samples on \['V1'\]"):
@@ -159,7 +159,7 @@ def test_plugin_dataset_is_prepared_and_run(plugin):
     assert "lasts 4.00 s" in cache.rejections[0].detail
     kept = [r for i, r in enumerate(index) if i != 3]
     windows = [2 if int(r["name"][3:]) % 5 == 0 else 1 for r in kept]
-    assert len(cache) == sum(windows) and cache.manifest["fs_native"] == 500 and cache.signals.shape[1:] == (12, 1000)
+    assert len(cache) == sum(windows) and cache.manifest["cache_fs"] == 500 and cache.signals.shape[1:] == (12, 1000)
     assert list(cache.columns["record"]) == [r["name"] for r, w in zip(kept, windows) for _ in range(w)]
     assert list(cache.columns["patient_id"]) == [r["patient"] for r, w in zip(kept, windows) for _ in range(w)]
     assert (cache.columns["fold"] == cache.columns["patient_id"] % 10 + 1).all()  # the dataset's folds, per window
@@ -340,7 +340,7 @@ def five_folds(monkeypatch):
 
 def test_a_dataset_owns_its_fold_count_and_its_default_provider(tmp_path, five_folds):
     from cyclejepa.pipeline.checks import consistency_problems
-    from cyclejepa.data.cache import prepare_cache
+    from cyclejepa.data.cache import CacheSpec, prepare_cache
 
     cfg = parse_config({"data": {"dataset": "five-folds", "root": str(tmp_path)}})
     assert (cfg.phase.provider, cfg.data.train_folds, cfg.data.eval_folds) == ("pulse", [1, 2, 3], [5])
@@ -352,8 +352,8 @@ def test_a_dataset_owns_its_fold_count_and_its_default_provider(tmp_path, five_f
     ]
     assert consistency_problems(parse_config({"data": {"dataset": "ptbxl", "train_folds": [1], "eval_folds": [10]}})) == []
     with pytest.raises(ValueError, match=r"train_folds must be a non-empty subset of FiveFolds's folds 1\.\.5, got \(6,\)"):
-        prepare_cache(FiveFolds(tmp_path), tmp_path / "refused", train_folds=(6,), progress=False)
-    cache = prepare_cache(FiveFolds(tmp_path), tmp_path / "cache", progress=False)
+        prepare_cache(FiveFolds(tmp_path), CacheSpec(tmp_path / "refused", train_folds=(6,)), progress=False)
+    cache = prepare_cache(FiveFolds(tmp_path), CacheSpec(tmp_path / "cache"), progress=False)
     assert cache.manifest["arguments"]["phase_provider"] == "pulse"
     assert cache.manifest["dataset"]["folds"]["count"] == 5 and cache.folds == FiveFolds.folds
     assert set(cache.columns["fold"]) <= set(range(1, 6)) and 5 in set(cache.columns["fold"])
@@ -361,14 +361,14 @@ def test_a_dataset_owns_its_fold_count_and_its_default_provider(tmp_path, five_f
 
 def test_a_dataset_without_a_default_provider_needs_one_named(tmp_path, five_folds):
     from cyclejepa.pipeline.checks import consistency_problems
-    from cyclejepa.data.cache import prepare_cache
+    from cyclejepa.data.cache import CacheSpec, prepare_cache
 
     cfg = parse_config({"data": {"dataset": "no-provider"}})
     assert cfg.phase.provider is None
     assert consistency_problems(cfg)[-1].startswith("phase.provider: dataset 'no-provider' declares no default phase provider; name one (")
     assert parse_config({"data": {"dataset": "no-provider"}, "phase": {"provider": "pulse"}}).phase.provider == "pulse"
     with pytest.raises(ValueError, match=r"phase_provider: NoProvider declares no default phase provider"):
-        prepare_cache(NoProvider(tmp_path), tmp_path / "cache", progress=False)
+        prepare_cache(NoProvider(tmp_path), CacheSpec(tmp_path / "cache"), progress=False)
 
 
 def test_a_fold_protocol_names_only_its_folds_and_a_ten_fold_manifest_keeps_its_bytes():

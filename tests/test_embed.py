@@ -178,14 +178,14 @@ def test_a_cache_rebuilt_for_another_experiment_is_refused_by_every_reader(train
     first run, evaluating it and its evaluation workers refuse, naming both sides."""
     import shutil
 
-    from cyclejepa.data.cache import CacheMismatch, open_cache
+    from cyclejepa.data.cache import CacheMismatch
     from cyclejepa.pipeline import load_encoder
 
     cfg, _, _ = trained
     out = tmp_path / "first"
     shutil.copytree(cfg.output_dir, out)
     first = cfg.model_copy(update={"output_dir": out})
-    open_cache(first)  # the cache it was built with is accepted
+    pipeline.configured_cache(first)  # the cache it was built with is accepted
     second = parse_config({**first.model_dump(mode="json"), "data": {
         **{k: v for k, v in first.data.model_dump(mode="json").items() if k not in ("window_s",)},
         "window_s": 8.0, "cache_dir": str(out / "cache")}})  # fmt: skip

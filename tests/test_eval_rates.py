@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from conftest import TINY_MODEL
-from cyclejepa.data.cache import prepare_cache
-from cyclejepa.data.ptbxl import PTBXL, read_record
+from cyclejepa.data.cache import CacheSpec, prepare_cache
+from cyclejepa.data.ptbxl import PTBXL, read_ptbxl_record
 from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
 from cyclejepa.evaluation.context import record_heart_rates
 from cyclejepa.models import build_model
@@ -29,21 +29,22 @@ def corpus(tmp_path_factory):
     from cyclejepa.data.synthetic import write_synthetic_corpus
 
     root = write_synthetic_corpus(tmp_path_factory.mktemp("ptbxl"), 12, seed=2, progress=False)
-    cache = prepare_cache(PTBXL(root), tmp_path_factory.mktemp("cache") / "c", fs=EVENT_FS, window_s=8.0, progress=False)
+    spec = CacheSpec(tmp_path_factory.mktemp("cache") / "c", cache_fs=EVENT_FS, window_s=8.0)
+    cache = prepare_cache(PTBXL(root), spec, progress=False)
     return root, cache
 
 
 def provider_events(root, ecg_id: int) -> np.ndarray:
     """The provider's events on the record's first 8 s at 250 Hz, resampled here with the
     documented filter (polyphase 1/2, Kaiser beta 5, edge padding), independently of the cache."""
-    record = read_record(root, ecg_id).astype(np.float64)
+    record = read_ptbxl_record(root, ecg_id).astype(np.float64)
     x = signal_lib.resample_poly(record, 1, 2, axis=-1, window=("kaiser", 5.0), padtype="edge").astype(np.float32)
     return PHASE_PROVIDERS.build("ecg-rpeak").phase(x[:, :WINDOW].astype(np.float64), EVENT_FS, PTBXL.channels).events
 
 
 def test_the_cache_records_its_rates(corpus):
     _, cache = corpus
-    assert (cache.event_fs, cache.fs, cache.token_patch, cache.n_tokens) == (250.0, 50.0, 8, 50)
+    assert (cache.cache_fs, cache.model_fs, cache.token_patch, cache.n_tokens) == (250.0, 50.0, 8, 50)
 
 
 def test_beat_times_and_heart_rates_equal_the_providers_events_in_seconds(corpus):
@@ -55,7 +56,7 @@ def test_beat_times_and_heart_rates_equal_the_providers_events_in_seconds(corpus
     for row, beat_samples, hr in zip(rows, beats.records(), heart_rates):
         seconds = provider_events(root, int(cache.columns["record_id"][row])) / EVENT_FS
         assert len(seconds) >= 5
-        np.testing.assert_allclose(beat_samples / cache.fs, seconds, rtol=1e-12, atol=0)
+        np.testing.assert_allclose(beat_samples / cache.model_fs, seconds, rtol=1e-12, atol=0)
         assert hr == pytest.approx(60.0 / np.median(np.diff(seconds)), rel=1e-12)
 
 
@@ -69,7 +70,7 @@ def test_the_battery_perturbs_at_the_providers_beats_in_milliseconds(corpus):
     onset = torch.zeros(len(rows), dtype=torch.int64)
     shifted = PERTURBATIONS.get("st-shift")(x, 2.0, onset, beats, np.random.default_rng(0)).signals
     for i, row in enumerate(rows):
-        changed = np.flatnonzero((shifted[i] != x[i]).any(0).numpy()) / cache.fs  # seconds
+        changed = np.flatnonzero((shifted[i] != x[i]).any(0).numpy()) / cache.model_fs  # seconds
         seconds = provider_events(root, int(cache.columns["record_id"][row])) / EVENT_FS
         assert len(changed) > 2 * len(seconds)
         since = changed[:, None] - seconds[None, :]
@@ -100,4 +101,4 @@ def test_the_trainer_augments_at_the_caches_rate(corpus, tmp_path):
 
     with pytest.raises(ValueError, match="tone: frequency 25.0 Hz is not below the Nyquist frequency 25.0 Hz"):
         train(25.0)
-    assert train(10.0).augmenter.fs == cache.fs == 50.0
+    assert train(10.0).augmenter.fs == cache.model_fs == 50.0

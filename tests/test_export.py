@@ -480,13 +480,12 @@ def test_the_package_states_what_its_spec_says(run, tmp_path):
     """`write_package` takes the run's facts from its `ExportSpec` alone: the export stage's spec
     holds the run's config, cache and evaluation facts, and a spec changed by hand is what the
     package and its card then state."""
-    from cyclejepa.data.cache import open_cache
     from cyclejepa.export import write_package
 
     cfg, package, _ = run
     located, plan = pipeline.locate_run(Path(cfg.output_dir))
     spec = pipeline.export_spec(located, plan, 2)
-    manifest = open_cache(cfg).manifest
+    manifest = pipeline.configured_cache(cfg).manifest
     assert (spec.experiment, spec.run, spec.arm, spec.encoder) == ("tiny", "winder-seed0", "winder", cfg.model.encoder.model_dump(mode="json"))
     assert (spec.cache_hash, spec.card.counts, spec.card.eval_folds) == (manifest["config_hash"], manifest["counts"], (9,))
     assert spec.evaluation == json.loads((cfg.output_dir / "evaluation" / "winder-seed0-step000002.json").read_text())

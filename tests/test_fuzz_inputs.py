@@ -116,7 +116,7 @@ def test_arbitrary_text_parses_or_is_refused_by_line(text):
 
 KEYS = st.sampled_from([
     "optimiser.lr", "optimiser.betas", "optimiser.eps", "optimiser.weight_decay", "objectives.regulariser.weight",
-    "data.window_s", "data.fs", "data.decimation", "data.options", "data.amplitude_limits", "runs.seeds", "runs.arms",
+    "data.window_s", "data.cache_fs", "data.decimation", "data.options", "data.amplitude_limits", "runs.seeds", "runs.arms",
     "training.steps", "evaluation.steps", "augmentations", "grid", "symmetry.spectrum", "model.encoder.width", "name",
     "data.train_folds", "phase.provider", "nosuch.key", "optimiser.nosuch",
 ])  # fmt: skip

@@ -18,9 +18,9 @@ import scipy.io
 
 from cyclejepa import pipeline
 from cyclejepa.config import load_config
-from cyclejepa.data.cache import prepare_cache
+from cyclejepa.data.cache import CacheSpec, prepare_cache
 from cyclejepa.data.cache.build import cache_lock
-from cyclejepa.data.cache.identity import CacheMismatch, open_cache
+from cyclejepa.data.cache.identity import CacheMismatch
 from cyclejepa.data.challenge import Challenge2021
 from cyclejepa.data.datasets import Dataset, RecordRejected
 from cyclejepa.data.synthetic import generate_records
@@ -64,12 +64,12 @@ def test_a_cache_rebuilt_from_another_corpus_is_refused_naming_both_sides(tmp_pa
     cache = tmp_path / "r1" / "cache"
     first = experiment(corpus(tmp_path / "one"), tmp_path / "r1", cache)
     pipeline.prepare(first, progress=False)
-    assert open_cache(first).path == cache
+    assert pipeline.configured_cache(first).path == cache
     other = experiment(corpus(tmp_path / "two", ("B0", "B1")), tmp_path / "r2", cache,
                        "data.options={channels: [I, II, III, aVR, aVL, aVF, V1, V2, V3, V4, V5, V6]}")  # fmt: skip
     pipeline.prepare(other, progress=False)
     with pytest.raises(CacheMismatch) as caught:
-        open_cache(first)
+        pipeline.configured_cache(first)
     message = str(caught.value)
     assert f"root: cache '{(tmp_path / 'two').resolve()}', config '{(tmp_path / 'one').resolve()}'" in message
     assert "dataset_options: cache {'channels': ['I'," in message and "config {}" in message
@@ -82,7 +82,7 @@ def test_a_corpus_changed_since_the_cache_was_built_is_refused(tmp_path):
     pipeline.prepare(cfg, progress=False)
     corpus(root, ("A3",))  # one record more: the listing differs, though the options and root are the same
     with pytest.raises(CacheMismatch, match=r"corpus: cache \{'files': 6, .*config \{'files': 8,"):
-        open_cache(cfg)
+        pipeline.configured_cache(cfg)
 
 
 def test_amplitude_limits_are_part_of_the_identity(tmp_path):
@@ -90,7 +90,7 @@ def test_amplitude_limits_are_part_of_the_identity(tmp_path):
     pipeline.prepare(cfg, progress=False)
     strict = experiment(tmp_path / "one", tmp_path / "r1", tmp_path / "r1" / "cache", "data.amplitude_limits={mV: 50}")
     with pytest.raises(CacheMismatch, match=r"amplitude_limits: cache \{'I': 200.0, .*config \{'I': 50.0,"):
-        open_cache(strict)
+        pipeline.configured_cache(strict)
 
 
 # 2. Memory bounded before reading: a .mat bomb whose header agrees, a truncated .dat
@@ -211,13 +211,13 @@ def test_extreme_finite_amplitudes_are_rejected_by_name_and_the_limit_is_overrid
     lines = header.read_text().splitlines()
     lines[2] = lines[2].replace("1000.0(0)/mV", "1e-26(0)/mV", 1)  # lead II: stored values / 1e-26 = up to ~1e29 mV
     header.write_text("\n".join(lines) + "\n")
-    cache = prepare_cache(Challenge2021(root), tmp_path / "cache", train_folds=range(1, 11), progress=False)
+    cache = prepare_cache(Challenge2021(root), CacheSpec(tmp_path / "cache", train_folds=range(1, 11)), progress=False)
     (rejection,) = cache.rejections
     assert (rejection.record_id, rejection.check) == (4, "amplitude")  # the entry's id, as for a record too short
     assert rejection.detail.startswith("II reaches ") and "(limit 200)" in rejection.detail
     assert sorted(set(cache.columns["record"])) == ["A0", "A1", "A2"]
-    loose = prepare_cache(Challenge2021(root), tmp_path / "loose", train_folds=range(1, 11), progress=False,
-                          amplitude_limits={"mV": 1e35})  # fmt: skip
+    loose_spec = CacheSpec(tmp_path / "loose", train_folds=range(1, 11), amplitude_limits={"mV": 1e35})
+    loose = prepare_cache(Challenge2021(root), loose_spec, progress=False)
     assert loose.rejections == [] and loose.manifest["arguments"]["amplitude_limits"]["II"] == 1e35
 
 
@@ -230,7 +230,7 @@ def test_a_file_name_that_is_not_utf8_is_rejected_by_name_and_the_prepare_goes_o
     bad = os.path.join(os.fsencode(root), b"bad\xffname")
     for suffix in (b".hea", b".dat"):
         os.rename(os.fsencode(root / "A2") + suffix, bad + suffix)
-    cache = prepare_cache(Challenge2021(root), tmp_path / "cache", train_folds=range(1, 11), progress=False)
+    cache = prepare_cache(Challenge2021(root), CacheSpec(tmp_path / "cache", train_folds=range(1, 11)), progress=False)
     (rejection,) = cache.rejections
     assert (rejection.record_id, rejection.check) == ("bad\\xffname", "name")
     assert rejection.detail == "the file name b'bad\\xffname' is not UTF-8; rename it"
@@ -279,7 +279,7 @@ def test_a_full_disk_fails_with_enospc_naming_the_file_and_leaves_nothing_behind
 
     monkeypatch.setattr(os, "posix_fallocate", full, raising=False)
     with pytest.raises(OSError) as caught:
-        prepare_cache(Challenge2021(root), tmp_path / "cache", train_folds=range(1, 11), progress=False)
+        prepare_cache(Challenge2021(root), CacheSpec(tmp_path / "cache", train_folds=range(1, 11)), progress=False)
     assert caught.value.errno == errno.ENOSPC and caught.value.filename.endswith("decimated_mv.npy")
     assert "cannot reserve" in str(caught.value) and "No space left on device" in str(caught.value)
     assert _no_leftovers(tmp_path, "cache") == [] and not (tmp_path / "cache").exists()
@@ -293,7 +293,7 @@ def test_a_full_disk_on_a_chunk_write_names_the_chunk(tmp_path, monkeypatch):
 
     monkeypatch.setattr(np, "save", full)
     with pytest.raises(OSError, match=r"cannot write .*scratch-000000000\.npy: No space left on device") as caught:
-        prepare_cache(Challenge2021(root), tmp_path / "cache", train_folds=range(1, 11), progress=False)
+        prepare_cache(Challenge2021(root), CacheSpec(tmp_path / "cache", train_folds=range(1, 11)), progress=False)
     assert caught.value.errno == errno.ENOSPC
     assert _no_leftovers(tmp_path, "cache") == []
 
@@ -312,10 +312,10 @@ def test_a_second_prepare_of_one_cache_is_refused_naming_the_first(tmp_path):
     try:
         assert first.stdout.readline().strip() == "held"
         with pytest.raises(OutputLocked, match=rf"the cache {cache} is in use by pid {first.pid} on host .*wait for it to end"):
-            prepare_cache(Challenge2021(root), cache, train_folds=range(1, 11), progress=False)
+            prepare_cache(Challenge2021(root), CacheSpec(cache, train_folds=range(1, 11)), progress=False)
     finally:
         first.kill()
         first.wait()
     assert not cache.exists()
-    prepare_cache(Challenge2021(root), cache, train_folds=range(1, 11), progress=False)  # the stale lock is taken over
+    prepare_cache(Challenge2021(root), CacheSpec(cache, train_folds=range(1, 11)), progress=False)  # the stale lock is taken over
     assert not cache_lock(cache).exists()

@@ -23,7 +23,7 @@ from cyclejepa.data.ptbxl import (
     diagnostic_map,
     eligible_subclasses,
     parse_scp_codes,
-    read_record,
+    read_ptbxl_record,
     read_verified,
 )
 
@@ -197,8 +197,8 @@ def test_missing_root_says_where_and_how_to_download(tmp_path, monkeypatch):
 def test_root_from_environment_and_record_lookup(tmp_path, monkeypatch):
     root = write_root(tmp_path, [{"NORM": 100.0}, {"IMI": 15.0}], folds=[1, 9])
     monkeypatch.setenv("CYCLEJEPA_PTBXL", str(root))
-    by_id = read_record(None, 2)
-    by_name = read_record(root, "records500/00000/00002_hr")
+    by_id = read_ptbxl_record(None, 2)
+    by_name = read_ptbxl_record(root, "records500/00000/00002_hr")
     np.testing.assert_array_equal(by_id, by_name)
     with pytest.raises(KeyError, match="ecg_id 3"):
         PTBXL().read_id(3)

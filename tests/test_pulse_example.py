@@ -62,7 +62,7 @@ def test_the_dataset_reads_each_channel_at_its_rate_unwrapped_in_its_unit(plugin
 
     dataset = DATASETS.build("pulse-wave", root=SAMPLES)
     assert [e.name for e in dataset.entries()] == ["a103l", "mixedsignals", "v102s"]
-    assert {(r.record_id, r.check) for r in dataset.rejected()} == {(n, "lead_order") for n in ("03700181", "100", "s0010_re")}
+    assert {(r.record_id, r.check) for r in dataset.rejected()} == {(n, "channel_order") for n in ("03700181", "100", "s0010_re")}
     mixed = dataset.read(dataset.entries()[1])  # pleth at 2 samples per 62.4725 Hz frame, not the frame rate
     assert mixed.fs == pytest.approx(2 * 62.4725) and mixed.signal.shape == (1, 28800) and mixed.id == 2
 
@@ -119,7 +119,7 @@ def test_the_example_runs_end_to_end_and_embeds_a_training_record(plugins):
     out = plugins / "run"
     tiny = ["training.steps=3", "training.checkpoint_every=3", "evaluation.steps=[3]", "evaluation.bootstrap=10"]
     cfg = load_config(EXAMPLES / "ppg.yaml", [f"output_dir={out}", f"data.root={SAMPLES}", *tiny])
-    assert (cfg.data.fs, cfg.data.decimation, cfg.data.token_patch, cfg.model.encoder.leads) == (125.0, 5, 2, 1)
+    assert (cfg.data.cache_fs, cfg.data.decimation, cfg.data.token_patch, cfg.model.encoder.leads) == (125.0, 5, 2, 1)
     report = pipeline.run_experiment(cfg, progress=False)
     assert report.is_file() and "G1 shuffled-φ gate" in report.read_text()
     result = CliRunner().invoke(app, ["embed", str(out), str(SAMPLES / "a103l"), "--out", str(out / "a103l.npz"), "--device", "cpu"])

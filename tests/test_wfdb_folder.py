@@ -11,7 +11,7 @@ import numpy as np
 import torch
 import pytest
 
-from cyclejepa.data.cache import cut_record, prepare_cache
+from cyclejepa.data.cache import CacheSpec, cut_record, prepare_cache
 from cyclejepa.data.datasets import Record, RecordRejected, band_rates, conform, hash_fold
 from cyclejepa.data.preprocess import Preparation, cut_windows, highpass, spread_ratio
 from cyclejepa.data.wfdb_folder import WfdbFolder, adc_limits, unwrap
@@ -39,7 +39,7 @@ def test_pleth_of_three_records_each_at_its_own_rate_others_rejected_by_name():
     assert [e.name for e in dataset.entries()] == ["a103l", "mixedsignals", "v102s"]
     assert [e.fold for e in dataset.entries()] == [hash_fold(n) for n in ("a103l", "mixedsignals", "v102s")]
     rejected = {r.record_id: (r.check, r.detail) for r in dataset.rejected()}
-    assert set(rejected) == {"03700181", "100", "s0010_re"} and {c for c, _ in rejected.values()} == {"lead_order"}
+    assert set(rejected) == {"03700181", "100", "s0010_re"} and {c for c, _ in rejected.values()} == {"channel_order"}
     assert "MCL1" in rejected["03700181"][1]  # says what the record has
     assert dataset.units == ("NU",)
     a103l, mixed, v102s = (dataset.read(e) for e in dataset.entries())
@@ -145,7 +145,7 @@ def test_options_are_checked_before_any_file_is_read():
     with pytest.raises(ValueError, match="normalisation"):
         WfdbFolder(None, channels=["PLETH"], normalisation="global")
     with pytest.raises(ValueError, match=r"cut-offs \[70.0\] Hz are not below the Nyquist frequency 62.5 Hz"):
-        prepare_cache(WfdbFolder(None, channels=["PLETH"], highpass_hz=70), "unused", phase_provider="pulse", progress=False)
+        prepare_cache(WfdbFolder(None, channels=["PLETH"], highpass_hz=70), CacheSpec("unused", phase_provider="pulse"), progress=False)
 
 
 def test_rates_and_preparation_follow_the_cycle_band():
@@ -156,7 +156,7 @@ def test_rates_and_preparation_follow_the_cycle_band():
     assert band_rates(0.1, 0.7) == {"cache_fs": 25.0, "decimation": 5, "token_patch": 2, "window_s": 50.0}
     assert band_rates(0.1, 0.5)["window_s"] == pytest.approx(84 * 3 / 5)  # 50 s rounded up to whole 0.6 s tokens
     assert WfdbFolder.rates(fs=50.0, cycle_band_hz=(0.5, 3.5))["n_tokens"] == 50  # a given rate wins, the rest derived
-    with pytest.raises(ValueError, match="set data.fs"):
+    with pytest.raises(ValueError, match="set data.cache_fs"):
         WfdbFolder.rates()
     dataset = WfdbFolder(None, channels=["PLETH"])
     assert dataset.preparation((0.5, 3.5)) == Preparation((0.25,), "corpus", 3.0)
@@ -169,7 +169,7 @@ def test_the_config_derives_the_rates_from_the_providers_band(tmp_path):
 
     cfg = ExperimentConfig.model_validate({"name": "x", "data": {"dataset": "wfdb", "root": str(tmp_path),
                                            "options": {"channels": ["PLETH"]}}, "phase": {"provider": "pulse"}})  # fmt: skip
-    assert (cfg.data.fs, cfg.data.decimation, cfg.data.token_patch, cfg.data.window_s) == (125.0, 5, 2, 10.0)
+    assert (cfg.data.cache_fs, cfg.data.decimation, cfg.data.token_patch, cfg.data.window_s) == (125.0, 5, 2, 10.0)
 
 
 def test_highpass_removes_an_offset_and_passes_the_cycle_with_the_butterworth_gain():
@@ -222,8 +222,7 @@ def test_prepare_warns_of_an_offset_the_corpus_z_score_leaves_and_the_band_defau
     folds = sorted({hash_fold(f"r{k}") for k in range(4)})
     for options, warned in (({"highpass_hz": None, "normalisation": "corpus", "drop_s": 0}, True), ({}, False)):
         dataset = WfdbFolder(tmp_path / "raw", channels=["PLETH"], **options)
-        cache = prepare_cache(dataset, tmp_path / f"cache-{warned}", train_folds=folds, phase_provider="pulse",
-                              progress=False)  # fmt: skip
+        cache = prepare_cache(dataset, CacheSpec(tmp_path / f"cache-{warned}", train_folds=folds, phase_provider="pulse"), progress=False)  # fmt: skip
         manifest = json.loads((cache.path / "manifest.json").read_text())
         spread = manifest["dataset"].get("spread_warnings", [])
         assert [w["channel"] for w in spread] == (["PLETH"] if warned else [])

@@ -47,7 +47,7 @@ _HOMES = {
     "SUPERCLASSES": "ptbxl",
     "download_ptbxl": "ptbxl",
     "eligible_subclasses": "ptbxl",
-    "read_record": "ptbxl",
+    "read_ptbxl_record": "ptbxl",
     "HEADER_LEADS": "synthetic",
     "RPEAKS_FILENAME": "synthetic",
     "SyntheticPTBXL": "synthetic",

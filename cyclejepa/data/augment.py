@@ -7,7 +7,7 @@ parameters can be inspected; calling it does both::
 
     transform(x, rms, generator, fs) -> x
 
-with ``x`` of shape (B, leads, samples), ``rms`` the records' clean RMS of shape (B,), and ``fs``
+with ``x`` of shape (B, channels, samples), ``rms`` the records' clean RMS of shape (B,), and ``fs``
 in Hz. `Augmenter` chains transforms in a fixed order, each gated independently per record with
 its own probability, with every additive amplitude relative to the record's clean RMS computed
 once before any transform.
@@ -61,20 +61,20 @@ DEFAULT_AUGMENTATIONS = (
 
 
 def record_rms(x: Tensor) -> Tensor:
-    """Root mean square of each record over all its leads and samples, shape (B,).
+    """Root mean square of each record over all its channels and samples, shape (B,).
 
-    One scale per record (not per lead), so that a tone or drift shared across leads has one
-    amplitude; after per-lead z-scoring it is close to 1.
+    One scale per record (not per channel), so that a tone or drift shared across channels has
+    one amplitude; after per-channel z-scoring it is close to 1.
     """
     return x.square().mean(dim=(1, 2)).sqrt()
 
 
 def check_batch(x: Tensor, generator: torch.Generator) -> None:
-    """Raise a ValueError unless ``x`` is a floating (B, leads, samples) batch on the generator's
+    """Raise a ValueError unless ``x`` is a floating (B, channels, samples) batch on the generator's
     device."""
     if x.dim() != 3 or not x.is_floating_point():
         raise ValueError(
-            f"augmentations take a floating batch of shape (B, leads, samples), "
+            f"augmentations take a floating batch of shape (B, channels, samples), "
             f"got {x.dtype} of shape {tuple(x.shape)}"
         )
     if not same_device(generator.device, x.device):
@@ -121,7 +121,7 @@ def _phase(generator: torch.Generator, shape: tuple[int, ...], like: Tensor) -> 
 def _sinusoids(x: Tensor, amplitude: Tensor, frequency: Tensor, phase: Tensor, fs: float) -> Tensor:
     """Σ_c amplitude_c · sin(2π frequency_c t + phase_c) on the sample times of ``x``.
 
-    Parameters have shape (B, C); the result has shape (B, 1, samples), shared across leads.
+    Parameters have shape (B, C); the result has shape (B, 1, samples), shared across channels.
     """
     t = torch.arange(x.shape[-1], device=x.device, dtype=x.dtype) / fs
     waves = torch.sin(2 * math.pi * frequency.unsqueeze(-1) * t + phase.unsqueeze(-1))
@@ -144,7 +144,7 @@ class Augmentation(ABC):
 
     @abstractmethod
     def sample(self, x: Tensor, generator: torch.Generator) -> Params:
-        """Draw this transform's parameters for every record of ``x`` (B, leads, samples)."""
+        """Draw this transform's parameters for every record of ``x`` (B, channels, samples)."""
 
     @abstractmethod
     def apply(self, x: Tensor, rms: Tensor, params: Params, fs: float) -> Tensor:
@@ -161,7 +161,7 @@ class Augmentation(ABC):
 class GaussianNoise(Augmentation):
     """Add zero-mean white Gaussian noise with standard deviation ``std`` × record RMS.
 
-    Params: ``noise`` (B, leads, samples), the standard-normal draws before scaling.
+    Params: ``noise`` (B, channels, samples), the standard-normal draws before scaling.
     """
 
     std: float = 0.05
@@ -181,7 +181,7 @@ class GaussianNoise(Augmentation):
 @AUGMENTATIONS.register("tone")
 @dataclass
 class Tone(Augmentation):
-    """Add one sinusoid at ``frequency`` Hz, identical across leads (narrow-band interference).
+    """Add one sinusoid at ``frequency`` Hz, identical across channels (narrow-band interference).
 
     Amplitude uniform on ``amplitude`` × record RMS, phase uniform on [0, 2π).
     Params: ``amplitude`` (B,) as a fraction of RMS, ``phase`` (B,).
@@ -212,7 +212,7 @@ class Tone(Augmentation):
 @AUGMENTATIONS.register("drift")
 @dataclass
 class Drift(Augmentation):
-    """Add a baseline wander: a sum of k slow sinusoids shared across leads.
+    """Add a baseline wander: a sum of k slow sinusoids shared across channels.
 
     k is uniform on the integers of ``components`` (inclusive); each component has frequency
     uniform on ``frequency`` Hz, amplitude uniform on ``amplitude`` × record RMS and its own phase
@@ -253,7 +253,7 @@ class Drift(Augmentation):
 @AUGMENTATIONS.register("amplitude-modulation")
 @dataclass
 class AmplitudeModulation(Augmentation):
-    """Multiply by the record-global envelope 1 + a sin(2π f t + ξ), identical across leads.
+    """Multiply by the record-global envelope 1 + a sin(2π f t + ξ), identical across channels.
 
     Depth a uniform on ``depth``, f uniform on ``frequency`` Hz, ξ uniform on [0, 2π).
     Params: ``depth``, ``frequency``, ``phase``, each (B,).
@@ -283,11 +283,12 @@ class AmplitudeModulation(Augmentation):
 @AUGMENTATIONS.register("lead-dropout")
 @dataclass
 class LeadDropout(Augmentation):
-    """Zero k whole leads, a uniformly random subset drawn without replacement per record.
+    """Zero k whole channels (the paper's leads), a uniformly random subset drawn without
+    replacement per record.
 
-    k is uniform on the integers of ``count`` (inclusive). The subset is the k leads with the
+    k is uniform on the integers of ``count`` (inclusive). The subset is the k channels with the
     smallest of i.i.d. uniform scores, so every k-subset is equally likely.
-    Params: ``count`` (B,) int, ``dropped`` (B, leads) bool.
+    Params: ``count`` (B,) int, ``dropped`` (B, channels) bool.
     """
 
     count: tuple[int, int] = (1, 3)
@@ -296,13 +297,13 @@ class LeadDropout(Augmentation):
         self.count = _bounds("lead-dropout: count", self.count, low=0, integer=True)
 
     def sample(self, x: Tensor, generator: torch.Generator) -> Params:
-        batch, leads = x.shape[:2]
-        if leads < self.count[1]:
-            raise ValueError(f"lead-dropout: cannot drop up to {self.count[1]} of {leads} leads")
+        batch, channels = x.shape[:2]
+        if channels < self.count[1]:
+            raise ValueError(f"lead-dropout: cannot drop up to {self.count[1]} of {channels} channels")
         count = torch.randint(
             self.count[0], self.count[1] + 1, (batch,), generator=generator, device=generator.device
         )
-        scores = torch.rand((batch, leads), generator=generator, device=generator.device)
+        scores = torch.rand((batch, channels), generator=generator, device=generator.device)
         rank = scores.argsort(dim=1).argsort(dim=1)
         return {"count": count, "dropped": rank < count.unsqueeze(1)}
 
@@ -313,9 +314,10 @@ class LeadDropout(Augmentation):
 @AUGMENTATIONS.register("lead-gain")
 @dataclass
 class LeadGain(Augmentation):
-    """Scale each lead by its own gain, uniform on ``gain``, independently per lead and record.
+    """Scale each channel (the paper's lead) by its own gain, uniform on ``gain``, independently
+    per channel and record.
 
-    Params: ``gain`` (B, leads).
+    Params: ``gain`` (B, channels).
     """
 
     gain: tuple[float, float] = (0.7, 1.3)
@@ -371,7 +373,7 @@ class Augmenter:
     steps
         The transforms in application order; names must be distinct.
     fs
-        Sampling rate of the batches, Hz (a cache's `PreparedCache.fs`).
+        Sampling rate of the batches, Hz (a cache's `PreparedCache.model_fs`).
     """
 
     def __init__(self, steps: Sequence[AugmentationStep], fs: float):
@@ -403,7 +405,7 @@ class Augmenter:
     def __call__(
         self, x: Tensor, generator: torch.Generator, *, return_params: bool = False
     ) -> Tensor | tuple[Tensor, AugmentationTrace]:
-        """Augment a batch ``x`` (B, leads, samples), drawing from ``generator`` (on x's device).
+        """Augment a batch ``x`` (B, channels, samples), drawing from ``generator`` (on x's device).
 
         Returns the augmented batch and, with ``return_params=True``, an `AugmentationTrace`.
         The same as ``apply(x, draw(x, generator))``.

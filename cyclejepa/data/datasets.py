@@ -161,7 +161,7 @@ class Dataset:
     - ``units``: each channel's physical unit (``"mV"`` for ECG, ``"NU"`` for a pulse wave);
       a record file whose channel is in another unit is refused (`read_path`).
     - ``fs``: the native rate in Hz (None when it varies from record to record).
-    - ``cache_fs``: the rate records are resampled to and phased at (``data.fs``; None: ``fs``).
+    - ``cache_fs``: the rate records are resampled to and phased at (``data.cache_fs``; None: ``fs``).
     - ``decimation``: the model sees ``cache_fs / decimation`` (``data.decimation``).
     - ``token_patch``: samples per token at the model rate (``data.token_patch``).
     - ``window_s``: the model's record length in seconds (``data.window_s``).
@@ -294,7 +294,7 @@ class Dataset:
         Returns ``{"cache_fs", "decimation", "token_patch", "window_s", "n_tokens"}``. A dataset
         with no rate of its own (no ``cache_fs``, no fixed ``fs``) takes every value left out
         from the phase provider's ``cycle_band_hz`` (`band_rates`). Raises
-        ValueError when no cache rate is known ("set data.fs") or the window is not a whole
+        ValueError when no cache rate is known ("set data.cache_fs") or the window is not a whole
         number of tokens (`check_window`).
         """
         own = cls.cache_fs or cls.fs
@@ -302,7 +302,7 @@ class Dataset:
         rate = fs or own or band.get("cache_fs")
         if not rate:
             raise ValueError(f"dataset {cls.__name__} has no fixed sampling rate and the phase provider declares no cycle "
-                             f"band to derive one from; set data.fs (the cache rate in Hz)")  # fmt: skip
+                             f"band to derive one from; set data.cache_fs (the cache rate in Hz)")  # fmt: skip
         values = {"cache_fs": float(rate), "decimation": int(decimation or band.get("decimation", cls.decimation)),
                   "token_patch": int(token_patch or band.get("token_patch", cls.token_patch)),
                   "window_s": float(window_s or band.get("window_s", cls.window_s))}  # fmt: skip
@@ -340,7 +340,7 @@ def band_rates(low_hz: float, high_hz: float) -> dict[str, Any]:
         raise ValueError(f"a cycle band needs 0 < low < high Hz, got ({low_hz}, {high_hz})")
     model_fs = next((rate for rate in MODEL_RATES if rate >= 6 * high_hz), None)
     if model_fs is None:
-        raise ValueError(f"a cycle of up to {high_hz:g} Hz needs a model rate above {MODEL_RATES[-1]:g} Hz; set data.fs")
+        raise ValueError(f"a cycle of up to {high_hz:g} Hz needs a model rate above {MODEL_RATES[-1]:g} Hz; set data.cache_fs")
     patch = max(1, int(model_fs // (3 * high_hz)))
     tokens = int(np.ceil(max(10.0, 5.0 / low_hz) * model_fs / patch - 1e-9))
     return {"cache_fs": 5 * model_fs, "decimation": 5, "token_patch": patch, "window_s": tokens * patch / model_fs}
@@ -455,7 +455,7 @@ def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
     Raises `RecordRejected`, checked in this order before any resampling: ``sampling_rate``
     when the record's rate is out of range, the resampling ratio unreasonable
     (`resampling_ratio`) or an upsampling by more than `MAX_UPSAMPLING`, ``extent`` when the
-    result would exceed `MAX_RECORD_BYTES`, ``lead_order`` when a channel is missing,
+    result would exceed `MAX_RECORD_BYTES`, ``channel_order`` when a channel is missing,
     ``non_finite`` when a sample is not finite, or not finite once float32.
     """
     try:
@@ -473,7 +473,7 @@ def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
     lower = [name.lower() for name in record.channels]
     missing = [c for c in channels if c.lower() not in lower]
     if missing:
-        raise RecordRejected(record.id, "lead_order", f"no channel {missing} (the record has {list(record.channels)})")
+        raise RecordRejected(record.id, "channel_order", f"no channel {missing} (the record has {list(record.channels)})")
     x = np.asarray(record.signal)[[lower.index(c.lower()) for c in channels]]
     bad = [channels[i] for i in np.flatnonzero(~np.isfinite(x).all(axis=1))]
     if bad:

@@ -1,4 +1,4 @@
-"""Steps 4 and 6 of the preprocessing chain: decimation and per-lead z-score normalisation,
+"""Steps 4 and 6 of the preprocessing chain: decimation and per-channel z-score normalisation,
 and the preparation a dataset may ask for before windowing (`Preparation`).
 
 `resample` brings a record at another rate to the corpus rate with the same filter design;
@@ -114,7 +114,7 @@ def cut_windows(x: np.ndarray, window: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class Normalisation:
-    """Per-lead z-score statistics: ``mean`` and ``std`` of shape (leads,), in mV.
+    """Per-channel z-score statistics: ``mean`` and ``std`` of shape (channels,), in the channels' units.
 
     ``std`` is the population standard deviation (ddof = 0) over every sample of every
     training-fold record.
@@ -125,18 +125,20 @@ class Normalisation:
 
     def __post_init__(self):
         if self.mean.shape != self.std.shape or self.mean.ndim != 1:
-            raise ValueError(f"mean {self.mean.shape} and std {self.std.shape} must be (leads,)")
+            raise ValueError(f"mean {self.mean.shape} and std {self.std.shape} must be (channels,)")
         if not np.all(np.isfinite(self.std) & (self.std > 0)):
             raise ValueError(f"normalisation std must be finite and positive, got {self.std}")
 
     def apply(self, x: np.ndarray) -> np.ndarray:
-        """(..., leads, samples) -> z-scored float32, computed in float64."""
+        """(..., channels, samples) -> z-scored float32, computed in float64."""
         x = np.asarray(x, dtype=np.float64)
         return ((x - self.mean[:, None]) / self.std[:, None]).astype(np.float32)
 
-    def to_dict(self, leads: Sequence[str] | None = None) -> dict:
+    def to_dict(self, channels: Sequence[str] | None = None) -> dict:
+        """``mean`` and ``std`` as lists, with the channels' names under ``"leads"`` when given
+        (the key norm.json and exported packages carry)."""
         out = {"mean": self.mean.tolist(), "std": self.std.tolist()}
-        return out if leads is None else {"leads": list(leads), **out}
+        return out if channels is None else {"leads": list(channels), **out}
 
     @classmethod
     def from_dict(cls, data: dict) -> Normalisation:
@@ -146,9 +148,9 @@ class Normalisation:
 def fit_normalisation(
     signals: np.ndarray, mask_train: np.ndarray, chunk: int = 512
 ) -> Normalisation:
-    """Per-lead mean and std over the records selected by ``mask_train``.
+    """Per-channel mean and std over the records selected by ``mask_train``.
 
-    ``signals`` is (N, leads, samples) (a memmap is fine: it is read ``chunk`` records at a
+    ``signals`` is (N, channels, samples) (a memmap is fine: it is read ``chunk`` records at a
     time); ``mask_train`` is a boolean (N,) mask. Two passes in float64: the mean, then the mean
     squared deviation from it.
     """

@@ -8,7 +8,7 @@ The layout is PhysioNet's release of PTB-XL 1.0.3::
     ROOT/records500/00000/00001_hr.{hea,dat}   WFDB format 16, 12 leads, 5,000 samples
     ROOT/records100/...          the 100 Hz release (unused: decimation happens locally)
 
-`read_record` implements steps 1-3 of the paper's preprocessing chain (read in physical mV,
+`read_ptbxl_record` implements steps 1-3 of the paper's preprocessing chain (read in physical mV,
 verify checksum, extent, sampling rate and lead order). A record that fails a check raises
 `RecordRejected` naming the record, the check and what was found; nothing is repaired.
 """
@@ -53,7 +53,7 @@ __all__ = [
     "download_ptbxl",
     "eligible_subclasses",
     "parse_scp_codes",
-    "read_record",
+    "read_ptbxl_record",
     "read_record_fast",
     "read_verified",
     "resolve_root",
@@ -438,7 +438,7 @@ class PTBXL(Dataset):
         return read_verified(self.record_path(ecg_id), record_id=ecg_id)
 
 
-def read_record(root: str | os.PathLike | None, record: int | str) -> np.ndarray:
+def read_ptbxl_record(root: str | os.PathLike | None, record: int | str) -> np.ndarray:
     """A verified PTB-XL record: (12, 5000) float32 mV, leads in `LEADS` order.
 
     ``record`` is an ecg_id (looked up in ptbxl_database.csv) or a filename relative to

@@ -11,7 +11,7 @@ In a config::
 Every ``*.hea`` header under ``root`` (any depth) is a record, named by its path relative to the
 root without extension (``a103l``, ``site2/rec7``); its channels, their units and its rate come
 from the header (`cyclejepa.data.wfdb_format.read_header`). ``channels`` picks channels by name,
-case-insensitively; a record lacking one is rejected while indexing (check ``lead_order``,
+case-insensitively; a record lacking one is rejected while indexing (check ``channel_order``,
 naming what it has) and counted in rejections.csv. Each channel's unit is ``units`` when given,
 else the unit the first record states; a record in another unit is converted when both are
 voltages (µV, mV, V) and rejected otherwise (``units``, naming both).
@@ -239,11 +239,11 @@ class WfdbFolder(Dataset):
         return [header.signals[row] for row in self._rows(name, header)]
 
     def _rows(self, name: str, header: WfdbHeader) -> list[int]:
-        """The header's rows of the channels; `RecordRejected` (``lead_order``) naming what it has."""
+        """The header's rows of the channels; `RecordRejected` (``channel_order``) naming what it has."""
         lower = [n.lower() for n in header.names]
         missing = [c for c in self.channels if c.lower() not in lower]
         if missing:
-            raise RecordRejected(name, "lead_order", f"no channel {missing} (the record has {list(header.names)})")
+            raise RecordRejected(name, "channel_order", f"no channel {missing} (the record has {list(header.names)})")
         return [lower.index(c.lower()) for c in self.channels]
 
     def _read(self, path: Path, name: str) -> Record:

@@ -35,7 +35,7 @@ def heart_rate(rpeaks: np.ndarray, fs: float) -> float:
     Parameters
     ----------
     rpeaks : R-peak sample indices, strictly increasing.
-    fs : their sampling rate in Hz (a cache's `PreparedCache.event_fs`).
+    fs : their sampling rate in Hz (a cache's `PreparedCache.cache_fs`).
     """
     rr = np.diff(np.asarray(rpeaks, dtype=np.float64))
     if (rr <= 0).any():
@@ -45,8 +45,8 @@ def heart_rate(rpeaks: np.ndarray, fs: float) -> float:
 
 def record_heart_rates(cache: PreparedCache, rows: Sequence[int]) -> np.ndarray:
     """(len(rows),) heart rate of each row of ``cache`` from its events (`PreparedCache.events`)
-    at the rate they were detected at (`PreparedCache.event_fs`)."""
-    return np.array([heart_rate(cache.events(i), cache.event_fs) for i in rows], dtype=np.float64)
+    at the rate they were detected at (`PreparedCache.cache_fs`)."""
+    return np.array([heart_rate(cache.events(i), cache.cache_fs) for i in rows], dtype=np.float64)
 
 
 @dataclass

@@ -20,6 +20,8 @@ from typing import Any
 _HOMES = {
     "preflight": "checks",
     "build_dataset": "preparation",
+    "cache_spec": "preparation",
+    "configured_cache": "preparation",
     "prepare": "preparation",
     "pretrain": "pretraining",
     "pretrain_all": "pretraining",

@@ -41,14 +41,14 @@ def run_encoder(cfg: ExperimentConfig, plan: RunPlan, step: int | None = None, d
     """The `Encoder` of run ``plan`` of ``cfg`` at checkpoint ``step`` (as `load_encoder` chooses
     it) on ``device``: the trained model and symmetry, and the preprocessing of the run's cache
     and dataset."""
-    from cyclejepa.data.cache import open_cache
+    from cyclejepa.pipeline.preparation import configured_cache
     from cyclejepa.devices import resolve_device
     from cyclejepa.training import load_trained
 
     checkpoint = find_checkpoint(run_folder(cfg, plan).checkpoints, step, cfg.evaluation.headline_step)
     target = resolve_device(device)
     objective = load_trained(cfg, checkpoint, target)
-    preprocessing = Preprocessing.from_cache(open_cache(cfg), cfg.data.dataset, cfg.data.options)
+    preprocessing = Preprocessing.from_cache(configured_cache(cfg), cfg.data.dataset, cfg.data.options)
     source = {"run": str(checkpoint.parents[1]), "step": int(checkpoint.stem.removeprefix("step_"))}
     return Encoder(objective.model, preprocessing, target, source, objective.symmetry, root=cfg.data.root)
 

@@ -39,7 +39,7 @@ def evaluate_experiment(cfg: ExperimentConfig, cache=None, progress: bool = True
 
 def evaluate_stage(cfg: ExperimentConfig, cache, progress: bool) -> Path:
     """Refuse missing checkpoints by name, evaluate the grid (`evaluate_grid`), write the report."""
-    from cyclejepa.data.cache import open_cache
+    from cyclejepa.pipeline.preparation import configured_cache
     from cyclejepa.pipeline.reporting import report_experiment
 
     require_unsealed(cfg)
@@ -48,7 +48,7 @@ def evaluate_stage(cfg: ExperimentConfig, cache, progress: bool) -> Path:
     if missing:
         raise FileNotFoundError(f"{len(missing)} checkpoint(s) to evaluate are missing, e.g. {missing[0]}; train them with `cyclejepa run`")
     write_resolved_config(cfg)
-    cache = cache or open_cache(cfg)
+    cache = cache or configured_cache(cfg)
     evaluate_grid(cfg, cache, plan_runs(cfg), steps, progress=progress)
     return report_experiment(Path(cfg.output_dir))
 
@@ -202,11 +202,11 @@ def _evaluate_in_processes(cfg: ExperimentConfig, cache: PreparedCache, cells, a
 def _evaluate_run_step_process(raw: dict[str, Any], cache_path: str, plan: RunPlan, step: int) -> None:
     """`evaluate_run_step` in a worker: the config and the cache from their serialised forms."""
     from cyclejepa.config import parse_config
-    from cyclejepa.data.cache import open_cache
     from cyclejepa.devices import resolve_device
+    from cyclejepa.pipeline.preparation import configured_cache
 
     cfg = parse_config(raw)
-    evaluate_run_step(cfg, open_cache(cfg, cache_path), plan, step, resolve_device(cfg.evaluation.device))
+    evaluate_run_step(cfg, configured_cache(cfg, cache_path), plan, step, resolve_device(cfg.evaluation.device))
 
 
 def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPlan], step: int, device: torch.device) -> None:

@@ -63,10 +63,10 @@ def export_spec(cfg: ExperimentConfig, plan: RunPlan, step: int) -> ExportSpec:
     """What `write_package` needs of run ``plan`` of ``cfg`` at checkpoint ``step``: its names,
     architecture, symmetry, cache manifest facts, evaluation result and training facts (the folds
     are named, never read: no fold use is recorded)."""
-    from cyclejepa.data.cache import open_cache
+    from cyclejepa.pipeline.preparation import configured_cache
     from cyclejepa.registry import DATASETS
 
-    manifest = open_cache(cfg).manifest
+    manifest = configured_cache(cfg).manifest
     dataset = DATASETS.get(cfg.data.dataset)
     card = CardSpec(
         dataset=cfg.data.dataset, dataset_options=dict(cfg.data.options), data_licence=dataset.licence,

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from cyclejepa.config import ExperimentConfig
 
 TRAINING_KEYS = (
-    "data.dataset", "data.options", "data.fs", "data.decimation", "data.token_patch", "data.window_s", "data.train_folds",
+    "data.dataset", "data.options", "data.cache_fs", "data.decimation", "data.token_patch", "data.window_s", "data.train_folds",
     "phase", "symmetry", "model", "objectives.prediction", "objectives.regulariser", "optimiser",
     "training.steps", "training.batch_size", "training.precision", "augmentations",
 )

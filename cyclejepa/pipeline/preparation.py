@@ -1,11 +1,45 @@
 """Stage 1, prepare: the configured dataset (its corpus written when it is synthetic and
-missing), then the cache of its windows."""
+missing), then the cache of its windows; `cache_spec` is the one place the config's data and
+phase sections become a `CacheSpec`."""
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
+
 from cyclejepa.config import ExperimentConfig
+from cyclejepa.data.cache.spec import CacheSpec
 from cyclejepa.pipeline.plans import cache_dir
 from cyclejepa.pipeline.seal import refuse_sealed, use_folds
+
+
+def cache_spec(cfg: ExperimentConfig, directory: Path | None = None) -> CacheSpec:
+    """The `CacheSpec` of the config's cache: ``data`` and ``phase`` as the cache reads them, in
+    ``directory`` (default `cache_dir`: ``data.cache_dir`` or ``<output_dir>/cache``)."""
+    data = cfg.data
+    return CacheSpec(
+        directory=Path(directory) if directory is not None else cache_dir(cfg),
+        dataset=data.dataset,
+        root=data.root,
+        dataset_options=dict(data.options),
+        cache_fs=data.cache_fs,
+        decimation=data.decimation,
+        token_patch=data.token_patch,
+        window_s=data.window_s,
+        phase_provider=cfg.phase.provider,
+        phase_options=dict(cfg.phase.options),
+        amplitude_limits=dict(data.amplitude_limits),
+        train_folds=tuple(data.train_folds) if data.train_folds is not None else None,
+        workers=data.workers,
+    )
+
+
+def configured_cache(cfg: ExperimentConfig, directory: Path | None = None):
+    """The config's prepared cache (`cyclejepa.data.cache.open_cache` of `cache_spec`), refused
+    with `CacheMismatch` when it was built for another experiment."""
+    from cyclejepa.data.cache import open_cache
+
+    return open_cache(cache_spec(cfg, directory))
 
 
 def build_dataset(cfg: ExperimentConfig, progress: bool = False):
@@ -30,19 +64,5 @@ def prepare(cfg: ExperimentConfig, progress: bool = True):
     dataset = build_dataset(cfg, progress)
     dataset.fetch()  # a missing corpus is named before any fold is recorded as used
     train_folds = use_folds(cfg, "normalisation statistics", "data.train_folds")
-    data = cfg.data
-    return prepare_cache(
-        dataset,
-        cache_dir(cfg),
-        train_folds=tuple(train_folds),
-        phase_provider=cfg.phase.provider,
-        phase_options=cfg.phase.options,
-        fs=data.fs,
-        decimation=data.decimation,
-        token_patch=data.token_patch,
-        window_s=data.window_s,
-        amplitude_limits=data.amplitude_limits,
-        dataset_options=data.options,
-        workers=cfg.data.workers,
-        progress=progress,
-    )
+    spec = dataclasses.replace(cache_spec(cfg), train_folds=tuple(train_folds))
+    return prepare_cache(dataset, spec, progress=progress)

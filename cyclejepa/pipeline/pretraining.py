@@ -35,7 +35,7 @@ def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, trans
     rows = cache.select(folds)
     signals, phases = cache.signals[rows], training_phases(cache, rows, cfg.phase.convention)
     trainer = Trainer(
-        cfg, signals, phases, directory, seed=seed, transport_weight=transport_weight, fs=cache.fs,
+        cfg, signals, phases, directory, seed=seed, transport_weight=transport_weight, fs=cache.model_fs,
         dist=dist or Distributed(),
     )
     last = latest_checkpoint(RunFolder(Path(directory)).checkpoints)

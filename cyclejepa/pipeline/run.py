@@ -82,5 +82,5 @@ def _corpus_line(cfg: ExperimentConfig) -> str:
     data = cfg.data
     options = f" {data.options}" if data.options else ""
     root = data.root if data.root is not None else "its default root"
-    return (f"dataset {data.dataset}{options} at {root}: {data.fs:g} Hz cache, model at "
-            f"{data.fs / data.decimation:g} Hz, {data.window_s:g} s windows of {data.token_patch}-sample tokens")  # fmt: skip
+    return (f"dataset {data.dataset}{options} at {root}: {data.cache_fs:g} Hz cache, model at "
+            f"{data.cache_fs / data.decimation:g} Hz, {data.window_s:g} s windows of {data.token_patch}-sample tokens")  # fmt: skip

@@ -203,7 +203,7 @@ class Trainer:
     seed, transport_weight
         The run's seed (all five RNG streams derive from it) and its λ_trans.
     fs
-        Sampling rate of ``signals`` in Hz (the cache's `PreparedCache.fs`), for the
+        Sampling rate of ``signals`` in Hz (the cache's `PreparedCache.model_fs`), for the
         augmentations that act in time or frequency.
     """
 

@@ -62,7 +62,7 @@ def _prepare_rows(root: Path, folder: Path, workers: Sequence[int]) -> list[dict
     ``RUSAGE_CHILDREN`` only when the server exits, so several workers get no CPU figure."""
     import resource
 
-    from cyclejepa.data.cache import prepare_cache
+    from cyclejepa.data.cache import CacheSpec, prepare_cache
 
     def cpu_seconds() -> float:
         own = resource.getrusage(resource.RUSAGE_SELF)
@@ -71,7 +71,7 @@ def _prepare_rows(root: Path, folder: Path, workers: Sequence[int]) -> list[dict
     rows = []
     for count in workers:
         cpu, start = cpu_seconds(), time.perf_counter()
-        cache = prepare_cache(_ptbxl_layout(root), folder / f"cache-{count}", workers=count, progress=False)
+        cache = prepare_cache(_ptbxl_layout(root), CacheSpec(folder / f"cache-{count}", workers=count), progress=False)
         seconds, cpu = time.perf_counter() - start, cpu_seconds() - cpu
         n = cache.manifest["counts"]["records"]
         row = {
@@ -127,7 +127,7 @@ def prepare_split(
             continue
         totals["read_verify"] += time.process_time() - start
         for window in windows:
-            _, _, times = prepare_record(window, provider, time.process_time, fs=fs, channels=channels, **shape)
+            _, _, times = prepare_record(window, provider, time.process_time, cache_fs=fs, channels=channels, **shape)
             for stage, seconds in zip(STAGES[1:], times):
                 totals[stage] += seconds
         done += 1

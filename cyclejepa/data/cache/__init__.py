@@ -2,17 +2,18 @@
 phase-tagged once.
 
 `prepare_cache` reads every record of a `Dataset` (PTB-XL, the synthetic corpus, the Challenge
-format, a plugin), resamples it to the cache rate ``fs`` (the dataset's ``cache_fs`` unless the
-config sets ``data.fs``; PTB-XL: 500 Hz), cuts it into windows of the model's length
-(`cut_windows`), decimates each window to the model rate fs / decimation, normalises it and runs
-the phase provider on it at fs. The cache knows no corpus: every fact comes from the dataset and
-is recorded in the manifest, which every later stage reads (`PreparedCache.fs`, `event_fs`,
+format, a plugin) as a `CacheSpec` says, resamples it to the cache rate ``cache_fs`` (the
+dataset's unless the config sets ``data.cache_fs``; PTB-XL: 500 Hz), cuts it into windows of the
+model's length (`cut_windows`), decimates each window to the model rate
+``model_fs = cache_fs / decimation``, normalises it and runs the phase provider on it at
+``cache_fs``. The cache knows no corpus: every fact comes from the dataset and is recorded in
+the manifest, which every later stage reads (`PreparedCache.model_fs`, `cache_fs`,
 `token_patch`, `channels`, `units`, `folds`). It writes::
 
-    CACHE/signals.npy        (N, C, L) float32 windows, z-scored, lead-major (PTB-XL: 12 x 1000)
+    CACHE/signals.npy        (N, C, L) float32 windows, z-scored, channel-major (PTB-XL: 12 x 1000)
     CACHE/phase_centre.npy   (N, T) float32 token phases in radians, centre convention (training)
     CACHE/phase_causal.npy   (N, T) float32 token phases in radians, causal convention (reporting)
-    CACHE/events.npz         the provider's events at ``fs`` from each window's start, ragged: ``indices``, ``offsets`` (N+1)
+    CACHE/events.npz         the provider's events at ``cache_fs`` from each window's start, ragged: ``indices``, ``offsets`` (N+1)
     CACHE/meta.csv           one row per kept window (see `meta_columns`)
     CACHE/norm.json          per-channel mean and std fitted on the training folds
     CACHE/rejections.csv     id, check, detail of every rejected record
@@ -32,9 +33,10 @@ scratch files, pass two fits the statistics on them and writes the z-scored wind
 is built in a temporary folder beside ``cache_dir`` and renamed into place; loading it needs
 only numpy (pandas only for `PreparedCache.meta`).
 
-Modules: `record` (one record through the chain), `files` (file names, meta.csv columns,
-writers and readers), `prepared` (`PreparedCache`), `build` (`prepare_cache`), `identity`
-(`open_cache`: a cache is read only by the experiment it was built for).
+Modules: `spec` (`CacheSpec`: what building, naming and opening a cache needs), `record` (one
+record through the chain), `files` (file names, meta.csv columns, writers and readers),
+`prepared` (`PreparedCache`), `build` (`prepare_cache`), `identity` (`open_cache`: a cache is
+read only by the experiment it was built for).
 """
 
 from cyclejepa.data.cache.build import prepare_cache
@@ -42,8 +44,9 @@ from cyclejepa.data.cache.files import CACHE_FORMAT, PHASE_REVISION, meta_column
 from cyclejepa.data.cache.identity import CacheMismatch, open_cache
 from cyclejepa.data.cache.prepared import PreparedCache
 from cyclejepa.data.cache.record import RecordOutcome, cut_record, decimate_fast, prepare_record, record_windows
+from cyclejepa.data.cache.spec import CacheSpec
 
 __all__ = [
-    "CACHE_FORMAT", "PHASE_REVISION", "CacheMismatch", "PreparedCache", "open_cache", "RecordOutcome", "cut_record", "decimate_fast", "meta_columns", "prepare_cache", "prepare_record",
+    "CACHE_FORMAT", "PHASE_REVISION", "CacheMismatch", "CacheSpec", "PreparedCache", "open_cache", "RecordOutcome", "cut_record", "decimate_fast", "meta_columns", "prepare_cache", "prepare_record",
     "record_windows",
 ]  # fmt: skip

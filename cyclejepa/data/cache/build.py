@@ -21,11 +21,11 @@ from typing import Any
 
 import numpy as np
 
-from cyclejepa.facts import cycle_band
 from cyclejepa.data.cache import files
 from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PHASE_REVISION, arguments_hash, as_json
 from cyclejepa.data.cache.prepared import PreparedCache, inconsistencies
 from cyclejepa.data.cache.record import RecordOutcome, prepare_record, record_windows
+from cyclejepa.data.cache.spec import CacheSpec
 from cyclejepa.data.datasets import (
     Dataset, Entry, RecordRejected, amplitude_limit, check_window, corpus_listing, sha256_file,
 )  # fmt: skip
@@ -39,78 +39,53 @@ from cyclejepa.workers import process_pool
 log = logging.getLogger(__name__)
 
 
-def prepare_cache(
-    dataset: Dataset,
-    cache_dir: str | os.PathLike,
-    *,
-    train_folds: Sequence[int] | None = None,
-    phase_provider: str | None = None,
-    phase_options: Mapping[str, Any] | None = None,
-    fs: float | None = None,
-    decimation: int | None = None,
-    token_patch: int | None = None,
-    window_s: float | None = None,
-    amplitude_limits: Mapping[str, float] | None = None,
-    dataset_options: Mapping[str, Any] | None = None,
-    workers: int = 1,
-    progress: bool = True,
-) -> PreparedCache:
-    """Build (or reuse) the preprocessing cache of ``dataset``.
+def prepare_cache(dataset: Dataset, spec: CacheSpec, *, progress: bool = True) -> PreparedCache:
+    """Build (or reuse) the preprocessing cache of ``dataset`` (a `Dataset` whose
+    `Dataset.fetch` has run) that ``spec`` describes; ``spec.dataset_options`` are the options
+    ``dataset`` was built with, recorded in the manifest for `open_cache` to compare.
 
     Every record of the dataset is read and verified (`Dataset.read`), its channels picked and
-    resampled to ``fs`` (`conform`), cut into windows of ``window_s`` seconds (`cut_windows`:
-    non-overlapping from the first sample, a shorter tail dropped; a record shorter than one
-    window is rejected, check ``extent``), and each window decimated by ``decimation`` and
-    phase-tagged at ``fs``. Row i of the cache is one window; the windows of a record share its
-    id, patient, fold and labels.
+    resampled to the cache rate ``spec.cache_fs`` (`conform`), cut into windows of
+    ``spec.window_s`` seconds (`cut_windows`: non-overlapping from the first sample, a shorter
+    tail dropped; a record shorter than one window is rejected, check ``extent``), and each
+    window decimated by ``spec.decimation`` (to the model rate ``model_fs``) and phase-tagged at
+    ``cache_fs``. Row i of the cache is one window; the windows of a record share its id,
+    patient, fold and labels. A rate, shape or fold the spec leaves None is the dataset's
+    (`Dataset.rates`, `Dataset.folds`; the rates from the phase provider's ``cycle_band_hz``
+    where the dataset has none of its own); a phase provider left None is the dataset's
+    (`Dataset.phase_provider`; ValueError when it declares none).
 
-    Idempotent: when ``cache_dir`` already holds a cache whose manifest hash matches these
-    arguments (the dataset's `Dataset.fingerprint` and channels, ``train_folds``, the phase
+    Idempotent: when ``spec.directory`` already holds a cache whose manifest hash matches these
+    arguments (the dataset's `Dataset.fingerprint` and channels, the train folds, the phase
     provider and its options, the rates, the window, library and cache-format version) and
     whose files match their recorded sha256, it is loaded and nothing is recomputed. Otherwise
-    it is rebuilt and replaced atomically. ``workers`` and ``progress`` do not change the result.
-    One prepare at a time builds a cache: a second one that would build it too, from this
-    experiment or another sharing the ``cache_dir``, is refused (`cyclejepa.lock.OutputLocked`)
-    naming the one at work (`cache_lock`); a cache that is current is reused without the lock. A full disk fails with OSError(ENOSPC) naming the file; the partial build is
-    removed and the lock released.
+    it is rebuilt and replaced atomically. ``spec.workers`` and ``progress`` do not change the
+    result. One prepare at a time builds a cache: a second one that would build it too, from this
+    experiment or another sharing the directory, is refused (`cyclejepa.lock.OutputLocked`)
+    naming the one at work (`cache_lock`); a cache that is current is reused without the lock. A
+    full disk fails with OSError(ENOSPC) naming the file; the partial build is removed and the
+    lock released.
 
     Records the dataset rejects while indexing (`Dataset.rejected`, e.g. a bad row of a metadata
     table) or while reading are logged to rejections.csv and left out; the run goes on. Windows
     failing phase QC stay in, flagged in meta.csv. The finished cache is loaded and checked for
-    consistency before it replaces the previous one (`_validate`).
-
-    Parameters
-    ----------
-    dataset : a `Dataset` (its `Dataset.fetch` has run: the data is on disk).
-    cache_dir : where the cache lives; an existing non-cache, non-empty folder is refused.
-    train_folds : folds the normalisation statistics are fitted on (None: the dataset's
-        ``folds.train``).
-    phase_provider, phase_options : registered `PhaseProvider` name (None: the dataset's
-        `Dataset.phase_provider`; ValueError when it declares none) and constructor options.
-    fs, decimation, token_patch, window_s : the cache rate (Hz; records are resampled to it and
-        phased at it), the model rate's divisor (the model sees fs / decimation), samples per
-        token at the model rate and the window in seconds; None takes the dataset's
-        (`Dataset.rates`).
-    amplitude_limits : the largest sample magnitude per unit (``{"mV": 200}``), over the defaults
-        of `amplitude_limit`; a record with a channel beyond its unit's limit is rejected (check
-        ``amplitude``).
-    dataset_options : the options ``dataset`` was built with (``data.options``), recorded in
-        the manifest for `cyclejepa.data.cache.identity.open_cache` to compare.
-    workers : processes reading records in parallel (1 runs in this process).
-    progress : show a rich progress bar.
+    consistency before it replaces the previous one (`_validate`). An existing non-cache,
+    non-empty folder at ``spec.directory`` is refused; a record with a channel beyond its unit's
+    amplitude limit is rejected (check ``amplitude``).
     """
     if not isinstance(dataset, Dataset):
         raise TypeError(f"prepare_cache needs a Dataset (e.g. DATASETS.build(name, root=...)), got {dataset!r}")
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1, got {workers}")
-    cache_dir = Path(cache_dir)
-    phase_provider = _phase_provider(dataset, phase_provider)
-    band = cycle_band(phase_provider)
-    rates = dataset.rates(fs, decimation, token_patch, window_s, band)
-    folds = dataset.folds.train if train_folds is None else train_folds
+    if spec.workers < 1:
+        raise ValueError(f"workers must be >= 1, got {spec.workers}")
+    cache_dir = spec.directory
+    phase_provider = _phase_provider(dataset, spec.phase_provider)
+    band = _cycle_band(phase_provider)
+    rates = dataset.rates(spec.cache_fs, spec.decimation, spec.token_patch, spec.window_s, band)
+    folds = dataset.folds.train if spec.train_folds is None else spec.train_folds
     preparation = dataset.preparation(band)
     preparation.check_rate(rates["cache_fs"])
-    arguments = _arguments(dataset, folds, phase_provider, phase_options, rates, amplitude_limits, dataset_options, preparation)
+    arguments = _arguments(dataset, folds, phase_provider, spec.phase_options, rates, spec.amplitude_limits,
+                           spec.dataset_options, preparation)  # fmt: skip
     current = _current_cache(cache_dir, arguments)  # reused without the lock (training processes read it at once)
     if current is not None:
         return current
@@ -123,7 +98,7 @@ def prepare_cache(
         _remove_stale_builds(cache_dir)
         build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-{os.getpid()}-", dir=cache_dir.parent))
         try:
-            _build(dataset, build_dir, arguments, workers, progress, cache_dir)
+            _build(dataset, build_dir, arguments, spec.workers, progress, cache_dir)
             _validate(build_dir)
             _swap_in(build_dir, cache_dir)
         except BaseException:
@@ -140,10 +115,19 @@ def cache_lock(cache_dir: Path) -> Path:
 
 def _phase_provider(dataset: Dataset, named: str | None) -> str:
     """``named``, else the provider the dataset declares (`Dataset.phase_provider`)."""
-    if named is None and dataset.phase_provider is None:
+    provider = named if named is not None else dataset.phase_provider
+    if provider is None:
         raise ValueError(f"phase_provider: {type(dataset).__name__} declares no default phase provider "
                          "(Dataset.phase_provider); name one")  # fmt: skip
-    return named if named is not None else dataset.phase_provider
+    return provider
+
+
+def _cycle_band(phase_provider: str) -> tuple[float, float] | None:
+    """The ``cycle_band_hz`` the registered provider's class declares (None: it declares none);
+    an unknown name fails here, listing the registered ones."""
+    from cyclejepa.registry import PHASE_PROVIDERS
+
+    return getattr(PHASE_PROVIDERS.get(phase_provider), "cycle_band_hz", None)
 
 
 def _arguments(
@@ -159,13 +143,10 @@ def _arguments(
     """Everything the cache contents depend on, JSON-serialisable: with the dataset's
     fingerprint its options, its root and a listing of the corpus there (`corpus_listing`); the
     preparation only when it does anything, so that a cache of the paper's chain keeps its hash."""
-    from cyclejepa.registry import PHASE_PROVIDERS
-
     folds, protocol = sorted({int(f) for f in train_folds}), dataset.folds
     if not folds or not set(folds) <= set(protocol.all_folds):
         raise ValueError(f"train_folds must be a non-empty subset of {type(dataset).__name__}'s folds "
                          f"1..{protocol.count}, got {train_folds!r}")  # fmt: skip
-    PHASE_PROVIDERS.get(phase_provider)  # unknown names fail here, listing the registered ones
     root = getattr(dataset, "root", None)
     return {
         "dataset": dataset.fingerprint(),
@@ -173,7 +154,7 @@ def _arguments(
         "root": str(Path(root).resolve()) if root is not None else None,
         "corpus": corpus_listing(root),
         "channels": list(dataset.channels),
-        "fs": rates["cache_fs"],
+        "cache_fs": rates["cache_fs"],
         "decimation": rates["decimation"],
         "window_s": rates["window_s"],
         "train_folds": folds,
@@ -320,7 +301,7 @@ def spread_warnings(windows: np.ndarray, arguments: Mapping[str, Any]) -> list[d
 
 
 def _n_tokens(arguments: Mapping[str, Any]) -> int:
-    return check_window(arguments["fs"], arguments["decimation"], arguments["token_patch"], arguments["window_s"])
+    return check_window(arguments["cache_fs"], arguments["decimation"], arguments["token_patch"], arguments["window_s"])
 
 
 def _registered_name(dataset: Dataset) -> str | None:
@@ -388,22 +369,23 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
 
     dataset = _WORKER["dataset"]
     provider = PHASE_PROVIDERS.build(arguments["phase_provider"], **arguments["phase_options"])
-    channels, fs = tuple(arguments["channels"]), arguments["fs"]
+    channels, cache_fs = tuple(arguments["channels"]), arguments["cache_fs"]
     shape = {"decimation": arguments["decimation"], "token_patch": arguments["token_patch"]}
-    window = round(arguments["window_s"] * fs)
+    window = round(arguments["window_s"] * cache_fs)
     preparation = Preparation.from_dict(arguments.get("preparation"))
     scratch = str(Path(build_dir) / f"scratch-{jobs[0][0]:09d}.npy")
-    outcomes, signals = [], []
+    outcomes: list[RecordOutcome] = []
+    signals: list[np.ndarray] = []
     for row, entry in jobs:
         try:
             limits = [arguments["amplitude_limits"][c] for c in channels]
-            windows = record_windows(dataset, entry, channels, fs, window, preparation, limits)
+            windows = record_windows(dataset, entry, channels, cache_fs, window, preparation, limits)
         except RecordRejected as rejection:
             outcomes.append(RecordOutcome(row, rejection=rejection))
             continue
         try:
-            prepared = [prepare_record(segment, provider, fs=fs, channels=channels, **shape)[:2] for segment in windows]
-        except (ValueError, KeyError) as error:  # the provider refuses this record (e.g. no such lead)
+            prepared = [prepare_record(segment, provider, cache_fs=cache_fs, channels=channels, **shape)[:2] for segment in windows]
+        except (ValueError, KeyError) as error:  # the provider refuses this record (e.g. no such channel)
             outcomes.append(RecordOutcome(row, rejection=RecordRejected(entry.id, "phase", f"{type(error).__name__}: {error}")))
             continue
         for w, (decimated, outcome) in enumerate(prepared):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +20,11 @@ from cyclejepa.data.datasets import Entry, LabelLevel, RecordRejected, sha256_fi
 from cyclejepa.data.preprocess import Normalisation
 from cyclejepa.jsonio import json_sha256, writing
 
-CACHE_FORMAT = 3
-"""Version of the cache layout; part of the manifest hash (3: the signal-neutral names
-`EVENTS_FILE`, ``record_id`` and ``events``; 2 wrote them in the words of one signal)."""
+CACHE_FORMAT = 4
+"""Version of the cache layout; part of the manifest hash (4: the rates named ``cache_fs`` and
+``model_fs`` and the channels ``channels`` in the manifest, 3 called them ``fs_native``, ``fs``
+and ``leads``; 3: the signal-neutral names `EVENTS_FILE`, ``record_id`` and ``events``; 2 wrote
+them in the words of one signal)."""
 PHASE_REVISION = 4
 """Revision of the built-in providers' event detection (2-4: revisions of the ``ecg-rpeak``
 detector, described in docs/phase.md); part of the manifest hash, so a cache built
@@ -86,7 +88,7 @@ def write_phases(build_dir: Path, kept: list[RecordOutcome], n_tokens: int) -> N
         stack = [getattr(o, f"phase_{convention}") for o in kept]
         with writing(build_dir / f"phase_{convention}.npy"):
             np.save(build_dir / f"phase_{convention}.npy", np.stack(stack) if stack else np.zeros(shape, np.float32))
-    arrays = {}
+    arrays: dict[str, Any] = {}
     for c in range(n_coordinates):
         events = [o.events[c] for o in kept]
         suffix = f"_{c}" if c else ""
@@ -120,12 +122,12 @@ def write_rejections(path: Path, rejections: Iterable[RecordRejected]) -> None:
         writer.writerows((r.record_id, r.check, r.detail) for r in rejections)
 
 
-def as_json(options: dict[str, Any]) -> Any:
+def as_json(options: Mapping[str, Any]) -> Any:
     """``options`` as the manifest records them: through JSON, keys sorted, other types as text."""
     return json.loads(json.dumps(dict(options), sort_keys=True, default=str))
 
 
-def arguments_hash(arguments: dict[str, Any]) -> str:
+def arguments_hash(arguments: Mapping[str, Any]) -> str:
     """sha256 of the build arguments (the manifest's ``config_hash``)."""
     return json_sha256(arguments)
 
@@ -147,9 +149,9 @@ def write_manifest(
         "arguments": arguments,
         "cyclejepa_version": arguments["cyclejepa_version"],
         "dataset": dataset,
-        "leads": arguments["channels"],
-        "fs_native": arguments["fs"],
-        "fs": arguments["fs"] / arguments["decimation"],
+        "channels": arguments["channels"],
+        "cache_fs": arguments["cache_fs"],
+        "model_fs": arguments["cache_fs"] / arguments["decimation"],
         "window_s": arguments["window_s"],
         "token_patch": arguments["token_patch"],
         "label_levels": [{"name": lv.name, "prefix": lv.prefix, "classes": list(lv.classes)} for lv in levels],

@@ -24,10 +24,11 @@ class PreparedCache:
 
     Attributes
     ----------
-    signals : (N, C, L) float32 memmap of N windows, z-scored, lead-major (PTB-XL: 12 x 1000).
+    signals : (N, C, L) float32 memmap of N windows at `model_fs`, z-scored, channel-major
+        (PTB-XL: 12 x 1000).
     phase_centre, phase_causal : (N, T) float32 token phases, NaN undefined (PTB-XL: T = 125);
         (N, T, C) for a provider of C coordinates (`coordinates`).
-    event_indices, event_offsets : the phase provider's ragged events at `event_fs`; row i's are
+    event_indices, event_offsets : the phase provider's ragged events at `cache_fs`; row i's are
         ``event_indices[event_offsets[i]:event_offsets[i + 1]]`` (see `events`); the first
         coordinate's events for C coordinates (`events` gives any coordinate's).
     coordinates : the phase coordinates' names (``()`` for a one-coordinate provider).
@@ -71,17 +72,18 @@ class PreparedCache:
     @property
     def channels(self) -> tuple[str, ...]:
         """The channels of ``signals``, in row order."""
-        return tuple(self.manifest["leads"])
+        return tuple(self.manifest["channels"])
 
     @property
-    def fs(self) -> float:
-        """The model's sampling rate (Hz): the rate of ``signals``."""
-        return float(self.manifest["fs"])
+    def model_fs(self) -> float:
+        """The model's sampling rate (Hz), the rate of ``signals``: `cache_fs` / decimation."""
+        return float(self.manifest["model_fs"])
 
     @property
-    def event_fs(self) -> float:
-        """The rate (Hz) the phase provider ran at: events (`events`) are sample indices at it."""
-        return float(self.manifest["fs_native"])
+    def cache_fs(self) -> float:
+        """The cache rate (Hz) records were resampled to and the phase provider ran at: events
+        (`events`) are sample indices at it."""
+        return float(self.manifest["cache_fs"])
 
     @property
     def token_patch(self) -> int:
@@ -123,7 +125,7 @@ class PreparedCache:
         return self.phase_centre if convention == "centre" else self.phase_causal
 
     def events(self, index: int, coordinate: int = 0) -> np.ndarray:
-        """Event sample indices (at the cache's ``fs_native``) of phase coordinate ``coordinate``
+        """Event sample indices (at `cache_fs`) of phase coordinate ``coordinate``
         in row ``index``."""
         indices, offsets = self._events[coordinate]
         return indices[offsets[index] : offsets[index + 1]]

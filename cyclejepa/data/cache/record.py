@@ -45,32 +45,32 @@ class RecordOutcome:
 
 
 
-def record_windows(dataset: Dataset, entry: Entry, channels: tuple[str, ...], fs: float, window: int,
+def record_windows(dataset: Dataset, entry: Entry, channels: tuple[str, ...], cache_fs: float, window: int,
                    preparation: Preparation = Preparation(), amplitude_limits: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
     """(W, C, window) float32: ``entry``'s verified record (`Dataset.read`) through `cut_record`."""
-    return cut_record(dataset.read(entry), channels, fs, window, record_id=entry.id, preparation=preparation,
+    return cut_record(dataset.read(entry), channels, cache_fs, window, record_id=entry.id, preparation=preparation,
                       amplitude_limits=amplitude_limits)  # fmt: skip
 
 
-def cut_record(record: Record, channels: Sequence[str], fs: float, window: int, record_id: int | str | None = None,
+def cut_record(record: Record, channels: Sequence[str], cache_fs: float, window: int, record_id: int | str | None = None,
                preparation: Preparation = Preparation(), amplitude_limits: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
-    """(W, C, window) float32: ``record`` conformed to ``channels`` at ``fs`` (`conform`), prepared
+    """(W, C, window) float32: ``record`` conformed to ``channels`` at ``cache_fs`` (`conform`), prepared
     (`prepare_signal`) and cut by `cut_windows`; in the record's units under the default
     preparation. Raises `RecordRejected` naming ``record_id`` (by default the record's id):
     ``extent`` when shorter than one window, ``flat`` when a z-score meets a constant channel,
     ``amplitude`` when a sample in the record's units exceeds its channel's ``amplitude_limits``
     (checked before any preparation, `check_amplitudes`)."""
     record_id = record.id if record_id is None else record_id
-    x = conform(record, tuple(channels), fs)
+    x = conform(record, tuple(channels), cache_fs)
     if amplitude_limits is not None:
         check_amplitudes(record_id, x, channels, amplitude_limits)
     if not preparation.is_default:
-        x = prepare_signal(x, fs, channels, preparation, record_id, window)
+        x = prepare_signal(x, cache_fs, channels, preparation, record_id, window)
     try:
         windows = cut_windows(x, window)
     except ValueError:
         raise RecordRejected(
-            record_id, "extent", f"the record lasts {x.shape[-1] / fs:.2f} s, shorter than one {window / fs:g} s window"
+            record_id, "extent", f"the record lasts {x.shape[-1] / cache_fs:.2f} s, shorter than one {window / cache_fs:g} s window"
             + (f" after dropping its first {preparation.drop_s:g} s" if preparation.drop_s else "")
         ) from None
     if preparation.scope == "window":
@@ -101,7 +101,7 @@ def prepare_signal(x: np.ndarray, fs: float, channels: Sequence[str], preparatio
 def _check_spread(stds: np.ndarray, channels: Sequence[str], record_id: int | str, where: str) -> None:
     """`RecordRejected` (``flat``) naming the channels whose (W, C) ``stds`` has a zero: a
     constant channel has no z-score."""
-    flat = [channels[c] for c in np.flatnonzero((stds <= 0).any(axis=0))]
+    flat = [channels[int(c)] for c in np.flatnonzero((stds <= 0).any(axis=0))]
     if flat:
         raise RecordRejected(record_id, "flat", f"{where} channel {flat} is constant, which cannot be z-scored")
 
@@ -131,14 +131,14 @@ def decimate_fast(signal: np.ndarray, factor: int) -> np.ndarray:
 
 
 def prepare_record(
-    signal: np.ndarray, provider, clock=None, *, fs: float, channels: Sequence[str], decimation: int, token_patch: int
+    signal: np.ndarray, provider, clock=None, *, cache_fs: float, channels: Sequence[str], decimation: int, token_patch: int
 ) -> tuple[np.ndarray, RecordOutcome, list]:
     """Decimated signal and phase outcome of one verified window (stage times when ``clock``).
 
-    ``signal`` is a (C, L) float32 window in physical units at the cache rate ``fs``, rows named
+    ``signal`` is a (C, L) float32 window in physical units at the cache rate ``cache_fs``, rows named
     by ``channels`` (e.g. a (12, 5000) PTB-XL record at 500 Hz); ``provider`` a `PhaseProvider`.
     Returns the (C, L / ``decimation``) float32 decimated signal (not normalised), the
-    `RecordOutcome` (events, token phases of ``token_patch`` samples at fs / decimation in both
+    `RecordOutcome` (events, token phases of ``token_patch`` samples at the model rate cache_fs / decimation in both
     conventions, QC) and the stage times (empty without ``clock``). Stages after reading:
     decimation, events (``provider.phase``: detection and QC), phase (token phases).
     """
@@ -148,9 +148,9 @@ def prepare_record(
         if step == 0:
             decimated = decimate_fast(signal, decimation)
         elif step == 1:
-            track = provider.phase(signal.astype(np.float64), fs, tuple(channels))
+            track = provider.phase(signal.astype(np.float64), cache_fs, tuple(channels))
         else:
-            outcome = _phase_outcome(0, track, fs / decimation, token_patch)
+            outcome = _phase_outcome(0, track, cache_fs / decimation, token_patch)
         if clock:
             now = clock()
             times.append(now - start)
@@ -159,12 +159,12 @@ def prepare_record(
 
 
 
-def _phase_outcome(row: int, track, fs_out: float, token_patch: int) -> RecordOutcome:
+def _phase_outcome(row: int, track, model_fs: float, token_patch: int) -> RecordOutcome:
     """Events per coordinate, token phases (both conventions; (T,) for one coordinate, (T, C)
     for several) and QC of a provider's `cyclejepa.phase.Track`."""
 
     def tokens(convention: str) -> np.ndarray:
-        phases = np.asarray(track.at_tokens(patch=token_patch, fs_out=fs_out, convention=convention), dtype=np.float32)
+        phases = np.asarray(track.at_tokens(patch=token_patch, fs_out=model_fs, convention=convention), dtype=np.float32)
         return phases[:, 0] if len(tracks) == 1 and phases.ndim == 2 else phases  # one coordinate: (T,)
 
     qc, tracks = track.qc, track.tracks

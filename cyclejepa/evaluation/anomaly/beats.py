@@ -1,8 +1,8 @@
 """Beat times of a batch of records and the causal phase tracker the anomaly detectors read.
 
 Beats are the phase provider's events (R-peaks for ECG), stored by the cache at its event rate
-(`PreparedCache.event_fs`) and rescaled here to the rate of the signals the model reads
-(`PreparedCache.fs`). Phases come from a causal tracker on the clean record's beats
+(`PreparedCache.cache_fs`) and rescaled here to the rate of the signals the model reads
+(`PreparedCache.model_fs`). Phases come from a causal tracker on the clean record's beats
 (`causal_token_phases`): the phase of token t uses only the beats at or before the token's last
 sample.
 """
@@ -57,8 +57,8 @@ class BeatTimes:
     @classmethod
     def from_cache(cls, cache: PreparedCache, rows: Sequence[int]) -> BeatTimes:
         """The events of the cache's ``rows`` in samples of its signals, at the rates its
-        manifest records (`PreparedCache.event_fs`, `PreparedCache.fs`)."""
-        return cls.from_events([cache.events(i) for i in rows], event_fs=cache.event_fs, fs=cache.fs)
+        manifest records (`PreparedCache.cache_fs`, `PreparedCache.model_fs`)."""
+        return cls.from_events([cache.events(i) for i in rows], event_fs=cache.cache_fs, fs=cache.model_fs)
 
     def __len__(self) -> int:
         return self.peaks.shape[0]
