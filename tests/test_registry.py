@@ -138,7 +138,7 @@ def test_importing_a_face_or_one_module_does_not_import_torch():
     report = _python(
         "import json, sys\n"
         + "".join(f"import cyclejepa.{face}\n" for face in FACES)
-        + "import cyclejepa.data.ptbxl\n"
+        + "import cyclejepa.data.ptbxl, cyclejepa.workers\n"
         "from cyclejepa.phase import PhaseProvider, PhaseTrack\n"
         "phase = sorted(m for m in sys.modules if m.startswith('cyclejepa.phase'))\n"
         "print(json.dumps({'torch': 'torch' in sys.modules, 'phase': phase}))\n"
