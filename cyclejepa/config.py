@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import copy
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic_core import ErrorDetails
 
 from cyclejepa import registry
 from cyclejepa.facts import cycle_band, data_facts, declared_provider
@@ -48,10 +50,6 @@ def _registered(reg: registry.Registry):
     return AfterValidator(check)
 
 
-def _component(reg: registry.Registry):
-    return Annotated[str, _registered(reg)]
-
-
 class Section(BaseModel):
     """Base of every config section: unknown keys are errors, and so is a number that is not
     finite (``.inf``, ``.nan``) in any float field."""
@@ -63,7 +61,7 @@ class DataConfig(Section):
     """The corpus and its cache. Keys left out (None) take the dataset's own facts
     (`cyclejepa.data.datasets.Dataset`): its rates, window and fold protocol."""
 
-    dataset: _component(registry.DATASETS) = "ptbxl"
+    dataset: Annotated[str, _registered(registry.DATASETS)] = "ptbxl"
     options: dict[str, Any] = Field(default_factory=dict, description="keyword options of the dataset")
     root: Path | None = Field(None, description="dataset root; None: the dataset's own environment variable")
     cache_fs: float | None = Field(None, gt=0, description="cache rate (Hz): records are resampled to it and phased at it")
@@ -81,20 +79,22 @@ class DataConfig(Section):
 
 
 class PhaseConfig(Section):
-    provider: _component(registry.PHASE_PROVIDERS) | None = Field(None, description="None: the dataset's own (Dataset.phase_provider)")
+    provider: Annotated[str, _registered(registry.PHASE_PROVIDERS)] | None = Field(
+        None, description="None: the dataset's own (Dataset.phase_provider)"
+    )
     options: dict[str, Any] = Field(default_factory=dict)
     convention: Literal["centre", "causal"] = "centre"
 
 
 class SymmetryConfig(Section):
-    name: _component(registry.SYMMETRIES) = "u1"
+    name: Annotated[str, _registered(registry.SYMMETRIES)] = "u1"
     spectrum: str = PAPER_SPECTRUM
-    basis: _component(registry.BASES) = "canonical"
+    basis: Annotated[str, _registered(registry.BASES)] = "canonical"
     basis_options: dict[str, Any] = Field(default_factory=dict)
 
 
 class EncoderConfig(Section):
-    name: _component(registry.ENCODERS) = "winder-conv"
+    name: Annotated[str, _registered(registry.ENCODERS)] = "winder-conv"
     leads: int | None = Field(None, ge=1, description="input channels; None: the dataset's channel count")
     patch: int | None = Field(None, ge=1, description="samples per token; None: data.token_patch")
     width: int = Field(256, ge=1)
@@ -109,7 +109,7 @@ class ProjectorConfig(Section):
 
 
 class PredictorConfig(Section):
-    name: _component(registry.PREDICTORS) = "causal-transformer"
+    name: Annotated[str, _registered(registry.PREDICTORS)] = "causal-transformer"
     depth: int = Field(4, ge=1)
     heads: int = Field(4, ge=1)
     ffn: int = Field(1024, ge=1)
@@ -119,14 +119,14 @@ class PredictorConfig(Section):
 
 
 class ModelConfig(Section):
-    name: _component(registry.MODELS) = "winder"
+    name: Annotated[str, _registered(registry.MODELS)] = "winder"
     encoder: EncoderConfig = Field(default_factory=EncoderConfig)
     projector: ProjectorConfig = Field(default_factory=ProjectorConfig)
     predictor: PredictorConfig = Field(default_factory=PredictorConfig)
 
 
 class RegulariserConfig(Section):
-    name: _component(registry.REGULARISERS) = "sigreg"
+    name: Annotated[str, _registered(registry.REGULARISERS)] = "sigreg"
     weight: float = Field(0.15, ge=0)
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -173,7 +173,7 @@ class TrainingConfig(Section):
 
 
 class AugmentationConfig(Section):
-    name: _component(registry.AUGMENTATIONS)
+    name: Annotated[str, _registered(registry.AUGMENTATIONS)]
     p: float = Field(0.5, ge=0, le=1)
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -216,7 +216,7 @@ class EvaluationConfig(Section):
         1, description="checkpoints evaluated side by side, one process each; auto: half the cores on CUDA, one on the CPU"
     )
     probe_c: float | Literal["cv"] = Field(1.0, description="logistic-regression C, or 'cv' within the training folds")
-    detector: _component(registry.DETECTORS) = "transport-violation"
+    detector: Annotated[str, _registered(registry.DETECTORS)] = "transport-violation"
     families: list[str] = ["ectopic", "t-inversion", "st-shift", "attenuation", "lead-dropout", "baseline-wander"]
     severities: list[Annotated[float, Field(ge=0, le=2)]] = [0.0, 0.5, 1.0, 1.5, 2.0]
     anomaly_records: int | None = Field(None, ge=2, description="evaluation records in the anomaly battery (None: all)")
@@ -284,7 +284,7 @@ class ConfigError(ValueError):
             super().__init__(f"{source}: {len(problems)} problems\n" + "\n".join(f"  {p}" for p in problems))
 
 
-def load_config(path: str | Path, overrides: list[str] = ()) -> ExperimentConfig:
+def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentConfig:
     """Read a YAML experiment file, apply ``a.b=c`` overrides, and validate it."""
     path = Path(path)
     if not path.is_file():
@@ -414,7 +414,7 @@ def expand_grid(cfg: ExperimentConfig) -> list[tuple[str, ExperimentConfig]]:
     ]
 
 
-def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
     """Return a copy of ``raw`` with each ``a.b.c=value`` set; values are parsed as YAML."""
     result = copy.deepcopy(raw)
     for item in overrides:
@@ -443,7 +443,7 @@ def _abbreviated(text: str, limit: int = 60, quote: bool = True) -> str:
     return shown if len(shown) <= limit else f"{shown[:limit]}… ({len(text)} characters)"
 
 
-def _describe(error: dict[str, Any]) -> str:
+def _describe(error: ErrorDetails) -> str:
     """One line for one pydantic error: key path, what is wrong, allowed values, closest match."""
     loc = ".".join(str(part) for part in error["loc"]) or "(top level)"
     if error["type"] == "extra_forbidden" and loc in REMOVED_KEYS:
@@ -467,7 +467,7 @@ def _allowed_keys(loc: tuple) -> list[str]:
     for part in loc:
         if isinstance(part, int):
             continue
-        annotation = model.model_fields[part].annotation
+        annotation: Any = model.model_fields[part].annotation  # a type form: X, list[X] or X | None
         model = getattr(annotation, "__args__", (annotation,))[0] if not isinstance(
             annotation, type
         ) else annotation

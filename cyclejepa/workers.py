@@ -30,8 +30,6 @@ from contextlib import contextmanager
 from multiprocessing.context import BaseContext
 from typing import Any, TypeVar
 
-from cyclejepa.devices import thread_environment
-
 T = TypeVar("T")
 
 _ARGUMENTS = reprlib.Repr()
@@ -102,6 +100,8 @@ def process_pool(
     Leaving the block by an exception (a task's error, KeyboardInterrupt) cancels the tasks not
     yet started and waits for the running ones; otherwise it waits for every task.
     """
+    from cyclejepa.devices import thread_environment  # imports torch: when a pool starts, not with the modules that use one
+
     if workers < 1:
         raise ValueError(f"a process pool needs at least one worker, got {workers}")
     context = _start_context(threads is not None, preload)

@@ -1,6 +1,7 @@
 """The registries' table of built-ins (each name's module, known without importing it) and the
 lazy package faces."""
 
+import ast
 import importlib
 import json
 import pkgutil
@@ -108,11 +109,36 @@ def test_a_face_gives_each_public_name_from_its_module(face):
         package.nothing  # noqa: B018
 
 
+def _type_checking_imports(path: Path) -> dict[str, str]:
+    """Name -> home submodule of each ``from cyclejepa.<face>.<home> import name as name`` in the
+    ``if TYPE_CHECKING:`` block of the face at ``path``; an import that is not an explicit
+    re-export (``name as name``) fails."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    blocks = [node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING"]
+    assert len(blocks) == 1, f"{path}: one `if TYPE_CHECKING:` block of the faces' names"
+    homes = {}
+    for node in blocks[0].body:
+        assert isinstance(node, ast.ImportFrom) and node.module, f"{path}:{node.lineno}: only `from ... import` here"
+        for alias in node.names:
+            assert alias.asname == alias.name, f"{path}:{node.lineno}: write `{alias.name} as {alias.name}` (a re-export)"
+            homes[alias.name] = node.module
+    return homes
+
+
+@pytest.mark.parametrize("face", FACES)
+def test_a_face_shows_type_checkers_the_names_it_gives(face):
+    """The face's ``if TYPE_CHECKING:`` imports (what mypy and editors see) are its lazy map, name
+    for name and module for module: a name added to one and not the other fails here."""
+    package = importlib.import_module(f"cyclejepa.{face}")
+    seen = _type_checking_imports(Path(package.__file__))
+    assert seen == {name: f"cyclejepa.{face}.{home}" for name, home in package._HOMES.items()}
+
+
 def test_importing_a_face_or_one_module_does_not_import_torch():
     report = _python(
         "import json, sys\n"
         + "".join(f"import cyclejepa.{face}\n" for face in FACES)
-        + "import cyclejepa.data.ptbxl\n"
+        + "import cyclejepa.data.ptbxl, cyclejepa.workers\n"
         "from cyclejepa.phase import PhaseProvider, PhaseTrack\n"
         "phase = sorted(m for m in sys.modules if m.startswith('cyclejepa.phase'))\n"
         "print(json.dumps({'torch': 'torch' in sys.modules, 'phase': phase}))\n"

@@ -176,3 +176,20 @@ def test_run_preflights_once_before_anything_is_written(tmp_path, monkeypatch):
     result = invoke("run", write(tmp_path, {"data": {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]}}))
     assert result.exit_code == 0, result.output
     assert len(calls) == 1
+
+
+def test_a_dataset_without_a_phase_provider_and_own_families_is_named_not_a_crash(tmp_path, monkeypatch):
+    """A config's own anomaly families and no phase provider (its dataset declares none, it names
+    none): preflight lists the missing provider; the families' check does not look up None."""
+    from cyclejepa.config import ConfigError, parse_config
+    from cyclejepa.data.ptbxl import PTBXL
+    from cyclejepa.pipeline.checks import preflight
+    from cyclejepa.registry import DATASETS
+
+    class Unphased(PTBXL):
+        phase_provider = None
+
+    monkeypatch.setattr(DATASETS, "_entries", {**DATASETS._entries, "unphased": Unphased})
+    cfg = parse_config({"output_dir": str(tmp_path), "data": {"dataset": "unphased"}, "evaluation": {"families": ["ectopic"]}})
+    with pytest.raises(ConfigError, match=r"phase\.provider: dataset 'unphased' declares no default phase provider; name one"):
+        preflight(cfg, construct=False)

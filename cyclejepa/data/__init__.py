@@ -5,7 +5,68 @@ Names are imported on first use (PEP 562), so that importing one module does not
 its siblings and their dependencies.
 """
 
+from typing import TYPE_CHECKING
+
 from cyclejepa.registry import lazy_names
+
+if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: re-exported); nothing imported at run time
+    from cyclejepa.data.augment import (
+        AmplitudeModulation as AmplitudeModulation,
+        Augmentation as Augmentation,
+        AugmentationStep as AugmentationStep,
+        AugmentationTrace as AugmentationTrace,
+        Augmenter as Augmenter,
+        DEFAULT_AUGMENTATIONS as DEFAULT_AUGMENTATIONS,
+        Drift as Drift,
+        GaussianNoise as GaussianNoise,
+        LeadDropout as LeadDropout,
+        LeadGain as LeadGain,
+        Tone as Tone,
+        record_rms as record_rms,
+    )
+    from cyclejepa.data.cache import PreparedCache as PreparedCache, prepare_cache as prepare_cache
+    from cyclejepa.data.challenge import Challenge2021 as Challenge2021
+    from cyclejepa.data.cohort import cohort_markdown as cohort_markdown, cohort_table as cohort_table
+    from cyclejepa.data.datasets import (
+        Dataset as Dataset,
+        Entry as Entry,
+        FoldProtocol as FoldProtocol,
+        LabelLevel as LabelLevel,
+        Record as Record,
+        conform as conform,
+        fill_gaps as fill_gaps,
+        hash_fold as hash_fold,
+        in_units as in_units,
+    )
+    from cyclejepa.data.preprocess import (
+        Normalisation as Normalisation,
+        cut_windows as cut_windows,
+        decimate as decimate,
+        fit_normalisation as fit_normalisation,
+    )
+    from cyclejepa.data.ptbxl import (
+        DatasetNotFound as DatasetNotFound,
+        DownloadFailed as DownloadFailed,
+        LEADS as LEADS,
+        PTBXL as PTBXL,
+        RecordRejected as RecordRejected,
+        SUBCLASSES as SUBCLASSES,
+        SUPERCLASSES as SUPERCLASSES,
+        download_ptbxl as download_ptbxl,
+        eligible_subclasses as eligible_subclasses,
+        read_record as read_record,
+    )
+    from cyclejepa.data.synthetic import (
+        HEADER_LEADS as HEADER_LEADS,
+        RPEAKS_FILENAME as RPEAKS_FILENAME,
+        SyntheticPTBXL as SyntheticPTBXL,
+        SyntheticRecords as SyntheticRecords,
+        generate_metadata as generate_metadata,
+        generate_records as generate_records,
+        read_rpeaks as read_rpeaks,
+        write_synthetic_corpus as write_synthetic_corpus,
+    )
+    from cyclejepa.data.wfdb_folder import WfdbFolder as WfdbFolder
 
 _HOMES = {
     "AmplitudeModulation": "augment",

@@ -4,7 +4,82 @@ Names are imported on first use, so that importing one module (e.g. the anomaly 
 registry needs) does not pull in scikit-learn, matplotlib or UMAP.
 """
 
+from typing import TYPE_CHECKING
+
 from cyclejepa.registry import lazy_names
+
+if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: re-exported); nothing imported at run time
+    from cyclejepa.evaluation.anomaly import (
+        AnomalyBattery as AnomalyBattery,
+        AnomalyCell as AnomalyCell,
+        BeatTimes as BeatTimes,
+        PERTURBATIONS as PERTURBATIONS,
+        Perturbed as Perturbed,
+        anomaly_battery as anomaly_battery,
+        applicable_families as applicable_families,
+        causal_token_phases as causal_token_phases,
+        evaluate_cell as evaluate_cell,
+        next_token_predictions as next_token_predictions,
+        predictor_error as predictor_error,
+        strongest_cell as strongest_cell,
+        to_table as to_table,
+        transport_violation as transport_violation,
+    )
+    from cyclejepa.evaluation.bootstrap import (
+        BootstrapCI as BootstrapCI,
+        patient_bootstrap_weights as patient_bootstrap_weights,
+        percentile_interval as percentile_interval,
+    )
+    from cyclejepa.evaluation.context import (
+        HRStratification as HRStratification,
+        HRStratum as HRStratum,
+        heart_rate as heart_rate,
+        hr_stratified_auroc as hr_stratified_auroc,
+        record_heart_rates as record_heart_rates,
+    )
+    from cyclejepa.evaluation.embeddings import (
+        Representations as Representations,
+        embed_records as embed_records,
+        extract_tokens as extract_tokens,
+        record_representations as record_representations,
+    )
+    from cyclejepa.evaluation.geometry import (
+        CoherenceResult as CoherenceResult,
+        dephase as dephase,
+        fundamental_amplitude as fundamental_amplitude,
+        orbit_coherence as orbit_coherence,
+        phase_ring_figure as phase_ring_figure,
+        umap_figure as umap_figure,
+    )
+    from cyclejepa.evaluation.mechanism import (
+        G1Result as G1Result,
+        GainResult as GainResult,
+        RecordSimilarities as RecordSimilarities,
+        g1_gate as g1_gate,
+        record_similarities as record_similarities,
+        shuffle_phases as shuffle_phases,
+        transport_gain as transport_gain,
+    )
+    from cyclejepa.evaluation.probe import (
+        DiagnosticTask as DiagnosticTask,
+        LinearProbe as LinearProbe,
+        ProbeResult as ProbeResult,
+        TaskSplit as TaskSplit,
+        clustered_bootstrap as clustered_bootstrap,
+        diagnostic_tasks as diagnostic_tasks,
+        evaluate_probe as evaluate_probe,
+        evaluate_task as evaluate_task,
+        macro_auroc as macro_auroc,
+        record_bootstrap as record_bootstrap,
+        replicate_macro_auroc as replicate_macro_auroc,
+        score_probe as score_probe,
+        weighted_auroc as weighted_auroc,
+    )
+    from cyclejepa.evaluation.robustness import (
+        RobustnessResult as RobustnessResult,
+        lead_zeroing as lead_zeroing,
+        zero_lead as zero_lead,
+    )
 
 _HOMES = {
     "AnomalyBattery": "anomaly",

@@ -11,7 +11,24 @@ Names are imported on first use (PEP 562), so that importing one module does not
 its siblings and their dependencies.
 """
 
+from typing import TYPE_CHECKING
+
 from cyclejepa.registry import lazy_names
+
+if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: re-exported); nothing imported at run time
+    from cyclejepa.export.graphs import (
+        export_onnx as export_onnx,
+        export_torchscript as export_torchscript,
+        state_names as state_names,
+    )
+    from cyclejepa.export.package import (
+        PackageError as PackageError,
+        export_run as export_run,
+        from_pretrained as from_pretrained,
+        load_pretrained as load_pretrained,
+        read_package_config as read_package_config,
+        save_pretrained as save_pretrained,
+    )
 
 _HOMES = {
     "export_onnx": "graphs",

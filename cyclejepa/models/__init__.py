@@ -4,7 +4,32 @@ Names are imported on first use (PEP 562), so that importing one module does not
 its siblings and their dependencies.
 """
 
+from typing import TYPE_CHECKING
+
 from cyclejepa.registry import lazy_names
+
+if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: re-exported); nothing imported at run time
+    from cyclejepa.models.encoder import (
+        CausalConv1d as CausalConv1d,
+        CausalConvEncoder as CausalConvEncoder,
+        ContextBlock as ContextBlock,
+    )
+    from cyclejepa.models.jepa import (
+        JEPAModel as JEPAModel,
+        build_model as build_model,
+        parameter_breakdown as parameter_breakdown,
+        winder_model as winder_model,
+    )
+    from cyclejepa.models.predictor import (
+        CausalTransformerPredictor as CausalTransformerPredictor,
+        PredictorBlock as PredictorBlock,
+    )
+    from cyclejepa.models.projector import ProjectorMLP as ProjectorMLP, TokenMLP as TokenMLP
+    from cyclejepa.models.streaming import (
+        CausalPhaseTracker as CausalPhaseTracker,
+        StreamingEncoder as StreamingEncoder,
+        TransportMonitor as TransportMonitor,
+    )
 
 _HOMES = {
     "CausalConv1d": "encoder",

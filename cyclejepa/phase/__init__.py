@@ -8,7 +8,44 @@ Names are imported on first use (PEP 562), so that importing one module does not
 its siblings and their dependencies.
 """
 
+from typing import TYPE_CHECKING
+
 from cyclejepa.registry import lazy_names
+
+if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: re-exported); nothing imported at run time
+    from cyclejepa.phase.breath import BreathProvider as BreathProvider
+    from cyclejepa.phase.composite import CompositePhaseProvider as CompositePhaseProvider, CompositeTrack as CompositeTrack
+    from cyclejepa.phase.ecg import (
+        DEFAULT_DETECTOR as DEFAULT_DETECTOR,
+        EcgRPeakProvider as EcgRPeakProvider,
+        NEUROKIT_METHODS as NEUROKIT_METHODS,
+        detect_r_peaks as detect_r_peaks,
+        detect_r_peaks_pan_tompkins as detect_r_peaks_pan_tompkins,
+        detector_names as detector_names,
+        get_detector as get_detector,
+        read_beat_annotations as read_beat_annotations,
+        register_detector as register_detector,
+    )
+    from cyclejepa.phase.provider import (
+        PhaseProvider as PhaseProvider,
+        channel_indices as channel_indices,
+        fill_nonfinite as fill_nonfinite,
+    )
+    from cyclejepa.phase.pulse import PulseProvider as PulseProvider
+    from cyclejepa.phase.records import phase_record as phase_record
+    from cyclejepa.phase.track import (
+        PHASE_MAX as PHASE_MAX,
+        PhaseTrack as PhaseTrack,
+        QCVerdict as QCVerdict,
+        TWO_PI as TWO_PI,
+        Track as Track,
+        causal_phase as causal_phase,
+        causal_phase_from_events as causal_phase_from_events,
+        match_events as match_events,
+        phase_from_events as phase_from_events,
+        score_events as score_events,
+        token_times as token_times,
+    )
 
 _HOMES = {
     "BreathProvider": "breath",

@@ -181,8 +181,8 @@ def _lead_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
                    for name, spec in coordinates.items() if isinstance(spec, dict)]  # fmt: skip
     channels, problems = list(facts.channels), []
     for key, name, options in readers:
-        if name not in registry.PHASE_PROVIDERS:
-            continue  # named by the composite provider's own check
+        if name is None or name not in registry.PHASE_PROVIDERS:
+            continue  # named by consistency_problems or by the composite provider's own check
         parameter = inspect.signature(registry.PHASE_PROVIDERS.get(name)).parameters.get("lead")
         default = None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
         lead = options.get("lead", default)
@@ -248,7 +248,7 @@ def _keyword_parameters(component: Any) -> set[str] | None:
     import inspect
 
     classes = inspect.getmro(component) if inspect.isclass(component) else ()
-    functions = [cls.__init__ for cls in classes if "__init__" in vars(cls) and cls is not object] or [component]
+    functions = [vars(cls)["__init__"] for cls in classes if "__init__" in vars(cls) and cls is not object] or [component]
     names: set[str] = set()
     for function in functions:
         parameters = list(inspect.signature(function).parameters.values())
@@ -311,14 +311,15 @@ def _family_problems(cfg: ExperimentConfig) -> list[str]:
     from cyclejepa.config import EvaluationConfig
     from cyclejepa.registry import PERTURBATIONS, PHASE_PROVIDERS
 
-    families, facts = cfg.evaluation.families, data_facts(cfg.data, cycle_band(cfg.phase.provider))
-    if families == EvaluationConfig.model_fields["families"].default or isinstance(facts, str) or not all(
+    provider, families = cfg.phase.provider, cfg.evaluation.families
+    facts = data_facts(cfg.data, cycle_band(provider))
+    if families == EvaluationConfig.model_fields["families"].default or isinstance(facts, str) or provider is None or not all(
         family in PERTURBATIONS for family in families
     ):
-        return []  # the default list; facts or names that consistency_problems already names
+        return []  # the default list; facts, provider or names that consistency_problems already names
     from cyclejepa.evaluation.anomaly.perturbations import applicable_families  # the families' own facts
 
-    signal = getattr(PHASE_PROVIDERS.get(cfg.phase.provider), "signal", "any")
+    signal = getattr(PHASE_PROVIDERS.get(provider), "signal", "any")
     _, skipped = applicable_families(families, signal, len(facts.channels))
     return [f"evaluation.families[{families.index(name)}]: {name!r} {reason}; leave it out" for name, reason in skipped.items()]
 

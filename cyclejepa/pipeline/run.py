@@ -71,7 +71,7 @@ def describe_plan(cfg: ExperimentConfig) -> list[str]:
         f"evaluate steps {evaluation_steps(cfg)} on folds {cfg.data.eval_folds} "
         f"(probe fitted on folds {cfg.data.train_folds})"
     )
-    touched = sorted(set(cfg.data.eval_folds + cfg.data.train_folds) & set(sealed_folds(cfg)))
+    touched = sorted((set(cfg.data.eval_folds or ()) | set(cfg.data.train_folds or ())) & set(sealed_folds(cfg)))
     if touched:
         lines.append(f"fold {', '.join(map(str, touched))} is sealed: " + ("UNSEALED (audited)" if cfg.evaluation.unseal else "needs --unseal"))
     lines.append(f"report: {out / 'report' / 'report.md'}")
@@ -80,6 +80,7 @@ def describe_plan(cfg: ExperimentConfig) -> list[str]:
 
 def _corpus_line(cfg: ExperimentConfig) -> str:
     data = cfg.data
+    assert data.fs is not None and data.decimation is not None, "preflight, before the plan, derives the rates"
     options = f" {data.options}" if data.options else ""
     root = data.root if data.root is not None else "its default root"
     return (f"dataset {data.dataset}{options} at {root}: {data.cache_fs:g} Hz cache, model at "

@@ -8,7 +8,24 @@ Names are imported on first use (PEP 562), so that importing one module does not
 its siblings and their dependencies.
 """
 
+from typing import TYPE_CHECKING
+
 from cyclejepa.registry import lazy_names
+
+if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: re-exported); nothing imported at run time
+    from cyclejepa.symmetry.admissible import (
+        admissible_covariance_projection as admissible_covariance_projection,
+        is_admissible as is_admissible,
+    )
+    from cyclejepa.symmetry.bases import (
+        Basis as Basis,
+        CanonicalBasis as CanonicalBasis,
+        HouseholderBasis as HouseholderBasis,
+        StiefelBasis as StiefelBasis,
+        manifold_parameters as manifold_parameters,
+    )
+    from cyclejepa.symmetry.groups import PhaseSymmetry as PhaseSymmetry, TorusSymmetry as TorusSymmetry, U1Symmetry as U1Symmetry
+    from cyclejepa.symmetry.spectrum import HarmonicSpectrum as HarmonicSpectrum, SpectrumTerm as SpectrumTerm
 
 _HOMES = {
     "admissible_covariance_projection": "admissible",

@@ -131,7 +131,7 @@ def adaptive_threshold(
     return np.asarray(beats, dtype=np.int64)
 
 
-def refine_to_extremum(
+def refine_to_dominant_extremum(
     signal: np.ndarray, fs: float, detections: np.ndarray, window_s: float = 0.06
 ) -> np.ndarray:
     """Move each detection to the R-wave extremum within ±``window_s``.
@@ -190,4 +190,4 @@ def detect_r_peaks_pan_tompkins(
     heights = peaks["prominences"]
     levels = initial_levels(energy, heights, fs)
     beats = positions[adaptive_threshold(positions, heights, slopes, fs, len(energy), levels)]
-    return refine_to_extremum(signal, fs, beats, refine_window_s)
+    return refine_to_dominant_extremum(signal, fs, beats, refine_window_s)

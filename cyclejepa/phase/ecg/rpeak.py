@@ -325,7 +325,7 @@ def classify_peaks(
     return np.asarray(beats, dtype=np.int64)
 
 
-def refine_to_extremum(
+def refine_to_qrs_fiducial(
     signal: np.ndarray, fs: float, detections: np.ndarray, window_s: float = 0.06
 ) -> np.ndarray:
     """Move each detection to the fiducial point of one lead within ±``window_s``.
@@ -425,4 +425,4 @@ def detect_r_peaks(
     beats = positions[accepted] * factor + (factor - 1) // 2
     row = int(np.argmax(weights)) if timing_row is None else timing_row
     timing = remove_spikes(signal[row : row + 1], fs)[0]
-    return refine_to_extremum(timing, fs, beats, refine_window_s)
+    return refine_to_qrs_fiducial(timing, fs, beats, refine_window_s)
