@@ -21,49 +21,49 @@ if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: r
         GaussianNoise as GaussianNoise,
         LeadDropout as LeadDropout,
         LeadGain as LeadGain,
-        Tone as Tone,
         record_rms as record_rms,
+        Tone as Tone,
     )
-    from cyclejepa.data.cache import PreparedCache as PreparedCache, prepare_cache as prepare_cache
+    from cyclejepa.data.cache import prepare_cache as prepare_cache, PreparedCache as PreparedCache
     from cyclejepa.data.challenge import Challenge2021 as Challenge2021
     from cyclejepa.data.cohort import cohort_markdown as cohort_markdown, cohort_table as cohort_table
     from cyclejepa.data.datasets import (
+        conform as conform,
         Dataset as Dataset,
         Entry as Entry,
-        FoldProtocol as FoldProtocol,
-        LabelLevel as LabelLevel,
-        Record as Record,
-        conform as conform,
         fill_gaps as fill_gaps,
+        FoldProtocol as FoldProtocol,
         hash_fold as hash_fold,
         in_units as in_units,
+        LabelLevel as LabelLevel,
+        Record as Record,
     )
     from cyclejepa.data.preprocess import (
-        Normalisation as Normalisation,
         cut_windows as cut_windows,
         decimate as decimate,
         fit_normalisation as fit_normalisation,
+        Normalisation as Normalisation,
     )
     from cyclejepa.data.ptbxl import (
         DatasetNotFound as DatasetNotFound,
+        download_ptbxl as download_ptbxl,
         DownloadFailed as DownloadFailed,
+        eligible_subclasses as eligible_subclasses,
         LEADS as LEADS,
         PTBXL as PTBXL,
+        read_ptbxl_record as read_ptbxl_record,
         RecordRejected as RecordRejected,
         SUBCLASSES as SUBCLASSES,
         SUPERCLASSES as SUPERCLASSES,
-        download_ptbxl as download_ptbxl,
-        eligible_subclasses as eligible_subclasses,
-        read_record as read_record,
     )
     from cyclejepa.data.synthetic import (
+        generate_metadata as generate_metadata,
+        generate_records as generate_records,
         HEADER_LEADS as HEADER_LEADS,
+        read_rpeaks as read_rpeaks,
         RPEAKS_FILENAME as RPEAKS_FILENAME,
         SyntheticPTBXL as SyntheticPTBXL,
         SyntheticRecords as SyntheticRecords,
-        generate_metadata as generate_metadata,
-        generate_records as generate_records,
-        read_rpeaks as read_rpeaks,
         write_synthetic_corpus as write_synthetic_corpus,
     )
     from cyclejepa.data.wfdb_folder import WfdbFolder as WfdbFolder

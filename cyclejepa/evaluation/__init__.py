@@ -10,17 +10,17 @@ from cyclejepa.registry import lazy_names
 
 if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: re-exported); nothing imported at run time
     from cyclejepa.evaluation.anomaly import (
+        anomaly_battery as anomaly_battery,
         AnomalyBattery as AnomalyBattery,
         AnomalyCell as AnomalyCell,
+        applicable_families as applicable_families,
         BeatTimes as BeatTimes,
+        causal_token_phases as causal_token_phases,
+        next_token_predictions as next_token_predictions,
         PERTURBATIONS as PERTURBATIONS,
         Perturbed as Perturbed,
-        anomaly_battery as anomaly_battery,
-        applicable_families as applicable_families,
-        causal_token_phases as causal_token_phases,
-        evaluate_cell as evaluate_cell,
-        next_token_predictions as next_token_predictions,
         predictor_error as predictor_error,
+        score_anomaly_cell as score_anomaly_cell,
         strongest_cell as strongest_cell,
         to_table as to_table,
         transport_violation as transport_violation,
@@ -31,17 +31,17 @@ if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: r
         percentile_interval as percentile_interval,
     )
     from cyclejepa.evaluation.context import (
-        HRStratification as HRStratification,
-        HRStratum as HRStratum,
         heart_rate as heart_rate,
         hr_stratified_auroc as hr_stratified_auroc,
+        HRStratification as HRStratification,
+        HRStratum as HRStratum,
         record_heart_rates as record_heart_rates,
     )
     from cyclejepa.evaluation.embeddings import (
-        Representations as Representations,
         embed_records as embed_records,
         extract_tokens as extract_tokens,
         record_representations as record_representations,
+        Representations as Representations,
     )
     from cyclejepa.evaluation.geometry import (
         CoherenceResult as CoherenceResult,
@@ -52,33 +52,33 @@ if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: r
         umap_figure as umap_figure,
     )
     from cyclejepa.evaluation.mechanism import (
+        g1_gate as g1_gate,
         G1Result as G1Result,
         GainResult as GainResult,
-        RecordSimilarities as RecordSimilarities,
-        g1_gate as g1_gate,
         record_similarities as record_similarities,
+        RecordSimilarities as RecordSimilarities,
         shuffle_phases as shuffle_phases,
         transport_gain as transport_gain,
     )
     from cyclejepa.evaluation.probe import (
-        DiagnosticTask as DiagnosticTask,
-        LinearProbe as LinearProbe,
-        ProbeResult as ProbeResult,
-        TaskSplit as TaskSplit,
         clustered_bootstrap as clustered_bootstrap,
         diagnostic_tasks as diagnostic_tasks,
+        DiagnosticTask as DiagnosticTask,
         evaluate_probe as evaluate_probe,
         evaluate_task as evaluate_task,
+        LinearProbe as LinearProbe,
         macro_auroc as macro_auroc,
+        ProbeResult as ProbeResult,
         record_bootstrap as record_bootstrap,
         replicate_macro_auroc as replicate_macro_auroc,
         score_probe as score_probe,
+        TaskSplit as TaskSplit,
         weighted_auroc as weighted_auroc,
     )
     from cyclejepa.evaluation.robustness import (
+        channel_zeroing as channel_zeroing,
         RobustnessResult as RobustnessResult,
-        lead_zeroing as lead_zeroing,
-        zero_lead as zero_lead,
+        zero_channel as zero_channel,
     )
 
 _HOMES = {

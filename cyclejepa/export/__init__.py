@@ -22,13 +22,15 @@ if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: r
         state_names as state_names,
     )
     from cyclejepa.export.package import (
-        PackageError as PackageError,
-        export_run as export_run,
+        check_target as check_target,
         from_pretrained as from_pretrained,
         load_pretrained as load_pretrained,
+        PackageError as PackageError,
         read_package_config as read_package_config,
-        save_pretrained as save_pretrained,
+        source_run as source_run,
+        write_package as write_package,
     )
+    from cyclejepa.export.spec import CardSpec as CardSpec, ExportSpec as ExportSpec
 
 _HOMES = {
     "export_onnx": "graphs",

@@ -80,7 +80,7 @@ def describe_plan(cfg: ExperimentConfig) -> list[str]:
 
 def _corpus_line(cfg: ExperimentConfig) -> str:
     data = cfg.data
-    assert data.fs is not None and data.decimation is not None, "preflight, before the plan, derives the rates"
+    assert data.cache_fs is not None and data.decimation is not None, "preflight, before the plan, derives the rates"
     options = f" {data.options}" if data.options else ""
     root = data.root if data.root is not None else "its default root"
     return (f"dataset {data.dataset}{options} at {root}: {data.cache_fs:g} Hz cache, model at "
