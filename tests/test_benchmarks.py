@@ -16,6 +16,7 @@ from cyclejepa.bench.throughput import (
 )
 from cyclejepa.bench.timing import PhaseTimer, summarise, time_calls, time_window
 from cyclejepa.config import parse_config
+from cyclejepa.pipeline import training_spec
 from cyclejepa.training import Trainer
 from test_training import TINY as TRAINING_TINY
 
@@ -105,8 +106,8 @@ def test_compare_traces_reports_the_worst_relative_difference():
 def test_instrumented_step_computes_what_train_step_computes(tmp_path):
     cfg = parse_config(TINY)
     signals, phases = synthetic_training_arrays(leads=12, tokens=125, records=16)
-    plain = Trainer(cfg, signals, phases, tmp_path / "plain", seed=3, transport_weight=1.0, fs=100.0)
-    timed = Trainer(cfg, signals, phases, tmp_path / "timed", seed=3, transport_weight=1.0, fs=100.0)
+    plain = Trainer(training_spec(cfg, tmp_path / "plain", seed=3, transport_weight=1.0), signals, phases, model_fs=100.0)
+    timed = Trainer(training_spec(cfg, tmp_path / "timed", seed=3, transport_weight=1.0), signals, phases, model_fs=100.0)
     timer = PhaseTimer()
     for _ in range(3):
         expected = plain.train_step()

@@ -109,11 +109,12 @@ def evaluate_cell(cfg: ExperimentConfig, cache: PreparedCache, plan, step: int, 
                   progress: bool = False) -> None:
     """Evaluate the checkpoint of ``plan`` at ``step``: ``<run>-stepNNNNNN.json`` (with the
     checkpoint and the digest of its weights, and its own checksum) and, when a probe ran, ``.npz``."""
+    from cyclejepa.pipeline.pretraining import objective_spec
     from cyclejepa.training import load_trained
 
     target = _cell_path(evaluation_dir(cfg), plan, step)
     checkpoint = _checkpoint(cfg, plan, step)
-    objective = load_trained(cfg, checkpoint, device)  # refuses non-finite weights by name
+    objective = load_trained(objective_spec(cfg), checkpoint, device)  # refuses non-finite weights by name
     try:
         result, scores = evaluate_checkpoint(cfg, cache, objective, device, progress)
     except NonFiniteOutputs as error:
@@ -385,6 +386,7 @@ def evaluate_checkpoint(
 def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, device: torch.device) -> None:
     """Phase-ring and UMAP figures (one column per run) and, where it applies
     (`heart_rate_not_applying`), the heart-rate stratified arm gap."""
+    from cyclejepa.pipeline.pretraining import objective_spec
     from cyclejepa.training import load_trained
 
     out = evaluation_dir(cfg)
@@ -400,7 +402,7 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans, step: int, 
         phases = cache.phases("centre")[rows]
         runs = {}
         for plan in plans:
-            objective = load_trained(cfg, _checkpoint(cfg, plan, step), device)
+            objective = load_trained(objective_spec(cfg), _checkpoint(cfg, plan, step), device)
             runs[plan.name] = (extract_tokens(objective.model, cache.signals[rows], device=device), phases, objective.symmetry)
         for c, ring in enumerate(rings):
             views = {k: coordinate_view(*v, c) for k, v in runs.items()} if names else {}

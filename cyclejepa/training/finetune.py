@@ -33,8 +33,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from cyclejepa.config import OptimiserConfig
-from cyclejepa.pipeline.identity import identity_differences
 from cyclejepa.devices import resolve_device
+from cyclejepa.jsonio import identity_differences
 from cyclejepa.outputs import RunFolder
 from cyclejepa.training.batches import BatchSampler
 from cyclejepa.training.checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint, save_checkpoint

@@ -192,6 +192,7 @@ class Bench:
     def _model(self, plan: RunPlan | None, seed: int):
         """The pre-trained model of ``plan`` at the benchmark step, or (None) a fresh one from ``seed``."""
         from cyclejepa.training.checkpoint import checkpoint_path
+        from cyclejepa.pipeline.pretraining import objective_spec
         from cyclejepa.training.trainer import build_configured_model, load_trained
 
         if plan is None:
@@ -199,7 +200,7 @@ class Bench:
         path = checkpoint_path(run_folder(self.cfg, plan).checkpoints, self.step)
         if not path.exists():
             raise FileNotFoundError(f"{plan.name} has no checkpoint at step {self.step} ({path}); train it or pick --step")
-        return load_trained(self.cfg, path, self.device).model
+        return load_trained(objective_spec(self.cfg), path, self.device).model
 
     def _features_of(self, plan: RunPlan, rows: np.ndarray) -> np.ndarray:
         """Frozen features z̄ (the mean of all projected tokens) of the cache ``rows``, computed once per run."""

@@ -17,8 +17,8 @@ from typing import Any
 
 import torch
 
-from cyclejepa.bench.throughput.common import FS, SAMPLES, Budget, _release
-from cyclejepa.bench.throughput.training import _merge, synthetic_training_arrays
+from cyclejepa.bench.throughput.common import MODEL_FS, SAMPLES, Budget, _release
+from cyclejepa.bench.throughput.training import _merge, benchmark_spec, synthetic_training_arrays
 from cyclejepa.bench.timing import device_sync, peak_memory, reset_peak_memory, time_window
 from cyclejepa.config import parse_config
 from cyclejepa.training import Trainer
@@ -38,10 +38,8 @@ def measure_ensemble(raw: dict[str, Any], device: torch.device, budget: Budget) 
         row: dict[str, Any] = {"runs": runs}
         for way in ("in turn", "stacked"):
             with tempfile.TemporaryDirectory(prefix="cyclejepa-bench-") as folder:
-                trainers = [
-                    Trainer(cfg, *corpus, Path(folder) / f"run{i}", seed=i, transport_weight=float(i % 2 == 0), fs=FS)
-                    for i in range(runs)
-                ]
+                specs = [benchmark_spec(cfg, Path(folder) / f"run{i}", seed=i, transport_weight=float(i % 2 == 0)) for i in range(runs)]
+                trainers = [Trainer(spec, *corpus, model_fs=MODEL_FS) for spec in specs]
                 row[way] = _rate(trainers, way, device, budget.warmup, calls)
             _release(device, compiled=False)
         row["stacked / in turn"] = row["stacked"]["steps_per_s"] / row["in turn"]["steps_per_s"]

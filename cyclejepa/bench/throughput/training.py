@@ -22,7 +22,7 @@ from torch import nn
 from cyclejepa.bench.throughput.common import (
     CORPUS_RECORDS,
     EQUALITY_STEPS,
-    FS,
+    MODEL_FS,
     SAMPLES,
     SPLIT_GROUPS,
     VARIANTS,
@@ -44,6 +44,7 @@ from cyclejepa.bench.timing import (
 from cyclejepa.config import parse_config
 from cyclejepa.objectives import prediction_loss, sample_cutoffs
 from cyclejepa.training import Trainer
+from cyclejepa.training.spec import ObjectiveSpec, TrainingSpec
 from cyclejepa.training.schedule import learning_rate, set_learning_rate
 
 
@@ -137,8 +138,17 @@ def _trainer(raw: dict[str, Any], variant: Variant, device: torch.device, corpus
     """A paper-seeded trainer (seed 0, λ_trans = 1) running ``variant`` on ``device``."""
     training = {"device": str(device), "precision": variant.precision, "compile": variant.compile_mode or False}
     cfg = parse_config(_merge(raw, {"training": training}))
-    return Trainer(cfg, *corpus, directory, seed=0, transport_weight=1.0, fs=FS)
+    return Trainer(benchmark_spec(cfg, directory, seed=0, transport_weight=1.0), *corpus, model_fs=MODEL_FS)
 
+
+def benchmark_spec(cfg, directory: str | Path, *, seed: int, transport_weight: float) -> TrainingSpec:
+    """The trainer's spec of a timed run of the benchmark config ``cfg``: its sections, ``seed`` and
+    λ_trans, and no identity (the benchmark's trainers are timed, never saved nor resumed)."""
+    objective = ObjectiveSpec(model=cfg.model, symmetry=cfg.symmetry, objectives=cfg.objectives, precision=cfg.training.precision)
+    return TrainingSpec(
+        objective=objective, optimiser=cfg.optimiser, augmentations=tuple(cfg.augmentations), training=cfg.training,
+        transport_weight=transport_weight, seed=seed, identity={}, run_hash="", directory=Path(directory),
+    )  # fmt: skip
 
 
 def instrumented_step(trainer, timer: PhaseTimer) -> dict[str, torch.Tensor]:
@@ -147,13 +157,13 @@ def instrumented_step(trainer, timer: PhaseTimer) -> dict[str, torch.Tensor]:
     Computes exactly what ``train_step`` computes, from the same RNG streams, with the
     predictor's forward timed apart from the prediction loss; returns the loss terms.
     """
-    objective, streams, cfg = trainer.objective, trainer.streams, trainer.cfg
+    objective, streams, spec = trainer.objective, trainer.streams, trainer.spec
     with timer.phase("batch"):
         x, phi = trainer.batches.next()
     with timer.phase("augment + cutoffs"):
         x = trainer.augmenter(x, streams["augment"])
         cutoff = sample_cutoffs(x.shape[0], phi.shape[1], streams["mask"], trainer.device)
-    set_learning_rate(trainer.optimisers, learning_rate(trainer.step, cfg.training.steps, cfg.optimiser))
+    set_learning_rate(trainer.optimisers, learning_rate(trainer.step, spec.training.steps, spec.optimiser))
     with timer.phase("encoder + projector"):
         with objective._autocast(x.device.type):
             z = objective.model(x)
@@ -172,7 +182,7 @@ def instrumented_step(trainer, timer: PhaseTimer) -> dict[str, torch.Tensor]:
             optimiser.zero_grad(set_to_none=True)
         terms["loss"].backward()
     with timer.phase("optimiser"):
-        nn.utils.clip_grad_norm_(objective.parameters(), cfg.optimiser.grad_clip)
+        nn.utils.clip_grad_norm_(objective.parameters(), spec.optimiser.grad_clip)
         for optimiser in trainer.optimisers:
             optimiser.step()
     trainer.step += 1
