@@ -142,6 +142,21 @@ def test_a_torn_last_metrics_line_is_dropped_with_a_warning_naming_it(tmp_path, 
     assert f"{metrics}: line 7 is not a metrics row" in caplog.text
 
 
+def test_the_spec_carries_the_run_identity_into_every_checkpoint(tmp_path):
+    """`training_spec` gives the trainer the sections it reads and the identity the pipeline
+    computes (`training_identity`), which every checkpoint then holds."""
+    from cyclejepa.pipeline.identity import identity_hash
+
+    cfg = tiny_config(training={"steps": 2, "checkpoint_every": 2})
+    spec = training_spec(cfg, tmp_path, seed=3, transport_weight=0.5)
+    assert (spec.optimiser, spec.training, spec.augmentations) == (cfg.optimiser, cfg.training, tuple(cfg.augmentations))
+    assert (spec.objective.model, spec.objective.symmetry, spec.objective.precision) == (cfg.model, cfg.symmetry, "float32")
+    assert spec.identity == training_identity(cfg, 0.5, 3) and spec.run_hash == identity_hash(spec.identity)
+    Trainer(spec, *corpus(), model_fs=100.0).fit(progress=False)
+    meta = load_checkpoint(tmp_path / "checkpoints" / "step_000002.pt")["meta"]
+    assert meta == {"seed": 3, "transport_weight": 0.5, "identity": training_identity(cfg, 0.5, 3), "run_hash": spec.run_hash}
+
+
 def test_checkpoint_of_another_run_is_refused(tmp_path):
     cfg = tiny_config(training={"steps": 4})
     x, phi = corpus()

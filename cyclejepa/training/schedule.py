@@ -32,15 +32,15 @@ def build_optimisers(model: torch.nn.Module, optimiser: OptimiserConfig) -> list
     on_manifold = {id(p) for p in manifold_parameters(model)}
     euclidean = [p for p in model.parameters() if p.requires_grad and id(p) not in on_manifold]
     fused = bool(euclidean) and all(p.is_cuda for p in euclidean)
-    adam = dict(lr=optimiser.lr, betas=optimiser.betas, eps=optimiser.eps)
+    lr, betas, eps = optimiser.lr, optimiser.betas, optimiser.eps
     optimisers: list[torch.optim.Optimizer] = [
-        torch.optim.AdamW(euclidean, **adam, weight_decay=optimiser.weight_decay, fused=fused or None)
+        torch.optim.AdamW(euclidean, lr=lr, betas=betas, eps=eps, weight_decay=optimiser.weight_decay, fused=fused or None)
     ]
     if on_manifold:
         from geoopt.optim import RiemannianAdam
 
         params = [p for p in model.parameters() if id(p) in on_manifold]
-        optimisers.append(RiemannianAdam(params, **adam))
+        optimisers.append(RiemannianAdam(params, lr=lr, betas=betas, eps=eps))
     return optimisers
 
 

@@ -403,7 +403,7 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        differences = identity_differences(state["meta"].get("identity", {}), self.meta["identity"])
+        differences = identity_differences(state["meta"].get("identity", {}), self.spec.identity)
         if differences:
             raise ValueError(
                 f"checkpoint belongs to run {state['meta'].get('run_hash', '(no identity)')}, trained with other "

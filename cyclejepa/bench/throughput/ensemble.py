@@ -38,7 +38,9 @@ def measure_ensemble(raw: dict[str, Any], device: torch.device, budget: Budget) 
         row: dict[str, Any] = {"runs": runs}
         for way in ("in turn", "stacked"):
             with tempfile.TemporaryDirectory(prefix="cyclejepa-bench-") as folder:
-                specs = [benchmark_spec(cfg, Path(folder) / f"run{i}", seed=i, transport_weight=float(i % 2 == 0)) for i in range(runs)]
+                specs = [
+                    benchmark_spec(cfg, Path(folder) / f"run{i}", seed=i, transport_weight=float(i % 2 == 0)) for i in range(runs)
+                ]
                 trainers = [Trainer(spec, *corpus, model_fs=MODEL_FS) for spec in specs]
                 row[way] = _rate(trainers, way, device, budget.warmup, calls)
             _release(device, compiled=False)
