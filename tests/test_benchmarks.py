@@ -105,7 +105,7 @@ def test_compare_traces_reports_the_worst_relative_difference():
 
 def test_instrumented_step_computes_what_train_step_computes(tmp_path):
     cfg = parse_config(TINY)
-    signals, phases = synthetic_training_arrays(leads=12, tokens=125, records=16)
+    signals, phases = synthetic_training_arrays(channels=12, tokens=125, records=16)
     plain = Trainer(training_spec(cfg, tmp_path / "plain", seed=3, transport_weight=1.0), signals, phases, model_fs=100.0)
     timed = Trainer(training_spec(cfg, tmp_path / "timed", seed=3, transport_weight=1.0), signals, phases, model_fs=100.0)
     timer = PhaseTimer()
@@ -121,7 +121,7 @@ def test_instrumented_step_computes_what_train_step_computes(tmp_path):
 
 
 def test_synthetic_phases_have_undefined_ends_and_advance_per_token():
-    _, phases = synthetic_training_arrays(leads=2, tokens=125, records=64, seed=1)
+    _, phases = synthetic_training_arrays(channels=2, tokens=125, records=64, seed=1)
     defined = np.isfinite(phases)
     assert defined[:, :12].sum() < defined[:, :12].size and not defined[:, -1].any()
     assert defined[:, 12:113].all()

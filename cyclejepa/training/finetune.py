@@ -83,7 +83,7 @@ class FinetuneSettings:
 
 
 class Classifier(nn.Module):
-    """Encoder → projector → mean over tokens → linear head: (B, leads, samples) → (B, C) logits.
+    """Encoder → projector → mean over tokens → linear head: (B, channels, samples) → (B, C) logits.
 
     The head is drawn from ``seed`` (torch's default initialisation, the global RNG untouched).
     """
@@ -119,7 +119,7 @@ def _autocast(bf16: bool, device: torch.device):
 def predict_logits(
     classifier: nn.Module, signals: np.ndarray, *, device: torch.device | str = "cpu", batch_size: int = 256, bf16: bool = False
 ) -> np.ndarray:
-    """(N, C) float64 logits of ``signals`` (N, leads, samples), in eval mode, without gradients."""
+    """(N, C) float64 logits of ``signals`` (N, channels, samples), in eval mode, without gradients."""
     device = torch.device(device)
     training = classifier.training
     classifier.eval()
@@ -140,7 +140,7 @@ class FineTuner:
     Parameters
     ----------
     classifier : the network; its head and (unless ``backbone_scale`` is 0) its backbone are trained.
-    signals, labels : (N, leads, samples) training records and their (N, C) multi-hot labels.
+    signals, labels : (N, channels, samples) training records and their (N, C) multi-hot labels.
     directory : where the checkpoints go.
     validate : classifier → score on held-out records, higher is better (called in eval mode).
     settings : the optimisation; ``backbone_scale`` overrides ``settings.backbone_scale``.

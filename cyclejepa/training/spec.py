@@ -1,5 +1,5 @@
 """What pre-training reads: `ObjectiveSpec` (the objective a checkpoint holds) and
-`TrainingSpec` (one arm × seed), both built from the experiment by `cyclejepa.pipeline.pretraining`."""
+`TrainingSpec` (one arm × seed), both built from the experiment config by the pre-training stage."""
 
 from __future__ import annotations
 

@@ -234,15 +234,15 @@ def find_host_syncs(step: Callable[[], object], steps: int = 3) -> list[dict[str
 
 
 def synthetic_training_arrays(
-    leads: int, tokens: int, records: int = CORPUS_RECORDS, seed: int = 0
+    channels: int, tokens: int, records: int = CORPUS_RECORDS, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Z-scored-like signals (records, leads, 1000) and token phases (records, tokens).
+    """Z-scored-like signals (records, channels, 1000) and token phases (records, tokens).
 
     Phases advance linearly at 10–12.5 tokens per beat from a random offset and are NaN (no
     beat yet / after the last beat) on the first 0–12 and last 1–12 tokens of each record.
     """
     rng = np.random.default_rng(seed)
-    signals = rng.standard_normal((records, leads, SAMPLES), dtype=np.float32)
+    signals = rng.standard_normal((records, channels, SAMPLES), dtype=np.float32)
     period = rng.uniform(10.0, 12.5, (records, 1))
     position = np.arange(tokens)
     phases = (rng.uniform(0, 2 * np.pi, (records, 1)) + 2 * np.pi * position / period) % (2 * np.pi)
