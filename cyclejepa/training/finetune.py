@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -78,8 +78,10 @@ class FinetuneSettings:
 
     def schedule(self) -> OptimiserConfig:
         """The learning-rate schedule: warm-up to ``lr``, cosine to lr / 100 at ``steps``."""
-        return OptimiserConfig(lr=self.lr, min_lr=self.lr / 100, warmup_steps=self.warmup_steps,
-                               weight_decay=self.weight_decay, grad_clip=self.grad_clip)  # fmt: skip
+        return OptimiserConfig.model_validate({
+            "lr": self.lr, "min_lr": self.lr / 100, "warmup_steps": self.warmup_steps,
+            "weight_decay": self.weight_decay, "grad_clip": self.grad_clip,
+        })  # fmt: skip
 
 
 class Classifier(nn.Module):
@@ -93,7 +95,7 @@ class Classifier(nn.Module):
         self.encoder, self.projector = encoder, projector
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.head = nn.Linear(projector.out_dim, classes)
+            self.head = nn.Linear(cast(int, projector.out_dim), classes)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """z̄: the mean of the projected tokens, (B, K)."""
@@ -117,7 +119,7 @@ def _autocast(bf16: bool, device: torch.device):
 
 
 def predict_logits(
-    classifier: nn.Module, signals: np.ndarray, *, device: torch.device | str = "cpu", batch_size: int = 256, bf16: bool = False
+    classifier: Classifier, signals: np.ndarray, *, device: torch.device | str = "cpu", batch_size: int = 256, bf16: bool = False
 ) -> np.ndarray:
     """(N, C) float64 logits of ``signals`` (N, channels, samples), in eval mode, without gradients."""
     device = torch.device(device)

@@ -100,7 +100,7 @@ class StackedRuns:
     def _stack_optimiser_state(self) -> None:
         """The runs' AdamW state (after `Trainer.resume`), stacked into the ensemble's."""
         for name, stacked in self.params.items():
-            own = [t.optimisers[0].state.get(p) for t, p in zip(self.trainers, self._own(name))]
+            own = [t.optimisers[0].state.get(p, {}) for t, p in zip(self.trainers, self._own(name))]
             if all(own):
                 self.optimiser.state[stacked] = {
                     "step": own[0]["step"].clone(),

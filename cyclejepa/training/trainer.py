@@ -9,7 +9,7 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -150,7 +150,7 @@ class JEPAObjective(nn.Module):
 
     def _predict(self, z: torch.Tensor, cutoff: torch.Tensor) -> torch.Tensor:
         with self._autocast(z.device.type):
-            return self.model.predictor(z, cutoff).float()
+            return cast(nn.Module, self.model.predictor)(z, cutoff).float()
 
     def forward(
         self,
@@ -169,7 +169,7 @@ class JEPAObjective(nn.Module):
             "regulariser": self._regulariser(z, regulariser_inputs),
             "transport": self._transport(z, phi),
         }
-        terms["loss"] = sum(self.weights[name] * value for name, value in terms.items())
+        terms["loss"] = cast(torch.Tensor, sum(self.weights[name] * value for name, value in terms.items()))
         return terms
 
     def _regulariser(self, z: torch.Tensor, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -251,7 +251,7 @@ class Trainer:
         from torch.nn.parallel import DistributedDataParallel
 
         if self.compile_mode is not None:
-            for network in (objective.model, objective.model.predictor):  # encoder + projector; predictor
+            for network in (objective.model, cast(nn.Module, objective.model.predictor)):  # encoder + projector; predictor
                 network.compile(mode=self.compile_mode)
         ids = [self.device.index] if self.device.type == "cuda" else None
         unused = any(p.requires_grad for p in objective.symmetry.parameters())
@@ -349,7 +349,7 @@ class Trainer:
                     pending = []
                 if checkpoint or stopping:
                     last = self.save()
-                if stopping:
+                if signum is not None:
                     raise Stopped(signum, self.step, last)
         return last
 

@@ -233,7 +233,7 @@ def _check_names(kind: str, names: Sequence[str], allowed: Sequence[str]) -> Non
 def _write(report: dict[str, Any], out: str | os.PathLike | None) -> None:
     """Rewrite the JSON at ``out`` (atomically) and the Markdown report beside it."""
     if out is not None:
-        path = write_json(out, report)
+        path = write_json(Path(out), report)
         path.with_suffix(".md").write_text(markdown_report(report))
 
 

@@ -4,6 +4,7 @@ phases and the host synchronisations of a step."""
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import tempfile
 import time
@@ -57,15 +58,14 @@ def measure_training(
     log: Callable[[str], None] = lambda message: None,
 ) -> Iterator[tuple[dict[str, Any], list[list[float]]]]:
     """Per variant: its entry and the metrics rows of its first `EQUALITY_STEPS` steps."""
-    cfg = parse_config(raw)
-    corpus = synthetic_training_arrays(cfg.model.encoder.leads, SAMPLES // cfg.model.encoder.patch)
+    corpus = arrays_for(parse_config(raw))
     for name in variants:
         entry: dict[str, Any] = {"variant": name, **asdict(VARIANTS[name])}
         trace: list[list[float]] = []
         if time_left():
             log(f"[throughput] training, variant {name}")
             entry.update(
-                _guarded(lambda name=name, trace=trace: _measure_variant(raw, name, device, budget, corpus, trace))
+                _guarded(functools.partial(_measure_variant, raw, name, device, budget, corpus, trace))
             )
             _release(device, compiled=VARIANTS[name].compile_mode is not None)
         else:
@@ -231,6 +231,15 @@ def find_host_syncs(step: Callable[[], object], steps: int = 3) -> list[dict[str
         for (op, caller, message), count in found.most_common()
     ]
 
+
+
+def arrays_for(cfg) -> tuple[np.ndarray, np.ndarray]:
+    """`synthetic_training_arrays` of the shape the config's encoder takes: its channels, and
+    `SAMPLES` / its patch tokens."""
+    channels, patch = cfg.model.encoder.leads, cfg.model.encoder.patch
+    if channels is None or patch is None:
+        raise ValueError(f"the benchmark config's model.encoder needs leads and patch, got {channels} and {patch}")
+    return synthetic_training_arrays(channels, SAMPLES // patch)
 
 
 def synthetic_training_arrays(
