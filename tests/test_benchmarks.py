@@ -120,6 +120,22 @@ def test_instrumented_step_computes_what_train_step_computes(tmp_path):
     assert set(timer.durations) == set().union(*SPLIT_GROUPS.values())
 
 
+def test_the_benchmark_trains_what_the_pipeline_trains_but_keeps_no_identity(tmp_path):
+    """`benchmark_spec` (the benchmark builds its own spec: it may not use the pipeline) holds every
+    section `pipeline.training_spec` gives the trainer, and no run identity."""
+    from dataclasses import fields
+
+    from cyclejepa.bench.throughput.training import benchmark_spec
+
+    cfg = parse_config({**TINY, "augmentations": [{"name": "drift", "p": 0.3}]})
+    bench = benchmark_spec(cfg, tmp_path, seed=2, transport_weight=0.5)
+    product = training_spec(cfg, tmp_path, seed=2, transport_weight=0.5)
+    for field in fields(product):
+        if field.name not in ("identity", "run_hash"):
+            assert getattr(bench, field.name) == getattr(product, field.name), field.name
+    assert (bench.identity, bench.run_hash) == ({}, "") and product.identity
+
+
 def test_synthetic_phases_have_undefined_ends_and_advance_per_token():
     _, phases = synthetic_training_arrays(channels=2, tokens=125, records=64, seed=1)
     defined = np.isfinite(phases)
