@@ -114,7 +114,7 @@ def prepare_split(
     from cyclejepa.registry import PHASE_PROVIDERS
 
     rates = dataset.rates()
-    cache_fs, channels = rates["cache_fs"], tuple(dataset.channels)
+    fs, channels = rates["cache_fs"], tuple(dataset.channels)
     shape = {"decimation": rates["decimation"], "token_patch": rates["token_patch"]}
     provider = PHASE_PROVIDERS.build(phase_provider, **dict(phase_options or {}))
     totals = dict.fromkeys(STAGES, 0.0)
@@ -122,12 +122,12 @@ def prepare_split(
     for entry in dataset.entries()[: records or None]:
         start = time.process_time()
         try:
-            windows = record_windows(dataset, entry, channels, cache_fs, round(rates["window_s"] * cache_fs))
+            windows = record_windows(dataset, entry, channels, fs, round(rates["window_s"] * fs))
         except RecordRejected:
             continue
         totals["read_verify"] += time.process_time() - start
         for window in windows:
-            _, _, times = prepare_record(window, provider, time.process_time, fs=cache_fs, channels=channels, **shape)
+            _, _, times = prepare_record(window, provider, time.process_time, fs=fs, channels=channels, **shape)
             for stage, seconds in zip(STAGES[1:], times):
                 totals[stage] += seconds
         done += 1
