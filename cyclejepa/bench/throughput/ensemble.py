@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 import tempfile
 import time
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch

@@ -45,8 +45,8 @@ from cyclejepa.bench.timing import (
 from cyclejepa.config import parse_config
 from cyclejepa.objectives import prediction_loss, sample_cutoffs
 from cyclejepa.training import Trainer
-from cyclejepa.training.spec import ObjectiveSpec, TrainingSpec
 from cyclejepa.training.schedule import learning_rate, set_learning_rate
+from cyclejepa.training.spec import ObjectiveSpec, TrainingSpec
 
 
 def measure_training(
