@@ -1,4 +1,5 @@
-"""Atomic JSON files holding numpy values, and the sha256 of a value's canonical JSON."""
+"""Atomic JSON files holding numpy values, the sha256 of a value's canonical JSON, and JSON values
+flattened to ``{key path: leaf}`` and compared key by key."""
 
 from __future__ import annotations
 
@@ -65,6 +66,32 @@ def json_sha256(value: Any, *, compact: bool = False, default: Callable[[Any], A
     """
     separators = (",", ":") if compact else None
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=separators, default=default).encode()).hexdigest()
+
+
+def short_hash(value: Any) -> str:
+    """The first 16 hex digits of `json_sha256` of ``value``: the hash of a config or an identity."""
+    return json_sha256(value)[:16]
+
+
+def flat_json(path: str, value: Any) -> dict[str, Any]:
+    """``{leaf key path: value}`` of the JSON ``value`` at ``path``: a dict's items as ``path.key``,
+    a list of dicts' items as ``path[i]``; anything else (an empty dict, a list of plain values)
+    is one leaf."""
+    if isinstance(value, dict) and value:
+        return {key: leaf for name, item in value.items() for key, leaf in flat_json(f"{path}.{name}", item).items()}
+    if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
+        return {key: leaf for index, item in enumerate(value) for key, leaf in flat_json(f"{path}[{index}]", item).items()}
+    return {path: value}
+
+
+def identity_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """``key: old → new`` for every key path whose value differs between two flat identities."""
+    absent = "(absent)"
+    return [
+        f"{key}: {json.dumps(old.get(key, absent))} → {json.dumps(new.get(key, absent))}"
+        for key in sorted(old.keys() | new.keys())
+        if old.get(key, absent) != new.get(key, absent)
+    ]
 
 
 def _plain(value: Any) -> Any:

@@ -16,6 +16,7 @@ from cyclejepa.bench.throughput import (
 )
 from cyclejepa.bench.timing import PhaseTimer, summarise, time_calls, time_window
 from cyclejepa.config import parse_config
+from cyclejepa.pipeline import training_spec
 from cyclejepa.training import Trainer
 from test_training import TINY as TRAINING_TINY
 
@@ -104,9 +105,9 @@ def test_compare_traces_reports_the_worst_relative_difference():
 
 def test_instrumented_step_computes_what_train_step_computes(tmp_path):
     cfg = parse_config(TINY)
-    signals, phases = synthetic_training_arrays(leads=12, tokens=125, records=16)
-    plain = Trainer(cfg, signals, phases, tmp_path / "plain", seed=3, transport_weight=1.0, fs=100.0)
-    timed = Trainer(cfg, signals, phases, tmp_path / "timed", seed=3, transport_weight=1.0, fs=100.0)
+    signals, phases = synthetic_training_arrays(channels=12, tokens=125, records=16)
+    plain = Trainer(training_spec(cfg, tmp_path / "plain", seed=3, transport_weight=1.0), signals, phases, model_fs=100.0)
+    timed = Trainer(training_spec(cfg, tmp_path / "timed", seed=3, transport_weight=1.0), signals, phases, model_fs=100.0)
     timer = PhaseTimer()
     for _ in range(3):
         expected = plain.train_step()
@@ -119,8 +120,24 @@ def test_instrumented_step_computes_what_train_step_computes(tmp_path):
     assert set(timer.durations) == set().union(*SPLIT_GROUPS.values())
 
 
+def test_the_benchmark_trains_what_the_pipeline_trains_but_keeps_no_identity(tmp_path):
+    """`benchmark_spec` (the benchmark builds its own spec: it may not use the pipeline) holds every
+    section `pipeline.training_spec` gives the trainer, and no run identity."""
+    from dataclasses import fields
+
+    from cyclejepa.bench.throughput.training import benchmark_spec
+
+    cfg = parse_config({**TINY, "augmentations": [{"name": "drift", "p": 0.3}]})
+    bench = benchmark_spec(cfg, tmp_path, seed=2, transport_weight=0.5)
+    product = training_spec(cfg, tmp_path, seed=2, transport_weight=0.5)
+    for field in fields(product):
+        if field.name not in ("identity", "run_hash"):
+            assert getattr(bench, field.name) == getattr(product, field.name), field.name
+    assert (bench.identity, bench.run_hash) == ({}, "") and product.identity
+
+
 def test_synthetic_phases_have_undefined_ends_and_advance_per_token():
-    _, phases = synthetic_training_arrays(leads=2, tokens=125, records=64, seed=1)
+    _, phases = synthetic_training_arrays(channels=2, tokens=125, records=64, seed=1)
     defined = np.isfinite(phases)
     assert defined[:, :12].sum() < defined[:, :12].size and not defined[:, -1].any()
     assert defined[:, 12:113].all()

@@ -135,7 +135,7 @@ def check_coordinate_gains(cfg, out):
     cache = PreparedCache(out / "cache")
     rows = cache.select(cfg.data.eval_folds)
     rows = rows[cache.columns["qc_ok"][rows]]
-    objective = load_trained(cfg, out / "runs" / "winder-seed0" / "checkpoints" / "step_000003.pt")
+    objective = load_trained(pipeline.objective_spec(cfg), out / "runs" / "winder-seed0" / "checkpoints" / "step_000003.pt")
     tokens, phases = extract_tokens(objective.model, cache.signals[rows]), cache.phases("centre")[rows]
     reported = json.loads((out / "evaluation" / "winder-seed0-step000003.json").read_text())["coordinates"]
     assert list(reported) == ["cardiac", "respiratory"]

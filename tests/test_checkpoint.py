@@ -5,6 +5,7 @@ import logging
 import pytest
 import torch
 
+from cyclejepa.pipeline import training_spec
 from cyclejepa.training import Trainer
 from cyclejepa.training.checkpoint import CheckpointDamaged, latest_checkpoint, load_checkpoint
 from test_training import corpus, tiny_config
@@ -13,7 +14,7 @@ from test_training import corpus, tiny_config
 def test_a_truncated_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, caplog):
     cfg = tiny_config(training={"steps": 4, "checkpoint_every": 2})
     x, phi = corpus()
-    straight = Trainer(cfg, x, phi, tmp_path / "run", seed=3, transport_weight=1.0, fs=100.0)
+    straight = Trainer(training_spec(cfg, tmp_path / "run", seed=3, transport_weight=1.0), x, phi, model_fs=100.0)
     straight.fit(progress=False)
     final = {name: value.clone() for name, value in straight.objective.state_dict().items()}
     latest = tmp_path / "run" / "checkpoints" / "step_000004.pt"
@@ -25,7 +26,7 @@ def test_a_truncated_latest_checkpoint_falls_back_to_the_previous_one(tmp_path, 
         last = latest_checkpoint(tmp_path / "run" / "checkpoints")
     assert last.name == "step_000002.pt" and f"{latest} is unreadable" in caplog.text
 
-    resumed = Trainer(cfg, x, phi, tmp_path / "run", seed=3, transport_weight=1.0, fs=100.0)
+    resumed = Trainer(training_spec(cfg, tmp_path / "run", seed=3, transport_weight=1.0), x, phi, model_fs=100.0)
     resumed.resume(last)
     assert resumed.fit(progress=False) == latest  # trained steps 3-4 again, rewrote the checkpoint
     for name, value in resumed.objective.state_dict().items():

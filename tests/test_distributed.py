@@ -10,6 +10,7 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from cyclejepa.pipeline import training_spec
 from cyclejepa.training import Distributed, Trainer, process_group
 from test_training import corpus, tiny_config
 
@@ -21,7 +22,7 @@ def run(directory, dist_info=Distributed()):
     cfg = tiny_config(training={"steps": STEPS, "batch_size": 4, "checkpoint_every": 100})
     x, phi = corpus(12)
     phi[3, :120] = np.nan  # a record with < 2 valid tokens changes the per-rank transport counts
-    trainer = Trainer(cfg, x, phi, directory, seed=5, transport_weight=1.0, fs=100.0, dist=dist_info)
+    trainer = Trainer(training_spec(cfg, directory, seed=5, transport_weight=1.0), x, phi, model_fs=100.0, dist=dist_info)
     metrics = [trainer.train_step()]
     gradients = {name: p.grad.clone() for name, p in trainer.objective.named_parameters() if p.grad is not None}
     metrics.append(trainer.train_step())
@@ -81,7 +82,7 @@ def _compiled_worker(rank, world, port, directory, result):
     try:
         cfg = tiny_config(training={"steps": 1, "batch_size": 4, "checkpoint_every": 100, "compile": True})
         x, phi = corpus(12)
-        trainer = Trainer(cfg, x, phi, directory, seed=5, transport_weight=1.0, fs=100.0, dist=Distributed(rank, world, rank))
+        trainer = Trainer(training_spec(cfg, directory, seed=5, transport_weight=1.0), x, phi, model_fs=100.0, dist=Distributed(rank, world, rank))
         metrics = trainer.train_step()
         if rank == 0:
             torch.save({"compiled": compiled, "operators": operators, "step_module": type(trainer.step_module).__name__,
@@ -106,7 +107,7 @@ def test_under_ddp_only_the_networks_are_compiled_and_no_collective_is(tmp_path)
     assert not collectives
     cfg = tiny_config(training={"steps": 1, "batch_size": 4, "checkpoint_every": 100})
     x, phi = corpus(12)
-    eager = Trainer(cfg, x, phi, tmp_path / "single", seed=5, transport_weight=1.0, fs=100.0).train_step()
+    eager = Trainer(training_spec(cfg, tmp_path / "single", seed=5, transport_weight=1.0), x, phi, model_fs=100.0).train_step()
     assert torch.allclose(seen["metrics"], eager, rtol=2e-4, atol=1e-6)
 
 

@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from cyclejepa.jsonio import json_sha256, read_json, write_json
+from cyclejepa.jsonio import flat_json, json_sha256, read_json, short_hash, write_json
 
 
 def test_concurrent_writers_of_one_file_never_collide(tmp_path):
@@ -105,3 +105,17 @@ def test_the_hash_reads_keys_in_any_order_and_tells_separators_apart():
     with pytest.raises(TypeError):
         json_sha256({"a": np.float32(1)})
     assert json_sha256({"a": np.arange(2)}, default=lambda a: a.tolist()) == json_sha256({"a": [0, 1]})
+
+
+def test_flat_json_names_every_leaf_by_its_key_path():
+    """Dicts nest with dots, lists of dicts with [i]; empty dicts and lists of plain values are leaves."""
+    value = {"a": {"b": 1, "c": [1, 2]}, "d": [{"e": None}, {"f": {"g": "x"}}], "h": {}, "i": []}
+    assert flat_json("cfg", value) == {
+        "cfg.a.b": 1, "cfg.a.c": [1, 2], "cfg.d[0].e": None, "cfg.d[1].f.g": "x", "cfg.h": {}, "cfg.i": [],
+    }  # fmt: skip
+    assert flat_json("seed", 3) == {"seed": 3}
+
+
+def test_short_hash_is_the_first_16_digits_of_the_canonical_sha256():
+    value = {"b": [1, 2.5], "a": "λ"}
+    assert short_hash(value) == hashlib.sha256(b'{"a": "\\u03bb", "b": [1, 2.5]}').hexdigest()[:16]

@@ -331,3 +331,12 @@ def test_registered_names():
     assert ENCODERS.get("winder-conv") is CausalConvEncoder
     assert PREDICTORS.get("causal-transformer") is CausalTransformerPredictor
     assert "winder" in MODELS
+
+
+def test_the_breakdown_of_a_deployed_model_is_refused_by_name():
+    """A deployed model (no predictor) has no training breakdown: a ValueError saying so, not a
+    TypeError from inside the count."""
+    model = build_model("winder", encoder={"width": 16, "hidden": 32}, projector={"hidden": 32})
+    model.predictor = None
+    with pytest.raises(ValueError, match="no predictor"):
+        parameter_breakdown(model)

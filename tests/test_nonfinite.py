@@ -8,6 +8,7 @@ import math
 import pytest
 import torch
 
+from cyclejepa.pipeline import objective_spec, training_spec
 from cyclejepa.training import Trainer, load_trained, save_checkpoint
 from cyclejepa.training.checkpoint import NonFiniteWeights, load_checkpoint, nonfinite_tensors
 from cyclejepa.training.trainer import Diverged
@@ -43,7 +44,7 @@ def test_nonfinite_tensors_finds_exactly_the_nonfinite_float_tensors_at_any_dept
 
 def test_a_diverging_run_stops_naming_step_and_component_and_keeps_its_last_finite_checkpoint(tmp_path):
     cfg = tiny_config(**DIVERGING, training={"checkpoint_every": 1})
-    trainer = Trainer(cfg, *corpus(), tmp_path, seed=0, transport_weight=1.0, fs=100.0)
+    trainer = Trainer(training_spec(cfg, tmp_path, seed=0, transport_weight=1.0), *corpus(), model_fs=100.0)
     with pytest.raises(Diverged) as stopped:
         trainer.fit(progress=False)
     error = stopped.value
@@ -65,7 +66,7 @@ def test_a_diverging_run_stops_naming_step_and_component_and_keeps_its_last_fini
 
 
 def test_nonfinite_weights_are_never_checkpointed(tmp_path):
-    trainer = Trainer(tiny_config(), *corpus(), tmp_path, seed=0, transport_weight=1.0, fs=100.0)
+    trainer = Trainer(training_spec(tiny_config(), tmp_path, seed=0, transport_weight=1.0), *corpus(), model_fs=100.0)
     kept = trainer.save()
     with torch.no_grad():
         next(trainer.objective.model.parameters()).fill_(math.inf)
@@ -77,13 +78,13 @@ def test_nonfinite_weights_are_never_checkpointed(tmp_path):
 
 def test_loading_a_checkpoint_with_nan_weights_is_refused_naming_it(tmp_path):
     cfg = tiny_config()
-    trainer = Trainer(cfg, *corpus(), tmp_path, seed=0, transport_weight=1.0, fs=100.0)
+    trainer = Trainer(training_spec(cfg, tmp_path, seed=0, transport_weight=1.0), *corpus(), model_fs=100.0)
     state = trainer.state_dict()
     name = next(iter(state["model"]))
     state["model"][name] = torch.full_like(state["model"][name], math.nan)
     path = save_checkpoint(state, tmp_path / "nan.pt")
     with pytest.raises(NonFiniteWeights, match=f"checkpoint {path} holds non-finite .* 1 tensor\\(s\\): {name}"):
-        load_trained(cfg, path)
+        load_trained(objective_spec(cfg), path)
 
 
 def corrupted_corpus():
@@ -95,7 +96,7 @@ def corrupted_corpus():
 
 def test_skip_nonfinite_steps_drops_the_updates_of_bad_steps_up_to_its_bound(tmp_path):
     cfg = tiny_config(training={"skip_nonfinite_steps": 12})
-    trainer = Trainer(cfg, *corrupted_corpus(), tmp_path / "a", seed=0, transport_weight=1.0, fs=100.0)
+    trainer = Trainer(training_spec(cfg, tmp_path / "a", seed=0, transport_weight=1.0), *corrupted_corpus(), model_fs=100.0)
     last = trainer.fit(progress=False)
     rows = strict_rows(tmp_path / "a" / "metrics.jsonl")
     skipped = [row["step"] for row in rows if row.get("skipped")]
@@ -107,6 +108,6 @@ def test_skip_nonfinite_steps_drops_the_updates_of_bad_steps_up_to_its_bound(tmp
     assert adam_steps == {12 - len(skipped)}  # the optimiser took exactly the steps not skipped
 
     bounded = tiny_config(training={"skip_nonfinite_steps": len(skipped) - 1})
-    again = Trainer(bounded, *corrupted_corpus(), tmp_path / "b", seed=0, transport_weight=1.0, fs=100.0)
+    again = Trainer(training_spec(bounded, tmp_path / "b", seed=0, transport_weight=1.0), *corrupted_corpus(), model_fs=100.0)
     with pytest.raises(Diverged, match=f"at step {skipped[-1]}: non-finite .* after skipping {len(skipped) - 1} "):
         again.fit(progress=False)

@@ -79,12 +79,13 @@ def test_plain_lines_without_fields_or_progress_say_so(capsys, clock):
 def test_a_training_run_logs_step_losses_rate_and_eta(monkeypatch, capsys, tmp_path):
     from test_training import corpus, tiny_config
 
+    from cyclejepa.pipeline import training_spec
     from cyclejepa.training import Trainer
 
     monkeypatch.setattr(progress, "PLAIN_EVERY_S", 0.0)  # a line at every flush of the metrics
     x, phi = corpus(8)
     cfg = tiny_config(training={"steps": 30, "batch_size": 4, "checkpoint_every": 30})
-    Trainer(cfg, x, phi, tmp_path / "winder-seed3", seed=0, transport_weight=1.0, fs=100.0).fit()
+    Trainer(training_spec(cfg, tmp_path / "winder-seed3", seed=0, transport_weight=1.0), x, phi, model_fs=100.0).fit()
     lines = capsys.readouterr().err.splitlines()
     pattern = r"winder-seed3: {}/30 \({}%\) loss \S+ predi \S+ regul \S+ trans \S+, [0-9.]+ steps/s, ETA \d:\d\d:\d\d"
     assert re.fullmatch(pattern.format(25, 83), lines[0]), lines

@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import torch
 
+from cyclejepa.pipeline import training_spec
 from cyclejepa.training import Trainer, load_checkpoint
 from cyclejepa.training.stacked import StackedRuns
 from test_training import corpus, tiny_config
@@ -13,7 +14,7 @@ RUNS = ((0, 1.0), (1, 0.0), (2, 1.0))  # (seed, λ_trans): both arms, two seeds 
 
 def trainers(cfg, folder, x, phi):
     return [
-        Trainer(cfg, x, phi, folder / f"run{i}", seed=seed, transport_weight=weight, fs=100.0)
+        Trainer(training_spec(cfg, folder / f"run{i}", seed=seed, transport_weight=weight), x, phi, model_fs=100.0)
         for i, (seed, weight) in enumerate(RUNS)
     ]
 
@@ -83,22 +84,22 @@ def test_runs_that_cannot_stack_are_named(tmp_path):
     x, phi = corpus()
     cfg = tiny_config(training={"device": "cpu"})
     other = tiny_config(training={"device": "cpu"}, optimiser={"lr": 1e-3})
-    a = Trainer(cfg, x, phi, tmp_path / "a", seed=0, transport_weight=1.0, fs=100.0)
-    b = Trainer(other, x, phi, tmp_path / "b", seed=1, transport_weight=0.0, fs=100.0)
+    a = Trainer(training_spec(cfg, tmp_path / "a", seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
+    b = Trainer(training_spec(other, tmp_path / "b", seed=1, transport_weight=0.0), x, phi, model_fs=100.0)
     with pytest.raises(ValueError, match=r"b: another experiment than a"):
         StackedRuns([a, b])
     a.train_step()
-    c = Trainer(cfg, x, phi, tmp_path / "c", seed=1, transport_weight=0.0, fs=100.0)
+    c = Trainer(training_spec(cfg, tmp_path / "c", seed=1, transport_weight=0.0), x, phi, model_fs=100.0)
     with pytest.raises(ValueError, match=r"c: at step 0, a at step 1"):
         StackedRuns([a, c])
     with pytest.raises(ValueError, match="at least one run"):
         StackedRuns([])
     stiefel = tiny_config(training={"device": "cpu"}, symmetry={"basis": "stiefel"})
-    e = Trainer(stiefel, x, phi, tmp_path / "e", seed=0, transport_weight=1.0, fs=100.0)
+    e = Trainer(training_spec(stiefel, tmp_path / "e", seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
     with pytest.raises(ValueError, match=r"symmetry.basis 'stiefel' has manifold parameters"):
         StackedRuns([e])
     compiled = tiny_config(training={"device": "cpu", "compile": True})
-    d = Trainer(compiled, x, phi, tmp_path / "d", seed=0, transport_weight=1.0, fs=100.0)
+    d = Trainer(training_spec(compiled, tmp_path / "d", seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
     with pytest.raises(ValueError, match=r"d: compiled \(training.compile True\)"):
         StackedRuns([d])
 

@@ -11,7 +11,7 @@ import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from cyclejepa.config import ExperimentConfig
-from cyclejepa.pipeline import preflight, watch_run
+from cyclejepa.pipeline import preflight, training_spec, watch_run
 from cyclejepa.training import Distributed, Trainer, load_checkpoint, load_trained
 from cyclejepa.training.tensorboard import TAGS, TensorBoardLog
 from test_training import corpus, losses, tiny_config
@@ -28,7 +28,7 @@ def events(directory):
 def train(directory, tensorboard, steps=3):
     cfg = tiny_config(training={"steps": steps, "checkpoint_every": 1, "tensorboard": tensorboard})
     signals, phases = corpus()
-    trainer = Trainer(cfg, signals, phases, directory, seed=0, transport_weight=1.0, fs=100.0)
+    trainer = Trainer(training_spec(cfg, directory, seed=0, transport_weight=1.0), signals, phases, model_fs=100.0)
     board = watch_run(cfg, trainer, signals, phases)
     trainer.fit(progress=False)
     if board is not None:
@@ -74,7 +74,7 @@ def test_a_three_step_run_writes_readable_events_with_the_expected_tags(tmp_path
         np.testing.assert_allclose([v for _, v in scalars[tag]], [row[column] for row in rows], rtol=1e-6)
     # the diagnostics of the first flush (step 3), against a naive recomputation from the checkpoint
     assert {tag: [step for step, _ in scalars[tag]] for tag in DIAGNOSTICS} == dict.fromkeys(DIAGNOSTICS, [3])
-    objective = load_trained(trainer.cfg, tmp_path / "run" / "checkpoints" / "step_000003.pt")
+    objective = load_trained(trainer.spec.objective, tmp_path / "run" / "checkpoints" / "step_000003.pt")
     with torch.no_grad():
         tokens = objective.model(torch.from_numpy(signals))  # 10 windows: the held batch is all of them
     phases = torch.from_numpy(phases)
@@ -126,7 +126,7 @@ def test_diagnostics_come_every_so_many_steps_and_a_resumed_run_purges_later_eve
 def test_only_rank_zero_writes(tmp_path):
     cfg = tiny_config(training={"tensorboard": True})
     signals, phases = corpus()
-    trainer = Trainer(cfg, signals, phases, tmp_path / "rank1", seed=0, transport_weight=1.0, fs=100.0)
+    trainer = Trainer(training_spec(cfg, tmp_path / "rank1", seed=0, transport_weight=1.0), signals, phases, model_fs=100.0)
     trainer.dist = Distributed(rank=1, world=2)
     assert watch_run(cfg, trainer, signals, phases) is None and trainer.watchers == []
     rows = Rows()

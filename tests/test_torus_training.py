@@ -5,6 +5,7 @@ import torch
 from test_training import corpus, losses, tiny_config
 
 from cyclejepa.objectives import transport_loss
+from cyclejepa.pipeline import training_spec
 from cyclejepa.symmetry import TorusSymmetry
 from cyclejepa.training import Trainer
 
@@ -16,7 +17,7 @@ def test_phases_as_n_t_1_train_bit_identically_to_n_t(tmp_path):
     cfg = tiny_config(training={"steps": 3, "checkpoint_every": 3})
     x, phi = corpus()
     for name, phases in (("flat", phi), ("column", phi[..., None])):
-        Trainer(cfg, x, phases, tmp_path / name, seed=1, transport_weight=1.0, fs=100.0).fit(progress=False)
+        Trainer(training_spec(cfg, tmp_path / name, seed=1, transport_weight=1.0), x, phases, model_fs=100.0).fit(progress=False)
     flat, column = ([[row[k] for k in KEYS] for row in losses(tmp_path / n)] for n in ("flat", "column"))
     assert len(flat) == 3 and flat == column
 
@@ -27,7 +28,7 @@ def test_torus_training_transports_both_coordinates(tmp_path):
     breathing = (0.1 * np.arange(125)[None] + np.linspace(0, 6, len(x))[:, None]) % (2 * np.pi)
     breathing[:, -20:] = np.nan  # undefined after the last breath
     phases = np.stack([cardiac, breathing], -1)
-    trainer = Trainer(cfg, x, phases, tmp_path / "torus", seed=1, transport_weight=1.0, fs=100.0)
+    trainer = Trainer(training_spec(cfg, tmp_path / "torus", seed=1, transport_weight=1.0), x, phases, model_fs=100.0)
     assert isinstance(trainer.objective.symmetry, TorusSymmetry)
     trainer.fit(progress=False)
     rows = losses(tmp_path / "torus")

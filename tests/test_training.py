@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from cyclejepa.config import parse_config
+from cyclejepa.pipeline import training_spec
 from cyclejepa.pipeline.identity import training_identity
 from cyclejepa.objectives import sample_cutoffs
 from cyclejepa.training import RNGStreams, Trainer, learning_rate, load_checkpoint, save_checkpoint
@@ -92,12 +93,12 @@ def test_checkpoint_is_atomic_and_loads_with_weights_only(tmp_path):
 def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
     cfg = tiny_config()
     x, phi = corpus()
-    straight = Trainer(cfg, x, phi, tmp_path / "straight", seed=3, transport_weight=1.0, fs=100.0)
+    straight = Trainer(training_spec(cfg, tmp_path / "straight", seed=3, transport_weight=1.0), x, phi, model_fs=100.0)
     straight.fit(progress=False)
 
-    interrupted = Trainer(cfg, x, phi, tmp_path / "resumed", seed=3, transport_weight=1.0, fs=100.0)
+    interrupted = Trainer(training_spec(cfg, tmp_path / "resumed", seed=3, transport_weight=1.0), x, phi, model_fs=100.0)
     interrupted.fit(until=6, progress=False)  # "killed" after step 6; last checkpoint: step 4
-    resumed = Trainer(cfg, x, phi, tmp_path / "resumed", seed=3, transport_weight=1.0, fs=100.0)
+    resumed = Trainer(training_spec(cfg, tmp_path / "resumed", seed=3, transport_weight=1.0), x, phi, model_fs=100.0)
     resumed.resume(tmp_path / "resumed" / "checkpoints" / "step_000004.pt")
     assert resumed.step == 4
     resumed.fit(progress=False)
@@ -114,11 +115,11 @@ def test_resume_reproduces_the_uninterrupted_run_bit_for_bit(tmp_path):
 def test_a_run_stopped_before_its_first_checkpoint_starts_its_metrics_again(tmp_path):
     cfg = tiny_config()
     x, phi = corpus()
-    straight = Trainer(cfg, x, phi, tmp_path / "straight", seed=3, transport_weight=1.0, fs=100.0)
+    straight = Trainer(training_spec(cfg, tmp_path / "straight", seed=3, transport_weight=1.0), x, phi, model_fs=100.0)
     straight.fit(progress=False)
-    Trainer(cfg, x, phi, tmp_path / "again", seed=3, transport_weight=1.0, fs=100.0).fit(until=3, progress=False)
+    Trainer(training_spec(cfg, tmp_path / "again", seed=3, transport_weight=1.0), x, phi, model_fs=100.0).fit(until=3, progress=False)
     assert not (tmp_path / "again" / "checkpoints").exists() and len(losses(tmp_path / "again")) == 3
-    Trainer(cfg, x, phi, tmp_path / "again", seed=3, transport_weight=1.0, fs=100.0).fit(progress=False)  # from step 0
+    Trainer(training_spec(cfg, tmp_path / "again", seed=3, transport_weight=1.0), x, phi, model_fs=100.0).fit(progress=False)  # from step 0
     rows = losses(tmp_path / "again")
     assert [row["step"] for row in rows] == list(range(1, 13))  # each step once, not 1-3 then 1-12
     keys = ("loss", "grad_norm", "lr")
@@ -129,11 +130,11 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_its_metrics_again(tmp_
 def test_a_torn_last_metrics_line_is_dropped_with_a_warning_naming_it(tmp_path, caplog):
     cfg = tiny_config()
     x, phi = corpus()
-    Trainer(cfg, x, phi, tmp_path, seed=3, transport_weight=1.0, fs=100.0).fit(until=6, progress=False)
+    Trainer(training_spec(cfg, tmp_path, seed=3, transport_weight=1.0), x, phi, model_fs=100.0).fit(until=6, progress=False)
     metrics = tmp_path / "metrics.jsonl"
     with open(metrics, "a") as stream:
         stream.write('{"step": 7, "loss": 0.')  # killed in the middle of a write
-    resumed = Trainer(cfg, x, phi, tmp_path, seed=3, transport_weight=1.0, fs=100.0)
+    resumed = Trainer(training_spec(cfg, tmp_path, seed=3, transport_weight=1.0), x, phi, model_fs=100.0)
     resumed.resume(tmp_path / "checkpoints" / "step_000004.pt")
     with caplog.at_level("WARNING", logger="cyclejepa.training.trainer"):
         resumed.fit(progress=False)
@@ -141,11 +142,26 @@ def test_a_torn_last_metrics_line_is_dropped_with_a_warning_naming_it(tmp_path, 
     assert f"{metrics}: line 7 is not a metrics row" in caplog.text
 
 
+def test_the_spec_carries_the_run_identity_into_every_checkpoint(tmp_path):
+    """`training_spec` gives the trainer the sections it reads and the identity the pipeline
+    computes (`training_identity`), which every checkpoint then holds."""
+    from cyclejepa.pipeline.identity import identity_hash
+
+    cfg = tiny_config(training={"steps": 2, "checkpoint_every": 2})
+    spec = training_spec(cfg, tmp_path, seed=3, transport_weight=0.5)
+    assert (spec.optimiser, spec.training, spec.augmentations) == (cfg.optimiser, cfg.training, tuple(cfg.augmentations))
+    assert (spec.objective.model, spec.objective.symmetry, spec.objective.precision) == (cfg.model, cfg.symmetry, "float32")
+    assert spec.identity == training_identity(cfg, 0.5, 3) and spec.run_hash == identity_hash(spec.identity)
+    Trainer(spec, *corpus(), model_fs=100.0).fit(progress=False)
+    meta = load_checkpoint(tmp_path / "checkpoints" / "step_000002.pt")["meta"]
+    assert meta == {"seed": 3, "transport_weight": 0.5, "identity": training_identity(cfg, 0.5, 3), "run_hash": spec.run_hash}
+
+
 def test_checkpoint_of_another_run_is_refused(tmp_path):
     cfg = tiny_config(training={"steps": 4})
     x, phi = corpus()
-    Trainer(cfg, x, phi, tmp_path, seed=0, transport_weight=1.0, fs=100.0).fit(progress=False)
-    other = Trainer(cfg, x, phi, tmp_path / "b", seed=1, transport_weight=1.0, fs=100.0)
+    Trainer(training_spec(cfg, tmp_path, seed=0, transport_weight=1.0), x, phi, model_fs=100.0).fit(progress=False)
+    other = Trainer(training_spec(cfg, tmp_path / "b", seed=1, transport_weight=1.0), x, phi, model_fs=100.0)
     with pytest.raises(ValueError, match="belongs to run"):
         other.resume(tmp_path / "checkpoints" / "step_000004.pt")
 
@@ -163,13 +179,13 @@ def test_a_generator_state_from_another_kind_of_device_is_refused_naming_the_str
 def test_a_checkpoint_trained_on_cuda_is_refused_on_the_cpu_naming_device_and_precision(tmp_path):
     cpu, cuda = (tiny_config(training={"steps": 4, "precision": "auto", "device": d}) for d in ("cpu", "cuda"))
     x, phi = corpus()
-    Trainer(cpu, x, phi, tmp_path, seed=0, transport_weight=1.0, fs=100.0).fit(progress=False)
+    Trainer(training_spec(cpu, tmp_path, seed=0, transport_weight=1.0), x, phi, model_fs=100.0).fit(progress=False)
     path = tmp_path / "checkpoints" / "step_000004.pt"
     state = load_checkpoint(path)  # made into what the same run trained on CUDA writes:
     state["meta"]["identity"] = training_identity(cuda, 1.0, 0)  # its identity, and 16-byte generator states
     state["rng"] = {name: s if name == "init" else torch.zeros(16, dtype=torch.uint8) for name, s in state["rng"].items()}
     save_checkpoint(state, path)
-    resumed = Trainer(cpu, x, phi, tmp_path / "b", seed=0, transport_weight=1.0, fs=100.0)
+    resumed = Trainer(training_spec(cpu, tmp_path / "b", seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
     with pytest.raises(ValueError, match='training.device: "cuda" → "cpu"; training.precision: "bf16" → "float32"'):
         resumed.resume(path)
 
@@ -177,10 +193,10 @@ def test_a_checkpoint_trained_on_cuda_is_refused_on_the_cpu_naming_device_and_pr
 def test_training_reduces_the_loss_and_the_control_ignores_transport(tmp_path):
     cfg = tiny_config(training={"steps": 40, "checkpoint_every": 40}, optimiser={"lr": 3e-3})
     x, phi = corpus(16)
-    Trainer(cfg, x, phi, tmp_path / "w", seed=0, transport_weight=1.0, fs=100.0).fit(progress=False)
+    Trainer(training_spec(cfg, tmp_path / "w", seed=0, transport_weight=1.0), x, phi, model_fs=100.0).fit(progress=False)
     rows = losses(tmp_path / "w")
     assert np.mean([r["loss"] for r in rows[-5:]]) < 0.7 * np.mean([r["loss"] for r in rows[:5]])
-    control = Trainer(cfg, x, phi, tmp_path / "c", seed=0, transport_weight=0.0, fs=100.0)
+    control = Trainer(training_spec(cfg, tmp_path / "c", seed=0, transport_weight=0.0), x, phi, model_fs=100.0)
     control.fit(until=1, progress=False)
     (row,) = losses(tmp_path / "c")
     expected = row["prediction"] + 0.15 * row["regulariser"]
@@ -192,7 +208,7 @@ def test_manifold_parameters_go_to_riemannian_adam_and_stay_orthogonal(tmp_path)
 
     cfg = tiny_config(symmetry={"basis": "stiefel"}, training={"steps": 5}, optimiser={"lr": 1e-2})
     x, phi = corpus()
-    trainer = Trainer(cfg, x, phi, tmp_path, seed=0, transport_weight=1.0, fs=100.0)
+    trainer = Trainer(training_spec(cfg, tmp_path, seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
     assert [type(o) for o in trainer.optimisers][1] is RiemannianAdam
     trainer.fit(progress=False)
     q = trainer.objective.symmetry.basis.matrix().detach().cpu().double()
@@ -203,8 +219,8 @@ def test_manifold_parameters_go_to_riemannian_adam_and_stay_orthogonal(tmp_path)
 
 def test_bf16_autocast_stays_close_to_float32(tmp_path):
     x, phi = corpus()
-    reference = Trainer(tiny_config(), x, phi, tmp_path / "a", seed=0, transport_weight=1.0, fs=100.0)
-    bf16 = Trainer(tiny_config(training={"precision": "bf16"}), x, phi, tmp_path / "b", seed=0, transport_weight=1.0, fs=100.0)
+    reference = Trainer(training_spec(tiny_config(), tmp_path / "a", seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
+    bf16 = Trainer(training_spec(tiny_config(training={"precision": "bf16"}), tmp_path / "b", seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
     a, b = reference.train_step(), bf16.train_step()
     assert torch.allclose(a[:4], b[:4], rtol=5e-2)  # loss terms within bf16 tolerance
 
@@ -212,7 +228,7 @@ def test_bf16_autocast_stays_close_to_float32(tmp_path):
 def test_objective_traces_as_one_graph_without_breaks(tmp_path):
     """The regulariser's random draw happens outside the module, so Dynamo sees one graph."""
     x, phi = corpus()
-    trainer = Trainer(tiny_config(), x, phi, tmp_path, seed=0, transport_weight=1.0, fs=100.0)
+    trainer = Trainer(training_spec(tiny_config(), tmp_path, seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
     batch, phases = trainer.batches.next()
     cutoff = sample_cutoffs(batch.shape[0], phases.shape[1], trainer.streams["mask"], trainer.device)
     explanation = torch._dynamo.explain(trainer.objective)(batch, phases, cutoff, trainer.regulariser_inputs())
@@ -222,7 +238,7 @@ def test_objective_traces_as_one_graph_without_breaks(tmp_path):
 def test_augmentation_chain_traces_as_one_graph_without_breaks(tmp_path):
     """The augmenter's draws happen outside `Augmenter.apply`, so Dynamo fuses the whole chain."""
     x, phi = corpus()
-    trainer = Trainer(tiny_config(), x, phi, tmp_path, seed=0, transport_weight=1.0, fs=100.0)
+    trainer = Trainer(training_spec(tiny_config(), tmp_path, seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
     batch, _ = trainer.batches.next()
     draws = trainer.augmenter.draw(batch, trainer.streams["augment"])
     explanation = torch._dynamo.explain(trainer.augmenter.apply)(batch, draws.rms, draws.applied, draws.params)
@@ -231,8 +247,8 @@ def test_augmentation_chain_traces_as_one_graph_without_breaks(tmp_path):
 
 def test_torch_compile_gives_the_eager_result_in_float32(tmp_path):
     x, phi = corpus()
-    eager = Trainer(tiny_config(), x, phi, tmp_path / "a", seed=0, transport_weight=1.0, fs=100.0)
-    compiled = Trainer(tiny_config(training={"compile": True}), x, phi, tmp_path / "b", seed=0, transport_weight=1.0, fs=100.0)
+    eager = Trainer(training_spec(tiny_config(), tmp_path / "a", seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
+    compiled = Trainer(training_spec(tiny_config(training={"compile": True}), tmp_path / "b", seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
     rtol = 1e-4 if eager.device.type == "cpu" else 2e-3  # CUDA: other kernels, other reduction orders
     for _ in range(2):
         assert torch.allclose(eager.train_step(), compiled.train_step(), rtol=rtol, atol=1e-6)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -65,8 +65,9 @@ def winder_model(
     256 → 512 → 256 projector and FFN 1,024.
     """
     enc = _build(ENCODERS, "encoder", {"name": "winder-conv", **(encoder or {})})
-    proj_cfg = {"hidden": 2 * enc.width, "out_dim": enc.width, **(projector or {})}
-    _derived(proj_cfg, "in_dim", enc.width, "projector", "encoder width")
+    width = cast(int, enc.width)  # every registered encoder states its token width
+    proj_cfg = {"hidden": 2 * width, "out_dim": width, **(projector or {})}
+    _derived(proj_cfg, "in_dim", width, "projector", "encoder width")
     proj = ProjectorMLP(**proj_cfg)
     pred_cfg = {"name": "causal-transformer", "ffn": 4 * proj.out_dim, **(predictor or {})}
     _derived(pred_cfg, "dim", proj.out_dim, "predictor", "projector out_dim")
@@ -114,6 +115,8 @@ def parameter_breakdown(model: JEPAModel) -> dict[str, int]:
     ``predictor.mask_token`` 256, ``predictor.relative_bias`` 1,996, ``predictor`` 3,227,084,
     ``optimised`` 4,459,468.
     """
+    if model.predictor is None:
+        raise ValueError("parameter_breakdown needs the training model: this one has no predictor (a deployed model)")
     encoder, projector, predictor = (
         _count(m) for m in (model.encoder, model.projector, model.predictor)
     )

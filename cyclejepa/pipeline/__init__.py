@@ -38,6 +38,8 @@ _HOMES = {
     "describe_plan": "run",
     "training_phases": "pretraining",
     "watch_run": "pretraining",
+    "training_spec": "pretraining",
+    "objective_spec": "pretraining",
     "RunPlan": "plans",
     "finished": "plans",
     "run_folder": "plans",

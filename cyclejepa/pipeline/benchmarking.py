@@ -136,9 +136,10 @@ def ptbxl_spec(cfg: ExperimentConfig, tasks: Sequence[str], protocols: Sequence[
 
 
 def _trained_model(cfg: ExperimentConfig, path: Path, device: torch.device) -> torch.nn.Module:
+    from cyclejepa.pipeline.pretraining import objective_spec
     from cyclejepa.training.trainer import load_trained
 
-    return load_trained(cfg, path, device).model
+    return load_trained(objective_spec(cfg), path, device).model
 
 
 def ptbxl_main(argv: Sequence[str] | None = None) -> Path:

@@ -43,11 +43,12 @@ def run_encoder(cfg: ExperimentConfig, plan: RunPlan, step: int | None = None, d
     and dataset."""
     from cyclejepa.pipeline.preparation import configured_cache
     from cyclejepa.devices import resolve_device
+    from cyclejepa.pipeline.pretraining import objective_spec
     from cyclejepa.training import load_trained
 
     checkpoint = find_checkpoint(run_folder(cfg, plan).checkpoints, step, cfg.evaluation.headline_step)
     target = resolve_device(device)
-    objective = load_trained(cfg, checkpoint, target)
+    objective = load_trained(objective_spec(cfg), checkpoint, target)
     preprocessing = Preprocessing.from_cache(configured_cache(cfg), cfg.data.dataset, cfg.data.options)
     source = {"run": str(checkpoint.parents[1]), "step": int(checkpoint.stem.removeprefix("step_"))}
     return Encoder(objective.model, preprocessing, target, source, objective.symmetry, root=cfg.data.root)

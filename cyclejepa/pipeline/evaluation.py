@@ -169,10 +169,11 @@ def evaluate_run_step(
     checkpoint (path and weights' digest)."""
     from cyclejepa.evaluation.integrity import model_digest
     from cyclejepa.evaluation.stage import write_checkpoint_evaluation
+    from cyclejepa.pipeline.pretraining import objective_spec
     from cyclejepa.training import load_trained
 
     checkpoint = checkpoint_file(cfg, plan, step)
-    objective = load_trained(cfg, checkpoint, device)  # refuses non-finite weights by name
+    objective = load_trained(objective_spec(cfg), checkpoint, device)  # refuses non-finite weights by name
     spec = evaluation_spec(cfg, cache)
     run = {"run": plan.name, "arm": plan.arm.name, "seed": plan.seed, "step": step, "transport_weight": plan.arm.transport_weight,
            "checkpoint": {"path": str(checkpoint.relative_to(cfg.output_dir)), "model_sha256": model_digest(checkpoint)}}  # fmt: skip
@@ -214,6 +215,7 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPla
     once) and, where they apply (`strata_not_applying`), the heart-rate strata of the arm gap
     (`write_hr_strata`)."""
     from cyclejepa.evaluation.stage import draw_run_figures, figure_paths, write_hr_strata
+    from cyclejepa.pipeline.pretraining import objective_spec
     from cyclejepa.training import load_trained
 
     figures = OutputFolder(Path(cfg.output_dir)).report / "figures"
@@ -222,7 +224,7 @@ def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPla
     ev = cfg.evaluation
     rings, umap = figure_paths(figures, step, cache.coordinates, ev.umap)
     if not all(path.exists() for path in [*rings, *([umap] if umap else [])]):
-        objectives = {plan.name: load_trained(cfg, checkpoint_file(cfg, plan, step), device) for plan in plans}
+        objectives = {plan.name: load_trained(objective_spec(cfg), checkpoint_file(cfg, plan, step), device) for plan in plans}
         draw_run_figures(objectives, cache, tuple(folds), rings, umap, ev.umap_points, ev.seed, device)
     if strata_not_applying(cfg, cache) is None:
         arms, seeds = [a.name for a in cfg.runs.arms], list(cfg.runs.seeds)

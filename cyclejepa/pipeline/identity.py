@@ -11,10 +11,11 @@ generator draws other numbers than a CPU one from the same seed. See docs/config
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
-from cyclejepa.jsonio import json_sha256
+from cyclejepa.jsonio import flat_json, identity_differences, short_hash
+
+__all__ = ["config_hash", "evaluation_identity", "identity_differences", "identity_hash", "training_identity"]
 
 if TYPE_CHECKING:
     from cyclejepa.config import ExperimentConfig
@@ -35,7 +36,7 @@ EVALUATION_KEYS = (
 def config_hash(cfg: ExperimentConfig) -> str:
     """A stable short hash of the whole configuration: the first 16 hex digits of the sha256 of
     its JSON dump."""
-    return _short_hash(cfg.model_dump(mode="json"))
+    return short_hash(cfg.model_dump(mode="json"))
 
 
 def training_identity(cfg: ExperimentConfig, transport_weight: float, seed: int) -> dict[str, Any]:
@@ -58,14 +59,9 @@ def _resolved_training_keys(cfg: ExperimentConfig) -> dict[str, str]:
     return {"training.device": kind, "training.precision": resolved_precision(cfg.training.precision, kind)}
 
 
-def _short_hash(value: Any) -> str:
-    """The first 16 hex digits of `json_sha256` of ``value``."""
-    return json_sha256(value)[:16]
-
-
 def identity_hash(identity: dict[str, Any]) -> str:
     """A stable short hash of an identity from `training_identity` or `evaluation_identity`."""
-    return _short_hash(identity)
+    return short_hash(identity)
 
 
 def _flat_keys(cfg: ExperimentConfig, keys: tuple[str, ...]) -> dict[str, Any]:
@@ -76,26 +72,5 @@ def _flat_keys(cfg: ExperimentConfig, keys: tuple[str, ...]) -> dict[str, Any]:
         value = dumped
         for part in key.split("."):
             value = value[part]
-        _flatten(key, value, flat)
+        flat.update(flat_json(key, value))
     return flat
-
-
-def _flatten(path: str, value: Any, flat: dict[str, Any]) -> None:
-    if isinstance(value, dict) and value:
-        for name, item in value.items():
-            _flatten(f"{path}.{name}", item, flat)
-    elif isinstance(value, list) and value and all(isinstance(item, dict) for item in value):
-        for index, item in enumerate(value):
-            _flatten(f"{path}[{index}]", item, flat)
-    else:
-        flat[path] = value
-
-
-def identity_differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """``key: old → new`` for every key path whose value differs between two identities."""
-    absent = "(absent)"
-    return [
-        f"{key}: {json.dumps(old.get(key, absent))} → {json.dumps(new.get(key, absent))}"
-        for key in sorted(old.keys() | new.keys())
-        if old.get(key, absent) != new.get(key, absent)
-    ]

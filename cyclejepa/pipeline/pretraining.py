@@ -1,5 +1,6 @@
 """Stage 2, pre-train: every arm × seed of the config, resuming from the last checkpoint and
-skipping finished runs (`cyclejepa.pipeline.plans.finished`)."""
+skipping finished runs (`cyclejepa.pipeline.plans.finished`); and the trainer's specs built from
+the config (`training_spec`, `objective_spec`)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,30 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.config import ExperimentConfig
-from cyclejepa.pipeline.identity import identity_hash
 from cyclejepa.jsonio import write_json
 from cyclejepa.outputs import RunFolder
+from cyclejepa.pipeline.identity import identity_hash, training_identity
 from cyclejepa.pipeline.plans import RunPlan, finished, plan_runs, run_dir
 from cyclejepa.pipeline.seal import use_folds
+from cyclejepa.training.spec import ObjectiveSpec, TrainingSpec
 
 log = logging.getLogger(__name__)
+
+
+def objective_spec(cfg: ExperimentConfig) -> ObjectiveSpec:
+    """What the experiment's training objective (and so each of its checkpoints) is built from."""
+    return ObjectiveSpec(model=cfg.model, symmetry=cfg.symmetry, objectives=cfg.objectives, precision=cfg.training.precision)
+
+
+def training_spec(cfg: ExperimentConfig, directory: Path, *, seed: int, transport_weight: float) -> TrainingSpec:
+    """The trainer's spec of one run of the experiment: seed, λ_trans, output folder ``directory``,
+    and its identity (`cyclejepa.pipeline.identity.training_identity`)."""
+    identity = training_identity(cfg, transport_weight, seed)
+    return TrainingSpec(
+        objective=objective_spec(cfg), optimiser=cfg.optimiser, augmentations=tuple(cfg.augmentations),
+        training=cfg.training, transport_weight=transport_weight, seed=seed,
+        identity=identity, run_hash=identity_hash(identity), directory=Path(directory),
+    )  # fmt: skip
 
 
 def training_phases(cache, rows, convention: str):
@@ -34,10 +52,8 @@ def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, trans
     folds = use_folds(cfg, "pre-training", "data.train_folds")
     rows = cache.select(folds)
     signals, phases = cache.signals[rows], training_phases(cache, rows, cfg.phase.convention)
-    trainer = Trainer(
-        cfg, signals, phases, directory, seed=seed, transport_weight=transport_weight, fs=cache.model_fs,
-        dist=dist or Distributed(),
-    )
+    spec = training_spec(cfg, directory, seed=seed, transport_weight=transport_weight)
+    trainer = Trainer(spec, signals, phases, model_fs=cache.model_fs, dist=dist or Distributed())
     last = latest_checkpoint(RunFolder(Path(directory)).checkpoints)
     if last is not None:
         trainer.resume(last)
@@ -76,8 +92,8 @@ def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True,
         dist=dist, progress=progress,
     )
     if trainer.dist.is_main:
-        identity = plan.identity(cfg)
-        write_json(RunFolder(directory).done, {"identity": identity, "run_hash": identity_hash(identity), "steps": trainer.step})
+        spec = trainer.spec
+        write_json(RunFolder(directory).done, {"identity": spec.identity, "run_hash": spec.run_hash, "steps": trainer.step})
     return directory
 
 

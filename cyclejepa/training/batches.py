@@ -56,7 +56,7 @@ class BatchSampler:
         return len(self.signals)
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The next batch (signals (B, leads, samples), phases (B, tokens)); reshuffles per epoch."""
+        """The next batch (signals (B, channels, samples), phases (B, tokens)); reshuffles per epoch."""
         if self.cursor + self.batch_size > len(self.order):
             self.order, self.cursor, self.epoch = self._permutation(), 0, self.epoch + 1
         index = self.order[self.cursor : self.cursor + self.batch_size]

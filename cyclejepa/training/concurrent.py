@@ -72,7 +72,8 @@ def train_concurrently(
         After every process has ended, when any exited with an error: names each and quotes
         the end of its log.
     """
-    pending, running, failed = list(jobs), {}, []
+    pending, failed = list(jobs), []
+    running: dict[RunJob, tuple[subprocess.Popen, str | None]] = {}
     with progress_bar(steps * len(jobs), f"{len(jobs)} runs, {at_once} at a time", enabled=progress) as update:
         try:
             while pending or running:

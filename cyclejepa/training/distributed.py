@@ -14,6 +14,7 @@ import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -113,7 +114,7 @@ def process_group(device: str) -> Iterator[Distributed]:
         return
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     target = resolve_device(device, local_rank)
-    options = {}
+    options: dict[str, Any] = {}
     if target.type == "cuda":
         torch.cuda.set_device(target)
         if "device_id" in inspect.signature(dist.init_process_group).parameters:

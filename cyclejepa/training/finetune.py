@@ -25,7 +25,7 @@ import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
@@ -33,8 +33,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from cyclejepa.config import OptimiserConfig
-from cyclejepa.pipeline.identity import identity_differences
 from cyclejepa.devices import resolve_device
+from cyclejepa.jsonio import identity_differences
 from cyclejepa.outputs import RunFolder
 from cyclejepa.training.batches import BatchSampler
 from cyclejepa.training.checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint, save_checkpoint
@@ -78,12 +78,14 @@ class FinetuneSettings:
 
     def schedule(self) -> OptimiserConfig:
         """The learning-rate schedule: warm-up to ``lr``, cosine to lr / 100 at ``steps``."""
-        return OptimiserConfig(lr=self.lr, min_lr=self.lr / 100, warmup_steps=self.warmup_steps,
-                               weight_decay=self.weight_decay, grad_clip=self.grad_clip)  # fmt: skip
+        return OptimiserConfig.model_validate({
+            "lr": self.lr, "min_lr": self.lr / 100, "warmup_steps": self.warmup_steps,
+            "weight_decay": self.weight_decay, "grad_clip": self.grad_clip,
+        })  # fmt: skip
 
 
 class Classifier(nn.Module):
-    """Encoder → projector → mean over tokens → linear head: (B, leads, samples) → (B, C) logits.
+    """Encoder → projector → mean over tokens → linear head: (B, channels, samples) → (B, C) logits.
 
     The head is drawn from ``seed`` (torch's default initialisation, the global RNG untouched).
     """
@@ -93,7 +95,7 @@ class Classifier(nn.Module):
         self.encoder, self.projector = encoder, projector
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.head = nn.Linear(projector.out_dim, classes)
+            self.head = nn.Linear(cast(int, projector.out_dim), classes)
 
     def features(self, x: torch.Tensor) -> torch.Tensor:
         """z̄: the mean of the projected tokens, (B, K)."""
@@ -117,9 +119,9 @@ def _autocast(bf16: bool, device: torch.device):
 
 
 def predict_logits(
-    classifier: nn.Module, signals: np.ndarray, *, device: torch.device | str = "cpu", batch_size: int = 256, bf16: bool = False
+    classifier: Classifier, signals: np.ndarray, *, device: torch.device | str = "cpu", batch_size: int = 256, bf16: bool = False
 ) -> np.ndarray:
-    """(N, C) float64 logits of ``signals`` (N, leads, samples), in eval mode, without gradients."""
+    """(N, C) float64 logits of ``signals`` (N, channels, samples), in eval mode, without gradients."""
     device = torch.device(device)
     training = classifier.training
     classifier.eval()
@@ -140,7 +142,7 @@ class FineTuner:
     Parameters
     ----------
     classifier : the network; its head and (unless ``backbone_scale`` is 0) its backbone are trained.
-    signals, labels : (N, leads, samples) training records and their (N, C) multi-hot labels.
+    signals, labels : (N, channels, samples) training records and their (N, C) multi-hot labels.
     directory : where the checkpoints go.
     validate : classifier → score on held-out records, higher is better (called in eval mode).
     settings : the optimisation; ``backbone_scale`` overrides ``settings.backbone_scale``.

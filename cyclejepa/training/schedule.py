@@ -10,20 +10,20 @@ from cyclejepa.config import OptimiserConfig
 from cyclejepa.symmetry.bases import manifold_parameters
 
 
-def learning_rate(step: int, total_steps: int, cfg: OptimiserConfig) -> float:
+def learning_rate(step: int, total_steps: int, optimiser: OptimiserConfig) -> float:
     """The learning rate at ``step`` (0-based): linear warm-up to ``lr``, cosine to ``min_lr``.
 
     Warm-up takes ``warmup_steps`` steps (step 0 runs at lr / warmup_steps); the cosine then
     runs over the remaining steps and reaches ``min_lr`` at the last step.
     """
-    if step < cfg.warmup_steps:
-        return cfg.lr * (step + 1) / cfg.warmup_steps
-    decay_steps = max(total_steps - cfg.warmup_steps - 1, 1)
-    progress = min((step - cfg.warmup_steps) / decay_steps, 1.0)
-    return cfg.min_lr + 0.5 * (cfg.lr - cfg.min_lr) * (1.0 + math.cos(math.pi * progress))
+    if step < optimiser.warmup_steps:
+        return optimiser.lr * (step + 1) / optimiser.warmup_steps
+    decay_steps = max(total_steps - optimiser.warmup_steps - 1, 1)
+    progress = min((step - optimiser.warmup_steps) / decay_steps, 1.0)
+    return optimiser.min_lr + 0.5 * (optimiser.lr - optimiser.min_lr) * (1.0 + math.cos(math.pi * progress))
 
 
-def build_optimisers(model: torch.nn.Module, cfg: OptimiserConfig) -> list[torch.optim.Optimizer]:
+def build_optimisers(model: torch.nn.Module, optimiser: OptimiserConfig) -> list[torch.optim.Optimizer]:
     """AdamW for Euclidean parameters and geoopt's Riemannian Adam for manifold parameters.
 
     On CUDA, AdamW is the fused kernel (one launch for all parameters instead of a few per
@@ -32,13 +32,15 @@ def build_optimisers(model: torch.nn.Module, cfg: OptimiserConfig) -> list[torch
     on_manifold = {id(p) for p in manifold_parameters(model)}
     euclidean = [p for p in model.parameters() if p.requires_grad and id(p) not in on_manifold]
     fused = bool(euclidean) and all(p.is_cuda for p in euclidean)
-    settings = dict(lr=cfg.lr, betas=cfg.betas, eps=cfg.eps, weight_decay=cfg.weight_decay, fused=fused or None)
-    optimisers: list[torch.optim.Optimizer] = [torch.optim.AdamW(euclidean, **settings)]
+    lr, betas, eps = optimiser.lr, optimiser.betas, optimiser.eps
+    optimisers: list[torch.optim.Optimizer] = [
+        torch.optim.AdamW(euclidean, lr=lr, betas=betas, eps=eps, weight_decay=optimiser.weight_decay, fused=fused or None)
+    ]
     if on_manifold:
         from geoopt.optim import RiemannianAdam
 
         params = [p for p in model.parameters() if id(p) in on_manifold]
-        optimisers.append(RiemannianAdam(params, lr=cfg.lr, betas=cfg.betas, eps=cfg.eps))
+        optimisers.append(RiemannianAdam(params, lr=lr, betas=betas, eps=eps))
     return optimisers
 
 

@@ -41,14 +41,14 @@ class StackedRuns:
         self.trainers = list(trainers)
         _check_stackable(self.trainers)
         first = self.trainers[0]
-        self.device, self.cfg = first.device, first.cfg
+        self.device, self.spec = first.device, first.spec
         objectives = [t.objective for t in self.trainers]
         self.params, self.buffers = stack_module_state(objectives)
         self.template = copy.deepcopy(first.objective).to("meta")
         self.template.weights = {**first.objective.weights, "transport": 1.0}  # λ_i applied outside
         self.transport_weights = torch.tensor([o.weights["transport"] for o in objectives], device=self.device)
         self.weights = first.objective.weights
-        settings = first.cfg.optimiser
+        settings = first.spec.optimiser
         self.optimiser = torch.optim.AdamW(
             list(self.params.values()), lr=settings.lr, betas=settings.betas, eps=settings.eps,
             weight_decay=settings.weight_decay, fused=self.device.type == "cuda" or None,
@@ -69,7 +69,7 @@ class StackedRuns:
         x, phi, cutoff = (torch.stack(parts) for parts in zip(*(i[:3] for i in inputs)))
         draws = {name: torch.stack([i[3][name] for i in inputs]) for name in inputs[0][3]}
         check_cutoffs(cutoff, phi.shape[2])
-        lr = learning_rate(self.step, self.cfg.training.steps, self.cfg.optimiser)
+        lr = learning_rate(self.step, self.spec.training.steps, self.spec.optimiser)
         set_learning_rate([self.optimiser], lr)
         terms = vmap(self._objective)(self.params, self.buffers, x, phi, cutoff, draws)
         loss = (
@@ -79,7 +79,7 @@ class StackedRuns:
         )
         self.optimiser.zero_grad(set_to_none=True)
         loss.sum().backward()
-        norms = self._clip_each_run(self.cfg.optimiser.grad_clip)
+        norms = self._clip_each_run(self.spec.optimiser.grad_clip)
         self.optimiser.step()
         for trainer in self.trainers:
             trainer.step += 1
@@ -100,7 +100,7 @@ class StackedRuns:
     def _stack_optimiser_state(self) -> None:
         """The runs' AdamW state (after `Trainer.resume`), stacked into the ensemble's."""
         for name, stacked in self.params.items():
-            own = [t.optimisers[0].state.get(p) for t, p in zip(self.trainers, self._own(name))]
+            own = [t.optimisers[0].state.get(p, {}) for t, p in zip(self.trainers, self._own(name))]
             if all(own):
                 self.optimiser.state[stacked] = {
                     "step": own[0]["step"].clone(),
@@ -136,22 +136,27 @@ def _check_stackable(trainers: Sequence[Trainer]) -> None:
     if not trainers:
         raise ValueError("a stacked ensemble needs at least one run")
     first = trainers[0]
-    experiment = first.cfg.model_dump(exclude={"runs", "output_dir", "name"})
     problems = []
     for t in trainers:
         name = t.directory.name
-        if t.cfg.model_dump(exclude={"runs", "output_dir", "name"}) != experiment:
+        if _shared_settings(t) != _shared_settings(first):
             problems.append(f"{name}: another experiment than {first.directory.name} (runs stack within one config)")
         if t.device != first.device:
             problems.append(f"{name}: on {t.device}, {first.directory.name} on {first.device}")
         if t.dist.enabled:
             problems.append(f"{name}: under torchrun (a stacked ensemble is one process)")
         if t.compile_mode is not None:
-            problems.append(f"{name}: compiled (training.compile {t.cfg.training.compile!r}); build the trainers eager")
+            problems.append(f"{name}: compiled (training.compile {t.spec.training.compile!r}); build the trainers eager")
         if t.step != first.step:
             problems.append(f"{name}: at step {t.step}, {first.directory.name} at step {first.step}")
     if manifold_parameters(first.objective):
-        basis = first.cfg.symmetry.basis
+        basis = first.spec.objective.symmetry.basis
         problems.append(f"symmetry.basis {basis!r} has manifold parameters (Riemannian Adam): stack Euclidean ones")
     if problems:
         raise ValueError("cannot stack these runs: " + "; ".join(problems))
+
+
+def _shared_settings(trainer: Trainer) -> tuple:
+    """What the runs of one ensemble share: every setting of the run but its seed, λ_trans and folder."""
+    spec = trainer.spec
+    return spec.objective, spec.optimiser, spec.augmentations, spec.training

@@ -69,7 +69,7 @@ class TensorBoardLog:
         for record in records:
             for column, tag in TAGS.items():
                 self.writer.add_scalar(tag, record[column], record["step"])
-        step = records[-1]["step"]
+        step = int(records[-1]["step"])
         if self.diagnose is not None and (self.diagnosed is None or step // self.every > self.diagnosed // self.every):
             for tag, value in self.diagnose(trainer.objective).items():
                 self.writer.add_scalar(tag, value, step)

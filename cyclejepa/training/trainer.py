@@ -9,18 +9,17 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import torch
 from torch import nn
 
 from cyclejepa import registry
-from cyclejepa.config import ExperimentConfig, ModelConfig, ObjectivesConfig, SymmetryConfig
-from cyclejepa.pipeline.identity import identity_differences, identity_hash, training_identity
+from cyclejepa.config import ModelConfig, ObjectivesConfig, SymmetryConfig
 from cyclejepa.data.augment import Augmenter
 from cyclejepa.devices import resolve_device, resolved_precision
-from cyclejepa.jsonio import writing
+from cyclejepa.jsonio import flat_json, identity_differences, writing
 from cyclejepa.models import build_model
 from cyclejepa.objectives import prediction_loss, sample_cutoffs, transport_loss
 from cyclejepa.objectives.transport import valid_tokens
@@ -32,6 +31,7 @@ from cyclejepa.training.checkpoint import checkpoint_path, latest_checkpoint, lo
 from cyclejepa.training.distributed import Distributed
 from cyclejepa.training.rng import RNGStreams
 from cyclejepa.training.schedule import build_optimisers, learning_rate, set_learning_rate
+from cyclejepa.training.spec import ObjectiveSpec, TrainingSpec
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +99,7 @@ class JEPAObjective(nn.Module):
     ``L = w_pred L_pred + w_reg L_reg + transport_weight L_transport``.
 
     Built from its own sections of the experiment (``model``, ``symmetry``, ``objectives``) and
-    ``training.precision``; `from_experiment` takes them from an `ExperimentConfig`.
+    ``training.precision``; `from_spec` takes them from an `ObjectiveSpec`.
     """
 
     def __init__(
@@ -136,11 +136,11 @@ class JEPAObjective(nn.Module):
         self.dist = Distributed()
 
     @classmethod
-    def from_experiment(cls, cfg: ExperimentConfig, transport_weight: float, init_seed: int) -> JEPAObjective:
-        """The objective of an experiment's ``model``, ``symmetry``, ``objectives`` and precision."""
+    def from_spec(cls, spec: ObjectiveSpec, transport_weight: float, init_seed: int) -> JEPAObjective:
+        """The objective of ``spec``'s ``model``, ``symmetry``, ``objectives`` and precision."""
         return cls(
-            cfg.model, cfg.symmetry, cfg.objectives,
-            transport_weight=transport_weight, init_seed=init_seed, precision=cfg.training.precision,
+            spec.model, spec.symmetry, spec.objectives,
+            transport_weight=transport_weight, init_seed=init_seed, precision=spec.precision,
         )  # fmt: skip
 
     def _autocast(self, device_type: str):
@@ -150,7 +150,7 @@ class JEPAObjective(nn.Module):
 
     def _predict(self, z: torch.Tensor, cutoff: torch.Tensor) -> torch.Tensor:
         with self._autocast(z.device.type):
-            return self.model.predictor(z, cutoff).float()
+            return cast(nn.Module, self.model.predictor)(z, cutoff).float()
 
     def forward(
         self,
@@ -169,7 +169,7 @@ class JEPAObjective(nn.Module):
             "regulariser": self._regulariser(z, regulariser_inputs),
             "transport": self._transport(z, phi),
         }
-        terms["loss"] = sum(self.weights[name] * value for name, value in terms.items())
+        terms["loss"] = cast(torch.Tensor, sum(self.weights[name] * value for name, value in terms.items()))
         return terms
 
     def _regulariser(self, z: torch.Tensor, inputs: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -189,59 +189,53 @@ class JEPAObjective(nn.Module):
 
 
 class Trainer:
-    """Pre-trains one arm × seed and writes checkpoints and ``metrics.jsonl`` to ``directory``.
+    """Pre-trains one arm × seed and writes checkpoints and ``metrics.jsonl`` to ``spec.directory``.
 
     Parameters
     ----------
-    cfg
-        The experiment; ``cfg.training`` and ``cfg.optimiser`` drive the loop.
+    spec
+        The run: ``spec.training`` and ``spec.optimiser`` drive the loop; its seed (all five RNG
+        streams derive from it), λ_trans and identity (written into every checkpoint).
     signals, phases
-        Training records (N, leads, samples) and their token phases (N, tokens), or
+        Training records (N, channels, samples) and their token phases (N, tokens), or
         (N, tokens, C) for C cyclic coordinates (a torus symmetry of rank C); NaN undefined.
-    directory
-        Output folder of this run.
-    seed, transport_weight
-        The run's seed (all five RNG streams derive from it) and its λ_trans.
-    fs
-        Sampling rate of ``signals`` in Hz (the cache's `PreparedCache.model_fs`), for the
-        augmentations that act in time or frequency.
+    model_fs
+        Sampling rate of ``signals`` in Hz (the model's input rate, cache rate / decimation), for
+        the augmentations that act in time or frequency.
     """
 
     def __init__(
         self,
-        cfg: ExperimentConfig,
+        spec: TrainingSpec,
         signals: np.ndarray | torch.Tensor,
         phases: np.ndarray | torch.Tensor,
-        directory: str | Path,
         *,
-        seed: int,
-        transport_weight: float,
-        fs: float,
+        model_fs: float,
         dist: Distributed = Distributed(),
     ):
-        self.cfg, self.directory, self.dist = cfg, Path(directory), dist
-        self.device = resolve_device(cfg.training.device, dist.local_rank if dist.enabled else None)
+        self.spec, self.directory, self.dist = spec, Path(spec.directory), dist
+        settings = spec.training
+        self.device = resolve_device(settings.device, dist.local_rank if dist.enabled else None)
         if self.device.type == "cuda":
             torch.cuda.set_device(self.device)  # index-less "cuda" tensors land here too
-        if cfg.training.batch_size % dist.world:
-            raise ValueError(f"batch size {cfg.training.batch_size} is not divisible by {dist.world} ranks")
-        self.streams = RNGStreams(seed, self.device)
+        if settings.batch_size % dist.world:
+            raise ValueError(f"batch size {settings.batch_size} is not divisible by {dist.world} ranks")
+        self.streams = RNGStreams(spec.seed, self.device)
         init_seed = int(torch.randint(2**62, (1,), generator=self.streams["init"]))
-        self.objective = JEPAObjective.from_experiment(cfg, transport_weight, init_seed).to(self.device)
+        self.objective = JEPAObjective.from_spec(spec.objective, spec.transport_weight, init_seed).to(self.device)
         self.objective.dist = dist
-        self.compile_mode = compile_mode(cfg.training.compile, self.device.type, dist.enabled)
+        self.compile_mode = compile_mode(settings.compile, self.device.type, dist.enabled)
         self.step_module = self._wrap(self.objective)
         self.augmenter = Augmenter.from_config(
-            [{"name": a.name, "p": a.p, **a.options} for a in cfg.augmentations], fs=fs
+            [{"name": a.name, "p": a.p, **a.options} for a in spec.augmentations], fs=model_fs
         )
         self.augment = self._compiled(self.augmenter.apply)
-        self.optimisers = build_optimisers(self.objective, cfg.optimiser)
-        self.batches = BatchSampler(signals, phases, cfg.training.batch_size, self.streams["data"], self.device)
+        self.optimisers = build_optimisers(self.objective, spec.optimiser)
+        self.batches = BatchSampler(signals, phases, settings.batch_size, self.streams["data"], self.device)
         self.step = 0
         self.skipped: list[int] = []  # steps skipped for non-finite values (training.skip_nonfinite_steps)
         self.watchers: list[Callable[[Trainer, list[dict[str, float]]], None]] = []  # called with each flush's rows, rank 0
-        identity = training_identity(cfg, transport_weight, seed)
-        self.meta = {"seed": seed, "transport_weight": transport_weight, "identity": identity, "run_hash": identity_hash(identity)}
+        self.meta = {"seed": spec.seed, "transport_weight": spec.transport_weight, "identity": spec.identity, "run_hash": spec.run_hash}
 
     def _wrap(self, objective: JEPAObjective) -> nn.Module:
         """The module a step calls: in one process, the objective compiled whole (one graph).
@@ -257,7 +251,7 @@ class Trainer:
         from torch.nn.parallel import DistributedDataParallel
 
         if self.compile_mode is not None:
-            for network in (objective.model, objective.model.predictor):  # encoder + projector; predictor
+            for network in (objective.model, cast(nn.Module, objective.model.predictor)):  # encoder + projector; predictor
                 network.compile(mode=self.compile_mode)
         ids = [self.device.index] if self.device.type == "cuda" else None
         unused = any(p.requires_grad for p in objective.symmetry.parameters())
@@ -279,7 +273,7 @@ class Trainer:
 
     def train_step(self) -> torch.Tensor:
         """One optimisation step; returns the step's metrics as one device tensor (no host sync)."""
-        lr = learning_rate(self.step, self.cfg.training.steps, self.cfg.optimiser)
+        lr = learning_rate(self.step, self.spec.training.steps, self.spec.optimiser)
         set_learning_rate(self.optimisers, lr)
         if self.cuda_graphs:  # a new step: the graphs may overwrite the last step's outputs
             torch.compiler.cudagraph_mark_step_begin()
@@ -287,7 +281,7 @@ class Trainer:
         for optimiser in self.optimisers:
             optimiser.zero_grad(set_to_none=True)
         terms["loss"].backward()
-        grad_norm = nn.utils.clip_grad_norm_(self.objective.parameters(), self.cfg.optimiser.grad_clip)
+        grad_norm = nn.utils.clip_grad_norm_(self.objective.parameters(), self.spec.optimiser.grad_clip)
         values = self.dist.mean(torch.stack([terms[name].detach() for name in TERMS] + [grad_norm.detach().float()]))
         if not self._skip(values):
             for optimiser in self.optimisers:
@@ -300,12 +294,12 @@ class Trainer:
         """Whether to drop this step's update: with ``training.skip_nonfinite_steps`` left, when
         a term or the gradient norm (``values``, the same on every rank) is non-finite. Checks
         on the host, so only when the option is on; a bad step past it is left to `_flush`."""
-        if len(self.skipped) >= self.cfg.training.skip_nonfinite_steps or bool(torch.isfinite(values).all()):
+        if len(self.skipped) >= self.spec.training.skip_nonfinite_steps or bool(torch.isfinite(values).all()):
             return False
         self.skipped.append(self.step + 1)
         what = _nonfinite(dict(zip((*TERMS, "grad_norm"), values.tolist())))
         log.warning("%s: step %d has a non-finite %s; its update skipped (%d of training.skip_nonfinite_steps=%d)",
-                    self.directory.name, self.step + 1, what, len(self.skipped), self.cfg.training.skip_nonfinite_steps)  # fmt: skip
+                    self.directory.name, self.step + 1, what, len(self.skipped), self.spec.training.skip_nonfinite_steps)  # fmt: skip
         return True
 
     def step_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
@@ -321,7 +315,7 @@ class Trainer:
 
     def regulariser_inputs(self) -> dict[str, torch.Tensor]:
         """This step's random inputs of the regulariser, from the ``sigreg`` stream."""
-        dim = self.cfg.model.projector.dim
+        dim = self.spec.objective.model.projector.dim
         return self.objective.regulariser.draw(dim, self.streams["sigreg"], device=self.device)
 
     def fit(self, until: int | None = None, progress: bool = True) -> Path:
@@ -333,7 +327,7 @@ class Trainer:
         metrics, where the ranks agree): the metrics are flushed, a checkpoint is written and
         `cyclejepa.stops.Stopped` is raised naming both.
         """
-        until = self.cfg.training.steps if until is None else until
+        until = self.spec.training.steps if until is None else until
         if self.dist.is_main:
             keep_metrics_until(RunFolder(self.directory).metrics, self.step)
         pending: list[tuple[int, torch.Tensor]] = []
@@ -345,7 +339,7 @@ class Trainer:
         with bar as update, deferred_stops() as stop:
             while self.step < until:
                 pending.append((self.step, self.train_step()))
-                checkpoint = self.step % self.cfg.training.checkpoint_every == 0 or self.step == self.cfg.training.steps
+                checkpoint = self.step % self.spec.training.checkpoint_every == 0 or self.step == self.spec.training.steps
                 flush = len(pending) == FLUSH_EVERY or self.step == until
                 signum = self._stop_signal(stop, flush)
                 stopping = signum is not None
@@ -355,7 +349,7 @@ class Trainer:
                     pending = []
                 if checkpoint or stopping:
                     last = self.save()
-                if stopping:
+                if signum is not None:
                     raise Stopped(signum, self.step, last)
         return last
 
@@ -409,7 +403,7 @@ class Trainer:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        differences = identity_differences(state["meta"].get("identity", {}), self.meta["identity"])
+        differences = identity_differences(state["meta"].get("identity", {}), self.spec.identity)
         if differences:
             raise ValueError(
                 f"checkpoint belongs to run {state['meta'].get('run_hash', '(no identity)')}, trained with other "
@@ -486,23 +480,22 @@ def _terms_text(metrics: dict[str, float]) -> str:
     return " ".join(f"{name[:5]} {metrics[name]:.3g}" for name in TERMS)
 
 
-def load_trained(cfg: ExperimentConfig, path: str | Path, device: str | torch.device = "cpu") -> JEPAObjective:
+def load_trained(spec: ObjectiveSpec, path: str | Path, device: str | torch.device = "cpu") -> JEPAObjective:
     """The trained model and symmetry of a checkpoint, in eval mode (``.model``, ``.symmetry``).
 
-    Raises a `ValueError` when the checkpoint's tensors do not fit the model ``cfg`` builds,
-    naming the model keys of ``cfg`` that differ from the run's and the first tensors that differ,
-    and `NonFiniteWeights` naming the checkpoint when its weights hold NaN or infinite values.
+    Raises a `ValueError` when the checkpoint's tensors do not fit the model ``spec`` builds,
+    naming the ``model`` and ``symmetry`` keys of ``spec`` that differ from the run's and the
+    first tensors that differ, and `NonFiniteWeights` naming the checkpoint when its weights hold
+    NaN or infinite values.
     """
     state = load_checkpoint(path, map_location=device)
     require_finite(state["model"], f"checkpoint {path}")
     meta = state["meta"]
-    objective = JEPAObjective.from_experiment(cfg, meta["transport_weight"], init_seed=0)
+    objective = JEPAObjective.from_spec(spec, meta["transport_weight"], init_seed=0)
     misfits = _misfits(state["model"], objective.state_dict())
     if misfits:
-        changed = [
-            line for line in identity_differences(meta.get("identity", {}), training_identity(cfg, meta["transport_weight"], meta["seed"]))
-            if line.startswith(("model.", "symmetry."))
-        ]  # fmt: skip
+        now = {**flat_json("model", spec.model.model_dump(mode="json")), **flat_json("symmetry", spec.symmetry.model_dump(mode="json"))}
+        changed = [line for line in identity_differences(meta.get("identity", {}), now) if line.startswith(("model.", "symmetry."))]
         keys = f"the config's {'; '.join(changed)} (trained → now); " if changed else ""
         raise ValueError(f"checkpoint {path} does not fit the config's model: {keys}{len(misfits)} tensors differ, e.g. {'; '.join(misfits[:2])}")
     objective.load_state_dict(state["model"])

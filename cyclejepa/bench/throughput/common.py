@@ -17,7 +17,7 @@ SECTIONS = ("transport", "sigreg", "inference", "prepare", "ensemble", "training
 """Sections in the order they run; the slow compiled training variants come last."""
 
 SAMPLES = 1000  # 10 s at 100 Hz, the paper's input length
-FS = 100.0  # Hz: the rate of the synthetic training arrays
+MODEL_FS = 100.0  # Hz: the rate of the synthetic training arrays (the model's input rate)
 
 CORPUS_RECORDS = 2048  # synthetic training arrays (98 MB at 12 × 1000 float32)
 

@@ -10,15 +10,17 @@ gives the processes' own aggregate rate.
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from cyclejepa.bench.throughput.common import FS, SAMPLES, Budget, _release
-from cyclejepa.bench.throughput.training import _merge, synthetic_training_arrays
+from cyclejepa.bench.throughput.common import MODEL_FS, Budget, _release
+from cyclejepa.bench.throughput.training import _merge, arrays_for, benchmark_spec
 from cyclejepa.bench.timing import device_sync, peak_memory, reset_peak_memory, time_window
 from cyclejepa.config import parse_config
 from cyclejepa.training import Trainer
@@ -31,17 +33,17 @@ def measure_ensemble(raw: dict[str, Any], device: torch.device, budget: Budget) 
     """Aggregate steps/s of N stacked runs and of N runs in turn, per N of `ENSEMBLE_SIZES`."""
     precision = "bf16" if device.type == "cuda" else "float32"
     cfg = parse_config(_merge(raw, {"training": {"device": str(device), "precision": precision, "compile": False}}))
-    corpus = synthetic_training_arrays(cfg.model.encoder.leads, SAMPLES // cfg.model.encoder.patch)
+    corpus = arrays_for(cfg)
     calls = budget.timed
     rows = []
     for runs in ENSEMBLE_SIZES:
         row: dict[str, Any] = {"runs": runs}
         for way in ("in turn", "stacked"):
             with tempfile.TemporaryDirectory(prefix="cyclejepa-bench-") as folder:
-                trainers = [
-                    Trainer(cfg, *corpus, Path(folder) / f"run{i}", seed=i, transport_weight=float(i % 2 == 0), fs=FS)
-                    for i in range(runs)
+                specs = [
+                    benchmark_spec(cfg, Path(folder) / f"run{i}", seed=i, transport_weight=float(i % 2 == 0)) for i in range(runs)
                 ]
+                trainers = [Trainer(spec, *corpus, model_fs=MODEL_FS) for spec in specs]
                 row[way] = _rate(trainers, way, device, budget.warmup, calls)
             _release(device, compiled=False)
         row["stacked / in turn"] = row["stacked"]["steps_per_s"] / row["in turn"]["steps_per_s"]
@@ -51,13 +53,7 @@ def measure_ensemble(raw: dict[str, Any], device: torch.device, budget: Budget) 
 
 def _rate(trainers: list[Trainer], way: str, device: torch.device, warmup: int, calls: int) -> dict[str, Any]:
     """Aggregate run-steps per second of ``trainers`` stepped ``way`` over ``calls`` steps."""
-    if way == "stacked":
-        step = StackedRuns(trainers).train_step
-    else:
-
-        def step() -> None:
-            for trainer in trainers:
-                trainer.train_step()
+    step: Callable[[], object] = StackedRuns(trainers).train_step if way == "stacked" else functools.partial(_in_turn, trainers)
 
     sync = device_sync(device)
     reset_peak_memory(device)
@@ -68,3 +64,9 @@ def _rate(trainers: list[Trainer], way: str, device: torch.device, warmup: int, 
     warmup_s = time.perf_counter() - start
     seconds = time_window(step, calls, sync=sync)
     return {"steps_per_s": len(trainers) * calls / seconds, "warmup_s": warmup_s, "peak_memory": peak_memory(device)}
+
+
+def _in_turn(trainers: list[Trainer]) -> None:
+    """One step of each of ``trainers``, one after the other."""
+    for trainer in trainers:
+        trainer.train_step()

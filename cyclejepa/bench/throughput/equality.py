@@ -13,14 +13,13 @@ import torch
 from cyclejepa.bench.throughput.common import (
     EQUALITY_RTOL,
     EQUALITY_TERMS,
-    SAMPLES,
     VARIANTS,
     Budget,
     _guarded,
     _release,
     _skipped,
 )
-from cyclejepa.bench.throughput.training import _trainer, measure_training, synthetic_training_arrays
+from cyclejepa.bench.throughput.training import _trainer, arrays_for, measure_training
 from cyclejepa.config import parse_config
 
 
@@ -63,8 +62,7 @@ def _training_and_equality(
 
 def strict_float32_trace(raw: dict[str, Any], device: torch.device, steps: int) -> list[list[float]]:
     """Metrics rows of the first ``steps`` steps in float32 with TF32 disabled."""
-    cfg = parse_config(raw)
-    corpus = synthetic_training_arrays(cfg.model.encoder.leads, SAMPLES // cfg.model.encoder.patch)
+    corpus = arrays_for(parse_config(raw))
     with _strict_float32(), tempfile.TemporaryDirectory(prefix="cyclejepa-bench-") as directory:
         trainer = _trainer(raw, VARIANTS["float32"], device, corpus, directory)
         rows = torch.stack([trainer.train_step() for _ in range(steps)]).tolist()

@@ -40,9 +40,8 @@ from cyclejepa.bench.throughput.parts import measure_inference, measure_sigreg, 
 from cyclejepa.bench.throughput.prepare import measure_prepare
 from cyclejepa.bench.timing import machine_info, versions
 from cyclejepa.config import load_config, parse_config
-from cyclejepa.pipeline.identity import config_hash
 from cyclejepa.devices import resolve_device
-from cyclejepa.jsonio import write_json
+from cyclejepa.jsonio import short_hash, write_json
 
 
 def run_throughput(
@@ -158,7 +157,7 @@ def _header(cfg, raw, device, quick, budget, sections, variants) -> dict[str, An
             "tokens": SAMPLES // cfg.model.encoder.patch,
             "corpus_records": CORPUS_RECORDS,
             "config_overrides": raw,
-            "config_hash": config_hash(cfg),
+            "config_hash": short_hash(cfg.model_dump(mode="json")),
             "budget": asdict(budget),
             "sections": list(sections),
             "variants": list(variants),
@@ -234,7 +233,7 @@ def _check_names(kind: str, names: Sequence[str], allowed: Sequence[str]) -> Non
 def _write(report: dict[str, Any], out: str | os.PathLike | None) -> None:
     """Rewrite the JSON at ``out`` (atomically) and the Markdown report beside it."""
     if out is not None:
-        path = write_json(out, report)
+        path = write_json(Path(out), report)
         path.with_suffix(".md").write_text(markdown_report(report))
 
 

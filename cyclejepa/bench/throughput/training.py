@@ -4,6 +4,7 @@ phases and the host synchronisations of a step."""
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import tempfile
 import time
@@ -22,7 +23,7 @@ from torch import nn
 from cyclejepa.bench.throughput.common import (
     CORPUS_RECORDS,
     EQUALITY_STEPS,
-    FS,
+    MODEL_FS,
     SAMPLES,
     SPLIT_GROUPS,
     VARIANTS,
@@ -45,6 +46,7 @@ from cyclejepa.config import parse_config
 from cyclejepa.objectives import prediction_loss, sample_cutoffs
 from cyclejepa.training import Trainer
 from cyclejepa.training.schedule import learning_rate, set_learning_rate
+from cyclejepa.training.spec import ObjectiveSpec, TrainingSpec
 
 
 def measure_training(
@@ -56,15 +58,14 @@ def measure_training(
     log: Callable[[str], None] = lambda message: None,
 ) -> Iterator[tuple[dict[str, Any], list[list[float]]]]:
     """Per variant: its entry and the metrics rows of its first `EQUALITY_STEPS` steps."""
-    cfg = parse_config(raw)
-    corpus = synthetic_training_arrays(cfg.model.encoder.leads, SAMPLES // cfg.model.encoder.patch)
+    corpus = arrays_for(parse_config(raw))
     for name in variants:
         entry: dict[str, Any] = {"variant": name, **asdict(VARIANTS[name])}
         trace: list[list[float]] = []
         if time_left():
             log(f"[throughput] training, variant {name}")
             entry.update(
-                _guarded(lambda name=name, trace=trace: _measure_variant(raw, name, device, budget, corpus, trace))
+                _guarded(functools.partial(_measure_variant, raw, name, device, budget, corpus, trace))
             )
             _release(device, compiled=VARIANTS[name].compile_mode is not None)
         else:
@@ -137,8 +138,17 @@ def _trainer(raw: dict[str, Any], variant: Variant, device: torch.device, corpus
     """A paper-seeded trainer (seed 0, λ_trans = 1) running ``variant`` on ``device``."""
     training = {"device": str(device), "precision": variant.precision, "compile": variant.compile_mode or False}
     cfg = parse_config(_merge(raw, {"training": training}))
-    return Trainer(cfg, *corpus, directory, seed=0, transport_weight=1.0, fs=FS)
+    return Trainer(benchmark_spec(cfg, directory, seed=0, transport_weight=1.0), *corpus, model_fs=MODEL_FS)
 
+
+def benchmark_spec(cfg, directory: str | Path, *, seed: int, transport_weight: float) -> TrainingSpec:
+    """The trainer's spec of a timed run of the benchmark config ``cfg``: its sections, ``seed`` and
+    λ_trans, and no identity (the benchmark's trainers are timed, never saved nor resumed)."""
+    objective = ObjectiveSpec(model=cfg.model, symmetry=cfg.symmetry, objectives=cfg.objectives, precision=cfg.training.precision)
+    return TrainingSpec(
+        objective=objective, optimiser=cfg.optimiser, augmentations=tuple(cfg.augmentations), training=cfg.training,
+        transport_weight=transport_weight, seed=seed, identity={}, run_hash="", directory=Path(directory),
+    )  # fmt: skip
 
 
 def instrumented_step(trainer, timer: PhaseTimer) -> dict[str, torch.Tensor]:
@@ -147,13 +157,13 @@ def instrumented_step(trainer, timer: PhaseTimer) -> dict[str, torch.Tensor]:
     Computes exactly what ``train_step`` computes, from the same RNG streams, with the
     predictor's forward timed apart from the prediction loss; returns the loss terms.
     """
-    objective, streams, cfg = trainer.objective, trainer.streams, trainer.cfg
+    objective, streams, spec = trainer.objective, trainer.streams, trainer.spec
     with timer.phase("batch"):
         x, phi = trainer.batches.next()
     with timer.phase("augment + cutoffs"):
         x = trainer.augmenter(x, streams["augment"])
         cutoff = sample_cutoffs(x.shape[0], phi.shape[1], streams["mask"], trainer.device)
-    set_learning_rate(trainer.optimisers, learning_rate(trainer.step, cfg.training.steps, cfg.optimiser))
+    set_learning_rate(trainer.optimisers, learning_rate(trainer.step, spec.training.steps, spec.optimiser))
     with timer.phase("encoder + projector"):
         with objective._autocast(x.device.type):
             z = objective.model(x)
@@ -172,7 +182,7 @@ def instrumented_step(trainer, timer: PhaseTimer) -> dict[str, torch.Tensor]:
             optimiser.zero_grad(set_to_none=True)
         terms["loss"].backward()
     with timer.phase("optimiser"):
-        nn.utils.clip_grad_norm_(objective.parameters(), cfg.optimiser.grad_clip)
+        nn.utils.clip_grad_norm_(objective.parameters(), spec.optimiser.grad_clip)
         for optimiser in trainer.optimisers:
             optimiser.step()
     trainer.step += 1
@@ -223,16 +233,25 @@ def find_host_syncs(step: Callable[[], object], steps: int = 3) -> list[dict[str
 
 
 
+def arrays_for(cfg) -> tuple[np.ndarray, np.ndarray]:
+    """`synthetic_training_arrays` of the shape the config's encoder takes: its channels, and
+    `SAMPLES` / its patch tokens."""
+    channels, patch = cfg.model.encoder.leads, cfg.model.encoder.patch
+    if channels is None or patch is None:
+        raise ValueError(f"the benchmark config's model.encoder needs leads and patch, got {channels} and {patch}")
+    return synthetic_training_arrays(channels, SAMPLES // patch)
+
+
 def synthetic_training_arrays(
-    leads: int, tokens: int, records: int = CORPUS_RECORDS, seed: int = 0
+    channels: int, tokens: int, records: int = CORPUS_RECORDS, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Z-scored-like signals (records, leads, 1000) and token phases (records, tokens).
+    """Z-scored-like signals (records, channels, 1000) and token phases (records, tokens).
 
     Phases advance linearly at 10–12.5 tokens per beat from a random offset and are NaN (no
     beat yet / after the last beat) on the first 0–12 and last 1–12 tokens of each record.
     """
     rng = np.random.default_rng(seed)
-    signals = rng.standard_normal((records, leads, SAMPLES), dtype=np.float32)
+    signals = rng.standard_normal((records, channels, SAMPLES), dtype=np.float32)
     period = rng.uniform(10.0, 12.5, (records, 1))
     position = np.arange(tokens)
     phases = (rng.uniform(0, 2 * np.pi, (records, 1)) + 2 * np.pi * position / period) % (2 * np.pi)
