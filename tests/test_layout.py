@@ -377,12 +377,12 @@ def test_an_output_file_named_outside_the_layout_is_found(tmp_path):
 CONFIG_READERS = ("pipeline", "config.py", "grid.py", "cli.py")
 """Where the whole experiment config may be named: the pipeline (its only reader), its schema and
 loading (config, grid), and the command line that loads it and hands it to the pipeline."""
-PIPELINE_NAMES = ("ExperimentConfig", "RunPlan")
+PIPELINE_NAMES = ("ExperimentConfig", "RunPlan", "load_config", "parse_config")
 
 
 def config_readers(root: Path = PACKAGE) -> list[str]:
-    """Each line outside `CONFIG_READERS` that names `ExperimentConfig` or `RunPlan` (code or
-    annotation) or imports `cyclejepa.pipeline`."""
+    """Each line outside `CONFIG_READERS` that names `ExperimentConfig`, `RunPlan` or the config's
+    loaders (code or annotation) or imports `cyclejepa.pipeline`."""
     found = []
     for path in sorted(root.rglob("*.py")):
         relative = path.relative_to(root)
@@ -413,7 +413,9 @@ def test_a_layer_reading_the_experiment_config_is_found(tmp_path):
         "from __future__ import annotations\n\n\ndef fit(cfg: ExperimentConfig, plan: 'RunPlan'):\n    return cfg\n"
     )
     (package / "training" / "stage.py").write_text("from cyclejepa.pipeline.plans import run_dir\n")
+    (package / "training" / "bench.py").write_text("from cyclejepa.config import OptimiserConfig, parse_config\n")
     assert config_readers(package) == [
+        "cyclejepa/training/bench.py:1",
         "cyclejepa/training/stage.py:1",
         "cyclejepa/training/trainer.py:4",
     ]
