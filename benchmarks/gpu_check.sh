@@ -49,7 +49,7 @@ REQUIREMENTS=(
 # What the jobs import beyond the standard library (tests/test_gpu_check.py derives it from the
 # imports of the tests, benchmarks and the library, and keeps these lists complete):
 IMAGE_MODULES=(torch numpy scipy sklearn pandas matplotlib yaml typer rich requests aiohttp fsspec threadpoolctl triton pytest xdist)
-WHEEL_MODULES=(pydantic wfdb geoopt)                     # from REQUIREMENTS
+WHEEL_MODULES=(pydantic pydantic_core wfdb geoopt)       # from REQUIREMENTS
 # imported only on paths the jobs do not take: umap (evaluation.umap=false below), neurokit2
 # (its R-peak detectors; the configs use ecg-rpeak), pyarrow (`cyclejepa embed --format parquet`),
 # safetensors, onnx and onnxruntime (`cyclejepa export`), tensorboard (training.tensorboard: true)

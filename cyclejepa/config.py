@@ -19,16 +19,17 @@ import copy
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
-from pydantic_core import ErrorDetails
-
 from cyclejepa import registry
 from cyclejepa.facts import cycle_band, data_facts, declared_provider
 from cyclejepa.grid import grid_base, grid_cells, grid_size, grid_size_problem
 from cyclejepa.registry import closest_match
+
+if TYPE_CHECKING:  # pydantic's own dependency, named for its type only
+    from pydantic_core import ErrorDetails
 
 PAPER_SPECTRUM = "4x0+24x1+24x2+20x3+16x4+12x5+10x6+8x7+6x8+4x9+2x10"
 REMOVED_KEYS = {

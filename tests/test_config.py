@@ -177,9 +177,11 @@ except SystemExit as exit:
 print(json.dumps({"exit": code, "modules": sorted(sys.modules)}))
 """
 VALIDATION_ONLY = ("torch", "cyclejepa.training", "cyclejepa.models", "cyclejepa.objectives", "cyclejepa.data.augment",
-                   "cyclejepa.data.cache", "cyclejepa.evaluation", "cyclejepa.export", "cyclejepa.embed", "cyclejepa.bench",
+                   "cyclejepa.data.cache.build", "cyclejepa.data.cache.record", "cyclejepa.data.cache.prepared",
+                   "cyclejepa.data.cache.files", "cyclejepa.data.cache.identity", "cyclejepa.evaluation", "cyclejepa.export", "cyclejepa.embed", "cyclejepa.bench",
                    "cyclejepa.pipeline.run", "cyclejepa.pipeline.pretraining", "cyclejepa.pipeline.evaluation")  # fmt: skip
-"""What validating a config never needs: torch, the torch-backed components, the later stages."""
+"""What validating a config never needs: torch, the torch-backed components, the cache's builder
+and readers, the later stages (the cache's face and its `CacheSpec`, plain names, may load)."""
 
 
 @pytest.mark.parametrize("name", ["quickstart.yaml", "winder_ptbxl.yaml", "wfdb_breath.yaml"])

@@ -15,7 +15,7 @@ from cyclejepa.data.ptbxl import (
     LEADS,
     PTBXL,
     SUBCLASSES,
-    DatasetNotFound,
+    PTBXLNotFound,
     DownloadFailed,
     RecordRejected,
     checksum16,
@@ -182,15 +182,15 @@ def test_rejection_survives_pickling():
 def test_missing_root_says_where_and_how_to_download(tmp_path, monkeypatch):
     missing = tmp_path / "nowhere"
     dataset = PTBXL(missing)  # building reads nothing; the root is looked up when needed
-    with pytest.raises(DatasetNotFound) as caught:
+    with pytest.raises(PTBXLNotFound) as caught:
         dataset.fetch()
     message = str(caught.value)
     assert str(missing) in message and "download" in message and "CYCLEJEPA_PTBXL" in message
     monkeypatch.delenv("CYCLEJEPA_PTBXL", raising=False)
-    with pytest.raises(DatasetNotFound, match="CYCLEJEPA_PTBXL"):
+    with pytest.raises(PTBXLNotFound, match="CYCLEJEPA_PTBXL"):
         PTBXL(None).entries()
     (tmp_path / "ptbxl_database.csv").write_text("ecg_id\n")
-    with pytest.raises(DatasetNotFound, match="scp_statements.csv"):
+    with pytest.raises(PTBXLNotFound, match="scp_statements.csv"):
         PTBXL(tmp_path).root
 
 

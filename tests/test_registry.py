@@ -16,7 +16,7 @@ from cyclejepa import registry
 from cyclejepa.pipeline.checks import _keyword_parameters
 
 ROOT = Path(__file__).resolve().parents[1]
-FACES = ("data", "evaluation", "export", "models", "phase", "symmetry", "training")
+FACES = ("data", "data.cache", "evaluation", "export", "models", "phase", "pipeline", "symmetry", "training")
 """The lazy faces; `cyclejepa.objectives` stays eager: its functions `sigreg` and `vicreg` share
 their modules' names, which a lazy face would hand out once the module is imported."""
 

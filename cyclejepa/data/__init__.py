@@ -30,6 +30,7 @@ if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: r
     from cyclejepa.data.datasets import (
         conform as conform,
         Dataset as Dataset,
+        DatasetNotFound as DatasetNotFound,
         Entry as Entry,
         fill_gaps as fill_gaps,
         FoldProtocol as FoldProtocol,
@@ -45,12 +46,12 @@ if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: r
         Normalisation as Normalisation,
     )
     from cyclejepa.data.ptbxl import (
-        DatasetNotFound as DatasetNotFound,
         download_ptbxl as download_ptbxl,
         DownloadFailed as DownloadFailed,
         eligible_subclasses as eligible_subclasses,
         LEADS as LEADS,
         PTBXL as PTBXL,
+        PTBXLNotFound as PTBXLNotFound,
         read_ptbxl_record as read_ptbxl_record,
         RecordRejected as RecordRejected,
         SUBCLASSES as SUBCLASSES,
@@ -99,7 +100,8 @@ _HOMES = {
     "cut_windows": "preprocess",
     "decimate": "preprocess",
     "fit_normalisation": "preprocess",
-    "DatasetNotFound": "ptbxl",
+    "DatasetNotFound": "datasets",
+    "PTBXLNotFound": "ptbxl",
     "DownloadFailed": "ptbxl",
     "LEADS": "ptbxl",
     "PTBXL": "ptbxl",

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CHECKS",
-    "DatasetNotFound",
+    "PTBXLNotFound",
     "DownloadFailed",
     "FS",
     "LEADS",
@@ -96,7 +96,7 @@ PHYSIONET_URL = "https://physionet.org/content/ptb-xl/1.0.3/"
 _FMT16_INVALID = -32768  # WFDB's "no sample" value in format 16
 
 
-class DatasetNotFound(datasets.DatasetNotFound):
+class PTBXLNotFound(datasets.DatasetNotFound):
     """PTB-XL is missing or incomplete; the message says where it must be and how to get it."""
 
     def __init__(self, root: Path | None, missing: str):
@@ -119,18 +119,18 @@ class DatasetNotFound(datasets.DatasetNotFound):
 
 
 def resolve_root(root: str | os.PathLike | None = None) -> Path:
-    """The PTB-XL folder: ``root``, else ``$CYCLEJEPA_PTBXL``; raises `DatasetNotFound`."""
+    """The PTB-XL folder: ``root``, else ``$CYCLEJEPA_PTBXL``; raises `PTBXLNotFound`."""
     if root is None:
         env = os.environ.get(ROOT_ENV)
         if not env:
-            raise DatasetNotFound(None, f"neither `data.root` nor ${ROOT_ENV} is set")
+            raise PTBXLNotFound(None, f"neither `data.root` nor ${ROOT_ENV} is set")
         root = env
     root = Path(root).expanduser()
     if not root.is_dir():
-        raise DatasetNotFound(root, "the folder does not exist")
+        raise PTBXLNotFound(root, "the folder does not exist")
     missing = [name for name in (DATABASE_CSV, STATEMENTS_CSV) if not (root / name).is_file()]
     if missing:
-        raise DatasetNotFound(root, f"missing {', '.join(missing)}")
+        raise PTBXLNotFound(root, f"missing {', '.join(missing)}")
     return root
 
 
@@ -327,7 +327,7 @@ class PTBXL(Dataset):
 
     @cached_property
     def root(self) -> Path:
-        """The PTB-XL folder (`resolve_root`); `DatasetNotFound` says where to put it and how to get it."""
+        """The PTB-XL folder (`resolve_root`); `PTBXLNotFound` says where to put it and how to get it."""
         return resolve_root(self._root)
 
     def entries(self) -> list[Entry]:

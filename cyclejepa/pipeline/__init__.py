@@ -12,10 +12,62 @@ After a run: the embedding stage (`load_encoder`) and the export stage (`export_
 Names are imported on first use (PEP 562), so ``import cyclejepa.pipeline`` costs nothing.
 """
 
-from __future__ import annotations
+from typing import TYPE_CHECKING
 
-import importlib
-from typing import Any
+from cyclejepa.registry import lazy_names
+
+if TYPE_CHECKING:
+    from cyclejepa.pipeline.benchmarking import (
+        benchmark_allocations as benchmark_allocations,
+        benchmark_ptbxl as benchmark_ptbxl,
+        time_experiment as time_experiment,
+    )
+    from cyclejepa.pipeline.checks import preflight as preflight
+    from cyclejepa.pipeline.embedding import load_encoder as load_encoder, locate_run as locate_run, run_encoder as run_encoder
+    from cyclejepa.pipeline.evaluation import (
+        evaluate_experiment as evaluate_experiment,
+        evaluate_grid as evaluate_grid,
+        evaluation_dir as evaluation_dir,
+        evaluation_spec as evaluation_spec,
+        evaluation_steps as evaluation_steps,
+    )
+    from cyclejepa.pipeline.exporting import (
+        evaluation_result as evaluation_result,
+        export_run as export_run,
+        export_spec as export_spec,
+        save_pretrained as save_pretrained,
+    )
+    from cyclejepa.pipeline.plans import (
+        cache_dir as cache_dir,
+        finished as finished,
+        plan_runs as plan_runs,
+        run_dir as run_dir,
+        run_folder as run_folder,
+        RunPlan as RunPlan,
+        write_resolved_config as write_resolved_config,
+    )
+    from cyclejepa.pipeline.preparation import (
+        build_dataset as build_dataset,
+        cache_spec as cache_spec,
+        configured_cache as configured_cache,
+        prepare as prepare,
+    )
+    from cyclejepa.pipeline.pretraining import (
+        objective_spec as objective_spec,
+        pretrain as pretrain,
+        pretrain_all as pretrain_all,
+        train_run as train_run,
+        training_phases as training_phases,
+        training_spec as training_spec,
+        watch_run as watch_run,
+    )
+    from cyclejepa.pipeline.reporting import (
+        report_experiment as report_experiment,
+        report_spec as report_spec,
+        write_grid_summary as write_grid_summary,
+    )
+    from cyclejepa.pipeline.run import describe_plan as describe_plan, run_experiment as run_experiment
+    from cyclejepa.pipeline.seal import require_unsealed as require_unsealed
 
 _HOMES = {
     "preflight": "checks",
@@ -60,9 +112,4 @@ _HOMES = {
     "save_pretrained": "exporting",
 }
 __all__ = sorted(_HOMES)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _HOMES:
-        raise AttributeError(f"module 'cyclejepa.pipeline' has no attribute {name!r}")
-    return getattr(importlib.import_module(f"cyclejepa.pipeline.{_HOMES[name]}"), name)
+__getattr__ = lazy_names(__name__, _HOMES)

@@ -39,14 +39,45 @@ record through the chain), `files` (file names, meta.csv columns, writers and re
 read only by the experiment it was built for).
 """
 
-from cyclejepa.data.cache.build import prepare_cache
-from cyclejepa.data.cache.files import CACHE_FORMAT, PHASE_REVISION, meta_columns
-from cyclejepa.data.cache.identity import CacheMismatch, open_cache
-from cyclejepa.data.cache.prepared import PreparedCache
-from cyclejepa.data.cache.record import RecordOutcome, cut_record, decimate_fast, prepare_record, record_windows
-from cyclejepa.data.cache.spec import CacheSpec
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "CACHE_FORMAT", "PHASE_REVISION", "CacheMismatch", "CacheSpec", "PreparedCache", "open_cache", "RecordOutcome", "cut_record", "decimate_fast", "meta_columns", "prepare_cache", "prepare_record",
-    "record_windows",
-]  # fmt: skip
+from cyclejepa.registry import lazy_names
+
+if TYPE_CHECKING:
+    from cyclejepa.data.cache.build import prepare_cache as prepare_cache
+    from cyclejepa.data.cache.files import (
+        CACHE_FORMAT as CACHE_FORMAT,
+        meta_columns as meta_columns,
+        PHASE_REVISION as PHASE_REVISION,
+    )
+    from cyclejepa.data.cache.identity import CacheMismatch as CacheMismatch, open_cache as open_cache
+    from cyclejepa.data.cache.prepared import PreparedCache as PreparedCache
+    from cyclejepa.data.cache.record import (
+        cut_record as cut_record,
+        decimate_fast as decimate_fast,
+        prepare_record as prepare_record,
+        record_windows as record_windows,
+        RecordOutcome as RecordOutcome,
+    )
+    from cyclejepa.data.cache.spec import CacheSpec as CacheSpec
+
+_HOMES = {
+    "prepare_cache": "build",
+    "CACHE_FORMAT": "files",
+    "PHASE_REVISION": "files",
+    "meta_columns": "files",
+    "CacheMismatch": "identity",
+    "open_cache": "identity",
+    "PreparedCache": "prepared",
+    "RecordOutcome": "record",
+    "cut_record": "record",
+    "decimate_fast": "record",
+    "prepare_record": "record",
+    "record_windows": "record",
+    "CacheSpec": "spec",
+}
+"""Each public name and the submodule that defines it (imported on first use: opening a cache
+imports neither the builder nor the record chain)."""
+
+__all__ = sorted(_HOMES)
+__getattr__ = lazy_names(__name__, _HOMES)
