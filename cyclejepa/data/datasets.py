@@ -303,9 +303,11 @@ class Dataset:
         if not rate:
             raise ValueError(f"dataset {cls.__name__} has no fixed sampling rate and the phase provider declares no cycle "
                              f"band to derive one from; set data.cache_fs (the cache rate in Hz)")  # fmt: skip
-        values: dict[str, Any] = {"cache_fs": float(rate), "decimation": int(decimation or band.get("decimation", cls.decimation)),
-                  "token_patch": int(token_patch or band.get("token_patch", cls.token_patch)),
-                  "window_s": float(window_s or band.get("window_s", cls.window_s))}  # fmt: skip
+        values: dict[str, Any] = {
+            "cache_fs": float(rate), "decimation": int(decimation or band.get("decimation", cls.decimation)),
+            "token_patch": int(token_patch or band.get("token_patch", cls.token_patch)),
+            "window_s": float(window_s or band.get("window_s", cls.window_s)),
+        }  # fmt: skip
         return {**values, "n_tokens": check_window(**values)}
 
     def preparation(self, cycle_band_hz: tuple[float, float] | None = None) -> Preparation:
