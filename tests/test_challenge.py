@@ -91,6 +91,16 @@ def test_corrupt_header_rejected_with_reason(corpus):
     assert "line 1" in rejection.detail and "sampling frequency 'fivehundred'" in rejection.detail
 
 
+def test_fingerprint_and_entries_without_a_root_say_which_folder_is_missing(monkeypatch):
+    from cyclejepa.data.datasets import DatasetNotFound
+
+    monkeypatch.delenv("CYCLEJEPA_CHALLENGE2021", raising=False)
+    dataset = Challenge2021(None)
+    for read in (dataset.fingerprint, dataset.entries):
+        with pytest.raises(DatasetNotFound, match=r"folder None does not exist \(set data.root or \$CYCLEJEPA_CHALLENGE2021"):
+            read()
+
+
 def test_resampling_against_the_analytic_signal(tmp_path):
     """Sines of 3 and 11 Hz stored at 257 Hz, resampled to 500 Hz, equal the sines sampled at 500 Hz."""
     t_in = np.arange(round(12 * 257)) / 257

@@ -275,3 +275,12 @@ def test_a_file_name_that_is_not_utf8_is_rejected_and_the_rest_indexed(tmp_path)
     assert rejection.record_id == "'bad\\udcffname'" and rejection.check == "unreadable"
     write_rejections(tmp_path / "rejections.csv", dataset.rejected())  # the cache's report can hold it
     assert read_rejections(tmp_path / "rejections.csv")[0].detail == rejection.detail
+
+
+def test_fingerprint_and_entries_without_a_root_say_which_folder_is_missing():
+    from cyclejepa.data.datasets import DatasetNotFound
+
+    dataset = WfdbFolder(None, channels=["PLETH"])  # built without a corpus, as `cyclejepa embed` does
+    for read in (dataset.fingerprint, dataset.entries):
+        with pytest.raises(DatasetNotFound, match=r"the folder None does not exist \(set data.root"):
+            read()

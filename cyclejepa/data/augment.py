@@ -276,8 +276,8 @@ class AmplitudeModulation(Augmentation):
 
     def apply(self, x: Tensor, rms: Tensor, params: Params, fs: float) -> Tensor:
         _check_below_nyquist("amplitude-modulation", self.frequency[1], fs)
-        columns = [params[key].unsqueeze(1) for key in ("depth", "frequency", "phase")]
-        return x * (1 + _sinusoids(x, *columns, fs))
+        depth, frequency, phase = (params[key].unsqueeze(1) for key in ("depth", "frequency", "phase"))
+        return x * (1 + _sinusoids(x, depth, frequency, phase, fs))
 
 
 @AUGMENTATIONS.register("lead-dropout")

@@ -76,7 +76,7 @@ class Challenge2021(Dataset):
     channels : the leads the cache keeps (default the 12 standard leads).
     """
 
-    channels = LEADS
+    channels: tuple[str, ...] = LEADS
     fs = None  # 257 Hz to 1 kHz, record by record
     cache_fs = 500.0
     decimation = 5
@@ -96,11 +96,16 @@ class Challenge2021(Dataset):
         return f"Challenge2021({str(self.root)!r})"
 
     @cached_property
-    def _headers(self) -> list[Path]:
-        """Every ``*.hea`` under the root; `DatasetNotFound` when there is no root or no header."""
+    def _folder(self) -> Path:
+        """The root; `DatasetNotFound` when there is none or it is not a folder."""
         if self.root is None or not self.root.is_dir():
             raise DatasetNotFound(f"Challenge corpus folder {self.root} does not exist (set data.root or ${ROOT_ENV})")
-        headers = sorted(self.root.rglob("*.hea"))
+        return self.root
+
+    @cached_property
+    def _headers(self) -> list[Path]:
+        """Every ``*.hea`` under the root; `DatasetNotFound` when there is no root or no header."""
+        headers = sorted(self._folder.rglob("*.hea"))
         if not headers:
             raise DatasetNotFound(f"no *.hea header under {self.root}: not a Challenge-format corpus")
         return headers
@@ -121,9 +126,9 @@ class Challenge2021(Dataset):
     def _entry(self, number: int, path: Path) -> tuple[Entry, WfdbHeader]:
         """The entry and header of the header file ``path``; `RecordRejected` (``name``,
         ``outside_root``, ``unreadable``) naming the record."""
-        name = record_name(path.relative_to(self.root).with_suffix("").as_posix())
+        name = record_name(path.relative_to(self._folder).with_suffix("").as_posix())
         try:
-            resolve_inside(path.parent, path.name, self.root, "header")
+            resolve_inside(path.parent, path.name, self._folder, "header")
         except HeaderError as error:
             raise RecordRejected(name, "outside_root", str(error)) from None
         try:
@@ -143,16 +148,17 @@ class Challenge2021(Dataset):
         """Records whose header does not parse (check ``unreadable``), with the reason."""
         return self._index[2]
 
+    # ignore[override]: a Dataset fact is never assigned through the base; mypy cannot declare it read-only
     @property
-    def label_levels(self) -> tuple[LabelLevel, ...]:
+    def label_levels(self) -> tuple[LabelLevel, ...]:  # type: ignore[override]
         codes = sorted({code for entry in self.entries() for code in entry.labels["dx"]}, key=int)
         return (LabelLevel("dx", "dx", tuple(codes)),)
 
     def fingerprint(self) -> dict:
         """The root and one sha256 over every header inside it (one symlinked outside is never read)."""
-        root = self.root.resolve()
-        headers = sha256_of([path for path in self._headers if path.resolve().is_relative_to(root)], self.root)
-        return {"root": str(self.root.resolve()), "headers_sha256": headers}
+        root = self._folder.resolve()
+        headers = sha256_of([path for path in self._headers if path.resolve().is_relative_to(root)], self._folder)
+        return {"root": str(self._folder.resolve()), "headers_sha256": headers}
 
     def read(self, entry: Entry) -> Record:
         """The record in mV at its own rate; raises `RecordRejected` (``outside_root``,
@@ -162,7 +168,7 @@ class Challenge2021(Dataset):
             check_rate(header)
         except HeaderError as error:
             raise RecordRejected(entry.name, "sampling_rate", str(error)) from None
-        digital = _samples(header, (self.root / entry.name).parent, self.root, entry.name)
+        digital = _samples(header, (self._folder / entry.name).parent, self._folder, entry.name)
         units = [s.units for s in header.signals]
         unknown = sorted({u for u in units if u.lower() not in MV_PER_UNIT})
         gain = np.array([s.gain for s in header.signals], dtype=np.float64)
@@ -191,6 +197,7 @@ def _samples(header: WfdbHeader, folder: Path, root: Path, name: str) -> np.ndar
     if layouts != {(16, 1, 0)}:
         raise RecordRejected(name, "format", f"WFDB format/samples-per-frame/skew {sorted(layouts)}, expected 16 with one "
                              "sample per frame and no skew")  # fmt: skip
+    assert header.samples is not None, "check_header refuses a record line without a samples count"
     shape = (len(header.signals), header.samples)
     if shape[0] * shape[1] > MAX_RECORD_SAMPLES:
         raise RecordRejected(name, "extent", f"the header declares {shape[0]} x {shape[1]} samples, more than the "

@@ -93,7 +93,7 @@ def cohort_table(
     import pandas as pd
 
     bare = isinstance(cache_or_meta, pd.DataFrame)
-    meta = cache_or_meta if bare else cache_or_meta.meta
+    meta: pd.DataFrame = cache_or_meta if bare else cache_or_meta.meta
     if not bare:
         level = cache_or_meta.label_levels[0] if cache_or_meta.label_levels else None
     windowed = "window" in meta and bool((meta["window"] > 0).any())

@@ -303,9 +303,11 @@ class Dataset:
         if not rate:
             raise ValueError(f"dataset {cls.__name__} has no fixed sampling rate and the phase provider declares no cycle "
                              f"band to derive one from; set data.cache_fs (the cache rate in Hz)")  # fmt: skip
-        values = {"cache_fs": float(rate), "decimation": int(decimation or band.get("decimation", cls.decimation)),
-                  "token_patch": int(token_patch or band.get("token_patch", cls.token_patch)),
-                  "window_s": float(window_s or band.get("window_s", cls.window_s))}  # fmt: skip
+        values: dict[str, Any] = {
+            "cache_fs": float(rate), "decimation": int(decimation or band.get("decimation", cls.decimation)),
+            "token_patch": int(token_patch or band.get("token_patch", cls.token_patch)),
+            "window_s": float(window_s or band.get("window_s", cls.window_s)),
+        }  # fmt: skip
         return {**values, "n_tokens": check_window(**values)}
 
     def preparation(self, cycle_band_hz: tuple[float, float] | None = None) -> Preparation:
@@ -484,7 +486,7 @@ def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
 def as_float32(record_id: int | str, signal: np.ndarray, channels: Sequence[str]) -> np.ndarray:
     """``signal`` (channels, samples) as float32; `RecordRejected` (``non_finite``) naming the
     channels with a sample beyond float32's range, which the cast would turn into inf."""
-    huge = [channels[i] for i in np.flatnonzero((np.abs(signal) > np.finfo(np.float32).max).any(axis=1))]
+    huge = [channels[int(i)] for i in np.flatnonzero((np.abs(signal) > np.finfo(np.float32).max).any(axis=1))]
     if huge:
         raise RecordRejected(record_id, "non_finite", f"samples beyond float32's range (±3.4e38) on {huge}")
     return np.asarray(signal).astype(np.float32)
@@ -517,7 +519,7 @@ def hash_fold(key: str, count: int = FoldProtocol.count) -> int:
     return int(hashlib.sha256(key.encode()).hexdigest()[:12], 16) % count + 1
 
 
-def corpus_listing(root: str | os.PathLike | None) -> dict[str, Any] | None:
+def corpus_listing(root: str | os.PathLike[str] | None) -> dict[str, Any] | None:
     """What the corpus at ``root`` holds, from one ``stat`` per file (nothing is read): the
     number of files, their total size and one sha256 over each file's path relative to ``root``,
     size and modification time (ns), in path order; hidden entries (a leading ``.``) are left
@@ -533,8 +535,8 @@ def corpus_listing(root: str | os.PathLike | None) -> dict[str, Any] | None:
                 stat = os.stat(path) if os.path.exists(path) else None
                 rows.append((os.fsencode(os.path.relpath(path, root)), stat.st_size if stat else -1, stat.st_mtime_ns if stat else -1))
     digest = hashlib.sha256()
-    for name, size, mtime in sorted(rows):
-        digest.update(name + b"\0" + f"{size} {mtime}\n".encode())
+    for relative, size, mtime in sorted(rows):
+        digest.update(relative + b"\0" + f"{size} {mtime}\n".encode())
     return {"files": len(rows), "bytes": sum(max(size, 0) for _, size, _ in rows), "sha256": digest.hexdigest()}
 
 

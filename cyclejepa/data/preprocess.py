@@ -186,7 +186,7 @@ def fill_nonfinite(signal: np.ndarray, channel_names: Sequence[str]) -> np.ndarr
     samples = np.arange(signal.shape[1])
     for row in np.flatnonzero(~finite.all(axis=1)):
         if not finite[row].any():
-            raise ValueError(f"channel {channel_names[row]!r} has no finite sample")
+            raise ValueError(f"channel {channel_names[int(row)]!r} has no finite sample")
         good = finite[row]
         filled[row, ~good] = np.interp(samples[~good], samples[good], signal[row, good])
     return filled

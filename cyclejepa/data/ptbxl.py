@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -199,7 +199,7 @@ def check_database(path: Path, codes: set[str]) -> tuple[pd.DataFrame, list[Reco
         if missing:
             raise ValueError(f"{path}: missing column(s) {missing}; PTB-XL 1.0.3 has {list(REQUIRED_COLUMNS)}")
         rows = [(reader.line_num, row) for row in reader]
-    lines_of: dict[int, list[int]] = {}
+    lines_of: dict[int | None, list[int]] = {}  # None: the rows whose ecg_id is not an integer
     for line, row in rows:
         lines_of.setdefault(_integer(row["ecg_id"]), []).append(line)
     kept, rejections = [], []
@@ -237,7 +237,7 @@ def _checked_row(row: dict[str, str], lines_of: dict[int | None, list[int]], cod
             (text or "").encode("utf-8")
         except UnicodeEncodeError:
             raise _BadCell(column, f"{os.fsencode(text)!r} is not UTF-8 text") from None
-    checked = dict(row)
+    checked: dict[str, Any] = dict(row)
     checked["ecg_id"] = integer("ecg_id", range(1, 10**9))
     if len(lines_of[checked["ecg_id"]]) > 1:
         raise _BadCell("ecg_id", f"{checked['ecg_id']} is repeated on lines {lines_of[checked['ecg_id']]}")
@@ -320,13 +320,14 @@ class PTBXL(Dataset):
         "subclass-all": "Subclass macro-AUROC, 23 classes ↑",
     })
     phase_provider = "ecg-rpeak"
-    root_env = ROOT_ENV
+    root_env: str | None = ROOT_ENV
 
     def __init__(self, root: str | os.PathLike | None = None):
         self._root = root
 
+    # ignore[override]: the root is never assigned through the base; mypy cannot declare Dataset.root read-only
     @cached_property
-    def root(self) -> Path:
+    def root(self) -> Path:  # type: ignore[override]
         """The PTB-XL folder (`resolve_root`); `PTBXLNotFound` says where to put it and how to get it."""
         return resolve_root(self._root)
 
@@ -524,8 +525,10 @@ def read_record_fast(path: str | os.PathLike, record_id: object = None, root: st
                 resolve_inside(path.parent, name, Path(root))
             except HeaderError as error:
                 raise RecordRejected(record_id, "outside_root", str(error)) from None
-    data = path.parent / header.signals[0].file if header is not None and header.signals else None
-    if not (data is not None and _plain(header, path.name) and data.is_file() and data.stat().st_size == 2 * len(LEADS) * N_SAMPLES):
+    if header is None or not header.signals or not _plain(header, path.name):
+        return read_verified(path, record_id=record_id)
+    data = path.parent / header.signals[0].file
+    if not (data.is_file() and data.stat().st_size == 2 * len(LEADS) * N_SAMPLES):
         return read_verified(path, record_id=record_id)
     digital = np.fromfile(data, dtype="<i2").reshape(N_SAMPLES, len(LEADS))
     gain = np.array([s.gain for s in header.signals])

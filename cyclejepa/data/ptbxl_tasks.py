@@ -85,7 +85,7 @@ class TaskLabels:
 
     @property
     def labelled(self) -> np.ndarray:
-        return self.labels.any(axis=1)
+        return np.any(self.labels, axis=1)
 
 
 def task_labels(dataset: PTBXL, task: str, ecg_ids: Sequence[int]) -> TaskLabels:

@@ -118,8 +118,9 @@ class WfdbFolder(Dataset):
     def __repr__(self) -> str:
         return f"WfdbFolder({str(self.root)!r}, channels={list(self.channels)})"
 
+    # ignore[override]: a Dataset fact is never assigned through the base; mypy cannot declare it read-only
     @property
-    def units(self) -> tuple[str, ...]:
+    def units(self) -> tuple[str, ...]:  # type: ignore[override]
         """The ``units`` option, else the units the indexed records state (mV where none does)."""
         if self._units is not None:
             return self._units
@@ -143,13 +144,19 @@ class WfdbFolder(Dataset):
             raise ValueError(f"data.options (highpass_hz, normalisation, drop_s): {error}") from None
 
     @cached_property
-    def _headers(self) -> list[Path]:
+    def _folder(self) -> Path:
+        """The root; `DatasetNotFound` when there is none or it is not a folder."""
         if self.root is None or not self.root.is_dir():
             raise DatasetNotFound(f"wfdb: the folder {self.root} does not exist (set data.root to a folder of WFDB records)")
-        return sorted(self.root.rglob("*.hea"))
+        return self.root
 
+    @cached_property
+    def _headers(self) -> list[Path]:
+        return sorted(self._folder.rglob("*.hea"))
+
+    # ignore[override]: a Dataset fact is never assigned through the base; mypy cannot declare it read-only
     @property
-    def subjects_known(self) -> bool:
+    def subjects_known(self) -> bool:  # type: ignore[override]
         """Whether a subjects file names the person of each recording (else each recording is its
         own subject, and the same person may sit in training and evaluation)."""
         return self.root is not None and (self.root / (self.subjects or SUBJECTS_FILE)).is_file()
@@ -157,7 +164,7 @@ class WfdbFolder(Dataset):
     @cached_property
     def _subject_of(self) -> dict[str, str] | None:
         """record name -> subject from the subjects file, None without one."""
-        path = self.root / (self.subjects or SUBJECTS_FILE)
+        path = self._folder / (self.subjects or SUBJECTS_FILE)
         if not path.is_file():
             if self.subjects:
                 raise DatasetNotFound(f"wfdb: data.options.subjects names {path}, which does not exist")
@@ -178,10 +185,10 @@ class WfdbFolder(Dataset):
     def _index(self) -> tuple[list[Entry], dict[int, str], list[RecordRejected], tuple[str, ...]]:
         kept, rejected, units = [], [], list(self._units or [None] * len(self.channels))
         for path in self._headers:
-            name = path.relative_to(self.root).with_suffix("").as_posix()
+            name = path.relative_to(self._folder).with_suffix("").as_posix()
             try:
                 _check_text(name)
-                resolve_inside(self.root, path.relative_to(self.root).as_posix(), self.root)
+                resolve_inside(self._folder, path.relative_to(self._folder).as_posix(), self._folder)
                 specs = self._specs(name, read_header(path))
                 for c, spec in enumerate(specs):
                     units[c] = units[c] or (spec.units if spec.units_stated else None)
@@ -217,14 +224,14 @@ class WfdbFolder(Dataset):
 
     def fingerprint(self) -> dict:
         """The root, the options, one sha256 over every header and the subjects file's."""
-        subjects = self.root / (self.subjects or SUBJECTS_FILE)
-        return {"root": str(self.root.resolve()), "headers_sha256": sha256_of(self._headers, self.root),
+        subjects = self._folder / (self.subjects or SUBJECTS_FILE)
+        return {"root": str(self._folder.resolve()), "headers_sha256": sha256_of(self._headers, self._folder),
                 "subjects_sha256": sha256_file(subjects) if subjects.is_file() else None, "channels": list(self.channels),
                 "units": list(self.units), "max_gap_s": self.max_gap_s, "unwrap": self.unwrap}  # fmt: skip
 
     def read(self, entry: Entry) -> Record:
         """The record of ``entry`` (module docstring), its id the entry's."""
-        record = self._read(self.root / self._index[1][entry.id], entry.name)
+        record = self._read(self._folder / self._index[1][entry.id], entry.name)
         return Record(entry.id, record.signal, record.fs, record.channels)
 
     def read_path(self, path: str | os.PathLike) -> Record:

@@ -30,9 +30,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    import os
 
     import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "FORMATS", "HeaderError", "SignalSpec", "WfdbHeader", "WfdbRecord", "check_rate", "check_sizes", "parse_header",
@@ -110,7 +111,7 @@ class WfdbHeader:
         return None
 
 
-def read_header(path: str | Path) -> WfdbHeader:
+def read_header(path: str | os.PathLike[str]) -> WfdbHeader:
     """Parse the header at ``path`` (``.hea`` added when missing); `HeaderError` when it does
     not follow the specification, OSError when it cannot be read."""
     path = Path(path)
@@ -254,8 +255,8 @@ def check_sizes(header: WfdbHeader, folder: Path) -> None:
             raise HeaderError(f"signal file {name!r} holds {held:.0f} samples, more than {MAX_RECORD_SAMPLES} can be read")
 
 
-def to_physical(stored: "np.ndarray", gain: "Sequence[float]", baseline: "Sequence[float]",
-                factor: "Sequence[float] | None" = None) -> "np.ndarray":
+def to_physical(stored: npt.ArrayLike, gain: npt.ArrayLike, baseline: npt.ArrayLike,
+                factor: npt.ArrayLike | None = None) -> np.ndarray:
     """Stored ADC values (signals, samples) in physical units, float64, signal by signal:
 
         physical = (stored - baseline) / gain × factor
@@ -286,7 +287,7 @@ class WfdbRecord:
     units: tuple[str | None, ...]
 
 
-def read_record(path: str | Path) -> WfdbRecord:
+def read_record(path: str | os.PathLike[str]) -> WfdbRecord:
     """The WFDB record at ``path`` (no extension) in physical units.
 
     The header is parsed and checked first (`read_header`; every signal file inside the

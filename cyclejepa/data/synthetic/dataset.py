@@ -32,8 +32,9 @@ class SyntheticPTBXL(PTBXL):
         self._root = root
         self.records, self.seed, self.progress = records, seed, progress
 
+    # ignore[override]: the root is never assigned through the base; mypy cannot declare Dataset.root read-only
     @cached_property
-    def root(self) -> Path:
+    def root(self) -> Path:  # type: ignore[override]
         """``data.root`` (`DatasetNotFound` when it is not set); `fetch` writes the corpus there."""
         return type(self).resolve_root(self._root)
 

@@ -36,9 +36,9 @@ _CHEST_ANGLES = np.deg2rad([115.0, 95.0, 72.0, 52.0, 25.0, 0.0])
 _CHEST_GAINS = np.array([1.7, 2.8, 2.8, 2.55, 2.05, 1.55])
 # Leads from electrode potentials (RA, LA, LL, V1…V6); V_i is taken against Wilson's terminal.
 _LEAD_MATRIX = np.zeros((12, 9))
-_LEAD_MATRIX[:6, :3] = [
+_LEAD_MATRIX[:6, :3] = np.array([
     [-1, 1, 0], [-1, 0, 1], [0, -1, 1], [1, -0.5, -0.5], [-0.5, 1, -0.5], [-0.5, -0.5, 1],
-]  # fmt: skip
+])  # fmt: skip
 _LEAD_MATRIX[6:, :3] = -1 / 3
 _LEAD_MATRIX[6:, 3:] = np.eye(6)
 _TO_LEADS = np.ascontiguousarray(_LEAD_MATRIX.T, dtype=np.float32)  # right-multiplies frames
@@ -115,7 +115,8 @@ def _wave_table(waves: dict, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray
     """Vectors (n, W, 3), centres and widths (n, W) of a wave dictionary, for n records."""
     mu, sd, amplitude, direction = (np.array(c, dtype=float) for c in zip(*waves.values()))
     vec = amplitude[:, None] * _direction(direction)
-    return tuple(np.repeat(a[None], n, axis=0) for a in (vec, mu, sd))
+    vec_n, mu_n, sd_n = (np.repeat(a[None], n, axis=0) for a in (vec, mu, sd))
+    return vec_n, mu_n, sd_n
 
 
 def _normal_plan(n: int, rng: np.random.Generator) -> _SignalPlan:

@@ -125,7 +125,7 @@ def _fibrillation_waves(plan: _SignalPlan, rng: np.random.Generator) -> np.ndarr
     """f-waves (n, N_SAMPLES, 3): 4–8 Hz atrial activity along the P axis, zero without AF."""
     n = len(plan.hr)
     t = np.arange(N_SAMPLES, dtype=np.float32) / FS
-    bounds = ((4, 8), (0.1, 0.4), (0, 2 * np.pi), (0, 2 * np.pi))
+    bounds: tuple[tuple[float, float], ...] = ((4, 8), (0.1, 0.4), (0, 2 * np.pi), (0, 2 * np.pi))
     freq, wobble, phase, wobble_phase = (rng.uniform(*b, (n, 1)).astype(np.float32) for b in bounds)
     modulation = 0.8 * np.sin(2 * np.pi * wobble * t + wobble_phase)
     wave = np.sin(2 * np.pi * freq * t + phase + modulation)
