@@ -11,12 +11,11 @@ from cyclejepa.bench.throughput import (
     SPLIT_GROUPS,
     compare_traces,
     instrumented_step,
-    run_throughput,
     synthetic_training_arrays,
 )
 from cyclejepa.bench.timing import PhaseTimer, summarise, time_calls, time_window
 from cyclejepa.config import parse_config
-from cyclejepa.pipeline import training_spec
+from cyclejepa.pipeline import benchmark_throughput, training_spec
 from cyclejepa.training import Trainer
 from test_training import TINY as TRAINING_TINY
 
@@ -121,14 +120,14 @@ def test_instrumented_step_computes_what_train_step_computes(tmp_path):
 
 
 def test_the_benchmark_trains_what_the_pipeline_trains_but_keeps_no_identity(tmp_path):
-    """`benchmark_spec` (the benchmark builds its own spec: it may not use the pipeline) holds every
-    section `pipeline.training_spec` gives the trainer, and no run identity."""
+    """`timed_training_spec` (the benchmark's trainers) holds every section `pipeline.training_spec`
+    gives the trainer, and no run identity."""
     from dataclasses import fields
 
-    from cyclejepa.bench.throughput.training import benchmark_spec
+    from cyclejepa.pipeline.throughput import timed_training_spec
 
     cfg = parse_config({**TINY, "augmentations": [{"name": "drift", "p": 0.3}]})
-    bench = benchmark_spec(cfg, tmp_path, seed=2, transport_weight=0.5)
+    bench = timed_training_spec(cfg, tmp_path, seed=2, transport_weight=0.5)
     product = training_spec(cfg, tmp_path, seed=2, transport_weight=0.5)
     for field in fields(product):
         if field.name not in ("identity", "run_hash"):
@@ -147,7 +146,7 @@ def test_synthetic_phases_have_undefined_ends_and_advance_per_token():
 
 def test_quick_tiny_run_writes_every_section(tmp_path):
     out = tmp_path / "throughput.json"
-    report = run_throughput(
+    report = benchmark_throughput(
         "cpu",
         quick=True,
         out=out,
