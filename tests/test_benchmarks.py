@@ -135,6 +135,42 @@ def test_the_benchmark_trains_what_the_pipeline_trains_but_keeps_no_identity(tmp
     assert (bench.identity, bench.run_hash) == ({}, "") and product.identity
 
 
+def test_each_variant_trains_the_config_with_only_its_device_precision_and_compile_set():
+    """`throughput_spec`: every trainer is the config's, with the variant's ``training.device``,
+    ``precision`` and ``compile`` (the objective's precision too); the ensemble's is eager float32 on the CPU."""
+    from cyclejepa.bench.throughput import VARIANTS
+    from cyclejepa.jsonio import short_hash
+    from cyclejepa.pipeline import throughput_spec
+    from cyclejepa.training.spec import ObjectiveSpec
+
+    raw = {**TINY, "augmentations": [{"name": "drift", "p": 0.3}], "training": {"batch_size": 4, "steps": 7, "precision": "bf16"}}
+    cfg = parse_config(raw)
+    spec = throughput_spec(raw, torch.device("cpu"))
+    assert (spec.batch_size, spec.channels, spec.tokens) == (4, cfg.model.encoder.leads, 1000 // cfg.model.encoder.patch)
+    assert spec.config_hash == short_hash(cfg.model_dump(mode="json")) and spec.config_overrides == raw
+    settings = {name: (variant.precision, variant.compile_mode or False) for name, variant in VARIANTS.items()}
+    trainers = {**spec.trainers, "ensemble": spec.ensemble}
+    assert set(trainers) == {*VARIANTS, "ensemble"}
+    for name, trainer in trainers.items():
+        precision, compile_mode = settings.get(name, ("float32", False))
+        assert trainer.training.model_dump() == {
+            **cfg.training.model_dump(), "device": "cpu", "precision": precision, "compile": compile_mode
+        }, name
+        assert trainer.objective == ObjectiveSpec(cfg.model, cfg.symmetry, cfg.objectives, precision), name
+        assert (trainer.optimiser, trainer.augmentations) == (cfg.optimiser, tuple(cfg.augmentations)), name
+        assert (trainer.seed, trainer.transport_weight, trainer.identity, trainer.run_hash) == (0, 1.0, {}, ""), name
+
+
+def test_the_command_line_refuses_a_missing_config_before_any_work(tmp_path, capsys):
+    from cyclejepa.pipeline.throughput import throughput_main
+
+    out = tmp_path / "throughput.json"
+    with pytest.raises(SystemExit) as stopped:
+        throughput_main(["--config", str(tmp_path / "absent.yaml"), "--device", "cpu", "--out", str(out)])
+    assert stopped.value.code == 2 and "absent.yaml" in capsys.readouterr().err
+    assert not out.exists()
+
+
 def test_synthetic_phases_have_undefined_ends_and_advance_per_token():
     _, phases = synthetic_training_arrays(channels=2, tokens=125, records=64, seed=1)
     defined = np.isfinite(phases)
