@@ -32,7 +32,7 @@ ENSEMBLE_SIZES = (1, 2, 4)
 def measure_ensemble(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
     """Aggregate steps/s of N stacked runs and of N runs in turn, per N of `ENSEMBLE_SIZES`
     (run i: seed i, λ_trans = 1 for even i and 0 for odd i)."""
-    device, training = spec.device, spec.ensemble
+    device, run = spec.device, spec.ensemble
     corpus = synthetic_training_arrays(spec.channels, spec.tokens)
     calls = budget.timed
     rows = []
@@ -41,14 +41,14 @@ def measure_ensemble(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
         for way in ("in turn", "stacked"):
             with tempfile.TemporaryDirectory(prefix="cyclejepa-bench-") as folder:
                 trainers = [
-                    timed_trainer(training, corpus, Path(folder) / f"run{i}", seed=i, transport_weight=float(i % 2 == 0))
+                    timed_trainer(run, corpus, Path(folder) / f"run{i}", seed=i, transport_weight=float(i % 2 == 0))
                     for i in range(runs)
                 ]
                 row[way] = _rate(trainers, way, device, budget.warmup, calls)
             _release(device, compiled=False)
         row["stacked / in turn"] = row["stacked"]["steps_per_s"] / row["in turn"]["steps_per_s"]
         rows.append(row)
-    settings = {"precision": training.training.precision, "compile": training.training.compile}
+    settings = {"precision": run.training.precision, "compile": run.training.compile}
     return {"status": "ok", **settings, "window_steps": calls, "rows": rows}
 
 

@@ -31,6 +31,7 @@ from cyclejepa.bench.throughput.common import (
     _release,
     _skipped,
 )
+from cyclejepa.bench.throughput.spec import ThroughputSpec
 from cyclejepa.bench.timing import (
     PhaseTimer,
     device_sync,
@@ -40,7 +41,6 @@ from cyclejepa.bench.timing import (
     time_calls,
     time_window,
 )
-from cyclejepa.bench.throughput.spec import ThroughputSpec
 from cyclejepa.objectives import prediction_loss, sample_cutoffs
 from cyclejepa.training import Trainer
 from cyclejepa.training.schedule import learning_rate, set_learning_rate
