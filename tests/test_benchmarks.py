@@ -161,13 +161,16 @@ def test_each_variant_trains_the_config_with_only_its_device_precision_and_compi
         assert (trainer.seed, trainer.transport_weight, trainer.identity, trainer.run_hash) == (0, 1.0, {}, ""), name
 
 
-def test_the_command_line_refuses_a_missing_config_before_any_work(tmp_path, capsys):
+def test_the_command_line_refuses_a_missing_config_or_an_unknown_section_before_any_work(tmp_path, capsys):
     from cyclejepa.pipeline.throughput import throughput_main
 
     out = tmp_path / "throughput.json"
     with pytest.raises(SystemExit) as stopped:
         throughput_main(["--config", str(tmp_path / "absent.yaml"), "--device", "cpu", "--out", str(out)])
     assert stopped.value.code == 2 and "absent.yaml" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        throughput_main(["--sections", "sigreg,nope", "--device", "cpu", "--out", str(out)])
+    assert stopped.value.code == 1 and "unknown section(s) ['nope']" in capsys.readouterr().err
     assert not out.exists()
 
 

@@ -91,9 +91,9 @@ def throughput_main(argv: Sequence[str] | None = None) -> dict[str, Any]:
         out = args.out or Path("runs/benchmarks") / f"throughput-{_device_tag(args.device)}.json"
         report = benchmark_throughput(args.device, args.quick, out, config=config, sections=args.sections, variants=args.variants,
                                       prepare_records=args.prepare_records, deadline_s=args.deadline_s, threads=args.threads)  # fmt: skip
-    except ConfigError as error:
+    except ValueError as error:  # a ConfigError (exit status 2), an unknown section or variant
         print(f"error: {error}", file=sys.stderr)
-        raise SystemExit(2) from None
+        raise SystemExit(2 if isinstance(error, ConfigError) else 1) from None
     print(markdown_report(report))
     print(f"\nwrote {out} and {out.with_suffix('.md')}", file=sys.stderr)
     return report
