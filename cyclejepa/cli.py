@@ -282,7 +282,7 @@ def run(
     console.print(f"[green]report[/green] {report}")
 
 
-BENCHMARKS = {"throughput": "cyclejepa.bench.throughput:main", "allocations": "cyclejepa.pipeline.benchmarking:allocations_main",
+BENCHMARKS = {"throughput": "cyclejepa.pipeline.throughput:throughput_main", "allocations": "cyclejepa.pipeline.benchmarking:allocations_main",
               "ptbxl": "cyclejepa.pipeline.benchmarking:ptbxl_main"}
 """Each benchmark's command line, ``module:function`` taking the words after its name."""
 

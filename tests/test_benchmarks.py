@@ -11,12 +11,11 @@ from cyclejepa.bench.throughput import (
     SPLIT_GROUPS,
     compare_traces,
     instrumented_step,
-    run_throughput,
     synthetic_training_arrays,
 )
 from cyclejepa.bench.timing import PhaseTimer, summarise, time_calls, time_window
 from cyclejepa.config import parse_config
-from cyclejepa.pipeline import training_spec
+from cyclejepa.pipeline import benchmark_throughput, training_spec
 from cyclejepa.training import Trainer
 from test_training import TINY as TRAINING_TINY
 
@@ -121,19 +120,58 @@ def test_instrumented_step_computes_what_train_step_computes(tmp_path):
 
 
 def test_the_benchmark_trains_what_the_pipeline_trains_but_keeps_no_identity(tmp_path):
-    """`benchmark_spec` (the benchmark builds its own spec: it may not use the pipeline) holds every
-    section `pipeline.training_spec` gives the trainer, and no run identity."""
+    """`timed_training_spec` (the benchmark's trainers) holds every section `pipeline.training_spec`
+    gives the trainer, and no run identity."""
     from dataclasses import fields
 
-    from cyclejepa.bench.throughput.training import benchmark_spec
+    from cyclejepa.pipeline.throughput import timed_training_spec
 
     cfg = parse_config({**TINY, "augmentations": [{"name": "drift", "p": 0.3}]})
-    bench = benchmark_spec(cfg, tmp_path, seed=2, transport_weight=0.5)
+    bench = timed_training_spec(cfg, tmp_path, seed=2, transport_weight=0.5)
     product = training_spec(cfg, tmp_path, seed=2, transport_weight=0.5)
     for field in fields(product):
         if field.name not in ("identity", "run_hash"):
             assert getattr(bench, field.name) == getattr(product, field.name), field.name
     assert (bench.identity, bench.run_hash) == ({}, "") and product.identity
+
+
+def test_each_variant_trains_the_config_with_only_its_device_precision_and_compile_set():
+    """`throughput_spec`: every trainer is the config's, with the variant's ``training.device``,
+    ``precision`` and ``compile`` (the objective's precision too); the ensemble's is eager float32 on the CPU."""
+    from cyclejepa.bench.throughput import VARIANTS
+    from cyclejepa.jsonio import short_hash
+    from cyclejepa.pipeline import throughput_spec
+    from cyclejepa.training.spec import ObjectiveSpec
+
+    raw = {**TINY, "augmentations": [{"name": "drift", "p": 0.3}], "training": {"batch_size": 4, "steps": 7, "precision": "bf16"}}
+    cfg = parse_config(raw)
+    spec = throughput_spec(raw, torch.device("cpu"))
+    assert (spec.batch_size, spec.channels, spec.tokens) == (4, cfg.model.encoder.leads, 1000 // cfg.model.encoder.patch)
+    assert spec.config_hash == short_hash(cfg.model_dump(mode="json")) and spec.config_overrides == raw
+    settings = {name: (variant.precision, variant.compile_mode or False) for name, variant in VARIANTS.items()}
+    trainers = {**spec.trainers, "ensemble": spec.ensemble}
+    assert set(trainers) == {*VARIANTS, "ensemble"}
+    for name, trainer in trainers.items():
+        precision, compile_mode = settings.get(name, ("float32", False))
+        assert trainer.training.model_dump() == {
+            **cfg.training.model_dump(), "device": "cpu", "precision": precision, "compile": compile_mode
+        }, name
+        assert trainer.objective == ObjectiveSpec(cfg.model, cfg.symmetry, cfg.objectives, precision), name
+        assert (trainer.optimiser, trainer.augmentations) == (cfg.optimiser, tuple(cfg.augmentations)), name
+        assert (trainer.seed, trainer.transport_weight, trainer.identity, trainer.run_hash) == (0, 1.0, {}, ""), name
+
+
+def test_the_command_line_refuses_a_missing_config_or_an_unknown_section_before_any_work(tmp_path, capsys):
+    from cyclejepa.pipeline.throughput import throughput_main
+
+    out = tmp_path / "throughput.json"
+    with pytest.raises(SystemExit) as stopped:
+        throughput_main(["--config", str(tmp_path / "absent.yaml"), "--device", "cpu", "--out", str(out)])
+    assert stopped.value.code == 2 and "absent.yaml" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stopped:
+        throughput_main(["--sections", "sigreg,nope", "--device", "cpu", "--out", str(out)])
+    assert stopped.value.code == 1 and "unknown section(s) ['nope']" in capsys.readouterr().err
+    assert not out.exists()
 
 
 def test_synthetic_phases_have_undefined_ends_and_advance_per_token():
@@ -147,7 +185,7 @@ def test_synthetic_phases_have_undefined_ends_and_advance_per_token():
 
 def test_quick_tiny_run_writes_every_section(tmp_path):
     out = tmp_path / "throughput.json"
-    report = run_throughput(
+    report = benchmark_throughput(
         "cpu",
         quick=True,
         out=out,

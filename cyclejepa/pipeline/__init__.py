@@ -103,6 +103,8 @@ _HOMES = {
     "benchmark_ptbxl": "benchmarking",
     "benchmark_allocations": "benchmarking",
     "time_experiment": "benchmarking",
+    "benchmark_throughput": "throughput",
+    "throughput_spec": "throughput",
     "load_encoder": "embedding",
     "locate_run": "embedding",
     "run_encoder": "embedding",

@@ -17,13 +17,16 @@ What is measured, for the configured model (the paper's by default) at its batch
 
 Results go to one JSON file plus a Markdown report beside it (``.md``).
 
-Modules: `common` (settings, variants, budgets), one per section (`training`, `equality`,
-`parts` for transport, SIGReg and inference, `prepare`, `ensemble`) and `run` (the entry points).
+The config is read by the pipeline (`cyclejepa.pipeline.throughput`), which hands this package a
+`ThroughputSpec`. Modules: `spec`, `common` (settings, variants, budgets), one per section
+(`training`, `equality`, `parts` for transport, SIGReg and inference, `prepare`, `ensemble`) and
+`run` (`measure_throughput` and the command line's arguments).
 """
 
 from cyclejepa.bench.throughput.common import SECTIONS, SPLIT_GROUPS, VARIANTS, Budget, Variant
 from cyclejepa.bench.throughput.equality import compare_traces
-from cyclejepa.bench.throughput.run import main, run_throughput
+from cyclejepa.bench.throughput.run import measure_throughput, throughput_arguments
+from cyclejepa.bench.throughput.spec import ThroughputSpec
 from cyclejepa.bench.throughput.training import instrumented_step, synthetic_training_arrays
 
 __all__ = [
@@ -31,10 +34,11 @@ __all__ = [
     "SPLIT_GROUPS",
     "VARIANTS",
     "Budget",
+    "ThroughputSpec",
     "Variant",
     "compare_traces",
     "instrumented_step",
-    "main",
-    "run_throughput",
+    "measure_throughput",
     "synthetic_training_arrays",
+    "throughput_arguments",
 ]

@@ -19,36 +19,37 @@ from typing import Any
 
 import torch
 
-from cyclejepa.bench.throughput.common import MODEL_FS, Budget, _release
-from cyclejepa.bench.throughput.training import _merge, arrays_for, benchmark_spec
+from cyclejepa.bench.throughput.common import Budget, _release
+from cyclejepa.bench.throughput.spec import ThroughputSpec
+from cyclejepa.bench.throughput.training import synthetic_training_arrays, timed_trainer
 from cyclejepa.bench.timing import device_sync, peak_memory, reset_peak_memory, time_window
-from cyclejepa.config import parse_config
 from cyclejepa.training import Trainer
 from cyclejepa.training.stacked import StackedRuns
 
 ENSEMBLE_SIZES = (1, 2, 4)
 
 
-def measure_ensemble(raw: dict[str, Any], device: torch.device, budget: Budget) -> dict[str, Any]:
-    """Aggregate steps/s of N stacked runs and of N runs in turn, per N of `ENSEMBLE_SIZES`."""
-    precision = "bf16" if device.type == "cuda" else "float32"
-    cfg = parse_config(_merge(raw, {"training": {"device": str(device), "precision": precision, "compile": False}}))
-    corpus = arrays_for(cfg)
+def measure_ensemble(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
+    """Aggregate steps/s of N stacked runs and of N runs in turn, per N of `ENSEMBLE_SIZES`
+    (run i: seed i, λ_trans = 1 for even i and 0 for odd i)."""
+    device, run = spec.device, spec.ensemble
+    corpus = synthetic_training_arrays(spec.channels, spec.tokens)
     calls = budget.timed
     rows = []
     for runs in ENSEMBLE_SIZES:
         row: dict[str, Any] = {"runs": runs}
         for way in ("in turn", "stacked"):
             with tempfile.TemporaryDirectory(prefix="cyclejepa-bench-") as folder:
-                specs = [
-                    benchmark_spec(cfg, Path(folder) / f"run{i}", seed=i, transport_weight=float(i % 2 == 0)) for i in range(runs)
+                trainers = [
+                    timed_trainer(run, corpus, Path(folder) / f"run{i}", seed=i, transport_weight=float(i % 2 == 0))
+                    for i in range(runs)
                 ]
-                trainers = [Trainer(spec, *corpus, model_fs=MODEL_FS) for spec in specs]
                 row[way] = _rate(trainers, way, device, budget.warmup, calls)
             _release(device, compiled=False)
         row["stacked / in turn"] = row["stacked"]["steps_per_s"] / row["in turn"]["steps_per_s"]
         rows.append(row)
-    return {"status": "ok", "precision": precision, "compile": False, "window_steps": calls, "rows": rows}
+    settings = {"precision": run.training.precision, "compile": run.training.compile}
+    return {"status": "ok", **settings, "window_steps": calls, "rows": rows}
 
 
 def _rate(trainers: list[Trainer], way: str, device: torch.device, warmup: int, calls: int) -> dict[str, Any]:

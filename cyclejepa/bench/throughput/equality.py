@@ -13,20 +13,18 @@ import torch
 from cyclejepa.bench.throughput.common import (
     EQUALITY_RTOL,
     EQUALITY_TERMS,
-    VARIANTS,
     Budget,
     _guarded,
     _release,
     _skipped,
 )
-from cyclejepa.bench.throughput.training import _trainer, arrays_for, measure_training
-from cyclejepa.config import parse_config
+from cyclejepa.bench.throughput.spec import ThroughputSpec
+from cyclejepa.bench.throughput.training import measure_training, synthetic_training_arrays, timed_trainer
 
 
 def _training_and_equality(
     report: dict[str, Any],
-    raw: dict[str, Any],
-    device: torch.device,
+    spec: ThroughputSpec,
     budget: Budget,
     variants: Sequence[str],
     equality_steps: int,
@@ -41,7 +39,7 @@ def _training_and_equality(
     reference: list[list[float]] = []
     if equality_steps:
         log(f"[throughput] strict float32 reference, {equality_steps} steps")
-        reference = _guarded(lambda: strict_float32_trace(raw, device, equality_steps))
+        reference = _guarded(lambda: strict_float32_trace(spec, equality_steps))
         report["equality"] = (
             reference
             if isinstance(reference, dict)
@@ -52,7 +50,7 @@ def _training_and_equality(
                 "variants": {},
             }
         )
-    for entry, trace in measure_training(raw, device, budget, variants, time_left, log):
+    for entry, trace in measure_training(spec, budget, variants, time_left, log):
         report["training"].append(entry)
         if trace and report["equality"]["status"] == "ok":
             report["equality"]["variants"][entry["variant"]] = compare_traces(trace, reference)
@@ -60,13 +58,13 @@ def _training_and_equality(
 
 
 
-def strict_float32_trace(raw: dict[str, Any], device: torch.device, steps: int) -> list[list[float]]:
-    """Metrics rows of the first ``steps`` steps in float32 with TF32 disabled."""
-    corpus = arrays_for(parse_config(raw))
+def strict_float32_trace(spec: ThroughputSpec, steps: int) -> list[list[float]]:
+    """Metrics rows of the first ``steps`` steps of the ``float32`` variant with TF32 disabled."""
+    corpus = synthetic_training_arrays(spec.channels, spec.tokens)
     with _strict_float32(), tempfile.TemporaryDirectory(prefix="cyclejepa-bench-") as directory:
-        trainer = _trainer(raw, VARIANTS["float32"], device, corpus, directory)
+        trainer = timed_trainer(spec.trainers["float32"], corpus, directory)
         rows = torch.stack([trainer.train_step() for _ in range(steps)]).tolist()
-    _release(device, compiled=False)
+    _release(spec.device, compiled=False)
     return rows
 
 

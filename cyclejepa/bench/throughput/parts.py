@@ -11,22 +11,23 @@ from typing import Any
 import torch
 
 from cyclejepa.bench.throughput.common import INFERENCE_BATCH, SAMPLES, TRANSPORT_TOKENS, Budget
+from cyclejepa.bench.throughput.spec import ThroughputSpec
 from cyclejepa.bench.timing import device_sync, summarise, time_calls
 from cyclejepa.objectives import SIGReg, transport_loss
 from cyclejepa.symmetry import U1Symmetry
 from cyclejepa.training.trainer import build_configured_model
 
 
-def measure_transport(cfg, device: torch.device, budget: Budget) -> dict[str, Any]:
+def measure_transport(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
     """O(T) transport loss vs the all-pairs evaluation of benchmarks/transport_speed.py.
 
     The all-pairs version holds (chunk, T, T, K) tensors, so it runs on
     ``budget.naive_records`` records and its batch time is extrapolated linearly (records are
     independent), which the row says.
     """
-    speed = _transport_speed_module()
-    symmetry = U1Symmetry(cfg.symmetry.spectrum).to(device)
-    batch, dim = cfg.training.batch_size, symmetry.dim
+    speed, device = _transport_speed_module(), spec.device
+    symmetry = U1Symmetry(spec.objective.symmetry.spectrum).to(device)
+    batch, dim = spec.batch_size, symmetry.dim
     sync = device_sync(device)
     rows = []
     for tokens, naive_records in zip(TRANSPORT_TOKENS, budget.naive_records):
@@ -77,13 +78,13 @@ def _time_loss(loss_fn, z, phi, symmetry, warmup: int, repeats: int, sync) -> di
 
 
 
-def measure_sigreg(cfg, device: torch.device, budget: Budget) -> dict[str, Any]:
+def measure_sigreg(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
     """SIGReg on N = B × T random tokens with fresh directions per call (as in training)."""
-    reg_cfg = cfg.objectives.regulariser
-    regulariser = SIGReg(**(reg_cfg.options if reg_cfg.name == "sigreg" else {}))
-    tokens = cfg.training.batch_size * (SAMPLES // cfg.model.encoder.patch)
+    device, configured = spec.device, spec.objective.objectives.regulariser
+    regulariser = SIGReg(**(configured.options if configured.name == "sigreg" else {}))
+    tokens = spec.batch_size * spec.tokens
     generator = torch.Generator(device=device).manual_seed(0)
-    z = torch.randn(tokens, cfg.model.projector.dim, generator=generator, device=device).requires_grad_(True)
+    z = torch.randn(tokens, spec.objective.model.projector.dim, generator=generator, device=device).requires_grad_(True)
     sync = device_sync(device)
 
     def forward() -> None:
@@ -107,11 +108,12 @@ def measure_sigreg(cfg, device: torch.device, budget: Budget) -> dict[str, Any]:
 
 
 
-def measure_inference(cfg, device: torch.device, budget: Budget) -> dict[str, Any]:
+def measure_inference(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
     """Records/s of the deployed path (encoder + projector), no grad, batch `INFERENCE_BATCH`."""
-    model = build_configured_model(cfg.model, seed=0).to(device).eval()
+    device = spec.device
+    model = build_configured_model(spec.objective.model, seed=0).to(device).eval()
     generator = torch.Generator(device=device).manual_seed(0)
-    x = torch.randn(INFERENCE_BATCH, cfg.model.encoder.leads, SAMPLES, generator=generator, device=device)
+    x = torch.randn(INFERENCE_BATCH, spec.channels, SAMPLES, generator=generator, device=device)
     sync = device_sync(device)
     rows = []
     for precision in ("float32", "bf16") if device.type == "cuda" else ("float32",):

@@ -1,13 +1,13 @@
 """Measured speed of the trainer and its parts (``cyclejepa benchmark throughput``).
 
-The entry points `run_throughput` and the command line `main`; what each section measures is
-said in `cyclejepa.bench.throughput`.
+`measure_throughput` runs the sections on a `ThroughputSpec` (built from the experiment config by
+`cyclejepa.pipeline.throughput`, which also reads the command line `throughput_arguments`); what
+each section measures is said in `cyclejepa.bench.throughput`.
 """
 
 from __future__ import annotations
 
 import argparse
-import copy
 import os
 import sys
 import time
@@ -26,7 +26,6 @@ from cyclejepa.bench.throughput.common import (
     EQUALITY_RTOL,
     EQUALITY_STEPS,
     EQUALITY_TERMS,
-    SAMPLES,
     SCHEMA,
     SECTIONS,
     VARIANTS,
@@ -38,18 +37,16 @@ from cyclejepa.bench.throughput.ensemble import measure_ensemble
 from cyclejepa.bench.throughput.equality import _training_and_equality
 from cyclejepa.bench.throughput.parts import measure_inference, measure_sigreg, measure_transport
 from cyclejepa.bench.throughput.prepare import measure_prepare
+from cyclejepa.bench.throughput.spec import ThroughputSpec
 from cyclejepa.bench.timing import machine_info, versions
-from cyclejepa.config import load_config, parse_config
-from cyclejepa.devices import resolve_device
-from cyclejepa.jsonio import short_hash, write_json
+from cyclejepa.jsonio import write_json
 
 
-def run_throughput(
-    device: str = "auto",
+def measure_throughput(
+    spec: ThroughputSpec,
     quick: bool = False,
     out: str | os.PathLike | None = None,
     *,
-    config: dict[str, Any] | None = None,
     sections: Sequence[str] | None = None,
     variants: Sequence[str] | None = None,
     prepare_records: int | None = None,
@@ -57,19 +54,18 @@ def run_throughput(
     threads: int | None = None,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the throughput benchmark and return its results (also written to ``out`` when given).
+    """Run the throughput benchmark on ``spec`` and return its results (also written to ``out`` when given).
 
     Parameters
     ----------
-    device
-        ``"auto"`` (CUDA when present), ``"cpu"``, ``"cuda"``, ...
+    spec
+        The model, objective and trainers to time, and the device
+        (`cyclejepa.pipeline.throughput.throughput_spec`).
     quick
         Fewer steps and a 500-record prepare corpus (a CPU run in a few minutes).
     out
         JSON path; the Markdown report goes beside it with suffix ``.md``. Both are rewritten
         after every section, so an interrupted run leaves what it measured.
-    config
-        Experiment config overrides (a nested dict for `parse_config`); default: the paper.
     sections
         Subset of `SECTIONS`; default all of them on CUDA, all but ``equality`` on the CPU.
     variants
@@ -85,16 +81,13 @@ def run_throughput(
         Progress messages (default: printed to stderr).
     """
     with _torch_threads(threads):
-        return _run(device, quick, out, config, sections, variants, prepare_records, deadline_s, log)
+        return _run(spec, quick, out, sections, variants, prepare_records, deadline_s, log)
 
 
-
-def _run(device, quick, out, config, sections, variants, prepare_records, deadline_s, log) -> dict[str, Any]:
-    """`run_throughput` under its thread setting."""
+def _run(spec: ThroughputSpec, quick, out, sections, variants, prepare_records, deadline_s, log) -> dict[str, Any]:
+    """`measure_throughput` under its thread setting."""
     started = time.perf_counter()
-    raw = copy.deepcopy(config or {})
-    cfg = parse_config(raw, source="benchmark config")
-    device = resolve_device(device)
+    device = spec.device
     on_cuda = device.type == "cuda"
     sections = tuple(sections or (s for s in SECTIONS if on_cuda or s != "equality"))
     variants = tuple(variants or (VARIANTS if on_cuda else ("float32",)))
@@ -108,18 +101,18 @@ def _run(device, quick, out, config, sections, variants, prepare_records, deadli
     def time_left() -> bool:
         return deadline_s is None or time.perf_counter() - started < deadline_s
 
-    report = _header(cfg, raw, device, quick, budget, sections, variants)
+    report = _header(spec, quick, budget, sections, variants)
 
     def save() -> None:
         report["elapsed_s"] = time.perf_counter() - started
         _write(report, out)
 
     parts = {
-        "transport": lambda: measure_transport(cfg, device, budget),
-        "sigreg": lambda: measure_sigreg(cfg, device, budget),
-        "inference": lambda: measure_inference(cfg, device, budget),
+        "transport": lambda: measure_transport(spec, budget),
+        "sigreg": lambda: measure_sigreg(spec, budget),
+        "inference": lambda: measure_inference(spec, budget),
         "prepare": lambda: measure_prepare(budget.prepare_records, all_cores=not quick),
-        "ensemble": lambda: measure_ensemble(raw, device, budget),
+        "ensemble": lambda: measure_ensemble(spec, budget),
     }
     for name, measure in parts.items():
         if name not in sections:
@@ -132,7 +125,7 @@ def _run(device, quick, out, config, sections, variants, prepare_records, deadli
         save()
     if "training" in sections:
         steps = min(EQUALITY_STEPS, budget.warmup + budget.timed) if "equality" in sections else 0
-        _training_and_equality(report, raw, device, budget, variants, steps, time_left, log, save)
+        _training_and_equality(report, spec, budget, variants, steps, time_left, log, save)
     else:
         report["training"] = _skipped("not selected (--sections)")
         report["equality"] = _skipped("needs the training section")
@@ -141,23 +134,22 @@ def _run(device, quick, out, config, sections, variants, prepare_records, deadli
     return report
 
 
-
-def _header(cfg, raw, device, quick, budget, sections, variants) -> dict[str, Any]:
+def _header(spec: ThroughputSpec, quick, budget, sections, variants) -> dict[str, Any]:
     """The report's machine, versions and settings."""
     return {
         "schema": SCHEMA,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": sys.argv,
-        "machine": machine_info(device),
+        "machine": machine_info(spec.device),
         "versions": versions(),
         "settings": {
-            "device": str(device),
+            "device": str(spec.device),
             "quick": quick,
-            "batch": cfg.training.batch_size,
-            "tokens": SAMPLES // cfg.model.encoder.patch,
+            "batch": spec.batch_size,
+            "tokens": spec.tokens,
             "corpus_records": CORPUS_RECORDS,
-            "config_overrides": raw,
-            "config_hash": short_hash(cfg.model_dump(mode="json")),
+            "config_overrides": spec.config_overrides,
+            "config_hash": spec.config_hash,
             "budget": asdict(budget),
             "sections": list(sections),
             "variants": list(variants),
@@ -168,37 +160,19 @@ def _header(cfg, raw, device, quick, budget, sections, variants) -> dict[str, An
 
 
 
-def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
-    """Command line: ``python benchmarks/throughput.py [--quick] [--device cuda] [--out PATH]``."""
+def throughput_arguments() -> argparse.ArgumentParser:
+    """The command line of ``cyclejepa benchmark throughput`` (read by `cyclejepa.pipeline.throughput`)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     parser.add_argument("--quick", action="store_true", help="fewer steps, 500-record prepare corpus")
     parser.add_argument("--out", type=Path, help="JSON path (default runs/benchmarks/throughput-DEVICE.json)")
     parser.add_argument("--prepare-records", type=int, help="synthetic prepare corpus size (0 skips)")
-    parser.add_argument("--sections", help=f"comma list of {', '.join(SECTIONS)}")
-    parser.add_argument("--variants", help=f"comma list of {', '.join(VARIANTS)}")
+    parser.add_argument("--sections", type=_split, help=f"comma list of {', '.join(SECTIONS)}")
+    parser.add_argument("--variants", type=_split, help=f"comma list of {', '.join(VARIANTS)}")
     parser.add_argument("--deadline-s", type=float, help="skip what has not started after this many seconds")
     parser.add_argument("--threads", type=int, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--config", type=Path, help="experiment YAML (default: the paper's configuration)")
-    args = parser.parse_args(argv)
-
-    config = load_config(args.config).model_dump(mode="json") if args.config else None
-    out = args.out or Path("runs/benchmarks") / f"throughput-{_device_tag(args.device)}.json"
-    report = run_throughput(
-        args.device,
-        args.quick,
-        out,
-        config=config,
-        sections=_split(args.sections),
-        variants=_split(args.variants),
-        prepare_records=args.prepare_records,
-        deadline_s=args.deadline_s,
-        threads=args.threads,
-    )
-    print(markdown_report(report))
-    print(f"\nwrote {out} and {out.with_suffix('.md')}", file=sys.stderr)
-    return report
-
+    return parser
 
 
 @contextmanager
@@ -240,10 +214,3 @@ def _write(report: dict[str, Any], out: str | os.PathLike | None) -> None:
 
 def _split(text: str | None) -> list[str] | None:
     return [item.strip() for item in text.split(",") if item.strip()] if text else None
-
-
-
-def _device_tag(device: str) -> str:
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    return device.replace(":", "")

@@ -3,7 +3,6 @@ phases and the host synchronisations of a step."""
 
 from __future__ import annotations
 
-import copy
 import functools
 import math
 import tempfile
@@ -12,7 +11,7 @@ import traceback
 import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +27,11 @@ from cyclejepa.bench.throughput.common import (
     SPLIT_GROUPS,
     VARIANTS,
     Budget,
-    Variant,
     _guarded,
     _release,
     _skipped,
 )
+from cyclejepa.bench.throughput.spec import ThroughputSpec
 from cyclejepa.bench.timing import (
     PhaseTimer,
     device_sync,
@@ -42,32 +41,30 @@ from cyclejepa.bench.timing import (
     time_calls,
     time_window,
 )
-from cyclejepa.config import parse_config
 from cyclejepa.objectives import prediction_loss, sample_cutoffs
 from cyclejepa.training import Trainer
 from cyclejepa.training.schedule import learning_rate, set_learning_rate
-from cyclejepa.training.spec import ObjectiveSpec, TrainingSpec
+from cyclejepa.training.spec import TrainingSpec
 
 
 def measure_training(
-    raw: dict[str, Any],
-    device: torch.device,
+    spec: ThroughputSpec,
     budget: Budget,
     variants: Sequence[str],
     time_left: Callable[[], bool] = lambda: True,
     log: Callable[[str], None] = lambda message: None,
 ) -> Iterator[tuple[dict[str, Any], list[list[float]]]]:
     """Per variant: its entry and the metrics rows of its first `EQUALITY_STEPS` steps."""
-    corpus = arrays_for(parse_config(raw))
+    corpus = synthetic_training_arrays(spec.channels, spec.tokens)
     for name in variants:
         entry: dict[str, Any] = {"variant": name, **asdict(VARIANTS[name])}
         trace: list[list[float]] = []
         if time_left():
             log(f"[throughput] training, variant {name}")
             entry.update(
-                _guarded(functools.partial(_measure_variant, raw, name, device, budget, corpus, trace))
+                _guarded(functools.partial(_measure_variant, spec, name, budget, corpus, trace))
             )
-            _release(device, compiled=VARIANTS[name].compile_mode is not None)
+            _release(spec.device, compiled=VARIANTS[name].compile_mode is not None)
         else:
             entry.update(_skipped("deadline passed"))
         yield entry, trace
@@ -75,18 +72,17 @@ def measure_training(
 
 
 def _measure_variant(
-    raw: dict[str, Any],
+    spec: ThroughputSpec,
     name: str,
-    device: torch.device,
     budget: Budget,
     corpus: tuple[np.ndarray, np.ndarray],
     trace: list[list[float]],
 ) -> dict[str, Any]:
     """Timings of one variant; appends the metrics rows of its first steps to ``trace``."""
-    variant = VARIANTS[name]
+    variant, device = VARIANTS[name], spec.device
     sync = device_sync(device)
     with tempfile.TemporaryDirectory(prefix="cyclejepa-bench-") as directory:
-        trainer = _trainer(raw, variant, device, corpus, directory)
+        trainer = timed_trainer(spec.trainers[name], corpus, directory)
         reset_peak_memory(device)
         first: list[torch.Tensor] = []
 
@@ -134,21 +130,9 @@ def _dynamo_counters() -> dict[str, Any]:
 
 
 
-def _trainer(raw: dict[str, Any], variant: Variant, device: torch.device, corpus, directory: str):
-    """A paper-seeded trainer (seed 0, λ_trans = 1) running ``variant`` on ``device``."""
-    training = {"device": str(device), "precision": variant.precision, "compile": variant.compile_mode or False}
-    cfg = parse_config(_merge(raw, {"training": training}))
-    return Trainer(benchmark_spec(cfg, directory, seed=0, transport_weight=1.0), *corpus, model_fs=MODEL_FS)
-
-
-def benchmark_spec(cfg, directory: str | Path, *, seed: int, transport_weight: float) -> TrainingSpec:
-    """The trainer's spec of a timed run of the benchmark config ``cfg``: its sections, ``seed`` and
-    λ_trans, and no identity (the benchmark's trainers are timed, never saved nor resumed)."""
-    objective = ObjectiveSpec(model=cfg.model, symmetry=cfg.symmetry, objectives=cfg.objectives, precision=cfg.training.precision)
-    return TrainingSpec(
-        objective=objective, optimiser=cfg.optimiser, augmentations=tuple(cfg.augmentations), training=cfg.training,
-        transport_weight=transport_weight, seed=seed, identity={}, run_hash="", directory=Path(directory),
-    )  # fmt: skip
+def timed_trainer(spec: TrainingSpec, corpus: tuple[np.ndarray, np.ndarray], directory: str | Path, **changes: Any) -> Trainer:
+    """A `Trainer` of ``spec`` (with ``changes``, e.g. ``seed``) on ``corpus`` writing to ``directory``."""
+    return Trainer(replace(spec, directory=Path(directory), **changes), *corpus, model_fs=MODEL_FS)
 
 
 def instrumented_step(trainer, timer: PhaseTimer) -> dict[str, torch.Tensor]:
@@ -233,15 +217,6 @@ def find_host_syncs(step: Callable[[], object], steps: int = 3) -> list[dict[str
 
 
 
-def arrays_for(cfg) -> tuple[np.ndarray, np.ndarray]:
-    """`synthetic_training_arrays` of the shape the config's encoder takes: its channels, and
-    `SAMPLES` / its patch tokens."""
-    channels, patch = cfg.model.encoder.leads, cfg.model.encoder.patch
-    if channels is None or patch is None:
-        raise ValueError(f"the benchmark config's model.encoder needs leads and patch, got {channels} and {patch}")
-    return synthetic_training_arrays(channels, SAMPLES // patch)
-
-
 def synthetic_training_arrays(
     channels: int, tokens: int, records: int = CORPUS_RECORDS, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -259,14 +234,6 @@ def synthetic_training_arrays(
     last = tokens - rng.integers(1, 13, (records, 1))
     phases[(position < first) | (position >= last)] = np.nan
     return signals, phases.astype(np.float32)
-
-
-
-def _merge(base: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
-    merged = copy.deepcopy(base)
-    for key, value in extra.items():
-        merged[key] = _merge(merged.get(key) or {}, value) if isinstance(value, dict) else value
-    return merged
 
 
 
