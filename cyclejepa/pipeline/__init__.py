@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     )
     from cyclejepa.pipeline.run import describe_plan as describe_plan, run_experiment as run_experiment
     from cyclejepa.pipeline.seal import require_unsealed as require_unsealed
+    from cyclejepa.pipeline.throughput import benchmark_throughput as benchmark_throughput, throughput_spec as throughput_spec
 
 _HOMES = {
     "preflight": "checks",
