@@ -16,7 +16,7 @@ class DataKeys(Protocol):
 
     dataset: str
     options: dict[str, Any]
-    fs: float | None
+    cache_fs: float | None
     decimation: int | None
     token_patch: int | None
     window_s: float | None
