@@ -246,12 +246,12 @@ def train(
     arms = {a.name: a for a in cfg.runs.arms}
     if arm is not None and arm not in arms:
         raise typer.BadParameter(registry.unknown_name_message("arm", arm, list(arms)))
-    plan = pipeline.RunPlan(arms[arm] if arm else cfg.runs.arms[0], cfg.runs.seeds[0] if seed is None else seed)
+    plan = pipeline.run_plan(cfg, arms[arm] if arm else cfg.runs.arms[0], cfg.runs.seeds[0] if seed is None else seed)
     again = ["train", str(config), "--arm", plan.arm.name, "--seed", str(plan.seed), *_set_words(set_)]
     with (
         _user_errors(again),
         process_group(cfg.training.device) as dist,
-        output_lock(pipeline.run_dir(cfg, plan)) if dist.is_main else nullcontext(),
+        output_lock(plan.directory) if dist.is_main else nullcontext(),
     ):
         if dist.is_main:
             pipeline.prepare(cfg)

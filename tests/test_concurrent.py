@@ -47,7 +47,7 @@ def test_concurrent_processes_train_what_the_sequential_runs_train(tmp_path):
     for name in ("winder-seed0", "control-seed0"):
         assert (side_by_side.output_dir / "runs" / name / "train.log").exists()  # it ran in a process
         assert not (in_turn.output_dir / "runs" / name / "train.log").exists()
-        assert pipeline.finished(side_by_side, pipeline.RunPlan(next(a for a in side_by_side.runs.arms if name.startswith(a.name)), 0))
+        assert pipeline.run_plan(side_by_side, next(a for a in side_by_side.runs.arms if name.startswith(a.name)), 0).finished()
         np.testing.assert_allclose(metrics(side_by_side, name), metrics(in_turn, name), rtol=1e-6)
 
 
@@ -82,7 +82,7 @@ def test_checkpoints_evaluated_in_processes_equal_those_evaluated_in_turn(tmp_pa
     plans, steps = pipeline.plan_runs(in_turn), [2, 4]
     assert evaluations_at_once(side_by_side.evaluation.at_once, "cpu", 4) == 2
     for cfg in (in_turn, side_by_side):
-        evaluate_grid(cfg, cache, plans, steps, progress=False)
+        evaluate_grid(cfg, cache, pipeline.plan_runs(cfg), steps, progress=False)
     for plan in plans:
         for step in steps:
             name = f"{plan.name}-step{step:06d}.json"

@@ -91,8 +91,8 @@ def test_concurrent_training_children_run_under_the_parents_lock(tmp_path):
         pipeline.prepare(cfg, progress=False)
         config = pipeline.write_resolved_config(cfg)
         plan = pipeline.plan_runs(cfg)[0]
-        train_concurrently(config, [RunJob(plan.arm.name, plan.seed, pipeline.run_dir(cfg, plan))], 1, 4, progress=False)
-    assert pipeline.finished(cfg, plan)
+        train_concurrently(config, [RunJob(plan.arm.name, plan.seed, plan.directory)], 1, 4, progress=False)
+    assert plan.finished()
 
 
 def test_runs_of_one_output_directory_train_side_by_side_but_a_run_waits(tmp_path):

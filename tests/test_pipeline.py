@@ -71,7 +71,7 @@ def test_rerun_skips_finished_stages_and_report_rebuilds_from_saved_results(expe
 def test_killed_pretraining_resumes_to_the_same_weights(experiment, caplog):
     cfg, _ = experiment
     plan = pipeline.plan_runs(cfg)[0]
-    directory = pipeline.run_dir(cfg, plan)
+    directory = plan.directory
     finished = load_checkpoint(directory / "checkpoints" / "step_000004.pt")["model"]
     # simulate a kill after the step-2 checkpoint
     (directory / "done.json").unlink()

@@ -39,10 +39,8 @@ if TYPE_CHECKING:
     )
     from cyclejepa.pipeline.plans import (
         cache_dir as cache_dir,
-        finished as finished,
         plan_runs as plan_runs,
-        run_dir as run_dir,
-        run_folder as run_folder,
+        run_plan as run_plan,
         RunPlan as RunPlan,
         write_resolved_config as write_resolved_config,
     )
@@ -94,12 +92,10 @@ _HOMES = {
     "training_spec": "pretraining",
     "objective_spec": "pretraining",
     "RunPlan": "plans",
-    "finished": "plans",
-    "run_folder": "plans",
+    "run_plan": "plans",
     "require_unsealed": "seal",
     "plan_runs": "plans",
     "cache_dir": "plans",
-    "run_dir": "plans",
     "write_resolved_config": "plans",
     "benchmark_ptbxl": "benchmarking",
     "benchmark_allocations": "benchmarking",

@@ -49,7 +49,7 @@ from cyclejepa.outputs import OutputFolder
 from cyclejepa.pipeline.checks import checkpoint_listing, checkpointed, preflight
 from cyclejepa.pipeline.evaluation import evaluation_steps
 from cyclejepa.pipeline.identity import identity_hash
-from cyclejepa.pipeline.plans import plan_runs, run_folder, write_resolved_config
+from cyclejepa.pipeline.plans import plan_runs, write_resolved_config
 from cyclejepa.pipeline.preparation import build_dataset, prepare
 from cyclejepa.pipeline.pretraining import pretrain_all, train_run
 from cyclejepa.pipeline.seal import SealedFoldError, require_unsealed, use_folds
@@ -122,7 +122,7 @@ def ptbxl_spec(cfg: ExperimentConfig, tasks: Sequence[str], protocols: Sequence[
     training sections, its folder (`cyclejepa.bench.ptbxl.benchmark_folder`)."""
 
     runs = tuple(
-        PretrainedRun(plan.name, plan.arm.name, checkpoint_path(run_folder(cfg, plan).checkpoints, step), identity_hash(plan.identity(cfg)))
+        PretrainedRun(plan.name, plan.arm.name, checkpoint_path(plan.folder.checkpoints, step), identity_hash(plan.identity))
         for plan in plan_runs(cfg)
     )  # fmt: skip
     ev, training = cfg.evaluation, cfg.training

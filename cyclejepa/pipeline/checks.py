@@ -20,7 +20,7 @@ from cyclejepa.config import PAPER_SPECTRUM, ConfigError, ExperimentConfig, expa
 from cyclejepa.facts import DataFacts, cycle_band, data_facts
 from cyclejepa.jsonio import read_json
 from cyclejepa.pipeline.identity import identity_differences
-from cyclejepa.pipeline.plans import RunPlan, finished, plan_runs, run_dir, run_folder
+from cyclejepa.pipeline.plans import RunPlan, plan_runs
 from cyclejepa.pipeline.preparation import build_dataset
 from cyclejepa.registry import closest_match
 
@@ -277,7 +277,7 @@ def _device_problems(cfg: ExperimentConfig) -> list[str]:
     trained on CUDA are evaluated elsewhere with their ``training.device``, see the run identity).
     ``auto`` and ``cpu`` are on every machine: only another name needs torch to be checked."""
     problems, keys = [], ["evaluation.device"]
-    if not all(finished(cfg, plan) for plan in plan_runs(cfg)):
+    if not all(plan.finished() for plan in plan_runs(cfg)):
         keys.insert(0, "training.device")
     for key in keys:
         section, name = key.split(".")
@@ -347,10 +347,10 @@ def identity_problems(cfg: ExperimentConfig) -> list[str]:
         recorded = recorded_identity(cfg, plan)
         if recorded is None:
             continue
-        differences = identity_differences(recorded, plan.identity(cfg))
+        differences = identity_differences(recorded, plan.identity)
         if differences:
             problems.append(
-                f"{run_dir(cfg, plan)} was trained with other settings ({'; '.join(differences)}); "
+                f"{plan.directory} was trained with other settings ({'; '.join(differences)}); "
                 "restore them, or choose another output_dir"
             )
     return problems
@@ -358,7 +358,7 @@ def identity_problems(cfg: ExperimentConfig) -> list[str]:
 
 def recorded_identity(cfg: ExperimentConfig, plan: RunPlan) -> dict | None:
     """The identity a run directory was trained with: from done.json, else its last checkpoint."""
-    folder = run_folder(cfg, plan)
+    folder = plan.folder
     if folder.done.exists():
         return read_json(folder.done).get("identity", {})
     if not folder.checkpoints.is_dir():

@@ -20,7 +20,7 @@ from cyclejepa.evaluation.spec import DataDescription, EvaluationSpec
 from cyclejepa.outputs import OutputFolder
 from cyclejepa.pipeline.checks import preflight
 from cyclejepa.pipeline.identity import evaluation_identity, identity_hash
-from cyclejepa.pipeline.plans import RunPlan, plan_runs, run_folder, write_resolved_config
+from cyclejepa.pipeline.plans import RunPlan, plan_runs, write_resolved_config
 from cyclejepa.pipeline.seal import require_unsealed, use_folds
 from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
 
@@ -62,7 +62,7 @@ def checkpoint_file(cfg: ExperimentConfig, plan: RunPlan, step: int) -> Path:
     """The checkpoint of ``plan``'s run at ``step``."""
     from cyclejepa.training.checkpoint import checkpoint_path
 
-    return checkpoint_path(run_folder(cfg, plan).checkpoints, step)
+    return checkpoint_path(plan.folder.checkpoints, step)
 
 
 def result_file(cfg: ExperimentConfig, plan: RunPlan, step: int) -> Path:

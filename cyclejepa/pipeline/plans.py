@@ -1,10 +1,12 @@
-"""The runs of an experiment config and where they live: `RunPlan` (one arm × seed),
-`plan_runs`, and the folders `cyclejepa.outputs` lays out under ``output_dir``."""
+"""The runs of an experiment config, read from it once: `RunPlan` (one arm × seed with its folder
+and its identity), `plan_runs`, and the folders `cyclejepa.outputs` lays out under
+``output_dir``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -16,41 +18,46 @@ from cyclejepa.pipeline.identity import training_identity
 
 @dataclass(frozen=True)
 class RunPlan:
-    """One pre-training run of the grid."""
+    """One pre-training run of the grid: its arm and seed, its folder and its identity (what its
+    weights depend on, `cyclejepa.pipeline.identity.training_identity`)."""
 
     arm: ArmConfig
     seed: int
+    folder: RunFolder
+    identity: dict[str, Any]
 
     @property
     def name(self) -> str:
-        return f"{self.arm.name}-seed{self.seed}"
+        return run_name(self.arm, self.seed)
 
-    def identity(self, cfg: ExperimentConfig) -> dict:
-        """What this run's weights depend on (`cyclejepa.pipeline.identity.training_identity`)."""
-        return training_identity(cfg, self.arm.transport_weight, self.seed)
+    @property
+    def directory(self) -> Path:
+        return self.folder.path
+
+    def finished(self) -> bool:
+        """Whether the run has its done.json, written for the same run identity."""
+        done = self.folder.done
+        return done.exists() and read_json(done).get("identity") == self.identity
+
+
+def run_name(arm: ArmConfig, seed: int) -> str:
+    """``<arm>-seed<seed>``: a run's folder under ``runs/`` and its name in every result."""
+    return f"{arm.name}-seed{seed}"
+
+
+def run_plan(cfg: ExperimentConfig, arm: ArmConfig, seed: int) -> RunPlan:
+    """The run of ``arm`` × ``seed`` in ``cfg``'s output directory."""
+    folder = OutputFolder(Path(cfg.output_dir)).run(run_name(arm, seed))
+    return RunPlan(arm, seed, folder, training_identity(cfg, arm.transport_weight, seed))
 
 
 def plan_runs(cfg: ExperimentConfig) -> list[RunPlan]:
     """Every arm × seed of the experiment, arm-major."""
-    return [RunPlan(arm, seed) for arm in cfg.runs.arms for seed in cfg.runs.seeds]
+    return [run_plan(cfg, arm, seed) for arm in cfg.runs.arms for seed in cfg.runs.seeds]
 
 
 def cache_dir(cfg: ExperimentConfig) -> Path:
     return Path(cfg.data.cache_dir or Path(cfg.output_dir) / "cache")
-
-
-def run_dir(cfg: ExperimentConfig, plan: RunPlan) -> Path:
-    return run_folder(cfg, plan).path
-
-
-def run_folder(cfg: ExperimentConfig, plan: RunPlan) -> RunFolder:
-    return OutputFolder(Path(cfg.output_dir)).run(plan.name)
-
-
-def finished(cfg: ExperimentConfig, plan: RunPlan) -> bool:
-    """Whether ``plan``'s run has its done.json, written for the same run identity."""
-    done = run_folder(cfg, plan).done
-    return done.exists() and read_json(done).get("identity") == plan.identity(cfg)
 
 
 def write_resolved_config(cfg: ExperimentConfig) -> Path:

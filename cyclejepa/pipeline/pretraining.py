@@ -13,7 +13,7 @@ from cyclejepa.config import ExperimentConfig
 from cyclejepa.jsonio import write_json
 from cyclejepa.outputs import RunFolder
 from cyclejepa.pipeline.identity import identity_hash, training_identity
-from cyclejepa.pipeline.plans import RunPlan, finished, plan_runs, run_dir
+from cyclejepa.pipeline.plans import RunPlan, plan_runs
 from cyclejepa.pipeline.seal import use_folds
 from cyclejepa.training.spec import ObjectiveSpec, TrainingSpec
 
@@ -84,8 +84,8 @@ def watch_run(cfg: ExperimentConfig, trainer, signals, phases):
 
 def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True, dist=None) -> Path:
     """Stage 2 for one arm × seed: train (resuming from the last checkpoint) unless finished."""
-    directory = run_dir(cfg, plan)
-    if finished(cfg, plan):
+    directory = plan.directory
+    if plan.finished():
         return directory
     trainer = train_run(
         cfg, cache, directory, seed=plan.seed, transport_weight=plan.arm.transport_weight,
@@ -103,10 +103,10 @@ def pretrain_all(cfg: ExperimentConfig, cache, config: Path, progress: bool = Tr
     from cyclejepa.devices import child_gpus, resolve_device
     from cyclejepa.training.concurrent import RunJob, runs_at_once, train_concurrently
 
-    todo = [plan for plan in plan_runs(cfg) if not finished(cfg, plan)]
+    todo = [plan for plan in plan_runs(cfg) if not plan.finished()]
     at_once = runs_at_once(cfg.runs.at_once, resolve_device(cfg.training.device).type, len(todo))
     if at_once > 1:
-        jobs = [RunJob(plan.arm.name, plan.seed, run_dir(cfg, plan)) for plan in todo]
+        jobs = [RunJob(plan.arm.name, plan.seed, plan.directory) for plan in todo]
         gpus = child_gpus(cfg.training.device)
         train_concurrently(config, jobs, at_once, cfg.training.steps, gpus=gpus, progress=progress)
     for plan in plan_runs(cfg):  # the sequential path; finished runs are skipped

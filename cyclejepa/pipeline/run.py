@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cyclejepa.config import ExperimentConfig, expand_grid
 from cyclejepa.pipeline.evaluation import evaluate_stage, evaluation_steps
-from cyclejepa.pipeline.plans import cache_dir, finished, plan_runs, write_resolved_config
+from cyclejepa.pipeline.plans import cache_dir, plan_runs, write_resolved_config
 from cyclejepa.pipeline.checks import preflight
 from cyclejepa.pipeline.preparation import prepare
 from cyclejepa.pipeline.pretraining import pretrain_all
@@ -62,7 +62,7 @@ def describe_plan(cfg: ExperimentConfig) -> list[str]:
         return lines + [f"grid summary: {out / 'grid_summary.md'}"]
     lines = [f"output: {out}", f"data: {_corpus_line(cfg)}", f"cache: {cache_dir(cfg)}"]
     for plan in plan_runs(cfg):
-        state = "done" if finished(cfg, plan) else "to train"
+        state = "done" if plan.finished() else "to train"
         lines.append(
             f"pre-train {plan.name}: λ_trans={plan.arm.transport_weight}, "
             f"{cfg.training.steps} steps × batch {cfg.training.batch_size} [{state}]"
