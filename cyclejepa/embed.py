@@ -25,6 +25,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -138,7 +139,7 @@ class Embeddings:
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix == ".npz":
             arrays = {k: v for k, v in vars(self).items() if isinstance(v, np.ndarray)}
-            np.savez(path, **arrays, source=json.dumps(self.source), failed=json.dumps(self.failed))
+            np.savez(path, allow_pickle=False, **arrays, source=json.dumps(self.source), failed=json.dumps(self.failed))
         else:
             _write_parquet(self, path)
         return path
@@ -378,18 +379,20 @@ class Encoder:
             windows = cut_record(record, self.channels, self.cache_fs, self.window, preparation=self.preprocessing.preparation)
         except RecordRejected as rejection:
             raise ValueError(rejection.detail) from None
-        signals, outcomes = [], []
+        signals, phases, outcomes = [], [], []
         for segment in windows:
             decimated, outcome, _ = prepare_record(
                 segment, self.provider, cache_fs=self.cache_fs, channels=self.channels, decimation=self.preprocessing.decimation,
                 token_patch=self.preprocessing.token_patch,
             )  # fmt: skip
+            assert outcome.phase_centre is not None, "prepare_record gives every window its token phases"
             signals.append(self.preprocessing.norm.apply(decimated))
+            phases.append(outcome.phase_centre)
             outcomes.append(outcome)
         count = len(windows)
         return _Windows(
             np.stack(signals),
-            np.stack([o.phase_centre for o in outcomes]),
+            np.stack(phases),
             np.array([o.qc_ok for o in outcomes]),
             [o.qc_reason for o in outcomes],
             self.preprocessing.preparation.drop_s + np.arange(count) * self.window / self.cache_fs,  # record time (s)
@@ -415,7 +418,8 @@ class Encoder:
         `Embeddings.failed` with the reason; the others go on. ``keep_tokens`` False keeps only
         the record embeddings, phases and QC (``tokens`` is None).
         """
-        parts, failed = [], {}
+        parts: list[Embeddings | None] = []
+        failed: dict[str, str] = {}
         with progress_bar(len(paths), "embedding records", enabled=progress) as advance:
             for start in range(0, len(paths), batch_size):
                 names, prepared = [], []
@@ -468,7 +472,7 @@ class Encoder:
             rows = slice(start, start + windows[i])
             kept = np.where(window_qc[rows, None], phases[rows], np.nan)  # failing windows: no valid token
             reps = record_representations(
-                tokens[rows].reshape(1, -1, tokens.shape[-1]), kept.reshape(1, -1), window_qc[rows].any()[None]
+                tokens[rows].reshape(1, -1, tokens.shape[-1]), kept.reshape(1, -1), np.any(window_qc[rows], keepdims=True)
             )
             if len(reps.rows):
                 embeddings[i] = reps.features[0]
@@ -510,14 +514,14 @@ class NonFiniteTokens(ValueError):
         super().__init__(f"records {names}: the encoder's output is not finite (input far outside the training range?)")
 
 
-def _concatenate(parts: list[Embeddings], failed: dict[str, str]) -> Embeddings:
-    """The records of ``parts`` in order, as one `Embeddings`."""
-    parts = [p for p in parts if p is not None]
-    if not parts:
+def _concatenate(parts: list[Embeddings | None], failed: dict[str, str]) -> Embeddings:
+    """The records of ``parts`` (None: a batch of which none could be embedded) in order, as one `Embeddings`."""
+    embedded = [p for p in parts if p is not None]
+    if not embedded:
         raise ValueError(f"none of the records could be embedded: {failed}")
-    first = parts[0]
-    joined = {
-        name: None if value is None else np.concatenate([getattr(p, name) for p in parts])
+    first = embedded[0]
+    joined: dict[str, Any] = {  # field name -> its array joined over the parts, or None (as in the first)
+        name: None if value is None else np.concatenate([getattr(p, name) for p in embedded])
         for name, value in vars(first).items()
         if isinstance(value, np.ndarray) or value is None
     }

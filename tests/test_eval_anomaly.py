@@ -276,6 +276,14 @@ def test_detectors_are_causal(detector):
         assert not np.allclose(after[:, t0:], scores[:, t0:], equal_nan=True)
 
 
+def test_predictor_error_refuses_a_model_without_its_predictor():
+    model, symmetry = small_model(), U1Symmetry(SPECTRUM)
+    model.predictor = None  # a deployed model (load_pretrained) keeps no predictor
+    x, peaks = beat_train(n=2)
+    with pytest.raises(ValueError, match="predictor-error detector needs the model's predictor; its predictor is None"):
+        DETECTORS.get("predictor-error")(model, symmetry, x, token_phases([5 * p for p in peaks]))
+
+
 def test_transport_violation_matches_a_naive_float64_reference():
     model, symmetry = small_model(seed=1), U1Symmetry(SPECTRUM)
     x, peaks = beat_train(n=2, seed=4)

@@ -8,7 +8,7 @@ ranking heart rate differently; it weakens, without excluding, a heart-rate expl
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -43,7 +43,7 @@ def heart_rate(rpeaks: np.ndarray, fs: float) -> float:
     return 60.0 * fs / float(np.median(rr)) if len(rr) else float("nan")
 
 
-def record_heart_rates(cache: PreparedCache, rows: Sequence[int]) -> np.ndarray:
+def record_heart_rates(cache: PreparedCache, rows: Iterable[int]) -> np.ndarray:
     """(len(rows),) heart rate of each row of ``cache`` from its events (`PreparedCache.events`)
     at the rate they were detected at (`PreparedCache.cache_fs`)."""
     return np.array([heart_rate(cache.events(i), cache.cache_fs) for i in rows], dtype=np.float64)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
@@ -198,7 +199,8 @@ def _run_batches(
     """``consume(offset into rows, float32 tokens)`` for each batch of ``rows`` (ascending) of ``signals``."""
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    network = model.encode if pre_projection else model
+    # nn.Module types its attributes as Tensor | Module; encode is the model's method x -> h
+    network = cast(Callable[[torch.Tensor], torch.Tensor], model.encode) if pre_projection else model
     with _eval_mode(model), torch.inference_mode(), progress_bar(len(rows), "embedding", enabled=progress) as advance:
         for start in range(0, len(rows), batch_size):
             chunk = rows[start : start + batch_size]

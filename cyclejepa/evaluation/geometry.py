@@ -270,8 +270,10 @@ def phase_ring_figure(
     centres = 2 * math.pi * (np.arange(bins) + 0.5) / bins
     figure, axes = _figure(2, len(runs), 2.6)
     for column, name in enumerate(loops):
-        _draw_loop(axes[0, column], *loops[name].T, centres, top)
-        _draw_loop(axes[1, column], *normalised[name].T, centres, bottom)
+        cosine, sine = loops[name].T
+        _draw_loop(axes[0, column], cosine, sine, centres, top)
+        cosine, sine = normalised[name].T
+        _draw_loop(axes[1, column], cosine, sine, centres, bottom)
         axes[0, column].set_title(name)
         axes[1, column].set_xlabel("$C_b$")
     axes[0, 0].set_ylabel("$S_b$ (shared scale)")

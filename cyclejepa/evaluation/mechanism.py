@@ -296,6 +296,7 @@ def g1_gate(
     n_records = len(tokens)
     if len(patient_ids) != n_records:
         raise ValueError(f"g1_gate: {len(patient_ids)} patient ids for {n_records} records")
+    patient_ids = np.asarray(patient_ids)
     shuffle_seed, bootstrap_seed = np.random.SeedSequence(seed).spawn(2)
     true = record_similarities(tokens, phases, symmetry)
     shuffled = record_similarities(tokens, shuffle_phases(phases, shuffle_seed), symmetry)

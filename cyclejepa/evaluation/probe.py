@@ -185,7 +185,7 @@ class LinearProbe(BaseEstimator):
                 pipeline = self._pipeline(C).fit(X[inner], _fit_target(Y[inner]))
                 logits = pipeline.decision_function(X[outer]).reshape(len(outer), -1)
                 held_out.append(_nanmean(weighted_auroc(Y[outer], logits)[0]))
-            scores[C] = float(_nanmean(held_out))
+            scores[C] = float(_nanmean(np.array(held_out)))
         if np.isnan(list(scores.values())).all():
             raise ValueError("cross-validation for C: no held-out fold has a class with both label values")
         return {C: score for C, score in scores.items() if not np.isnan(score)}
@@ -517,7 +517,7 @@ def diagnostic_tasks(
         tasks.append((f"{level.name}-eligible", tuple(np.asarray(level.classes)[eligible]), labels[:, eligible]))
         tasks.append((f"{level.name}-all", level.classes, labels))
     for name, classes, labels in tasks:
-        labelled = labels.any(axis=1)
+        labelled = np.any(labels, axis=1)
         yield DiagnosticTask(
             name, tuple(classes), labels, train[labelled[train]], evaluation[labelled[evaluation]],
             {"train_records": len(train), "train_unlabelled": int((~labelled[train]).sum()),

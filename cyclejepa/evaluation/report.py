@@ -114,7 +114,7 @@ def task_title(dataset: str | None, task: str) -> str:
     from cyclejepa.registry import DATASETS
 
     try:
-        titles = DATASETS.get(dataset).task_titles
+        titles = {} if dataset is None else DATASETS.get(dataset).task_titles
     except KeyError:  # a dataset of a package not installed here
         titles = {}
     return titles.get(task, f"`{task}` macro-AUROC ↑")
@@ -232,8 +232,10 @@ def checked_result(output_dir: Path, path: Path) -> dict:
     it came from is still in ``output_dir`` but holds other weights (`model_digest`)."""
     result = read_result(path)
     source = result.get("checkpoint")
-    checkpoint = output_dir / source["path"] if source else None
-    if checkpoint and checkpoint.exists() and model_digest(checkpoint) != source["model_sha256"]:
+    if not source:  # no checkpoint recorded: nothing to compare the result with
+        return result
+    checkpoint = output_dir / source["path"]
+    if checkpoint.exists() and model_digest(checkpoint) != source["model_sha256"]:
         raise ResultAltered(
             f"{path} was computed from other weights than those in {checkpoint} now; "
             f"re-run `cyclejepa evaluate CONFIG` to evaluate the checkpoint present"

@@ -114,7 +114,7 @@ def channel_zeroing(
         intact=intact_auroc,
         zeroed=zeroed,
         delta=delta,
-        mean_delta=percentile_interval(mean_change, np.mean(list(changes.values()), axis=0), level, patients),
+        mean_delta=percentile_interval(float(mean_change), np.mean(list(changes.values()), axis=0), level, patients),
         worst_delta=delta[worst].point,
         worst_channel=worst,
         records=len(Y),

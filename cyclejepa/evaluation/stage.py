@@ -74,7 +74,7 @@ def write_checkpoint_evaluation(
     result["validity"] = cell_validity(result)
     result.update(run, evaluation_hash=spec.evaluation_hash)
     if scores:
-        np.savez(target.with_suffix(".npz"), **scores)
+        np.savez(target.with_suffix(".npz"), allow_pickle=False, **scores)
         result[SCORES_DIGEST] = sha256_file(target.with_suffix(".npz"))
     write_json(target, with_checksum(result))
 
@@ -213,6 +213,7 @@ def evaluate_checkpoint(
     elif core.probe is None:
         core.result["not_run"]["robustness"] = "no probe to score the zeroed inputs (no labels)"
     else:
+        assert core.headline is not None, "probe_metrics fits the probe on the headline task"
         robustness = channel_zeroing(
             objective.model, cache.signals, cache.phases("centre"), cache.columns["qc_ok"], core.probe,
             core.headline.labels, cache.columns["patient_id"], channels=cache.channels, rows=core.scores["rows"],
@@ -257,9 +258,11 @@ def draw_run_figures(
     runs = {name: (extract_tokens(objective.model, cache.signals[rows], device=device), phases, objective.symmetry)
             for name, objective in objectives.items()}  # fmt: skip
     for c, ring in enumerate(rings):
-        views = {k: coordinate_view(*v, c) for k, v in runs.items()} if names else {}
-        views = {k: (v.tokens, v.phases, v.symmetry) for k, v in views.items()} or runs
-        phase_ring_figure(views, bins=24, path=ring)
+        if names:  # coordinate c's phases and its own U(1) sub-representation
+            views = {k: coordinate_view(*v, c) for k, v in runs.items()}
+            phase_ring_figure({k: (v.tokens, v.phases, v.symmetry) for k, v in views.items()}, bins=24, path=ring)
+        else:
+            phase_ring_figure(runs, bins=24, path=ring)
     if umap is not None:  # coloured by the first coordinate's phase
         umap_figure({k: (v[0], v[1][..., 0] if names else v[1]) for k, v in runs.items()},
                     max_points=umap_points, seed=seed, path=umap)  # fmt: skip

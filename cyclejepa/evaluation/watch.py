@@ -18,6 +18,7 @@ no random draw: training is unchanged) and returns
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import numpy as np
 import torch
@@ -25,7 +26,7 @@ from torch import nn
 
 from cyclejepa.evaluation.geometry import effective_rank
 from cyclejepa.evaluation.mechanism import transport_gain
-from cyclejepa.objectives.transport import valid_tokens
+from cyclejepa.objectives.transport import Canonicalizer, valid_tokens
 
 __all__ = ["HeldBatch"]
 
@@ -52,9 +53,13 @@ class HeldBatch:
     def __call__(self, objective: nn.Module) -> dict[str, float]:
         """Diagnostics of ``objective.model`` with its phase action ``objective.symmetry``."""
         device = next(objective.parameters()).device
+        model = objective.model
+        assert isinstance(model, nn.Module), f"the objective's model is a module, got {type(model).__name__}"
+        # nn.Module types its attributes as Tensor | Module; the objective's symmetry is a PhaseSymmetry
+        symmetry = cast(Canonicalizer, objective.symmetry)
         with torch.no_grad():
-            tokens = objective.model(self.signals.to(device)).float()
-            gain = transport_gain(tokens, self.phases.to(device), objective.symmetry)
+            tokens = model(self.signals.to(device)).float()
+            gain = transport_gain(tokens, self.phases.to(device), symmetry)
         enough = int(valid_tokens(self.phases).sum()) >= 2  # else no rank to measure (e.g. every record failed QC)
         return {
             "geometry/effective_rank": effective_rank(tokens.cpu(), self.phases) if enough else math.nan,

@@ -46,7 +46,7 @@ def _section(config: dict, field: str) -> dict:
 
 def _integer(section: dict, key: str, field: str, low: int = 1, high: int | None = None) -> int:
     """``section[key]``, an integer in [low, high] (high: `MAX_SIZE` of ``key``)."""
-    return _bounded(section.get(key), f"{field}.{key}", low, MAX_SIZE.get(key) if high is None else high)
+    return _bounded(section.get(key), f"{field}.{key}", low, MAX_SIZE[key] if high is None else high)
 
 
 def _bounded(value: Any, field: str, low: int, high: int) -> int:

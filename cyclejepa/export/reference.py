@@ -68,7 +68,8 @@ class StreamingFIR:
     def __init__(self, taps: np.ndarray, up: int, down: int):
         self.taps, self.up, self.down, self.half = np.asarray(taps, np.float64) * up, up, down, (len(taps) - 1) // 2
         self.history: list[np.ndarray] = []  # the inputs from index `self.first` on
-        self.first, self.received, self.emitted, self.start = 0, 0, 0, None
+        self.first, self.received, self.emitted = 0, 0, 0
+        self.start: np.ndarray | None = None  # the first input, which extends the record before it
 
     def push(self, sample: np.ndarray) -> list[np.ndarray]:
         if self.start is None:
@@ -93,7 +94,9 @@ class StreamingFIR:
         position = n * self.down + self.half
         j = np.arange(position % self.up, len(self.taps), self.up)
         index = np.clip((position - j) // self.up, 0, self.received - 1)
-        values = np.stack([self.start if i == 0 else self.history[i - self.first] for i in index])
+        start = self.start
+        assert start is not None, "an output is computed only after the first input (push sets start)"
+        values = np.stack([start if i == 0 else self.history[i - self.first] for i in index])
         return self.taps[j] @ values
 
     def _forget(self) -> None:
@@ -145,7 +148,8 @@ class Preparer:
         self.taps = None if self.q == 1 else np.asarray(prep["decimation_filter"]["coefficients"], np.float64)
         self.mean = np.asarray(prep["normalisation"]["mean"], np.float64)
         self.std = np.asarray(prep["normalisation"]["std"], np.float64)
-        self.in_window, self.decimator = 0, None
+        self.in_window = 0
+        self.decimator: StreamingFIR | None = None
 
     def push(self, sample: np.ndarray) -> list:
         at_fs = [sample] if self.resampler is None else self.resampler.push(sample.astype(np.float64))
@@ -157,10 +161,10 @@ class Preparer:
         return [out for x in tail for out in self._windowed(np.float32(x))]
 
     def _windowed(self, x: np.ndarray) -> list:
-        out = []
+        out: list[np.ndarray | None] = []
         if self.in_window == 0:
             out.append(None)
-            self.decimator = None if self.q == 1 else StreamingFIR(self.taps, 1, self.q)
+            self.decimator = None if self.taps is None else StreamingFIR(self.taps, 1, self.q)  # taps is None iff q == 1
         self.in_window += 1
         decimated = [x] if self.decimator is None else self.decimator.push(x.astype(np.float64))
         if self.in_window == self.window:
@@ -208,7 +212,10 @@ def encode(signal: np.ndarray, fs: float, names: list[str], config: dict, sessio
     x = select_channels(signal, names, prep["channels"])
     preparer, patch = Preparer(prep, fs), int(prep["token_patch"])
     state_shapes = {s.name: s.shape for s in session.get_inputs() if s.name.startswith("state_")}
-    windows, tokens, chunk, state = [], [], [], {}
+    windows: list[list[np.ndarray]] = []
+    tokens: list[np.ndarray] = []
+    chunk: list[np.ndarray] = []
+    state: dict[str, np.ndarray] = {}
 
     def feed(prepared: list) -> None:
         nonlocal tokens, chunk, state

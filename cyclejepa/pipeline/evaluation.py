@@ -81,6 +81,7 @@ def describe_data(cfg: ExperimentConfig, cache: PreparedCache) -> DataDescriptio
     (`Dataset.subjects_known`), the cache's channels and units, ``channel_word`` ("lead" when
     every channel is in mV, as ECG leads are, else "channel"), the phase provider's signal kind
     and event word (`PhaseProvider.signal`, `PhaseProvider.event_name`)."""
+    assert cfg.phase.provider is not None, "preflight refuses a config without a phase provider"
     provider = PHASE_PROVIDERS.build(cfg.phase.provider, **cfg.phase.options)
     dataset = DATASETS.build(cfg.data.dataset, root=cfg.data.root, **cfg.data.options)
     units = tuple(cache.units)
@@ -104,6 +105,7 @@ def strata_not_applying(cfg: ExperimentConfig, cache: PreparedCache) -> str | No
         return "no probe scores to stratify (no labels)"
     if cache.coordinates:
         return f"a torus of {len(cache.coordinates)} phase coordinates: the strata take the heart rate of one ECG clock"
+    assert cfg.phase.provider is not None, "preflight refuses a config without a phase provider"
     signal = getattr(PHASE_PROVIDERS.get(cfg.phase.provider), "signal", "any")
     if signal != "ecg":
         return f"phase provider {cfg.phase.provider!r} reads {signal!r} signals: no ECG beats to take a heart rate from"
@@ -207,7 +209,7 @@ def _evaluate_run_step_process(raw: dict[str, Any], cache_path: str, plan: RunPl
     from cyclejepa.pipeline.preparation import configured_cache
 
     cfg = parse_config(raw)
-    evaluate_run_step(cfg, configured_cache(cfg, cache_path), plan, step, resolve_device(cfg.evaluation.device))
+    evaluate_run_step(cfg, configured_cache(cfg, Path(cache_path)), plan, step, resolve_device(cfg.evaluation.device))
 
 
 def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPlan], step: int, device: torch.device) -> None:

@@ -82,7 +82,7 @@ def first_alarms(
     after = np.arange(above.shape[1]) >= np.asarray(onset_tokens)[:, None]
     alarmed = above & after
     first = np.where(alarmed.any(1), alarmed.argmax(1), -1)
-    return first, (above & ~after).any(1)
+    return first, np.any(above & ~after, axis=1)
 
 
 def auroc(negative: np.ndarray, positive: np.ndarray) -> float:

@@ -10,7 +10,7 @@ sample.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -55,7 +55,7 @@ class BeatTimes:
         return cls(torch.from_numpy(peaks), float(fs))
 
     @classmethod
-    def from_cache(cls, cache: PreparedCache, rows: Sequence[int]) -> BeatTimes:
+    def from_cache(cls, cache: PreparedCache, rows: Iterable[int]) -> BeatTimes:
         """The events of the cache's ``rows`` in samples of its signals, at the rates its
         manifest records (`PreparedCache.cache_fs`, `PreparedCache.model_fs`)."""
         return cls.from_events([cache.events(i) for i in rows], event_fs=cache.cache_fs, fs=cache.model_fs)

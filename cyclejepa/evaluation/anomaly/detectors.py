@@ -155,12 +155,17 @@ def predictor_error(
     -------
     (N, T) float64 squared errors summed over the latent dimensions.
     """
+    predictor = model.predictor
+    if not isinstance(predictor, nn.Module):
+        raise ValueError(
+            f"the predictor-error detector needs the model's predictor; its predictor is {predictor!r} (a deployed model has none)"
+        )
     tokens, _ = _detector_tokens(model, signals, phases, device, batch_size)
     errors = []
     with torch.inference_mode():
         for start in range(0, len(tokens), batch_size):
             z = torch.from_numpy(tokens[start : start + batch_size]).to(device)
-            prediction = next_token_predictions(model.predictor, z)
+            prediction = next_token_predictions(predictor, z)
             errors.append((prediction - z).double().square().sum(-1).cpu())
     scores = torch.cat(errors)
     scores[:, 0] = math.nan

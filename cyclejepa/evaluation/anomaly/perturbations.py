@@ -59,7 +59,8 @@ def perturbation(
     """
 
     def decorate(family: Perturbation) -> Perturbation:
-        family.signals, family.min_channels = tuple(signals), int(min_channels)
+        setattr(family, "signals", tuple(signals))  # attributes of the function, read back by getattr
+        setattr(family, "min_channels", int(min_channels))
         return PERTURBATIONS.register(name)(family)
 
     return decorate
