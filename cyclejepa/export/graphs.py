@@ -56,19 +56,25 @@ def state_names(model: JEPAModel) -> dict[str, str]:
 def graph_inputs(model: JEPAModel, *, samples: int | None = None, batch: int = 2) -> tuple[torch.Tensor, ...]:
     """Example inputs: the offline ``x`` when ``samples`` is given, else the streaming chunk and
     its zero state (``initial_state``)."""
-    encoder = model.encoder
+    encoder = _conv_encoder(model)
     weight = next(model.parameters())
     length = encoder.patch if samples is None else samples
     x = torch.randn(batch, encoder.leads, length, generator=torch.Generator().manual_seed(0)).to(weight)
     return (x,) if samples is not None else (x, *StreamingEncoder(model).initial_state(batch))
 
 
-def _graph(model: JEPAModel, samples: int | None) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
-    """The module to trace and example inputs: offline with ``samples``, else streaming."""
+def _conv_encoder(model: JEPAModel) -> CausalConvEncoder:
+    """The model's encoder, which export needs to be the winder-conv `CausalConvEncoder` (TypeError otherwise)."""
     if not isinstance(model.encoder, CausalConvEncoder):
         raise TypeError(f"export needs the winder-conv CausalConvEncoder, got {type(model.encoder).__name__}")
-    if samples is not None and (samples < 1 or samples % model.encoder.patch):
-        raise ValueError(f"samples must be a positive multiple of the patch {model.encoder.patch}, got {samples}")
+    return model.encoder
+
+
+def _graph(model: JEPAModel, samples: int | None) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+    """The module to trace and example inputs: offline with ``samples``, else streaming."""
+    patch = _conv_encoder(model).patch
+    if samples is not None and (samples < 1 or samples % patch):
+        raise ValueError(f"samples must be a positive multiple of the patch {patch}, got {samples}")
     module = deployed(model) if samples is not None else _StreamingGraph(model).eval()
     return module, graph_inputs(model, samples=samples)
 
