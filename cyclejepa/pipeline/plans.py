@@ -4,7 +4,8 @@ and its identity), `plan_runs`, and the folders `cyclejepa.outputs` lays out und
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,14 @@ from cyclejepa.pipeline.identity import training_identity
 
 @dataclass(frozen=True)
 class RunPlan:
-    """One pre-training run of the grid: its arm and seed, its folder and its identity (what its
-    weights depend on, `cyclejepa.pipeline.identity.training_identity`)."""
+    """One pre-training run of the grid: its arm and seed, its folder, and (computed when first
+    asked, since it resolves the device) its identity: what its weights depend on
+    (`cyclejepa.pipeline.identity.training_identity` of ``experiment``)."""
 
     arm: ArmConfig
     seed: int
     folder: RunFolder
-    identity: dict[str, Any]
+    experiment: ExperimentConfig = field(repr=False, compare=False)
 
     @property
     def name(self) -> str:
@@ -33,6 +35,10 @@ class RunPlan:
     @property
     def directory(self) -> Path:
         return self.folder.path
+
+    @cached_property
+    def identity(self) -> dict[str, Any]:
+        return training_identity(self.experiment, self.arm.transport_weight, self.seed)
 
     def finished(self) -> bool:
         """Whether the run has its done.json, written for the same run identity."""
@@ -47,8 +53,7 @@ def run_name(arm: ArmConfig, seed: int) -> str:
 
 def run_plan(cfg: ExperimentConfig, arm: ArmConfig, seed: int) -> RunPlan:
     """The run of ``arm`` × ``seed`` in ``cfg``'s output directory."""
-    folder = OutputFolder(Path(cfg.output_dir)).run(run_name(arm, seed))
-    return RunPlan(arm, seed, folder, training_identity(cfg, arm.transport_weight, seed))
+    return RunPlan(arm, seed, OutputFolder(Path(cfg.output_dir)).run(run_name(arm, seed)), cfg)
 
 
 def plan_runs(cfg: ExperimentConfig) -> list[RunPlan]:
