@@ -669,6 +669,7 @@ def test_fuzzed_config_json_gives_package_errors_only(run, tmp_path):
     def load(mutations):
         config = copy_module.deepcopy(base)
         _mutate(config, paths, mutations)
+        config = json.loads(json.dumps(config))  # as the file holds it (a mutation may key a dict by a list index)
         if isinstance(config, dict):
             config["config_sha256"] = _config_digest(config)
         (copy / "config.json").write_text(json.dumps(config))
