@@ -16,9 +16,9 @@ from pathlib import Path
 
 from cyclejepa.config import ExperimentConfig, expand_grid
 from cyclejepa.pipeline.evaluation import evaluate_stage, evaluation_steps
-from cyclejepa.pipeline.plans import cache_dir, plan_runs, write_resolved_config
+from cyclejepa.pipeline.plans import plan_runs, write_resolved_config
 from cyclejepa.pipeline.checks import preflight
-from cyclejepa.pipeline.preparation import prepare
+from cyclejepa.pipeline.preparation import cache_dir, prepare
 from cyclejepa.pipeline.pretraining import pretrain_all
 from cyclejepa.pipeline.seal import require_unsealed, sealed_folds
 
@@ -48,8 +48,9 @@ def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
     require_unsealed(cfg)
     config = write_resolved_config(cfg)
     cache = prepare(cfg, progress=progress)
-    pretrain_all(cfg, cache, config, progress=progress)
-    return evaluate_stage(cfg, cache, progress)
+    plans = plan_runs(cfg)
+    pretrain_all(cfg, cache, config, plans, progress=progress)
+    return evaluate_stage(cfg, cache, plans, evaluation_steps(cfg), progress)
 
 
 def describe_plan(cfg: ExperimentConfig) -> list[str]:
