@@ -262,13 +262,13 @@ def _keyword_parameters(component: Any) -> set[str] | None:
 
 def preflight(cfg: ExperimentConfig, *, construct: bool = True) -> None:
     """Every check that the config and the files on disk allow, before any work: raises one
-    `ConfigError` listing each problem with its key path (a grid: each cell's). ``construct``:
-    as in `consistency_problems` (off: no torch-backed module is imported)."""
-    problems = consistency_problems(cfg, construct=construct)
+    `ConfigError` listing each problem with its key path (a grid: each cell's, cell by cell).
+    ``construct``: as in `consistency_problems` (off: no torch-backed module is imported)."""
+    problems = []
     for label, cell in expand_grid(cfg):
         where, plans = f"grid {label}: " if label else "", plan_runs(cell)
-        problems += [where + problem for problem in _device_problems(cell, plans) + _corpus_problems(cell) + identity_problems(plans)
-                     + _extra_problems(cell)]  # fmt: skip
+        problems += [where + problem for problem in consistency_problems(cell, construct=construct) + _device_problems(cell, plans)
+                     + _corpus_problems(cell) + identity_problems(plans) + _extra_problems(cell)]  # fmt: skip
     if problems:
         raise ConfigError(problems, source="preflight")
 

@@ -1,15 +1,19 @@
 """Stage 3, evaluate: the trained checkpoints of every run at the configured steps, then the
 cross-run figures and strata, then the report.
 
-The stage reads the config: it passes the folds through the seal (`use_folds`), builds the
-`EvaluationSpec` of the checkpoints (`evaluation_spec`), names the files of each run and step,
-keeps finished results whose checksums hold (`is_current`) and evaluates the rest, side by side
-in ``evaluation.at_once`` processes where asked (`cyclejepa.workers.process_pool`).
+The stage reads the config once, where it starts (`evaluate_grid`): the device, the output
+folder, the objective's spec, the data description, the strata's applicability and the
+evaluation hash, which the per-checkpoint functions take instead of the config. It passes the
+folds through the seal (`use_folds`) where each use reads them, builds the `EvaluationSpec` of
+each checkpoint (`checkpoint_spec`), names the files of each run and step, keeps finished
+results whose checksums hold (`is_current`) and evaluates the rest, side by side in
+``evaluation.at_once`` processes where asked (`cyclejepa.workers.process_pool`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+
 import torch
 
 from cyclejepa.config import ExperimentConfig
