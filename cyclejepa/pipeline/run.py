@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cyclejepa.config import ExperimentConfig, expand_grid
+from cyclejepa.lock import output_lock
 from cyclejepa.pipeline.evaluation import evaluate_stage, evaluation_steps
 from cyclejepa.pipeline.plans import plan_runs, write_resolved_config
 from cyclejepa.pipeline.checks import preflight
@@ -27,9 +28,8 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True) -> Path:
     """Every stage in order; returns the report path (for a grid, the grid summary).
 
     `preflight` first (nothing is written for a config that fails it), then the output
-    directory's lock throughout (`cyclejepa.lock.output_lock`)."""
-    from cyclejepa.lock import output_lock
-
+    directory's lock throughout (`cyclejepa.lock.output_lock`). A grid's preflight checks every
+    cell, which then runs under its own folder's lock without a second check."""
     preflight(cfg)
     with output_lock(cfg.output_dir):
         return _run_stages(cfg, progress)
@@ -43,7 +43,8 @@ def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
         for _, cell in cells:  # every cell passes the seal before the first one starts
             require_unsealed(cell)
         for _, cell in cells:
-            run_experiment(cell, progress=progress)
+            with output_lock(cell.output_dir):
+                _run_stages(cell, progress)
         return write_grid_summary(Path(cfg.output_dir), cells)
     require_unsealed(cfg)
     config = write_resolved_config(cfg)
