@@ -58,8 +58,9 @@ def describe_plan(cfg: ExperimentConfig) -> list[str]:
     """Human-readable lines of what `run` would do, and which stages are already done."""
     out = Path(cfg.output_dir)
     if cfg.grid:
-        lines = [f"grid of {len(expand_grid(cfg))} experiments over {', '.join(sorted(cfg.grid))}:"]
-        for label, cell in expand_grid(cfg):
+        cells = expand_grid(cfg)
+        lines = [f"grid of {len(cells)} experiments over {', '.join(sorted(cfg.grid))}:"]
+        for label, cell in cells:
             lines += [f"[{label}] " + line for line in describe_plan(cell)]
         return lines + [f"grid summary: {out / 'grid_summary.md'}"]
     lines = [f"output: {out}", f"data: {_corpus_line(cfg)}", f"cache: {cache_dir(cfg)}"]
