@@ -43,7 +43,7 @@ def test_concurrent_processes_train_what_the_sequential_runs_train(tmp_path):
     side_by_side, in_turn = tiny(tmp_path / "a", corpus, 2), tiny(tmp_path / "b", corpus, 1)
     cache = pipeline.prepare(side_by_side, progress=False)
     for cfg in (side_by_side, in_turn):
-        pipeline.pretrain_all(cfg, cache, pipeline.write_resolved_config(cfg), progress=False)
+        pipeline.pretrain_all(cfg, cache, pipeline.write_resolved_config(cfg), pipeline.plan_runs(cfg), progress=False)
     for name in ("winder-seed0", "control-seed0"):
         assert (side_by_side.output_dir / "runs" / name / "train.log").exists()  # it ran in a process
         assert not (in_turn.output_dir / "runs" / name / "train.log").exists()
@@ -77,7 +77,7 @@ def test_checkpoints_evaluated_in_processes_equal_those_evaluated_in_turn(tmp_pa
     in_turn = parse_config({**raw, "evaluation": evaluation})
     side_by_side = parse_config({**raw, "output_dir": str(tmp_path / "b"), "evaluation": {**evaluation, "at_once": 2}})
     cache = pipeline.prepare(in_turn, progress=False)
-    pipeline.pretrain_all(in_turn, cache, pipeline.write_resolved_config(in_turn), progress=False)
+    pipeline.pretrain_all(in_turn, cache, pipeline.write_resolved_config(in_turn), pipeline.plan_runs(in_turn), progress=False)
     shutil.copytree(tmp_path / "a" / "runs", tmp_path / "b" / "runs")
     plans, steps = pipeline.plan_runs(in_turn), [2, 4]
     assert evaluations_at_once(side_by_side.evaluation.at_once, "cpu", 4) == 2

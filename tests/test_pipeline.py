@@ -169,7 +169,7 @@ def test_a_tampered_evaluation_npz_is_refused_by_name_and_recomputed(experiment,
 
     from cyclejepa.data.cache import PreparedCache
     from cyclejepa.evaluation.integrity import ResultAltered
-    from cyclejepa.pipeline.evaluation import compare_runs
+    from cyclejepa.pipeline.evaluation import compare_runs, describe_data, evaluation_hash, strata_not_applying
 
     cfg = run_copy(experiment[0], tmp_path)
     path = cfg.output_dir / "evaluation" / "winder-seed0-step000004.npz"
@@ -177,8 +177,9 @@ def test_a_tampered_evaluation_npz_is_refused_by_name_and_recomputed(experiment,
         honest = dict(saved)
     np.savez(path, **{**honest, "heart_rate": honest["heart_rate"] + 10.0})  # edited heart rates
     cache = PreparedCache(pipeline.cache_dir(cfg))
+    strata = strata_not_applying(cfg, cache, describe_data(cfg, cache))
     with pytest.raises(ResultAltered, match=f"{path} cannot be trusted: its bytes do not match the digest its result records"):
-        compare_runs(cfg, cache, pipeline.plan_runs(cfg), 4, torch.device("cpu"))
+        compare_runs(cfg, cache, pipeline.plan_runs(cfg), 4, torch.device("cpu"), pipeline.objective_spec(cfg), strata, evaluation_hash(cfg))
     pipeline.evaluate_experiment(cfg, progress=False)  # not current: evaluated again
     with np.load(path) as again:
         np.testing.assert_array_equal(again["heart_rate"], honest["heart_rate"])

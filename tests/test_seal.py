@@ -107,7 +107,8 @@ def test_the_evaluation_grid_and_its_figures_refuse_fold_10(tmp_path):
     with pytest.raises(SealedFoldError, match="cohort table: data.eval_folds"):
         pipeline.evaluate_grid(config(tmp_path), Untouchable(), plans, [2], progress=False)
     with pytest.raises(SealedFoldError, match="figures: data.train_folds"):
-        compare_runs(config(tmp_path, data=WITH_FOLD_10), Untouchable(), plans, 2, torch.device("cpu"))
+        sealed = config(tmp_path, data=WITH_FOLD_10)
+        compare_runs(sealed, Untouchable(), plans, 2, torch.device("cpu"), pipeline.objective_spec(sealed), None, "unused")
     assert logs(tmp_path)[0] == []
 
 

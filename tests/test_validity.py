@@ -133,7 +133,8 @@ def test_recordings_of_unknown_people_are_called_recordings(collapsed_run):
 def test_a_dataset_that_does_not_know_its_people_has_no_patients_row(collapsed_run, tmp_path, monkeypatch):
     from cyclejepa.data.cache import PreparedCache
     from cyclejepa.data.synthetic.dataset import SyntheticPTBXL
-    from cyclejepa.pipeline.evaluation import describe_data, write_evaluation_protocol
+    from cyclejepa.evaluation.stage import write_protocol
+    from cyclejepa.pipeline.evaluation import describe_data
 
     cfg, _ = collapsed_run
     cache = PreparedCache(pipeline.cache_dir(cfg))
@@ -141,9 +142,8 @@ def test_a_dataset_that_does_not_know_its_people_has_no_patients_row(collapsed_r
     assert "| Patients |" in protocol["cohort_markdown"]
     monkeypatch.setattr(SyntheticPTBXL, "subjects_known", False)
     assert describe_data(cfg, cache).subjects_known is False
-    copy = cfg.model_copy(update={"output_dir": tmp_path})
     (tmp_path / "evaluation").mkdir()
-    write_evaluation_protocol(copy, cache)
+    write_protocol(tmp_path / "evaluation", cache, tuple(cfg.data.train_folds), tuple(cfg.data.eval_folds), describe_data(cfg, cache), "unused")
     unknown = json.loads((tmp_path / "evaluation" / "protocol.json").read_text())["cohort_markdown"]
     assert "| Patients |" not in unknown and "| Recordings |" in unknown
 
@@ -156,6 +156,7 @@ def test_evaluate_refuses_a_checkpoint_whose_outputs_are_not_finite_naming_it(co
 
     from cyclejepa.data.cache import PreparedCache
     from cyclejepa.evaluation.stage import NonFiniteOutputs
+    from cyclejepa.outputs import OutputFolder
     from cyclejepa.pipeline.evaluation import evaluate_run_step
     from cyclejepa.training import load_checkpoint, save_checkpoint
 
@@ -169,8 +170,10 @@ def test_evaluate_refuses_a_checkpoint_whose_outputs_are_not_finite_naming_it(co
     assert all(torch.isfinite(t).all() for t in state["model"].values() if t.is_floating_point())
     save_checkpoint(state, checkpoint)
     plan = pipeline.plan_runs(copy)[0]
+    cache = PreparedCache(pipeline.cache_dir(cfg))
+    spec, objective = pipeline.evaluation_spec(copy, cache), pipeline.objective_spec(copy)
     with pytest.raises(NonFiniteOutputs, match=f"checkpoint {checkpoint} gives non-finite \\(NaN or infinite\\) .* windows, e.g. cache rows"):
-        evaluate_run_step(copy, PreparedCache(pipeline.cache_dir(cfg)), plan, 60, torch.device("cpu"))
+        evaluate_run_step(spec, objective, cache, OutputFolder(tmp_path), plan, 60, torch.device("cpu"))
     assert not (tmp_path / "evaluation" / "winder-seed0-step000060.json").exists()
 
 

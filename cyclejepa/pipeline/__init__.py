@@ -38,7 +38,6 @@ if TYPE_CHECKING:
         save_pretrained as save_pretrained,
     )
     from cyclejepa.pipeline.plans import (
-        cache_dir as cache_dir,
         plan_runs as plan_runs,
         run_plan as run_plan,
         RunPlan as RunPlan,
@@ -46,6 +45,7 @@ if TYPE_CHECKING:
     )
     from cyclejepa.pipeline.preparation import (
         build_dataset as build_dataset,
+        cache_dir as cache_dir,
         cache_spec as cache_spec,
         configured_cache as configured_cache,
         prepare as prepare,
@@ -95,7 +95,7 @@ _HOMES = {
     "run_plan": "plans",
     "require_unsealed": "seal",
     "plan_runs": "plans",
-    "cache_dir": "plans",
+    "cache_dir": "preparation",
     "write_resolved_config": "plans",
     "benchmark_ptbxl": "benchmarking",
     "benchmark_allocations": "benchmarking",

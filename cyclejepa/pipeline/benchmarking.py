@@ -107,7 +107,7 @@ def benchmark_ptbxl(
         config = write_resolved_config(cfg)
         cache = prepare(cfg, progress=progress)
         if set(protocols) != {SCRATCH}:
-            pretrain_all(cfg, cache, config, progress=progress)
+            pretrain_all(cfg, cache, config, plan_runs(cfg), progress=progress)
         train = use_folds(cfg, "benchmark fitting and early stopping", "data.train_folds")
         test = use_folds(cfg, "benchmark scoring", "data.eval_folds")
         split = benchmark_split(cache, train, test, validation_fold)
@@ -256,10 +256,11 @@ def time_experiment(
     config_file = write_resolved_config(cfg)
     with clock.stage("prepare"):
         cache = prepare(cfg, progress=False)
+    plans = plan_runs(cfg)
     with clock.stage("pre-train"):
-        pretrain_all(cfg, cache, config_file, progress=False)
+        pretrain_all(cfg, cache, config_file, plans, progress=False)
     with clock.stage("evaluate"):
-        evaluate_grid(cfg, cache, plan_runs(cfg), evaluation_steps(cfg), progress=False)
+        evaluate_grid(cfg, cache, plans, evaluation_steps(cfg), progress=False)
     with clock.stage("report"):
         clock.result["report"] = str(report_experiment(cfg.output_dir))
     clock.write()

@@ -1,9 +1,9 @@
 """One preflight per command (`preflight`): every check the config and the files on disk allow,
 before any work starts. `consistency_problems` finds from the config alone what makes a
 valid-looking config fail later (spectrum and phase coordinates, evaluated steps and
-checkpoints, folds, the dataset's options and facts, channels the phase provider reads, names,
-component options); `preflight` adds devices, optional packages, the corpus on disk and the runs
-already in the output directory.
+checkpoints, folds, the dataset's options and facts, channels the phase provider reads, anomaly
+families that cannot apply, names, component options); `preflight` adds devices, optional
+packages, the corpus on disk and the runs already in the output directory.
 
 A config check imports the modules of the components the config names only where it needs their
 facts (the dataset's and the phase provider's classes); a built-in whose option names the
@@ -124,7 +124,8 @@ def _fold_problems(cfg: ExperimentConfig) -> list[str]:
 
 def _dataset_problems(cfg: ExperimentConfig) -> list[str]:
     """data.options the dataset's constructor does not take; data facts that cannot be derived or
-    that the config contradicts (`_shape_problems`, `_lead_problems`)."""
+    that the config contradicts (`_fold_range_problems`, `_shape_problems`, `_lead_problems`,
+    `_family_problems`), all read from one `data_facts`."""
     data = cfg.data
     accepted = _keyword_parameters(registry.DATASETS.get(data.dataset))
     problems = []
@@ -138,7 +139,7 @@ def _dataset_problems(cfg: ExperimentConfig) -> list[str]:
     facts = data_facts(data, cycle_band(cfg.phase.provider))
     if isinstance(facts, str):
         return problems + [facts]
-    return problems + _fold_range_problems(cfg, facts) + _shape_problems(cfg, facts) + _lead_problems(cfg, facts)
+    return problems + _fold_range_problems(cfg, facts) + _shape_problems(cfg, facts) + _lead_problems(cfg, facts) + _family_problems(cfg, facts)
 
 
 def _fold_range_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
@@ -261,23 +262,24 @@ def _keyword_parameters(component: Any) -> set[str] | None:
 
 def preflight(cfg: ExperimentConfig, *, construct: bool = True) -> None:
     """Every check that the config and the files on disk allow, before any work: raises one
-    `ConfigError` listing each problem with its key path (a grid: each cell's). ``construct``:
-    as in `consistency_problems` (off: no torch-backed module is imported)."""
-    problems = consistency_problems(cfg, construct=construct)
+    `ConfigError` listing each problem with its key path (a grid: each cell's, cell by cell).
+    ``construct``: as in `consistency_problems` (off: no torch-backed module is imported)."""
+    problems = []
     for label, cell in expand_grid(cfg):
-        where = f"grid {label}: " if label else ""
-        problems += [where + problem for problem in _device_problems(cell) + _corpus_problems(cell) + identity_problems(cell)
-                     + _extra_problems(cell) + _family_problems(cell)]  # fmt: skip
+        where, plans = f"grid {label}: " if label else "", plan_runs(cell)
+        problems += [where + problem for problem in consistency_problems(cell, construct=construct) + _device_problems(cell, plans)
+                     + _corpus_problems(cell) + identity_problems(plans) + _extra_problems(cell)]  # fmt: skip
     if problems:
         raise ConfigError(problems, source="preflight")
 
 
-def _device_problems(cfg: ExperimentConfig) -> list[str]:
-    """Devices this machine lacks; ``training.device`` only while a run is left to train (runs
-    trained on CUDA are evaluated elsewhere with their ``training.device``, see the run identity).
-    ``auto`` and ``cpu`` are on every machine: only another name needs torch to be checked."""
+def _device_problems(cfg: ExperimentConfig, plans: list[RunPlan]) -> list[str]:
+    """Devices this machine lacks; ``training.device`` only while a run of ``plans`` is left to
+    train (runs trained on CUDA are evaluated elsewhere with their ``training.device``, see the
+    run identity). ``auto`` and ``cpu`` are on every machine: only another name needs torch to be
+    checked."""
     problems, keys = [], ["evaluation.device"]
-    if not all(plan.finished() for plan in plan_runs(cfg)):
+    if not all(plan.finished() for plan in plans):
         keys.insert(0, "training.device")
     for key in keys:
         section, name = key.split(".")
@@ -304,19 +306,18 @@ def _extra_problems(cfg: ExperimentConfig) -> list[str]:
     return []
 
 
-def _family_problems(cfg: ExperimentConfig) -> list[str]:
+def _family_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
     """Anomaly families of a list of the config's own that cannot apply to the phase provider's
-    signal (`PhaseProvider.signal`) or to the dataset's channel count. The default list is the
-    battery's to filter: it skips what does not apply and says so in the report."""
+    signal (`PhaseProvider.signal`) or to the dataset's channel count (``facts``). The default
+    list is the battery's to filter: it skips what does not apply and says so in the report."""
     from cyclejepa.config import EvaluationConfig
     from cyclejepa.registry import PERTURBATIONS, PHASE_PROVIDERS
 
     provider, families = cfg.phase.provider, cfg.evaluation.families
-    facts = data_facts(cfg.data, cycle_band(provider))
-    if families == EvaluationConfig.model_fields["families"].default or isinstance(facts, str) or provider is None or not all(
+    if families == EvaluationConfig.model_fields["families"].default or provider is None or not all(
         family in PERTURBATIONS for family in families
     ):
-        return []  # the default list; facts, provider or names that consistency_problems already names
+        return []  # the default list; a provider or names that consistency_problems names
     from cyclejepa.evaluation.anomaly.perturbations import applicable_families  # the families' own facts
 
     signal = getattr(PHASE_PROVIDERS.get(provider), "signal", "any")
@@ -340,11 +341,12 @@ def _corpus_problems(cfg: ExperimentConfig) -> list[str]:
     return [problem] if problem else []
 
 
-def identity_problems(cfg: ExperimentConfig) -> list[str]:
-    """Runs in the output directory trained with other settings than ``cfg``'s, with the keys that differ."""
+def identity_problems(plans: list[RunPlan]) -> list[str]:
+    """Runs of ``plans`` whose folders hold a run trained with other settings than the plan's
+    identity, with the keys that differ."""
     problems = []
-    for plan in plan_runs(cfg):
-        recorded = recorded_identity(cfg, plan)
+    for plan in plans:
+        recorded = recorded_identity(plan)
         if recorded is None:
             continue
         differences = identity_differences(recorded, plan.identity)
@@ -356,7 +358,7 @@ def identity_problems(cfg: ExperimentConfig) -> list[str]:
     return problems
 
 
-def recorded_identity(cfg: ExperimentConfig, plan: RunPlan) -> dict | None:
+def recorded_identity(plan: RunPlan) -> dict | None:
     """The identity a run directory was trained with: from done.json, else its last checkpoint."""
     folder = plan.folder
     if folder.done.exists():

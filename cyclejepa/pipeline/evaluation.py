@@ -1,16 +1,18 @@
 """Stage 3, evaluate: the trained checkpoints of every run at the configured steps, then the
 cross-run figures and strata, then the report.
 
-The stage reads the config: it passes the folds through the seal (`use_folds`), builds the
-`EvaluationSpec` of the checkpoints (`evaluation_spec`), names the files of each run and step,
-keeps finished results whose checksums hold (`is_current`) and evaluates the rest, side by side
-in ``evaluation.at_once`` processes where asked (`cyclejepa.workers.process_pool`).
+The stage reads the config once, where it starts (`evaluate_grid`): the device, the output
+folder, the objective's spec, the data description, the strata's applicability and the
+evaluation hash, which the per-checkpoint functions take instead of the config. It passes the
+folds through the seal (`use_folds`) where each use reads them, builds the `EvaluationSpec` of
+each checkpoint (`checkpoint_spec`), names the files of each run and step, keeps finished
+results whose checksums hold (`is_current`) and evaluates the rest, side by side in
+``evaluation.at_once`` processes where asked (`cyclejepa.workers.process_pool`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -21,8 +23,9 @@ from cyclejepa.outputs import OutputFolder
 from cyclejepa.pipeline.checks import preflight
 from cyclejepa.pipeline.identity import evaluation_identity, identity_hash
 from cyclejepa.pipeline.plans import RunPlan, plan_runs, write_resolved_config
-from cyclejepa.pipeline.seal import require_unsealed, use_folds
+from cyclejepa.pipeline.seal import FOLD_KEYS, require_unsealed, use_folds
 from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
+from cyclejepa.training.spec import ObjectiveSpec
 
 
 def evaluation_steps(cfg: ExperimentConfig) -> list[int]:
@@ -32,24 +35,24 @@ def evaluation_steps(cfg: ExperimentConfig) -> list[int]:
 
 def evaluate_experiment(cfg: ExperimentConfig, cache=None, progress: bool = True) -> Path:
     """Evaluate the trained checkpoints of every run and write the report (no training), after
-    `preflight`."""
-    preflight(cfg)
-    return evaluate_stage(cfg, cache, progress)
-
-
-def evaluate_stage(cfg: ExperimentConfig, cache, progress: bool) -> Path:
-    """Refuse missing checkpoints by name, evaluate the grid (`evaluate_grid`), write the report."""
+    `preflight` and the seal; missing checkpoints are refused by name before anything is written."""
     from cyclejepa.pipeline.preparation import configured_cache
-    from cyclejepa.pipeline.reporting import report_experiment
 
+    preflight(cfg)
     require_unsealed(cfg)
-    steps = evaluation_steps(cfg)
-    missing = [str(path) for plan in plan_runs(cfg) for step in steps if not (path := checkpoint_file(cfg, plan, step)).exists()]
+    plans, steps = plan_runs(cfg), evaluation_steps(cfg)
+    missing = [str(path) for plan in plans for step in steps if not (path := checkpoint_file(plan, step)).exists()]
     if missing:
         raise FileNotFoundError(f"{len(missing)} checkpoint(s) to evaluate are missing, e.g. {missing[0]}; train them with `cyclejepa run`")
     write_resolved_config(cfg)
-    cache = cache or configured_cache(cfg)
-    evaluate_grid(cfg, cache, plan_runs(cfg), steps, progress=progress)
+    return evaluate_stage(cfg, cache or configured_cache(cfg), plans, steps, progress)
+
+
+def evaluate_stage(cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPlan], steps: list[int], progress: bool) -> Path:
+    """Evaluate the trained checkpoints of ``plans`` at ``steps`` (`evaluate_grid`), then write the report."""
+    from cyclejepa.pipeline.reporting import report_experiment
+
+    evaluate_grid(cfg, cache, plans, steps, progress=progress)
     return report_experiment(Path(cfg.output_dir))
 
 
@@ -58,16 +61,16 @@ def evaluation_dir(cfg: ExperimentConfig) -> Path:
     return OutputFolder(Path(cfg.output_dir)).evaluation
 
 
-def checkpoint_file(cfg: ExperimentConfig, plan: RunPlan, step: int) -> Path:
+def checkpoint_file(plan: RunPlan, step: int) -> Path:
     """The checkpoint of ``plan``'s run at ``step``."""
     from cyclejepa.training.checkpoint import checkpoint_path
 
     return checkpoint_path(plan.folder.checkpoints, step)
 
 
-def result_file(cfg: ExperimentConfig, plan: RunPlan, step: int) -> Path:
+def result_file(out: OutputFolder, plan: RunPlan, step: int) -> Path:
     """``evaluation/<run>-stepNNNNNN.json``: the result of ``plan``'s checkpoint at ``step``."""
-    return evaluation_dir(cfg) / f"{plan.name}-step{step:06d}.json"
+    return out.evaluation / f"{plan.name}-step{step:06d}.json"
 
 
 def evaluation_hash(cfg: ExperimentConfig) -> str:
@@ -96,138 +99,156 @@ def describe_data(cfg: ExperimentConfig, cache: PreparedCache) -> DataDescriptio
     )
 
 
-def strata_not_applying(cfg: ExperimentConfig, cache: PreparedCache) -> str | None:
+def strata_not_applying(cfg: ExperimentConfig, cache: PreparedCache, data: DataDescription) -> str | None:
     """Why the heart-rate strata do not apply, or None when they do: they need two arms to
-    compare, a probe (labels) and ECG beats (an ``"ecg"`` phase provider of one coordinate)."""
+    compare, a probe (labels) and ECG beats (a phase provider of one coordinate whose signal
+    kind, ``data.signal``, is ``"ecg"``)."""
     if len(cfg.runs.arms) != 2:
         return f"{len(cfg.runs.arms)} arm(s): the strata compare two"
     if not cache.label_levels:
         return "no probe scores to stratify (no labels)"
     if cache.coordinates:
         return f"a torus of {len(cache.coordinates)} phase coordinates: the strata take the heart rate of one ECG clock"
-    assert cfg.phase.provider is not None, "preflight refuses a config without a phase provider"
-    signal = getattr(PHASE_PROVIDERS.get(cfg.phase.provider), "signal", "any")
-    if signal != "ecg":
-        return f"phase provider {cfg.phase.provider!r} reads {signal!r} signals: no ECG beats to take a heart rate from"
+    if data.signal != "ecg":
+        return f"phase provider {cfg.phase.provider!r} reads {data.signal!r} signals: no ECG beats to take a heart rate from"
     return None
 
 
 def evaluation_spec(cfg: ExperimentConfig, cache: PreparedCache) -> EvaluationSpec:
-    """The `EvaluationSpec` of a checkpoint of ``cfg``: the probes' training folds (with labels)
-    and the evaluation folds, each passed through the seal in that order, then the settings of
-    ``cfg.evaluation`` and what the data is called."""
-    labelled = bool(cache.label_levels)
+    """The `EvaluationSpec` of a checkpoint of ``cfg``: its folds through the seal
+    (`checkpoint_folds`), then the data description, the strata's applicability and the
+    evaluation hash read from ``cfg`` (`checkpoint_spec`)."""
+    folds = checkpoint_folds(cfg, bool(cache.label_levels))
+    data = describe_data(cfg, cache)
+    return checkpoint_spec(cfg, folds, data, strata_not_applying(cfg, cache, data), evaluation_hash(cfg))
+
+
+def checkpoint_folds(cfg: ExperimentConfig, labelled: bool) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The folds a checkpoint's evaluation reads, each passed through the seal in this order: the
+    probes' training folds (only with labels: else none) and the evaluation folds."""
     train_folds = use_folds(cfg, "probe fitting", "data.train_folds") if labelled else []
-    eval_folds = use_folds(cfg, "evaluation", "data.eval_folds")
+    return tuple(train_folds), tuple(use_folds(cfg, "evaluation", "data.eval_folds"))
+
+
+def checkpoint_spec(
+    cfg: ExperimentConfig, folds: tuple[tuple[int, ...], tuple[int, ...]], data: DataDescription, strata: str | None, current: str
+) -> EvaluationSpec:
+    """The `EvaluationSpec` of a checkpoint: its training and evaluation ``folds``
+    (`checkpoint_folds`), the settings of ``cfg.evaluation``, what the data is called (``data``),
+    why the strata do not apply (``strata``) and the evaluation hash ``current``."""
     ev = cfg.evaluation
     return EvaluationSpec(
-        train_folds=tuple(train_folds), eval_folds=tuple(eval_folds), bootstrap=ev.bootstrap, seed=ev.seed,
+        train_folds=folds[0], eval_folds=folds[1], bootstrap=ev.bootstrap, seed=ev.seed,
         probe_c=ev.probe_c, eligible_min_positives=ev.eligible_min_positives, detector=ev.detector,
         families=tuple(ev.families), severities=tuple(ev.severities), anomaly_records=ev.anomaly_records,
-        data=describe_data(cfg, cache), strata_not_applying=strata_not_applying(cfg, cache),
-        evaluation_hash=evaluation_hash(cfg),
+        data=data, strata_not_applying=strata, evaluation_hash=current,
     )  # fmt: skip
 
 
 def evaluate_grid(cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPlan], steps: list[int], progress: bool = True) -> None:
     """Evaluate every run × step (skipping finished ones), then compare the runs at each step.
 
-    With ``evaluation.at_once`` > 1 the checkpoints are evaluated side by side in that many
-    processes (spawned; each loads the cache and writes its own result files).
+    The config is read here once: the device, the output folder, the objective's spec, the
+    protocol's folds (through the seal), the data description, the strata's applicability and
+    the evaluation hash; each checkpoint passes its folds through the seal (`checkpoint_folds`)
+    before it is evaluated. With ``evaluation.at_once`` > 1 the checkpoints are evaluated
+    side by side in that many processes (spawned; each loads the cache and writes its own result
+    files).
     """
     from cyclejepa.devices import resolve_device
-    from cyclejepa.evaluation.stage import evaluations_at_once, is_current
+    from cyclejepa.evaluation.stage import evaluations_at_once, is_current, write_protocol
+    from cyclejepa.pipeline.pretraining import objective_spec
 
-    device = resolve_device(cfg.evaluation.device)
-    evaluation_dir(cfg).mkdir(parents=True, exist_ok=True)
-    write_evaluation_protocol(cfg, cache)
-    current = evaluation_hash(cfg)
+    device, out, objective = resolve_device(cfg.evaluation.device), OutputFolder(Path(cfg.output_dir)), objective_spec(cfg)
+    train_folds, eval_folds = (tuple(use_folds(cfg, "cohort table", key)) for key in FOLD_KEYS)
+    data, current = describe_data(cfg, cache), evaluation_hash(cfg)
+    strata, labelled = strata_not_applying(cfg, cache, data), bool(cache.label_levels)
+    out.evaluation.mkdir(parents=True, exist_ok=True)
+    write_protocol(out.evaluation, cache, train_folds, eval_folds, data, current)
     cells = [(plan, step) for plan in plans for step in steps
-             if not is_current(result_file(cfg, plan, step), current, checkpoint_file(cfg, plan, step))]  # fmt: skip
+             if not is_current(result_file(out, plan, step), current, checkpoint_file(plan, step))]  # fmt: skip
     at_once = evaluations_at_once(cfg.evaluation.at_once, device.type, len(cells))
     if at_once > 1:
-        _evaluate_in_processes(cfg, cache, cells, at_once, progress)
+        jobs = [(checkpoint_spec(cfg, checkpoint_folds(cfg, labelled), data, strata, current), plan, step) for plan, step in cells]
+        _evaluate_in_processes(jobs, objective, cache, out, at_once, cfg.evaluation.device, progress)
     else:
         for plan, step in cells:
-            evaluate_run_step(cfg, cache, plan, step, device, progress)
+            spec = checkpoint_spec(cfg, checkpoint_folds(cfg, labelled), data, strata, current)
+            evaluate_run_step(spec, objective, cache, out, plan, step, device, progress)
     for step in steps:
-        compare_runs(cfg, cache, plans, step, device)
-
-
-def write_evaluation_protocol(cfg: ExperimentConfig, cache: PreparedCache) -> None:
-    """``evaluation/protocol.json`` (`cyclejepa.evaluation.stage.write_protocol`) of the folds
-    the cohort table reads, passed through the seal."""
-    from cyclejepa.evaluation.stage import write_protocol
-
-    train_folds, eval_folds = (use_folds(cfg, "cohort table", key) for key in ("data.train_folds", "data.eval_folds"))
-    write_protocol(evaluation_dir(cfg), cache, tuple(train_folds), tuple(eval_folds), describe_data(cfg, cache), evaluation_hash(cfg))
+        compare_runs(cfg, cache, plans, step, device, objective, strata, current)
 
 
 def evaluate_run_step(
-    cfg: ExperimentConfig, cache: PreparedCache, plan: RunPlan, step: int, device: torch.device, progress: bool = False
+    spec: EvaluationSpec, objective: ObjectiveSpec, cache: PreparedCache, out: OutputFolder, plan: RunPlan, step: int,
+    device: torch.device, progress: bool = False,
 ) -> None:
     """Evaluate the checkpoint of ``plan`` at ``step`` into `result_file`
-    (`write_checkpoint_evaluation`), with the run, its arm, seed, step, transport weight and the
-    checkpoint (path and weights' digest)."""
+    (`write_checkpoint_evaluation` of ``spec``, the objective built from ``objective``), with the
+    run, its arm, seed, step, transport weight and the checkpoint (path and weights' digest)."""
     from cyclejepa.evaluation.integrity import model_digest
     from cyclejepa.evaluation.stage import write_checkpoint_evaluation
-    from cyclejepa.pipeline.pretraining import objective_spec
     from cyclejepa.training import load_trained
 
-    checkpoint = checkpoint_file(cfg, plan, step)
-    objective = load_trained(objective_spec(cfg), checkpoint, device)  # refuses non-finite weights by name
-    spec = evaluation_spec(cfg, cache)
+    checkpoint = checkpoint_file(plan, step)
+    trained = load_trained(objective, checkpoint, device)  # refuses non-finite weights by name
     run = {"run": plan.name, "arm": plan.arm.name, "seed": plan.seed, "step": step, "transport_weight": plan.arm.transport_weight,
-           "checkpoint": {"path": str(checkpoint.relative_to(cfg.output_dir)), "model_sha256": model_digest(checkpoint)}}  # fmt: skip
-    write_checkpoint_evaluation(spec, cache, objective, checkpoint, result_file(cfg, plan, step), run, device, progress)
+           "checkpoint": {"path": str(checkpoint.relative_to(out.path)), "model_sha256": model_digest(checkpoint)}}  # fmt: skip
+    write_checkpoint_evaluation(spec, cache, trained, checkpoint, result_file(out, plan, step), run, device, progress)
 
 
-def _evaluate_in_processes(cfg: ExperimentConfig, cache: PreparedCache, cells, at_once: int, progress: bool) -> None:
-    """`evaluate_run_step` for every cell in a `process_pool` of ``at_once`` processes that share
-    the cores (`shared_threads`) and take the GPUs in turn."""
+def _evaluate_in_processes(
+    jobs: list[tuple[EvaluationSpec, RunPlan, int]], objective: ObjectiveSpec, cache: PreparedCache, out: OutputFolder,
+    at_once: int, device: str, progress: bool,
+) -> None:
+    """`evaluate_run_step` for every job (spec, plan, step) in a `process_pool` of ``at_once``
+    processes that share the cores (`shared_threads`) and take the GPUs of ``device`` (the
+    ``evaluation.device`` setting) in turn."""
     from concurrent.futures import as_completed
 
     from cyclejepa.devices import child_gpus
     from cyclejepa.progress import progress_bar
     from cyclejepa.workers import process_pool, shared_threads
 
-    raw = cfg.model_dump(mode="json")
-    gpus = len(child_gpus(cfg.evaluation.device))
-    with process_pool(at_once, threads=shared_threads(at_once), gpus=gpus) as pool, progress_bar(
-        len(cells), f"evaluating {len(cells)} checkpoints, {at_once} at a time", enabled=progress
+    with process_pool(at_once, threads=shared_threads(at_once), gpus=len(child_gpus(device))) as pool, progress_bar(
+        len(jobs), f"evaluating {len(jobs)} checkpoints, {at_once} at a time", enabled=progress
     ) as update:
-        futures = [pool.submit(_evaluate_run_step_process, raw, str(cache.path), plan, step) for plan, step in cells]
+        futures = [pool.submit(_evaluate_run_step_process, spec, objective, str(cache.path), out, plan, step, device)
+                   for spec, plan, step in jobs]  # fmt: skip
         for future in as_completed(futures):
             future.result()  # re-raises a cell's error here
             update(1)
 
 
-def _evaluate_run_step_process(raw: dict[str, Any], cache_path: str, plan: RunPlan, step: int) -> None:
-    """`evaluate_run_step` in a worker: the config and the cache from their serialised forms."""
-    from cyclejepa.config import parse_config
+def _evaluate_run_step_process(
+    spec: EvaluationSpec, objective: ObjectiveSpec, cache_path: str, out: OutputFolder, plan: RunPlan, step: int, device: str
+) -> None:
+    """`evaluate_run_step` in a worker: the cache (checked against the config by the parent)
+    opened from its folder, on this process's device of the setting ``device``."""
     from cyclejepa.devices import resolve_device
-    from cyclejepa.pipeline.preparation import configured_cache
 
-    cfg = parse_config(raw)
-    evaluate_run_step(cfg, configured_cache(cfg, Path(cache_path)), plan, step, resolve_device(cfg.evaluation.device))
+    evaluate_run_step(spec, objective, PreparedCache(Path(cache_path)), out, plan, step, resolve_device(device))
 
 
-def compare_runs(cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPlan], step: int, device: torch.device) -> None:
+def compare_runs(
+    cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPlan], step: int, device: torch.device, objective: ObjectiveSpec,
+    strata: str | None, current: str,
+) -> None:
     """Phase-ring and UMAP figures of ``step`` (one column per run; `draw_run_figures`, drawn
-    once) and, where they apply (`strata_not_applying`), the heart-rate strata of the arm gap
-    (`write_hr_strata`)."""
+    once) and, where they apply (``strata`` is None, `strata_not_applying`), the heart-rate
+    strata of the arm gap (`write_hr_strata`, with the evaluation hash ``current``)."""
     from cyclejepa.evaluation.stage import draw_run_figures, figure_paths, write_hr_strata
-    from cyclejepa.pipeline.pretraining import objective_spec
     from cyclejepa.training import load_trained
 
-    figures = OutputFolder(Path(cfg.output_dir)).report / "figures"
+    out = OutputFolder(Path(cfg.output_dir))
+    figures = out.report / "figures"
     figures.mkdir(parents=True, exist_ok=True)
     folds = use_folds(cfg, "figures", "data.train_folds")  # the figures show these folds, drawn now or before
     ev = cfg.evaluation
     rings, umap = figure_paths(figures, step, cache.coordinates, ev.umap)
     if not all(path.exists() for path in [*rings, *([umap] if umap else [])]):
-        objectives = {plan.name: load_trained(objective_spec(cfg), checkpoint_file(cfg, plan, step), device) for plan in plans}
+        objectives = {plan.name: load_trained(objective, checkpoint_file(plan, step), device) for plan in plans}
         draw_run_figures(objectives, cache, tuple(folds), rings, umap, ev.umap_points, ev.seed, device)
-    if strata_not_applying(cfg, cache) is None:
+    if strata is None:
         arms, seeds = [a.name for a in cfg.runs.arms], list(cfg.runs.seeds)
-        write_hr_strata(evaluation_dir(cfg), cache.label_levels[0].name, step, arms, seeds, ev.bootstrap, ev.seed, evaluation_hash(cfg))
+        write_hr_strata(out.evaluation, cache.label_levels[0].name, step, arms, seeds, ev.bootstrap, ev.seed, current)

@@ -61,10 +61,6 @@ def plan_runs(cfg: ExperimentConfig) -> list[RunPlan]:
     return [run_plan(cfg, arm, seed) for arm in cfg.runs.arms for seed in cfg.runs.seeds]
 
 
-def cache_dir(cfg: ExperimentConfig) -> Path:
-    return Path(cfg.data.cache_dir or Path(cfg.output_dir) / "cache")
-
-
 def write_resolved_config(cfg: ExperimentConfig) -> Path:
     """``config.yaml`` of the output directory: the config with every derived key filled."""
     path = OutputFolder(Path(cfg.output_dir)).config

@@ -9,8 +9,12 @@ from pathlib import Path
 
 from cyclejepa.config import ExperimentConfig
 from cyclejepa.data.cache.spec import CacheSpec
-from cyclejepa.pipeline.plans import cache_dir
 from cyclejepa.pipeline.seal import refuse_sealed, use_folds
+
+
+def cache_dir(cfg: ExperimentConfig) -> Path:
+    """The cache's folder: ``data.cache_dir``, else ``<output_dir>/cache``."""
+    return Path(cfg.data.cache_dir or Path(cfg.output_dir) / "cache")
 
 
 def cache_spec(cfg: ExperimentConfig, directory: Path | None = None) -> CacheSpec:

@@ -13,7 +13,7 @@ from cyclejepa.config import ExperimentConfig
 from cyclejepa.jsonio import write_json
 from cyclejepa.outputs import RunFolder
 from cyclejepa.pipeline.identity import identity_hash, training_identity
-from cyclejepa.pipeline.plans import RunPlan, plan_runs
+from cyclejepa.pipeline.plans import RunPlan
 from cyclejepa.pipeline.seal import use_folds
 from cyclejepa.training.spec import ObjectiveSpec, TrainingSpec
 
@@ -97,17 +97,18 @@ def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True,
     return directory
 
 
-def pretrain_all(cfg: ExperimentConfig, cache, config: Path, progress: bool = True) -> None:
-    """Stage 2 for every arm × seed: unfinished runs side by side in ``runs.at_once`` processes
-    (each reads the resolved config file ``config``), else one after the other in this one."""
+def pretrain_all(cfg: ExperimentConfig, cache, config: Path, plans: list[RunPlan], progress: bool = True) -> None:
+    """Stage 2 for every arm × seed (``plans``, `plan_runs`): unfinished runs side by side in
+    ``runs.at_once`` processes (each reads the resolved config file ``config``), else one after
+    the other in this one."""
     from cyclejepa.devices import child_gpus, resolve_device
     from cyclejepa.training.concurrent import RunJob, runs_at_once, train_concurrently
 
-    todo = [plan for plan in plan_runs(cfg) if not plan.finished()]
+    todo = [plan for plan in plans if not plan.finished()]
     at_once = runs_at_once(cfg.runs.at_once, resolve_device(cfg.training.device).type, len(todo))
     if at_once > 1:
         jobs = [RunJob(plan.arm.name, plan.seed, plan.directory) for plan in todo]
         gpus = child_gpus(cfg.training.device)
         train_concurrently(config, jobs, at_once, cfg.training.steps, gpus=gpus, progress=progress)
-    for plan in plan_runs(cfg):  # the sequential path; finished runs are skipped
+    for plan in plans:  # the sequential path; finished runs are skipped
         pretrain(cfg, cache, plan, progress=progress)

@@ -15,10 +15,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from cyclejepa.config import ExperimentConfig, expand_grid
+from cyclejepa.lock import output_lock
 from cyclejepa.pipeline.evaluation import evaluate_stage, evaluation_steps
-from cyclejepa.pipeline.plans import cache_dir, plan_runs, write_resolved_config
+from cyclejepa.pipeline.plans import plan_runs, write_resolved_config
 from cyclejepa.pipeline.checks import preflight
-from cyclejepa.pipeline.preparation import prepare
+from cyclejepa.pipeline.preparation import cache_dir, prepare
 from cyclejepa.pipeline.pretraining import pretrain_all
 from cyclejepa.pipeline.seal import require_unsealed, sealed_folds
 
@@ -27,9 +28,8 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True) -> Path:
     """Every stage in order; returns the report path (for a grid, the grid summary).
 
     `preflight` first (nothing is written for a config that fails it), then the output
-    directory's lock throughout (`cyclejepa.lock.output_lock`)."""
-    from cyclejepa.lock import output_lock
-
+    directory's lock throughout (`cyclejepa.lock.output_lock`). A grid's preflight checks every
+    cell, which then runs under its own folder's lock without a second check."""
     preflight(cfg)
     with output_lock(cfg.output_dir):
         return _run_stages(cfg, progress)
@@ -43,21 +43,24 @@ def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
         for _, cell in cells:  # every cell passes the seal before the first one starts
             require_unsealed(cell)
         for _, cell in cells:
-            run_experiment(cell, progress=progress)
+            with output_lock(cell.output_dir):
+                _run_stages(cell, progress)
         return write_grid_summary(Path(cfg.output_dir), cells)
     require_unsealed(cfg)
     config = write_resolved_config(cfg)
     cache = prepare(cfg, progress=progress)
-    pretrain_all(cfg, cache, config, progress=progress)
-    return evaluate_stage(cfg, cache, progress)
+    plans = plan_runs(cfg)
+    pretrain_all(cfg, cache, config, plans, progress=progress)
+    return evaluate_stage(cfg, cache, plans, evaluation_steps(cfg), progress)
 
 
 def describe_plan(cfg: ExperimentConfig) -> list[str]:
     """Human-readable lines of what `run` would do, and which stages are already done."""
     out = Path(cfg.output_dir)
     if cfg.grid:
-        lines = [f"grid of {len(expand_grid(cfg))} experiments over {', '.join(sorted(cfg.grid))}:"]
-        for label, cell in expand_grid(cfg):
+        cells = expand_grid(cfg)
+        lines = [f"grid of {len(cells)} experiments over {', '.join(sorted(cfg.grid))}:"]
+        for label, cell in cells:
             lines += [f"[{label}] " + line for line in describe_plan(cell)]
         return lines + [f"grid summary: {out / 'grid_summary.md'}"]
     lines = [f"output: {out}", f"data: {_corpus_line(cfg)}", f"cache: {cache_dir(cfg)}"]
