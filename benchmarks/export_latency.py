@@ -207,7 +207,10 @@ def measure_package(folder: Path, threads: int, stream_batches: Sequence[int], s
     x = np.random.default_rng(1).standard_normal((1, leads, samples), dtype=np.float32)
     rows = []
     for level in LEVELS:
-        step, offline = session(folder / "encoder_streaming.onnx", threads, level), session(folder / "encoder.onnx", threads, level)
+        step, offline = (
+            session(folder / "encoder_streaming.onnx", threads, level),
+            session(folder / "encoder.onnx", threads, level),
+        )
         error = streamed_error(step, offline, x)
         for batch in stream_batches:
             chunk = np.random.default_rng(0).standard_normal((batch, leads, patch), dtype=np.float32)
@@ -256,16 +259,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         rows = [row for t in args.threads for row in measure(t, args.stream_batch, args.steps, args.offline_batch, args.repeats)]
     host, found = machine_info(torch.device("cpu")), {**versions(), "onnxruntime": ort.__version__}
     what = f"package {args.package}" if args.package else "paper model (1,232,384 deployed parameters)"
-    print(f"{what}, {host['cpu_model']}, {host['cpu_count']} CPUs, "
-          f"load average {host['load_average']}, torch {found['torch']}, onnxruntime {found['onnxruntime']}")
+    print(
+        f"{what}, {host['cpu_model']}, {host['cpu_count']} CPUs, "
+        f"load average {host['load_average']}, torch {found['torch']}, onnxruntime {found['onnxruntime']}"
+    )
     print("\n| mode | backend | threads | batch | median ms | p10–p90 ms | real-time factor / records per s |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         rate = (f"{row['realtime_factor']:.0f}× real time" if row["mode"] == "streaming"
                 else f"{row['records_per_s']:.1f} records/s")  # fmt: skip
         error = f" (tokens within {row['max_abs_vs_offline']:.1e} of offline)" if "max_abs_vs_offline" in row else ""
-        print(f"| {row['mode']} | {row['backend']} | {row['threads']} | {row['batch']} | {row['median_ms']:.3f} | "
-              f"{row['p10_ms']:.3f}–{row['p90_ms']:.3f} | {rate}{error} |")
+        print(
+            f"| {row['mode']} | {row['backend']} | {row['threads']} | {row['batch']} | {row['median_ms']:.3f} | "
+            f"{row['p10_ms']:.3f}–{row['p90_ms']:.3f} | {rate}{error} |"
+        )
     if args.out:
         Path(args.out).write_text(json.dumps({"machine": host, "versions": found, "rows": rows}, indent=2))
 

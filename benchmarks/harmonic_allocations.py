@@ -1,6 +1,6 @@
 """Harmonic allocations compared on the synthetic corpus (same as `cyclejepa benchmark allocations`).
 
-    python benchmarks/harmonic_allocations.py --out runs/allocations --seeds 0 1
+python benchmarks/harmonic_allocations.py --out runs/allocations --seeds 0 1
 """
 
 from cyclejepa.pipeline.benchmarking import allocations_main as main

@@ -31,9 +31,11 @@ def main(argv=None) -> None:
     norm = fit_normalisation(signals, np.ones(len(signals), bool))
     distances = np.array([input_distance(norm.apply(x)[None])[0] for x in signals])
     scaled = np.array([input_distance(norm.apply(args.scale * x)[None])[0] for x in signals])
-    print(f"{len(paths)} records: median {np.median(distances):.2f}, 99th percentile {np.percentile(distances, 99):.2f}, "
-          f"maximum {distances.max():.2f} decades; {(distances > OUT_OF_RANGE_DECADES).sum()} above {OUT_OF_RANGE_DECADES:g}; "
-          f"×{args.scale:g}: minimum {scaled.min():.2f}")
+    print(
+        f"{len(paths)} records: median {np.median(distances):.2f}, 99th percentile {np.percentile(distances, 99):.2f}, "
+        f"maximum {distances.max():.2f} decades; {(distances > OUT_OF_RANGE_DECADES).sum()} above {OUT_OF_RANGE_DECADES:g}; "
+        f"×{args.scale:g}: minimum {scaled.min():.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -248,8 +248,10 @@ def main() -> None:
     print(table(detectors, reference, count, synthetic, ptbxl))
     if ptbxl:
         if "records_off_peer" in ptbxl["cyclejepa"]:
-            print(f"\nPTB-XL records whose `cyclejepa` beats sit a median of over {OFF_PEER_MS:.0f} ms from "
-                  f"`{PEER}`'s lead-II beats: {ptbxl['cyclejepa']['records_off_peer']} of {ptbxl['cyclejepa']['records']}")
+            print(
+                f"\nPTB-XL records whose `cyclejepa` beats sit a median of over {OFF_PEER_MS:.0f} ms from "
+                f"`{PEER}`'s lead-II beats: {ptbxl['cyclejepa']['records_off_peer']} of {ptbxl['cyclejepa']['records']}"
+            )
         print(f"\nPTB-XL QC reasons under `cyclejepa`: {ptbxl['cyclejepa']['qc_reasons']}")
         print(qc_failures(ptbxl["cyclejepa"]["qc_failures"]))
     print(f"\n({time.perf_counter() - start:.0f} s)")

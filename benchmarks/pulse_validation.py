@@ -50,8 +50,10 @@ def main() -> None:
         raise SystemExit(f"the shared multiparameter records are not in {samples}")
     pulses = [row for record, ecg, wave in PAIRS for row in check_pulses(samples / record, ecg, wave)]
     breaths = breath_rows(samples)
-    print("| record | channels | variant | rate /min | QRS | pulses | Se | PPV | delay ms | ECG QC | pulse QC "
-          "| QRS in reliable windows | Se there | PPV there |")
+    print(
+        "| record | channels | variant | rate /min | QRS | pulses | Se | PPV | delay ms | ECG QC | pulse QC "
+        "| QRS in reliable windows | Se there | PPV there |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in pulses:
         print(f"| {r['record']} | {r['channels']} | {r['variant']} | {r['rate_per_min']} | {r['qrs']} | {r['pulses']} | "

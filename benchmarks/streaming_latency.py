@@ -61,16 +61,18 @@ def measure(batches: Sequence[int], steps: int, warmup: int) -> list[dict]:
         for component in ("encoder", "monitor"):
             for batch in batches:
                 ms = time_steps(component, batch, steps, warmup)
-                rows.append({
-                    "component": component,
-                    "threads": threads,
-                    "batch": batch,
-                    "steps": steps,
-                    "median_ms": float(np.median(ms)),
-                    "p99_ms": float(np.percentile(ms, 99)),
-                    "mean_ms": float(ms.mean()),
-                    "realtime_factor": TOKEN_PERIOD_MS / float(np.median(ms)),
-                })
+                rows.append(
+                    {
+                        "component": component,
+                        "threads": threads,
+                        "batch": batch,
+                        "steps": steps,
+                        "median_ms": float(np.median(ms)),
+                        "p99_ms": float(np.percentile(ms, 99)),
+                        "mean_ms": float(ms.mean()),
+                        "realtime_factor": TOKEN_PERIOD_MS / float(np.median(ms)),
+                    }
+                )
     torch.set_num_threads(default_threads)
     return rows
 
@@ -96,13 +98,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     rows = measure(args.batch, args.steps, args.warmup)
     host = machine()
-    print(f"paper model (1,232,384 deployed parameters), CPU, torch {host['torch']}, "
-          f"{host['cpus']} CPUs, load average {host['load_average_1_5_15']}")
+    print(
+        f"paper model (1,232,384 deployed parameters), CPU, torch {host['torch']}, "
+        f"{host['cpus']} CPUs, load average {host['load_average_1_5_15']}"
+    )
     print("| component | threads | batch | median ms/token | p99 ms/token | real-time factor |")
     print("| --- | --- | --- | --- | --- | --- |")
     for row in rows:
-        print(f"| {row['component']} | {row['threads']} | {row['batch']} | "
-              f"{row['median_ms']:.3f} | {row['p99_ms']:.3f} | {row['realtime_factor']:.0f}x |")
+        print(
+            f"| {row['component']} | {row['threads']} | {row['batch']} | "
+            f"{row['median_ms']:.3f} | {row['p99_ms']:.3f} | {row['realtime_factor']:.0f}x |"
+        )
     if args.out:
         with open(args.out, "w") as handle:
             json.dump({"machine": host, "rows": rows}, handle, indent=2)

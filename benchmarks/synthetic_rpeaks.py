@@ -49,9 +49,11 @@ def main() -> None:
     reasons = Counter(str(reason) for reason in cache.columns["qc_reason"][qc_failed])
     n = len(cache)
     print(f"{n} records, ±{args.tolerance_ms:g} ms")
-    print(f"sensitivity {totals['tp'] / (totals['tp'] + totals['fn']):.4f}, "
-          f"PPV {totals['tp'] / (totals['tp'] + totals['fp']):.4f} "
-          f"({totals['fn']} missed, {totals['fp']} false of {totals['tp'] + totals['fn']} beats)")
+    print(
+        f"sensitivity {totals['tp'] / (totals['tp'] + totals['fn']):.4f}, "
+        f"PPV {totals['tp'] / (totals['tp'] + totals['fp']):.4f} "
+        f"({totals['fn']} missed, {totals['fp']} false of {totals['tp'] + totals['fn']} beats)"
+    )
     print(f"records with any detection error: {records_with_errors} ({records_with_errors / n:.1%})")
     print(f"records failing phase QC: {qc_failed.sum()} ({qc_failed.sum() / n:.1%}) {dict(reasons)}")
 

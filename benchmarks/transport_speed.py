@@ -20,9 +20,7 @@ from cyclejepa.symmetry import U1Symmetry
 PAPER_SPECTRUM = "4x0+24x1+24x2+20x3+16x4+12x5+10x6+8x7+6x8+4x9+2x10"
 
 
-def all_pairs_transport_loss(
-    z: Tensor, phi: Tensor, symmetry: U1Symmetry, records_per_chunk: int = 8
-) -> Tensor:
+def all_pairs_transport_loss(z: Tensor, phi: Tensor, symmetry: U1Symmetry, records_per_chunk: int = 8) -> Tensor:
     """Transport loss from every ρ(φ_t' − φ_t) ẑ_t explicitly: (T, T, K) per record.
 
     Records are processed in chunks to bound the (chunk, T, T, K) intermediate.
@@ -65,9 +63,7 @@ def _median_seconds(fn: Callable[[], object], min_run_time: float) -> float:
     return timer.blocked_autorange(min_run_time=min_run_time).median
 
 
-def measure(
-    batch: int, tokens: int, spectrum: str, device: str, min_run_time: float
-) -> list[tuple[str, float, float, float]]:
+def measure(batch: int, tokens: int, spectrum: str, device: str, min_run_time: float) -> list[tuple[str, float, float, float]]:
     """Rows (method, forward s, forward+backward s, |float32 loss − float64 O(T) loss|)."""
     symmetry = U1Symmetry(spectrum).to(device)
     z, phi = synthetic_batch(batch, tokens, symmetry, device)

@@ -32,9 +32,7 @@ console = Console()
 errors = Console(stderr=True)
 
 ConfigPath = Annotated[Path, typer.Argument(help="experiment YAML file")]
-Overrides = Annotated[
-    list[str] | None, typer.Option("--set", help="override a config key: a.b.c=value (repeatable)")
-]
+Overrides = Annotated[list[str] | None, typer.Option("--set", help="override a config key: a.b.c=value (repeatable)")]
 
 
 def _show_version(value: bool) -> None:
@@ -282,8 +280,11 @@ def run(
     console.print(f"[green]report[/green] {report}")
 
 
-BENCHMARKS = {"throughput": "cyclejepa.pipeline.throughput:throughput_main", "allocations": "cyclejepa.pipeline.benchmarking:allocations_main",
-              "ptbxl": "cyclejepa.pipeline.benchmarking:ptbxl_main"}
+BENCHMARKS = {
+    "throughput": "cyclejepa.pipeline.throughput:throughput_main",
+    "allocations": "cyclejepa.pipeline.benchmarking:allocations_main",
+    "ptbxl": "cyclejepa.pipeline.benchmarking:ptbxl_main",
+}
 """Each benchmark's command line, ``module:function`` taking the words after its name."""
 
 
@@ -341,10 +342,16 @@ def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cy
 
 @app.command()
 def embed(
-    run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`, one run folder in it, or a package of `cyclejepa export`")],
-    records: Annotated[list[Path], typer.Argument(help="record files as the run's dataset reads them (WFDB: paths without extension)")],
+    run_dir: Annotated[
+        Path, typer.Argument(help="output directory of `cyclejepa run`, one run folder in it, or a package of `cyclejepa export`")
+    ],
+    records: Annotated[
+        list[Path], typer.Argument(help="record files as the run's dataset reads them (WFDB: paths without extension)")
+    ],
     out: Annotated[Path, typer.Option(help="output file: .npz or .parquet")],
-    checkpoint: Annotated[int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")] = None,
+    checkpoint: Annotated[
+        int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")
+    ] = None,
     arm: Annotated[str | None, typer.Option(help="arm of the run (default: the first)")] = None,
     seed: Annotated[int | None, typer.Option(help="seed of the run (default: the first)")] = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
@@ -361,7 +368,9 @@ def embed(
         if (run_dir / "config.json").is_file() and not OutputFolder(run_dir).config.is_file():
             from cyclejepa.export import load_pretrained
 
-            chosen = [name for name, value in (("--checkpoint", checkpoint), ("--arm", arm), ("--seed", seed)) if value is not None]
+            chosen = [
+                name for name, value in (("--checkpoint", checkpoint), ("--arm", arm), ("--seed", seed)) if value is not None
+            ]
             if chosen:
                 raise ValueError(f"{run_dir} is a package of one checkpoint: {', '.join(chosen)} do not apply")
             encoder = load_pretrained(run_dir, device)
@@ -382,7 +391,9 @@ def embed(
 def export(
     run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`, or one run folder in it")],
     out: Annotated[Path, typer.Option(help="folder to write the package to")],
-    checkpoint: Annotated[int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")] = None,
+    checkpoint: Annotated[
+        int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")
+    ] = None,
     arm: Annotated[str | None, typer.Option(help="arm of the run (default: the first)")] = None,
     seed: Annotated[int | None, typer.Option(help="seed of the run (default: the first)")] = None,
     onnx: Annotated[bool, typer.Option("--onnx", help="add the offline and streaming ONNX graphs")] = False,
@@ -394,7 +405,9 @@ def export(
 
     with _user_errors():
         try:
-            path = export_run(run_dir, out, step=checkpoint, arm=arm, seed=seed, onnx=onnx, torchscript=torchscript, overwrite=overwrite)
+            path = export_run(
+                run_dir, out, step=checkpoint, arm=arm, seed=seed, onnx=onnx, torchscript=torchscript, overwrite=overwrite
+            )
         except ImportError as error:
             raise ValueError(str(error)) from None
     files = ", ".join(sorted(p.name for p in path.iterdir()))

@@ -158,9 +158,7 @@ class TrainingConfig(Section):
     batch_size: int = Field(64, ge=1)
     checkpoint_every: int = Field(2_500, ge=1)
     device: str = "auto"
-    precision: Literal["auto", "float32", "bf16"] = Field(
-        "auto", description="auto: bf16 autocast on CUDA, float32 on the CPU"
-    )
+    precision: Literal["auto", "float32", "bf16"] = Field("auto", description="auto: bf16 autocast on CUDA, float32 on the CPU")
     compile: bool | Literal["auto", "default", "reduce-overhead", "max-autotune"] = Field(
         False,
         description="torch.compile mode (true = default); auto: reduce-overhead (CUDA graphs) on CUDA, eager on the CPU",
@@ -199,7 +197,7 @@ class RunsConfig(Section):
         default_factory=lambda: [
             ArmConfig(name="winder", transport_weight=1.0),
             ArmConfig(name="control", transport_weight=0.0),
-        ]
+        ],
     )
     seeds: list[int] = Field([0, 1], max_length=MAX_RUNS)
     at_once: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
@@ -240,9 +238,7 @@ class ExperimentConfig(Section):
     augmentations: list[AugmentationConfig] = Field(default_factory=_paper_augmentations)
     runs: RunsConfig = Field(default_factory=RunsConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
-    grid: dict[str, list[Any]] = Field(
-        default_factory=dict, description="key.path -> values: `run` trains every combination"
-    )
+    grid: dict[str, list[Any]] = Field(default_factory=dict, description="key.path -> values: `run` trains every combination")
     _derived: set[str] = PrivateAttr(default_factory=set)
     """Key paths filled from the dataset's facts (left out of a grid cell's base)."""
 
@@ -377,7 +373,9 @@ def long_integer_problems(value: Any, key: str = "") -> list[str]:
     """One line for each integer of ``value`` too long for Python to read, with its key path."""
     if isinstance(value, _LongInteger):
         digits = sum(c.isdigit() for c in value)
-        return [f"{key or '(top level)'}: an integer of {digits} digits, more than the {sys.get_int_max_str_digits()} Python reads"]
+        return [
+            f"{key or '(top level)'}: an integer of {digits} digits, more than the {sys.get_int_max_str_digits()} Python reads"
+        ]
     if isinstance(value, dict):
         return [p for k, v in value.items() for p in long_integer_problems(v, f"{key}.{k}" if key else str(k))]
     if isinstance(value, list):
@@ -469,7 +467,5 @@ def _allowed_keys(loc: tuple) -> list[str]:
         if isinstance(part, int):
             continue
         annotation: Any = model.model_fields[part].annotation  # a type form: X, list[X] or X | None
-        model = getattr(annotation, "__args__", (annotation,))[0] if not isinstance(
-            annotation, type
-        ) else annotation
+        model = getattr(annotation, "__args__", (annotation,))[0] if not isinstance(annotation, type) else annotation
     return sorted(model.model_fields)

@@ -154,9 +154,7 @@ def check_output(path: str | os.PathLike) -> Path:
         try:
             import pyarrow  # noqa: F401
         except ImportError:
-            raise ValueError(
-                f"output {path}: writing parquet needs pyarrow (pip install pyarrow), or write .npz"
-            ) from None
+            raise ValueError(f"output {path}: writing parquet needs pyarrow (pip install pyarrow), or write .npz") from None
     return path
 
 
@@ -447,7 +445,11 @@ class Encoder:
         except NonFiniteTokens as error:
             failed.update({names[i]: str(error) for i in error.rows})
             kept = [i for i in range(len(names)) if i not in error.rows]
-            return self._embed([names[i] for i in kept], [prepared[i] for i in kept], batch_size, False, keep_tokens) if kept else None
+            return (
+                self._embed([names[i] for i in kept], [prepared[i] for i in kept], batch_size, False, keep_tokens)
+                if kept
+                else None
+            )
 
     def _embed(
         self, names: list[str], prepared: list[_Windows], batch_size: int, progress: bool, keep_tokens: bool
@@ -496,7 +498,6 @@ class Encoder:
             tokens=tokens if keep_tokens else None,
             source=dict(self.source),
         )
-
 
     def _out_of_range(self, distance: float, row: int) -> str:
         """The `OUT_OF_RANGE` reason of a record at ``distance`` (its furthest channel ``row``), or ''."""

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 
-
 @dataclass(frozen=True)
 class RunFolder:
     """The files of one pre-training run (``runs/<arm>-seed<seed>/``, or a fine-tuning's folder)."""

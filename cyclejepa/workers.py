@@ -133,7 +133,9 @@ def _device_queue(context: BaseContext, workers: int, gpus: int) -> Any:
     return devices
 
 
-def _start_worker(threads: int | None, devices: Any, initializer: Callable[..., object] | None, initargs: tuple[Any, ...]) -> None:
+def _start_worker(
+    threads: int | None, devices: Any, initializer: Callable[..., object] | None, initargs: tuple[Any, ...]
+) -> None:
     """A worker's start: torch's threads, its GPU (the next of ``devices``), then ``initializer``."""
     gpu = devices.get()
     if threads is not None or gpu is not None:

@@ -62,9 +62,7 @@ class BreathPhase(PhaseProvider):
         max_interval_ratio: float | None = None,
         **qc: Any,
     ):
-        super().__init__(
-            interval_range_s=interval_range_s, max_interval_ratio=max_interval_ratio, **qc
-        )
+        super().__init__(interval_range_s=interval_range_s, max_interval_ratio=max_interval_ratio, **qc)
         self.lead = lead
 
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
@@ -81,9 +79,7 @@ class BreathPhase(PhaseProvider):
         return find_peaks(breathing, distance=shortest, prominence=0.25 * spread)[0]
 
 
-def synthetic_breathing(
-    fs: float = 50.0, duration_s: float = 300.0, seed: int = 0
-) -> tuple[np.ndarray, np.ndarray]:
+def synthetic_breathing(fs: float = 50.0, duration_s: float = 300.0, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Noisy breathing with known inspiration peaks.
 
     Each breath lasts 3–5 s: inspiration rises over the first 40 % (half cosine), expiration

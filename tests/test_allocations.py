@@ -18,14 +18,31 @@ def test_allocations_share_one_latent_dimension_and_cover_the_issue():
 
 
 def row(name, seed, auroc, gain, amplitude=1.0, g1=True):
-    return {"allocation": name, "spectrum": "2x0+1x1", "seed": seed, "auroc": auroc, "auroc_low": auroc - 0.1,
-            "auroc_high": auroc + 0.1, "gain_fraction": gain, "shuffled_gain_fraction": 0.0, "g1": g1,
-            "amplitude": amplitude, "coherence": 0.9, "effective_rank": 5.0}
+    return {
+        "allocation": name,
+        "spectrum": "2x0+1x1",
+        "seed": seed,
+        "auroc": auroc,
+        "auroc_low": auroc - 0.1,
+        "auroc_high": auroc + 0.1,
+        "gain_fraction": gain,
+        "shuffled_gain_fraction": 0.0,
+        "g1": g1,
+        "amplitude": amplitude,
+        "coherence": 0.9,
+        "effective_rank": 5.0,
+    }
 
 
 def test_summary_is_the_seed_mean_and_range_ignoring_undefined_metrics():
-    table = summarise_allocations([row("a", 0, 0.8, 0.5), row("a", 1, 0.6, 0.7, g1=False),
-                       row("b", 0, 0.7, 0.0, amplitude=math.nan), row("b", 1, 0.7, 0.0, amplitude=math.nan)])
+    table = summarise_allocations(
+        [
+            row("a", 0, 0.8, 0.5),
+            row("a", 1, 0.6, 0.7, g1=False),
+            row("b", 0, 0.7, 0.0, amplitude=math.nan),
+            row("b", 1, 0.7, 0.0, amplitude=math.nan),
+        ]
+    )
     a, b = table
     assert (a["auroc"], a["auroc_min"], a["auroc_max"]) == pytest.approx((0.7, 0.6, 0.8))
     assert a["gain_fraction"] == pytest.approx(0.6) and a["g1_passed"] == 1 and a["seeds"] == 2

@@ -252,9 +252,7 @@ class _NoHostSync(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = func.overloadpacket.__name__
-        bool_index = name == "index" and any(
-            getattr(i, "dtype", None) == torch.bool for i in (args[1] if len(args) > 1 else [])
-        )
+        bool_index = name == "index" and any(getattr(i, "dtype", None) == torch.bool for i in (args[1] if len(args) > 1 else []))
         if name in self.forbidden or bool_index:
             raise AssertionError(f"host-synchronising op {func} in the augmentation path")
         return func(*args, **kwargs)

@@ -74,7 +74,10 @@ def test_one_command_writes_every_task_and_protocol_and_keeps_finished_cells(fol
     # other fine-tuning settings, and a checkpoint left by an interrupted run of yet others: the
     # cell is recomputed from the start
     scratch = out / "cells" / "superdiagnostic" / "scratch" / "scratch-ft0-1.json"
-    save_checkpoint({"identity": {"settings": {"lr": 9.0}}}, out / "finetune" / "superdiagnostic" / "scratch" / "scratch-ft0-1" / "checkpoints" / "step_000002.pt")
+    save_checkpoint(
+        {"identity": {"settings": {"lr": 9.0}}},
+        out / "finetune" / "superdiagnostic" / "scratch" / "scratch-ft0-1" / "checkpoints" / "step_000002.pt",
+    )
     changed = invoke(config, "--tasks", "superdiagnostic", "--protocols", "scratch", "--fractions", "1", *FAST, "--lr", "2e-3")
     assert changed.exit_code == 0, changed.output
     cell = json.loads(scratch.read_text())
@@ -88,7 +91,9 @@ def test_one_command_writes_every_task_and_protocol_and_keeps_finished_cells(fol
     monkeypatch.setattr(bench_run.Bench, "_compute", recompute)
     again = invoke(folder / "dev" / "run", "--tasks", "all", "superdiagnostic", "--fractions", "1", "0.5", *FAST)
     assert again.exit_code == 0, again.output
-    assert (out / "benchmark.md").read_text().split("Wall time")[1].split("\n", 1)[1] == report.split("Wall time")[1].split("\n", 1)[1]
+    assert (out / "benchmark.md").read_text().split("Wall time")[1].split("\n", 1)[1] == report.split("Wall time")[1].split(
+        "\n", 1
+    )[1]
 
 
 def test_fold_10_is_refused_without_unseal_and_never_trained_on_with_it(folder, monkeypatch):
@@ -107,7 +112,9 @@ def test_fold_10_is_refused_without_unseal_and_never_trained_on_with_it(folder, 
 
     probe = bench_run.Bench._probe
     monkeypatch.setattr(bench_run, "FineTuner", Recording)
-    monkeypatch.setattr(bench_run.Bench, "_probe", lambda self, plan, data, rows: probed.append(rows) or probe(self, plan, data, rows))
+    monkeypatch.setattr(
+        bench_run.Bench, "_probe", lambda self, plan, data, rows: probed.append(rows) or probe(self, plan, data, rows)
+    )
     result = invoke(config, "--unseal", "--tasks", "superdiagnostic", "--fractions", "1", *FAST)
     assert result.exit_code == 0, result.output
     run = folder / "paper" / "run"

@@ -154,7 +154,10 @@ def test_each_variant_trains_the_config_with_only_its_device_precision_and_compi
     for name, trainer in trainers.items():
         precision, compile_mode = settings.get(name, ("float32", False))
         assert trainer.training.model_dump() == {
-            **cfg.training.model_dump(), "device": "cpu", "precision": precision, "compile": compile_mode
+            **cfg.training.model_dump(),
+            "device": "cpu",
+            "precision": precision,
+            "compile": compile_mode,
         }, name
         assert trainer.objective == ObjectiveSpec(cfg.model, cfg.symmetry, cfg.objectives, precision), name
         assert (trainer.optimiser, trainer.augmentations) == (cfg.optimiser, tuple(cfg.augmentations)), name
@@ -218,7 +221,9 @@ def test_quick_tiny_run_writes_every_section(tmp_path):
     ensemble = written["ensemble"]["rows"]
     assert [r["runs"] for r in ensemble] == [1, 2, 4]
     assert all(r[way]["steps_per_s"] > 0 for r in ensemble for way in ("in turn", "stacked"))
-    assert all(r["stacked / in turn"] == pytest.approx(r["stacked"]["steps_per_s"] / r["in turn"]["steps_per_s"]) for r in ensemble)
+    assert all(
+        r["stacked / in turn"] == pytest.approx(r["stacked"]["steps_per_s"] / r["in turn"]["steps_per_s"]) for r in ensemble
+    )
     equality = written["equality"]["variants"]["float32"]
     assert equality["passed"] and equality["terms"]["loss"]["max_rel_diff"] == 0.0  # CPU: same path
     markdown = out.with_suffix(".md").read_text()
@@ -232,14 +237,24 @@ def test_experiment_benchmark_times_every_stage_and_writes_the_report(tmp_path):
     from cyclejepa.pipeline.benchmarking import time_experiment
 
     config = tmp_path / "tiny.yaml"
-    config.write_text(yaml.safe_dump({
-        **{k: v for k, v in TRAINING_TINY.items() if k != "training"},
-        "data": {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
-        "training": {"steps": 2, "batch_size": 4, "checkpoint_every": 2, "precision": "float32"},
-        "runs": {"seeds": [0]},
-        "evaluation": {"steps": [2], "bootstrap": 10, "anomaly_records": 4, "severities": [0.0, 2.0],
-                       "umap": False, "eligible_min_positives": 1},
-    }))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                **{k: v for k, v in TRAINING_TINY.items() if k != "training"},
+                "data": {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
+                "training": {"steps": 2, "batch_size": 4, "checkpoint_every": 2, "precision": "float32"},
+                "runs": {"seeds": [0]},
+                "evaluation": {
+                    "steps": [2],
+                    "bootstrap": 10,
+                    "anomaly_records": 4,
+                    "severities": [0.0, 2.0],
+                    "umap": False,
+                    "eligible_min_positives": 1,
+                },
+            }
+        )
+    )
     result = time_experiment(config, tmp_path / "out", records=60, workers=1, log=lambda _: None)
     assert set(EXPERIMENT_STAGES) <= set(result["stages"])
     assert result["experiment_s"] == pytest.approx(sum(result["stages"][s] for s in EXPERIMENT_STAGES))

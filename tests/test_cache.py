@@ -64,9 +64,7 @@ def test_decimate_edge_has_no_step_on_constant_baseline():
 
 def test_fit_normalisation_matches_float64_and_uses_train_rows_only():
     rng = np.random.default_rng(3)
-    signals = (rng.standard_normal((20, 12, 1000)) * rng.uniform(0.1, 0.4, (1, 12, 1)) + 0.01).astype(
-        np.float32
-    )
+    signals = (rng.standard_normal((20, 12, 1000)) * rng.uniform(0.1, 0.4, (1, 12, 1)) + 0.01).astype(np.float32)
     train = np.arange(20) < 14
     norm = fit_normalisation(signals, train, chunk=3)
     chosen = signals[train].astype(np.float64).transpose(1, 0, 2).reshape(12, -1)
@@ -233,16 +231,13 @@ def test_phases_rpeaks_labels_and_qc_match_their_sources(prepared, corpus):
         track = provider.phase(read_ptbxl_record(corpus, int(prepared.columns["record_id"][row])), 500, LEADS)
         np.testing.assert_array_equal(prepared.events(row), track.events)
         for convention in ("centre", "causal"):
-            np.testing.assert_allclose(
-                prepared.phases(convention)[row], track.at_tokens(8, 100, convention), atol=1e-6
-            )
+            np.testing.assert_allclose(prepared.phases(convention)[row], track.at_tokens(8, 100, convention), atol=1e-6)
         assert prepared.columns["events"][row] == len(track.events)
     flat = prepared.columns["record_id"].tolist().index(FLAT_ID)  # QC failure: flagged, kept
     assert not prepared.columns["qc_ok"][flat] and prepared.columns["qc_reason"][flat]
     assert np.isnan(prepared.phase_centre[flat]).all()
     verdicts = [
-        provider.phase(read_ptbxl_record(corpus, int(ecg_id)), 500, LEADS).qc.ok
-        for ecg_id in prepared.columns["record_id"]
+        provider.phase(read_ptbxl_record(corpus, int(ecg_id)), 500, LEADS).qc.ok for ecg_id in prepared.columns["record_id"]
     ]
     np.testing.assert_array_equal(prepared.columns["qc_ok"], verdicts)
     source = PTBXL(corpus).metadata.set_index("ecg_id").loc[prepared.columns["record_id"]]
@@ -331,7 +326,9 @@ def test_open_cache_accepts_its_spec_and_names_each_key_another_spec_changes(pre
     with pytest.raises(CacheMismatch) as caught:
         open_cache(other)
     message = str(caught.value)
-    assert "cache_fs: cache 500.0, config 250.0; window_s: cache 10.0, config 8.0; amplitude_limits: cache {'I': 200.0," in message
+    assert (
+        "cache_fs: cache 500.0, config 250.0; window_s: cache 10.0, config 8.0; amplitude_limits: cache {'I': 200.0," in message
+    )
     assert message.count(": cache ") == 3 and "cyclejepa prepare CONFIG" in message  # only the keys that differ
 
 

@@ -82,5 +82,7 @@ def test_prepare_counts_records_and_the_windows_they_are_cut_into(tmp_path):
 def test_prepare_refuses_a_config_against_its_data_before_writing_the_corpus(tmp_path):
     result = cli.invoke(app, ["prepare", str(windowed_config(tmp_path, 5))])  # 62.5 tokens of 80 ms
     assert result.exit_code == 2
-    assert "data.window_s: window_s 5 s at fs 500 Hz is 2500 samples, not a whole number of tokens" in " ".join(result.stderr.split())
+    assert "data.window_s: window_s 5 s at fs 500 Hz is 2500 samples, not a whole number of tokens" in " ".join(
+        result.stderr.split()
+    )
     assert not (tmp_path / "corpus").exists()

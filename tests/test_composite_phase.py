@@ -81,7 +81,9 @@ def test_qc_is_reported_per_coordinate(example, v102s):
 
 
 def test_bad_coordinates_are_named(example):
-    with pytest.raises(ValueError, match=r"coordinates\.respiratory\.provider: unknown phase provider 'resp-breth'.*'resp-breath'"):
+    with pytest.raises(
+        ValueError, match=r"coordinates\.respiratory\.provider: unknown phase provider 'resp-breth'.*'resp-breath'"
+    ):
         CompositePhaseProvider({"respiratory": {"provider": "resp-breth"}})
     with pytest.raises(TypeError, match=r"coordinates\.respiratory: provider 'resp-breath' refuses \{'channel': 'RESP'\}"):
         CompositePhaseProvider({"respiratory": {"provider": "resp-breath", "channel": "RESP"}})
@@ -127,7 +129,10 @@ def test_phase_command_takes_a_composite_provider_from_a_config(example, physion
     assert list(printed["coordinates"]) == ["cardiac", "respiratory"] and "r_peaks" not in printed
     raw = __import__("wfdb").rdrecord(record)  # the whole record, as the command reads it
     signal, fs, channel_names = raw.p_signal.T, raw.fs, raw.sig_name
-    for name, own in [("cardiac", EcgRPeakProvider(lead="II")), ("respiratory", PHASE_PROVIDERS.build("resp-breath", lead="RESP"))]:
+    for name, own in [
+        ("cardiac", EcgRPeakProvider(lead="II")),
+        ("respiratory", PHASE_PROVIDERS.build("resp-breath", lead="RESP")),
+    ]:
         assert printed["coordinates"][name]["events"] == own.phase(signal, fs, channel_names).events.tolist()
     table = CliRunner().invoke(app, ["phase", record, "--config", str(config), "--format", "table"], terminal_width=200)
     counts = {name: len(c["events"]) for name, c in printed["coordinates"].items()}

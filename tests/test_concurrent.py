@@ -22,15 +22,23 @@ TERMS = ("loss", "prediction", "regulariser", "transport", "grad_norm")
 
 def tiny(out, corpus, at_once):
     """The training tests' tiny model on a 40-record synthetic corpus, both arms, one seed."""
-    return parse_config({
-        **TINY,
-        "output_dir": str(out),
-        "data": {"root": str(corpus), "dataset": "synthetic", "options": {"records": 40}, "cache_dir": str(corpus.parent / "cache"),
-                 "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
-        "training": {**TINY["training"], "steps": 4, "checkpoint_every": 2, "device": "cpu"},
-        "evaluation": {"steps": [2, 4]},  # checkpointed steps: `cyclejepa train` preflights the config
-        "runs": {"seeds": [0], "at_once": at_once},
-    })
+    return parse_config(
+        {
+            **TINY,
+            "output_dir": str(out),
+            "data": {
+                "root": str(corpus),
+                "dataset": "synthetic",
+                "options": {"records": 40},
+                "cache_dir": str(corpus.parent / "cache"),
+                "train_folds": [1, 2, 3, 4, 5, 6, 7, 8],
+                "eval_folds": [9],
+            },
+            "training": {**TINY["training"], "steps": 4, "checkpoint_every": 2, "device": "cpu"},
+            "evaluation": {"steps": [2, 4]},  # checkpointed steps: `cyclejepa train` preflights the config
+            "runs": {"seeds": [0], "at_once": at_once},
+        }
+    )
 
 
 def metrics(cfg, name):
@@ -71,8 +79,14 @@ def test_checkpoints_evaluated_in_processes_equal_those_evaluated_in_turn(tmp_pa
     from cyclejepa.pipeline.evaluation import evaluate_grid
 
     corpus = tmp_path / "corpus"
-    evaluation = {"steps": [2, 4], "bootstrap": 10, "anomaly_records": 4, "severities": [0.0, 2.0],
-                  "umap": False, "eligible_min_positives": 1}
+    evaluation = {
+        "steps": [2, 4],
+        "bootstrap": 10,
+        "anomaly_records": 4,
+        "severities": [0.0, 2.0],
+        "umap": False,
+        "eligible_min_positives": 1,
+    }
     raw = tiny(tmp_path / "a", corpus, 1).model_dump(mode="json")
     in_turn = parse_config({**raw, "evaluation": evaluation})
     side_by_side = parse_config({**raw, "output_dir": str(tmp_path / "b"), "evaluation": {**evaluation, "at_once": 2}})
@@ -88,7 +102,8 @@ def test_checkpoints_evaluated_in_processes_equal_those_evaluated_in_turn(tmp_pa
             name = f"{plan.name}-step{step:06d}.json"
             a, b = (json.loads((tmp_path / d / "evaluation" / name).read_text()) for d in ("a", "b"))
             assert a["diagnostic"]["superclass"]["macro_auroc"]["point"] == pytest.approx(
-                b["diagnostic"]["superclass"]["macro_auroc"]["point"], abs=1e-6)
+                b["diagnostic"]["superclass"]["macro_auroc"]["point"], abs=1e-6
+            )
             assert a["mechanism"]["true"]["gain_fraction"] == pytest.approx(b["mechanism"]["true"]["gain_fraction"], abs=1e-6)
     assert (tmp_path / "b" / "evaluation" / "hr-strata-step000004.json").exists()
 

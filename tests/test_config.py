@@ -103,7 +103,9 @@ def test_wrong_type_and_literal_are_reported_with_key_path():
 
 
 def test_overrides_parse_values_as_yaml_and_create_sections():
-    raw = apply_overrides({"training": {"steps": 10}}, ["training.steps=20", "objectives.transport_weight=0.5", "runs.seeds=[3, 4]"])
+    raw = apply_overrides(
+        {"training": {"steps": 10}}, ["training.steps=20", "objectives.transport_weight=0.5", "runs.seeds=[3, 4]"]
+    )
     cfg = parse_config(raw)
     assert cfg.training.steps == 20 and cfg.objectives.transport_weight == 0.5 and cfg.runs.seeds == [3, 4]
 
@@ -123,7 +125,11 @@ def test_load_config_reports_missing_file(tmp_path):
         load_config(tmp_path / "absent.yaml")
 
 
-PLUGIN_EXAMPLES = {"respiration.yaml", "cardio_respiratory.yaml", "ppg.yaml"}  # need the example plugins: test_cardio_respiratory.py, test_pulse_example.py
+PLUGIN_EXAMPLES = {
+    "respiration.yaml",
+    "cardio_respiratory.yaml",
+    "ppg.yaml",
+}  # need the example plugins: test_cardio_respiratory.py, test_pulse_example.py
 
 
 @pytest.mark.parametrize("name", sorted(p.name for p in EXAMPLES.glob("*.yaml") if p.name not in PLUGIN_EXAMPLES))

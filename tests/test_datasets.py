@@ -209,8 +209,13 @@ def test_unlabelled_one_channel_dataset_trains_evaluates_and_reports_without_pro
     assert "- Single-lead zeroing: one lead (II): nothing to zero beside it." in text
     assert "superclass" not in text and "Single-lead zeroing (" not in text and "Heart-rate stratified" not in text
     assert "| arm | seed | step | gain fraction | G1 | amplitude | coherence |" in text  # the grid, no task column
-    for row in ("| Windows |", "| Beats per window, median |", "| Windows failing phase QC |",
-                "| Male, % | unknown | unknown |", "| Age, interquartile range | unknown | unknown |"):
+    for row in (
+        "| Windows |",
+        "| Beats per window, median |",
+        "| Windows failing phase QC |",
+        "| Male, % | unknown | unknown |",
+        "| Age, interquartile range | unknown | unknown |",
+    ):
         assert row in text, row
     assert "Age sentinel" not in text and "Unlabeled" not in text
     assert "  - 03709999: metadata (marked bad in index.json)" in text
@@ -220,7 +225,7 @@ def test_unlabelled_one_channel_dataset_trains_evaluates_and_reports_without_pro
 # A dataset and a phase provider written from the base classes' docstrings alone: the facts,
 # `entries` and `read` of `Dataset` (its constructor keeps the root), `events` of `PhaseProvider`
 # with the ``lead`` option; nothing else. Pulse-like records at 50 Hz, not an ECG rate.
-FROM_THE_DOCSTRINGS = '''
+FROM_THE_DOCSTRINGS = """
 import numpy as np
 from scipy.signal import find_peaks
 
@@ -251,7 +256,7 @@ class PulsePeaks(PhaseProvider):
     def events(self, signal, fs, channel_names):
         wave = signal[channel_indices(channel_names, self.lead)[0]]
         return find_peaks(wave, distance=int(0.3 * fs))[0]
-'''
+"""
 
 
 def test_a_dataset_written_from_the_base_class_docstring_prepares_and_trains(tmp_path, monkeypatch):
@@ -305,7 +310,9 @@ def test_a_dataset_declares_one_unit_per_channel(monkeypatch):
         channels, units, fs = ("PPG",), ("NU", "mV"), 50.0
 
     monkeypatch.setattr(DATASETS, "_entries", {**DATASETS._entries, "two-units": TwoUnits})
-    with pytest.raises(ConfigError, match=r"data.dataset: 'two-units' declares 2 unit\(s\) \['NU', 'mV'\] for 1 channel\(s\) \['PPG'\]"):
+    with pytest.raises(
+        ConfigError, match=r"data.dataset: 'two-units' declares 2 unit\(s\) \['NU', 'mV'\] for 1 channel\(s\) \['PPG'\]"
+    ):
         pipeline.preflight(parse_config({"data": {"dataset": "two-units"}}))
 
 
@@ -365,7 +372,9 @@ def test_a_dataset_without_a_default_provider_needs_one_named(tmp_path, five_fol
 
     cfg = parse_config({"data": {"dataset": "no-provider"}})
     assert cfg.phase.provider is None
-    assert consistency_problems(cfg)[-1].startswith("phase.provider: dataset 'no-provider' declares no default phase provider; name one (")
+    assert consistency_problems(cfg)[-1].startswith(
+        "phase.provider: dataset 'no-provider' declares no default phase provider; name one ("
+    )
     assert parse_config({"data": {"dataset": "no-provider"}, "phase": {"provider": "pulse"}}).phase.provider == "pulse"
     with pytest.raises(ValueError, match=r"phase_provider: NoProvider declares no default phase provider"):
         prepare_cache(NoProvider(tmp_path), CacheSpec(tmp_path / "cache"), progress=False)
@@ -375,6 +384,9 @@ def test_a_fold_protocol_names_only_its_folds_and_a_ten_fold_manifest_keeps_its_
     assert FoldProtocol().to_dict() == {"train": list(range(1, 10)), "evaluation": [10], "sealed": [10], "eligible": 9}
     assert FoldProtocol.from_dict(FiveFolds.folds.to_dict()) == FiveFolds.folds
     assert FoldProtocol.from_dict(FoldProtocol().to_dict()) == FoldProtocol()
-    with pytest.raises(ValueError, match=r"folds \{'train': \[6, 7, 8, 9\], 'evaluation': \[10\], 'sealed': \[10\], 'eligible': \[9\]\} outside 1\.\.5"):
+    with pytest.raises(
+        ValueError,
+        match=r"folds \{'train': \[6, 7, 8, 9\], 'evaluation': \[10\], 'sealed': \[10\], 'eligible': \[9\]\} outside 1\.\.5",
+    ):
         FoldProtocol(count=5)
     assert {hash_fold(f"r{i}", 3) for i in range(60)} == {1, 2, 3}

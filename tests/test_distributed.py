@@ -50,9 +50,7 @@ def free_port():
 def test_two_gloo_ranks_match_one_process_on_the_global_batch(tmp_path):
     expected_metrics, expected_gradients = run(tmp_path / "single")
     result = tmp_path / "rank0.pt"
-    mp.start_processes(
-        _worker, args=(2, free_port(), tmp_path / "ddp", result), nprocs=2, start_method="spawn"
-    )
+    mp.start_processes(_worker, args=(2, free_port(), tmp_path / "ddp", result), nprocs=2, start_method="spawn")
     metrics, gradients = torch.load(result, weights_only=True)
     # loss terms, grad norm and learning rate of both steps
     assert torch.allclose(metrics, expected_metrics, rtol=2e-4, atol=1e-6)  # float32 reduction order
@@ -82,11 +80,24 @@ def _compiled_worker(rank, world, port, directory, result):
     try:
         cfg = tiny_config(training={"steps": 1, "batch_size": 4, "checkpoint_every": 100, "compile": True})
         x, phi = corpus(12)
-        trainer = Trainer(training_spec(cfg, directory, seed=5, transport_weight=1.0), x, phi, model_fs=100.0, dist=Distributed(rank, world, rank))
+        trainer = Trainer(
+            training_spec(cfg, directory, seed=5, transport_weight=1.0),
+            x,
+            phi,
+            model_fs=100.0,
+            dist=Distributed(rank, world, rank),
+        )
         metrics = trainer.train_step()
         if rank == 0:
-            torch.save({"compiled": compiled, "operators": operators, "step_module": type(trainer.step_module).__name__,
-                        "metrics": metrics}, result)
+            torch.save(
+                {
+                    "compiled": compiled,
+                    "operators": operators,
+                    "step_module": type(trainer.step_module).__name__,
+                    "metrics": metrics,
+                },
+                result,
+            )
     finally:
         torch.compile = real_compile
         dist.destroy_process_group()
@@ -96,9 +107,7 @@ def test_under_ddp_only_the_networks_are_compiled_and_no_collective_is(tmp_path)
     """The encoder + projector and the predictor are compiled in place; DDP, SIGReg's all-reduce
     and the transport loss's rank mean stay eager, outside every compiled graph."""
     result = tmp_path / "rank0.pt"
-    mp.start_processes(
-        _compiled_worker, args=(2, free_port(), tmp_path / "ddp", result), nprocs=2, start_method="spawn"
-    )
+    mp.start_processes(_compiled_worker, args=(2, free_port(), tmp_path / "ddp", result), nprocs=2, start_method="spawn")
     seen = torch.load(result, weights_only=True)
     assert seen["step_module"] == "DistributedDataParallel"  # not compiled as a whole
     assert sorted(seen["compiled"]) == ["Augmenter", "CausalTransformerPredictor", "JEPAModel"]

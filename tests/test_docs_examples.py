@@ -33,10 +33,7 @@ print(json.dumps(failures))
 def blocks(page: Path) -> list[tuple[int, str, str | None]]:
     """(first line of the code, code, not-run reason or None) of every ```python block."""
     text = page.read_text()
-    return [
-        (text.count("\n", 0, m.start("code")) + 1, m.group("code"), m.group("reason"))
-        for m in BLOCK.finditer(text)
-    ]
+    return [(text.count("\n", 0, m.start("code")) + 1, m.group("code"), m.group("reason")) for m in BLOCK.finditer(text)]
 
 
 def runnable() -> dict[str, list[tuple[int, str]]]:
@@ -56,8 +53,13 @@ def test_every_block_is_found_and_each_skipped_one_says_why():
 def test_the_runnable_examples_run(tmp_path):
     pages = {name: found for name, found in runnable().items() if found}
     result = subprocess.run(
-        [sys.executable, "-c", RUNNER], input=json.dumps(pages), capture_output=True, text=True, cwd=tmp_path,
-        env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300,
+        [sys.executable, "-c", RUNNER],
+        input=json.dumps(pages),
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     failures = json.loads(result.stdout.strip().splitlines()[-1])

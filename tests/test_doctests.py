@@ -15,7 +15,12 @@ WITH_EXAMPLES = sorted(
 
 
 def test_the_main_public_docstrings_have_examples():
-    for module in ("cyclejepa.data.datasets", "cyclejepa.data.wfdb_format", "cyclejepa.symmetry.spectrum", "cyclejepa.symmetry.groups"):
+    for module in (
+        "cyclejepa.data.datasets",
+        "cyclejepa.data.wfdb_format",
+        "cyclejepa.symmetry.spectrum",
+        "cyclejepa.symmetry.groups",
+    ):
         assert module in WITH_EXAMPLES
 
 

@@ -27,15 +27,23 @@ from cyclejepa.pipeline.evaluation import evaluation_spec
 def trained(tmp_path_factory):
     """A tiny run: 40 synthetic records, one arm, two training steps; and its record paths."""
     out = tmp_path_factory.mktemp("embed")
-    cfg = parse_config({
-        "name": "tiny",
-        "output_dir": str(out / "run"),
-        "data": {"root": str(out / "corpus"), "dataset": "synthetic", "options": {"records": 40}, "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
-        **TINY_MODEL,
-        "training": {"steps": 2, "batch_size": 4, "checkpoint_every": 1},
-        "runs": {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 1.0}]},
-        "evaluation": {"steps": [1, 2], "headline_step": 1},
-    })
+    cfg = parse_config(
+        {
+            "name": "tiny",
+            "output_dir": str(out / "run"),
+            "data": {
+                "root": str(out / "corpus"),
+                "dataset": "synthetic",
+                "options": {"records": 40},
+                "train_folds": [1, 2, 3, 4, 5, 6, 7, 8],
+                "eval_folds": [9],
+            },
+            **TINY_MODEL,
+            "training": {"steps": 2, "batch_size": 4, "checkpoint_every": 1},
+            "runs": {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 1.0}]},
+            "evaluation": {"steps": [1, 2], "headline_step": 1},
+        }
+    )
     pipeline.write_resolved_config(cfg)
     cache = pipeline.prepare(cfg, progress=False)
     pipeline.pretrain(cfg, cache, pipeline.plan_runs(cfg)[0], progress=False)
@@ -53,8 +61,17 @@ def evaluation_embeddings(cfg, cache, encoder):
 def write_record(path, signal, fs, names):
     import wfdb
 
-    wfdb.wrsamp(path.name, fs=fs, units=["mV"] * len(names), sig_name=list(names), p_signal=signal.T,
-                fmt=["16"] * len(names), adc_gain=[1000.0] * len(names), baseline=[0] * len(names), write_dir=str(path.parent))
+    wfdb.wrsamp(
+        path.name,
+        fs=fs,
+        units=["mV"] * len(names),
+        sig_name=list(names),
+        p_signal=signal.T,
+        fmt=["16"] * len(names),
+        adc_gain=[1000.0] * len(names),
+        baseline=[0] * len(names),
+        write_dir=str(path.parent),
+    )
     return str(path)
 
 
@@ -64,7 +81,9 @@ def test_cli_and_load_encoder_give_the_evaluation_stages_embeddings(trained, tmp
     short = write_record(tmp_path / "short", read_record_fast(paths[1])[:, :3000], 500, LEADS)
     bad = [str(tmp_path / "missing"), fewer, short]
     out = tmp_path / "all.npz"
-    result = CliRunner().invoke(app, ["embed", str(cfg.output_dir), *paths.values(), *bad, "--out", str(out), "--device", "cpu", "--batch-size", "16"])
+    result = CliRunner().invoke(
+        app, ["embed", str(cfg.output_dir), *paths.values(), *bad, "--out", str(out), "--device", "cpu", "--batch-size", "16"]
+    )
     assert result.exit_code == 1, result.output  # some records failed
     assert "40 records embedded" in result.output and "3 failed" in result.output
     assert f"{bad[0]}: WFDB record {bad[0]!r} not found" in result.output
@@ -129,8 +148,20 @@ def test_npz_and_parquet_round_trip(trained, tmp_path):
     result = encoder.embed_files([paths[1], fast, paths[2]], batch_size=2)
     assert result.windows.tolist() == [1, 2, 1] and not result.failed
     npz = np.load(result.save(tmp_path / "e.npz"))
-    for name in ("records", "embeddings", "qc_ok", "qc_reason", "mean_tokens", "input_distance", "windows",
-                 "window_start", "window_qc_ok", "window_qc_reason", "token_phases", "tokens"):
+    for name in (
+        "records",
+        "embeddings",
+        "qc_ok",
+        "qc_reason",
+        "mean_tokens",
+        "input_distance",
+        "windows",
+        "window_start",
+        "window_qc_ok",
+        "window_qc_reason",
+        "token_phases",
+        "tokens",
+    ):
         np.testing.assert_array_equal(npz[name], getattr(result, name), err_msg=name)
     table = pd.read_parquet(result.save(tmp_path / "e.parquet"))
     assert table["record"].tolist() == result.records.tolist()
@@ -219,7 +250,9 @@ def test_a_record_far_outside_the_normalisation_is_flagged_not_refused(trained):
     assert result.input_distance[0] <= OUT_OF_RANGE_DECADES and "out_of_range" not in result.qc_reason[0]
     assert result.input_distance[1] > 2 and result.input_distance[2] > 1
     for row in (1, 2):
-        assert "out_of_range: channel " in result.qc_reason[row] and "decades from the run's normalisation" in result.qc_reason[row]
+        assert (
+            "out_of_range: channel " in result.qc_reason[row] and "decades from the run's normalisation" in result.qc_reason[row]
+        )
     assert result.qc_ok.tolist() == [result.qc_ok[0]] * 3  # flagged records keep their embeddings
     prepared = encoder.prepare(200 * record, 500, LEADS).signals.astype(np.float64)
     naive = max(max(abs(np.log10(prepared[:, c].std())), np.log10(1 + abs(prepared[:, c].mean()))) for c in range(12))

@@ -218,7 +218,8 @@ def test_causal_phase_never_reads_a_later_beat():
     naive = [
         [
             min(2 * math.pi * (tau - p[p <= tau][-1]) / np.diff(p[p <= tau][-2:])[0], math.nextafter(2 * math.pi, 0))
-            if (p <= tau).sum() >= 2 else math.nan
+            if (p <= tau).sum() >= 2
+            else math.nan
             for tau in times
         ]
         for p in peaks
@@ -240,7 +241,9 @@ def test_causal_phase_matches_the_streaming_tracker():
 
 
 def small_model(seed=0, leads=12):
-    return build_model("winder", seed=seed, encoder={"width": 16, "hidden": 32, "leads": leads}, predictor={"depth": 2, "heads": 2})
+    return build_model(
+        "winder", seed=seed, encoder={"width": 16, "hidden": 32, "leads": leads}, predictor={"depth": 2, "heads": 2}
+    )
 
 
 def test_one_pass_predictions_equal_the_training_cutoff_convention():
@@ -439,8 +442,14 @@ def test_battery_finds_a_phase_jump_and_ignores_what_the_detector_cannot_see(tes
     toy = EquivariantToy(symmetry)
     x, rpeaks = toy_records(n=20, seed=1)
     battery = A.anomaly_battery(
-        toy, symmetry, x.numpy(), beats_of(rpeaks), patch=PATCH, families=["phase-jump", "invisible", "st-shift"],
-        severities=(1.0, 2.0), seed=5,
+        toy,
+        symmetry,
+        x.numpy(),
+        beats_of(rpeaks),
+        patch=PATCH,
+        families=["phase-jump", "invisible", "st-shift"],
+        severities=(1.0, 2.0),
+        seed=5,
     )
     cells = battery.cells
     assert battery.skipped == {}
@@ -467,11 +476,21 @@ def test_battery_runs_a_model_with_either_detector(detector):
     model, symmetry = small_model(), U1Symmetry(SPECTRUM)
     x, peaks = beat_train(n=6, seed=2)
     cells = A.anomaly_battery(
-        model, symmetry, x, beats_of([5 * p for p in peaks]), patch=PATCH, families=["ectopic", "attenuation"],
-        severities=(2.0,), detector=detector, batch_size=4,
+        model,
+        symmetry,
+        x,
+        beats_of([5 * p for p in peaks]),
+        patch=PATCH,
+        families=["ectopic", "attenuation"],
+        severities=(2.0,),
+        detector=detector,
+        batch_size=4,
     ).cells
     assert [(c.family, c.severity) for c in cells] == [
-        ("ectopic", 0.0), ("ectopic", 2.0), ("attenuation", 0.0), ("attenuation", 2.0)
+        ("ectopic", 0.0),
+        ("ectopic", 2.0),
+        ("attenuation", 0.0),
+        ("attenuation", 2.0),
     ]
     assert all(c.detector == detector and c.records == 6 for c in cells)
     assert cells[0].auroc == 0.5 and cells[0].excess == 0.0
@@ -516,8 +535,15 @@ def test_battery_skips_the_families_that_do_not_apply_and_says_why():
     model, symmetry = small_model(leads=1), U1Symmetry(SPECTRUM)
     x, peaks = beat_train(n=4, seed=2)
     battery = A.anomaly_battery(
-        model, symmetry, x[:, :1], beats_of([5 * p for p in peaks]), patch=PATCH,
-        families=["ectopic", "lead-dropout", "attenuation"], severities=(2.0,), signal_kind="ppg", batch_size=4,
+        model,
+        symmetry,
+        x[:, :1],
+        beats_of([5 * p for p in peaks]),
+        patch=PATCH,
+        families=["ectopic", "lead-dropout", "attenuation"],
+        severities=(2.0,),
+        signal_kind="ppg",
+        batch_size=4,
     )
     assert [(c.family, c.severity) for c in battery.cells] == [("attenuation", 0.0), ("attenuation", 2.0)]
     assert battery.skipped == {

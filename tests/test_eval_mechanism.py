@@ -214,9 +214,7 @@ def test_shuffle_phases_permutes_valid_phases_within_records():
     shuffled = shuffle_phases(phases, seed=7)
     np.testing.assert_array_equal(np.isnan(shuffled), np.isnan(phases))
     for before, after in zip(phases, shuffled):
-        np.testing.assert_array_equal(
-            np.sort(before[np.isfinite(before)]), np.sort(after[np.isfinite(after)])
-        )
+        np.testing.assert_array_equal(np.sort(before[np.isfinite(before)]), np.sort(after[np.isfinite(after)]))
     moved = np.isfinite(phases) & (shuffled != phases)
     assert moved.sum() > 0.8 * np.isfinite(phases[2:]).sum()
     np.testing.assert_array_equal(shuffle_phases(phases, seed=7), shuffled)

@@ -77,8 +77,15 @@ def test_the_battery_perturbs_at_the_providers_beats_in_milliseconds(corpus):
         assert ((since > 0.06) & (since < 0.16)).any(1).all()
     model = build_model("winder", seed=0, encoder={"width": 16, "hidden": 32}, predictor={"depth": 1, "heads": 2})
     battery = anomaly_battery(
-        model, U1Symmetry("4x0+2x1+2x2+2x3"), x, beats, patch=cache.token_patch, families=["st-shift"],
-        severities=(2.0,), signal_kind="ecg", batch_size=4,
+        model,
+        U1Symmetry("4x0+2x1+2x2+2x3"),
+        x,
+        beats,
+        patch=cache.token_patch,
+        families=["st-shift"],
+        severities=(2.0,),
+        signal_kind="ecg",
+        batch_size=4,
     )
     assert [c.severity for c in battery.cells] == [0.0, 2.0] and battery.cells[1].records == 4
 

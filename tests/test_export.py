@@ -42,24 +42,36 @@ from cyclejepa.export.package import _config_digest
 from cyclejepa.training.checkpoint import load_checkpoint
 
 
-
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A tiny evaluated run (one arm, 3 steps, a Householder basis) and a package of step 2."""
     out = tmp_path_factory.mktemp("export")
-    cfg = parse_config({
-        "name": "tiny",
-        "output_dir": str(out / "run"),
-        "data": {"root": str(out / "corpus"), "dataset": "synthetic", "options": {"records": 60}, "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
-        **TINY_MODEL,
-        "symmetry": {**TINY_MODEL["symmetry"], "basis": "householder", "basis_options": {"reflections": 4}},
-        "training": {"steps": 3, "batch_size": 4, "checkpoint_every": 1},
-        "runs": {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 1.0}]},
-        "evaluation": {
-            "steps": [2], "bootstrap": 20, "anomaly_records": 6, "severities": [0.0, 2.0],
-            "umap": False, "eligible_min_positives": 1, "headline_step": 2,
-        },
-    })
+    cfg = parse_config(
+        {
+            "name": "tiny",
+            "output_dir": str(out / "run"),
+            "data": {
+                "root": str(out / "corpus"),
+                "dataset": "synthetic",
+                "options": {"records": 60},
+                "train_folds": [1, 2, 3, 4, 5, 6, 7, 8],
+                "eval_folds": [9],
+            },
+            **TINY_MODEL,
+            "symmetry": {**TINY_MODEL["symmetry"], "basis": "householder", "basis_options": {"reflections": 4}},
+            "training": {"steps": 3, "batch_size": 4, "checkpoint_every": 1},
+            "runs": {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 1.0}]},
+            "evaluation": {
+                "steps": [2],
+                "bootstrap": 20,
+                "anomaly_records": 6,
+                "severities": [0.0, 2.0],
+                "umap": False,
+                "eligible_min_positives": 1,
+                "headline_step": 2,
+            },
+        }
+    )
     pipeline.run_experiment(cfg, progress=False)
     package = out / "package"
     result = CliRunner().invoke(app, ["export", str(cfg.output_dir), "--out", str(package)])
@@ -108,15 +120,31 @@ def test_config_holds_what_prepares_the_input_and_who_made_it(run):
     assert prep["decimation_filter"]["taps"] == 101 and prep["decimation_filter"]["window"] == ["kaiser", 5.0]
     taps = firwin(101, 1 / 5, window=("kaiser", 5.0))  # scipy's design, the one resample_poly uses
     np.testing.assert_array_equal(prep["decimation_filter"]["coefficients"], taps)
-    assert prep["decimation_filter"]["group_delay"] == 50 and prep["steps"][:5] == ["channels", "resample", "cut_windows", "decimate", "normalise"]
+    assert prep["decimation_filter"]["group_delay"] == 50 and prep["steps"][:5] == [
+        "channels",
+        "resample",
+        "cut_windows",
+        "decimate",
+        "normalise",
+    ]
     assert config["symmetry"]["spectrum"] == "2x0+3x1+2x2+2x3" and config["symmetry"]["basis"] == "householder"
     meta = own_meta(cfg, 2)
     assert config["run"]["step"] == 2 and config["run"]["run_hash"] == meta["run_hash"]
     assert config["run"]["identity"] == meta["identity"] and config["cyclejepa_version"] == cyclejepa.__version__
     model = cyclejepa.load_encoder(cfg.output_dir, device="cpu").model
-    assert config["model"]["deployed_parameters"] == sum(p.numel() for m in (model.encoder, model.projector) for p in m.parameters())
-    assert [s["shape"] for s in config["streaming"]["state"]] == [["batch", 16, 2], ["batch", 16, 2], ["batch", 16, 4], ["batch", 16, 4]]
-    assert config["files"] == {name: hashlib.sha256((package / name).read_bytes()).hexdigest() for name in ("README.md", "model.safetensors", "reference.py")}
+    assert config["model"]["deployed_parameters"] == sum(
+        p.numel() for m in (model.encoder, model.projector) for p in m.parameters()
+    )
+    assert [s["shape"] for s in config["streaming"]["state"]] == [
+        ["batch", 16, 2],
+        ["batch", 16, 2],
+        ["batch", 16, 4],
+        ["batch", 16, 4],
+    ]
+    assert config["files"] == {
+        name: hashlib.sha256((package / name).read_bytes()).hexdigest()
+        for name in ("README.md", "model.safetensors", "reference.py")
+    }
 
 
 def test_model_card_reports_the_runs_own_figures(run):
@@ -126,8 +154,15 @@ def test_model_card_reports_the_runs_own_figures(run):
     gain = result["mechanism"]["true"]["gain_fraction"]
     row = next(line for line in card.splitlines() if line.startswith("| Transport gain fraction"))
     assert row == f"| Transport gain fraction ↑ | {gain:.4f} |"
-    for text in ("## Training data", "Pre-training folds [1, 2, 3, 4, 5, 6, 7, 8]; evaluation folds [9]",
-                 "## Intended use", "## Limits", "Not a medical device", "checkpoint step 2 of 3", "I, II, III, aVR"):
+    for text in (
+        "## Training data",
+        "Pre-training folds [1, 2, 3, 4, 5, 6, 7, 8]; evaluation folds [9]",
+        "## Intended use",
+        "## Limits",
+        "Not a medical device",
+        "checkpoint step 2 of 3",
+        "I, II, III, aVR",
+    ):
         assert text in card, text
 
 
@@ -210,7 +245,10 @@ def resealed(package, tmp_path, edit):
         (lambda w: w.pop("projector.2.bias"), r"missing: projector\.2\.bias"),
         (lambda w: w.update({"predictor.output.bias": torch.zeros(16)}), r"unexpected: predictor\.output\.bias"),
         (lambda w: w.pop("symmetry.basis.vectors"), r"missing: symmetry\.basis\.vectors"),
-        (lambda w: w.update({"encoder.blocks.0.norm1.weight": torch.ones(8)}), r"wrong shape: encoder\.blocks\.0\.norm1\.weight \(8,\) \(the architecture has \(16,\)\)"),
+        (
+            lambda w: w.update({"encoder.blocks.0.norm1.weight": torch.ones(8)}),
+            r"wrong shape: encoder\.blocks\.0\.norm1\.weight \(8,\) \(the architecture has \(16,\)\)",
+        ),
     ],
     ids=["missing", "extra", "missing-basis", "shape"],
 )
@@ -421,6 +459,7 @@ def test_card_states_the_preparation_and_fills_in_the_phase_action():
     assert "the first 3 s dropped; zero-phase high-pass PLETH 0.25 Hz; z-score scope `corpus`" in prepared
     assert "reference.py" not in prepared
 
+
 def test_an_edited_card_or_a_deleted_graph_is_no_reason_to_refuse(onnx_package, tmp_path):
     copy = shutil.copytree(onnx_package, tmp_path / "edited")
     (copy / "README.md").write_text((copy / "README.md").read_text() + "\nReviewed by the device team.\n")
@@ -463,7 +502,9 @@ def test_save_pretrained_and_from_pretrained(run, tmp_path):
     for package in (saved, also):
         loaded = cyclejepa.from_pretrained(package)
         assert loaded.source["step"] == 3
-        np.testing.assert_allclose(loaded.embed(records[:2], 500, LEADS).tokens, own.embed(records[:2], 500, LEADS).tokens, rtol=0, atol=1e-6)
+        np.testing.assert_allclose(
+            loaded.embed(records[:2], 500, LEADS).tokens, own.embed(records[:2], 500, LEADS).tokens, rtol=0, atol=1e-6
+        )
     assert json.loads((saved / "config.json").read_text())["run"]["weights"] == "checkpoint"
     with pytest.raises(ValueError, match="was loaded from the package"):
         cyclejepa.save_pretrained(cyclejepa.from_pretrained(saved), tmp_path / "again")
@@ -486,7 +527,12 @@ def test_the_package_states_what_its_spec_says(run, tmp_path):
     located, plan = pipeline.locate_run(Path(cfg.output_dir))
     spec = pipeline.export_spec(located, plan, 2)
     manifest = pipeline.configured_cache(cfg).manifest
-    assert (spec.experiment, spec.run, spec.arm, spec.encoder) == ("tiny", "winder-seed0", "winder", cfg.model.encoder.model_dump(mode="json"))
+    assert (spec.experiment, spec.run, spec.arm, spec.encoder) == (
+        "tiny",
+        "winder-seed0",
+        "winder",
+        cfg.model.encoder.model_dump(mode="json"),
+    )
     assert (spec.cache_hash, spec.card.counts, spec.card.eval_folds) == (manifest["config_hash"], manifest["counts"], (9,))
     assert spec.evaluation == json.loads((cfg.output_dir / "evaluation" / "winder-seed0-step000002.json").read_text())
     encoder = pipeline.run_encoder(located, plan, 2, "cpu")
@@ -495,11 +541,18 @@ def test_the_package_states_what_its_spec_says(run, tmp_path):
     assert (again / "README.md").read_text() == (package / "README.md").read_text()
     card = dataclasses.replace(spec.card, dataset_options={"records": 7}, augmentations=("jitter", "scale"), lr=0.125,
                                data_licence="", train_folds=(2, 3))  # fmt: skip
-    stated = write_package(encoder, dataclasses.replace(spec, experiment="renamed", evaluation=None, card=card), tmp_path / "stated")
+    stated = write_package(
+        encoder, dataclasses.replace(spec, experiment="renamed", evaluation=None, card=card), tmp_path / "stated"
+    )
     text = (stated / "README.md").read_text()
     assert read_package_config(stated)["run"]["experiment"] == "renamed" and front(text)["data_license"] == "unknown"
-    for phrase in ("with options {'records': 7}", "augmentations: jitter, scale", "AdamW at lr 0.125",
-                   "Pre-training folds [2, 3]", "Step 2 of this run was not evaluated"):
+    for phrase in (
+        "with options {'records': 7}",
+        "augmentations: jitter, scale",
+        "AdamW at lr 0.125",
+        "Pre-training folds [2, 3]",
+        "Step 2 of this run was not evaluated",
+    ):
         assert phrase in text, phrase
 
 
@@ -546,7 +599,9 @@ def test_older_and_newer_formats(run, tmp_path):
     (old / "reference.py").unlink()
     read = cyclejepa.load_pretrained(old).embed(records[:1], 500, LEADS).tokens
     np.testing.assert_array_equal(read, cyclejepa.load_pretrained(package).embed(records[:1], 500, LEADS).tokens)
-    with pytest.raises(PackageError, match=r"package format 1, which no released cyclejepa reads any more .* export the run again"):
+    with pytest.raises(
+        PackageError, match=r"package format 1, which no released cyclejepa reads any more .* export the run again"
+    ):
         cyclejepa.load_pretrained(rewritten(package, tmp_path, lambda c: c.update(format_version=1), "v1"))
     newer = rewritten(package, tmp_path, lambda c: c.update(format_version=4, cyclejepa_version="9.0"), "v4")
     with pytest.raises(PackageError, match=r"package format 4, written by cyclejepa 9\.0; .* upgrade cyclejepa"):
@@ -570,9 +625,14 @@ HOSTILE = [
     (lambda c: c["files"].update({"/etc/hostname": SHA}), r"files\['/etc/hostname'\]"),
     (lambda c: c["files"].pop("model.safetensors"), r"files: has no checksum of \['model.safetensors'\]"),
     (lambda c: c["files"].update({"README.md": 7}), r"files\['README.md'\]: must be a sha256"),
-    (lambda c: (_set(["model", "encoder", "width"], 9000)(c), _set(["model", "projector", "in_dim"], 9000)(c)),
-     r"does not fit the architecture in config.json; wrong shape: encoder"),  # found before any allocation
-    (_set(["symmetry", "basis_options", "reflections"], 10**9), r"wrong shape: symmetry.basis.vectors \(4, 16\) \(the architecture has \(1000000000, 16\)\)"),
+    (
+        lambda c: (_set(["model", "encoder", "width"], 9000)(c), _set(["model", "projector", "in_dim"], 9000)(c)),
+        r"does not fit the architecture in config.json; wrong shape: encoder",
+    ),  # found before any allocation
+    (
+        _set(["symmetry", "basis_options", "reflections"], 10**9),
+        r"wrong shape: symmetry.basis.vectors \(4, 16\) \(the architecture has \(1000000000, 16\)\)",
+    ),
     (_set(["model", "encoder", "width"], 10**6), r"model.encoder.width: must be an integer in \[1, 16384\]"),
     (_set(["model", "encoder", "leads"], 10**9), r"model.encoder.leads: must be an integer"),
     (_set(["model", "encoder", "name"], "no-such-encoder"), r"cannot build the encoder it describes"),
@@ -581,7 +641,13 @@ HOSTILE = [
     (_set(["preprocessing", "normalisation", "mean", 1], 1e300), r"normalisation.mean of II: must be a finite number"),
     (_set(["preprocessing", "normalisation", "std", 2], 1e-300), r"normalisation.std of III: must be a finite number in \[1e-09"),
     (_set(["preprocessing", "channels"], ["I"] * 12), r"preprocessing.channels: names \['I'\] more than once"),
-    (lambda c: (_set(["preprocessing", "channels", 0], "X1")(c), _set(["preprocessing", "normalisation", "leads", 0], "X1")(c)), r"preprocessing.channels: \['X1'\] are not channels of dataset 'synthetic'"),
+    (
+        lambda c: (
+            _set(["preprocessing", "channels", 0], "X1")(c),
+            _set(["preprocessing", "normalisation", "leads", 0], "X1")(c),
+        ),
+        r"preprocessing.channels: \['X1'\] are not channels of dataset 'synthetic'",
+    ),
     (_set(["preprocessing", "decimation"], 0), r"preprocessing.decimation: must be an integer in \[1, 1000\], got 0"),
     (_set(["preprocessing", "token_patch"], 0), r"preprocessing.token_patch: must be an integer in \[1, 4096\], got 0"),
     (_set(["preprocessing", "window"], 4999), r"preprocessing.window: 4999 samples are not whole tokens"),
@@ -602,7 +668,9 @@ def test_a_listed_file_that_links_out_of_the_package_is_refused(run, tmp_path):
     _, package, _ = run
     outside = tmp_path / "outside.txt"
     outside.write_text("not the package's")
-    copy = rewritten(package, tmp_path, lambda c: c["files"].update({"notes.txt": hashlib.sha256(outside.read_bytes()).hexdigest()}))
+    copy = rewritten(
+        package, tmp_path, lambda c: c["files"].update({"notes.txt": hashlib.sha256(outside.read_bytes()).hexdigest()})
+    )
     (copy / "notes.txt").symlink_to(outside)
     with pytest.raises(PackageError, match=r"files\['notes.txt'\]: .* is a symbolic link"):
         cyclejepa.load_pretrained(copy)
@@ -611,11 +679,14 @@ def test_a_listed_file_that_links_out_of_the_package_is_refused(run, tmp_path):
 def test_non_finite_weights_are_refused_by_name(run, tmp_path):
     _, package, _ = run
     copy = resealed(package, tmp_path, lambda w: w["encoder.blocks.1.conv1.weight"].view(-1).__setitem__(0, float("nan")))
-    with pytest.raises(PackageError, match=r"non-finite \(NaN or infinite\) weights in 1 tensor\(s\): encoder.blocks.1.conv1.weight"):
+    with pytest.raises(
+        PackageError, match=r"non-finite \(NaN or infinite\) weights in 1 tensor\(s\): encoder.blocks.1.conv1.weight"
+    ):
         cyclejepa.load_pretrained(copy)
 
 
 # ------------------------------------------------------------ fuzzing the package loader
+
 
 def _paths(node, prefix=()):
     """Every key path of a JSON tree."""
@@ -631,7 +702,9 @@ JSON = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=6), children, max_size=4),
     max_leaves=8,
 )  # fmt: skip
-FILE_NAMES = st.sampled_from(["..", ".", "../x", "/etc/hostname", "a/b", "model.safetensors", "config.json", "x\\y", ""]) | st.text(max_size=10)
+FILE_NAMES = st.sampled_from(
+    ["..", ".", "../x", "/etc/hostname", "a/b", "model.safetensors", "config.json", "x\\y", ""]
+) | st.text(max_size=10)
 
 
 def _mutate(config, paths, mutations):
@@ -685,16 +758,25 @@ def test_fuzzed_config_json_gives_package_errors_only(run, tmp_path):
 
 
 def test_the_latency_benchmark_times_a_given_package(onnx_package):
-    spec = importlib.util.spec_from_file_location("export_latency", Path(__file__).parents[1] / "benchmarks" / "export_latency.py")
+    spec = importlib.util.spec_from_file_location(
+        "export_latency", Path(__file__).parents[1] / "benchmarks" / "export_latency.py"
+    )
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     rows = bench.measure_package(onnx_package, 1, [1, 2], steps=3, offline_batches=[1], repeats=2)
     streaming = [r for r in rows if r["mode"] == "streaming" and not ("floor" in r["backend"] or "int8" in r["backend"])]
-    assert {r["backend"] for r in streaming} == {f"onnxruntime {level} {way}" for level in ("basic", "extended", "all") for way in ("run", "iobinding")}
+    assert {r["backend"] for r in streaming} == {
+        f"onnxruntime {level} {way}" for level in ("basic", "extended", "all") for way in ("run", "iobinding")
+    }
     path, x = bench.floor_graph(onnx_package, Path(onnx_package).parent / "floor.onnx")
-    (first, *_), weights = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x}), safetensors_torch.load_file(onnx_package / "model.safetensors")
+    (first, *_), weights = (
+        ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x}),
+        safetensors_torch.load_file(onnx_package / "model.safetensors"),
+    )
     matrix = weights["encoder.blocks.0.conv1.weight"].numpy()  # the first weight in the file: (16, 16, 3)
-    np.testing.assert_allclose(first, x[:, :48] @ matrix.reshape(16, -1).T, rtol=1e-5, atol=1e-5)  # the floor multiplies the package's weights
+    np.testing.assert_allclose(
+        first, x[:, :48] @ matrix.reshape(16, -1).T, rtol=1e-5, atol=1e-5
+    )  # the floor multiplies the package's weights
     assert {r["batch"] for r in streaming} == {1, 2} and all(r["max_abs_vs_offline"] <= 1e-4 for r in streaming)
     assert [r["batch"] for r in rows if r["mode"] == "offline"] == [1, 1, 1]
 

@@ -115,11 +115,15 @@ def test_the_phase_action_on_exported_features_is_the_action_on_eager_ones(tmp_p
     phases = torch.rand(4, 40, generator=torch.Generator().manual_seed(8)) * 2 * torch.pi
     phases[0, :5] = torch.nan  # undefined phases take no part
     with torch.no_grad():
-        torch.testing.assert_close(symmetry.act(exported, phases.nan_to_num()), symmetry.act(reference, phases.nan_to_num()), rtol=0, atol=1e-4)
+        torch.testing.assert_close(
+            symmetry.act(exported, phases.nan_to_num()), symmetry.act(reference, phases.nan_to_num()), rtol=0, atol=1e-4
+        )
         a, b = 0.7, 2.1
         torch.testing.assert_close(symmetry.act(symmetry.act(exported, a), b), symmetry.act(exported, a + b), rtol=0, atol=1e-5)
         torch.testing.assert_close(symmetry.canonicalize(symmetry.act(exported, a), a), exported, rtol=0, atol=1e-5)
-        for mine, theirs in zip(pairwise_similarities(exported, phases, symmetry), pairwise_similarities(reference, phases, symmetry)):
+        for mine, theirs in zip(
+            pairwise_similarities(exported, phases, symmetry), pairwise_similarities(reference, phases, symmetry)
+        ):
             torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-5)
 
 

@@ -28,7 +28,9 @@ def toy_data(n=24, seed=0):
 
 def tuner(tmp_path, validate, scale=None, **changes):
     signals, labels = toy_data()
-    settings = FinetuneSettings(**{"steps": 6, "batch_size": 8, "lr": 1e-2, "warmup_steps": 1, "eval_every": 2, "patience": 10, **changes})
+    settings = FinetuneSettings(
+        **{"steps": 6, "batch_size": 8, "lr": 1e-2, "warmup_steps": 1, "eval_every": 2, "patience": 10, **changes}
+    )
     return FineTuner(tiny_classifier(), signals, labels, tmp_path, validate=validate, settings=settings,
                      backbone_scale=scale, seed=3, device="cpu", precision="float32")  # fmt: skip
 

@@ -121,8 +121,14 @@ KEYS = st.sampled_from([
     "data.train_folds", "phase.provider", "nosuch.key", "optimiser.nosuch",
 ])  # fmt: skip
 SCALARS = st.one_of(
-    st.none(), st.booleans(), st.integers(-(10**6), 10**6), st.floats(allow_nan=True, allow_infinity=True), st.text(max_size=8),
-    st.sampled_from([".inf", "-.inf", ".nan", "1e400", "9" * 4400, "[.nan, 2]", "{a: 1}", "&a [1]", "*a", "!!python/name:os.system"]),
+    st.none(),
+    st.booleans(),
+    st.integers(-(10**6), 10**6),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
+    st.sampled_from(
+        [".inf", "-.inf", ".nan", "1e400", "9" * 4400, "[.nan, 2]", "{a: 1}", "&a [1]", "*a", "!!python/name:os.system"]
+    ),
 )
 VALUES = st.recursive(SCALARS, lambda inner: st.one_of(st.lists(inner, max_size=4),
                                                        st.dictionaries(st.text(max_size=6), inner, max_size=4)), max_leaves=12)  # fmt: skip

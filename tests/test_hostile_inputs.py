@@ -113,7 +113,9 @@ def test_a_compressed_mat_bomb_with_an_agreeing_header_is_refused_before_it_is_d
     monkeypatch.setattr(scipy.io, "loadmat", lambda *a, **k: pytest.fail("the samples were decompressed"))
     rejection = reject(Challenge2021(tmp_path, channels=[f"L{i}" for i in range(12)]), "bomb")
     assert (rejection.check, rejection.detail) == (
-        "extent", f"bomb.mat declares 9600000 bytes of samples in a file of {size} bytes, more than 64 times its size")
+        "extent",
+        f"bomb.mat declares 9600000 bytes of samples in a file of {size} bytes, more than 64 times its size",
+    )
 
 
 def test_a_declaration_over_the_sample_cap_is_refused_before_the_file_is_opened(tmp_path, monkeypatch):

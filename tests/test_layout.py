@@ -12,14 +12,41 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "cyclejepa"
 
-FOUNDATIONS = ("cyclejepa", "version", "config", "facts", "grid", "registry", "jsonio", "progress", "devices", "lock", "stops", "outputs", "workers")
+FOUNDATIONS = (
+    "cyclejepa",
+    "version",
+    "config",
+    "facts",
+    "grid",
+    "registry",
+    "jsonio",
+    "progress",
+    "devices",
+    "lock",
+    "stops",
+    "outputs",
+    "workers",
+)
 """Top-level modules every step may use (``cyclejepa`` itself only to reach a submodule)."""
 CORPORA = ("cyclejepa.data.ptbxl", "cyclejepa.data.challenge")
 """Corpus leaves: imported only by themselves, by the data package (which registers them), and by
 what is PTB-XL's by definition: the synthetic corpus (written in its layout), its benchmark tasks
 and the PTB-XL benchmark."""
 CORPUS_IMPORTERS = ("cyclejepa.data", "cyclejepa.data.synthetic", "cyclejepa.data.ptbxl_tasks", "cyclejepa.bench.ptbxl")
-FLOW = ("data", "phase", "symmetry", "models", "objectives", "training", "evaluation", ("embed", "bench"), "export", "pipeline", "cli", "__main__")
+FLOW = (
+    "data",
+    "phase",
+    "symmetry",
+    "models",
+    "objectives",
+    "training",
+    "evaluation",
+    ("embed", "bench"),
+    "export",
+    "pipeline",
+    "cli",
+    "__main__",
+)
 """The steps after the foundations, in order; a tuple holds steps that may not import each other."""
 
 
@@ -123,7 +150,9 @@ def module_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 targets |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                targets |= {f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names}
+                targets |= {
+                    f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names
+                }
         graph[name] = {t for t in targets if t in modules and t != name}
     return graph
 
@@ -169,7 +198,9 @@ def upward_imports(root: Path = PACKAGE) -> list[str]:
             is_package = (root.parent / package.replace(".", "/") / "__init__.py").exists()
             names = [a.name for a in node.names if f"{package}.{a.name}" not in modules]
             if is_package and names and importer.startswith(package + ".") and importer != "cyclejepa.__main__":
-                found.append(f"{path.relative_to(root.parent)}:{node.lineno}: {importer} takes {names} from {package}/__init__.py")
+                found.append(
+                    f"{path.relative_to(root.parent)}:{node.lineno}: {importer} takes {names} from {package}/__init__.py"
+                )
     return found
 
 
@@ -179,7 +210,10 @@ def corpus_imports(root: Path = PACKAGE) -> list[str]:
     found = []
     for path in sorted(root.rglob("*.py")):
         importer = module_name(path, root)
-        if any(importer == leaf or importer.startswith(leaf + ".") for leaf in CORPUS_IMPORTERS[1:]) or importer in CORPUS_IMPORTERS:
+        if (
+            any(importer == leaf or importer.startswith(leaf + ".") for leaf in CORPUS_IMPORTERS[1:])
+            or importer in CORPUS_IMPORTERS
+        ):
             continue
         for line, target, _ in imports(path):
             leaf = next((c for c in CORPORA if target == c or target.startswith(c + ".")), None)
@@ -209,7 +243,9 @@ def test_cycles_upward_and_corpus_imports_are_found(tmp_path):
     assert import_cycles(package) == [
         ["cyclejepa.config", "cyclejepa.data.cache", "cyclejepa.data.ptbxl", "cyclejepa.evaluation.anomaly"]
     ]
-    assert upward_imports(package) == ["cyclejepa/data/cache.py:1: cyclejepa.data.cache takes ['__version__'] from cyclejepa/__init__.py"]
+    assert upward_imports(package) == [
+        "cyclejepa/data/cache.py:1: cyclejepa.data.cache takes ['__version__'] from cyclejepa/__init__.py"
+    ]
     assert corpus_imports(package) == ["cyclejepa/data/cache.py:2: cyclejepa.data.cache imports the corpus cyclejepa.data.ptbxl"]
 
 
@@ -278,8 +314,14 @@ FOLD_COUNT = re.compile(r"range\(1, 11\)|\ble=10\b|% 10\b|1\.\.10\b")
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
-    bodies = (node.body for node in ast.walk(tree) if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)))
-    return {id(body[0].value) for body in bodies if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)}
+    bodies = (
+        node.body
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+    )
+    return {
+        id(body[0].value) for body in bodies if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+    }
 
 
 def named_components(root: Path = PACKAGE) -> list[str]:
@@ -332,7 +374,7 @@ def test_a_default_corpus_provider_or_fold_count_in_a_generic_layer_is_found(tmp
     assert named_components(package) == [
         "cyclejepa/config.py:2: folds: list[Annotated[int, Field(ge=1, le=10)]]",
         "cyclejepa/data/cache/build.py:1: 'ecg-rpeak'",
-        "cyclejepa/data/cache/build.py:2: \"\"\"Folds 1..10 of ptbxl.\"\"\"",
+        'cyclejepa/data/cache/build.py:2: """Folds 1..10 of ptbxl."""',
         "cyclejepa/data/cache/build.py:3: return set(range(1, 11))",
         "cyclejepa/evaluation/report.py:1: 'subclass-all'",
         "cyclejepa/pipeline/run.py:1: 'synthetic'",
@@ -367,7 +409,9 @@ def test_an_output_file_named_outside_the_layout_is_found(tmp_path):
     package = tmp_path / "cyclejepa"
     (package / "training").mkdir(parents=True)
     (package / "outputs.py").write_text('CHECKPOINTS = "checkpoints"\n')
-    (package / "training" / "trainer.py").write_text('"""Writes "done.json" (a docstring: allowed)."""\npath = directory / "checkpoints"\n')
+    (package / "training" / "trainer.py").write_text(
+        '"""Writes "done.json" (a docstring: allowed)."""\npath = directory / "checkpoints"\n'
+    )
     assert output_names(package) == ["cyclejepa/training/trainer.py:2: 'checkpoints'"]
 
 
@@ -449,5 +493,7 @@ def test_two_public_functions_of_one_name_are_found(tmp_path):
     package = tmp_path / "cyclejepa"
     (package / "data").mkdir(parents=True)
     (package / "data" / "a.py").write_text("def read_record(path):\n    pass\n\n\ndef main():\n    pass\n")
-    (package / "data" / "b.py").write_text("def read_record(root, record):\n    pass\n\n\ndef _read(x):\n    pass\n\n\ndef main():\n    pass\n")
+    (package / "data" / "b.py").write_text(
+        "def read_record(root, record):\n    pass\n\n\ndef _read(x):\n    pass\n\n\ndef main():\n    pass\n"
+    )
     assert public_names(package) == {"read_record": ["cyclejepa/data/a.py", "cyclejepa/data/b.py"]}

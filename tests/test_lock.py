@@ -49,7 +49,9 @@ def test_a_second_writer_is_refused_naming_pid_and_host(holder):
 def test_run_and_train_refuse_before_any_work(holder, tmp_path):
     out, process = holder
     config = tmp_path / "c.yaml"
-    config.write_text(f"output_dir: {out}\ndata:\n  root: {tmp_path / 'corpus'}\n  dataset: synthetic\n  options: {{records: 20}}\n")
+    config.write_text(
+        f"output_dir: {out}\ndata:\n  root: {tmp_path / 'corpus'}\n  dataset: synthetic\n  options: {{records: 20}}\n"
+    )
     with pytest.raises(OutputLocked, match=f"pid {process.pid}"):
         pipeline.run_experiment(load_config(config))
     result = CliRunner().invoke(app, ["train", str(config)])

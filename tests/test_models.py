@@ -29,27 +29,15 @@ PAPER_COUNTS = {
 }
 
 
-def expected_counts(
-    leads, patch, width, hidden, kernel, n_blocks, proj_hidden, depth, heads, ffn, max_rel
-):
+def expected_counts(leads, patch, width, hidden, kernel, n_blocks, proj_hidden, depth, heads, ffn, max_rel):
     """Closed-form parameter counts of the architecture (Linear = in·out + out, LN = 2·dim)."""
 
     def linear(i, o):
         return i * o + o
 
-    encoder = (
-        linear(leads * patch, hidden)
-        + linear(hidden, width)
-        + n_blocks * (2 * 2 * width + 2 * kernel * width**2)
-    )
+    encoder = linear(leads * patch, hidden) + linear(hidden, width) + n_blocks * (2 * 2 * width + 2 * kernel * width**2)
     projector = linear(width, proj_hidden) + linear(proj_hidden, width)
-    block = (
-        2 * 2 * width
-        + linear(width, 3 * width)
-        + linear(width, width)
-        + linear(width, ffn)
-        + linear(ffn, width)
-    )
+    block = 2 * 2 * width + linear(width, 3 * width) + linear(width, width) + linear(width, ffn) + linear(ffn, width)
     predictor = depth * block + linear(width, width) + width + heads * (2 * max_rel + 1)
     return {"encoder": encoder, "projector": projector, "predictor": predictor}
 
@@ -173,9 +161,7 @@ def reference_encoder(encoder, x):
 
 def test_encoder_matches_naive_reference():
     torch.manual_seed(0)
-    encoder = CausalConvEncoder(
-        leads=3, patch=4, width=6, hidden=10, kernel=3, dilations=(1, 2, 3)
-    ).double()
+    encoder = CausalConvEncoder(leads=3, patch=4, width=6, hidden=10, kernel=3, dilations=(1, 2, 3)).double()
     x = torch.randn(2, 3, 4 * 11, dtype=torch.float64)
     with torch.no_grad():
         torch.testing.assert_close(encoder(x), reference_encoder(encoder, x), rtol=0, atol=1e-12)
@@ -280,16 +266,12 @@ def reference_predictor(predictor, z):
 
 def test_relative_bias_attention_matches_naive_reference():
     torch.manual_seed(1)
-    predictor = CausalTransformerPredictor(
-        dim=8, depth=2, heads=2, ffn=16, max_relative_position=3
-    ).double()
+    predictor = CausalTransformerPredictor(dim=8, depth=2, heads=2, ffn=16, max_relative_position=3).double()
     with torch.no_grad():
         predictor.relative_bias.normal_(std=2.0)  # large enough that a wrong offset shows
     z = torch.randn(2, 7, 8, dtype=torch.float64)
     with torch.no_grad():
-        torch.testing.assert_close(
-            predictor(z), reference_predictor(predictor, z), rtol=0, atol=1e-12
-        )
+        torch.testing.assert_close(predictor(z), reference_predictor(predictor, z), rtol=0, atol=1e-12)
 
 
 def test_predictor_under_bf16_autocast_tracks_float32():
@@ -303,9 +285,7 @@ def test_predictor_under_bf16_autocast_tracks_float32():
 
 def test_seeded_build_is_reproducible_and_leaves_global_rng_alone():
     state = torch.get_rng_state()
-    first, second = (
-        build_model("winder", seed=7, encoder={"width": 8, "hidden": 8}) for _ in range(2)
-    )
+    first, second = (build_model("winder", seed=7, encoder={"width": 8, "hidden": 8}) for _ in range(2))
     assert torch.equal(torch.get_rng_state(), state)
     other = build_model("winder", seed=8, encoder={"width": 8, "hidden": 8})
     second_state, other_state = second.state_dict(), other.state_dict()

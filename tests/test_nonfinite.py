@@ -33,9 +33,12 @@ def test_nonfinite_tensors_finds_exactly_the_nonfinite_float_tensors_at_any_dept
         "meta": {"seed": 0, "note": "text"},
     }
     expected = []
-    for name, tensor in (("model.a", state["model"]["a"]), ("model.b", state["model"]["b"]),
-                         ("optimisers.0.state.0.exp_avg", state["optimisers"][0]["state"][0]["exp_avg"]),
-                         ("optimisers.0.state.1.exp_avg", state["optimisers"][0]["state"][1]["exp_avg"])):
+    for name, tensor in (
+        ("model.a", state["model"]["a"]),
+        ("model.b", state["model"]["b"]),
+        ("optimisers.0.state.0.exp_avg", state["optimisers"][0]["state"][0]["exp_avg"]),
+        ("optimisers.0.state.1.exp_avg", state["optimisers"][0]["state"][1]["exp_avg"]),
+    ):
         if any(not math.isfinite(v) for v in tensor.tolist()):  # the naive reading, value by value
             expected.append(name)
     assert nonfinite_tensors(state) == expected == ["model.b", "optimisers.0.state.0.exp_avg"]

@@ -337,9 +337,7 @@ def test_vicreg_matches_numpy_and_combines_shards():
 def test_rotation_reference_matches_symmetry_layout(symmetry):
     # Precondition of the transport tests: the hand-built ρ and U1Symmetry agree.
     for phi in (0.0, 0.7, 4.1):
-        np.testing.assert_allclose(
-            symmetry.matrix(torch.tensor(phi, dtype=torch.float64)).numpy(), rho(phi), atol=1e-12
-        )
+        np.testing.assert_allclose(symmetry.matrix(torch.tensor(phi, dtype=torch.float64)).numpy(), rho(phi), atol=1e-12)
 
 
 def test_transport_loss_matches_naive_pairwise_loop(symmetry, masked_batch):
@@ -422,9 +420,7 @@ def test_prediction_loss_is_the_mse_at_the_token_after_the_cutoff():
     z = torch.randn(4, 6, 3, dtype=torch.float64)
     cutoff = torch.tensor([0, 4, 2, 1])
     predictor = ShiftPredictor(3).double()
-    expected = np.mean(
-        [((2 * z[b, c] - z[b, c + 1]) ** 2).mean().item() for b, c in enumerate(cutoff.tolist())]
-    )
+    expected = np.mean([((2 * z[b, c] - z[b, c + 1]) ** 2).mean().item() for b, c in enumerate(cutoff.tolist())])
     assert OBJECTIVES.get("prediction") is prediction_loss
     assert prediction_loss(predictor, z, cutoff).item() == pytest.approx(expected, rel=1e-12)
     assert predictor.seen_cutoff is cutoff

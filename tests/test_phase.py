@@ -644,7 +644,6 @@ def test_real_rs_complexes_are_timed_on_the_r_wave_and_qs_complexes_on_the_nadir
     assert len(mine) == 5 and np.all(lead_ii[mine] == lead_ii[around].min(axis=1))
 
 
-
 def test_providers_declare_cycle_band_and_the_channels_they_read():
     """`cycle_band_hz` (rates derive from it) and `reads_channel`, which the `phase` command
     uses to pick a provider: ECG lead names are read by ``ecg-rpeak``, nothing else is."""
@@ -665,7 +664,9 @@ def test_an_unknown_provider_from_elsewhere_names_where_it_comes_from(monkeypatc
         PHASE_PROVIDERS.get("pulse-phase")
     assert str(caught.value).startswith("unknown phase provider 'pulse-phase'; registered: breath, composite, ecg-rpeak, pulse")
     assert str(caught.value).endswith("'pulse-phase' was the examples' pulse provider; the core provider 'pulse' replaces it")
-    with pytest.raises(UnknownComponentError, match=r"'resp-breath' is registered by the cyclejepa-examples package: `pip install -e examples`"):
+    with pytest.raises(
+        UnknownComponentError, match=r"'resp-breath' is registered by the cyclejepa-examples package: `pip install -e examples`"
+    ):
         PHASE_PROVIDERS.get("resp-breath")
     with pytest.raises(UnknownComponentError, match=r"unknown phase provider 'puls'.*Did you mean 'pulse'\?"):
         PHASE_PROVIDERS.get("puls")

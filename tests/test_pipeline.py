@@ -15,18 +15,31 @@ from cyclejepa.training.checkpoint import load_checkpoint
 @pytest.fixture(scope="module")
 def experiment(tmp_path_factory):
     out = tmp_path_factory.mktemp("pipeline")
-    cfg = parse_config({
-        "name": "tiny",
-        "output_dir": str(out / "run"),
-        "data": {"root": str(out / "corpus"), "dataset": "synthetic", "options": {"records": 150}, "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
-        **TINY_MODEL,
-        "training": {"steps": 4, "batch_size": 8, "checkpoint_every": 2},
-        "runs": {"seeds": [0]},
-        "evaluation": {
-            "steps": [2, 4], "bootstrap": 20, "anomaly_records": 6, "severities": [0.0, 2.0],
-            "umap": False, "eligible_min_positives": 1, "probe_c": 1.0,
-        },
-    })
+    cfg = parse_config(
+        {
+            "name": "tiny",
+            "output_dir": str(out / "run"),
+            "data": {
+                "root": str(out / "corpus"),
+                "dataset": "synthetic",
+                "options": {"records": 150},
+                "train_folds": [1, 2, 3, 4, 5, 6, 7, 8],
+                "eval_folds": [9],
+            },
+            **TINY_MODEL,
+            "training": {"steps": 4, "batch_size": 8, "checkpoint_every": 2},
+            "runs": {"seeds": [0]},
+            "evaluation": {
+                "steps": [2, 4],
+                "bootstrap": 20,
+                "anomaly_records": 6,
+                "severities": [0.0, 2.0],
+                "umap": False,
+                "eligible_min_positives": 1,
+                "probe_c": 1.0,
+            },
+        }
+    )
     report = pipeline.run_experiment(cfg, progress=False)
     return cfg, report
 
@@ -34,10 +47,19 @@ def experiment(tmp_path_factory):
 def test_run_writes_every_section_of_the_report(experiment):
     cfg, report = experiment
     text = report.read_text()
-    for heading in ("## Bottom line", "## Full grid", "## Per-class AUROC", "## Mechanism validity",
-                    "## Single-lead zeroing (signed Δ superclass macro-AUROC)", "## Orbit-subspace coherence",
-                    "## Anomaly battery", "## Heart-rate stratified superclass AUROC (post hoc)",
-                    "## Figures", "## Protocol", "The sealed fold was not touched"):
+    for heading in (
+        "## Bottom line",
+        "## Full grid",
+        "## Per-class AUROC",
+        "## Mechanism validity",
+        "## Single-lead zeroing (signed Δ superclass macro-AUROC)",
+        "## Orbit-subspace coherence",
+        "## Anomaly battery",
+        "## Heart-rate stratified superclass AUROC (post hoc)",
+        "## Figures",
+        "## Protocol",
+        "The sealed fold was not touched",
+    ):
         assert heading in text, heading
     # PTB-XL's layout keeps the paper's names
     assert "| arm | seed | step | superclass AUROC | eligible-subclass AUROC | gain fraction | G1 | mean Δ lead dropout |" in text
@@ -137,7 +159,9 @@ def test_report_refuses_an_altered_result_and_evaluate_recomputes_it(experiment)
 
     del result["checksum"]  # a result without a checksum is reported, and marked loudly
     path.write_text(json.dumps(result, indent=1))
-    assert "**Warning: unverified results.** `winder-seed0-step000002.json` carry no checksum" in report_experiment(out).read_text()
+    assert (
+        "**Warning: unverified results.** `winder-seed0-step000002.json` carry no checksum" in report_experiment(out).read_text()
+    )
     pipeline.evaluate_experiment(cfg, progress=False)
     assert "unverified" not in report.read_text()
 
@@ -179,7 +203,16 @@ def test_a_tampered_evaluation_npz_is_refused_by_name_and_recomputed(experiment,
     cache = PreparedCache(pipeline.cache_dir(cfg))
     strata = strata_not_applying(cfg, cache, describe_data(cfg, cache))
     with pytest.raises(ResultAltered, match=f"{path} cannot be trusted: its bytes do not match the digest its result records"):
-        compare_runs(cfg, cache, pipeline.plan_runs(cfg), 4, torch.device("cpu"), pipeline.objective_spec(cfg), strata, evaluation_hash(cfg))
+        compare_runs(
+            cfg,
+            cache,
+            pipeline.plan_runs(cfg),
+            4,
+            torch.device("cpu"),
+            pipeline.objective_spec(cfg),
+            strata,
+            evaluation_hash(cfg),
+        )
     pipeline.evaluate_experiment(cfg, progress=False)  # not current: evaluated again
     with np.load(path) as again:
         np.testing.assert_array_equal(again["heart_rate"], honest["heart_rate"])
@@ -200,7 +233,10 @@ def test_report_refuses_results_of_an_evaluation_stopped_part_way_with_other_set
     monkeypatch.setattr(stage, "evaluate_run_step", stopped_after_one)
     with pytest.raises(KeyboardInterrupt):
         pipeline.evaluate_experiment(cfg, progress=False)
-    with pytest.raises(MixedEvaluations, match="not from the settings of the last evaluation .*control-seed0-step000002.json \\(evaluation_hash [0-9a-f]+\\)") as refused:
+    with pytest.raises(
+        MixedEvaluations,
+        match="not from the settings of the last evaluation .*control-seed0-step000002.json \\(evaluation_hash [0-9a-f]+\\)",
+    ) as refused:
         report_experiment(cfg.output_dir)
     assert "winder-seed0-step000002.json" not in str(refused.value)  # the one cell the new evaluation finished
     assert "hr-strata" in str(refused.value)

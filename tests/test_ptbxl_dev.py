@@ -66,7 +66,10 @@ def test_every_real_record_is_prepared_and_few_fail_phase_qc(prepared, caplog):
     rate = failed / len(cache)
     logging.getLogger(__name__).warning(
         "phase QC exclusion on the real PTB-XL records: %d of %d (%.1f %%; the paper: %.1f %%)",
-        failed, len(cache), 100 * rate, 100 * PAPER_QC_EXCLUSION,
+        failed,
+        len(cache),
+        100 * rate,
+        100 * PAPER_QC_EXCLUSION,
     )
     assert rate <= 5 * PAPER_QC_EXCLUSION, cache.columns["qc_reason"][~cache.columns["qc_ok"]]
 

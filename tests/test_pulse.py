@@ -192,6 +192,7 @@ def test_reference_windows_keep_the_times_of_windows_whose_qc_passes():
     times = np.array([4.0, 6.0, 14.9, 15.1, 24.9, 25.1, 34.9, 35.1])
     np.testing.assert_array_equal(reliable(times), [False, True, True, False, False, True, True, False])
 
+
 # --- the phase command picks the provider from the channel names -----------------------------
 
 

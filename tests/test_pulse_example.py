@@ -101,7 +101,9 @@ def test_read_path_refuses_another_unit_and_long_gaps_and_fills_short_ones(plugi
 def test_validate_names_the_provider_lead_and_families_that_do_not_fit(plugins, tmp_path):
     base = [f"output_dir={tmp_path / 'out'}", f"data.root={SAMPLES}"]
     with pytest.raises(ConfigError) as caught:
-        pipeline.preflight(load_config(EXAMPLES / "ppg.yaml", base + ["phase.options.lead=PPG", "evaluation.families=[ectopic, attenuation]"]))
+        pipeline.preflight(
+            load_config(EXAMPLES / "ppg.yaml", base + ["phase.options.lead=PPG", "evaluation.families=[ectopic, attenuation]"])
+        )
     assert caught.value.problems == [
         "phase.options.lead: 'PPG' is not a channel of dataset 'pulse-wave'; its channels: PLETH",
         "evaluation.families[0]: 'ectopic' applies to ecg signals; the phase provider's signal is 'pulse'; leave it out",
@@ -122,7 +124,9 @@ def test_the_example_runs_end_to_end_and_embeds_a_training_record(plugins):
     assert (cfg.data.cache_fs, cfg.data.decimation, cfg.data.token_patch, cfg.model.encoder.leads) == (125.0, 5, 2, 1)
     report = pipeline.run_experiment(cfg, progress=False)
     assert report.is_file() and "G1 shuffled-φ gate" in report.read_text()
-    result = CliRunner().invoke(app, ["embed", str(out), str(SAMPLES / "a103l"), "--out", str(out / "a103l.npz"), "--device", "cpu"])
+    result = CliRunner().invoke(
+        app, ["embed", str(out), str(SAMPLES / "a103l"), "--out", str(out / "a103l.npz"), "--device", "cpu"]
+    )
     assert result.exit_code == 0, result.output
     from cyclejepa.data.cache import PreparedCache
 

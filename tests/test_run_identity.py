@@ -21,16 +21,33 @@ TINY = {
     "training": {"steps": 2, "batch_size": 8, "checkpoint_every": 2, "device": "cpu"},
     "runs": {"seeds": [0]},
     "evaluation": {
-        "steps": [2], "bootstrap": 10, "anomaly_records": 4, "families": ["ectopic"], "severities": [0.0, 2.0],
-        "umap": False, "eligible_min_positives": 1,
+        "steps": [2],
+        "bootstrap": 10,
+        "anomaly_records": 4,
+        "families": ["ectopic"],
+        "severities": [0.0, 2.0],
+        "umap": False,
+        "eligible_min_positives": 1,
     },
 }
 
 EXECUTION_ONLY = [
-    "name=renamed", "output_dir=elsewhere", "data.root=/moved", "data.cache_dir=/c", "data.workers=4",
-    "data.eval_folds=[9]", "training.compile=true", "training.checkpoint_every=1",
-    "runs.at_once=2", "runs.seeds=[0,5]", "evaluation.unseal=true", "evaluation.bootstrap=7", "evaluation.device=cpu",
-    "evaluation.steps=[1]", "evaluation.umap=false", "objectives.transport_weight=0.3",
+    "name=renamed",
+    "output_dir=elsewhere",
+    "data.root=/moved",
+    "data.cache_dir=/c",
+    "data.workers=4",
+    "data.eval_folds=[9]",
+    "training.compile=true",
+    "training.checkpoint_every=1",
+    "runs.at_once=2",
+    "runs.seeds=[0,5]",
+    "evaluation.unseal=true",
+    "evaluation.bootstrap=7",
+    "evaluation.device=cpu",
+    "evaluation.steps=[1]",
+    "evaluation.umap=false",
+    "objectives.transport_weight=0.3",
 ]
 WEIGHT_KEYS = [
     ("model.encoder.width=24", "model.encoder.width: 16 → 24"),
@@ -65,12 +82,14 @@ def test_the_device_counts_by_its_kind_and_the_precision_as_resolved():
     assert on("cuda") == on("cuda:1") == on("cuda", "bf16")  # no index; auto is bf16 on CUDA ...
     assert on("cpu") == on("cpu", "float32")  # ... and float32 on the CPU
     assert identity_differences(on("cpu"), on("cuda")) == [
-        'training.device: "cpu" → "cuda"', 'training.precision: "float32" → "bf16"',
+        'training.device: "cpu" → "cuda"',
+        'training.precision: "float32" → "bf16"',
     ]
     assert identity_differences(on("cpu", "float32"), on("cuda", "float32")) == ['training.device: "cpu" → "cuda"']
     evaluation = {d: evaluation_identity(parse_config(apply_overrides(TINY, [f"training.device={d}"]))) for d in ("cpu", "cuda")}
     assert identity_differences(evaluation["cpu"], evaluation["cuda"]) == [
-        'training.device: "cpu" → "cuda"', 'training.precision: "float32" → "bf16"',
+        'training.device: "cpu" → "cuda"',
+        'training.precision: "float32" → "bf16"',
     ]
 
 
@@ -87,7 +106,8 @@ def test_runs_trained_on_cuda_are_evaluated_on_a_machine_without_one(tmp_path, m
 
 def test_the_arm_and_seed_are_part_of_the_identity():
     assert identity_differences(identity(), identity(transport_weight=0.0, seed=3)) == [
-        "arm.transport_weight: 1.0 → 0.0", "seed: 0 → 3",
+        "arm.transport_weight: 1.0 → 0.0",
+        "seed: 0 → 3",
     ]
     paper, changed = (parse_config(dict(TINY, augmentations=[{"name": "tone", "p": p}])) for p in (0.5, 0.1))
     assert identity_differences(training_identity(paper, 1.0, 0), training_identity(changed, 1.0, 0)) == [
@@ -101,7 +121,9 @@ def trained(tmp_path_factory):
     torchrun starts), then later `cyclejepa run --unseal` with other evaluation keys."""
     out = tmp_path_factory.mktemp("identity")
     config = out / "tiny.yaml"
-    raw = dict(TINY, output_dir=str(out / "run"), data={"root": str(out / "corpus"), "dataset": "synthetic", "options": {"records": 150}})
+    raw = dict(
+        TINY, output_dir=str(out / "run"), data={"root": str(out / "corpus"), "dataset": "synthetic", "options": {"records": 150}}
+    )
     config.write_text(yaml.safe_dump(raw))
     for arm in ("winder", "control"):
         result = CliRunner().invoke(app, ["train", str(config), "--arm", arm, "--seed", "0"])
@@ -117,10 +139,22 @@ def test_train_then_run_unsealed_with_other_evaluation_keys_reuses_the_checkpoin
     config, run = trained
     before = snapshot(run)
     assert any(p.name == "step_000002.pt" for p in before) and any(p.name == "done.json" for p in before)
-    result = CliRunner().invoke(app, [
-        "run", str(config), "--unseal", "--set", "evaluation.bootstrap=12", "--set", "name=later",
-        "--set", "data.workers=2", "--set", "training.device=cpu",
-    ])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            str(config),
+            "--unseal",
+            "--set",
+            "evaluation.bootstrap=12",
+            "--set",
+            "name=later",
+            "--set",
+            "data.workers=2",
+            "--set",
+            "training.device=cpu",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert snapshot(run) == before  # no checkpoint, metrics row or done.json rewritten: nothing retrained
     report = (run / "report" / "report.md").read_text()
@@ -133,8 +167,9 @@ def test_train_then_run_unsealed_with_other_evaluation_keys_reuses_the_checkpoin
 def test_a_checkpoint_from_another_configuration_is_refused_with_the_keys_named(trained):
     config, run = trained
     for command in (["validate"], ["run", "--dry-run", "--unseal"], ["run", "--unseal"]):
-        result = CliRunner().invoke(app, [command[0], str(config), *command[1:], "--set", "model.encoder.width=24",
-                                          "--set", "optimiser.lr=0.01"])
+        result = CliRunner().invoke(
+            app, [command[0], str(config), *command[1:], "--set", "model.encoder.width=24", "--set", "optimiser.lr=0.01"]
+        )
         assert result.exit_code == 2, result.output
         flat = " ".join(result.output.split())
         assert f"{run / 'runs' / 'winder-seed0'} was trained with other settings" in flat

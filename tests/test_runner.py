@@ -27,7 +27,9 @@ def test_plan_covers_every_arm_and_seed_and_refuses_steps_never_checkpointed(tmp
 
 def test_dry_run_prints_the_plan_without_touching_anything(tmp_path):
     path = tmp_path / "c.yaml"
-    path.write_text(f"output_dir: {tmp_path / 'out'}\ntraining: {{steps: 10, checkpoint_every: 5}}\nevaluation: {{steps: [5, 10]}}\n")
+    path.write_text(
+        f"output_dir: {tmp_path / 'out'}\ntraining: {{steps: 10, checkpoint_every: 5}}\nevaluation: {{steps: [5, 10]}}\n"
+    )
     result = CliRunner().invoke(app, ["run", str(path), "--dry-run", "--set", "runs.seeds=[4]"], terminal_width=200)
     assert result.exit_code == 0, result.output
     assert "pre-train winder-seed4" in result.output and "pre-train control-seed4" in result.output
@@ -84,7 +86,11 @@ def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, dataset, ta
 def test_anomaly_section_says_why_nothing_ran():
     from cyclejepa.evaluation.report import anomaly_markdown
 
-    skipped = {"arm": "winder", "anomaly": [], "anomaly_skipped": {"lead-dropout": "needs at least 2 channels; the records have 1"}}
+    skipped = {
+        "arm": "winder",
+        "anomaly": [],
+        "anomaly_skipped": {"lead-dropout": "needs at least 2 channels; the records have 1"},
+    }
     text = anomaly_markdown([skipped])
     assert "**winder**: no family applies to this data." in text and "lead-dropout: needs at least 2 channels" in text
     torus = {"arm": "winder", "anomaly": [], "not_run": {"anomaly": "a torus of 2 coordinates"}}

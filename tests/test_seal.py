@@ -95,7 +95,10 @@ def test_the_evaluation_spec_holds_the_folds_as_they_passed_the_seal(tmp_path):
     labelled = SimpleNamespace(label_levels=Untouchable.label_levels, channels=("I", "II"), units=("mV", "mV"), coordinates=())
     spec = pipeline.evaluation_spec(config(tmp_path, data=DEVELOPMENT), labelled)
     assert (spec.train_folds, spec.eval_folds) == ((1, 2, 3, 4, 5, 6, 7, 8), (9,))
-    assert [(e["stage"], e["key"]) for e in logs(tmp_path)[1]] == [("probe fitting", "data.train_folds"), ("evaluation", "data.eval_folds")]
+    assert [(e["stage"], e["key"]) for e in logs(tmp_path)[1]] == [
+        ("probe fitting", "data.train_folds"),
+        ("evaluation", "data.eval_folds"),
+    ]
     unlabelled = SimpleNamespace(**{**vars(labelled), "label_levels": ()})
     spec = pipeline.evaluation_spec(config(tmp_path, data=DEVELOPMENT), unlabelled)
     assert spec.train_folds == () and spec.strata_not_applying == "no probe scores to stratify (no labels)"

@@ -22,8 +22,9 @@ def trainers(cfg, folder, x, phi):
 @pytest.mark.parametrize("basis", ["canonical", "householder"])
 def test_stacked_steps_equal_separate_runs(tmp_path, basis):
     options = {"reflections": 3} if basis == "householder" else {}
-    cfg = tiny_config(training={"device": "cpu"}, symmetry={"basis": basis, "basis_options": options},
-                      optimiser={"grad_clip": 0.05})  # fmt: skip  (a small clip: every step clips)
+    cfg = tiny_config(
+        training={"device": "cpu"}, symmetry={"basis": basis, "basis_options": options}, optimiser={"grad_clip": 0.05}
+    )  # fmt: skip  (a small clip: every step clips)
     x, phi = corpus()
     separate = trainers(cfg, tmp_path / "separate", x, phi)
     expected = np.array([[t.train_step().tolist() for t in separate] for _ in range(6)])

@@ -119,7 +119,9 @@ def test_a_run_passes_sigterm_on_to_its_training_processes(prepared, tmp_path):
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=120)
     assert process.returncode == 128 + signal.SIGTERM, stderr
-    assert f"stopped by SIGTERM; resume with: cyclejepa run {config.name} --set evaluation.bootstrap=10" in " ".join(stderr.split())
+    assert f"stopped by SIGTERM; resume with: cyclejepa run {config.name} --set evaluation.bootstrap=10" in " ".join(
+        stderr.split()
+    )
     for run in runs:
         step = load_checkpoint(latest_checkpoint(run / "checkpoints"))["step"]
         assert 0 < step < STEPS and steps_logged(run) == list(range(1, step + 1))

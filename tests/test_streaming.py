@@ -18,6 +18,7 @@ from cyclejepa.models.streaming import (
 from cyclejepa.phase import causal_phase_from_events, phase_from_events, token_times
 from cyclejepa.symmetry import U1Symmetry
 
+
 @pytest.fixture(autouse=True)
 def one_thread():
     """Token-sized ops gain nothing from threads, and on a busy machine they lose a lot."""
@@ -74,9 +75,7 @@ def test_streaming_is_exact_to_float64_rounding():
     assert torch.allclose(stream(StreamingEncoder(model), x), offline(model, x)[0], atol=1e-12)
 
 
-@pytest.mark.parametrize(
-    "config, frames", [({}, 2 * 2 * (1 + 2)), (SMALL, 2 * 4 * (1 + 2 + 4))], ids=["paper", "small"]
-)
+@pytest.mark.parametrize("config, frames", [({}, 2 * 2 * (1 + 2)), (SMALL, 2 * 4 * (1 + 2 + 4))], ids=["paper", "small"])
 def test_state_is_constant_and_sums_the_convolution_lags(config, frames):
     model = build_model("winder", seed=0, encoder=config)
     encoder = StreamingEncoder(model)
@@ -215,9 +214,7 @@ def test_monitor_step_matches_an_offline_reference():
             phi = naive_causal_phase(peaks[record], time)
             if math.isnan(phi):
                 continue
-            w = symmetry.matrix(torch.tensor(phi, dtype=torch.float64)).mT @ F.normalize(
-                z[record, t], dim=0
-            )
+            w = symmetry.matrix(torch.tensor(phi, dtype=torch.float64)).mT @ F.normalize(z[record, t], dim=0)
             if count and (peaks[record] <= time).sum() >= 3:
                 expected[record, t] = 1 - w @ total / total.norm()
             total, count = total + w, count + 1

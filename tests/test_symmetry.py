@@ -89,9 +89,7 @@ def test_spectrum_canonicalises_whitespace():
 def test_paper_spectrum_properties():
     spectrum = HarmonicSpectrum(PAPER)
     assert (spectrum.dim, spectrum.invariant_dim, spectrum.n_max, spectrum.rank) == (256, 4, 10, 1)
-    assert spectrum.multiplicities == {
-        1: 24, 2: 24, 3: 20, 4: 16, 5: 12, 6: 10, 7: 8, 8: 6, 9: 4, 10: 2
-    }
+    assert spectrum.multiplicities == {1: 24, 2: 24, 3: 20, 4: 16, 5: 12, 6: 10, 7: 8, 8: 6, 9: 4, 10: 2}
     assert spectrum.dim == spectrum.invariant_dim + 2 * sum(spectrum.multiplicities.values())
 
 
@@ -358,8 +356,7 @@ def quadrature_average(sigma: torch.Tensor, symmetry) -> torch.Tensor:
     return (r @ sigma @ r.mT).mean(0)
 
 
-ADMISSIBLE_CASES = [(PAPER, "canonical"), (SMALL, "householder"), (GAPPED, "canonical"),
-                    (TORUS, "stiefel")]
+ADMISSIBLE_CASES = [(PAPER, "canonical"), (SMALL, "householder"), (GAPPED, "canonical"), (TORUS, "stiefel")]
 
 
 @pytest.mark.parametrize(("spec", "basis"), ADMISSIBLE_CASES)
@@ -370,8 +367,7 @@ def test_identity_admissible_random_spd_not(spec, basis):
 
 
 @pytest.mark.parametrize(
-    ("spec", "basis"), [(SMALL, "canonical"), (SMALL, "householder"), (GAPPED, "canonical"),
-                        (TORUS, "stiefel")]
+    ("spec", "basis"), [(SMALL, "canonical"), (SMALL, "householder"), (GAPPED, "canonical"), (TORUS, "stiefel")]
 )
 def test_projection_is_the_group_average(spec, basis):
     symmetry = make_symmetry(spec, basis)

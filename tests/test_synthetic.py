@@ -288,9 +288,7 @@ def test_handcrafted_probe_separates_the_superclasses():
     model = make_pipeline(StandardScaler(), LogisticRegression(C=0.3, solver="liblinear"))
     aurocs = []
     for k in range(len(ptbxl.SUPERCLASSES)):
-        scores = cross_val_predict(
-            model, features, labels[:, k], groups=patients, cv=GroupKFold(5), method="predict_proba"
-        )[:, 1]
+        scores = cross_val_predict(model, features, labels[:, k], groups=patients, cv=GroupKFold(5), method="predict_proba")[:, 1]
         aurocs.append(roc_auc_score(labels[:, k], scores))
     assert np.mean(aurocs) > 0.8 and min(aurocs) > 0.7, dict(zip(ptbxl.SUPERCLASSES, aurocs))
 
@@ -313,9 +311,7 @@ def test_generation_is_deterministic_given_the_seed():
 
 
 def test_corpus_does_not_depend_on_workers(corpus, tmp_path):
-    parallel = syn.write_synthetic_corpus(
-        tmp_path / "parallel", CORPUS_RECORDS, seed=7, workers=2, progress=False
-    )
+    parallel = syn.write_synthetic_corpus(tmp_path / "parallel", CORPUS_RECORDS, seed=7, workers=2, progress=False)
     files = sorted(p.relative_to(corpus) for p in corpus.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(parallel) for p in parallel.rglob("*") if p.is_file())
     match, mismatch, errors = filecmp.cmpfiles(corpus, parallel, [str(f) for f in files], shallow=False)

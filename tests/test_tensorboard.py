@@ -80,7 +80,7 @@ def test_a_three_step_run_writes_readable_events_with_the_expected_tags(tmp_path
     phases = torch.from_numpy(phases)
     valid = torch.isfinite(phases)
     (_, rank), (_, fraction) = scalars["geometry/effective_rank"][0], scalars["mechanism/gain_fraction"][0]
-    (_, similarity), = scalars["mechanism/token_similarity"]
+    ((_, similarity),) = scalars["mechanism/token_similarity"]
     naive_fraction, naive_similarity = naive_fraction_and_similarity(tokens, phases, objective.symmetry)
     assert rank == pytest.approx(naive_effective_rank(tokens[valid].double().numpy()), rel=1e-5)
     assert fraction == pytest.approx(naive_fraction, rel=1e-4, abs=1e-6)
@@ -93,7 +93,9 @@ def test_watching_leaves_training_unchanged(tmp_path):
     assert not list((tmp_path / "plain").glob("events.out.tfevents.*"))
     strip = lambda rows: [{k: v for k, v in row.items() if k != "time"} for row in rows]  # noqa: E731
     assert strip(losses(tmp_path / "watched")) == strip(losses(tmp_path / "plain"))
-    watched, plain = (load_checkpoint(tmp_path / name / "checkpoints" / "step_000003.pt")["model"] for name in ("watched", "plain"))
+    watched, plain = (
+        load_checkpoint(tmp_path / name / "checkpoints" / "step_000003.pt")["model"] for name in ("watched", "plain")
+    )
     assert all(torch.equal(watched[key], plain[key]) for key in plain)
 
 

@@ -117,9 +117,13 @@ def test_a_run_stopped_before_its_first_checkpoint_starts_its_metrics_again(tmp_
     x, phi = corpus()
     straight = Trainer(training_spec(cfg, tmp_path / "straight", seed=3, transport_weight=1.0), x, phi, model_fs=100.0)
     straight.fit(progress=False)
-    Trainer(training_spec(cfg, tmp_path / "again", seed=3, transport_weight=1.0), x, phi, model_fs=100.0).fit(until=3, progress=False)
+    Trainer(training_spec(cfg, tmp_path / "again", seed=3, transport_weight=1.0), x, phi, model_fs=100.0).fit(
+        until=3, progress=False
+    )
     assert not (tmp_path / "again" / "checkpoints").exists() and len(losses(tmp_path / "again")) == 3
-    Trainer(training_spec(cfg, tmp_path / "again", seed=3, transport_weight=1.0), x, phi, model_fs=100.0).fit(progress=False)  # from step 0
+    Trainer(training_spec(cfg, tmp_path / "again", seed=3, transport_weight=1.0), x, phi, model_fs=100.0).fit(
+        progress=False
+    )  # from step 0
     rows = losses(tmp_path / "again")
     assert [row["step"] for row in rows] == list(range(1, 13))  # each step once, not 1-3 then 1-12
     keys = ("loss", "grad_norm", "lr")
@@ -220,7 +224,12 @@ def test_manifold_parameters_go_to_riemannian_adam_and_stay_orthogonal(tmp_path)
 def test_bf16_autocast_stays_close_to_float32(tmp_path):
     x, phi = corpus()
     reference = Trainer(training_spec(tiny_config(), tmp_path / "a", seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
-    bf16 = Trainer(training_spec(tiny_config(training={"precision": "bf16"}), tmp_path / "b", seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
+    bf16 = Trainer(
+        training_spec(tiny_config(training={"precision": "bf16"}), tmp_path / "b", seed=0, transport_weight=1.0),
+        x,
+        phi,
+        model_fs=100.0,
+    )
     a, b = reference.train_step(), bf16.train_step()
     assert torch.allclose(a[:4], b[:4], rtol=5e-2)  # loss terms within bf16 tolerance
 
@@ -248,7 +257,12 @@ def test_augmentation_chain_traces_as_one_graph_without_breaks(tmp_path):
 def test_torch_compile_gives_the_eager_result_in_float32(tmp_path):
     x, phi = corpus()
     eager = Trainer(training_spec(tiny_config(), tmp_path / "a", seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
-    compiled = Trainer(training_spec(tiny_config(training={"compile": True}), tmp_path / "b", seed=0, transport_weight=1.0), x, phi, model_fs=100.0)
+    compiled = Trainer(
+        training_spec(tiny_config(training={"compile": True}), tmp_path / "b", seed=0, transport_weight=1.0),
+        x,
+        phi,
+        model_fs=100.0,
+    )
     rtol = 1e-4 if eager.device.type == "cpu" else 2e-3  # CUDA: other kernels, other reduction orders
     for _ in range(2):
         assert torch.allclose(eager.train_step(), compiled.train_step(), rtol=rtol, atol=1e-6)
@@ -268,4 +282,3 @@ def test_records_failing_phase_qc_take_no_part_in_the_transport_term():
     assert np.isnan(phases[[0, 2]]).all()  # records 0 and 3 failed QC
     np.testing.assert_array_equal(phases[[1, 3]], phi[[1, 4]].astype(np.float32))
     assert not np.isnan(phi[0]).any()  # the cache's own array is untouched
-

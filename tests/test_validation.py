@@ -14,7 +14,10 @@ from cyclejepa.data.synthetic import write_synthetic_corpus
 # (overrides, expected fragments of the one problem line)
 CASES = {
     "malformed spectrum": ({"symmetry": {"spectrum": "4x0+banana"}}, ["symmetry.spectrum: malformed term 2 ('banana')"]),
-    "repeated harmonic": ({"symmetry": {"spectrum": "4x0+4x1+4x1"}}, ["symmetry.spectrum: frequency 1 appears in more than one term"]),
+    "repeated harmonic": (
+        {"symmetry": {"spectrum": "4x0+4x1+4x1"}},
+        ["symmetry.spectrum: frequency 1 appears in more than one term"],
+    ),
     "spectrum dimension": (
         {"symmetry": {"spectrum": "4x0+4x1"}},
         ["symmetry.spectrum: '4x0+4x1' has dimension 12, but model.projector.dim is 256"],
@@ -35,7 +38,10 @@ CASES = {
         {"data": {"train_folds": [1, 2, 3], "eval_folds": [3, 4]}},
         ["data.eval_folds: folds [3] are also in data.train_folds [1, 2, 3]"],
     ),
-    "device name": ({"training": {"device": "banana"}}, ["training.device: unknown device 'banana': use auto, cpu, cuda or cuda:N"]),
+    "device name": (
+        {"training": {"device": "banana"}},
+        ["training.device: unknown device 'banana': use auto, cpu, cuda or cuda:N"],
+    ),
     "missing device": ({"evaluation": {"device": "cuda:7"}}, ["evaluation.device: device 'cuda:7': this machine has"]),
     "duplicate arm": (
         {"runs": {"arms": [{"name": "winder", "transport_weight": 1.0}, {"name": "winder", "transport_weight": 0.0}]}},
@@ -58,12 +64,19 @@ CASES = {
         ["phase.options.coordinates.cardiac.lead: 'MLII' is not a channel of dataset 'ptbxl'", "Did you mean 'II'?"],
     ),
     "family on one channel": (
-        {"data": {"dataset": "challenge2021", "options": {"channels": ["II"]}}, "evaluation": {"families": ["attenuation", "lead-dropout"]}},
+        {
+            "data": {"dataset": "challenge2021", "options": {"channels": ["II"]}},
+            "evaluation": {"families": ["attenuation", "lead-dropout"]},
+        },
         ["evaluation.families[1]: 'lead-dropout' needs at least 2 channels; the records have 1; leave it out"],
     ),
     "provider option": (
         {"phase": {"options": {"min_event": 3}}},
-        ["phase.options.min_event: unknown option of phase provider 'ecg-rpeak'", "allowed: detection_leads, detector,", "Did you mean 'min_events'?"],
+        [
+            "phase.options.min_event: unknown option of phase provider 'ecg-rpeak'",
+            "allowed: detection_leads, detector,",
+            "Did you mean 'min_events'?",
+        ],
     ),
 }
 
@@ -107,9 +120,13 @@ def test_a_synthetic_size_that_disagrees_with_the_corpus_on_disk(tmp_path):
     data = {"root": str(corpus), "dataset": "synthetic", "options": {"records": 20, "seed": 0}}
     assert invoke("validate", write(tmp_path, {"data": data})).exit_code == 0
     data["options"]["records"] = 40
-    assert_refused_everywhere(tmp_path, write(tmp_path, {"data": data}), [
-        f"data.options: the corpus at {corpus} was written with records 20, seed 0, not 40, 0",
-    ])
+    assert_refused_everywhere(
+        tmp_path,
+        write(tmp_path, {"data": data}),
+        [
+            f"data.options: the corpus at {corpus} was written with records 20, seed 0, not 40, 0",
+        ],
+    )
 
 
 def test_a_malformed_override_is_one_line_naming_it(tmp_path):

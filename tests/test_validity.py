@@ -143,10 +143,16 @@ def test_a_dataset_that_does_not_know_its_people_has_no_patients_row(collapsed_r
     monkeypatch.setattr(SyntheticPTBXL, "subjects_known", False)
     assert describe_data(cfg, cache).subjects_known is False
     (tmp_path / "evaluation").mkdir()
-    write_protocol(tmp_path / "evaluation", cache, tuple(cfg.data.train_folds), tuple(cfg.data.eval_folds), describe_data(cfg, cache), "unused")
+    write_protocol(
+        tmp_path / "evaluation",
+        cache,
+        tuple(cfg.data.train_folds),
+        tuple(cfg.data.eval_folds),
+        describe_data(cfg, cache),
+        "unused",
+    )
     unknown = json.loads((tmp_path / "evaluation" / "protocol.json").read_text())["cohort_markdown"]
     assert "| Patients |" not in unknown and "| Recordings |" in unknown
-
 
 
 def test_evaluate_refuses_a_checkpoint_whose_outputs_are_not_finite_naming_it(collapsed_run, tmp_path):
@@ -172,7 +178,9 @@ def test_evaluate_refuses_a_checkpoint_whose_outputs_are_not_finite_naming_it(co
     plan = pipeline.plan_runs(copy)[0]
     cache = PreparedCache(pipeline.cache_dir(cfg))
     spec, objective = pipeline.evaluation_spec(copy, cache), pipeline.objective_spec(copy)
-    with pytest.raises(NonFiniteOutputs, match=f"checkpoint {checkpoint} gives non-finite \\(NaN or infinite\\) .* windows, e.g. cache rows"):
+    with pytest.raises(
+        NonFiniteOutputs, match=f"checkpoint {checkpoint} gives non-finite \\(NaN or infinite\\) .* windows, e.g. cache rows"
+    ):
         evaluate_run_step(spec, objective, cache, OutputFolder(tmp_path), plan, 60, torch.device("cpu"))
     assert not (tmp_path / "evaluation" / "winder-seed0-step000060.json").exists()
 

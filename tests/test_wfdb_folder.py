@@ -69,7 +69,9 @@ def pulse_wave_class(monkeypatch):
 
     monkeypatch.setattr(DATASETS, "_entries", dict(DATASETS._entries))
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "examples"))
-    spec = importlib.util.spec_from_file_location("pulse_wave_for_test", Path(__file__).resolve().parents[1] / "examples" / "pulse_wave_dataset.py")
+    spec = importlib.util.spec_from_file_location(
+        "pulse_wave_for_test", Path(__file__).resolve().parents[1] / "examples" / "pulse_wave_dataset.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.PulseWaves
@@ -145,7 +147,9 @@ def test_options_are_checked_before_any_file_is_read():
     with pytest.raises(ValueError, match="normalisation"):
         WfdbFolder(None, channels=["PLETH"], normalisation="global")
     with pytest.raises(ValueError, match=r"cut-offs \[70.0\] Hz are not below the Nyquist frequency 62.5 Hz"):
-        prepare_cache(WfdbFolder(None, channels=["PLETH"], highpass_hz=70), CacheSpec("unused", phase_provider="pulse"), progress=False)
+        prepare_cache(
+            WfdbFolder(None, channels=["PLETH"], highpass_hz=70), CacheSpec("unused", phase_provider="pulse"), progress=False
+        )
 
 
 def test_rates_and_preparation_follow_the_cycle_band():
@@ -161,7 +165,9 @@ def test_rates_and_preparation_follow_the_cycle_band():
     dataset = WfdbFolder(None, channels=["PLETH"])
     assert dataset.preparation((0.5, 3.5)) == Preparation((0.25,), "corpus", 3.0)
     assert dataset.preparation(None).is_default
-    assert WfdbFolder(None, channels=["PLETH"], highpass_hz=None, normalisation="window", drop_s=1).preparation((0.5, 3.5)) == Preparation((), "window", 1.0)
+    assert WfdbFolder(None, channels=["PLETH"], highpass_hz=None, normalisation="window", drop_s=1).preparation(
+        (0.5, 3.5)
+    ) == Preparation((), "window", 1.0)
 
 
 def test_the_config_derives_the_rates_from_the_providers_band(tmp_path):
@@ -218,7 +224,9 @@ def test_prepare_warns_of_an_offset_the_corpus_z_score_leaves_and_the_band_defau
     t = np.arange(0, 25, 1 / 125.0)
     (tmp_path / "raw").mkdir()
     for k, level in enumerate((124.0, 180.0, 255.0, 150.0)):
-        write(tmp_path / "raw", f"r{k}", (level + 2.0 * np.sin(2 * np.pi * 1.1 * t) + rng.normal(0, 0.05, t.size))[:, None], 125.0)
+        write(
+            tmp_path / "raw", f"r{k}", (level + 2.0 * np.sin(2 * np.pi * 1.1 * t) + rng.normal(0, 0.05, t.size))[:, None], 125.0
+        )
     folds = sorted({hash_fold(f"r{k}") for k in range(4)})
     for options, warned in (({"highpass_hz": None, "normalisation": "corpus", "drop_s": 0}, True), ({}, False)):
         dataset = WfdbFolder(tmp_path / "raw", channels=["PLETH"], **options)

@@ -9,7 +9,9 @@ import pytest
 from cyclejepa.data.wfdb_format import HeaderError, parse_header, read_header, read_record
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
-REAL_HEADERS = sorted((SHARED / "physionet-samples").glob("*.hea")) + sorted((SHARED / "rpeak-dev" / "cpsc2021").glob("*.hea"))[:4]
+REAL_HEADERS = (
+    sorted((SHARED / "physionet-samples").glob("*.hea")) + sorted((SHARED / "rpeak-dev" / "cpsc2021").glob("*.hea"))[:4]
+)
 
 CHALLENGE_2021 = """E07500 12 500 5000 05-Feb-2020 11:39:16
 E07500.mat 16x1+24 1000.0(0)/mV 16 0 -68 1250 0 I
@@ -104,8 +106,10 @@ def test_read_record_refuses_a_signal_file_outside_its_folder_and_huge_declarati
     (folder / "r.hea").write_text("r 1 500 20\n../secret.dat 16 200/mV 16 0 0 0 0 I\n")
     with pytest.raises(HeaderError, match="outside"):
         read_record(folder / "r")
-    (folder / "big.hea").write_text("big 12 500 100000000\nbig.dat 16 200/mV 16 0 0 0 0 I\n" * 1 + "".join(
-        f"big.dat 16 200/mV 16 0 0 0 0 L{i}\n" for i in range(11)))
+    (folder / "big.hea").write_text(
+        "big 12 500 100000000\nbig.dat 16 200/mV 16 0 0 0 0 I\n" * 1
+        + "".join(f"big.dat 16 200/mV 16 0 0 0 0 L{i}\n" for i in range(11))
+    )
     with pytest.raises(HeaderError, match="declares 1200000000 samples"):
         read_record(folder / "big")
     with pytest.raises(FileNotFoundError, match="not found"):
@@ -127,7 +131,9 @@ def test_read_record_equals_the_wfdb_package_on_a_real_record():
 def test_a_unit_the_header_does_not_state_is_marked_so():
     from cyclejepa.data.wfdb_format import parse_header
 
-    stated, unstated, no_gain = parse_header("r 3 250 10\nr.dat 16 200/NU 16 0 0 0 0 PLETH\nr.dat 16 200 16 0 0 0 0 RESP\nr.dat 16").signals
+    stated, unstated, no_gain = parse_header(
+        "r 3 250 10\nr.dat 16 200/NU 16 0 0 0 0 PLETH\nr.dat 16 200 16 0 0 0 0 RESP\nr.dat 16"
+    ).signals
     assert (stated.units, stated.units_stated) == ("NU", True)
     assert (unstated.units, unstated.units_stated) == ("mV", False) == (no_gain.units, no_gain.units_stated)  # the default
 
@@ -183,7 +189,9 @@ def test_every_reader_gives_the_same_samples_of_a_real_ptbxl_record(tmp_path):
     challenge.mkdir(parents=True)
     for dat in sorted(tmp_path.glob("*.dat")):
         (challenge / dat.name).write_bytes(dat.read_bytes())
-        (challenge / dat.with_suffix(".hea").name).write_text(dat.with_suffix(".hea").read_text().rstrip("\n") + "\n# Dx: 426783006\n")
+        (challenge / dat.with_suffix(".hea").name).write_text(
+            dat.with_suffix(".hea").read_text().rstrip("\n") + "\n# Dx: 426783006\n"
+        )
     dataset = Challenge2021(tmp_path / "challenge")
     entries = {Path(e.name).name: e for e in dataset.entries()}
     assert sorted(entries) == ["00001_hr", "00002_hr", "00003_hr"]

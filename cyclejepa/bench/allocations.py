@@ -65,7 +65,9 @@ def allocation_metrics(result: dict[str, Any]) -> dict[str, Any]:
     macro = result["diagnostic"]["superclass"]["macro_auroc"]
     mechanism = result["mechanism"]
     return {
-        "auroc": macro["point"], "auroc_low": macro["low"], "auroc_high": macro["high"],
+        "auroc": macro["point"],
+        "auroc_low": macro["low"],
+        "auroc_high": macro["high"],
         "gain_fraction": mechanism["true"]["gain_fraction"],
         "shuffled_gain_fraction": mechanism["shuffled"]["gain_fraction"],
         "g1": mechanism["passed"],
@@ -87,8 +89,12 @@ def summarise_allocations(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     table = []
     for name in dict.fromkeys(r["allocation"] for r in rows):
         group = [r for r in rows if r["allocation"] == name]
-        entry = {"allocation": name, "spectrum": group[0]["spectrum"], "seeds": len(group),
-                 "g1_passed": sum(bool(r["g1"]) for r in group)}
+        entry = {
+            "allocation": name,
+            "spectrum": group[0]["spectrum"],
+            "seeds": len(group),
+            "g1_passed": sum(bool(r["g1"]) for r in group),
+        }
         for metric in METRICS:
             values = np.array([r[metric] for r in group], dtype=float)
             finite = values[np.isfinite(values)]
@@ -128,7 +134,8 @@ def allocation_figure(table: list[dict[str, Any]], path: Path):
     axes = figure.subplots(1, 4)
     names = [e["allocation"] for e in table]
     for axis, metric, title in zip(
-        axes, ("auroc", "gain_fraction", "coherence", "effective_rank"),
+        axes,
+        ("auroc", "gain_fraction", "coherence", "effective_rank"),
         ("superclass macro-AUROC", "transport gain fraction", "orbit coherence", "effective rank of z"),
     ):
         mean = np.array([e[metric] for e in table])

@@ -54,7 +54,8 @@ class StageClock:
         (self.out / "stages.md").write_text(
             f"Experiment `{result['config']}` on {result['records']:,} synthetic records, runs "
             f"{', '.join(result['runs'])}, {result['steps']:,} steps each, runs.at_once = {result['at_once']}.\n\n"
-            "| stage | wall time (s) |\n| --- | --- |\n" + "\n".join(rows)
+            "| stage | wall time (s) |\n| --- | --- |\n"
+            + "\n".join(rows)
             + f"\n| **experiment (prepare → report)** | **{total:.1f}** ({total / 60:.1f} min) |\n"
         )
 

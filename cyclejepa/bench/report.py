@@ -68,9 +68,7 @@ def _training(report) -> list[str]:
     rows = []
     for e in entries:
         if e["status"] != "ok":
-            rows.append(
-                [e["variant"], f"{e['status']}: {(e.get('reason') or e.get('error', ''))[:100]}", "", "", "", ""]
-            )
+            rows.append([e["variant"], f"{e['status']}: {(e.get('reason') or e.get('error', ''))[:100]}", "", "", "", ""])
             continue
         s, memory = e["step"], e["peak_memory"]
         rows.append(
@@ -102,8 +100,7 @@ def _split(report) -> list[str]:
         split = e["split"]
         rows = [[name, f"{p['mean_ms']:.2f}", f"{100 * p['fraction']:.1f} %"] for name, p in split["phases"].items()]
         rows += [
-            [f"**{name}**", f"**{g['mean_ms']:.2f}**", f"**{100 * g['fraction']:.1f} %**"]
-            for name, g in split["groups"].items()
+            [f"**{name}**", f"**{g['mean_ms']:.2f}**", f"**{100 * g['fraction']:.1f} %**"] for name, g in split["groups"].items()
         ]
         lines += [
             (
@@ -124,9 +121,7 @@ def _transport(report) -> list[str]:
     rows = []
     for r in section["rows"]:
         mark = " (extrapolated)" if r["extrapolated"] else ""
-        speedup = (
-            f"{r['speedup_forward']:.0f}× / {r['speedup_forward_backward']:.0f}×" if "speedup_forward" in r else ""
-        )
+        speedup = f"{r['speedup_forward']:.0f}× / {r['speedup_forward_backward']:.0f}×" if "speedup_forward" in r else ""
         rows.append(
             [
                 r["tokens"],
@@ -169,10 +164,7 @@ def _inference(report) -> list[str]:
     s = report.get("inference")
     if not _ok(s):
         return _status(s)
-    rows = [
-        [r["precision"], r["batch"], f"{r['batch_ms']['median_ms']:.1f}", f"{r['records_per_s']:.0f}"]
-        for r in s["rows"]
-    ]
+    rows = [[r["precision"], r["batch"], f"{r['batch_ms']['median_ms']:.1f}", f"{r['records_per_s']:.0f}"] for r in s["rows"]]
     return _table(["precision", "batch", "ms/batch", "records/s"], rows)
 
 
@@ -192,8 +184,13 @@ def _ensemble(report) -> list[str]:
     if not _ok(s):
         return _status(s)
     rows = [
-        [r["runs"], f"{r['in turn']['steps_per_s']:.1f}", f"{r['stacked']['steps_per_s']:.1f}",
-         f"{r['stacked / in turn']:.2f}", f"{r['stacked']['peak_memory']['bytes'] / 2**30:.2f}"]  # fmt: skip
+        [
+            r["runs"],
+            f"{r['in turn']['steps_per_s']:.1f}",
+            f"{r['stacked']['steps_per_s']:.1f}",
+            f"{r['stacked / in turn']:.2f}",
+            f"{r['stacked']['peak_memory']['bytes'] / 2**30:.2f}",
+        ]  # fmt: skip
         for r in s["rows"]
     ]
     header = ["runs", "in turn: run-steps/s", "stacked: run-steps/s", "stacked / in turn", "stacked peak GiB"]
@@ -202,8 +199,13 @@ def _ensemble(report) -> list[str]:
 
 def _prepare_table(s) -> list[str]:
     rows = [
-        [r["workers"], f"{r['seconds']:.1f}", f"{r['records_per_s']:.1f}", f"{r['records_per_s_per_worker']:.1f}",
-         f"{r['records_per_cpu_s']:.1f}" if "records_per_cpu_s" in r else "–"]  # fmt: skip
+        [
+            r["workers"],
+            f"{r['seconds']:.1f}",
+            f"{r['records_per_s']:.1f}",
+            f"{r['records_per_s_per_worker']:.1f}",
+            f"{r['records_per_cpu_s']:.1f}" if "records_per_cpu_s" in r else "–",
+        ]  # fmt: skip
         for r in s["rows"]
     ]
     header = ["workers", "seconds", "records/s", "records/s per worker", "records per CPU-second"]
@@ -242,11 +244,7 @@ def _compile(report) -> list[str]:
         for e in entries
         if "dynamo" in e
     ]
-    return (
-        _table(["variant", "graphs", "graph breaks", "break reasons", "CUDA graphs"], rows, align="lrrll")
-        if rows
-        else []
-    )
+    return _table(["variant", "graphs", "graph breaks", "break reasons", "CUDA graphs"], rows, align="lrrll") if rows else []
 
 
 def _syncs(report) -> list[str]:

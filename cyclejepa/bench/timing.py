@@ -70,9 +70,7 @@ def time_calls(
     return durations
 
 
-def time_window(
-    fn: Callable[[], object], calls: int, *, sync: Sync = lambda: None, clock: Clock = time.perf_counter
-) -> float:
+def time_window(fn: Callable[[], object], calls: int, *, sync: Sync = lambda: None, clock: Clock = time.perf_counter) -> float:
     """Seconds for ``calls`` back-to-back calls with one synchronisation at each end.
 
     Unlike `time_calls`, the host may queue call i + 1 while the device still runs call i, as a

@@ -74,8 +74,7 @@ def check_batch(x: Tensor, generator: torch.Generator) -> None:
     device."""
     if x.dim() != 3 or not x.is_floating_point():
         raise ValueError(
-            f"augmentations take a floating batch of shape (B, channels, samples), "
-            f"got {x.dtype} of shape {tuple(x.shape)}"
+            f"augmentations take a floating batch of shape (B, channels, samples), got {x.dtype} of shape {tuple(x.shape)}"
         )
     if not same_device(generator.device, x.device):
         raise ValueError(
@@ -96,18 +95,13 @@ def _bounds(
     pair = tuple(value) if isinstance(value, Sequence) else ()
     valid = len(pair) == 2 and all(isinstance(v, (int, float)) for v in pair)
     if not valid or not low <= pair[0] <= pair[1] <= high:
-        raise ValueError(
-            f"{name} must be a pair (lower, upper) with {low} <= lower <= upper <= {high}, "
-            f"got {value!r}"
-        )
+        raise ValueError(f"{name} must be a pair (lower, upper) with {low} <= lower <= upper <= {high}, got {value!r}")
     if integer and not all(float(v).is_integer() for v in pair):
         raise ValueError(f"{name} must be a pair of integers, got {value!r}")
     return tuple(int(v) for v in pair) if integer else pair
 
 
-def _uniform(
-    generator: torch.Generator, shape: tuple[int, ...], bounds: tuple[float, float], like: Tensor
-) -> Tensor:
+def _uniform(generator: torch.Generator, shape: tuple[int, ...], bounds: tuple[float, float], like: Tensor) -> Tensor:
     """Draws uniform on [bounds[0], bounds[1]) of the given shape, in ``like``'s dtype."""
     unit = torch.rand(shape, generator=generator, device=generator.device, dtype=like.dtype)
     return bounds[0] + (bounds[1] - bounds[0]) * unit
@@ -130,9 +124,7 @@ def _sinusoids(x: Tensor, amplitude: Tensor, frequency: Tensor, phase: Tensor, f
 
 def _check_below_nyquist(name: str, frequency: float, fs: float) -> None:
     if not frequency < fs / 2:
-        raise ValueError(
-            f"{name}: frequency {frequency} Hz is not below the Nyquist frequency {fs / 2} Hz"
-        )
+        raise ValueError(f"{name}: frequency {frequency} Hz is not below the Nyquist frequency {fs / 2} Hz")
 
 
 class Augmentation(ABC):
@@ -233,9 +225,7 @@ class Drift(Augmentation):
     def sample(self, x: Tensor, generator: torch.Generator) -> Params:
         low, high = self.components
         shape = (x.shape[0], high)
-        count = torch.randint(
-            low, high + 1, shape[:1], generator=generator, device=generator.device
-        )
+        count = torch.randint(low, high + 1, shape[:1], generator=generator, device=generator.device)
         return {
             "count": count,
             "active": torch.arange(high, device=generator.device) < count.unsqueeze(1),
@@ -300,9 +290,7 @@ class LeadDropout(Augmentation):
         batch, channels = x.shape[:2]
         if channels < self.count[1]:
             raise ValueError(f"lead-dropout: cannot drop up to {self.count[1]} of {channels} channels")
-        count = torch.randint(
-            self.count[0], self.count[1] + 1, (batch,), generator=generator, device=generator.device
-        )
+        count = torch.randint(self.count[0], self.count[1] + 1, (batch,), generator=generator, device=generator.device)
         scores = torch.rand((batch, channels), generator=generator, device=generator.device)
         rank = scores.argsort(dim=1).argsort(dim=1)
         return {"count": count, "dropped": rank < count.unsqueeze(1)}
@@ -419,17 +407,13 @@ class Augmenter:
         uniform per record and step, applied where below ``p``), then each step's parameters."""
         check_batch(x, generator)
         trace = AugmentationTrace(rms=record_rms(x))
-        gates = torch.rand(
-            (x.shape[0], len(self.steps)), generator=generator, device=generator.device
-        )
+        gates = torch.rand((x.shape[0], len(self.steps)), generator=generator, device=generator.device)
         for gate, step in zip(gates.unbind(dim=1), self.steps):
             trace.params[step.name] = step.transform.sample(x, generator)
             trace.applied[step.name] = gate < step.p
         return trace
 
-    def apply(
-        self, x: Tensor, rms: Tensor, applied: Mapping[str, Tensor], params: Mapping[str, Params]
-    ) -> Tensor:
+    def apply(self, x: Tensor, rms: Tensor, applied: Mapping[str, Tensor], params: Mapping[str, Params]) -> Tensor:
         """The steps in order with the draws of `draw`, each where its gate fired.
 
         No random generator runs here, so ``torch.compile`` fuses the whole chain (the trainer

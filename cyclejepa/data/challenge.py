@@ -33,7 +33,15 @@ from cyclejepa.data.datasets import (
     MV_PER_UNIT, Dataset, DatasetNotFound, Entry, FoldProtocol, LabelLevel, Record, RecordRejected, hash_fold, record_name,
     sha256_of,
 )  # fmt: skip
-from cyclejepa.data.wfdb_format import MAX_RECORD_SAMPLES, HeaderError, WfdbHeader, check_rate, read_header, resolve_inside, to_physical
+from cyclejepa.data.wfdb_format import (
+    MAX_RECORD_SAMPLES,
+    HeaderError,
+    WfdbHeader,
+    check_rate,
+    read_header,
+    resolve_inside,
+    to_physical,
+)
 from cyclejepa.registry import DATASETS
 
 __all__ = ["Challenge2021", "LEADS", "check_header"]
@@ -137,7 +145,9 @@ class Challenge2021(Dataset):
         except (HeaderError, OSError) as error:
             raise RecordRejected(name, "unreadable", f"header {path}: {error}") from None
         sex = _SEX.get((header.comment("sex") or "").lower(), -1)
-        entry = Entry(number, name, number, hash_fold(name, self.folds.count), _age(header.comment("age")), sex, {"dx": frozenset(dx)})
+        entry = Entry(
+            number, name, number, hash_fold(name, self.folds.count), _age(header.comment("age")), sex, {"dx": frozenset(dx)}
+        )
         return entry, header
 
     def entries(self) -> list[Entry]:

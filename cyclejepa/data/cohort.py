@@ -34,9 +34,7 @@ def rows(level: LabelLevel | None, event: str = "beat", windowed: bool = False) 
     )  # fmt: skip
 
 
-def cohort_column(
-    meta: pd.DataFrame, level: LabelLevel | None, event: str = "beat", windowed: bool = False
-) -> dict[str, float]:
+def cohort_column(meta: pd.DataFrame, level: LabelLevel | None, event: str = "beat", windowed: bool = False) -> dict[str, float]:
     """Composition of the windows in ``meta`` (columns as in the cache's meta.csv), in the rows of
     `rows` (``event``, ``windowed``).
 

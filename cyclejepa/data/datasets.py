@@ -117,7 +117,7 @@ class FoldProtocol:
         named = {"train": self.train, "evaluation": self.evaluation, "sealed": self.sealed, "eligible": (self.eligible,)}
         outside = {key: [f for f in folds if not 1 <= f <= self.count] for key, folds in named.items()}
         if self.count < 1 or any(outside.values()):
-            raise ValueError(f"FoldProtocol: folds {({k: v for k, v in outside.items() if v})} outside 1..{self.count} (count)")
+            raise ValueError(f"FoldProtocol: folds { ({k: v for k, v in outside.items() if v}) } outside 1..{self.count} (count)")
 
     def to_dict(self) -> dict[str, Any]:
         """The protocol as a cache manifest records it; ``count`` only when it is not the default
@@ -509,7 +509,9 @@ def record_name(name: str) -> str:
         name.encode("utf-8")
     except UnicodeEncodeError:
         raw = os.fsencode(name)
-        raise RecordRejected(raw.decode("utf-8", "backslashreplace"), "name", f"the file name {raw!r} is not UTF-8; rename it") from None
+        raise RecordRejected(
+            raw.decode("utf-8", "backslashreplace"), "name", f"the file name {raw!r} is not UTF-8; rename it"
+        ) from None
     return name
 
 
@@ -533,7 +535,9 @@ def corpus_listing(root: str | os.PathLike[str] | None) -> dict[str, Any] | None
             if not name.startswith("."):
                 path = os.path.join(folder, name)
                 stat = os.stat(path) if os.path.exists(path) else None
-                rows.append((os.fsencode(os.path.relpath(path, root)), stat.st_size if stat else -1, stat.st_mtime_ns if stat else -1))
+                rows.append(
+                    (os.fsencode(os.path.relpath(path, root)), stat.st_size if stat else -1, stat.st_mtime_ns if stat else -1)
+                )
     digest = hashlib.sha256()
     for relative, size, mtime in sorted(rows):
         digest.update(relative + b"\0" + f"{size} {mtime}\n".encode())

@@ -52,9 +52,7 @@ def decimate(x: np.ndarray, factor: int = DECIMATION) -> np.ndarray:
     x = np.asarray(x)
     if x.shape[-1] < 2 * factor:
         raise ValueError(f"cannot decimate {x.shape[-1]} samples by {factor}")
-    y = resample_poly(
-        x.astype(np.float64), 1, factor, axis=-1, window=("kaiser", KAISER_BETA), padtype="edge"
-    )
+    y = resample_poly(x.astype(np.float64), 1, factor, axis=-1, window=("kaiser", KAISER_BETA), padtype="edge")
     return y.astype(np.float32)
 
 
@@ -145,9 +143,7 @@ class Normalisation:
         return cls(*(np.asarray(data[key], dtype=np.float64) for key in ("mean", "std")))
 
 
-def fit_normalisation(
-    signals: np.ndarray, mask_train: np.ndarray, chunk: int = 512
-) -> Normalisation:
+def fit_normalisation(signals: np.ndarray, mask_train: np.ndarray, chunk: int = 512) -> Normalisation:
     """Per-channel mean and std over the records selected by ``mask_train``.
 
     ``signals`` is (N, channels, samples) (a memmap is fine: it is read ``chunk`` records at a
@@ -164,10 +160,7 @@ def fit_normalisation(
     blocks = [rows[i : i + chunk] for i in range(0, rows.size, chunk)]
     total = sum(np.asarray(signals[b], dtype=np.float64).sum(axis=(0, 2)) for b in blocks)
     mean = total / count
-    squares = sum(
-        ((np.asarray(signals[b], dtype=np.float64) - mean[:, None]) ** 2).sum(axis=(0, 2))
-        for b in blocks
-    )
+    squares = sum(((np.asarray(signals[b], dtype=np.float64) - mean[:, None]) ** 2).sum(axis=(0, 2)) for b in blocks)
     return Normalisation(mean, np.sqrt(squares / count))
 
 

@@ -28,7 +28,17 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cyclejepa.data import datasets
-from cyclejepa.data.datasets import MV_PER_UNIT, Dataset, DownloadFailed, Entry, FoldProtocol, LabelLevel, Record, RecordRejected, sha256_of
+from cyclejepa.data.datasets import (
+    MV_PER_UNIT,
+    Dataset,
+    DownloadFailed,
+    Entry,
+    FoldProtocol,
+    LabelLevel,
+    Record,
+    RecordRejected,
+    sha256_of,
+)
 from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, read_header, resolve_inside, to_physical
 from cyclejepa.registry import DATASETS
 
@@ -149,9 +159,7 @@ def diagnostic_map(statements: pd.DataFrame) -> dict[str, tuple[str, str]]:
     return dict(zip(diagnostic.index, classes))
 
 
-def diagnostic_labels(
-    scp_codes: Mapping[str, float], diagnostic: Mapping[str, tuple[str, str]]
-) -> tuple[set[str], set[str]]:
+def diagnostic_labels(scp_codes: Mapping[str, float], diagnostic: Mapping[str, tuple[str, str]]) -> tuple[set[str], set[str]]:
     """Diagnostic superclasses and subclasses of one record.
 
     PTB-XL benchmark convention: every diagnostic statement present in ``scp_codes`` counts,
@@ -314,11 +322,13 @@ class PTBXL(Dataset):
     token_patch = 8
     window_s = 10.0
     folds = FoldProtocol(train=tuple(range(1, 10)), evaluation=(10,), sealed=(10,), eligible=9, count=10)  # strat_fold
-    task_titles = MappingProxyType({  # the paper's names of the three probe tasks
-        "superclass": "Superclass macro-AUROC, 5 classes ↑",
-        "subclass-eligible": "Subclass macro-AUROC, eligible (17 in PTB-XL) ↑",
-        "subclass-all": "Subclass macro-AUROC, 23 classes ↑",
-    })
+    task_titles = MappingProxyType(
+        {  # the paper's names of the three probe tasks
+            "superclass": "Superclass macro-AUROC, 5 classes ↑",
+            "subclass-eligible": "Subclass macro-AUROC, eligible (17 in PTB-XL) ↑",
+            "subclass-all": "Subclass macro-AUROC, 23 classes ↑",
+        }
+    )
     phase_provider = "ecg-rpeak"
     root_env: str | None = ROOT_ENV
 
@@ -390,8 +400,7 @@ class PTBXL(Dataset):
             unknown = sorted(set(diagnostic[column]) - set(vocabulary))
             if unknown:
                 raise ValueError(
-                    f"{self.root / STATEMENTS_CSV}: {column} {unknown} is not in the PTB-XL 1.0.3 "
-                    f"vocabulary {list(vocabulary)}"
+                    f"{self.root / STATEMENTS_CSV}: {column} {unknown} is not in the PTB-XL 1.0.3 vocabulary {list(vocabulary)}"
                 )
         return table
 
@@ -593,9 +602,7 @@ def _verify_file_sizes(header, folder: Path, reject) -> None:
             raise reject("unreadable", f"signal file {file} does not exist")
         size = file.stat().st_size
         if size != expected:
-            raise reject(
-                "extent", f"{file.name} has {size} bytes, the header implies {expected}"
-            )
+            raise reject("extent", f"{file.name} has {size} bytes, the header implies {expected}")
 
 
 def _verify_checksums(header, digital: np.ndarray, reject) -> None:
@@ -605,9 +612,7 @@ def _verify_checksums(header, digital: np.ndarray, reject) -> None:
     computed = checksum16(digital)
     bad = np.flatnonzero(computed != np.mod(np.asarray(stored, dtype=np.int64), 65536))
     if bad.size:
-        leads = ", ".join(
-            f"{header.sig_name[i]} (header {stored[i]}, samples {computed[i]})" for i in bad
-        )
+        leads = ", ".join(f"{header.sig_name[i]} (header {stored[i]}, samples {computed[i]})" for i in bad)
         raise reject("checksum", f"checksum mismatch on {leads}")
 
 
@@ -627,9 +632,7 @@ def _physical_mv(header, digital: np.ndarray, reject) -> np.ndarray:
         leads = [header.sig_name[i] for i in np.flatnonzero(invalid.any(axis=0))]
         raise reject(
             "non_finite",
-            f"{int(invalid.sum())} invalid samples (-32768) on leads {leads}"
-            if leads
-            else "non-finite physical values",
+            f"{int(invalid.sum())} invalid samples (-32768) on leads {leads}" if leads else "non-finite physical values",
         )
     return signal.astype(np.float32)
 
@@ -665,7 +668,6 @@ def download_ptbxl(dest: str | os.PathLike, *, timeout: float = 10.0) -> Path:
         wfdb.dl_database(PHYSIONET_SLUG, str(dest))
     except (requests.RequestException, OSError) as error:
         raise DownloadFailed(
-            f"download of PTB-XL into {dest} broke off: {error}. Run the same command again to "
-            f"resume."
+            f"download of PTB-XL into {dest} broke off: {error}. Run the same command again to resume."
         ) from error
     return dest

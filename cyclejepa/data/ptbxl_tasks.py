@@ -47,8 +47,9 @@ def _check_task(task: str) -> None:
         from cyclejepa.registry import closest_match
 
         hint = closest_match(task, list(TASKS))
-        raise ValueError(f"unknown PTB-XL benchmark task {task!r}; one of {', '.join(TASKS)}"
-                         + (f". Did you mean {hint!r}?" if hint else ""))
+        raise ValueError(
+            f"unknown PTB-XL benchmark task {task!r}; one of {', '.join(TASKS)}" + (f". Did you mean {hint!r}?" if hint else "")
+        )
 
 
 def statement_map(statements: pd.DataFrame, task: str) -> dict[str, str]:
@@ -99,7 +100,9 @@ def task_labels(dataset: PTBXL, task: str, ecg_ids: Sequence[int]) -> TaskLabels
     database = dataset.database
     missing = sorted(set(ids.tolist()) - set(database.index))
     if missing:
-        raise KeyError(f"ecg_id(s) {missing[:5]}{' …' if len(missing) > 5 else ''} are not in {dataset.root / 'ptbxl_database.csv'}")
+        raise KeyError(
+            f"ecg_id(s) {missing[:5]}{' …' if len(missing) > 5 else ''} are not in {dataset.root / 'ptbxl_database.csv'}"
+        )
     by_id = {int(i): _record_classes(parse_scp_codes(text), mapping) for i, text in database["scp_codes"].items()}
     column = {name: c for c, name in enumerate(classes)}
     labels = np.zeros((len(ids), len(classes)), dtype=np.uint8)

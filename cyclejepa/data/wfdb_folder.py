@@ -105,7 +105,9 @@ class WfdbFolder(Dataset):
             raise ValueError(f"data.options.channels: give the channel names to keep as a list, e.g. [PLETH]; got {channels!r}")
         self.channels = tuple(channels)
         if units is not None and len(units) != len(channels):
-            raise ValueError(f"data.options.units: {len(units)} units {list(units)} for {len(channels)} channels {list(channels)}")
+            raise ValueError(
+                f"data.options.units: {len(units)} units {list(units)} for {len(channels)} channels {list(channels)}"
+            )
         if normalisation != "auto" and normalisation not in SCOPES:
             raise ValueError(f"data.options.normalisation: {normalisation!r} is not auto, {', '.join(SCOPES)}")
         if unwrap not in ("auto", "off") or not max_gap_s >= 0:

@@ -255,8 +255,9 @@ def check_sizes(header: WfdbHeader, folder: Path) -> None:
             raise HeaderError(f"signal file {name!r} holds {held:.0f} samples, more than {MAX_RECORD_SAMPLES} can be read")
 
 
-def to_physical(stored: npt.ArrayLike, gain: npt.ArrayLike, baseline: npt.ArrayLike,
-                factor: npt.ArrayLike | None = None) -> np.ndarray:
+def to_physical(
+    stored: npt.ArrayLike, gain: npt.ArrayLike, baseline: npt.ArrayLike, factor: npt.ArrayLike | None = None
+) -> np.ndarray:
     """Stored ADC values (signals, samples) in physical units, float64, signal by signal:
 
         physical = (stored - baseline) / gain × factor

@@ -57,9 +57,7 @@ def patient_bootstrap_weights(patient_ids: np.ndarray, replicates: int, seed: Se
     return counts[:, patient.ravel()].astype(np.float64)
 
 
-def percentile_interval(
-    point: float, values: np.ndarray, level: float = 0.95, clusters: int | None = None
-) -> BootstrapCI:
+def percentile_interval(point: float, values: np.ndarray, level: float = 0.95, clusters: int | None = None) -> BootstrapCI:
     """Percentile interval of replicate ``values`` (NaN replicates ignored) around ``point``;
     ``clusters``, the number of patients resampled, marks it not testable below two."""
     if not 0 < level < 1 or len(values) == 0:

@@ -92,9 +92,7 @@ def extract_tokens(
     return tokens[0]
 
 
-def record_representations(
-    tokens: np.ndarray, phases: np.ndarray, qc_ok: np.ndarray | None = None
-) -> Representations:
+def record_representations(tokens: np.ndarray, phases: np.ndarray, qc_ok: np.ndarray | None = None) -> Representations:
     """Mean of each record's phase-valid tokens (NaN phase = invalid), unweighted.
 
     Parameters
@@ -149,9 +147,7 @@ def embed_records(
     def pool(start: int, batch: np.ndarray) -> None:
         valid = ~np.isnan(phases[included[start : start + len(batch)]])
         if valid.shape != batch.shape[:2]:
-            raise ValueError(
-                f"the model gives {batch.shape[1]} tokens per record but phases have {valid.shape[1]}"
-            )
+            raise ValueError(f"the model gives {batch.shape[1]} tokens per record but phases have {valid.shape[1]}")
         pooled.append(_pool(batch, valid))
 
     _run_batches(model, signals, included, pool, batch_size, device, pre_projection, progress, transform)
@@ -165,9 +161,7 @@ def _check_signals(signals: np.ndarray) -> int:
     return len(signals)
 
 
-def _included_rows(
-    phases: np.ndarray, qc_ok: np.ndarray | None, candidates: np.ndarray
-) -> tuple[np.ndarray, dict[str, int]]:
+def _included_rows(phases: np.ndarray, qc_ok: np.ndarray | None, candidates: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
     """The ``candidates`` rows that get a representation, and the exclusion counts by reason."""
     n = len(phases)
     passed = np.ones(n, dtype=bool) if qc_ok is None else np.asarray(qc_ok, dtype=bool)

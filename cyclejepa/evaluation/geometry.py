@@ -46,9 +46,7 @@ def _harmonic_block(symmetry: PhaseSymmetry, harmonic: int, caller: str) -> slic
     """Canonical coordinate slice of the c_n pairs at ``harmonic`` of a U(1) symmetry."""
     spectrum = symmetry.spectrum
     if spectrum.rank != 1:
-        raise ValueError(
-            f"{caller}: needs a U(1) symmetry; spectrum {spectrum} has rank {spectrum.rank}"
-        )
+        raise ValueError(f"{caller}: needs a U(1) symmetry; spectrum {spectrum} has rank {spectrum.rank}")
     if harmonic == 0 or harmonic not in spectrum.harmonic_slices:
         raise ValueError(
             f"{caller}: spectrum {spectrum} has no block at harmonic {harmonic}; "
@@ -83,9 +81,7 @@ def dephase(tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseSymmetry) -> Te
     return dephased.masked_fill(~valid.unsqueeze(-1), math.nan)
 
 
-def fundamental_amplitude(
-    tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseSymmetry, harmonic: int = 1
-) -> float:
+def fundamental_amplitude(tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseSymmetry, harmonic: int = 1) -> float:
     """Mean Euclidean norm of the c_n two-dimensional components of the per-record mean z̃.
 
     Each record's dephased latents are averaged over its phase-valid tokens; the norms of the
@@ -130,9 +126,7 @@ class CoherenceResult:
     mean_kappa: float
 
 
-def _phase_bin_means(
-    tokens: Tensor, phases: Tensor, symmetry: PhaseSymmetry, bins: int, block: slice
-) -> tuple[Tensor, Tensor]:
+def _phase_bin_means(tokens: Tensor, phases: Tensor, symmetry: PhaseSymmetry, bins: int, block: slice) -> tuple[Tensor, Tensor]:
     """Mean canonical ``block`` of the tokens of each phase bin, pooled over records."""
     width = 2 * math.pi / bins
     sums = torch.zeros(bins, block.stop - block.start, dtype=torch.float64, device=tokens.device)
@@ -230,9 +224,7 @@ def _phase_scatter(axis, x: np.ndarray, y: np.ndarray, phase: np.ndarray, **styl
     axis.scatter(x, y, c=phase, cmap=CYCLIC_COLOURMAP, vmin=0, vmax=2 * math.pi, **style)
 
 
-def _draw_loop(
-    axis, cosine: np.ndarray, sine: np.ndarray, phase: np.ndarray, limit: float
-) -> None:
+def _draw_loop(axis, cosine: np.ndarray, sine: np.ndarray, phase: np.ndarray, limit: float) -> None:
     """Bin means joined in bin order into a closed loop, coloured by bin phase."""
     axis.plot(np.append(cosine, cosine[0]), np.append(sine, sine[0]), color="0.6", lw=0.8)
     _phase_scatter(axis, cosine, sine, phase, s=28, zorder=2)
@@ -284,9 +276,7 @@ def phase_ring_figure(
     return figure
 
 
-def _valid_token_sample(
-    tokens: ArrayLike, phases: ArrayLike, max_points: int, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
+def _valid_token_sample(tokens: ArrayLike, phases: ArrayLike, max_points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """At most ``max_points`` phase-valid tokens (float32) and their phases, drawn without
     replacement by ``numpy.random.default_rng(seed)``."""
     tokens, phases = token_tensors(tokens, phases, "umap_figure")

@@ -24,7 +24,16 @@ from typing import Any
 
 from cyclejepa.jsonio import json_sha256, read_json
 
-__all__ = ["CHECKSUM", "SCORES_DIGEST", "ResultAltered", "content_checksum", "model_digest", "read_result", "read_scores", "with_checksum"]
+__all__ = [
+    "CHECKSUM",
+    "SCORES_DIGEST",
+    "ResultAltered",
+    "content_checksum",
+    "model_digest",
+    "read_result",
+    "read_scores",
+    "with_checksum",
+]
 
 CHECKSUM = "checksum"
 """The key holding a result's content checksum."""

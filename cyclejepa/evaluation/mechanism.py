@@ -163,9 +163,7 @@ class RecordSimilarities:
         )
 
 
-def record_similarities(
-    tokens: ArrayLike, phases: ArrayLike, symmetry: Canonicalizer
-) -> RecordSimilarities:
+def record_similarities(tokens: ArrayLike, phases: ArrayLike, symmetry: Canonicalizer) -> RecordSimilarities:
     """Per-record mean transported and untransported cosine similarity, in float64.
 
     Parameters
@@ -176,10 +174,7 @@ def record_similarities(
     """
     tokens, phases = token_tensors(tokens, phases, "record_similarities")
     with torch.no_grad():
-        parts = [
-            pairwise_similarities(tokens[s].double(), phases[s].double(), symmetry)
-            for s in record_chunks(len(tokens))
-        ]
+        parts = [pairwise_similarities(tokens[s].double(), phases[s].double(), symmetry) for s in record_chunks(len(tokens))]
     c_r, c_i, pairs = (torch.cat(part).cpu().numpy() for part in zip(*parts))
     return RecordSimilarities(c_r, c_i, pairs)
 
@@ -344,9 +339,7 @@ class CoordinateView:
     symmetry: U1Symmetry
 
 
-def coordinate_view(
-    tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseSymmetry, coordinate: int
-) -> CoordinateView:
+def coordinate_view(tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseSymmetry, coordinate: int) -> CoordinateView:
     """Coordinate ``coordinate`` of ``phases`` (N, T, C) and its sub-representation (see
     `CoordinateView`); raises ValueError when the spectrum has no term k·e_c with k ≠ 0."""
     tokens, phases = token_tensors(tokens, phases, "coordinate_view")

@@ -248,9 +248,7 @@ def weighted_auroc(Y: np.ndarray, scores: np.ndarray, weights: np.ndarray | None
     return out
 
 
-def _auroc(
-    positive: np.ndarray, negative: np.ndarray, below: np.ndarray, not_above: np.ndarray
-) -> np.ndarray:
+def _auroc(positive: np.ndarray, negative: np.ndarray, below: np.ndarray, not_above: np.ndarray) -> np.ndarray:
     """(R,) weighted AUROC from the weights (R, ·) of the positives and of the score-sorted
     negatives, given how many negatives score below / not above each positive."""
     cumulative = np.zeros((len(negative), negative.shape[1] + 1))
@@ -396,9 +394,7 @@ def score_probe(
         classes=list(classes),
         per_class={c: float(a) for c, a in zip(classes, per_class) if c not in skipped},
         skipped=skipped,
-        macro_auroc=clustered_bootstrap(
-            Y, scores, groups, replicates=replicates, seed=seed, level=level, classes=classes
-        ),
+        macro_auroc=clustered_bootstrap(Y, scores, groups, replicates=replicates, seed=seed, level=level, classes=classes),
         C=probe.C_,
         positives={c: int(n) for c, n in zip(classes, np.asarray(Y).sum(axis=0))},
         counts={"train": probe.n_samples_fit_, "eval": len(Y), "eval_patients": len(np.unique(groups))},

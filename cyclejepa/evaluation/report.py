@@ -141,9 +141,12 @@ def worst_channel(robustness: dict) -> str:
 def robustness_rows(word: str) -> tuple["Row", ...]:
     """The two channel-zeroing rows, ``word`` "lead" (PTB-XL's rows) or "channel"."""
     return (
-        Row("Robustness", f"Mean signed Δ macro-AUROC, single-{word} dropout ↑", lambda r: r["robustness"]["mean_delta"]["point"]),
         Row(
-            "Robustness", f"Worst signed Δ macro-AUROC across single-{word} dropouts ↑",
+            "Robustness", f"Mean signed Δ macro-AUROC, single-{word} dropout ↑", lambda r: r["robustness"]["mean_delta"]["point"]
+        ),
+        Row(
+            "Robustness",
+            f"Worst signed Δ macro-AUROC across single-{word} dropouts ↑",
             lambda r: (r["robustness"]["worst_delta"], worst_channel(r["robustness"])),
         ),
     )
@@ -153,7 +156,8 @@ MECHANISM_ROWS = (
     Row("Mechanism validity", "Transport gain fraction ↑", lambda r: gain_fraction_value(r["mechanism"])),
     Row("Mechanism validity", "G1 shuffled-φ gate", lambda r: g1_text(r["mechanism"], subject_word(r)), None),
     Row(
-        "Mechanism validity", "Paired true − shuffled gain ↑",
+        "Mechanism validity",
+        "Paired true − shuffled gain ↑",
         lambda r: "collapsed" if is_collapsed(r["mechanism"]) else r["mechanism"]["paired_difference"]["point"],
         True,
         lambda r: r["mechanism"]["paired_difference"],
@@ -162,7 +166,8 @@ MECHANISM_ROWS = (
 GEOMETRY_ROWS = (
     Row("Latent geometry", "Fundamental loop amplitude ↑", lambda r: r["geometry"].get("amplitude", math.nan)),
     Row(
-        "Latent geometry", "Orbit-subspace coherence, mean over 7 non-reference bins ↑",
+        "Latent geometry",
+        "Orbit-subspace coherence, mean over 7 non-reference bins ↑",
         lambda r: r["geometry"].get("coherence", {}).get("mean_kappa", math.nan),
     ),
     Row("Latent geometry", "Effective rank of z ↑", lambda r: r["geometry"].get("effective_rank", math.nan)),
@@ -172,7 +177,12 @@ ANOMALY_ROWS = (
     Row("Anomaly detection", "Its AUROC at the highest severity ↑", lambda r: _strongest(r).get("auroc", math.nan)),
     Row("Anomaly detection", "Excess over own zero-severity reference ↑", lambda r: _strongest(r).get("excess", math.nan)),
     Row("Anomaly detection", "Localisation hit rate ↑", lambda r: _strongest(r).get("hit_rate", math.nan)),
-    Row("Anomaly detection", "Median latency among alarmed windows (ms) ↓", lambda r: _strongest(r).get("median_latency_ms", math.nan), False),
+    Row(
+        "Anomaly detection",
+        "Median latency among alarmed windows (ms) ↓",
+        lambda r: _strongest(r).get("median_latency_ms", math.nan),
+        False,
+    ),
 )
 
 
@@ -215,15 +225,20 @@ def write_report(spec: ReportSpec, output_dir: str | Path) -> Path:
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "report.md").write_text("\n\n".join(s for s in sections if s) + "\n")
     rows = headline_rows(headline)
-    write_json(report_dir / "report.json", with_checksum({
-        "headline": {r["arm"]: {row.label: _json_value(row, r) for row in rows} for r in headline},
-        "headline_cell": {"seed": headline[0]["seed"], "step": headline[0]["step"]},
-        "validity": {r["arm"]: cell_validity(r) for r in headline},
-        "probe_rows": [row.label for row in rows if row.section == "Diagnostic accuracy"],
-        "grid": [_grid_entry(r) for r in results],
-        "figures": sorted(p.name for p in (report_dir / "figures").glob("*.png")),
-        "checksums": {name: result.get(CHECKSUM) for name, result in files.items()},
-    }))
+    write_json(
+        report_dir / "report.json",
+        with_checksum(
+            {
+                "headline": {r["arm"]: {row.label: _json_value(row, r) for row in rows} for r in headline},
+                "headline_cell": {"seed": headline[0]["seed"], "step": headline[0]["step"]},
+                "validity": {r["arm"]: cell_validity(r) for r in headline},
+                "probe_rows": [row.label for row in rows if row.section == "Diagnostic accuracy"],
+                "grid": [_grid_entry(r) for r in results],
+                "figures": sorted(p.name for p in (report_dir / "figures").glob("*.png")),
+                "checksums": {name: result.get(CHECKSUM) for name, result in files.items()},
+            }
+        ),
+    )
     return report_dir / "report.md"
 
 
@@ -309,7 +324,10 @@ def bottom_line_markdown(cell: list[dict]) -> str:
         cells = [_cell(row, r, v, i == best) for i, (r, v) in enumerate(zip(cell, values))]
         lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
     word = subject_word(cell[0])
-    lines += ["", f"Intervals: 95 % {word}-clustered percentile bootstrap. Bold: the better arm where the comparison is non-degenerate."]
+    lines += [
+        "",
+        f"Intervals: 95 % {word}-clustered percentile bootstrap. Bold: the better arm where the comparison is non-degenerate.",
+    ]
     patients = min(r["mechanism"]["patients"] for r in cell)
     if patients < 2:
         lines += ["", (f"**Not testable:** the evaluation set holds {_plural(patients, word)}. "
@@ -422,7 +440,9 @@ def grid_markdown(results: list[dict]) -> str:
 
 def _grid_entry(r: dict) -> dict:
     return {
-        "arm": r["arm"], "seed": r["seed"], "step": r["step"],
+        "arm": r["arm"],
+        "seed": r["seed"],
+        "step": r["step"],
         "auroc": {task: probe_value(r, task) for task in r["diagnostic"]},
         "gain_fraction": gain_fraction_value(r["mechanism"]),
         "g1": None if is_collapsed(r["mechanism"]) else r["mechanism"]["passed"],
@@ -442,8 +462,13 @@ def per_class_markdown(cell: list[dict]) -> str:
         if "error" in first:
             lines += ["", f"**{task}**: not evaluated ({first['error']})"]
             continue
-        lines += ["", f"**{task}**", "", "| class | " + " | ".join(r["arm"] for r in cell) + " | positives |",
-                  "|---|" + "---:|" * (len(cell) + 1)]
+        lines += [
+            "",
+            f"**{task}**",
+            "",
+            "| class | " + " | ".join(r["arm"] for r in cell) + " | positives |",
+            "|---|" + "---:|" * (len(cell) + 1),
+        ]
         for name in classes:
             values = [format_number(r["diagnostic"][task]["per_class"].get(name, math.nan)) for r in cell]
             positives = cell[0]["diagnostic"][task]["positives"].get(name, "-")
@@ -453,7 +478,8 @@ def per_class_markdown(cell: list[dict]) -> str:
 
 def mechanism_markdown(cell: list[dict]) -> str:
     lines = [
-        "## Mechanism validity (G1, both conditions)", "",
+        "## Mechanism validity (G1, both conditions)",
+        "",
         "| arm | mean gain ḡ [95 % CI] | gain fraction | shuffled gain fraction | paired true − shuffled [95 % CI] | interval excludes 0 | |shuffled g_f| ≤ tol | G1 |",
         "|---|---|---:|---:|---|---|---|---|",
     ]
@@ -473,7 +499,8 @@ def coordinates_markdown(cell: list[dict]) -> str:
     if "coordinates" not in cell[0]:
         return ""
     lines = [
-        "## Mechanism per cyclic coordinate (each coordinate's own U(1) terms)", "",
+        "## Mechanism per cyclic coordinate (each coordinate's own U(1) terms)",
+        "",
         "| arm | coordinate | gain fraction | shuffled gain fraction | paired true − shuffled [95 % CI] | G1 | amplitude | coherence |",
         "|---|---|---:|---:|---|---|---:|---:|",
     ]
@@ -494,19 +521,28 @@ def robustness_markdown(cell: list[dict]) -> str:
         return ""
     channels = list(cell[0]["robustness"]["delta"])
     word, task = channel_word(cell[0]), next(iter(cell[0]["diagnostic"]))
-    lines = [f"## Single-{word} zeroing (signed Δ {task} macro-AUROC)", "",
-             f"| {word} | " + " | ".join(r["arm"] for r in cell) + " |", "|---|" + "---:|" * len(cell)]
+    lines = [
+        f"## Single-{word} zeroing (signed Δ {task} macro-AUROC)",
+        "",
+        f"| {word} | " + " | ".join(r["arm"] for r in cell) + " |",
+        "|---|" + "---:|" * len(cell),
+    ]
     for channel in channels:
-        lines.append(f"| {channel} | " + " | ".join(format_number(r["robustness"]["delta"][channel]["point"]) for r in cell) + " |")
+        lines.append(
+            f"| {channel} | " + " | ".join(format_number(r["robustness"]["delta"][channel]["point"]) for r in cell) + " |"
+        )
     return "\n".join(lines)
 
 
 def geometry_markdown(cell: list[dict]) -> str:
     if "coherence" not in cell[0]["geometry"]:
         return ""
-    lines = ["## Orbit-subspace coherence per phase bin (8 bins; bin 0 is the reference)", "",
-             "| arm | " + " | ".join(f"κ_{b}" for b in range(len(cell[0]["geometry"]["coherence"]["kappa"]))) + " |",
-             "|---|" + "---:|" * len(cell[0]["geometry"]["coherence"]["kappa"])]
+    lines = [
+        "## Orbit-subspace coherence per phase bin (8 bins; bin 0 is the reference)",
+        "",
+        "| arm | " + " | ".join(f"κ_{b}" for b in range(len(cell[0]["geometry"]["coherence"]["kappa"]))) + " |",
+        "|---|" + "---:|" * len(cell[0]["geometry"]["coherence"]["kappa"]),
+    ]
     for r in cell:
         lines.append(f"| {r['arm']} | " + " | ".join(format_number(k) for k in r["geometry"]["coherence"]["kappa"]) + " |")
     return "\n".join(lines)
@@ -521,9 +557,13 @@ def anomaly_markdown(cell: list[dict]) -> str:
         if not r["anomaly"]:
             lines += ["", f"**{r['arm']}**: no family applies to this data."]
         else:
-            lines += ["", f"**{r['arm']}** — detector `{r['anomaly'][0]['detector']}`", "",
-                      "| family | severity | AUROC | reference | excess | alarm rate | hit rate | median latency (ms) | windows |",
-                      "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            lines += [
+                "",
+                f"**{r['arm']}** — detector `{r['anomaly'][0]['detector']}`",
+                "",
+                "| family | severity | AUROC | reference | excess | alarm rate | hit rate | median latency (ms) | windows |",
+                "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            ]
         for c in r["anomaly"]:
             lines.append(
                 f"| {c['family']} | {c['severity']:.1f} | {format_number(c['auroc'])} | {format_number(c['reference_auroc'])} | "
@@ -543,11 +583,17 @@ def strata_markdown(strata: dict | None) -> str:
     lines = [f"## Heart-rate stratified {strata.get('task', 'superclass')} AUROC (post hoc)"]
     for seed, result in seeds.items():
         arms = result["arms"]
-        lines += ["", f"**{seed}**", "", "| heart rate (bpm) | records | " + " | ".join(arms) + " | gap [95 % CI] |",
-                  "|---|---:|" + "---:|" * len(arms) + "---|"]
+        lines += [
+            "",
+            f"**{seed}**",
+            "",
+            "| heart rate (bpm) | records | " + " | ".join(arms) + " | gap [95 % CI] |",
+            "|---|---:|" + "---:|" * len(arms) + "---|",
+        ]
         for s in result["strata"]:
             lines.append(
-                f"| {s['low']:.0f}–{s['high']:.0f} | {s['records']} | " + " | ".join(format_number(s["auroc"][a]) for a in arms)
+                f"| {s['low']:.0f}–{s['high']:.0f} | {s['records']} | "
+                + " | ".join(format_number(s["auroc"][a]) for a in arms)
                 + f" | {format_number(s['gap'])} {_bracket(s['gap_ci']) if s.get('gap_ci') else ''} |"
             )
     return "\n".join(lines)
@@ -562,12 +608,14 @@ def figures_markdown(report_dir: Path) -> str:
 
 def protocol_markdown(spec: ReportSpec, protocol: dict) -> str:
     lines = [
-        "## Protocol", "",
+        "## Protocol",
+        "",
         *folds_markdown(spec.folds_used),
         f"- Cache `{protocol['cache']}`: {counts_text(protocol['counts'])}.",
         f"- Rejected records: {len(protocol['rejections'])}"
         + "".join(f"\n  - {r['record']}: {r['check']} ({r['detail']})" for r in protocol["rejections"][:50]),
-        "", protocol["cohort_markdown"],
+        "",
+        protocol["cohort_markdown"],
     ]
     return "\n".join(lines + ["", *sealed_markdown(spec.folds_used, spec.unseal_audit, spec.audit_log)])
 
@@ -593,11 +641,18 @@ def sealed_markdown(folds_used: tuple[dict[str, Any], ...], audit: tuple[dict[st
     sealed = sorted({fold for e in uses for fold in set(e["folds"]) & set(e.get("sealed", [10]))})
     if not stages and not audit:
         return ["The sealed fold was not touched."]
-    lines = [f"Sealed fold {', '.join(map(str, sealed)) or '-'} was read by: {', '.join(stages) or '(no recorded stage)'}; "
-             f"{len(audit)} audit entr{'y' if len(audit) == 1 else 'ies'} (`{audit_log}`):", "",
-             "| time | stage | key | folds | git revision |", "|---|---|---|---|---|"]
-    lines += [f"| {e['time']} | {e.get('stage', '-')} | `{e.get('key', 'data.eval_folds')}` | {e.get('folds', e.get('eval_folds'))} "
-              f"| {e['git_revision'][:12]} |" for e in audit]
+    lines = [
+        f"Sealed fold {', '.join(map(str, sealed)) or '-'} was read by: {', '.join(stages) or '(no recorded stage)'}; "
+        f"{len(audit)} audit entr{'y' if len(audit) == 1 else 'ies'} (`{audit_log}`):",
+        "",
+        "| time | stage | key | folds | git revision |",
+        "|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {e['time']} | {e.get('stage', '-')} | `{e.get('key', 'data.eval_folds')}` | {e.get('folds', e.get('eval_folds'))} "
+        f"| {e['git_revision'][:12]} |"
+        for e in audit
+    ]
     return lines
 
 

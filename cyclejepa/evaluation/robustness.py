@@ -103,11 +103,11 @@ def channel_zeroing(
     intact_auroc = macro_auroc(Y, intact_scores)
     intact_replicates = replicate_macro_auroc(Y, intact_scores, weights)
     zeroed = {channel: macro_auroc(Y, s) for channel, s in zeroed_scores.items()}
-    changes = {
-        channel: replicate_macro_auroc(Y, s, weights) - intact_replicates for channel, s in zeroed_scores.items()
-    }
+    changes = {channel: replicate_macro_auroc(Y, s, weights) - intact_replicates for channel, s in zeroed_scores.items()}
     patients = n_clusters(groups)
-    delta = {channel: percentile_interval(zeroed[channel] - intact_auroc, changes[channel], level, patients) for channel in channels}
+    delta = {
+        channel: percentile_interval(zeroed[channel] - intact_auroc, changes[channel], level, patients) for channel in channels
+    }
     mean_change = np.mean([d.point for d in delta.values()])
     worst = min(delta, key=lambda channel: delta[channel].point)
     return RobustnessResult(

@@ -42,7 +42,15 @@ from cyclejepa.evaluation.geometry import (
     phase_ring_figure,
     umap_figure,
 )
-from cyclejepa.evaluation.integrity import CHECKSUM, SCORES_DIGEST, content_checksum, model_digest, read_result, read_scores, with_checksum
+from cyclejepa.evaluation.integrity import (
+    CHECKSUM,
+    SCORES_DIGEST,
+    content_checksum,
+    model_digest,
+    read_result,
+    read_scores,
+    with_checksum,
+)
 from cyclejepa.evaluation.mechanism import coordinate_view, g1_gate, per_coordinate
 from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_tasks, evaluate_task
 from cyclejepa.evaluation.robustness import channel_zeroing
@@ -60,8 +68,14 @@ def evaluations_at_once(setting: int | str, device_type: str, cells: int) -> int
 
 
 def write_checkpoint_evaluation(
-    spec: EvaluationSpec, cache: PreparedCache, objective, checkpoint: Path, target: Path, run: dict[str, Any],
-    device: torch.device, progress: bool = False,
+    spec: EvaluationSpec,
+    cache: PreparedCache,
+    objective,
+    checkpoint: Path,
+    target: Path,
+    run: dict[str, Any],
+    device: torch.device,
+    progress: bool = False,
 ) -> None:
     """``target`` (``<run>-stepNNNNNN.json``): `evaluate_checkpoint` of the objective loaded from
     ``checkpoint``, its validity, the ``run`` fields (which run, step and checkpoint it is), the
@@ -215,22 +229,41 @@ def evaluate_checkpoint(
     else:
         assert core.headline is not None, "probe_metrics fits the probe on the headline task"
         robustness = channel_zeroing(
-            objective.model, cache.signals, cache.phases("centre"), cache.columns["qc_ok"], core.probe,
-            core.headline.labels, cache.columns["patient_id"], channels=cache.channels, rows=core.scores["rows"],
-            device=device, replicates=spec.bootstrap, seed=spec.seed,
+            objective.model,
+            cache.signals,
+            cache.phases("centre"),
+            cache.columns["qc_ok"],
+            core.probe,
+            core.headline.labels,
+            cache.columns["patient_id"],
+            channels=cache.channels,
+            rows=core.scores["rows"],
+            device=device,
+            replicates=spec.bootstrap,
+            seed=spec.seed,
         )
         core.result["robustness"] = asdict(robustness)
     if spec.strata_not_applying:
         core.result["not_run"]["heart_rate_strata"] = spec.strata_not_applying
     if objective.symmetry.rank > 1:  # the battery times beat anomalies by one clock's events
         core.result["anomaly"] = []
-        core.result["not_run"]["anomaly"] = f"a torus of {objective.symmetry.rank} coordinates: the battery times anomalies by one clock's events"
+        core.result["not_run"]["anomaly"] = (
+            f"a torus of {objective.symmetry.rank} coordinates: the battery times anomalies by one clock's events"
+        )
         return core.result, core.scores
     battery_rows = core.phase_rows[: spec.anomaly_records] if spec.anomaly_records else core.phase_rows
     battery = anomaly_battery(
-        objective.model, objective.symmetry, cache.signals[battery_rows], BeatTimes.from_cache(cache, battery_rows),
-        patch=cache.token_patch, families=spec.families, severities=spec.severities, signal_kind=spec.data.signal,
-        detector=spec.detector, seed=spec.seed, device=device,
+        objective.model,
+        objective.symmetry,
+        cache.signals[battery_rows],
+        BeatTimes.from_cache(cache, battery_rows),
+        patch=cache.token_patch,
+        families=spec.families,
+        severities=spec.severities,
+        signal_kind=spec.data.signal,
+        detector=spec.detector,
+        seed=spec.seed,
+        device=device,
     )
     core.result["anomaly"] = [asdict(cell) for cell in battery.cells]
     core.result["anomaly_skipped"] = battery.skipped
@@ -240,13 +273,21 @@ def evaluate_checkpoint(
 def figure_paths(figures: Path, step: int, coordinates: tuple[str, ...], umap: bool) -> tuple[list[Path], Path | None]:
     """The phase-ring figures of ``step`` (a torus: one per coordinate) and its UMAP figure
     (None when ``umap`` is off)."""
-    rings = [figures / f"phase-ring-{name}-step{step:06d}.png" for name in coordinates] or [figures / f"phase-ring-step{step:06d}.png"]
+    rings = [figures / f"phase-ring-{name}-step{step:06d}.png" for name in coordinates] or [
+        figures / f"phase-ring-step{step:06d}.png"
+    ]
     return rings, figures / f"umap-step{step:06d}.png" if umap else None
 
 
 def draw_run_figures(
-    objectives: dict[str, Any], cache: PreparedCache, folds: tuple[int, ...], rings: list[Path], umap: Path | None,
-    umap_points: int, seed: int, device: torch.device,
+    objectives: dict[str, Any],
+    cache: PreparedCache,
+    folds: tuple[int, ...],
+    rings: list[Path],
+    umap: Path | None,
+    umap_points: int,
+    seed: int,
+    device: torch.device,
 ) -> None:
     """Phase-ring figures (``rings``; one column per run of ``objectives``, run name → trained
     objective) and, unless ``umap`` is None, the UMAP figure, of the tokens of at most 2000
@@ -276,13 +317,19 @@ def write_hr_strata(
     strata = {}
     for run_seed in seeds:
         cells = {arm: out / f"{arm}-seed{run_seed}-step{step:06d}" for arm in arms}
-        loaded = {arm: read_scores(cell.with_suffix(".npz"), read_result(cell.with_suffix(".json"))) for arm, cell in cells.items()}
+        loaded = {
+            arm: read_scores(cell.with_suffix(".npz"), read_result(cell.with_suffix(".json"))) for arm, cell in cells.items()
+        }
         first = loaded[arms[0]]
         if not all(np.array_equal(first["rows"], loaded[a]["rows"]) for a in arms):
             continue  # the arms scored different records: no paired comparison
         result = hr_stratified_auroc(
-            {arm: loaded[arm]["scores"] for arm in arms}, first["labels"], first["heart_rate"],
-            groups=first["patients"], replicates=replicates, seed=seed,
+            {arm: loaded[arm]["scores"] for arm in arms},
+            first["labels"],
+            first["heart_rate"],
+            groups=first["patients"],
+            replicates=replicates,
+            seed=seed,
         )
         strata[f"seed{run_seed}"] = asdict(result)
     strata_result = {"task": task, "seeds": strata, "evaluation_hash": evaluation_hash}
@@ -290,7 +337,11 @@ def write_hr_strata(
 
 
 def write_protocol(
-    out: Path, cache: PreparedCache, train_folds: tuple[int, ...], eval_folds: tuple[int, ...], data: DataDescription,
+    out: Path,
+    cache: PreparedCache,
+    train_folds: tuple[int, ...],
+    eval_folds: tuple[int, ...],
+    data: DataDescription,
     evaluation_hash: str,
 ) -> None:
     """``protocol.json``: the cache, its counts and rejections, the cohort table of the folds
@@ -302,9 +353,7 @@ def write_protocol(
     protocol = {
         "cache": str(cache.path),
         "counts": cache.manifest["counts"],
-        "rejections": [
-            {"record": str(r.record_id), "check": r.check, "detail": r.detail} for r in cache.rejections
-        ],
+        "rejections": [{"record": str(r.record_id), "check": r.check, "detail": r.detail} for r in cache.rejections],
         "cohort_markdown": cohort_markdown(table),
         "evaluation_hash": evaluation_hash,
     }

@@ -58,7 +58,9 @@ def few_data(result: dict[str, Any]) -> dict[str, int] | None:
     mechanism's, or a probe's) with the thresholds, when below `MIN_WINDOWS` or `MIN_PATIENTS`;
     else None."""
     counts = [(result["mechanism"]["true"]["records"], result["mechanism"]["patients"])]
-    counts += [(p["counts"]["eval"], p["counts"]["eval_patients"]) for p in result.get("diagnostic", {}).values() if "counts" in p]
+    counts += [
+        (p["counts"]["eval"], p["counts"]["eval_patients"]) for p in result.get("diagnostic", {}).values() if "counts" in p
+    ]
     windows, patients = min(c[0] for c in counts), min(c[1] for c in counts)
     if windows >= MIN_WINDOWS and patients >= MIN_PATIENTS:
         return None

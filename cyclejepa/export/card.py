@@ -112,8 +112,10 @@ def _preparation_line(prep: dict) -> str:
     if not found:
         return "- Preparation before windowing: none (the record as read, in its units)."
     cutoffs = ", ".join(f"{channel} {hz:g} Hz" for channel, hz in zip(prep["channels"], found["highpass_hz"]) if hz is not None)
-    return (f"- Preparation before windowing: the first {found['drop_s']:g} s dropped; zero-phase high-pass "
-            f"{cutoffs or 'none'}; z-score scope `{found['scope']}` (then the corpus z-score below).")
+    return (
+        f"- Preparation before windowing: the first {found['drop_s']:g} s dropped; zero-phase high-pass "
+        f"{cutoffs or 'none'}; z-score scope `{found['scope']}` (then the corpus z-score below)."
+    )
 
 
 def _reference_clause(prep: dict) -> str:

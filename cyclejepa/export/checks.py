@@ -104,7 +104,9 @@ def check_config(config: dict) -> None:
         _integer(encoder, key, "model.encoder")
     dilations = encoder.get("dilations")
     if not isinstance(dilations, list) or not 1 <= len(dilations) <= MAX_SIZE["dilations"]:
-        raise _fail("model.encoder.dilations", f"must be a list of 1 to {MAX_SIZE['dilations']} integers, got {str(dilations)[:200]}")
+        raise _fail(
+            "model.encoder.dilations", f"must be a list of 1 to {MAX_SIZE['dilations']} integers, got {str(dilations)[:200]}"
+        )
     for i, dilation in enumerate(dilations):
         _bounded(dilation, f"model.encoder.dilations[{i}]", 1, MAX_SIZE["dilation"])
     if _integer(projector, "in_dim", "model.projector") != width:

@@ -140,7 +140,9 @@ class Preparer:
         self.window, self.q = int(prep["window"]), int(prep["decimation"])
         scale = ratio(fs_in, float(prep["fs"]))
         if max(scale.numerator, scale.denominator) > MAX_RATIO_TERM:
-            raise PreparationError(f"resampling {fs_in:g} Hz to {prep['fs']:g} Hz needs factors {scale} (at most {MAX_RATIO_TERM})")
+            raise PreparationError(
+                f"resampling {fs_in:g} Hz to {prep['fs']:g} Hz needs factors {scale} (at most {MAX_RATIO_TERM})"
+            )
         beta = float(prep["resampling"]["window"][1])
         self.resampler = None if scale == 1 else StreamingFIR(
             design_taps(scale.numerator, scale.denominator, beta), scale.numerator, scale.denominator

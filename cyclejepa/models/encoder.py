@@ -98,14 +98,10 @@ class CausalConvEncoder(nn.Module):
     def patchify(self, x: torch.Tensor) -> torch.Tensor:
         """(B, leads, samples) → (B, T, leads·patch), lead-major within each patch."""
         if x.ndim != 3 or x.shape[1] != self.leads:
-            raise ValueError(
-                f"encoder input must be (batch, {self.leads} leads, samples), got {tuple(x.shape)}"
-            )
+            raise ValueError(f"encoder input must be (batch, {self.leads} leads, samples), got {tuple(x.shape)}")
         batch, leads, samples = x.shape
         if samples % self.patch:
-            raise ValueError(
-                f"encoder input length {samples} is not a multiple of the patch size {self.patch}"
-            )
+            raise ValueError(f"encoder input length {samples} is not a multiple of the patch size {self.patch}")
         patches = x.reshape(batch, leads, samples // self.patch, self.patch)
         return patches.transpose(1, 2).reshape(batch, samples // self.patch, leads * self.patch)
 

@@ -117,9 +117,7 @@ def parameter_breakdown(model: JEPAModel) -> dict[str, int]:
     """
     if model.predictor is None:
         raise ValueError("parameter_breakdown needs the training model: this one has no predictor (a deployed model)")
-    encoder, projector, predictor = (
-        _count(m) for m in (model.encoder, model.projector, model.predictor)
-    )
+    encoder, projector, predictor = (_count(m) for m in (model.encoder, model.projector, model.predictor))
     return {
         **_part_counts("encoder", model.encoder),
         "encoder": encoder,

@@ -92,8 +92,7 @@ class CausalTransformerPredictor(nn.Module):
         """Replace z[b, t] by the mask token wherever t > cutoff[b]."""
         if cutoff.shape != z.shape[:1] or cutoff.is_floating_point():
             raise ValueError(
-                f"cutoff must be an integer tensor of shape ({z.shape[0]},), "
-                f"got {cutoff.dtype} {tuple(cutoff.shape)}"
+                f"cutoff must be an integer tensor of shape ({z.shape[0]},), got {cutoff.dtype} {tuple(cutoff.shape)}"
             )
         hidden = torch.arange(z.shape[1], device=z.device) > cutoff.to(z.device)[:, None]
         return torch.where(hidden[..., None], self.mask_token.to(z.dtype), z)
@@ -105,9 +104,7 @@ class CausalTransformerPredictor(nn.Module):
         token before the blocks (None: no masking).
         """
         if z.ndim != 3 or z.shape[-1] != self.dim:
-            raise ValueError(
-                f"predictor input must be (batch, tokens, {self.dim}), got {tuple(z.shape)}"
-            )
+            raise ValueError(f"predictor input must be (batch, tokens, {self.dim}), got {tuple(z.shape)}")
         x = z if cutoff is None else self.apply_mask(z, cutoff)
         attn_mask = self.attention_mask(z.shape[1])
         for block in self.blocks:

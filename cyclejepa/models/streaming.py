@@ -59,9 +59,7 @@ class StreamingEncoder(nn.Module):
     def __init__(self, model: JEPAModel):
         super().__init__()
         if not isinstance(model.encoder, CausalConvEncoder):
-            raise TypeError(
-                f"StreamingEncoder needs a CausalConvEncoder, got {type(model.encoder).__name__}"
-            )
+            raise TypeError(f"StreamingEncoder needs a CausalConvEncoder, got {type(model.encoder).__name__}")
         self.model = model
         self.batch = 0
         self.tokens_seen = 0
@@ -78,11 +76,7 @@ class StreamingEncoder(nn.Module):
         return self._encoder.patch
 
     def _convs(self) -> dict[str, CausalConv1d]:
-        return {
-            f"encoder.{name}": module
-            for name, module in self._encoder.named_modules()
-            if isinstance(module, CausalConv1d)
-        }
+        return {f"encoder.{name}": module for name, module in self._encoder.named_modules() if isinstance(module, CausalConv1d)}
 
     def state_layout(self) -> dict[str, int]:
         """Frames kept per convolution, (k − 1)·d, keyed by module path."""
@@ -149,9 +143,7 @@ class StreamingEncoder(nn.Module):
         self.tokens_seen += 1
         return (z, h) if return_h else z
 
-    def encode_stream(
-        self, chunks: Iterable[Tensor], *, return_h: bool = False
-    ) -> Iterator[Tensor | tuple[Tensor, Tensor]]:
+    def encode_stream(self, chunks: Iterable[Tensor], *, return_h: bool = False) -> Iterator[Tensor | tuple[Tensor, Tensor]]:
         """Yield `step` of each chunk; resets to the first chunk's batch before it.
 
         ``encode_stream(x.split(patch, dim=-1))`` streams a stored record x (B, leads, samples).
@@ -188,8 +180,7 @@ class CausalPhaseTracker:
             raise IndexError(f"record {record} out of range for a tracker of {len(self.beats)}")
         if not math.isfinite(sample) or sample <= self.last[record]:
             raise ValueError(
-                f"peak {sample} of record {record} must be finite and after its last confirmed "
-                f"peak {self.last[record].item()}"
+                f"peak {sample} of record {record} must be finite and after its last confirmed peak {self.last[record].item()}"
             )
         self.previous[record] = self.last[record]
         self.last[record] = sample
@@ -213,9 +204,7 @@ def _per_record(peaks: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
     return [np.asarray(record, dtype=np.float64) for record in peaks]
 
 
-def peaks_due(
-    peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray
-) -> Iterator[list[tuple[int, float]]]:
+def peaks_due(peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray) -> Iterator[list[tuple[int, float]]]:
     """Replay offline detections in causal order.
 
     For each query time yields the (record, peak) pairs first known then: the peaks in
@@ -233,9 +222,7 @@ def peaks_due(
         fed = column
 
 
-def _confirming(
-    tracker: CausalPhaseTracker, peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray
-) -> Iterator[float]:
+def _confirming(tracker: CausalPhaseTracker, peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray) -> Iterator[float]:
     """Yield each of ``times`` once ``tracker`` has confirmed the peaks due by then (`peaks_due`)."""
     for time, due in zip(times, peaks_due(peaks, times)):
         for record, peak in due:
@@ -296,9 +283,7 @@ class TransportMonitor(nn.Module):
         self.encoder.reset(batch)
         self.tracker = CausalPhaseTracker(batch)
         device = next(self.encoder.model.parameters()).device
-        self.template_sum = torch.zeros(
-            batch, self.symmetry.dim, dtype=torch.float64, device=device
-        )
+        self.template_sum = torch.zeros(batch, self.symmetry.dim, dtype=torch.float64, device=device)
         self.template_count = torch.zeros(batch, dtype=torch.int64, device=device)
 
     def add_peak(self, sample: float, record: int = 0) -> None:

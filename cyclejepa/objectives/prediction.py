@@ -80,19 +80,14 @@ def prediction_loss(
     if z.dim() != 3:
         raise ValueError(f"prediction_loss: z must have shape (B, T, K), got {tuple(z.shape)}")
     if cutoff.shape != z.shape[:1]:
-        raise ValueError(
-            f"prediction_loss: cutoff must have shape ({z.shape[0]},), got {tuple(cutoff.shape)}"
-        )
+        raise ValueError(f"prediction_loss: cutoff must have shape ({z.shape[0]},), got {tuple(cutoff.shape)}")
     if torch.compiler.is_compiling() or not torch._C._functorch.is_functorch_wrapped_tensor(cutoff):
         # under torch.func.vmap (the stacked ensemble) neither a host check nor a device
         # assertion runs per slice: the caller checks the stacked cutoffs before the transform
         check_cutoffs(cutoff, z.shape[1])
     prediction = predictor(z, cutoff)
     if prediction.shape != z.shape:
-        raise ValueError(
-            f"prediction_loss: predictor returned shape {tuple(prediction.shape)}, "
-            f"expected {tuple(z.shape)}"
-        )
+        raise ValueError(f"prediction_loss: predictor returned shape {tuple(prediction.shape)}, expected {tuple(z.shape)}")
     records = torch.arange(z.shape[0], device=z.device)
     target = z[records, cutoff + 1]
     if stop_gradient:

@@ -127,10 +127,7 @@ def sliced_statistic(
     if rows_per_sample < 1 or z.shape[0] % rows_per_sample:
         raise ValueError(f"{caller}: {z.shape[0]} rows do not split into samples of {rows_per_sample} rows")
     if directions.dim() != 2 or directions.shape[0] != z.shape[1]:
-        raise ValueError(
-            f"{caller}: directions must have shape (K, M) = ({z.shape[1]}, M), "
-            f"got {tuple(directions.shape)}"
-        )
+        raise ValueError(f"{caller}: directions must have shape (K, M) = ({z.shape[1]}, M), got {tuple(directions.shape)}")
     dtype = torch.promote_types(torch.promote_types(z.dtype, directions.dtype), torch.float32)
     means = statistic.sample_means(z.to(dtype) @ directions.to(dtype))
     rows: int | Tensor = z.shape[0]

@@ -40,9 +40,7 @@ def valid_tokens(phi: Tensor) -> Tensor:
     return torch.isfinite(phi).reshape(*phi.shape[:2], -1).all(-1)
 
 
-def _unit_tokens(
-    z: Tensor, phi: Tensor, symmetry: Canonicalizer, caller: str
-) -> tuple[Tensor, Tensor, Tensor]:
+def _unit_tokens(z: Tensor, phi: Tensor, symmetry: Canonicalizer, caller: str) -> tuple[Tensor, Tensor, Tensor]:
     """Unit directions ẑ (zero stays zero), the valid-token mask, and the group elements of the
     phases, undefined (non-finite) coordinates set to 0 so that no NaN reaches the trigonometry."""
     if z.dim() != 3 or phi.dim() not in (2, 3) or phi.shape[:2] != z.shape[:2]:
@@ -111,9 +109,7 @@ def transport_loss(z: Tensor, phi: Tensor, symmetry: Canonicalizer) -> Tensor:
     return ((1 - cosine) * counted).sum() / counted.sum().clamp_min(1)
 
 
-def pairwise_similarities(
-    z: Tensor, phi: Tensor, symmetry: Canonicalizer
-) -> tuple[Tensor, Tensor, Tensor]:
+def pairwise_similarities(z: Tensor, phi: Tensor, symmetry: Canonicalizer) -> tuple[Tensor, Tensor, Tensor]:
     """Per-record mean transported (c_R) and untransported (c_I) cosine similarity.
 
     Both are averaged over the same ordered pairs t ≠ t' of valid tokens.

@@ -84,11 +84,12 @@ class BreathProvider(PhaseProvider):
         **qc: Any,
     ):
         super().__init__(interval_range_s=interval_range_s, max_interval_ratio=max_interval_ratio, **qc)
-        check_detector_options(fiducial, FIDUCIALS, polarity, POLARITIES, band_hz, {"min_prominence": min_prominence, "refractory": refractory})
+        check_detector_options(
+            fiducial, FIDUCIALS, polarity, POLARITIES, band_hz, {"min_prominence": min_prominence, "refractory": refractory}
+        )
         self.lead, self.fiducial, self.polarity = lead, fiducial, polarity
         self.band_hz = (float(band_hz[0]), float(band_hz[1]))
         self.min_prominence, self.refractory = float(min_prominence), float(refractory)
-
 
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
         """Sample indices of one point per breath; none for a flat or short (< 10 s) channel."""

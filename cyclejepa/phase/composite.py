@@ -46,8 +46,7 @@ class CompositeTrack:
     def __post_init__(self) -> None:
         if not self.tracks or len(self.names) != len(self.tracks):
             raise ValueError(
-                f"a composite track needs one name per track, got {len(self.names)} names "
-                f"for {len(self.tracks)} tracks"
+                f"a composite track needs one name per track, got {len(self.names)} names for {len(self.tracks)} tracks"
             )
         axes = {(track.fs, track.n_samples) for track in self.tracks}
         if len(axes) > 1:
@@ -135,8 +134,7 @@ class CompositePhaseProvider:
     ):
         if not isinstance(coordinates, Mapping) or not coordinates:
             raise ValueError(
-                "coordinates: give a non-empty mapping {name: {provider: NAME, **options}}, "
-                f"got {coordinates!r}"
+                f"coordinates: give a non-empty mapping {{name: {{provider: NAME, **options}}}}, got {coordinates!r}"
             )
         self.providers = {str(name): _build(str(name), spec) for name, spec in coordinates.items()}
         self.min_phase_yield = min_phase_yield

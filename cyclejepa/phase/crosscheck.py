@@ -89,7 +89,6 @@ def read_channel(path: str | Path, name: str) -> Channel:
     return Channel(samples, fs, finite[0] / fs)
 
 
-
 def pulse_delay(qrs_s: np.ndarray, pulses_s: np.ndarray, longest_s: float, tolerance_s: float) -> float:
     """The record's delay from QRS to pulse (s): the delay d in [0, ``longest_s``] (10 ms steps)
     that matches the most QRS times q to a pulse within q + d ± ``tolerance_s``, refined to the

@@ -35,9 +35,7 @@ def bandpass(signal: np.ndarray, fs: float, band: tuple[float, float]) -> np.nda
 
         return sosfiltfilt(sos, x, axis=-1)
     first, last = x[..., :1], x[..., -1:]
-    extended = np.concatenate(
-        (2 * first - x[..., padlen:0:-1], x, 2 * last - x[..., -2 : -padlen - 2 : -1]), axis=-1
-    )
+    extended = np.concatenate((2 * first - x[..., padlen:0:-1], x, 2 * last - x[..., -2 : -padlen - 2 : -1]), axis=-1)
     state = zi.reshape(len(sos), *([1] * (x.ndim - 1)), 2)
     y, _ = sosfilt(sos, extended, axis=-1, zi=state * extended[..., :1])
     y, _ = sosfilt(sos, y[..., ::-1], axis=-1, zi=state * y[..., -1:])

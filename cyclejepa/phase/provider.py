@@ -53,9 +53,7 @@ def channel_indices(channel_names: Sequence[str], wanted: str | Sequence[str]) -
     rows = []
     for name in wanted:
         if name.lower() not in lowered:
-            raise KeyError(
-                f"channel {name!r} not in the record; its channels are {list(channel_names)}"
-            )
+            raise KeyError(f"channel {name!r} not in the record; its channels are {list(channel_names)}")
         rows.append(lowered.index(name.lower()))
     return rows
 
@@ -78,15 +76,9 @@ def _as_signal(signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> n
     """``signal`` as float64 (channels, samples), checked against ``fs`` and ``channel_names``."""
     signal = np.asarray(signal, dtype=np.float64)
     if signal.ndim != 2:
-        raise ValueError(
-            f"signal must be (channels, samples), got shape {signal.shape}; "
-            "use signal[None] for a single channel"
-        )
+        raise ValueError(f"signal must be (channels, samples), got shape {signal.shape}; use signal[None] for a single channel")
     if len(channel_names) != signal.shape[0]:
-        raise ValueError(
-            f"{len(channel_names)} channel names for {signal.shape[0]} channels: "
-            f"{list(channel_names)}"
-        )
+        raise ValueError(f"{len(channel_names)} channel names for {signal.shape[0]} channels: {list(channel_names)}")
     if not fs > 0:
         raise ValueError(f"fs must be positive, got {fs}")
     return signal
@@ -153,9 +145,7 @@ class PhaseProvider(ABC):
     ):
         low, high = interval_range_s
         if not 0 < low < high:
-            raise ValueError(
-                f"interval_range_s must satisfy 0 < low < high, got {interval_range_s}"
-            )
+            raise ValueError(f"interval_range_s must satisfy 0 < low < high, got {interval_range_s}")
         if max_interval_ratio is not None and max_interval_ratio < 1:
             raise ValueError(f"max_interval_ratio must be >= 1, got {max_interval_ratio}")
         self.min_events = min_events
@@ -166,9 +156,7 @@ class PhaseProvider(ABC):
     @classmethod
     def reads_channel(cls, name: str) -> bool:
         """Whether a channel called ``name`` is of a kind this provider reads (`channel_pattern`)."""
-        return cls.channel_pattern is not None and bool(
-            re.fullmatch(cls.channel_pattern, name.strip(), re.IGNORECASE)
-        )
+        return cls.channel_pattern is not None and bool(re.fullmatch(cls.channel_pattern, name.strip(), re.IGNORECASE))
 
     @abstractmethod
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
@@ -203,16 +191,11 @@ class PhaseProvider(ABC):
         reasons, details = [], []
         if len(track.events) < self.min_events:
             reasons.append(self.too_few_reason)
-            details.append(
-                f"{self.too_few_reason}: {len(track.events)} events detected, at least "
-                f"{self.min_events} needed"
-            )
+            details.append(f"{self.too_few_reason}: {len(track.events)} events detected, at least {self.min_events} needed")
         starts = track.events[:-1] / track.fs
         short, long_ = np.flatnonzero(intervals < low), np.flatnonzero(intervals > high)
         erratic = (
-            np.flatnonzero(ratios > self.max_interval_ratio)
-            if self.max_interval_ratio is not None
-            else np.zeros(0, np.int64)
+            np.flatnonzero(ratios > self.max_interval_ratio) if self.max_interval_ratio is not None else np.zeros(0, np.int64)
         )
         if len(short) or len(long_) or len(erratic):
             reasons.append(self.interval_reason)
@@ -238,8 +221,7 @@ class PhaseProvider(ABC):
         if track.phase_yield < self.min_phase_yield:
             reasons.append("low_phase_yield")
             details.append(
-                f"low_phase_yield: phase defined on {track.phase_yield:.1%} of the record, "
-                f"below {self.min_phase_yield:.0%}"
+                f"low_phase_yield: phase defined on {track.phase_yield:.1%} of the record, below {self.min_phase_yield:.0%}"
             )
         metrics = {
             "n_events": len(track.events),

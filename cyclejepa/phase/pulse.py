@@ -95,11 +95,12 @@ class PulseProvider(PhaseProvider):
         **qc: Any,
     ):
         super().__init__(interval_range_s=interval_range_s, **qc)
-        check_detector_options(fiducial, FIDUCIALS, polarity, POLARITIES, band_hz, {"min_slope": min_slope, "refractory": refractory})
+        check_detector_options(
+            fiducial, FIDUCIALS, polarity, POLARITIES, band_hz, {"min_slope": min_slope, "refractory": refractory}
+        )
         self.lead, self.fiducial, self.polarity = lead, fiducial, polarity
         self.band_hz = (float(band_hz[0]), float(band_hz[1]))
         self.min_slope, self.refractory = float(min_slope), float(refractory)
-
 
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
         """Sample indices of the fiducial point of each beat; none for a flat or short (< 3 s) channel."""

@@ -18,9 +18,7 @@ def read_wfdb(path: str | Path, reader, *args):
     try:
         return reader(str(path), *args)
     except FileNotFoundError as error:
-        raise FileNotFoundError(
-            f"WFDB record {str(path)!r} not found (give the path without extension): {error}"
-        ) from error
+        raise FileNotFoundError(f"WFDB record {str(path)!r} not found (give the path without extension): {error}") from error
     except Exception as error:  # wfdb raises assorted types for malformed files
         raise ValueError(f"cannot read WFDB record {str(path)!r}: {error}") from error
 
@@ -103,13 +101,17 @@ def phase_record(
         raise ValueError("pass lead= and options to the provider instance, not to phase_record")
     record = read_record(path)
     if provider is None:
-        named = record.names if lead is None or lead == "all" else [record.names[row] for row in channel_indices(record.names, lead)]
+        named = (
+            record.names if lead is None or lead == "all" else [record.names[row] for row in channel_indices(record.names, lead)]
+        )
         provider = choose_provider(named, str(path))
     if isinstance(provider, str):
         name = provider
         instance: PhaseProvider = PHASE_PROVIDERS.build(provider, **(options or {}), **({} if lead is None else {"lead": lead}))
     else:
-        name = next((key for key in PHASE_PROVIDERS.names() if PHASE_PROVIDERS.get(key) is type(provider)), type(provider).__name__)
+        name = next(
+            (key for key in PHASE_PROVIDERS.names() if PHASE_PROVIDERS.get(key) is type(provider)), type(provider).__name__
+        )
         instance = provider
     track = instance.phase(record.signal, record.fs, record.names)
     fs = float(record.fs)
@@ -118,8 +120,11 @@ def phase_record(
     verdict = {"qc": assessed_qc(track, source).to_dict(), "phase_yield": track.phase_yield}
     if track.names:  # named coordinates (composite)
         coordinates = {
-            coordinate: {"events": t.events.tolist(), "qc": assessed_qc(t, f"{source} ({coordinate})").to_dict(),
-                         "phase_yield": t.phase_yield}
+            coordinate: {
+                "events": t.events.tolist(),
+                "qc": assessed_qc(t, f"{source} ({coordinate})").to_dict(),
+                "phase_yield": t.phase_yield,
+            }
             for coordinate, t in zip(track.names, track.tracks)
         }
         return {**result, "coordinates": coordinates, **verdict}

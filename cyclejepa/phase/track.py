@@ -214,8 +214,7 @@ class PhaseTrack:
         self.events = np.asarray(self.events)
         if self.events.ndim != 1 or not np.issubdtype(self.events.dtype, np.integer):
             raise ValueError(
-                f"events must be a 1-D integer array of sample indices, "
-                f"got shape {self.events.shape} dtype {self.events.dtype}"
+                f"events must be a 1-D integer array of sample indices, got shape {self.events.shape} dtype {self.events.dtype}"
             )
         self.events = self.events.astype(np.int64)
         if not self.fs > 0:
@@ -223,10 +222,7 @@ class PhaseTrack:
         if np.any(np.diff(self.events) <= 0):
             raise ValueError("events must be strictly increasing")
         if len(self.events) and (self.events[0] < 0 or self.events[-1] >= self.n_samples):
-            raise ValueError(
-                f"events must lie in [0, {self.n_samples}), got "
-                f"[{self.events[0]}, {self.events[-1]}]"
-            )
+            raise ValueError(f"events must lie in [0, {self.n_samples}), got [{self.events[0]}, {self.events[-1]}]")
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -290,9 +286,7 @@ class PhaseTrack:
         return phase_from_events(self.events, times_out * (self.fs / fs_out))
 
 
-def match_events(
-    detected: np.ndarray, reference: np.ndarray, tolerance: float
-) -> tuple[np.ndarray, np.ndarray]:
+def match_events(detected: np.ndarray, reference: np.ndarray, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
     """One-to-one matches between detected and reference event times within ``tolerance``.
 
     Each reference is paired with its nearest detection; when several references claim one
@@ -312,9 +306,7 @@ def match_events(
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     right = np.minimum(np.searchsorted(detected, reference), len(detected) - 1)
     left = np.maximum(right - 1, 0)
-    nearest = np.where(
-        np.abs(detected[left] - reference) <= np.abs(detected[right] - reference), left, right
-    )
+    nearest = np.where(np.abs(detected[left] - reference) <= np.abs(detected[right] - reference), left, right)
     error = np.abs(detected[nearest] - reference)
     ref_index = np.flatnonzero(error <= tolerance)
     ref_index = ref_index[np.argsort(error[ref_index], kind="stable")]
@@ -322,9 +314,7 @@ def match_events(
     return det_index, ref_index[first]
 
 
-def score_events(
-    detected: np.ndarray, reference: np.ndarray, fs: float, tolerance_s: float = 0.05
-) -> dict[str, float | int]:
+def score_events(detected: np.ndarray, reference: np.ndarray, fs: float, tolerance_s: float = 0.05) -> dict[str, float | int]:
     """Sensitivity, positive predictivity and timing error of detections against a reference.
 
     Parameters

@@ -66,13 +66,17 @@ def load_target(target: str | Path, overrides: Sequence[str] = (), unseal: bool 
     extra = ["evaluation.unseal=true"] if unseal else []
     if target.is_dir():
         if not OutputFolder(target).config.is_file():
-            raise ConfigError([f"{target} is a folder without config.yaml: give an experiment YAML or an output directory of `cyclejepa run`"])
+            raise ConfigError(
+                [f"{target} is a folder without config.yaml: give an experiment YAML or an output directory of `cyclejepa run`"]
+            )
         return load_config(OutputFolder(target).config, [*overrides, f"output_dir={target}", *extra])
     return load_config(target, [*overrides, *extra])
 
 
 def _step_problems(cfg: ExperimentConfig, step: int) -> list[str]:
-    return [] if checkpointed(cfg, step) else [f"step {step} is never checkpointed; checkpointed steps: {checkpoint_listing(cfg)}"]
+    return (
+        [] if checkpointed(cfg, step) else [f"step {step} is never checkpointed; checkpointed steps: {checkpoint_listing(cfg)}"]
+    )
 
 
 def benchmark_ptbxl(
@@ -97,7 +101,9 @@ def benchmark_ptbxl(
 
     began = time.perf_counter()
     step = step or cfg.evaluation.headline_step or cfg.training.steps
-    problems = argument_problems(tasks, protocols, fractions, seeds) + dataset_problems(cfg.data.dataset) + _step_problems(cfg, step)
+    problems = (
+        argument_problems(tasks, protocols, fractions, seeds) + dataset_problems(cfg.data.dataset) + _step_problems(cfg, step)
+    )
     if problems:
         raise ConfigError(problems, source="benchmark ptbxl")
     preflight(cfg)
@@ -113,7 +119,9 @@ def benchmark_ptbxl(
         split = benchmark_split(cache, train, test, validation_fold)
         spec = ptbxl_spec(cfg, tasks, protocols, fractions, seeds, step, settings)
         corpus = corpus_description(cfg.data.dataset, cfg.data.options, cfg.data.root, len(cache))
-        return run_benchmark(spec, cache, split, build_dataset(cfg), experiment=cfg.name, corpus=corpus, began=began, progress=progress)
+        return run_benchmark(
+            spec, cache, split, build_dataset(cfg), experiment=cfg.name, corpus=corpus, began=began, progress=progress
+        )
 
 
 def ptbxl_spec(cfg: ExperimentConfig, tasks: Sequence[str], protocols: Sequence[str], fractions: Sequence[float],
@@ -161,11 +169,16 @@ def ptbxl_main(argv: Sequence[str] | None = None) -> Path:
 # ---- benchmark allocations -------------------------------------------------------------------
 
 
-def allocation_configs(base: ExperimentConfig, allocations: dict[str, str], out: Path, steps: int | None) -> dict[str, ExperimentConfig]:
+def allocation_configs(
+    base: ExperimentConfig, allocations: dict[str, str], out: Path, steps: int | None
+) -> dict[str, ExperimentConfig]:
     """One config per allocation: ``base`` with its ``symmetry.spectrum``, output under ``out``,
     the cache where ``base`` keeps it, and (when given) ``steps`` training steps evaluated at the last."""
     raw = base.model_dump(mode="json")
-    extra = [f"output_dir={json.dumps(str(out))}", f"data.cache_dir={json.dumps(str(base.data.cache_dir or Path(base.output_dir) / 'cache'))}"]
+    extra = [
+        f"output_dir={json.dumps(str(out))}",
+        f"data.cache_dir={json.dumps(str(base.data.cache_dir or Path(base.output_dir) / 'cache'))}",
+    ]
     if steps is not None:
         extra += [f"training.steps={steps}", f"evaluation.steps=[{steps}]", "evaluation.headline_step=null"]
     return {
@@ -201,7 +214,9 @@ def benchmark_allocations(
         cfg = configs[name]
         trainer = train_run(cfg, cache, directory, seed=seed, transport_weight=1.0, progress=progress)
         spec = evaluation_spec(cfg, cache)
-        return allocation_metrics(core_metrics(spec, cache, trainer.objective.eval(), resolve_device(cfg.evaluation.device)).result)
+        return allocation_metrics(
+            core_metrics(spec, cache, trainer.objective.eval(), resolve_device(cfg.evaluation.device)).result
+        )
 
     steps_run = next(iter(configs.values())).training.steps
     return allocation_table(out, score, allocations=allocations or ALLOCATIONS, seeds=seeds, steps=steps_run)
@@ -210,7 +225,9 @@ def benchmark_allocations(
 def allocations_main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Command line: ``cyclejepa benchmark allocations [options]``."""
     args = allocation_arguments().parse_args(argv)
-    summary = benchmark_allocations(args.out, seeds=args.seeds, steps=args.steps, base_config=args.config, overrides=args.overrides)
+    summary = benchmark_allocations(
+        args.out, seeds=args.seeds, steps=args.steps, base_config=args.config, overrides=args.overrides
+    )
     print(markdown_table(summary["table"]))
     return summary
 

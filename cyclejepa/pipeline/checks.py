@@ -134,12 +134,19 @@ def _dataset_problems(cfg: ExperimentConfig) -> list[str]:
         problems += [
             f"data.options.{option}: unknown option of dataset {data.dataset!r}; allowed: {', '.join(sorted(accepted)) or '(none)'}"
             + (f". Did you mean {hint!r}?" if (hint := closest_match(option, sorted(accepted))) else "")
-            for option in data.options if option not in accepted or option == "root"
+            for option in data.options
+            if option not in accepted or option == "root"
         ]
     facts = data_facts(data, cycle_band(cfg.phase.provider))
     if isinstance(facts, str):
         return problems + [facts]
-    return problems + _fold_range_problems(cfg, facts) + _shape_problems(cfg, facts) + _lead_problems(cfg, facts) + _family_problems(cfg, facts)
+    return (
+        problems
+        + _fold_range_problems(cfg, facts)
+        + _shape_problems(cfg, facts)
+        + _lead_problems(cfg, facts)
+        + _family_problems(cfg, facts)
+    )
 
 
 def _fold_range_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
@@ -148,7 +155,9 @@ def _fold_range_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
     for key in ("train_folds", "eval_folds"):
         outside = [fold for fold in getattr(cfg.data, key) or () if fold not in protocol.all_folds]
         if outside:
-            problems.append(f"data.{key}: folds {outside} are not folds of dataset {cfg.data.dataset!r}, which has 1..{protocol.count}")
+            problems.append(
+                f"data.{key}: folds {outside} are not folds of dataset {cfg.data.dataset!r}, which has 1..{protocol.count}"
+            )
     return problems
 
 
@@ -211,7 +220,9 @@ def _name_problems(cfg: ExperimentConfig) -> list[str]:
     problems = []
     for index, family in enumerate(cfg.evaluation.families):
         if family not in registry.PERTURBATIONS:
-            problems.append(f"evaluation.families[{index}]: {registry.unknown_name_message('anomaly family', family, registry.PERTURBATIONS.names())}")
+            problems.append(
+                f"evaluation.families[{index}]: {registry.unknown_name_message('anomaly family', family, registry.PERTURBATIONS.names())}"
+            )
     arms = Counter(arm.name for arm in cfg.runs.arms)
     problems += [f"runs.arms: arm name {name!r} appears {n} times; arm names must be unique" for name, n in arms.items() if n > 1]
     seeds = Counter(cfg.runs.seeds)
@@ -314,8 +325,10 @@ def _family_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
     from cyclejepa.registry import PERTURBATIONS, PHASE_PROVIDERS
 
     provider, families = cfg.phase.provider, cfg.evaluation.families
-    if families == EvaluationConfig.model_fields["families"].default or provider is None or not all(
-        family in PERTURBATIONS for family in families
+    if (
+        families == EvaluationConfig.model_fields["families"].default
+        or provider is None
+        or not all(family in PERTURBATIONS for family in families)
     ):
         return []  # the default list; a provider or names that consistency_problems names
     from cyclejepa.evaluation.anomaly.perturbations import applicable_families  # the families' own facts

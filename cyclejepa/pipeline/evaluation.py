@@ -43,7 +43,9 @@ def evaluate_experiment(cfg: ExperimentConfig, cache=None, progress: bool = True
     plans, steps = plan_runs(cfg), evaluation_steps(cfg)
     missing = [str(path) for plan in plans for step in steps if not (path := checkpoint_file(plan, step)).exists()]
     if missing:
-        raise FileNotFoundError(f"{len(missing)} checkpoint(s) to evaluate are missing, e.g. {missing[0]}; train them with `cyclejepa run`")
+        raise FileNotFoundError(
+            f"{len(missing)} checkpoint(s) to evaluate are missing, e.g. {missing[0]}; train them with `cyclejepa run`"
+        )
     write_resolved_config(cfg)
     return evaluate_stage(cfg, cache or configured_cache(cfg), plans, steps, progress)
 
@@ -145,7 +147,9 @@ def checkpoint_spec(
     )  # fmt: skip
 
 
-def evaluate_grid(cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPlan], steps: list[int], progress: bool = True) -> None:
+def evaluate_grid(
+    cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPlan], steps: list[int], progress: bool = True
+) -> None:
     """Evaluate every run × step (skipping finished ones), then compare the runs at each step.
 
     The config is read here once: the device, the output folder, the objective's spec, the
@@ -169,7 +173,9 @@ def evaluate_grid(cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPl
              if not is_current(result_file(out, plan, step), current, checkpoint_file(plan, step))]  # fmt: skip
     at_once = evaluations_at_once(cfg.evaluation.at_once, device.type, len(cells))
     if at_once > 1:
-        jobs = [(checkpoint_spec(cfg, checkpoint_folds(cfg, labelled), data, strata, current), plan, step) for plan, step in cells]
+        jobs = [
+            (checkpoint_spec(cfg, checkpoint_folds(cfg, labelled), data, strata, current), plan, step) for plan, step in cells
+        ]
         _evaluate_in_processes(jobs, objective, cache, out, at_once, cfg.evaluation.device, progress)
     else:
         for plan, step in cells:
@@ -180,8 +186,14 @@ def evaluate_grid(cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPl
 
 
 def evaluate_run_step(
-    spec: EvaluationSpec, objective: ObjectiveSpec, cache: PreparedCache, out: OutputFolder, plan: RunPlan, step: int,
-    device: torch.device, progress: bool = False,
+    spec: EvaluationSpec,
+    objective: ObjectiveSpec,
+    cache: PreparedCache,
+    out: OutputFolder,
+    plan: RunPlan,
+    step: int,
+    device: torch.device,
+    progress: bool = False,
 ) -> None:
     """Evaluate the checkpoint of ``plan`` at ``step`` into `result_file`
     (`write_checkpoint_evaluation` of ``spec``, the objective built from ``objective``), with the
@@ -198,8 +210,13 @@ def evaluate_run_step(
 
 
 def _evaluate_in_processes(
-    jobs: list[tuple[EvaluationSpec, RunPlan, int]], objective: ObjectiveSpec, cache: PreparedCache, out: OutputFolder,
-    at_once: int, device: str, progress: bool,
+    jobs: list[tuple[EvaluationSpec, RunPlan, int]],
+    objective: ObjectiveSpec,
+    cache: PreparedCache,
+    out: OutputFolder,
+    at_once: int,
+    device: str,
+    progress: bool,
 ) -> None:
     """`evaluate_run_step` for every job (spec, plan, step) in a `process_pool` of ``at_once``
     processes that share the cores (`shared_threads`) and take the GPUs of ``device`` (the
@@ -210,9 +227,10 @@ def _evaluate_in_processes(
     from cyclejepa.progress import progress_bar
     from cyclejepa.workers import process_pool, shared_threads
 
-    with process_pool(at_once, threads=shared_threads(at_once), gpus=len(child_gpus(device))) as pool, progress_bar(
-        len(jobs), f"evaluating {len(jobs)} checkpoints, {at_once} at a time", enabled=progress
-    ) as update:
+    with (
+        process_pool(at_once, threads=shared_threads(at_once), gpus=len(child_gpus(device))) as pool,
+        progress_bar(len(jobs), f"evaluating {len(jobs)} checkpoints, {at_once} at a time", enabled=progress) as update,
+    ):
         futures = [pool.submit(_evaluate_run_step_process, spec, objective, str(cache.path), out, plan, step, device)
                    for spec, plan, step in jobs]  # fmt: skip
         for future in as_completed(futures):
@@ -231,8 +249,14 @@ def _evaluate_run_step_process(
 
 
 def compare_runs(
-    cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPlan], step: int, device: torch.device, objective: ObjectiveSpec,
-    strata: str | None, current: str,
+    cfg: ExperimentConfig,
+    cache: PreparedCache,
+    plans: list[RunPlan],
+    step: int,
+    device: torch.device,
+    objective: ObjectiveSpec,
+    strata: str | None,
+    current: str,
 ) -> None:
     """Phase-ring and UMAP figures of ``step`` (one column per run; `draw_run_figures`, drawn
     once) and, where they apply (``strata`` is None, `strata_not_applying`), the heart-rate

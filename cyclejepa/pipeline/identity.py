@@ -21,14 +21,35 @@ if TYPE_CHECKING:
     from cyclejepa.config import ExperimentConfig
 
 TRAINING_KEYS = (
-    "data.dataset", "data.options", "data.cache_fs", "data.decimation", "data.token_patch", "data.window_s", "data.train_folds",
-    "phase", "symmetry", "model", "objectives.prediction", "objectives.regulariser", "optimiser",
-    "training.steps", "training.batch_size", "training.precision", "augmentations",
+    "data.dataset",
+    "data.options",
+    "data.cache_fs",
+    "data.decimation",
+    "data.token_patch",
+    "data.window_s",
+    "data.train_folds",
+    "phase",
+    "symmetry",
+    "model",
+    "objectives.prediction",
+    "objectives.regulariser",
+    "optimiser",
+    "training.steps",
+    "training.batch_size",
+    "training.precision",
+    "augmentations",
 )
 """Key paths (sections or leaves) that change a run's weights."""
 EVALUATION_KEYS = (
-    "data.eval_folds", "evaluation.bootstrap", "evaluation.seed", "evaluation.probe_c", "evaluation.detector",
-    "evaluation.families", "evaluation.severities", "evaluation.anomaly_records", "evaluation.eligible_min_positives",
+    "data.eval_folds",
+    "evaluation.bootstrap",
+    "evaluation.seed",
+    "evaluation.probe_c",
+    "evaluation.detector",
+    "evaluation.families",
+    "evaluation.severities",
+    "evaluation.anomaly_records",
+    "evaluation.eligible_min_positives",
 )
 """Key paths that change a checkpoint's evaluation results besides its weights."""
 

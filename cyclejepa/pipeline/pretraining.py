@@ -44,8 +44,9 @@ def training_phases(cache, rows, convention: str):
     return phases
 
 
-def train_run(cfg: ExperimentConfig, cache, directory: Path, *, seed: int, transport_weight: float,
-              dist=None, progress: bool = True):
+def train_run(
+    cfg: ExperimentConfig, cache, directory: Path, *, seed: int, transport_weight: float, dist=None, progress: bool = True
+):
     """Train one run on the cache's training folds, resuming from its last checkpoint; returns the trainer."""
     from cyclejepa.training import Distributed, Trainer, latest_checkpoint
 
@@ -88,8 +89,13 @@ def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True,
     if plan.finished():
         return directory
     trainer = train_run(
-        cfg, cache, directory, seed=plan.seed, transport_weight=plan.arm.transport_weight,
-        dist=dist, progress=progress,
+        cfg,
+        cache,
+        directory,
+        seed=plan.seed,
+        transport_weight=plan.arm.transport_weight,
+        dist=dist,
+        progress=progress,
     )
     if trainer.dist.is_main:
         spec = trainer.spec

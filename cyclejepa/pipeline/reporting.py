@@ -45,8 +45,12 @@ def report_experiment(output_dir: str | Path) -> Path:
 def write_grid_summary(output_dir: Path, cells: list[tuple[str, ExperimentConfig]]) -> Path:
     """``grid_summary.md``: for every grid cell, its overrides and its headline metrics per arm
     (the first task's AUROC: "–" for a dataset without labels)."""
-    lines = ["# Grid summary", "", "| cell | settings | arm | headline-task AUROC | gain fraction | G1 | report |",
-             "|---|---|---|---:|---:|---|---|"]
+    lines = [
+        "# Grid summary",
+        "",
+        "| cell | settings | arm | headline-task AUROC | gain fraction | G1 | report |",
+        "|---|---|---|---:|---:|---|---|",
+    ]
     for label, cfg in cells:
         report = read_result(OutputFolder(Path(cfg.output_dir)).report / "report.json")
         settings = ", ".join(f"{k}={_lookup(cfg, k)}" for k in sorted(cells_keys(cells)))

@@ -71,12 +71,14 @@ def describe_plan(cfg: ExperimentConfig) -> list[str]:
             f"{cfg.training.steps} steps × batch {cfg.training.batch_size} [{state}]"
         )
     lines.append(
-        f"evaluate steps {evaluation_steps(cfg)} on folds {cfg.data.eval_folds} "
-        f"(probe fitted on folds {cfg.data.train_folds})"
+        f"evaluate steps {evaluation_steps(cfg)} on folds {cfg.data.eval_folds} (probe fitted on folds {cfg.data.train_folds})"
     )
     touched = sorted((set(cfg.data.eval_folds or ()) | set(cfg.data.train_folds or ())) & set(sealed_folds(cfg)))
     if touched:
-        lines.append(f"fold {', '.join(map(str, touched))} is sealed: " + ("UNSEALED (audited)" if cfg.evaluation.unseal else "needs --unseal"))
+        lines.append(
+            f"fold {', '.join(map(str, touched))} is sealed: "
+            + ("UNSEALED (audited)" if cfg.evaluation.unseal else "needs --unseal")
+        )
     lines.append(f"report: {out / 'report' / 'report.md'}")
     return lines
 

@@ -65,9 +65,7 @@ class HouseholderBasis(Basis):
         Seeds the standard-normal initialisation of the v_j.
     """
 
-    def __init__(
-        self, dim: int, reflections: int | None = None, generator: torch.Generator | None = None
-    ):
+    def __init__(self, dim: int, reflections: int | None = None, generator: torch.Generator | None = None):
         super().__init__(dim)
         count = dim if reflections is None else reflections
         if count < 1:

@@ -118,10 +118,7 @@ class PhaseSymmetry(nn.Module):
 
     def _check_latent(self, z: Tensor) -> None:
         if z.shape[-1:] != (self.dim,):
-            raise ValueError(
-                f"latent has shape {tuple(z.shape)}; expected (..., {self.dim}) "
-                f"for spectrum {self._spectrum}"
-            )
+            raise ValueError(f"latent has shape {tuple(z.shape)}; expected (..., {self.dim}) for spectrum {self._spectrum}")
 
     def _transport(self, z: Tensor, theta: Tensor) -> Tensor:
         q = self.basis.matrix()
@@ -188,10 +185,7 @@ class U1Symmetry(PhaseSymmetry):
     ):
         super().__init__(spectrum, basis, **basis_kwargs)
         if self.rank != 1:
-            raise ValueError(
-                f"U1Symmetry needs a rank-1 spectrum; {self._spectrum} has rank {self.rank}: "
-                f"use TorusSymmetry"
-            )
+            raise ValueError(f"U1Symmetry needs a rank-1 spectrum; {self._spectrum} has rank {self.rank}: use TorusSymmetry")
 
     def _group_coordinates(self, g: Tensor) -> Tensor:
         return g.unsqueeze(-1)
@@ -210,7 +204,5 @@ class TorusSymmetry(PhaseSymmetry):
 
     def _group_coordinates(self, g: Tensor) -> Tensor:
         if g.shape[-1:] != (self.rank,):
-            raise ValueError(
-                f"torus element has shape {tuple(g.shape)}; expected (..., {self.rank}) angles"
-            )
+            raise ValueError(f"torus element has shape {tuple(g.shape)}; expected (..., {self.rank}) angles")
         return g

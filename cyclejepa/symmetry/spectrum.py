@@ -52,9 +52,7 @@ def _parse_term(text: str, index: int, spec: str) -> SpectrumTerm:
     where = f"term {index + 1} ({text.strip()!r}) of spectrum {spec!r}"
     match = _TERM.match(text)
     if match is None:
-        raise ValueError(
-            f"malformed {where}: expected 'MxN' (e.g. '24x1') or 'Mx(N1,N2,...)' on a torus"
-        )
+        raise ValueError(f"malformed {where}: expected 'MxN' (e.g. '24x1') or 'Mx(N1,N2,...)' on a torus")
     multiplicity = int(match.group(1))
     if match.group(2) is not None:
         frequency: Frequency = int(match.group(2))
@@ -88,10 +86,7 @@ def _checked_term(multiplicity: int, frequency: Frequency, where: str) -> Spectr
                 f"positive: use ({flipped})"
             )
     elif frequency < 0:
-        raise ValueError(
-            f"{where}: U(1) harmonics are non-negative (n and -n give equivalent real irreps); "
-            f"use {-frequency}"
-        )
+        raise ValueError(f"{where}: U(1) harmonics are non-negative (n and -n give equivalent real irreps); use {-frequency}")
     return SpectrumTerm(multiplicity, frequency)
 
 
@@ -130,10 +125,7 @@ class HarmonicSpectrum:
             pieces = spec.split("+") if spec.strip() else []
             terms = tuple(_parse_term(piece, i, spec) for i, piece in enumerate(pieces))
         else:
-            terms = tuple(
-                _checked_term(int(m), _as_frequency(n), f"term {i + 1} ({m}, {n})")
-                for i, (m, n) in enumerate(spec)
-            )
+            terms = tuple(_checked_term(int(m), _as_frequency(n), f"term {i + 1} ({m}, {n})") for i, (m, n) in enumerate(spec))
         if not terms:
             raise ValueError("empty harmonic spectrum: give at least one term such as '4x0'")
         self._terms = terms
@@ -142,9 +134,7 @@ class HarmonicSpectrum:
         self._text = "+".join(str(term) for term in terms)
 
     @classmethod
-    def from_multiplicities(
-        cls, invariant_dim: int, multiplicities: Mapping[Frequency, int]
-    ) -> HarmonicSpectrum:
+    def from_multiplicities(cls, invariant_dim: int, multiplicities: Mapping[Frequency, int]) -> HarmonicSpectrum:
         """Spectrum with ``invariant_dim`` invariant coordinates then ``c_n`` blocks per ``n``.
 
         Frequencies follow the mapping's order; zero multiplicities are skipped.

@@ -70,8 +70,6 @@ class BatchSampler:
 
     def load_state_dict(self, state: dict) -> None:
         if len(state["order"]) != len(self.signals):
-            raise ValueError(
-                f"checkpoint was taken on {len(state['order'])} records, this corpus has {len(self.signals)}"
-            )
+            raise ValueError(f"checkpoint was taken on {len(state['order'])} records, this corpus has {len(self.signals)}")
         self.order = state["order"].to(self.generator.device)
         self.cursor, self.epoch = int(state["cursor"]), int(state["epoch"])

@@ -57,7 +57,12 @@ def runs_at_once(setting: int | str, device_type: str, runs: int) -> int:
 
 
 def train_concurrently(
-    config: Path, jobs: Sequence[RunJob], at_once: int, steps: int, *, gpus: Sequence[str] = (),
+    config: Path,
+    jobs: Sequence[RunJob],
+    at_once: int,
+    steps: int,
+    *,
+    gpus: Sequence[str] = (),
     progress: bool = True,
 ) -> None:
     """Train ``jobs`` from the resolved config file ``config``, ``at_once`` processes at a time.

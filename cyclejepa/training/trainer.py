@@ -58,8 +58,10 @@ class Diverged(ValueError):
         self.step, self.what, self.checkpoint = step, what, checkpoint
         kept = f"the last finite checkpoint is {checkpoint}" if checkpoint else "no checkpoint was written before it"
         after = f" after skipping {skipped} (training.skip_nonfinite_steps)" if skipped else ""
-        super().__init__(f"training diverged at step {step}: non-finite {what}{after}; stopped, {kept} "
-                         "(lower optimiser.lr or optimiser.grad_clip)")
+        super().__init__(
+            f"training diverged at step {step}: non-finite {what}{after}; stopped, {kept} "
+            "(lower optimiser.lr or optimiser.grad_clip)"
+        )
 
 
 def uses_bf16(precision: str, device_type: str) -> bool:
@@ -121,8 +123,7 @@ class JEPAObjective(nn.Module):
             )
         if self.symmetry.dim != model.projector.dim:
             raise ValueError(
-                f"symmetry.spectrum has dimension {self.symmetry.dim}, "
-                f"but model.projector.dim is {model.projector.dim}"
+                f"symmetry.spectrum has dimension {self.symmetry.dim}, but model.projector.dim is {model.projector.dim}"
             )
         reg = objectives.regulariser
         self.regulariser = registry.REGULARISERS.get(reg.name)(**reg.options)
@@ -226,16 +227,19 @@ class Trainer:
         self.objective.dist = dist
         self.compile_mode = compile_mode(settings.compile, self.device.type, dist.enabled)
         self.step_module = self._wrap(self.objective)
-        self.augmenter = Augmenter.from_config(
-            [{"name": a.name, "p": a.p, **a.options} for a in spec.augmentations], fs=model_fs
-        )
+        self.augmenter = Augmenter.from_config([{"name": a.name, "p": a.p, **a.options} for a in spec.augmentations], fs=model_fs)
         self.augment = self._compiled(self.augmenter.apply)
         self.optimisers = build_optimisers(self.objective, spec.optimiser)
         self.batches = BatchSampler(signals, phases, settings.batch_size, self.streams["data"], self.device)
         self.step = 0
         self.skipped: list[int] = []  # steps skipped for non-finite values (training.skip_nonfinite_steps)
         self.watchers: list[Callable[[Trainer, list[dict[str, float]]], None]] = []  # called with each flush's rows, rank 0
-        self.meta = {"seed": spec.seed, "transport_weight": spec.transport_weight, "identity": spec.identity, "run_hash": spec.run_hash}
+        self.meta = {
+            "seed": spec.seed,
+            "transport_weight": spec.transport_weight,
+            "identity": spec.identity,
+            "run_hash": spec.run_hash,
+        }
 
     def _wrap(self, objective: JEPAObjective) -> nn.Module:
         """The module a step calls: in one process, the objective compiled whole (one graph).
@@ -376,7 +380,9 @@ class Trainer:
         bad = next((record for record in records if not record.get("skipped") and _nonfinite(record)), None)
         if bad is not None:
             self._write_metrics(records[: records.index(bad) + 1])
-            raise Diverged(bad["step"], _nonfinite(bad), latest_checkpoint(RunFolder(self.directory).checkpoints), len(self.skipped))
+            raise Diverged(
+                bad["step"], _nonfinite(bad), latest_checkpoint(RunFolder(self.directory).checkpoints), len(self.skipped)
+            )
         self._write_metrics(records)
         return records[-1]
 
@@ -494,10 +500,17 @@ def load_trained(spec: ObjectiveSpec, path: str | Path, device: str | torch.devi
     objective = JEPAObjective.from_spec(spec, meta["transport_weight"], init_seed=0)
     misfits = _misfits(state["model"], objective.state_dict())
     if misfits:
-        now = {**flat_json("model", spec.model.model_dump(mode="json")), **flat_json("symmetry", spec.symmetry.model_dump(mode="json"))}
-        changed = [line for line in identity_differences(meta.get("identity", {}), now) if line.startswith(("model.", "symmetry."))]
+        now = {
+            **flat_json("model", spec.model.model_dump(mode="json")),
+            **flat_json("symmetry", spec.symmetry.model_dump(mode="json")),
+        }
+        changed = [
+            line for line in identity_differences(meta.get("identity", {}), now) if line.startswith(("model.", "symmetry."))
+        ]
         keys = f"the config's {'; '.join(changed)} (trained → now); " if changed else ""
-        raise ValueError(f"checkpoint {path} does not fit the config's model: {keys}{len(misfits)} tensors differ, e.g. {'; '.join(misfits[:2])}")
+        raise ValueError(
+            f"checkpoint {path} does not fit the config's model: {keys}{len(misfits)} tensors differ, e.g. {'; '.join(misfits[:2])}"
+        )
     objective.load_state_dict(state["model"])
     return objective.to(device).eval()
 

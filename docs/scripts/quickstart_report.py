@@ -1,6 +1,6 @@
 """Copy the report of a quickstart run into the docs: docs/quickstart.md and docs/img/quickstart/.
 
-    cyclejepa run examples/quickstart.yaml && python docs/scripts/quickstart_report.py
+cyclejepa run examples/quickstart.yaml && python docs/scripts/quickstart_report.py
 """
 
 import shutil

@@ -44,7 +44,9 @@ def benchmark_folder(output_dir: Path) -> Path:
     return output_dir / "benchmark" / "ptbxl"
 
 
-def argument_problems(tasks: Sequence[str], protocols: Sequence[str], fractions: Sequence[float], seeds: Sequence[int]) -> list[str]:
+def argument_problems(
+    tasks: Sequence[str], protocols: Sequence[str], fractions: Sequence[float], seeds: Sequence[int]
+) -> list[str]:
     """What is wrong with the benchmark's tasks, protocols, label fractions and seeds."""
     problems = [f"unknown task {t!r}; one of {', '.join(TASKS)}" for t in tasks if t not in TASKS]
     problems += [f"unknown protocol {p!r}; one of {', '.join(PROTOCOLS)}" for p in protocols if p not in PROTOCOLS]
@@ -92,7 +94,10 @@ def run_benchmark(spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, e
                             update(0, cell=cell.name)
                             found.append(bench.result(cell, data, run))
                             update(1)
-                write_json(spec.out / task / f"{protocol}.json", {"task": task, "protocol": protocol, "summary": summarise_cells(found), "cells": found})
+                write_json(
+                    spec.out / task / f"{protocol}.json",
+                    {"task": task, "protocol": protocol, "summary": summarise_cells(found), "cells": found},
+                )
                 cells += found
     summary = summarise_cells(cells)
     settings = spec.training.settings
@@ -128,7 +133,9 @@ def ptbxl_arguments() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=defaults.steps, help="most fine-tuning steps")
     parser.add_argument("--batch-size", type=int, help="fine-tuning batch (default: training.batch_size)")
     parser.add_argument("--lr", type=float, default=defaults.lr, help="the head's peak learning rate")
-    parser.add_argument("--backbone-scale", type=float, default=defaults.backbone_scale, help="encoder rate / head rate when fine-tuning")
+    parser.add_argument(
+        "--backbone-scale", type=float, default=defaults.backbone_scale, help="encoder rate / head rate when fine-tuning"
+    )
     parser.add_argument("--eval-every", type=int, default=defaults.eval_every, help="steps between early-stopping evaluations")
     parser.add_argument("--patience", type=int, default=defaults.patience, help="evaluations without improvement before stopping")
     return parser

@@ -76,7 +76,9 @@ def benchmark_split(cache, train: list[int], test: list[int], validation_fold: i
     rows = {name: cache.select(folds) for name, folds in (("fit", fit), ("validation", [validation]), ("test", test))}
     empty = [name for name, found in rows.items() if not len(found)]
     if empty:
-        raise ValueError(f"no cached record in the {' and '.join(empty)} folds (fit {fit}, early stopping {validation}, scored {test})")
+        raise ValueError(
+            f"no cached record in the {' and '.join(empty)} folds (fit {fit}, early stopping {validation}, scored {test})"
+        )
     return Split(fit, validation, sorted(test), **rows)
 
 
@@ -186,7 +188,9 @@ class Bench:
         if run is None:
             return build_configured_model(self.spec.model, seed)
         if not run.checkpoint.exists():
-            raise FileNotFoundError(f"{run.name} has no checkpoint at step {self.spec.step} ({run.checkpoint}); train it or pick --step")
+            raise FileNotFoundError(
+                f"{run.name} has no checkpoint at step {self.spec.step} ({run.checkpoint}); train it or pick --step"
+            )
         return self.spec.load_model(run.checkpoint, self.device)
 
     def _features_of(self, run: PretrainedRun, rows: np.ndarray) -> np.ndarray:
@@ -239,4 +243,9 @@ class Bench:
         tuner.fit()
         logits = predict_logits(tuner.classifier, np.asarray(self.cache.signals[data.test]), device=tuner.device, bf16=tuner.bf16)
         shutil.rmtree(tuner.directory)  # the result is about to be stored: nothing left to resume
-        return logits, {"best_step": tuner.best_step, "steps": tuner.step, "validation_auroc": tuner.best_score, "history": tuner.history}
+        return logits, {
+            "best_step": tuner.best_step,
+            "steps": tuner.step,
+            "validation_auroc": tuner.best_score,
+            "history": tuner.history,
+        }

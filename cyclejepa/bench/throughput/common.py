@@ -42,14 +42,12 @@ SPLIT_GROUPS = {
 }
 
 
-
 @dataclass(frozen=True)
 class Variant:
     """A way to run the training step: precision and torch.compile mode (None: eager)."""
 
     precision: str
     compile_mode: str | None = None
-
 
 
 VARIANTS = {
@@ -62,7 +60,6 @@ VARIANTS = {
 """Each variant is the product path: the trainer built from ``training.precision`` and
 ``training.compile`` set to the variant's values (``bf16-compile-cudagraphs`` is what the
 paper configs' ``auto`` settings give on CUDA)."""
-
 
 
 @dataclass(frozen=True)
@@ -80,7 +77,6 @@ class Budget:
     prepare_records: int
 
 
-
 def default_budget(device: torch.device, quick: bool) -> Budget:
     """The step counts for ``device``; ``quick`` keeps a 2-core CPU run within minutes."""
     if device.type == "cuda":
@@ -90,7 +86,6 @@ def default_budget(device: torch.device, quick: bool) -> Budget:
     if quick:
         return Budget(1, 3, 0, 2, 2, 0, (8, 1), 1, 500)
     return Budget(2, 10, 0, 5, 5, 1, (64, 2), 3, 21_799)
-
 
 
 def _guarded(fn: Callable[[], Any]) -> Any:
@@ -105,10 +100,8 @@ def _guarded(fn: Callable[[], Any]) -> Any:
         }
 
 
-
 def _skipped(reason: str) -> dict[str, str]:
     return {"status": "skipped", "reason": reason}
-
 
 
 def _release(device: torch.device, compiled: bool) -> None:

@@ -57,7 +57,6 @@ def _training_and_equality(
         save()
 
 
-
 def strict_float32_trace(spec: ThroughputSpec, steps: int) -> list[list[float]]:
     """Metrics rows of the first ``steps`` steps of the ``float32`` variant with TF32 disabled."""
     corpus = synthetic_training_arrays(spec.channels, spec.tokens)
@@ -68,10 +67,7 @@ def strict_float32_trace(spec: ThroughputSpec, steps: int) -> list[list[float]]:
     return rows
 
 
-
-def compare_traces(
-    trace: list[list[float]], reference: list[list[float]], rtol: float = EQUALITY_RTOL
-) -> dict[str, Any]:
+def compare_traces(trace: list[list[float]], reference: list[list[float]], rtol: float = EQUALITY_RTOL) -> dict[str, Any]:
     """Largest relative difference per loss term over the common steps, and whether all are
     within ``rtol``. Rows are `Trainer.train_step` metrics (loss, prediction, regulariser,
     transport, grad_norm, lr)."""
@@ -81,14 +77,12 @@ def compare_traces(
     worst = {}
     for column, term in enumerate(EQUALITY_TERMS):
         differences = [
-            abs(row[column] - ref[column]) / max(abs(ref[column]), 1e-12)
-            for row, ref in zip(trace[:steps], reference[:steps])
+            abs(row[column] - ref[column]) / max(abs(ref[column]), 1e-12) for row, ref in zip(trace[:steps], reference[:steps])
         ]
         at = int(np.argmax(differences))
         worst[term] = {"max_rel_diff": differences[at], "at_step": at + 1}
     passed = all(value["max_rel_diff"] <= rtol for value in worst.values())
     return {"steps": steps, "rtol": rtol, "passed": passed, "terms": worst}
-
 
 
 @contextmanager

@@ -58,7 +58,6 @@ def measure_transport(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
     return {"status": "ok", "rows": rows}
 
 
-
 def _time_loss(loss_fn, z, phi, symmetry, warmup: int, repeats: int, sync) -> dict[str, float]:
     """Median forward (no grad) and forward + backward ms of ``loss_fn(z, phi, symmetry)``."""
     leaf = z.detach().clone().requires_grad_(True)
@@ -75,7 +74,6 @@ def _time_loss(loss_fn, z, phi, symmetry, warmup: int, repeats: int, sync) -> di
         name: summarise(time_calls(fn, warmup=warmup, repeats=repeats, sync=sync))["median_ms"]
         for name, fn in (("forward_ms", forward), ("forward_backward_ms", forward_backward))
     }
-
 
 
 def measure_sigreg(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
@@ -107,7 +105,6 @@ def measure_sigreg(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
     return row
 
 
-
 def measure_inference(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
     """Records/s of the deployed path (encoder + projector), no grad, batch `INFERENCE_BATCH`."""
     device = spec.device
@@ -133,7 +130,6 @@ def measure_inference(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
             }
         )
     return {"status": "ok", "rows": rows}
-
 
 
 def _transport_speed_module():

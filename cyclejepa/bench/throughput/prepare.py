@@ -55,7 +55,6 @@ def measure_prepare(records: int, all_cores: bool = True) -> dict[str, Any]:
     return result
 
 
-
 def _prepare_rows(root: Path, folder: Path, workers: Sequence[int]) -> list[dict[str, Any]]:
     """One `prepare_cache` run per worker count: wall-clock rates, and for the one-worker run
     (in this process) the rate per CPU-second. Forkserver workers' CPU time reaches

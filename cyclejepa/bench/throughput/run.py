@@ -159,7 +159,6 @@ def _header(spec: ThroughputSpec, quick, budget, sections, variants) -> dict[str
     }
 
 
-
 def throughput_arguments() -> argparse.ArgumentParser:
     """The command line of ``cyclejepa benchmark throughput`` (read by `cyclejepa.pipeline.throughput`)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -187,7 +186,6 @@ def _torch_threads(threads: int | None) -> Iterator[None]:
         torch.set_num_threads(previous)
 
 
-
 def _float32_flags() -> dict[str, Any]:
     return {
         "matmul_allow_tf32": torch.backends.cuda.matmul.allow_tf32,
@@ -196,12 +194,10 @@ def _float32_flags() -> dict[str, Any]:
     }
 
 
-
 def _check_names(kind: str, names: Sequence[str], allowed: Sequence[str]) -> None:
     unknown = [name for name in names if name not in allowed]
     if unknown:
         raise ValueError(f"unknown {kind}(s) {unknown}; choose from {', '.join(allowed)}")
-
 
 
 def _write(report: dict[str, Any], out: str | os.PathLike | None) -> None:
@@ -209,7 +205,6 @@ def _write(report: dict[str, Any], out: str | os.PathLike | None) -> None:
     if out is not None:
         path = write_json(Path(out), report)
         path.with_suffix(".md").write_text(markdown_report(report))
-
 
 
 def _split(text: str | None) -> list[str] | None:

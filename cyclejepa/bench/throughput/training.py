@@ -61,14 +61,11 @@ def measure_training(
         trace: list[list[float]] = []
         if time_left():
             log(f"[throughput] training, variant {name}")
-            entry.update(
-                _guarded(functools.partial(_measure_variant, spec, name, budget, corpus, trace))
-            )
+            entry.update(_guarded(functools.partial(_measure_variant, spec, name, budget, corpus, trace)))
             _release(spec.device, compiled=VARIANTS[name].compile_mode is not None)
         else:
             entry.update(_skipped("deadline passed"))
         yield entry, trace
-
 
 
 def _measure_variant(
@@ -114,7 +111,6 @@ def _measure_variant(
     return entry
 
 
-
 def _dynamo_counters() -> dict[str, Any]:
     """What torch.compile made of the step: graphs, graph breaks by reason, CUDA-graph skips."""
     from torch._dynamo.utils import counters
@@ -127,7 +123,6 @@ def _dynamo_counters() -> dict[str, Any]:
         "graph_breaks": dict(breaks),
         "inductor": {key: value for key, value in counters["inductor"].items() if "cudagraph" in key},
     }
-
 
 
 def timed_trainer(spec: TrainingSpec, corpus: tuple[np.ndarray, np.ndarray], directory: str | Path, **changes: Any) -> Trainer:
@@ -173,7 +168,6 @@ def instrumented_step(trainer, timer: PhaseTimer) -> dict[str, torch.Tensor]:
     return terms
 
 
-
 def measure_split(trainer, steps: int, sync: Callable[[], None]) -> dict[str, Any]:
     """Phase split of ``steps`` instrumented training steps (see `instrumented_step`)."""
     timer = PhaseTimer(sync)
@@ -182,7 +176,6 @@ def measure_split(trainer, steps: int, sync: Callable[[], None]) -> dict[str, An
     split = timer.split(SPLIT_GROUPS)
     split["note"] = "device synchronised at every phase boundary: the phases sum to more than a plain step"
     return split
-
 
 
 def find_host_syncs(step: Callable[[], object], steps: int = 3) -> list[dict[str, Any]]:
@@ -216,7 +209,6 @@ def find_host_syncs(step: Callable[[], object], steps: int = 3) -> list[dict[str
     ]
 
 
-
 def synthetic_training_arrays(
     channels: int, tokens: int, records: int = CORPUS_RECORDS, seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -234,7 +226,6 @@ def synthetic_training_arrays(
     last = tokens - rng.integers(1, 13, (records, 1))
     phases[(position < first) | (position >= last)] = np.nan
     return signals, phases.astype(np.float32)
-
 
 
 def _short(filename: str) -> str:

@@ -223,7 +223,6 @@ def _validate(build_dir: Path) -> None:
         )
 
 
-
 def _remove_stale_builds(cache_dir: Path) -> None:
     """Remove build folders of ``cache_dir`` left by a process that no longer runs (killed mid-build)."""
     for folder in cache_dir.parent.glob(f".{cache_dir.name}.build-*"):
@@ -243,9 +242,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _build(
-    dataset: Dataset, build_dir: Path, arguments: dict[str, Any], workers: int, progress: bool, cache_dir: Path
-) -> None:
+def _build(dataset: Dataset, build_dir: Path, arguments: dict[str, Any], workers: int, progress: bool, cache_dir: Path) -> None:
     entries = dataset.entries()
     outcomes = sorted(
         _run_jobs(dataset, list(enumerate(entries)), build_dir, arguments, workers, progress),
@@ -275,8 +272,10 @@ def _build(
     files.write_meta(build_dir / "meta.csv", [entries[o.row] for o in kept], levels, kept)
     with writing(build_dir / "norm.json"):
         (build_dir / "norm.json").write_text(
-            json.dumps({**norm.to_dict(arguments["channels"]), "train_folds": arguments["train_folds"],
-                        "windows": int(in_train.sum())}, indent=2)  # fmt: skip
+            json.dumps(
+                {**norm.to_dict(arguments["channels"]), "train_folds": arguments["train_folds"], "windows": int(in_train.sum())},
+                indent=2,
+            )  # fmt: skip
         )
     files.write_rejections(build_dir / "rejections.csv", rejections)
     facts = {"name": _registered_name(dataset), "units": [dataset.unit_of(c) for c in dataset.channels],
@@ -384,7 +383,9 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
             outcomes.append(RecordOutcome(row, rejection=rejection))
             continue
         try:
-            prepared = [prepare_record(segment, provider, cache_fs=cache_fs, channels=channels, **shape)[:2] for segment in windows]
+            prepared = [
+                prepare_record(segment, provider, cache_fs=cache_fs, channels=channels, **shape)[:2] for segment in windows
+            ]
         except (ValueError, KeyError) as error:  # the provider refuses this record (e.g. no such channel)
             outcomes.append(RecordOutcome(row, rejection=RecordRejected(entry.id, "phase", f"{type(error).__name__}: {error}")))
             continue
@@ -396,4 +397,3 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
         with writing(Path(scratch)):
             np.save(scratch, np.stack(signals))
     return outcomes
-

@@ -53,7 +53,6 @@ _FLOAT_COLUMNS = ("age", "phase_yield")
 _TEXT_COLUMNS = ("record", "qc_reason")
 
 
-
 def allocated_memmap(path: Path, shape: tuple[int, ...]) -> np.memmap:
     """A float32 ``.npy`` memmap of ``shape`` written at ``path``, its blocks reserved on disk
     first (``posix_fallocate`` where the platform has it): a disk too small fails here with
@@ -168,7 +167,6 @@ def write_manifest(
         manifest["phase_coordinates"] = list(kept[0].coordinates)
     with writing(build_dir / MANIFEST):
         (build_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
-
 
 
 def read_meta(path: Path, expected: tuple[str, ...]) -> dict[str, np.ndarray]:

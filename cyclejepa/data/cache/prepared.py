@@ -55,8 +55,7 @@ class PreparedCache:
         self.coordinates = tuple(self.manifest.get("phase_coordinates", ()))
         with np.load(self.path / EVENTS_FILE) as events:
             self._events = [
-                (events[f"indices{s}"], events[f"offsets{s}"])
-                for s in ("", *(f"_{c}" for c in range(1, len(self.coordinates))))
+                (events[f"indices{s}"], events[f"offsets{s}"]) for s in ("", *(f"_{c}" for c in range(1, len(self.coordinates))))
             ]
         self.event_indices, self.event_offsets = self._events[0]
         self.label_levels = tuple(
@@ -146,8 +145,6 @@ class PreparedCache:
         return np.stack([self.columns[c] for c in columns], axis=1).astype(np.uint8)
 
 
-
-
 def _check_format(path: Path, manifest: dict) -> None:
     """Refuse a cache written in another layout (`CACHE_FORMAT`), naming the command that rebuilds it."""
     found = manifest.get("arguments", {}).get("cache_format")
@@ -188,4 +185,3 @@ def inconsistencies(cache: PreparedCache) -> list[str]:
     if counts["kept"] != n or counts["rejected"] != len(cache.rejections):
         problems.append(f"manifest counts {counts} disagree with meta.csv and rejections.csv")
     return problems
-

@@ -44,7 +44,6 @@ class RecordOutcome:
     scratch: str = ""
 
 
-
 def record_windows(dataset: Dataset, entry: Entry, channels: tuple[str, ...], cache_fs: float, window: int,
                    preparation: Preparation = Preparation(), amplitude_limits: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
     """(W, C, window) float32: ``entry``'s verified record (`Dataset.read`) through `cut_record`."""
@@ -70,8 +69,10 @@ def cut_record(record: Record, channels: Sequence[str], cache_fs: float, window:
         windows = cut_windows(x, window)
     except ValueError:
         raise RecordRejected(
-            record_id, "extent", f"the record lasts {x.shape[-1] / cache_fs:.2f} s, shorter than one {window / cache_fs:g} s window"
-            + (f" after dropping its first {preparation.drop_s:g} s" if preparation.drop_s else "")
+            record_id,
+            "extent",
+            f"the record lasts {x.shape[-1] / cache_fs:.2f} s, shorter than one {window / cache_fs:g} s window"
+            + (f" after dropping its first {preparation.drop_s:g} s" if preparation.drop_s else ""),
         ) from None
     if preparation.scope == "window":
         _check_spread(windows.std(axis=-1), channels, record_id, "a window of")
@@ -128,8 +129,6 @@ def decimate_fast(signal: np.ndarray, factor: int) -> np.ndarray:
     return y.astype(np.float32)
 
 
-
-
 def prepare_record(
     signal: np.ndarray, provider, clock=None, *, cache_fs: float, channels: Sequence[str], decimation: int, token_patch: int
 ) -> tuple[np.ndarray, RecordOutcome, list]:
@@ -158,7 +157,6 @@ def prepare_record(
     return decimated, outcome, times
 
 
-
 def _phase_outcome(row: int, track, model_fs: float, token_patch: int) -> RecordOutcome:
     """Events per coordinate, token phases (both conventions; (T,) for one coordinate, (T, C)
     for several) and QC of a provider's `cyclejepa.phase.Track`."""
@@ -178,4 +176,3 @@ def _phase_outcome(row: int, track, model_fs: float, token_patch: int) -> Record
         qc_reason="" if qc is None else ";".join(qc.reasons),
         phase_yield=float(track.phase_yield),
     )
-

@@ -57,9 +57,7 @@ def _write_record(path: Path, fs: int, frames: np.ndarray) -> None:
     path.with_suffix(".dat").write_bytes(frames.astype("<i2", copy=False).tobytes())
 
 
-def _write_chunk(
-    root: str, plan: _SignalPlan, ecg_ids: np.ndarray, seed: int, chunk: int
-) -> list[list[int]]:
+def _write_chunk(root: str, plan: _SignalPlan, ecg_ids: np.ndarray, seed: int, chunk: int) -> list[list[int]]:
     """Synthesise and write one chunk at both rates; returns its R peaks (500 Hz samples)."""
     with _single_threaded_blas():
         frames, rpeaks = _synthesise(plan, seed, chunk)
@@ -97,8 +95,6 @@ def _run_tasks(tasks: Sequence[tuple], workers: int) -> Iterator[list[list[int]]
     with process_pool(workers, preload=[__name__]) as pool:
         futures = [pool.submit(_write_chunk, *task) for task in tasks]
         yield from (future.result() for future in futures)
-
-
 
 
 def write_synthetic_corpus(
@@ -143,9 +139,7 @@ def write_synthetic_corpus(
         raise ValueError(f"workers must be a positive integer, got {workers!r}")
     root = Path(out_dir)
     if (root / DATABASE_CSV).exists() and not overwrite:
-        raise FileExistsError(
-            f"{root} already holds a corpus (ptbxl_database.csv); pass overwrite=True to replace it"
-        )
+        raise FileExistsError(f"{root} already holds a corpus (ptbxl_database.csv); pass overwrite=True to replace it")
     root.mkdir(parents=True, exist_ok=True)
     rows, plan = _plan(records, seed)
     ids = np.arange(1, records + 1)

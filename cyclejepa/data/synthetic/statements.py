@@ -91,7 +91,6 @@ def scp_statements() -> dict[str, dict[str, str]]:
     return {row.pop(""): row for row in csv.DictReader(io.StringIO(_SCP_STATEMENTS_CSV))}
 
 
-
 # ----------------------------------------------------------------------------------------------
 # Cohort statistics of PTB-XL 1.0.3
 # ----------------------------------------------------------------------------------------------

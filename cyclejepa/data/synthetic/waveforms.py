@@ -34,9 +34,7 @@ class _Events(NamedTuple):
     rr: np.ndarray  # (K,) preceding interval, s
     gain: np.ndarray  # (K,) amplitude factor (respiratory modulation)
 
-    def where(
-        self, mask: np.ndarray, times: np.ndarray, rr: np.ndarray, gain: np.ndarray
-    ) -> _Events:
+    def where(self, mask: np.ndarray, times: np.ndarray, rr: np.ndarray, gain: np.ndarray) -> _Events:
         """These events followed by those of the (n, B) arrays at ``mask``."""
         record = np.broadcast_to(np.arange(len(mask))[:, None], mask.shape)[mask]
         new = (record, times[mask], rr[mask], gain[mask])
@@ -90,9 +88,7 @@ def _events(plan: _SignalPlan, rng: np.random.Generator) -> tuple[_Events, _Even
     return ventricular, atrial
 
 
-def _render(
-    events: _Events, vec: np.ndarray, mu: np.ndarray, sd: np.ndarray, adaptive: np.ndarray, n: int
-) -> np.ndarray:
+def _render(events: _Events, vec: np.ndarray, mu: np.ndarray, sd: np.ndarray, adaptive: np.ndarray, n: int) -> np.ndarray:
     """Heart vector (n, N_SAMPLES, 3) of Gaussian waves placed at the events.
 
     ``vec`` (n, W, 3), ``mu`` and ``sd`` (n, W) describe each record's waves; centres of the
@@ -171,9 +167,7 @@ def _lead_noise(plan: _SignalPlan, rng: np.random.Generator) -> np.ndarray:
     return noise
 
 
-def _synthesise(
-    plan: _SignalPlan, seed: int, chunk: int, noise: bool = True
-) -> tuple[np.ndarray, list[np.ndarray]]:
+def _synthesise(plan: _SignalPlan, seed: int, chunk: int, noise: bool = True) -> tuple[np.ndarray, list[np.ndarray]]:
     """Digital 500 Hz frames (n, N_SAMPLES, 12) int16 (µV) and R-peak samples of one chunk."""
     beats_seed, noise_seed = np.random.SeedSequence(seed, spawn_key=(1, chunk)).spawn(2)
     rng = np.random.default_rng(beats_seed)

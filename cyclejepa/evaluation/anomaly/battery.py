@@ -68,9 +68,7 @@ def alarm_threshold(clean_record_scores: np.ndarray, false_alarm_rate: float = 0
     return float(np.quantile(finite, 1.0 - false_alarm_rate))
 
 
-def first_alarms(
-    scores: np.ndarray, threshold: float, onset_tokens: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
+def first_alarms(scores: np.ndarray, threshold: float, onset_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """First token at or after the onset whose score exceeds ``threshold`` (−1: none), and
     whether any token before the onset does (an early alarm).
 
@@ -255,7 +253,9 @@ def anomaly_battery(
         raise ValueError(f"severities must lie in [0, {MAX_SEVERITY}], got {list(severities)}")
     x = torch.as_tensor(np.asarray(signals, dtype=np.float32))
     if x.dim() != 3 or len(beats) != len(x):
-        raise ValueError(f"signals must be (N, channels, samples) with one beat train per record; got {tuple(x.shape)} and {len(beats)}")
+        raise ValueError(
+            f"signals must be (N, channels, samples) with one beat train per record; got {tuple(x.shape)} and {len(beats)}"
+        )
     if patch < 1 or x.shape[-1] % patch:
         raise ValueError(f"patch must divide the {x.shape[-1]} samples of a record into whole tokens, got {patch}")
     tokens = x.shape[-1] // patch
@@ -281,8 +281,15 @@ def anomaly_battery(
             onset_tokens = (perturbed.onset // patch).numpy()
             row.append(
                 score_anomaly_cell(
-                    clean, score(perturbed.signals), onset_tokens, token_ms=1000.0 * patch / beats.fs, family=family,
-                    severity=severity, detector=detector, false_alarm_rate=false_alarm_rate, hit_tokens=hit_tokens,
+                    clean,
+                    score(perturbed.signals),
+                    onset_tokens,
+                    token_ms=1000.0 * patch / beats.fs,
+                    family=family,
+                    severity=severity,
+                    detector=detector,
+                    false_alarm_rate=false_alarm_rate,
+                    hit_tokens=hit_tokens,
                 )
             )
         reference = row[0].auroc

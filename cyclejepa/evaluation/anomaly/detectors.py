@@ -131,9 +131,7 @@ def next_token_predictions(predictor: nn.Module, z: Tensor) -> Tensor:
     if isinstance(predictor, CausalTransformerPredictor):
         return _one_pass_predictions(predictor, z)
     cutoffs = torch.arange(-1, z.shape[1] - 1, device=z.device)
-    return torch.stack(
-        [predictor(z, c.expand(z.shape[0]))[:, c + 1] for c in cutoffs], dim=1
-    )
+    return torch.stack([predictor(z, c.expand(z.shape[0]))[:, c + 1] for c in cutoffs], dim=1)
 
 
 @DETECTORS.register("predictor-error")

@@ -66,9 +66,7 @@ def perturbation(
     return decorate
 
 
-def applicable_families(
-    families: Sequence[str], signal_kind: str | None, n_channels: int
-) -> tuple[list[str], dict[str, str]]:
+def applicable_families(families: Sequence[str], signal_kind: str | None, n_channels: int) -> tuple[list[str], dict[str, str]]:
     """The ``families`` that apply to records of ``signal_kind`` with ``n_channels`` channels,
     and, for each of the others, why it does not.
 
@@ -220,6 +218,7 @@ def ectopic(
     target = target.clamp(0, samples - 1).long().flatten(1)
     low = source.floor().clamp(0, samples - 2).long().flatten(1)
     fraction = (source.flatten(1) - low).to(x.dtype)[:, None]
+
     def at(index: Tensor) -> Tensor:
         return x.gather(2, index[:, None].expand(n, channels, -1))
 
@@ -230,9 +229,7 @@ def ectopic(
 
 
 @perturbation("attenuation")
-def attenuation(
-    x: Tensor, severity: float, onset: Tensor, beats: BeatTimes, rng: np.random.Generator
-) -> Perturbed:
+def attenuation(x: Tensor, severity: float, onset: Tensor, beats: BeatTimes, rng: np.random.Generator) -> Perturbed:
     """Every channel multiplied by 1 − s / 2.5 from the onset on (s = 2 keeps 0.2 of the signal)."""
     _check_family_input("attenuation", x, severity, onset, beats)
     gain = 1.0 - (severity / 2.5) * _after(x, onset).to(x.dtype)
@@ -240,9 +237,7 @@ def attenuation(
 
 
 @perturbation("lead-dropout", min_channels=2)
-def channel_dropout(
-    x: Tensor, severity: float, onset: Tensor, beats: BeatTimes, rng: np.random.Generator
-) -> Perturbed:
+def channel_dropout(x: Tensor, severity: float, onset: Tensor, beats: BeatTimes, rng: np.random.Generator) -> Perturbed:
     """k = ⌈1.5 s⌉ channels set to 0 from the onset on (s = 2 drops 3): the family ``lead-dropout``.
 
     The channels are the first k of a per-record random permutation drawn from ``rng``, so the
@@ -279,4 +274,3 @@ def baseline_wander(
     wave = _rise(since / ramp_s) * torch.sin(TWO_PI * frequency * since + phase)
     wander = severity * record_rms(x).double()[:, None] * wave
     return Perturbed(x + wander.to(x.dtype)[:, None], onset.clamp(max=x.shape[-1]))
-

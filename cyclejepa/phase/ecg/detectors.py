@@ -84,9 +84,7 @@ def _neurokit(method: str) -> Detector:
         try:
             import neurokit2 as nk
         except ImportError as error:  # pragma: no cover - depends on the environment
-            raise ImportError(
-                f"detector 'neurokit2:{method}' needs neurokit2 (pip install neurokit2)"
-            ) from error
+            raise ImportError(f"detector 'neurokit2:{method}' needs neurokit2 (pip install neurokit2)") from error
         cleaned = nk.ecg_clean(signal[timing_row], sampling_rate=fs, method=method)
         found = nk.ecg_findpeaks(cleaned, sampling_rate=fs, method=method)["ECG_R_Peaks"]
         return _clean_peaks(found, signal.shape[-1])

@@ -131,9 +131,7 @@ def adaptive_threshold(
     return np.asarray(beats, dtype=np.int64)
 
 
-def refine_to_dominant_extremum(
-    signal: np.ndarray, fs: float, detections: np.ndarray, window_s: float = 0.06
-) -> np.ndarray:
+def refine_to_dominant_extremum(signal: np.ndarray, fs: float, detections: np.ndarray, window_s: float = 0.06) -> np.ndarray:
     """Move each detection to the R-wave extremum within ±``window_s``.
 
     Each lead of the (leads, samples) ``signal`` is band-passed (0.5–45 Hz, zero phase: no
@@ -158,9 +156,7 @@ def refine_to_dominant_extremum(
     return np.round(np.asarray(np.median(per_lead, axis=0))).astype(np.int64)
 
 
-def detect_r_peaks_pan_tompkins(
-    signal: np.ndarray, fs: float, refine_window_s: float = 0.06
-) -> np.ndarray:
+def detect_r_peaks_pan_tompkins(signal: np.ndarray, fs: float, refine_window_s: float = 0.06) -> np.ndarray:
     """R-peak sample indices of an ECG at its native rate.
 
     Parameters

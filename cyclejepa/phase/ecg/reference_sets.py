@@ -61,9 +61,7 @@ class ReferenceSet:
 REFERENCE_SETS = {
     "mitbih-100": ReferenceSet("mitbih-100", "MIT-BIH 100, MLII, ±50 ms", 0.050),
     "cpsc2021": ReferenceSet("cpsc2021", "CPSC 2021, 18 records, ±50 ms", 0.050),
-    "cpsc2019": ReferenceSet(
-        "cpsc2019", "CPSC 2019, 50 records, ±75 ms, 0.5 s edges ignored", 0.075, 0.5
-    ),
+    "cpsc2019": ReferenceSet("cpsc2019", "CPSC 2019, 50 records, ±75 ms, 0.5 s edges ignored", 0.075, 0.5),
 }
 
 
@@ -107,9 +105,7 @@ def _wfdb(path: Path, channels: list[str] | None = None) -> ReferenceRecord:
     names = list(record.sig_name)
     rows = list(range(len(names))) if channels is None else [names.index(c) for c in channels]
     signal = np.ascontiguousarray(record.p_signal.T[rows], dtype=np.float64)
-    return ReferenceRecord(
-        path.name, signal, float(record.fs), [names[r] for r in rows], read_beat_annotations(path)
-    )
+    return ReferenceRecord(path.name, signal, float(record.fs), [names[r] for r in rows], read_beat_annotations(path))
 
 
 def _mitbih_100(root: Path) -> Iterator[ReferenceRecord]:
@@ -120,9 +116,7 @@ def _cpsc2021(root: Path) -> Iterator[ReferenceRecord]:
     folder = _need(root / "rpeak-dev" / "cpsc2021")
     for header in sorted(folder.glob("*.hea")):
         record = _wfdb(header.with_suffix(""))
-        yield ReferenceRecord(
-            record.name, record.signal[:1], record.fs, record.channel_names[:1], record.reference
-        )
+        yield ReferenceRecord(record.name, record.signal[:1], record.fs, record.channel_names[:1], record.reference)
 
 
 def _cpsc2019(root: Path) -> Iterator[ReferenceRecord]:
@@ -188,9 +182,7 @@ def detection_rates(tp: int, fn: int, fp: int, **extra) -> dict:
     }
 
 
-def arterial_pulses(
-    pressure: np.ndarray, fs: float, min_interval_s: float = 0.25, min_prominence: float = 5.0
-) -> np.ndarray:
+def arterial_pulses(pressure: np.ndarray, fs: float, min_interval_s: float = 0.25, min_prominence: float = 5.0) -> np.ndarray:
     """Sample indices of the systolic peaks of an arterial pressure (mmHg): one per heartbeat.
 
     A peak counts when it stands at least ``min_prominence`` above the pressure around it and
@@ -204,4 +196,3 @@ def arterial_pulses(
         raise ValueError(f"arterial pressure must be one finite channel, got shape {pressure.shape}")
     found, _ = find_peaks(pressure, distance=max(1, round(min_interval_s * fs)), prominence=min_prominence)
     return found.astype(np.int64)
-

@@ -189,9 +189,7 @@ def local_floor(x: np.ndarray, fs: float, window_s: float = FLOOR_WINDOW_S) -> n
     return np.interp(np.arange(len(x)), centres, smooth)
 
 
-def fuse_leads(
-    envelope: np.ndarray, slope: np.ndarray, fs: float
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def fuse_leads(envelope: np.ndarray, slope: np.ndarray, fs: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Quality-weighted mean of the height-normalised lead envelopes (and slopes).
 
     Returns
@@ -325,9 +323,7 @@ def classify_peaks(
     return np.asarray(beats, dtype=np.int64)
 
 
-def refine_to_qrs_fiducial(
-    signal: np.ndarray, fs: float, detections: np.ndarray, window_s: float = 0.06
-) -> np.ndarray:
+def refine_to_qrs_fiducial(signal: np.ndarray, fs: float, detections: np.ndarray, window_s: float = 0.06) -> np.ndarray:
     """Move each detection to the fiducial point of one lead within ±``window_s``.
 
     ``signal`` is the (samples,) lead. It is band-passed 0.5–45 Hz (zero phase: no baseline,
@@ -365,9 +361,7 @@ def checked_ecg(signal: np.ndarray, fs: float, refine_window_s: float) -> np.nda
     finite and at least 1 s long and that the refinement half-width lies in (0, refractory / 2)."""
     signal = np.atleast_2d(np.asarray(signal, dtype=np.float64))
     if not 0 < refine_window_s < REFRACTORY_S / 2:
-        raise ValueError(
-            f"refine_window_s must be in (0, {REFRACTORY_S / 2}), got {refine_window_s}"
-        )
+        raise ValueError(f"refine_window_s must be in (0, {REFRACTORY_S / 2}), got {refine_window_s}")
     if signal.shape[-1] < fs:
         raise ValueError(f"ECG of {signal.shape[-1]} samples at {fs} Hz is shorter than 1 s")
     if not np.isfinite(signal).all():
