@@ -5,7 +5,11 @@ checkpoints, folds, the dataset's options and facts, channels the phase provider
 families that cannot apply, names, component options); `preflight` adds devices, optional
 packages, the corpus on disk and the runs already in the output directory.
 
-A config check imports the modules of the components the config names only where it needs their
+The config checks read what they need from the lower layers once, up front (`gather_facts`: the
+parsed spectrum, the dataset's facts, each named component's class, the anomaly families that
+cannot apply), then check the config against those `ConfigFacts` without calling them again.
+
+Gathering imports the modules of the components the config names only where it needs their
 facts (the dataset's and the phase provider's classes); a built-in whose option names the
 registry records (`Registry.options`: the torch-backed regulariser and augmentations) has its
 options checked by name, and is constructed with them (their values) only with ``construct``,
@@ -13,10 +17,12 @@ which `cyclejepa validate` leaves off so that it never imports torch."""
 
 from __future__ import annotations
 
-from typing import Any
+import inspect
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from cyclejepa import registry
-from cyclejepa.config import PAPER_SPECTRUM, ConfigError, ExperimentConfig, expand_grid
+from cyclejepa.config import PAPER_SPECTRUM, ConfigError, EvaluationConfig, ExperimentConfig, expand_grid
 from cyclejepa.facts import DataFacts, cycle_band, data_facts
 from cyclejepa.jsonio import read_json
 from cyclejepa.pipeline.identity import identity_differences
@@ -24,38 +30,202 @@ from cyclejepa.pipeline.plans import RunPlan, plan_runs
 from cyclejepa.pipeline.preparation import build_dataset
 from cyclejepa.registry import closest_match
 
+if TYPE_CHECKING:
+    from cyclejepa.symmetry.spectrum import HarmonicSpectrum
+
+
+@dataclass(frozen=True)
+class ComponentFacts:
+    """A component the config names at ``key`` with ``options``: ``accepted``, the option names its
+    constructor takes (None: any); ``refusal``, its error when constructed with ``options`` (None:
+    it took them, or it was not constructed)."""
+
+    key: str
+    kind: str
+    name: str
+    options: dict[str, Any]
+    accepted: frozenset[str] | None
+    refusal: str | None
+
+
+@dataclass(frozen=True)
+class ConfigFacts:
+    """What the lower layers say of one config (a grid cell), read once by `gather_facts`.
+
+    ``spectrum``: the parsed `HarmonicSpectrum`, or why it does not parse. ``dataset_options``: the
+    keyword options the dataset's constructor takes (None: any). ``data``: the `DataFacts`, or the
+    line saying why they cannot be derived. ``provider_names``: the registered phase providers,
+    read only when the config names none. ``providers``: the class of each registered phase
+    provider the config names (a composite's coordinates' too). ``unknown_families``: the
+    registry's message for each anomaly family it does not know, by index. ``skipped_families``:
+    the config's own families that cannot apply, with why. ``components``: the phase provider,
+    regulariser and augmentations, in that order.
+    """
+
+    spectrum: HarmonicSpectrum | str
+    dataset_options: frozenset[str] | None
+    data: DataFacts | str
+    provider_names: tuple[str, ...]
+    providers: dict[str, Any]
+    unknown_families: dict[int, str]
+    skipped_families: dict[str, str]
+    components: tuple[ComponentFacts, ...]
+
+
+def gather_facts(cfg: ExperimentConfig, *, construct: bool = True) -> ConfigFacts:
+    """The `ConfigFacts` of ``cfg`` (no grid): every lower layer a config check needs, asked once,
+    in the order the checks use them. ``construct``: as in `consistency_problems`."""
+    spectrum = _parsed_spectrum(cfg.symmetry.spectrum)
+    unknown_families = _unknown_families(cfg.evaluation.families)
+    dataset_options = _keyword_parameters(registry.DATASETS.get(cfg.data.dataset))
+    data = data_facts(cfg.data, cycle_band(cfg.phase.provider))
+    provider_names = tuple(registry.PHASE_PROVIDERS.names()) if cfg.phase.provider is None else ()
+    classes = _component_classes(cfg, construct)
+    providers = {name: cls for (kind, name), cls in classes.items() if kind == registry.PHASE_PROVIDERS.kind}
+    return ConfigFacts(
+        spectrum=spectrum,
+        dataset_options=None if dataset_options is None else frozenset(dataset_options - {"root"}),
+        data=data,
+        provider_names=provider_names,
+        providers=providers,
+        unknown_families=unknown_families,
+        skipped_families=_skipped_families(cfg, data, providers, unknown_families),
+        components=tuple(
+            _component(*named, classes.get((named[1].kind, named[2])), construct) for named in _named_components(cfg)
+        ),
+    )
+
+
+def _parsed_spectrum(text: str) -> HarmonicSpectrum | str:
+    """The `HarmonicSpectrum` that ``text`` names, or why it names none."""
+    from cyclejepa.symmetry.spectrum import HarmonicSpectrum
+
+    try:
+        return HarmonicSpectrum(text)
+    except ValueError as error:
+        return str(error)
+
+
+def _unknown_families(families: list[str]) -> dict[int, str]:
+    """The registry's message for each of ``families`` it does not know, by index."""
+    known = registry.PERTURBATIONS
+    return {index: registry.unknown_name_message("anomaly family", family, known.names())
+            for index, family in enumerate(families) if family not in known}  # fmt: skip
+
+
+def _phase_readers(cfg: ExperimentConfig) -> list[tuple[str, str | None, dict[str, Any]]]:
+    """(key, phase provider, its options) of each provider that reads a channel: the phase
+    provider, or each coordinate's for ``composite``."""
+    coordinates = cfg.phase.options.get("coordinates")
+    if cfg.phase.provider == "composite" and isinstance(coordinates, dict):
+        return [(f"phase.options.coordinates.{name}", spec.get("provider"), spec)
+                for name, spec in coordinates.items() if isinstance(spec, dict)]  # fmt: skip
+    return [("phase.options", cfg.phase.provider, cfg.phase.options)]
+
+
+def _named_components(cfg: ExperimentConfig) -> list[tuple[str, registry.Registry, str, dict[str, Any]]]:
+    """(options key, registry, name, options) of the phase provider (when named), the regulariser
+    and each augmentation."""
+    regulariser = cfg.objectives.regulariser
+    named = [("phase.options", registry.PHASE_PROVIDERS, cfg.phase.provider, cfg.phase.options)] if cfg.phase.provider else []
+    named.append(("objectives.regulariser.options", registry.REGULARISERS, regulariser.name, regulariser.options))
+    return named + [(f"augmentations[{index}].options", registry.AUGMENTATIONS, augmentation.name, augmentation.options)
+                    for index, augmentation in enumerate(cfg.augmentations)]  # fmt: skip
+
+
+def _component_classes(cfg: ExperimentConfig, construct: bool) -> dict[tuple[str, str], Any]:
+    """The class of each component ``cfg`` names, by (registry kind, name), each looked up once:
+    the registered phase providers (``phase.provider`` and those of `_phase_readers`), then `_named_components` but those whose
+    option names the registry records when not ``construct`` (their modules are not imported)."""
+    phase = [cfg.phase.provider] + [name for _, name, _ in _phase_readers(cfg)]
+    readers = [(registry.PHASE_PROVIDERS, name) for name in phase if name is not None and name in registry.PHASE_PROVIDERS]
+    named = [(reg, name) for _, reg, name, _ in _named_components(cfg) if construct or name not in reg.options]
+    classes: dict[tuple[str, str], Any] = {}
+    for reg, name in readers + named:
+        if (reg.kind, name) not in classes:
+            classes[reg.kind, name] = reg.get(name)
+    return classes
+
+
+def _skipped_families(cfg: ExperimentConfig, data: DataFacts | str, providers: dict[str, Any],
+                      unknown: dict[int, str]) -> dict[str, str]:  # fmt: skip
+    """Anomaly families of a list of the config's own that cannot apply to the phase provider's
+    signal (`PhaseProvider.signal`) or to the dataset's channel count, with why. The default list
+    is the battery's to filter (it skips what does not apply and says so in the report); a
+    missing provider, unknown names or underivable data facts are named by other checks."""
+    provider, families = cfg.phase.provider, cfg.evaluation.families
+    if families == EvaluationConfig.model_fields["families"].default or provider is None or unknown or isinstance(data, str):
+        return {}
+    from cyclejepa.evaluation.anomaly.perturbations import applicable_families  # the families' own facts
+
+    _, skipped = applicable_families(families, getattr(providers[provider], "signal", "any"), len(data.channels))
+    return skipped
+
+
+def _component(key: str, reg: registry.Registry, name: str, options: dict[str, Any], component: Any,
+               construct: bool) -> ComponentFacts:  # fmt: skip
+    """The `ComponentFacts` of ``component`` (None: not imported; its option names are the ones
+    `Registry.options` records); a class is constructed with ``options`` when it takes their
+    names, and one whose option names are recorded only with ``construct``."""
+    recorded = reg.options.get(name)
+    accepted = set(recorded) if recorded is not None else _keyword_parameters(component)
+    refusal = None
+    if inspect.isclass(component) and (construct or recorded is None) and (accepted is None or set(options) <= accepted):
+        try:
+            component(**options)
+        except (TypeError, ValueError) as error:
+            refusal = str(error)
+    return ComponentFacts(key, reg.kind, name, options, None if accepted is None else frozenset(accepted), refusal)
+
+
+def _keyword_parameters(component: Any) -> set[str] | None:
+    """Keyword names a class's constructor (through ``**kwargs`` to its bases) accepts; None: any."""
+    classes = inspect.getmro(component) if inspect.isclass(component) else ()
+    functions = [vars(cls)["__init__"] for cls in classes if "__init__" in vars(cls) and cls is not object] or [component]
+    names: set[str] = set()
+    for function in functions:
+        parameters = list(inspect.signature(function).parameters.values())
+        kinds = {p.kind for p in parameters}
+        names |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"}
+        if inspect.Parameter.VAR_KEYWORD not in kinds:
+            return names
+    return None
+
 
 def consistency_problems(cfg: ExperimentConfig, *, construct: bool = True) -> list[str]:
     """What makes a valid-looking config fail later, checked from the config alone: one line per
     problem with its key path, the allowed values and the closest match. A grid is checked cell
-    by cell (`expand_grid`). ``construct``: also build the components whose option names the
-    registry records, to check their option values (imports their modules)."""
-    if cfg.grid:
-        return [f"grid {label}: {problem}" for label, cell in expand_grid(cfg)
-                for problem in consistency_problems(cell, construct=construct)]  # fmt: skip
-    problems = _spectrum_problems(cfg) + _step_problems(cfg) + _fold_problems(cfg) + _name_problems(cfg)
-    problems += _dataset_problems(cfg)
+    by cell (`expand_grid`), each against its own `gather_facts`. ``construct``: also build the
+    components whose option names the registry records, to check their option values (imports
+    their modules)."""
+    return [f"grid {label}: {problem}" if label else problem for label, cell in expand_grid(cfg)
+            for problem in _config_problems(cell, gather_facts(cell, construct=construct))]  # fmt: skip
+
+
+def _config_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
+    """Every config check of one cell, in order, against its ``facts``."""
+    problems = _spectrum_problems(cfg, facts) + _step_problems(cfg) + _fold_problems(cfg) + _name_problems(cfg, facts)
+    problems += _dataset_problems(cfg, facts)
     if cfg.phase.provider is None:
-        names = ", ".join(registry.PHASE_PROVIDERS.names())
+        names = ", ".join(facts.provider_names)
         problems.append(f"phase.provider: dataset {cfg.data.dataset!r} declares no default phase provider; name one ({names})")
-    else:
-        problems += _option_problems("phase.options", registry.PHASE_PROVIDERS, cfg.phase.provider, cfg.phase.options, construct)
-    regulariser = cfg.objectives.regulariser
-    key = "objectives.regulariser.options"
-    problems += _option_problems(key, registry.REGULARISERS, regulariser.name, regulariser.options, construct)
-    for index, augmentation in enumerate(cfg.augmentations):
-        key = f"augmentations[{index}].options"
-        problems += _option_problems(key, registry.AUGMENTATIONS, augmentation.name, augmentation.options, construct)
+    for component in facts.components:
+        problems += _option_problems(component)
     return problems
 
 
-def _spectrum_problems(cfg: ExperimentConfig) -> list[str]:
-    from cyclejepa.symmetry.spectrum import HarmonicSpectrum
+def _did_you_mean(word: str, choices: list[str]) -> str:
+    """'. Did you mean X?' with the closest of ``choices`` to ``word``; empty when none is close."""
+    hint = closest_match(word, choices)
+    return f". Did you mean {hint!r}?" if hint else ""
 
-    try:
-        spectrum = HarmonicSpectrum(cfg.symmetry.spectrum)
-    except ValueError as error:
-        return [f"symmetry.spectrum: {error} (got {cfg.symmetry.spectrum!r}; e.g. {PAPER_SPECTRUM!r})"]
+
+def _spectrum_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
+    """A spectrum that does not parse, or whose dimension differs from ``model.projector.dim`` or
+    whose rank differs from the phase coordinates (a composite's count, else 1)."""
+    spectrum = facts.spectrum
+    if isinstance(spectrum, str):
+        return [f"symmetry.spectrum: {spectrum} (got {cfg.symmetry.spectrum!r}; e.g. {PAPER_SPECTRUM!r})"]
     if spectrum.dim != cfg.model.projector.dim:
         return [
             f"symmetry.spectrum: {cfg.symmetry.spectrum!r} has dimension {spectrum.dim}, "
@@ -78,6 +248,7 @@ def checkpointed(cfg: ExperimentConfig, step: int) -> bool:
 
 
 def _step_problems(cfg: ExperimentConfig) -> list[str]:
+    """Evaluated steps beyond training or never checkpointed; a headline step not evaluated."""
     problems = []
     for step in cfg.evaluation.steps:
         if step > cfg.training.steps:
@@ -116,42 +287,53 @@ def checkpoint_listing(cfg: ExperimentConfig, shown: int = 8) -> str:
 
 
 def _fold_problems(cfg: ExperimentConfig) -> list[str]:
+    """Folds both trained on and evaluated."""
     shared = sorted(set(cfg.data.train_folds or ()) & set(cfg.data.eval_folds or ()))  # None: not derived (named elsewhere)
     if shared:
         return [f"data.eval_folds: folds {shared} are also in data.train_folds {cfg.data.train_folds}; the two must not overlap"]
     return []
 
 
-def _dataset_problems(cfg: ExperimentConfig) -> list[str]:
+def _name_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
+    """Anomaly families the registry does not know; arm names and seeds named twice."""
+    from collections import Counter
+
+    problems = [f"evaluation.families[{index}]: {message}" for index, message in facts.unknown_families.items()]
+    arms = Counter(arm.name for arm in cfg.runs.arms)
+    problems += [f"runs.arms: arm name {name!r} appears {n} times; arm names must be unique" for name, n in arms.items() if n > 1]
+    seeds = Counter(cfg.runs.seeds)
+    problems += [f"runs.seeds: seed {seed} appears {n} times; seeds must be unique" for seed, n in seeds.items() if n > 1]
+    return problems
+
+
+def _dataset_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
     """data.options the dataset's constructor does not take; data facts that cannot be derived or
     that the config contradicts (`_fold_range_problems`, `_shape_problems`, `_lead_problems`,
-    `_family_problems`), all read from one `data_facts`."""
-    data = cfg.data
-    accepted = _keyword_parameters(registry.DATASETS.get(data.dataset))
+    `_family_problems`)."""
     problems = []
-    if accepted is not None:
-        accepted.discard("root")
+    if facts.dataset_options is not None:
+        allowed = sorted(facts.dataset_options)
         problems += [
-            f"data.options.{option}: unknown option of dataset {data.dataset!r}; allowed: {', '.join(sorted(accepted)) or '(none)'}"
-            + (f". Did you mean {hint!r}?" if (hint := closest_match(option, sorted(accepted))) else "")
-            for option in data.options
-            if option not in accepted or option == "root"
+            f"data.options.{option}: unknown option of dataset {cfg.data.dataset!r}; allowed: {', '.join(allowed) or '(none)'}"
+            + _did_you_mean(option, allowed)
+            for option in cfg.data.options
+            if option not in facts.dataset_options
         ]
-    facts = data_facts(data, cycle_band(cfg.phase.provider))
-    if isinstance(facts, str):
-        return problems + [facts]
+    data = facts.data
+    if isinstance(data, str):
+        return problems + [data]
     return (
         problems
-        + _fold_range_problems(cfg, facts)
-        + _shape_problems(cfg, facts)
-        + _lead_problems(cfg, facts)
-        + _family_problems(cfg, facts)
+        + _fold_range_problems(cfg, data)
+        + _shape_problems(cfg, data)
+        + _lead_problems(cfg, data, facts.providers)
+        + _family_problems(cfg, facts.skipped_families)
     )
 
 
-def _fold_range_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
+def _fold_range_problems(cfg: ExperimentConfig, data: DataFacts) -> list[str]:
     """Folds named that the dataset does not have (1..`FoldProtocol.count`)."""
-    protocol, problems = facts.folds, []
+    protocol, problems = data.folds, []
     for key in ("train_folds", "eval_folds"):
         outside = [fold for fold in getattr(cfg.data, key) or () if fold not in protocol.all_folds]
         if outside:
@@ -161,114 +343,76 @@ def _fold_range_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
     return problems
 
 
-def _shape_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
+def _shape_problems(cfg: ExperimentConfig, data: DataFacts) -> list[str]:
     """Model keys set by hand that contradict the data: channels and token patch."""
     where = f"dataset {cfg.data.dataset!r}"
     problems = []
-    if cfg.model.encoder.leads != len(facts.channels):
+    if cfg.model.encoder.leads != len(data.channels):
         problems.append(
-            f"model.encoder.leads: {cfg.model.encoder.leads}, but {where} gives {len(facts.channels)} channel(s) "
-            f"{list(facts.channels)}; leave model.encoder.leads out to derive it"
+            f"model.encoder.leads: {cfg.model.encoder.leads}, but {where} gives {len(data.channels)} channel(s) "
+            f"{list(data.channels)}; leave model.encoder.leads out to derive it"
         )
-    if cfg.model.encoder.patch != facts.token_patch:
+    if cfg.model.encoder.patch != data.token_patch:
         problems.append(
             f"model.encoder.patch: {cfg.model.encoder.patch}, but the cache's tokens are data.token_patch = "
-            f"{facts.token_patch} samples; leave model.encoder.patch out to derive it"
+            f"{data.token_patch} samples; leave model.encoder.patch out to derive it"
         )
     return problems
 
 
-def _lead_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
-    """Channels the phase provider reads (its ``lead`` option, else that option's default; each
-    coordinate's for ``composite``) that the dataset does not keep; with neither, a provider that
-    picks its channel by name (`PhaseProvider.reads_channel`) and finds none of the dataset's."""
-    import inspect
-
-    readers = [("phase.options", cfg.phase.provider, cfg.phase.options)]
-    coordinates = cfg.phase.options.get("coordinates")
-    if cfg.phase.provider == "composite" and isinstance(coordinates, dict):
-        readers = [(f"phase.options.coordinates.{name}", spec.get("provider"), spec)
-                   for name, spec in coordinates.items() if isinstance(spec, dict)]  # fmt: skip
-    channels, problems = list(facts.channels), []
-    for key, name, options in readers:
-        if name is None or name not in registry.PHASE_PROVIDERS:
-            continue  # named by consistency_problems or by the composite provider's own check
-        parameter = inspect.signature(registry.PHASE_PROVIDERS.get(name)).parameters.get("lead")
-        default = None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
-        lead = options.get("lead", default)
-        wanted = [lead] if isinstance(lead, str) and lead != "all" else lead if isinstance(lead, (list, tuple)) else []
-        origin = "" if "lead" in options else f" (the default of phase provider {name!r})"
-        provider = registry.PHASE_PROVIDERS.get(name)
-        if lead is None and getattr(provider, "channel_pattern", None) and not any(map(provider.reads_channel, channels)):
-            problems.append(
-                f"{key}.lead: phase provider {name!r} reads {', '.join(provider.channel_kinds)} channels by name, and "
-                f"dataset {cfg.data.dataset!r} has none ({', '.join(channels)}); name its channel with {key}.lead"
-            )
-        for channel in wanted:
-            if str(channel).lower() not in {c.lower() for c in channels}:
-                hint = closest_match(str(channel), channels)
-                problems.append(
-                    f"{key}.lead: {channel!r}{origin} is not a channel of dataset {cfg.data.dataset!r}; its channels: "
-                    f"{', '.join(channels)}" + (f". Did you mean {hint!r}?" if hint else "")
-                )
-    return problems
-
-
-def _name_problems(cfg: ExperimentConfig) -> list[str]:
-    from collections import Counter
-
+def _lead_problems(cfg: ExperimentConfig, data: DataFacts, providers: dict[str, Any]) -> list[str]:
+    """Channels each phase provider of `_phase_readers` reads (its ``lead`` option, else that
+    option's default) that the dataset does not keep; with neither, a provider that picks its
+    channel by name (`PhaseProvider.reads_channel`) and finds none of the dataset's."""
     problems = []
-    for index, family in enumerate(cfg.evaluation.families):
-        if family not in registry.PERTURBATIONS:
-            problems.append(
-                f"evaluation.families[{index}]: {registry.unknown_name_message('anomaly family', family, registry.PERTURBATIONS.names())}"
-            )
-    arms = Counter(arm.name for arm in cfg.runs.arms)
-    problems += [f"runs.arms: arm name {name!r} appears {n} times; arm names must be unique" for name, n in arms.items() if n > 1]
-    seeds = Counter(cfg.runs.seeds)
-    problems += [f"runs.seeds: seed {seed} appears {n} times; seeds must be unique" for seed, n in seeds.items() if n > 1]
+    for key, name, options in _phase_readers(cfg):
+        if name in providers:  # else named by consistency_problems or by the composite provider's own check
+            problems += _provider_lead_problems(cfg, key, providers[name], name, options, list(data.channels))
     return problems
 
 
-def _option_problems(key: str, reg: registry.Registry, name: str, options: dict[str, Any], construct: bool) -> list[str]:
-    """Options that the component's constructor does not take (the names `Registry.options`
-    records, else the constructor's), then the values it refuses; a component whose option names
-    are recorded is imported and constructed only with ``construct``."""
-    import inspect
+def _provider_lead_problems(cfg: ExperimentConfig, key: str, provider: Any, name: str, options: dict[str, Any],
+                            channels: list[str]) -> list[str]:  # fmt: skip
+    """`_lead_problems` of one phase provider (class ``provider``, registered as ``name``)."""
+    parameter = inspect.signature(provider).parameters.get("lead")
+    default = None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
+    lead = options.get("lead", default)
+    wanted = [lead] if isinstance(lead, str) and lead != "all" else lead if isinstance(lead, (list, tuple)) else []
+    origin = "" if "lead" in options else f" (the default of phase provider {name!r})"
+    problems = []
+    if lead is None and getattr(provider, "channel_pattern", None) and not any(map(provider.reads_channel, channels)):
+        problems.append(
+            f"{key}.lead: phase provider {name!r} reads {', '.join(provider.channel_kinds)} channels by name, and "
+            f"dataset {cfg.data.dataset!r} has none ({', '.join(channels)}); name its channel with {key}.lead"
+        )
+    for channel in wanted:
+        if str(channel).lower() not in {c.lower() for c in channels}:
+            problems.append(
+                f"{key}.lead: {channel!r}{origin} is not a channel of dataset {cfg.data.dataset!r}; its channels: "
+                f"{', '.join(channels)}" + _did_you_mean(str(channel), channels)
+            )
+    return problems
 
-    recorded = reg.options.get(name)
-    component = None if recorded is not None and not construct else reg.get(name)
-    accepted = set(recorded) if recorded is not None else _keyword_parameters(component)
-    if accepted is not None:
-        unknown = [option for option in options if option not in accepted]
-        if unknown:
-            return [
-                f"{key}.{option}: unknown option of {reg.kind} {name!r}; allowed: {', '.join(sorted(accepted))}"
-                + (f". Did you mean {hint!r}?" if (hint := closest_match(option, sorted(accepted))) else "")
-                for option in unknown
-            ]
-    if inspect.isclass(component):
-        try:
-            component(**options)
-        except (TypeError, ValueError) as error:
-            return [f"{key}: {reg.kind} {name!r} refuses {options}: {error}"]
+
+def _family_problems(cfg: ExperimentConfig, skipped: dict[str, str]) -> list[str]:
+    """Anomaly families of the config's own list that cannot apply (`_skipped_families`)."""
+    families = cfg.evaluation.families
+    return [f"evaluation.families[{families.index(name)}]: {name!r} {reason}; leave it out" for name, reason in skipped.items()]
+
+
+def _option_problems(component: ComponentFacts) -> list[str]:
+    """Options that the component's constructor does not take, else the values it refuses."""
+    accepted = sorted(component.accepted or ())
+    unknown = [option for option in component.options if component.accepted is not None and option not in accepted]
+    if unknown:
+        return [
+            f"{component.key}.{option}: unknown option of {component.kind} {component.name!r}; allowed: {', '.join(accepted)}"
+            + _did_you_mean(option, accepted)
+            for option in unknown
+        ]
+    if component.refusal is not None:
+        return [f"{component.key}: {component.kind} {component.name!r} refuses {component.options}: {component.refusal}"]
     return []
-
-
-def _keyword_parameters(component: Any) -> set[str] | None:
-    """Keyword names a class's constructor (through ``**kwargs`` to its bases) accepts; None: any."""
-    import inspect
-
-    classes = inspect.getmro(component) if inspect.isclass(component) else ()
-    functions = [vars(cls)["__init__"] for cls in classes if "__init__" in vars(cls) and cls is not object] or [component]
-    names: set[str] = set()
-    for function in functions:
-        parameters = list(inspect.signature(function).parameters.values())
-        kinds = {p.kind for p in parameters}
-        names |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"}
-        if inspect.Parameter.VAR_KEYWORD not in kinds:
-            return names
-    return None
 
 
 def preflight(cfg: ExperimentConfig, *, construct: bool = True) -> None:
@@ -278,8 +422,9 @@ def preflight(cfg: ExperimentConfig, *, construct: bool = True) -> None:
     problems = []
     for label, cell in expand_grid(cfg):
         where, plans = f"grid {label}: " if label else "", plan_runs(cell)
-        problems += [where + problem for problem in consistency_problems(cell, construct=construct) + _device_problems(cell, plans)
-                     + _corpus_problems(cell) + identity_problems(plans) + _extra_problems(cell)]  # fmt: skip
+        problems += [where + problem for problem in _config_problems(cell, gather_facts(cell, construct=construct))
+                     + _device_problems(cell, plans) + _corpus_problems(cell) + identity_problems(plans)
+                     + _extra_problems(cell)]  # fmt: skip
     if problems:
         raise ConfigError(problems, source="preflight")
 
@@ -315,27 +460,6 @@ def _extra_problems(cfg: ExperimentConfig) -> list[str]:
     except ImportError:
         return ["training.tensorboard: true needs tensorboard: pip install 'cyclejepa[tensorboard]'"]
     return []
-
-
-def _family_problems(cfg: ExperimentConfig, facts: DataFacts) -> list[str]:
-    """Anomaly families of a list of the config's own that cannot apply to the phase provider's
-    signal (`PhaseProvider.signal`) or to the dataset's channel count (``facts``). The default
-    list is the battery's to filter: it skips what does not apply and says so in the report."""
-    from cyclejepa.config import EvaluationConfig
-    from cyclejepa.registry import PERTURBATIONS, PHASE_PROVIDERS
-
-    provider, families = cfg.phase.provider, cfg.evaluation.families
-    if (
-        families == EvaluationConfig.model_fields["families"].default
-        or provider is None
-        or not all(family in PERTURBATIONS for family in families)
-    ):
-        return []  # the default list; a provider or names that consistency_problems names
-    from cyclejepa.evaluation.anomaly.perturbations import applicable_families  # the families' own facts
-
-    signal = getattr(PHASE_PROVIDERS.get(provider), "signal", "any")
-    _, skipped = applicable_families(families, signal, len(facts.channels))
-    return [f"evaluation.families[{families.index(name)}]: {name!r} {reason}; leave it out" for name, reason in skipped.items()]
 
 
 def _corpus_problems(cfg: ExperimentConfig) -> list[str]:
