@@ -198,8 +198,11 @@ def consistency_problems(cfg: ExperimentConfig, *, construct: bool = True) -> li
     by cell (`expand_grid`), each against its own `gather_facts`. ``construct``: also build the
     components whose option names the registry records, to check their option values (imports
     their modules)."""
-    return [f"grid {label}: {problem}" if label else problem for label, cell in expand_grid(cfg)
-            for problem in _config_problems(cell, gather_facts(cell, construct=construct))]  # fmt: skip
+    problems = []
+    for label, cell in expand_grid(cfg):
+        facts = gather_facts(cell, construct=construct)
+        problems += [f"grid {label}: {problem}" if label else problem for problem in _config_problems(cell, facts)]
+    return problems
 
 
 def _config_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
@@ -422,9 +425,9 @@ def preflight(cfg: ExperimentConfig, *, construct: bool = True) -> None:
     problems = []
     for label, cell in expand_grid(cfg):
         where, plans = f"grid {label}: " if label else "", plan_runs(cell)
-        problems += [where + problem for problem in _config_problems(cell, gather_facts(cell, construct=construct))
-                     + _device_problems(cell, plans) + _corpus_problems(cell) + identity_problems(plans)
-                     + _extra_problems(cell)]  # fmt: skip
+        facts = gather_facts(cell, construct=construct)
+        problems += [where + problem for problem in _config_problems(cell, facts) + _device_problems(cell, plans)
+                     + _corpus_problems(cell) + identity_problems(plans) + _extra_problems(cell)]  # fmt: skip
     if problems:
         raise ConfigError(problems, source="preflight")
 
