@@ -91,8 +91,9 @@ def gather_facts(cfg: ExperimentConfig, *, construct: bool = True) -> ConfigFact
         unknown_families=unknown_families,
         skipped_families=_skipped_families(cfg, data, providers, unknown_families),
         components=tuple(
-            _component(*named, classes.get((named[1].kind, named[2])), construct) for named in _named_components(cfg)
-        ),
+            _component(key, reg, name, options, classes.get((reg.kind, name)), construct)
+            for key, reg, name, options in _named_components(cfg)
+        ),  # fmt: skip
     )
 
 
@@ -135,8 +136,9 @@ def _named_components(cfg: ExperimentConfig) -> list[tuple[str, registry.Registr
 
 def _component_classes(cfg: ExperimentConfig, construct: bool) -> dict[tuple[str, str], Any]:
     """The class of each component ``cfg`` names, by (registry kind, name), each looked up once:
-    the registered phase providers (``phase.provider`` and those of `_phase_readers`), then `_named_components` but those whose
-    option names the registry records when not ``construct`` (their modules are not imported)."""
+    the registered phase providers (``phase.provider`` and those of `_phase_readers`), then
+    `_named_components`, but not those whose option names the registry records when not
+    ``construct`` (their modules stay unimported)."""
     phase = [cfg.phase.provider] + [name for _, name, _ in _phase_readers(cfg)]
     readers = [(registry.PHASE_PROVIDERS, name) for name in phase if name is not None and name in registry.PHASE_PROVIDERS]
     named = [(reg, name) for _, reg, name, _ in _named_components(cfg) if construct or name not in reg.options]
