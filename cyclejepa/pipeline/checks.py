@@ -73,12 +73,12 @@ class ConfigFacts:
 
 
 def gather_facts(cfg: ExperimentConfig, *, construct: bool = True) -> ConfigFacts:
-    """The `ConfigFacts` of ``cfg`` (no grid): every lower layer a config check needs, asked once,
-    in the order the checks use them. ``construct``: as in `consistency_problems`."""
+    """The `ConfigFacts` of ``cfg`` (no grid): every lower layer a config check needs, asked once.
+    ``construct``: as in `consistency_problems`."""
     spectrum = _parsed_spectrum(cfg.symmetry.spectrum)
+    data = data_facts(cfg.data, cycle_band(cfg.phase.provider))
     unknown_families = _unknown_families(cfg.evaluation.families)
     dataset_options = _keyword_parameters(registry.DATASETS.get(cfg.data.dataset))
-    data = data_facts(cfg.data, cycle_band(cfg.phase.provider))
     provider_names = tuple(registry.PHASE_PROVIDERS.names()) if cfg.phase.provider is None else ()
     classes = _component_classes(cfg, construct)
     providers = {name: cls for (kind, name), cls in classes.items() if kind == registry.PHASE_PROVIDERS.kind}
