@@ -53,7 +53,7 @@ class ConfigFacts:
     """What the lower layers say of one config (a grid cell), read once by `gather_facts`.
 
     ``spectrum``: the parsed `HarmonicSpectrum`, or why it does not parse. ``dataset_options``: the
-    keyword options the dataset's constructor takes (None: any). ``data``: the `DataFacts`, or the
+    keyword options the dataset's constructor takes, ``root`` aside (None: any). ``data``: the `DataFacts`, or the
     line saying why they cannot be derived. ``provider_names``: the registered phase providers,
     read only when the config names none. ``providers``: the class of each registered phase
     provider the config names (a composite's coordinates' too). ``unknown_families``: the
