@@ -3,11 +3,12 @@ cross-run figures and strata, then the report.
 
 The stage reads the config once, where it starts (`evaluate_grid`): the device, the output
 folder, the objective's spec, the data description, the strata's applicability and the
-evaluation hash, which the per-checkpoint functions take instead of the config. It passes the
-folds through the seal (`use_folds`) where each use reads them, builds the `EvaluationSpec` of
-each checkpoint (`checkpoint_spec`), names the files of each run and step, keeps finished
-results whose checksums hold (`is_current`) and evaluates the rest, side by side in
-``evaluation.at_once`` processes where asked (`cyclejepa.workers.process_pool`).
+evaluation hash, which the per-checkpoint functions take instead of the config. It names the
+files of each run and step, keeps finished results whose checksums hold (`is_current`), passes
+the folds of the cohort table and of each checkpoint left to evaluate through the seal in one
+gathered call (`use_folds_in_turn`), builds the one `EvaluationSpec` that every checkpoint is
+evaluated with (`checkpoint_spec`) and evaluates them, side by side in ``evaluation.at_once``
+processes where asked (`cyclejepa.workers.process_pool`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from cyclejepa.outputs import OutputFolder
 from cyclejepa.pipeline.checks import preflight
 from cyclejepa.pipeline.identity import evaluation_identity, identity_hash
 from cyclejepa.pipeline.plans import RunPlan, plan_runs, write_resolved_config
-from cyclejepa.pipeline.seal import FOLD_KEYS, require_unsealed, use_folds
+from cyclejepa.pipeline.seal import FOLD_KEYS, require_unsealed, use_folds, use_folds_in_turn
 from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
 from cyclejepa.training.spec import ObjectiveSpec
 
@@ -152,10 +153,11 @@ def evaluate_grid(
 ) -> None:
     """Evaluate every run × step (skipping finished ones), then compare the runs at each step.
 
-    The config is read here once: the device, the output folder, the objective's spec, the
-    protocol's folds (through the seal), the data description, the strata's applicability and
-    the evaluation hash; each checkpoint passes its folds through the seal (`checkpoint_folds`)
-    before it is evaluated. With ``evaluation.at_once`` > 1 the checkpoints are evaluated
+    The config is read here once: the device, the output folder, the objective's spec, the data
+    description, the strata's applicability, the evaluation hash, the folds (the cohort table's,
+    then each checkpoint's left to evaluate: the probes' training folds where there are labels and
+    the evaluation folds, recorded in that order through the seal) and the one `EvaluationSpec`
+    of the checkpoints. With ``evaluation.at_once`` > 1 the checkpoints are evaluated
     side by side in that many processes (spawned; each loads the cache and writes its own result
     files).
     """
@@ -164,22 +166,21 @@ def evaluate_grid(
     from cyclejepa.pipeline.pretraining import objective_spec
 
     device, out, objective = resolve_device(cfg.evaluation.device), OutputFolder(Path(cfg.output_dir)), objective_spec(cfg)
-    train_folds, eval_folds = (tuple(use_folds(cfg, "cohort table", key)) for key in FOLD_KEYS)
-    data, current = describe_data(cfg, cache), evaluation_hash(cfg)
-    strata, labelled = strata_not_applying(cfg, cache, data), bool(cache.label_levels)
-    out.evaluation.mkdir(parents=True, exist_ok=True)
-    write_protocol(out.evaluation, cache, train_folds, eval_folds, data, current)
+    data, current, labelled = describe_data(cfg, cache), evaluation_hash(cfg), bool(cache.label_levels)
+    strata = strata_not_applying(cfg, cache, data)
     cells = [(plan, step) for plan in plans for step in steps
              if not is_current(result_file(out, plan, step), current, checkpoint_file(plan, step))]  # fmt: skip
+    cell_uses = [("probe fitting", "data.train_folds")] * labelled + [("evaluation", "data.eval_folds")]
+    cohort_uses = [("cohort table", key) for key in FOLD_KEYS]
+    train_folds, eval_folds = map(tuple, use_folds_in_turn(cfg, cohort_uses + cell_uses * len(cells))[:2])
+    spec = checkpoint_spec(cfg, (train_folds if labelled else (), eval_folds), data, strata, current)
+    out.evaluation.mkdir(parents=True, exist_ok=True)
+    write_protocol(out.evaluation, cache, train_folds, eval_folds, data, current)
     at_once = evaluations_at_once(cfg.evaluation.at_once, device.type, len(cells))
     if at_once > 1:
-        jobs = [
-            (checkpoint_spec(cfg, checkpoint_folds(cfg, labelled), data, strata, current), plan, step) for plan, step in cells
-        ]
-        _evaluate_in_processes(jobs, objective, cache, out, at_once, cfg.evaluation.device, progress)
+        _evaluate_in_processes(spec, cells, objective, cache, out, at_once, cfg.evaluation.device, progress)
     else:
         for plan, step in cells:
-            spec = checkpoint_spec(cfg, checkpoint_folds(cfg, labelled), data, strata, current)
             evaluate_run_step(spec, objective, cache, out, plan, step, device, progress)
     for step in steps:
         compare_runs(cfg, cache, plans, step, device, objective, strata, current)
@@ -210,7 +211,8 @@ def evaluate_run_step(
 
 
 def _evaluate_in_processes(
-    jobs: list[tuple[EvaluationSpec, RunPlan, int]],
+    spec: EvaluationSpec,
+    cells: list[tuple[RunPlan, int]],
     objective: ObjectiveSpec,
     cache: PreparedCache,
     out: OutputFolder,
@@ -218,7 +220,7 @@ def _evaluate_in_processes(
     device: str,
     progress: bool,
 ) -> None:
-    """`evaluate_run_step` for every job (spec, plan, step) in a `process_pool` of ``at_once``
+    """`evaluate_run_step` of ``spec`` for every cell (plan, step) in a `process_pool` of ``at_once``
     processes that share the cores (`shared_threads`) and take the GPUs of ``device`` (the
     ``evaluation.device`` setting) in turn."""
     from concurrent.futures import as_completed
@@ -229,10 +231,10 @@ def _evaluate_in_processes(
 
     with (
         process_pool(at_once, threads=shared_threads(at_once), gpus=len(child_gpus(device))) as pool,
-        progress_bar(len(jobs), f"evaluating {len(jobs)} checkpoints, {at_once} at a time", enabled=progress) as update,
+        progress_bar(len(cells), f"evaluating {len(cells)} checkpoints, {at_once} at a time", enabled=progress) as update,
     ):
         futures = [pool.submit(_evaluate_run_step_process, spec, objective, str(cache.path), out, plan, step, device)
-                   for spec, plan, step in jobs]  # fmt: skip
+                   for plan, step in cells]  # fmt: skip
         for future in as_completed(futures):
             future.result()  # re-raises a cell's error here
             update(1)

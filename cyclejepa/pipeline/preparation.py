@@ -64,9 +64,8 @@ def prepare(cfg: ExperimentConfig, progress: bool = True):
     missing), then the cache of its windows."""
     from cyclejepa.data.cache import prepare_cache
 
+    dataset, spec = build_dataset(cfg, progress), cache_spec(cfg)
     refuse_sealed(cfg, "normalisation statistics", "data.train_folds")
-    dataset = build_dataset(cfg, progress)
     dataset.fetch()  # a missing corpus is named before any fold is recorded as used
     train_folds = use_folds(cfg, "normalisation statistics", "data.train_folds")
-    spec = dataclasses.replace(cache_spec(cfg), train_folds=tuple(train_folds))
-    return prepare_cache(dataset, spec, progress=progress)
+    return prepare_cache(dataset, dataclasses.replace(spec, train_folds=tuple(train_folds)), progress=progress)

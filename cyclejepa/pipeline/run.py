@@ -47,9 +47,8 @@ def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
                 _run_stages(cell, progress)
         return write_grid_summary(Path(cfg.output_dir), cells)
     require_unsealed(cfg)
-    config = write_resolved_config(cfg)
+    config, plans = write_resolved_config(cfg), plan_runs(cfg)
     cache = prepare(cfg, progress=progress)
-    plans = plan_runs(cfg)
     pretrain_all(cfg, cache, config, plans, progress=progress)
     return evaluate_stage(cfg, cache, plans, evaluation_steps(cfg), progress)
 

@@ -77,6 +77,12 @@ def use_folds(cfg: ExperimentConfig, stage: str, key: str) -> list[int]:
     return folds
 
 
+def use_folds_in_turn(cfg: ExperimentConfig, uses: list[tuple[str, str]]) -> list[list[int]]:
+    """`use_folds` of every (stage, key) of ``uses``, in that order: a stage's uses gathered
+    where it starts reading folds."""
+    return [use_folds(cfg, stage, key) for stage, key in uses]
+
+
 def _append(path: Path, entry: dict[str, Any]) -> None:
     """One JSON line, appended in one write (concurrent stages each add whole lines)."""
     path.parent.mkdir(parents=True, exist_ok=True)
