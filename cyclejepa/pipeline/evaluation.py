@@ -3,12 +3,12 @@ cross-run figures and strata, then the report.
 
 The stage reads the config once, where it starts (`evaluate_grid`): the device, the output
 folder, the objective's spec, the data description, the strata's applicability and the
-evaluation hash, which the per-checkpoint functions take instead of the config. It names the
-files of each run and step, keeps finished results whose checksums hold (`is_current`), passes
-the folds of the cohort table and of each checkpoint left to evaluate through the seal in one
-gathered call (`use_folds_in_turn`), builds the one `EvaluationSpec` that every checkpoint is
-evaluated with (`checkpoint_spec`) and evaluates them, side by side in ``evaluation.at_once``
-processes where asked (`cyclejepa.workers.process_pool`).
+evaluation hash, which the per-checkpoint functions take instead of the config. It passes the
+cohort table's folds through the seal (`use_folds`) before it reads the cache, names the files of
+each run and step, keeps finished results whose checksums hold (`is_current`), records the folds
+of every checkpoint left to evaluate in one gathered call (`use_folds_in_turn`), builds the one
+`EvaluationSpec` that they are all evaluated with (`checkpoint_spec`) and evaluates them, side by
+side in ``evaluation.at_once`` processes where asked (`cyclejepa.workers.process_pool`).
 """
 
 from __future__ import annotations
@@ -153,11 +153,11 @@ def evaluate_grid(
 ) -> None:
     """Evaluate every run × step (skipping finished ones), then compare the runs at each step.
 
-    The config is read here once: the device, the output folder, the objective's spec, the data
-    description, the strata's applicability, the evaluation hash, the folds (the cohort table's,
-    then each checkpoint's left to evaluate: the probes' training folds where there are labels and
-    the evaluation folds, recorded in that order through the seal) and the one `EvaluationSpec`
-    of the checkpoints. With ``evaluation.at_once`` > 1 the checkpoints are evaluated
+    The config is read here once: the device, the output folder, the objective's spec, the
+    cohort table's folds (through the seal, before the cache is read), the data description, the
+    strata's applicability, the evaluation hash and the one `EvaluationSpec` of the checkpoints;
+    the use of each checkpoint's folds left to evaluate (the probes' training folds where there
+    are labels, then the evaluation folds) is recorded in one gathered call. With ``evaluation.at_once`` > 1 the checkpoints are evaluated
     side by side in that many processes (spawned; each loads the cache and writes its own result
     files).
     """
@@ -166,13 +166,13 @@ def evaluate_grid(
     from cyclejepa.pipeline.pretraining import objective_spec
 
     device, out, objective = resolve_device(cfg.evaluation.device), OutputFolder(Path(cfg.output_dir)), objective_spec(cfg)
+    train_folds, eval_folds = (tuple(use_folds(cfg, "cohort table", key)) for key in FOLD_KEYS)
     data, current, labelled = describe_data(cfg, cache), evaluation_hash(cfg), bool(cache.label_levels)
     strata = strata_not_applying(cfg, cache, data)
     cells = [(plan, step) for plan in plans for step in steps
              if not is_current(result_file(out, plan, step), current, checkpoint_file(plan, step))]  # fmt: skip
     cell_uses = [("probe fitting", "data.train_folds")] * labelled + [("evaluation", "data.eval_folds")]
-    cohort_uses = [("cohort table", key) for key in FOLD_KEYS]
-    train_folds, eval_folds = map(tuple, use_folds_in_turn(cfg, cohort_uses + cell_uses * len(cells))[:2])
+    use_folds_in_turn(cfg, cell_uses * len(cells))
     spec = checkpoint_spec(cfg, (train_folds if labelled else (), eval_folds), data, strata, current)
     out.evaluation.mkdir(parents=True, exist_ok=True)
     write_protocol(out.evaluation, cache, train_folds, eval_folds, data, current)
