@@ -29,7 +29,7 @@ def train(directory, tensorboard, steps=3):
     cfg = tiny_config(training={"steps": steps, "checkpoint_every": 1, "tensorboard": tensorboard})
     signals, phases = corpus()
     trainer = Trainer(training_spec(cfg, directory, seed=0, transport_weight=1.0), signals, phases, model_fs=100.0)
-    board = watch_run(cfg, trainer, signals, phases)
+    board = watch_run(trainer, signals, phases)
     trainer.fit(progress=False)
     if board is not None:
         board.close()
@@ -130,7 +130,7 @@ def test_only_rank_zero_writes(tmp_path):
     signals, phases = corpus()
     trainer = Trainer(training_spec(cfg, tmp_path / "rank1", seed=0, transport_weight=1.0), signals, phases, model_fs=100.0)
     trainer.dist = Distributed(rank=1, world=2)
-    assert watch_run(cfg, trainer, signals, phases) is None and trainer.watchers == []
+    assert watch_run(trainer, signals, phases) is None and trainer.watchers == []
     rows = Rows()
     trainer.watchers.append(rows)
     pending = [(0, torch.arange(6, dtype=torch.float32))]

@@ -59,7 +59,7 @@ def train_run(
     if last is not None:
         trainer.resume(last)
         log.info("%s: resuming from step %d (%s)", Path(directory).name, trainer.step, last)
-    board = watch_run(cfg, trainer, signals, phases)
+    board = watch_run(trainer, signals, phases)
     try:
         trainer.fit(progress=progress)
     finally:
@@ -68,16 +68,18 @@ def train_run(
     return trainer
 
 
-def watch_run(cfg: ExperimentConfig, trainer, signals, phases):
-    """With ``training.tensorboard``, a `TensorBoardLog` of ``trainer`` (rank 0 only) with the
-    held-batch diagnostics of its training data every ``training.diagnostics_every`` steps."""
-    if not (cfg.training.tensorboard and trainer.dist.is_main):
+def watch_run(trainer, signals, phases):
+    """With ``training.tensorboard`` (of the trainer's spec), a `TensorBoardLog` of ``trainer``
+    (rank 0 only) with the held-batch diagnostics of its training data every
+    ``training.diagnostics_every`` steps."""
+    training = trainer.spec.training
+    if not (training.tensorboard and trainer.dist.is_main):
         return None
     from cyclejepa.evaluation.watch import HeldBatch
     from cyclejepa.training.tensorboard import TensorBoardLog
 
     board = TensorBoardLog(
-        trainer.directory, start_step=trainer.step, diagnose=HeldBatch(signals, phases), every=cfg.training.diagnostics_every,
+        trainer.directory, start_step=trainer.step, diagnose=HeldBatch(signals, phases), every=training.diagnostics_every,
     )  # fmt: skip
     trainer.watchers.append(board)
     return board
