@@ -4,11 +4,12 @@ cross-run figures and strata, then the report.
 The stage reads the config once, where it starts (`evaluate_grid`): the device, the output
 folder, the objective's spec, the data description, the strata's applicability and the
 evaluation hash, which the per-checkpoint functions take instead of the config. It passes the
-cohort table's folds through the seal (`use_folds`) before it reads the cache, names the files of
-each run and step, keeps finished results whose checksums hold (`is_current`), records the folds
-of every checkpoint left to evaluate in one gathered call (`use_folds_in_turn`), builds the one
-`EvaluationSpec` that they are all evaluated with (`checkpoint_spec`) and evaluates them, side by
-side in ``evaluation.at_once`` processes where asked (`cyclejepa.workers.process_pool`).
+cohort table's folds through the seal (`use_folds`) before it reads the cache, writes the
+protocol, names the files of each run and step, keeps finished results whose checksums hold
+(`is_current`), records the folds of every checkpoint left to evaluate in one gathered call
+(`use_folds_in_turn`), builds the one `EvaluationSpec` that they are all evaluated with
+(`checkpoint_spec`) and evaluates them, side by side in ``evaluation.at_once`` processes where
+asked (`cyclejepa.workers.process_pool`).
 """
 
 from __future__ import annotations
@@ -169,14 +170,14 @@ def evaluate_grid(
     train_folds, eval_folds = (tuple(use_folds(cfg, "cohort table", key)) for key in FOLD_KEYS)
     data, current, labelled = describe_data(cfg, cache), evaluation_hash(cfg), bool(cache.label_levels)
     strata = strata_not_applying(cfg, cache, data)
+    out.evaluation.mkdir(parents=True, exist_ok=True)
+    write_protocol(out.evaluation, cache, train_folds, eval_folds, data, current)
     cells = [(plan, step) for plan in plans for step in steps
              if not is_current(result_file(out, plan, step), current, checkpoint_file(plan, step))]  # fmt: skip
+    at_once = evaluations_at_once(cfg.evaluation.at_once, device.type, len(cells))
     cell_uses = [("probe fitting", "data.train_folds")] * labelled + [("evaluation", "data.eval_folds")]
     use_folds_in_turn(cfg, cell_uses * len(cells))
     spec = checkpoint_spec(cfg, (train_folds if labelled else (), eval_folds), data, strata, current)
-    out.evaluation.mkdir(parents=True, exist_ok=True)
-    write_protocol(out.evaluation, cache, train_folds, eval_folds, data, current)
-    at_once = evaluations_at_once(cfg.evaluation.at_once, device.type, len(cells))
     if at_once > 1:
         _evaluate_in_processes(spec, cells, objective, cache, out, at_once, cfg.evaluation.device, progress)
     else:

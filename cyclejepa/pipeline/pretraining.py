@@ -28,9 +28,9 @@ def objective_spec(cfg: ExperimentConfig) -> ObjectiveSpec:
 def training_spec(cfg: ExperimentConfig, directory: Path, *, seed: int, transport_weight: float) -> TrainingSpec:
     """The trainer's spec of one run of the experiment: seed, λ_trans, output folder ``directory``,
     and its identity (`cyclejepa.pipeline.identity.training_identity`)."""
-    identity = training_identity(cfg, transport_weight, seed)
+    objective, identity = objective_spec(cfg), training_identity(cfg, transport_weight, seed)
     return TrainingSpec(
-        objective=objective_spec(cfg), optimiser=cfg.optimiser, augmentations=tuple(cfg.augmentations),
+        objective=objective, optimiser=cfg.optimiser, augmentations=tuple(cfg.augmentations),
         training=cfg.training, transport_weight=transport_weight, seed=seed,
         identity=identity, run_hash=identity_hash(identity), directory=Path(directory),
     )  # fmt: skip
@@ -50,10 +50,10 @@ def train_run(
     """Train one run on the cache's training folds, resuming from its last checkpoint; returns the trainer."""
     from cyclejepa.training import Distributed, Trainer, latest_checkpoint
 
-    folds = use_folds(cfg, "pre-training", "data.train_folds")
+    spec = training_spec(cfg, directory, seed=seed, transport_weight=transport_weight)
+    folds = use_folds(cfg, "pre-training", "data.train_folds")  # before the cache is read
     rows = cache.select(folds)
     signals, phases = cache.signals[rows], training_phases(cache, rows, cfg.phase.convention)
-    spec = training_spec(cfg, directory, seed=seed, transport_weight=transport_weight)
     trainer = Trainer(spec, signals, phases, model_fs=cache.model_fs, dist=dist or Distributed())
     last = latest_checkpoint(RunFolder(Path(directory)).checkpoints)
     if last is not None:
