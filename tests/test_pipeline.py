@@ -1,6 +1,7 @@
 """End to end on a small synthetic corpus: run → report, skipping finished stages, resuming a killed run."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -76,6 +77,19 @@ def test_run_writes_every_section_of_the_report(experiment):
     assert headline["point"] == first["diagnostic"]["superclass"]["macro_auroc"]["point"]  # the report reads the saved cell
     assert set(result["robustness"]["delta"]) == {"I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6"}
     assert {c["family"] for c in result["anomaly"]} == set(cfg.evaluation.families)
+
+
+def test_the_fold_log_holds_every_use_in_the_order_of_the_reads(experiment):
+    """`folds_used.jsonl` of a run (2 arms × 1 seed × steps 2 and 4, with labels): the
+    normalisation statistics, each run's pre-training, the cohort table's two keys, each
+    checkpoint's probe fitting then evaluation, then the figures of each step."""
+    cfg, _ = experiment
+    lines = (Path(cfg.output_dir) / "folds_used.jsonl").read_text().splitlines()
+    train, evaluation = "data.train_folds", "data.eval_folds"
+    checkpoint = [("probe fitting", train), ("evaluation", evaluation)]
+    expected = [("normalisation statistics", train), *[("pre-training", train)] * 2,
+                ("cohort table", train), ("cohort table", evaluation), *checkpoint * 4, *[("figures", train)] * 2]  # fmt: skip
+    assert [(entry["stage"], entry["key"]) for entry in map(json.loads, lines)] == expected
 
 
 def test_rerun_skips_finished_stages_and_report_rebuilds_from_saved_results(experiment):

@@ -158,9 +158,9 @@ def evaluate_grid(
     cohort table's folds (through the seal, before the cache is read), the data description, the
     strata's applicability, the evaluation hash and the one `EvaluationSpec` of the checkpoints;
     the use of each checkpoint's folds left to evaluate (the probes' training folds where there
-    are labels, then the evaluation folds) is recorded in one gathered call. With ``evaluation.at_once`` > 1 the checkpoints are evaluated
-    side by side in that many processes (spawned; each loads the cache and writes its own result
-    files).
+    are labels, then the evaluation folds) is recorded in one gathered call. With
+    ``evaluation.at_once`` > 1 the checkpoints are evaluated side by side in that many processes
+    (spawned; each loads the cache and writes its own result files).
     """
     from cyclejepa.devices import resolve_device
     from cyclejepa.evaluation.stage import evaluations_at_once, is_current, write_protocol
@@ -174,7 +174,7 @@ def evaluate_grid(
     cells = [(plan, step) for plan in plans for step in steps
              if not is_current(result_file(out, plan, step), current, checkpoint_file(plan, step))]  # fmt: skip
     at_once = evaluations_at_once(cfg.evaluation.at_once, device.type, len(cells))
-    cell_uses = [("probe fitting", "data.train_folds")] * labelled + [("evaluation", "data.eval_folds")]
+    cell_uses = ([("probe fitting", "data.train_folds")] if labelled else []) + [("evaluation", "data.eval_folds")]
     use_folds_in_turn(cfg, cell_uses * len(cells))
     strata = strata_not_applying(cfg, cache, data)
     spec = checkpoint_spec(cfg, (train_folds if labelled else (), eval_folds), data, strata, current)
