@@ -3,7 +3,8 @@
 PTB-XL patients contribute several records, which are not independent draws, so every interval
 of the evaluation resamples patients: a replicate is a vector of record multiplicities
 (`patient_bootstrap_weights`), the statistic is recomputed under each row, and the interval is
-the percentile interval of the replicates (`percentile_interval`). With fewer than two
+the percentile interval of the replicates (`percentile_interval`; for a ratio of sums,
+`ratio_interval`). With fewer than two
 patients every replicate is the sample itself: the interval collapses to the point and tests
 nothing, so it is marked not testable (``BootstrapCI.testable``).
 """
@@ -15,7 +16,7 @@ from typing import Union
 
 import numpy as np
 
-__all__ = ["BootstrapCI", "n_clusters", "patient_bootstrap_weights", "percentile_interval"]
+__all__ = ["BootstrapCI", "n_clusters", "patient_bootstrap_weights", "percentile_interval", "ratio_interval"]
 
 Seed = Union[int, np.random.SeedSequence]
 
@@ -66,6 +67,15 @@ def percentile_interval(point: float, values: np.ndarray, level: float = 0.95, c
     low, high = np.nanpercentile(values, [tail, 100 - tail])
     testable = clusters is None or clusters >= 2
     return BootstrapCI(float(point), float(low), float(high), len(values), level, testable)
+
+
+def ratio_interval(
+    weights: np.ndarray, numerators: np.ndarray, denominators: np.ndarray, clusters: int | None = None
+) -> BootstrapCI:
+    """Σ numerators / Σ denominators with its 95 % percentile interval over the weight rows
+    (not testable when ``clusters``, the patients resampled, are fewer than two)."""
+    replicate_ratios = (weights @ numerators) / (weights @ denominators)
+    return percentile_interval(numerators.sum() / denominators.sum(), replicate_ratios, clusters=clusters)
 
 
 def n_clusters(patient_ids: np.ndarray) -> int:

@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from cyclejepa.evaluation.mechanism import ArrayLike, record_chunks, token_tensors
+from cyclejepa.evaluation.tokens import ArrayLike, record_chunks, token_tensors
 from cyclejepa.symmetry import PhaseSymmetry
 
 if TYPE_CHECKING:
@@ -34,6 +34,7 @@ __all__ = [
     "CoherenceResult",
     "dephase",
     "fundamental_amplitude",
+    "loop_geometry",
     "orbit_coherence",
     "phase_ring_figure",
     "umap_figure",
@@ -74,7 +75,11 @@ def dephase(tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseSymmetry) -> Te
     -------
     (N, T, K) tensor on the tokens' device, NaN at the tokens without a defined phase.
     """
-    tokens, phases = token_tensors(tokens, phases, "dephase")
+    return _dephased(*token_tensors(tokens, phases, "dephase"), symmetry)
+
+
+def _dephased(tokens: Tensor, phases: Tensor, symmetry: PhaseSymmetry) -> Tensor:
+    """`dephase` of tensors already checked by `token_tensors`."""
     valid = torch.isfinite(phases)
     with torch.no_grad():
         dephased = symmetry.canonicalize(tokens.double(), phases.double().nan_to_num(0.0))
@@ -89,10 +94,14 @@ def fundamental_amplitude(tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseS
     the records, every record weighing the same. Records without a valid token are skipped.
     """
     block = _harmonic_block(symmetry, harmonic, "fundamental_amplitude")
-    tokens, phases = token_tensors(tokens, phases, "fundamental_amplitude")
+    return _amplitude(*token_tensors(tokens, phases, "fundamental_amplitude"), symmetry, block)
+
+
+def _amplitude(tokens: Tensor, phases: Tensor, symmetry: PhaseSymmetry, block: slice) -> float:
+    """`fundamental_amplitude` of checked tensors, over the canonical coordinates ``block``."""
     norms = []
     for chunk in record_chunks(len(tokens)):
-        record_mean = dephase(tokens[chunk], phases[chunk], symmetry).nanmean(1)
+        record_mean = _dephased(tokens[chunk], phases[chunk], symmetry).nanmean(1)
         with torch.no_grad():
             pairs = _canonical_block(record_mean, symmetry, block).unflatten(-1, (-1, 2))
         norms.append(pairs.norm(dim=-1).mean(-1))
@@ -166,7 +175,11 @@ def orbit_coherence(
     if bins < 2:
         raise ValueError(f"orbit_coherence: need at least 2 phase bins, got {bins}")
     block = _harmonic_block(symmetry, harmonic, "orbit_coherence")
-    tokens, phases = token_tensors(tokens, phases, "orbit_coherence")
+    return _coherence(*token_tensors(tokens, phases, "orbit_coherence"), symmetry, bins, block)
+
+
+def _coherence(tokens: Tensor, phases: Tensor, symmetry: PhaseSymmetry, bins: int, block: slice) -> CoherenceResult:
+    """`orbit_coherence` of checked tensors, over the canonical coordinates ``block``."""
     means, counts = _phase_bin_means(tokens, phases, symmetry, bins, block)
     norms = means.norm(dim=-1)
     u = means[0] / norms[0]
@@ -201,6 +214,20 @@ def effective_rank(tokens: ArrayLike, phases: ArrayLike | None = None) -> float:
     p = singular / singular.sum()
     p = p[p > 0]
     return float(torch.exp(-(p * p.log()).sum()))
+
+
+def loop_geometry(tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseSymmetry, bins: int = 8) -> dict[str, Any]:
+    """The geometry of a checkpoint's tokens: ``effective_rank`` of the phase-valid tokens and,
+    when the spectrum has a fundamental (n = 1) block, the loop ``amplitude``
+    (`fundamental_amplitude`) and the ``coherence`` over ``bins`` phase bins (`orbit_coherence`,
+    as a dict); the tokens are checked once for both."""
+    geometry: dict[str, Any] = {"effective_rank": effective_rank(tokens, phases)}
+    if symmetry.spectrum.multiplicities.get(1):
+        block = _harmonic_block(symmetry, 1, "loop_geometry")
+        tokens, phases = token_tensors(tokens, phases, "loop_geometry")
+        geometry["amplitude"] = _amplitude(tokens, phases, symmetry, block)
+        geometry["coherence"] = asdict(_coherence(tokens, phases, symmetry, bins, block))
+    return geometry
 
 
 def _figure(rows: int, columns: int, panel: float) -> tuple[Figure, np.ndarray]:

@@ -34,16 +34,16 @@ one on each coordinate. Mixed terms such as (1,1) belong to no single coordinate
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from cyclejepa.evaluation.bootstrap import BootstrapCI, Seed, n_clusters, patient_bootstrap_weights, percentile_interval
+from cyclejepa.evaluation.bootstrap import BootstrapCI, Seed, n_clusters, patient_bootstrap_weights, ratio_interval
+from cyclejepa.evaluation.tokens import ArrayLike, record_chunks, token_tensors
 from cyclejepa.objectives import pairwise_similarities
 from cyclejepa.objectives.transport import Canonicalizer, valid_tokens
 from cyclejepa.symmetry import PhaseSymmetry, U1Symmetry
@@ -61,39 +61,9 @@ __all__ = [
     "transport_gain",
 ]
 
-ArrayLike = Union[np.ndarray, Tensor]
-
 COLLAPSE_SIMILARITY = 0.9
 """Mean untransported token similarity E[c_I] from which the gain fraction's denominator
 E[1 − c_I] ≤ 0.1 is too small for g_f and G1 to mean anything (see the module's docstring)."""
-
-RECORD_CHUNK = 256
-"""Records processed at once, so float64 copies of a corpus's tokens never exist whole."""
-
-
-def token_tensors(tokens: ArrayLike, phases: ArrayLike, caller: str) -> tuple[Tensor, Tensor]:
-    """Tokens (N, T, K) and phases (N, T) (or (N, T, d) on a torus) as tensors on one device.
-
-    Read-only arrays (memmaps) are wrapped without a copy; nothing here writes into them.
-    """
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", "The given NumPy array is not writable")
-        tokens = torch.as_tensor(tokens)
-        phases = torch.as_tensor(phases, device=tokens.device)
-    if tokens.dim() != 3 or phases.dim() not in (2, 3) or phases.shape[:2] != tokens.shape[:2]:
-        raise ValueError(
-            f"{caller}: tokens must have shape (N, T, K) and phases (N, T) or (N, T, C) with the "
-            f"same N and T; "
-            f"got tokens {tuple(tokens.shape)} and phases {tuple(phases.shape)}"
-        )
-    if not torch.isfinite(tokens).all():
-        raise ValueError(f"{caller}: tokens contain NaN or infinite values")
-    return tokens, phases
-
-
-def record_chunks(n: int) -> Iterator[slice]:
-    """Consecutive slices of at most `RECORD_CHUNK` records."""
-    return (slice(start, start + RECORD_CHUNK) for start in range(0, n, RECORD_CHUNK))
 
 
 @dataclass(frozen=True)
@@ -217,15 +187,6 @@ def shuffle_phases(phases: ArrayLike, seed: Seed) -> ArrayLike:
     if isinstance(phases, Tensor):
         return torch.from_numpy(shuffled).to(phases.device)
     return shuffled
-
-
-def ratio_interval(
-    weights: np.ndarray, numerators: np.ndarray, denominators: np.ndarray, clusters: int | None = None
-) -> BootstrapCI:
-    """Σ numerators / Σ denominators with its 95 % percentile interval over the weight rows
-    (not testable when ``clusters``, the patients resampled, are fewer than two)."""
-    replicate_ratios = (weights @ numerators) / (weights @ denominators)
-    return percentile_interval(numerators.sum() / denominators.sum(), replicate_ratios, clusters=clusters)
 
 
 @dataclass(frozen=True)

@@ -36,8 +36,8 @@ from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
 from cyclejepa.evaluation.context import hr_stratified_auroc, record_heart_rates
 from cyclejepa.evaluation.embeddings import Representations, embed_records, extract_tokens
 from cyclejepa.evaluation.geometry import (
-    effective_rank,
     fundamental_amplitude,
+    loop_geometry,
     orbit_coherence,
     phase_ring_figure,
     umap_figure,
@@ -190,10 +190,7 @@ def core_metrics(
     token_phases = phases[phase_rows]
     g1 = g1_gate(tokens, token_phases, symmetry, patients[phase_rows], seed=spec.seed, replicates=spec.bootstrap)
     result["mechanism"] = asdict(g1)
-    result["geometry"] = {"effective_rank": effective_rank(tokens, token_phases)}
-    if symmetry.spectrum.multiplicities.get(1):  # the loop metrics live in the n = 1 blocks
-        result["geometry"]["amplitude"] = fundamental_amplitude(tokens, token_phases, symmetry)
-        result["geometry"]["coherence"] = asdict(orbit_coherence(tokens, token_phases, symmetry, bins=8))
+    result["geometry"] = loop_geometry(tokens, token_phases, symmetry, bins=8)
     if symmetry.rank > 1:
         names = cache.coordinates or tuple(str(c) for c in range(symmetry.rank))
         result["coordinates"] = coordinate_metrics(tokens, token_phases, symmetry, names, patients[phase_rows], spec)

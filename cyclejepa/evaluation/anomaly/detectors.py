@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from cyclejepa.evaluation.embeddings import extract_tokens
 from cyclejepa.evaluation.geometry import dephase
-from cyclejepa.evaluation.mechanism import record_chunks
+from cyclejepa.evaluation.tokens import record_chunks
 from cyclejepa.models.predictor import CausalTransformerPredictor
 from cyclejepa.registry import DETECTORS
 from cyclejepa.symmetry import PhaseSymmetry
