@@ -22,7 +22,14 @@ from torch import nn
 
 from cyclejepa.progress import progress_bar
 
-__all__ = ["Representations", "embed_records", "extract_tokens", "record_representations"]
+__all__ = [
+    "NonFiniteOutputs",
+    "Representations",
+    "embed_records",
+    "extract_tokens",
+    "record_representations",
+    "require_finite_outputs",
+]
 
 QC_FAILED = "qc_failed"
 """Exclusion reason: the record failed phase QC (``qc_ok`` False)."""
@@ -214,3 +221,17 @@ def _eval_mode(model: nn.Module) -> Iterator[None]:
         yield
     finally:
         model.train(training)
+
+
+class NonFiniteOutputs(ValueError):
+    """A model whose outputs on the evaluation data hold NaN or infinite values."""
+
+
+def require_finite_outputs(values: np.ndarray, rows: np.ndarray, what: str) -> None:
+    """Raise `NonFiniteOutputs` naming ``what`` and the first cache ``rows`` whose ``values``
+    (one row each) hold a NaN or an infinite value."""
+    bad = ~np.isfinite(values.reshape(len(values), -1)).all(axis=1)
+    if bad.any():
+        raise NonFiniteOutputs(
+            f"non-finite (NaN or infinite) {what} for {int(bad.sum())} of {len(bad)} windows, e.g. cache rows {rows[bad][:5].tolist()}"
+        )

@@ -34,7 +34,13 @@ from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.datasets import sha256_file
 from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
 from cyclejepa.evaluation.context import hr_stratified_auroc, record_heart_rates
-from cyclejepa.evaluation.embeddings import Representations, embed_records, extract_tokens
+from cyclejepa.evaluation.embeddings import (
+    NonFiniteOutputs,
+    Representations,
+    embed_records,
+    extract_tokens,
+    require_finite_outputs,
+)
 from cyclejepa.evaluation.geometry import (
     fundamental_amplitude,
     loop_geometry,
@@ -91,20 +97,6 @@ def write_checkpoint_evaluation(
         np.savez(target.with_suffix(".npz"), allow_pickle=False, **scores)
         result[SCORES_DIGEST] = sha256_file(target.with_suffix(".npz"))
     write_json(target, with_checksum(result))
-
-
-class NonFiniteOutputs(ValueError):
-    """A model whose outputs on the evaluation data hold NaN or infinite values."""
-
-
-def require_finite_outputs(values: np.ndarray, rows: np.ndarray, what: str) -> None:
-    """Raise `NonFiniteOutputs` naming ``what`` and the first cache ``rows`` whose ``values``
-    (one row each) hold a NaN or an infinite value."""
-    bad = ~np.isfinite(values.reshape(len(values), -1)).all(axis=1)
-    if bad.any():
-        raise NonFiniteOutputs(
-            f"non-finite (NaN or infinite) {what} for {int(bad.sum())} of {len(bad)} windows, e.g. cache rows {rows[bad][:5].tolist()}"
-        )
 
 
 @dataclass

@@ -5,7 +5,6 @@ tokens ≤ t.
 from __future__ import annotations
 
 import math
-from typing import Union
 
 import numpy as np
 import torch
@@ -14,12 +13,10 @@ from torch import Tensor, nn
 
 from cyclejepa.evaluation.embeddings import extract_tokens
 from cyclejepa.evaluation.geometry import dephase
-from cyclejepa.evaluation.tokens import record_chunks
+from cyclejepa.evaluation.tokens import ArrayLike, record_chunks
 from cyclejepa.models.predictor import CausalTransformerPredictor
 from cyclejepa.registry import DETECTORS
 from cyclejepa.symmetry import PhaseSymmetry
-
-ArrayLike = Union[np.ndarray, Tensor]
 
 
 def _detector_tokens(
