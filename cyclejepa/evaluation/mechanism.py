@@ -25,28 +25,22 @@ below that of the quickstart's trained arms, whose E[c_I] is 0.02–0.05), and G
 (``passed`` None, ``not_testable`` "collapsed").
 
 On a torus of C cyclic coordinates (phases (N, T, C), a `TorusSymmetry`), the functions above
-measure the whole representation. `coordinate_view` isolates coordinate c: the terms of the
-spectrum whose frequency vector is a multiple k·e_c (k ≥ 0, invariants included) form a
-representation on which only φ_c acts, a U(1) representation of harmonics k; every U(1) metric
-(gain, G1, loop amplitude, orbit coherence) applies to it unchanged, and `per_coordinate` runs
-one on each coordinate. Mixed terms such as (1,1) belong to no single coordinate.
+measure the whole representation; `coordinate_view` and `per_coordinate` (from
+`cyclejepa.evaluation.tokens`, importable here too) measure each coordinate on its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from cyclejepa.evaluation.bootstrap import BootstrapCI, Seed, n_clusters, patient_bootstrap_weights, ratio_interval
-from cyclejepa.evaluation.tokens import ArrayLike, record_chunks, token_tensors
+from cyclejepa.evaluation.tokens import ArrayLike, CoordinateView, coordinate_view, per_coordinate, record_chunks, token_tensors
 from cyclejepa.objectives import pairwise_similarities
-from cyclejepa.objectives.transport import Canonicalizer, valid_tokens
-from cyclejepa.symmetry import PhaseSymmetry, U1Symmetry
+from cyclejepa.objectives.transport import Canonicalizer
 
 __all__ = [
     "CoordinateView",
@@ -281,66 +275,3 @@ def g1_gate(
         patients=patients,
         not_testable=not_testable,
     )
-
-
-@dataclass(frozen=True)
-class CoordinateView:
-    """The part of a torus representation on which only coordinate ``coordinate`` acts.
-
-    Attributes
-    ----------
-    tokens : (N, T, K_c) float64 canonical coordinates Qᵀz of the terms k·e_c, in term order.
-    phases : (N, T) float64 phase of coordinate c; NaN where any coordinate is undefined, so
-        every coordinate's view keeps the same valid tokens and pairs.
-    symmetry : the `U1Symmetry` of those terms (canonical basis), e.g. ``"4x0+8x1"``.
-    """
-
-    tokens: Tensor
-    phases: Tensor
-    symmetry: U1Symmetry
-
-
-def coordinate_view(tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseSymmetry, coordinate: int) -> CoordinateView:
-    """Coordinate ``coordinate`` of ``phases`` (N, T, C) and its sub-representation (see
-    `CoordinateView`); raises ValueError when the spectrum has no term k·e_c with k ≠ 0."""
-    tokens, phases = token_tensors(tokens, phases, "coordinate_view")
-    rank = symmetry.rank
-    if phases.dim() != 3 or phases.shape[-1] != rank or not 0 <= coordinate < rank:
-        raise ValueError(
-            f"coordinate_view: coordinate {coordinate} of phases {tuple(phases.shape)} under "
-            f"spectrum {symmetry.spectrum} (rank {rank}, phases (N, T, {rank}))"
-        )
-    terms = [
-        (term, span)
-        for term, span in zip(symmetry.spectrum.terms, symmetry.spectrum.term_slices)
-        if all(n == 0 for c, n in enumerate(term.vector) if c != coordinate)
-    ]
-    if all(term.is_invariant for term, _ in terms):
-        raise ValueError(
-            f"coordinate_view: spectrum {symmetry.spectrum} has no term acting on coordinate "
-            f"{coordinate} alone (a frequency vector k·e_{coordinate}, k > 0)"
-        )
-    columns = torch.cat([torch.arange(span.start, span.stop) for _, span in terms])
-    canonical = symmetry.basis.to_canonical(tokens.double())[..., columns.to(tokens.device)]
-    spectrum = "+".join(f"{term.multiplicity}x{term.vector[coordinate]}" for term, _ in terms)
-    own = torch.where(valid_tokens(phases), phases[..., coordinate].double(), float("nan"))
-    return CoordinateView(canonical.detach(), own, U1Symmetry(spectrum).to(tokens.device))
-
-
-def per_coordinate(
-    metric: Callable[..., Any],
-    tokens: ArrayLike,
-    phases: ArrayLike,
-    symmetry: PhaseSymmetry,
-    names: list[str] | tuple[str, ...] | None = None,
-    **options: Any,
-) -> dict[str, Any]:
-    """``{name: metric(view.tokens, view.phases, view.symmetry, **options)}`` over the
-    coordinates' `coordinate_view` s, e.g. ``per_coordinate(transport_gain, z, phi, torus,
-    ("cardiac", "respiratory"))`` or ``per_coordinate(g1_gate, ..., patient_ids=ids)``.
-    Names default to ``"0"``, ``"1"``, ...."""
-    names = [str(c) for c in range(symmetry.rank)] if names is None else list(names)
-    if len(names) != symmetry.rank:
-        raise ValueError(f"per_coordinate: {len(names)} names for a rank-{symmetry.rank} symmetry")
-    views = (coordinate_view(tokens, phases, symmetry, c) for c in range(symmetry.rank))
-    return {name: metric(v.tokens, v.phases, v.symmetry, **options) for name, v in zip(names, views)}

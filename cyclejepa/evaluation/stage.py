@@ -57,10 +57,11 @@ from cyclejepa.evaluation.integrity import (
     read_scores,
     with_checksum,
 )
-from cyclejepa.evaluation.mechanism import coordinate_view, g1_gate, per_coordinate
+from cyclejepa.evaluation.mechanism import g1_gate
 from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_tasks, evaluate_task
 from cyclejepa.evaluation.robustness import channel_zeroing
 from cyclejepa.evaluation.spec import DataDescription, EvaluationSpec
+from cyclejepa.evaluation.tokens import coordinate_view, per_coordinate
 from cyclejepa.evaluation.validity import cell_validity
 from cyclejepa.jsonio import read_json, write_json
 
