@@ -93,18 +93,17 @@ def channel_zeroing(
     )  # fmt: skip
     intact = embed()
     Y, groups = np.asarray(Y)[intact.rows], np.asarray(groups)[intact.rows]
+    weights, patients = patient_bootstrap_weights(groups, replicates, seed), n_clusters(groups)
     intact_scores = probe.decision_function(intact.features)
     zeroed_scores = {
         channel: probe.decision_function(embed(transform=partial(zero_channel, channel=i)).features)
         for i, channel in enumerate(channels)
     }
 
-    weights = patient_bootstrap_weights(groups, replicates, seed)
     intact_auroc = macro_auroc(Y, intact_scores)
     intact_replicates = replicate_macro_auroc(Y, intact_scores, weights)
     zeroed = {channel: macro_auroc(Y, s) for channel, s in zeroed_scores.items()}
     changes = {channel: replicate_macro_auroc(Y, s, weights) - intact_replicates for channel, s in zeroed_scores.items()}
-    patients = n_clusters(groups)
     delta = {
         channel: percentile_interval(zeroed[channel] - intact_auroc, changes[channel], level, patients) for channel in channels
     }
