@@ -4,9 +4,9 @@ PTB-XL patients contribute several records, which are not independent draws, so 
 of the evaluation resamples patients: a replicate is a vector of record multiplicities
 (`patient_bootstrap_weights`), the statistic is recomputed under each row, and the interval is
 the percentile interval of the replicates (`percentile_interval`; for a ratio of sums,
-`ratio_interval`). With fewer than two
-patients every replicate is the sample itself: the interval collapses to the point and tests
-nothing, so it is marked not testable (``BootstrapCI.testable``).
+`ratio_interval`). With fewer than two patients every replicate is the sample itself: the
+interval collapses to the point and tests nothing, so it is marked not testable
+(``BootstrapCI.testable``).
 """
 
 from __future__ import annotations
