@@ -28,7 +28,7 @@ FOUNDATIONS = (
     "workers",
 )
 """Top-level modules every step may use (``cyclejepa`` itself only to reach a submodule)."""
-CORPORA = ("cyclejepa.data.ptbxl", "cyclejepa.data.challenge")
+CORPORA = ("cyclejepa.data.ptbxl", "cyclejepa.data.ptbxl_tasks", "cyclejepa.data.challenge")
 """Corpus leaves: imported only by themselves, by the data package (which registers them), and by
 what is PTB-XL's by definition: the synthetic corpus (written in its layout), its benchmark tasks
 and the PTB-XL benchmark."""

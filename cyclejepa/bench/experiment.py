@@ -27,6 +27,15 @@ EXPERIMENT_STAGES = ("prepare", "pre-train", "evaluate", "report")
 """The stages of `cyclejepa run`; their sum is the experiment's wall time."""
 
 
+def write_stand_in_corpus(root: Path, records: int, seed: int, workers: int) -> None:
+    """The synthetic PTB-XL corpus of ``records`` records at ``root``, unless one is there."""
+    from cyclejepa.data.synthetic import write_synthetic_corpus
+    from cyclejepa.data.synthetic.dataset import DATABASE_CSV
+
+    if not (root / DATABASE_CSV).exists():
+        write_synthetic_corpus(root, records, seed=seed, workers=workers, progress=False)
+
+
 class StageClock:
     """Times named stages into ``result["stages"]`` (seconds) and ``result["experiment_s"]`` (the
     sum over `EXPERIMENT_STAGES`), rewriting ``out/stages.json`` and ``out/stages.md`` after each."""

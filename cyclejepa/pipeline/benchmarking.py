@@ -26,10 +26,11 @@ from cyclejepa.bench.allocations import (
     allocation_table,
     markdown_table,
 )
-from cyclejepa.bench.experiment import PTBXL_RECORDS, StageClock, experiment_time_arguments
+from cyclejepa.bench.experiment import PTBXL_RECORDS, StageClock, experiment_time_arguments, write_stand_in_corpus
 from cyclejepa.bench.ptbxl import (
     FRACTIONS,
     PROTOCOLS,
+    TASKS,
     argument_problems,
     benchmark_folder,
     corpus_description,
@@ -42,7 +43,6 @@ from cyclejepa.bench.ptbxl.run import SCRATCH, benchmark_split
 from cyclejepa.bench.ptbxl.spec import BenchmarkSpec, PretrainedRun, Scoring, Training
 from cyclejepa.bench.timing import machine_info, versions
 from cyclejepa.config import ConfigError, ExperimentConfig, apply_overrides, load_config, parse_config
-from cyclejepa.data.ptbxl_tasks import TASKS
 from cyclejepa.devices import resolve_device
 from cyclejepa.lock import output_lock
 from cyclejepa.outputs import OutputFolder
@@ -251,7 +251,6 @@ def time_experiment(
     Returns the stage table: ``{"stages": {name: seconds}, "experiment_s": Σ of the
     experiment's stages, ...}``; also written to ``out/stages.json`` and ``out/stages.md``.
     """
-    from cyclejepa.data.synthetic import write_synthetic_corpus
     from cyclejepa.pipeline.evaluation import evaluate_grid
     from cyclejepa.pipeline.reporting import report_experiment
 
@@ -267,8 +266,7 @@ def time_experiment(
         "versions": versions(), "stages": {},
     })  # fmt: skip
     with clock.stage("synthetic corpus (stand-in, not timed in the experiment)"):
-        if not (corpus / "ptbxl_database.csv").exists():
-            write_synthetic_corpus(corpus, records, seed=cfg.data.options["seed"], workers=workers, progress=False)
+        write_stand_in_corpus(corpus, records, cfg.data.options["seed"], workers)
     require_unsealed(cfg)
     config_file = write_resolved_config(cfg)
     with clock.stage("prepare"):
