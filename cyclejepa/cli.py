@@ -28,8 +28,8 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console()
-errors = Console(stderr=True)
+console = Console(soft_wrap=True)  # one line per message in a log, whatever its length
+errors = Console(stderr=True, soft_wrap=True)
 
 ConfigPath = Annotated[Path, typer.Argument(help="experiment YAML file")]
 Overrides = Annotated[list[str] | None, typer.Option("--set", help="override a config key: a.b.c=value (repeatable)")]

@@ -1,6 +1,7 @@
 """Throughput benchmark: statistics on a fake clock, the instrumented step, a quick tiny run."""
 
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -262,3 +263,23 @@ def test_experiment_benchmark_times_every_stage_and_writes_the_report(tmp_path):
     assert saved["stages"] == result["stages"] and saved["runs"] == ["winder-seed0", "control-seed0"]
     assert (tmp_path / "out" / "run" / "report" / "report.md").exists()
     assert "experiment (prepare → report)" in (tmp_path / "out" / "stages.md").read_text()
+
+
+def test_host_syncs_count_only_the_sync_warnings(monkeypatch):
+    """Setting the debug mode warns once that it is a prototype (seen on CUDA, torch 2.11): that
+    notice is no synchronisation; the blocking operations' warnings are counted per step."""
+    from cyclejepa.bench.throughput.training import find_host_syncs
+
+    modes = []
+    monkeypatch.setattr(torch.cuda, "get_sync_debug_mode", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", lambda mode: modes.append(mode))
+
+    def step():
+        warnings.warn("Synchronization debug mode is a prototype feature and does not yet detect all")
+        for _ in range(2):
+            warnings.warn("called a synchronizing CUDA operation")
+
+    found = find_host_syncs(step, steps=3)
+    assert modes == ["warn", 0]
+    assert [entry["per_step"] for entry in found] == [2.0]
+    assert found[0]["message"] == "called a synchronizing CUDA operation"

@@ -144,6 +144,16 @@ def test_cli_validate_prints_the_fix_for_a_misspelt_component(tmp_path):
     assert "symmetry.basis" in result.output and "Did you mean 'householder'?" in result.output
 
 
+def test_cli_output_lines_are_not_broken_at_80_columns(tmp_path):
+    """Piped into a log, a line (a path, a progress note) stays one line whatever its length."""
+    folder = tmp_path / ("a-long-folder-name-" * 6)
+    folder.mkdir()
+    path = write(folder, {})
+    output = runner.invoke(app, ["validate", str(path)]).output.splitlines()
+    assert output[0].startswith("valid ") and str(path) in output[0]
+    assert output[1].endswith("checked when a stage starts (or run --dry-run)")
+
+
 def test_cli_validate_accepts_overrides(tmp_path):
     path = write(tmp_path, {})
     assert runner.invoke(app, ["validate", str(path), "--set", "training.batch_size=3"]).exit_code == 0

@@ -384,6 +384,7 @@ def test_phase_ring_figure_plots_the_orbit_overlaps(tmp_path):
 
 
 def test_umap_figure_embeds_a_seeded_subsample_coloured_by_phase(tmp_path):
+    pytest.importorskip("umap", reason="umap-learn is not installed (the PCA fallback has its own test)")
     rng = np.random.default_rng(10)
     symmetry = U1Symmetry(SPEC)
     tokens, phases, _ = equivariant_tokens(rng, symmetry, 10, 40)

@@ -120,3 +120,25 @@ def test_cutoffs_out_of_range_are_refused_before_the_step(tmp_path):
     with pytest.raises(ValueError, match=r"cutoffs must lie in \[0, T - 2\] = \[0, 123\]"):
         ensemble.train_step()
     assert all(torch.equal(p, q) for p, q in zip(ensemble.params.values(), before))
+
+
+def test_the_vmapped_attention_uses_the_math_backend(tmp_path, monkeypatch):
+    """CUDA's fused attention under vmap fails in backward (its per-run fallback misaligns the
+    log-sum-exp); the ensemble restricts attention to the math backend, a plain step does not."""
+    seen = []
+    attention = torch.nn.functional.scaled_dot_product_attention
+
+    def recording(*args, **kwargs):
+        backends = torch.backends.cuda
+        seen.append((backends.flash_sdp_enabled(), backends.mem_efficient_sdp_enabled(), backends.math_sdp_enabled()))
+        return attention(*args, **kwargs)
+
+    monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", recording)
+    cfg = tiny_config(training={"device": "cpu"})
+    x, phi = corpus()
+    plain = trainers(cfg, tmp_path / "plain", x, phi)
+    plain[0].train_step()
+    assert seen and all(flags == (True, True, True) for flags in seen)
+    seen.clear()
+    StackedRuns(trainers(cfg, tmp_path / "stacked", x, phi)).train_step()
+    assert seen and all(flags == (False, False, True) for flags in seen)

@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import torch
 from torch.func import functional_call, stack_module_state, vmap
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from cyclejepa.objectives.prediction import check_cutoffs
 from cyclejepa.symmetry.bases import manifold_parameters
@@ -71,7 +72,11 @@ class StackedRuns:
         check_cutoffs(cutoff, phi.shape[2])
         lr = learning_rate(self.step, self.spec.training.steps, self.spec.optimiser)
         set_learning_rate([self.optimiser], lr)
-        terms = vmap(self._objective)(self.params, self.buffers, x, phi, cutoff, draws)
+        # Attention by the math backend, softmax(q kᵀ/√d + mask) v in batched matmuls that vmap
+        # stacks: CUDA's fused kernels have no batching rule, vmap falls back to one call per run,
+        # and that backward fails on CUDA ("LSE is not correctly aligned (strideH)", torch 2.11).
+        with sdpa_kernel(SDPBackend.MATH):
+            terms = vmap(self._objective)(self.params, self.buffers, x, phi, cutoff, draws)
         loss = (
             self.weights["prediction"] * terms["prediction"]
             + self.weights["regulariser"] * terms["regulariser"]

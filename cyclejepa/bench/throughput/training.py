@@ -46,6 +46,9 @@ from cyclejepa.training import Trainer
 from cyclejepa.training.schedule import learning_rate, set_learning_rate
 from cyclejepa.training.spec import TrainingSpec
 
+SYNC_WARNING = "called a synchronizing CUDA operation"
+"""What ``torch.cuda.set_sync_debug_mode("warn")`` says at each blocking operation."""
+
 
 def measure_training(
     spec: ThroughputSpec,
@@ -188,6 +191,8 @@ def find_host_syncs(step: Callable[[], object], steps: int = 3) -> list[dict[str
     found: Counter[tuple[str, str, str]] = Counter()
 
     def capture(message, category, filename, lineno, file=None, line=None) -> None:
+        if SYNC_WARNING not in str(message):  # e.g. the notice that the debug mode is a prototype
+            return
         frames = traceback.extract_stack()[:-1]
         ours = [f for f in frames if "/cyclejepa/" in f.filename and "/cyclejepa/bench/" not in f.filename]
         caller = f"{_short(ours[-1].filename)}:{ours[-1].lineno}" if ours else "?"
