@@ -14,9 +14,10 @@ windows or recordings. A part that did not apply is left out and listed with its
 a collapsed arm's gain fraction reads "collapsed (token similarity s)" and its G1 "Not testable
 (collapsed)", a degenerate probe's AUROC "degenerate probe (why)"; a figure of an arm whose
 figures rest on too few windows or patients keeps its number, followed in its own cell by "(few
-data: n windows, m patients)" (`qualified`; "recordings" when the dataset does not know whose each
-recording is), and is never bold; the detail tables head such an arm's raw figures with the same
-words (`arm_label`; the anomaly battery's table counts its own windows). Notes under the bottom line name collapse, degenerate probes and few data. Every result is read through its checksum
+data: n windows, m patients)" (`qualified`; "recordings" when the dataset does not know whose
+each recording is), and is never bold; the detail tables head such an arm's raw figures with the
+same words (`arm_label`; the anomaly battery's table counts its own windows). Notes under the
+bottom line name collapse, degenerate probes and few data. Every result is read through its checksum
 (`cyclejepa.evaluation.integrity`): an altered one is refused, one without a checksum is marked
 in the report's first lines, and results of another evaluation's settings are refused
 (`require_one_evaluation`). What the report needs besides the results (title, arm order, headline
@@ -103,8 +104,8 @@ def g1_cell(result: dict, mechanism: dict | None = None) -> str:
 
 
 def few_data_words(validity: dict) -> str | None:
-    """ "few data: n windows, m patients" for a result whose figures rest on too few
-    (`cell_validity`'s ``too_few``); None otherwise."""
+    """The words beside a figure of a result whose figures rest on too few (`cell_validity`'s
+    ``too_few``), "few data: n windows, m patients"; None for a result on enough data."""
     few = validity["too_few"]
     if few is None:
         return None
