@@ -107,6 +107,8 @@ def test_validate_checks_spectrum_rank_against_phase_coordinates(plugins):
 
 @pytest.mark.parametrize("example", ["respiration.yaml", "cardio_respiratory.yaml"])
 def test_example_runs_and_reports(plugins, example):
+    import json
+
     cfg = config(example, plugins / "run")
     pipeline.run_experiment(cfg, progress=False)
     text = (plugins / "run" / "report" / "report.md").read_text()
@@ -117,6 +119,11 @@ def test_example_runs_and_reports(plugins, example):
     assert per_coordinate == (example == "cardio_respiratory.yaml")
     if per_coordinate:
         assert "| winder | cardiac |" in text and "| winder | respiratory |" in text
+        result = json.loads((plugins / "run" / "evaluation" / "winder-seed0-step000003.json").read_text())
+        few = result["validity"]["too_few"]  # a few windows of the example's records: each coordinate's figure says so
+        words = f"few data: {few['windows']} windows, {few['patients']} {few['subject']}{'s' if few['patients'] != 1 else ''}"
+        gain = result["coordinates"]["cardiac"]["mechanism"]["true"]["gain_fraction"]
+        assert f"| winder | cardiac | {gain:.4f} ({words}) |" in text
         figures = sorted(p.name for p in (plugins / "run" / "report" / "figures").glob("*.png"))
         assert figures == ["phase-ring-cardiac-step000003.png", "phase-ring-respiratory-step000003.png"]
         check_coordinate_gains(cfg, plugins / "run")

@@ -75,7 +75,8 @@ def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, dataset, ta
         assert [row.label for row in probes[:1]] == ([label] if label else [])
         headline = {row.label: {"point": row.value(result)} for row in probes}
         headline |= {"Transport gain fraction ↑": 0.5 + i, "G1 shuffled-φ gate": "Pass"}
-        report = {"headline": {"winder": headline}, "probe_rows": [row.label for row in probes]}
+        report = {"headline": {"winder": headline}, "probe_rows": [row.label for row in probes],
+                  "validity": {"winder": {"too_few": None}}}  # enough data: the figures print as numbers  # fmt: skip
         write_json(tmp_path / f"cell{i}" / "out" / "report" / "report.json", report)
         cells.append((f"c{i}", cfg))
     text = write_grid_summary(tmp_path, cells).read_text()

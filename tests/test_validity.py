@@ -14,7 +14,7 @@ from cyclejepa.config import parse_config
 from cyclejepa.evaluation.mechanism import COLLAPSE_SIMILARITY, g1_gate
 from cyclejepa.evaluation.probe import LinearProbe, score_probe
 from cyclejepa.evaluation.report import bottom_line_markdown
-from cyclejepa.evaluation.validity import MIN_PATIENTS, MIN_WINDOWS
+from cyclejepa.evaluation.validity import MIN_PATIENTS, MIN_WINDOWS, cell_validity
 from cyclejepa.symmetry import U1Symmetry
 from test_eval_mechanism import SPEC, equivariant_tokens, random_phases
 
@@ -195,3 +195,139 @@ def test_a_degenerate_probe_is_shown_as_such_not_as_an_auroc(collapsed_run):
     row = next(line for line in text.splitlines() if line.startswith("| Superclass macro-AUROC"))
     assert row.endswith("| degenerate probe (constant predictions) |") and f"{point:.4f}" not in row
     assert "**winder: the `superclass` probe is degenerate** (constant predictions)" in text
+
+
+@pytest.fixture(scope="module")
+def few_data_run(tmp_path_factory):
+    """Both arms on 60 synthetic records, 4 steps: a handful of windows of fewer than 10 patients
+    in fold 9, so every figure rests on few data."""
+    out = tmp_path_factory.mktemp("few")
+    cfg = parse_config({
+        "output_dir": str(out / "run"),
+        "data": {"root": str(out / "corpus"), "dataset": "synthetic", "options": {"records": 60},
+                 "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
+        **TINY_MODEL,
+        "training": {"steps": 4, "batch_size": 8, "checkpoint_every": 4, "device": "cpu"},
+        "runs": {"seeds": [0]},
+        "evaluation": {"steps": [4], "bootstrap": 20, "anomaly_records": 2, "severities": [0.0, 2.0], "families": ["ectopic"],
+                       "umap": False, "eligible_min_positives": 1, "probe_c": 1.0},
+    })  # fmt: skip
+    report = pipeline.run_experiment(cfg, progress=False)
+    results = [
+        json.loads((cfg.output_dir / "evaluation" / f"{arm}-seed0-step000004.json").read_text()) for arm in ("winder", "control")
+    ]
+    return cfg, report, results
+
+
+def few_words(result):
+    """The words a figure of ``result`` carries, from the counts its evaluation saved."""
+    few = result["validity"]["too_few"]
+    return f"few data: {few['windows']} windows, {few['patients']} patients"
+
+
+def table_rows(text, heading):
+    """The rows of the table under ``heading`` (its header and rule line left out), keyed by their first cell."""
+    lines = text.split(heading, 1)[1].split("\n\n")[1].splitlines()[2:]
+    return {line.split(" | ")[0].lstrip("| "): line for line in lines}
+
+
+def with_counts(result, windows, patients):
+    """``result`` as if its mechanism and every probe had been scored on ``windows`` windows of ``patients`` patients."""
+    changed = copy.deepcopy(result)
+    changed["mechanism"]["true"]["records"], changed["mechanism"]["patients"] = windows, patients
+    for probe in changed["diagnostic"].values():
+        probe["counts"]["eval"], probe["counts"]["eval_patients"] = windows, patients
+    return changed
+
+
+def test_figures_on_few_data_say_so_in_their_own_cells_and_are_never_bold(few_data_run, tmp_path):
+    from cyclejepa.pipeline.reporting import write_grid_summary
+
+    cfg, report, (winder, control) = few_data_run
+    for result in (winder, control):
+        few = result["validity"]["too_few"]
+        assert few["windows"] < MIN_WINDOWS and 2 <= few["patients"] < MIN_PATIENTS and not result["validity"]["collapsed"]
+    words = few_words(winder)
+    assert few_words(control) == words
+    gain = [r["mechanism"]["true"]["gain_fraction"] for r in (winder, control)]
+    g1 = ["Pass" if r["mechanism"]["passed"] else "Fail" for r in (winder, control)]
+    text = report.read_text()
+    bottom = table_rows(text, "## Bottom line")
+    assert (
+        bottom["Transport gain fraction ↑"]
+        == f"| Transport gain fraction ↑ | {gain[0]:.4f} ({words}) | {gain[1]:.4f} ({words}) |"
+    )
+    assert bottom["G1 shuffled-φ gate"] == f"| G1 shuffled-φ gate | {g1[0]} ({words}) | {g1[1]} ({words}) |"
+    point = winder["diagnostic"]["superclass"]["macro_auroc"]
+    assert bottom["Superclass macro-AUROC, 5 classes ↑"].startswith(
+        f"| Superclass macro-AUROC, 5 classes ↑ | {point['point']:.4f} [{point['low']:.4f}, {point['high']:.4f}] ({words}) |"
+    )
+    figures = [row for label, row in bottom.items() if not label.startswith("**")]  # section rows are bold
+    assert len(figures) > 10 and not any("**" in row for row in figures)
+    grid, mechanism = table_rows(text, "## Full grid"), table_rows(text, "## Mechanism validity")
+    assert f"| {gain[0]:.4f} ({words}) | {g1[0]} ({words}) |" in grid["winder"]
+    assert f"| {gain[1]:.4f} ({words}) |" in mechanism["control"] and mechanism["control"].endswith(f"| {g1[1]} ({words}) |")
+    assert f"| class | winder ({words}) | control ({words}) | positives |" in text  # the raw per-class figures, headed so
+    summary = json.loads((report.parent / "report.json").read_text())
+    assert summary["headline"]["winder"]["Transport gain fraction ↑"] == gain[0]  # the number itself stays in the JSON
+    summary_text = write_grid_summary(tmp_path, [("c0", cfg)]).read_text()
+    assert f"| c0 |  | winder | {point['point']:.4f} ({words}) | {gain[0]:.4f} ({words}) | {g1[0]} ({words}) |" in summary_text
+
+
+def test_a_figure_on_enough_data_prints_as_before_and_the_better_arm_is_bold(few_data_run):
+    _, _, cell = few_data_run
+    enough = [with_counts(r, MIN_WINDOWS, MIN_PATIENTS) for r in cell]
+    assert all(cell_validity(r)["meaningful"] for r in enough)
+    plain, flagged = (
+        table_rows(bottom_line_markdown(enough), "## Bottom line"),
+        table_rows(bottom_line_markdown(cell), "## Bottom line"),
+    )
+    gain = [r["mechanism"]["true"]["gain_fraction"] for r in cell]
+    shown = [f"{g:.4f}" for g in gain]
+    shown[gain.index(max(gain))] = f"**{shown[gain.index(max(gain))]}**"
+    assert plain["Transport gain fraction ↑"] == f"| Transport gain fraction ↑ | {shown[0]} | {shown[1]} |"
+    assert "few data" not in "".join(plain.values())
+    words = f" ({few_words(cell[0])})"
+    for label, row in flagged.items():  # the same cells, less the words and the bold
+        if not label.startswith("**"):
+            assert row.replace(words, "") == plain[label].replace("**", ""), label
+
+
+def test_one_recording_reads_not_testable_and_few_data_in_recordings(few_data_run):
+    _, _, cell = few_data_run
+    alone = []
+    for result in cell:
+        one = with_counts(result, 4, 1)
+        one["mechanism"]["passed"] = None  # as `g1_gate` leaves G1 below two subjects
+        one["mechanism"]["paired_difference"]["testable"] = False
+        one["data"]["subjects_known"] = False  # a dataset that does not know whose each recording is
+        alone.append(one)
+    rows = table_rows(bottom_line_markdown(alone), "## Bottom line")
+    gain = alone[0]["mechanism"]["true"]["gain_fraction"]
+    paired = alone[0]["mechanism"]["paired_difference"]["point"]
+    assert rows["Transport gain fraction ↑"].startswith(
+        f"| Transport gain fraction ↑ | {gain:.4f} (few data: 4 windows, 1 recording) |"
+    )
+    assert rows["G1 shuffled-φ gate"] == "| G1 shuffled-φ gate | Not testable (1 recording) | Not testable (1 recording) |"
+    assert rows["Paired true − shuffled gain ↑"].startswith(
+        f"| Paired true − shuffled gain ↑ | {paired:.4f} [not testable] (few data: 4 windows, 1 recording) |"
+    )
+
+
+def test_the_grid_summary_shows_a_degenerate_probe_in_words(few_data_run, tmp_path):
+    import shutil
+
+    from cyclejepa.evaluation.integrity import with_checksum
+    from cyclejepa.pipeline.reporting import report_spec, write_grid_summary
+    from cyclejepa.evaluation.report import write_report
+
+    cfg, _, _ = few_data_run
+    shutil.copytree(cfg.output_dir / "evaluation", tmp_path / "cell" / "evaluation")
+    path = tmp_path / "cell" / "evaluation" / "winder-seed0-step000004.json"
+    result = json.loads(path.read_text())
+    result["diagnostic"]["superclass"]["degenerate"] = "constant predictions"  # as `degenerate_probe` says of a flat probe
+    path.write_text(json.dumps(with_checksum(result)))
+    cell_cfg = cfg.model_copy(update={"output_dir": tmp_path / "cell"})
+    write_report(report_spec(cell_cfg), cell_cfg.output_dir)
+    summary = write_grid_summary(tmp_path, [("c0", cell_cfg)]).read_text()
+    assert "| c0 |  | winder | degenerate probe (constant predictions) |" in summary

@@ -12,9 +12,12 @@ windows or recordings. A part that did not apply is left out and listed with its
 (``not_run``); with fewer than two patients in the evaluation set, G1 and every interval read
 "not testable". A figure that means nothing says so in its place (`cyclejepa.evaluation.validity`):
 a collapsed arm's gain fraction reads "collapsed (token similarity s)" and its G1 "Not testable
-(collapsed)", a degenerate probe's AUROC "degenerate probe (why)", and notes under the bottom
-line name collapse, degenerate probes and too few windows or patients ("recordings" when the
-dataset does not know whose each recording is). Every result is read through its checksum
+(collapsed)", a degenerate probe's AUROC "degenerate probe (why)"; a figure of an arm whose
+figures rest on too few windows or patients keeps its number, followed in its own cell by "(few
+data: n windows, m patients)" (`qualified`; "recordings" when the dataset does not know whose
+each recording is), and is never bold; the detail tables head such an arm's raw figures with the
+same words (`arm_label`; the anomaly battery's table counts its own windows). Notes under the
+bottom line name collapse, degenerate probes and few data. Every result is read through its checksum
 (`cyclejepa.evaluation.integrity`): an altered one is refused, one without a checksum is marked
 in the report's first lines, and results of another evaluation's settings are refused
 (`require_one_evaluation`). What the report needs besides the results (title, arm order, headline
@@ -30,7 +33,7 @@ from typing import Any, Callable
 
 from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, model_digest, read_result, with_checksum
 from cyclejepa.evaluation.spec import ReportSpec
-from cyclejepa.evaluation.validity import cell_validity, is_collapsed
+from cyclejepa.evaluation.validity import cell_validity, is_collapsed, subject_word
 from cyclejepa.jsonio import write_json
 from cyclejepa.outputs import OutputFolder
 
@@ -54,12 +57,6 @@ def channel_word(result: dict) -> str:
     """What the result's channels are called (`DataDescription.channel_word`): "lead" (ECG leads
     in mV; also for a result written before it said) or "channel"."""
     return result.get("data", {}).get("channel_word", "lead")
-
-
-def subject_word(result: dict) -> str:
-    """Who the bootstrap resamples: "patient", or "recording" when the dataset does not know
-    whose each recording is (``data.subjects_known`` False: each recording its own subject)."""
-    return "patient" if result.get("data", {}).get("subjects_known", True) else "recording"
 
 
 def _plural(count: int, word: str) -> str:
@@ -96,6 +93,42 @@ def g1_text(mechanism: dict, word: str = "patient") -> str:
     if mechanism["passed"] is None:
         return f"Not testable ({_plural(mechanism['patients'], word)})"
     return "Pass" if mechanism["passed"] else "Fail"
+
+
+def g1_cell(result: dict, mechanism: dict | None = None) -> str:
+    """G1 of ``result`` (or of one of its coordinates, ``mechanism``) as a cell shows it:
+    `g1_text`, a pass or fail followed by the few-data words (`qualified`)."""
+    mechanism = result["mechanism"] if mechanism is None else mechanism
+    text = g1_text(mechanism, subject_word(result))
+    return text if mechanism["passed"] is None else qualified(text, cell_validity(result))
+
+
+def few_data_words(validity: dict) -> str | None:
+    """The words beside a figure of a result whose figures rest on too few (`cell_validity`'s
+    ``too_few``), "few data: n windows, m patients"; None for a result on enough data."""
+    few = validity["too_few"]
+    if few is None:
+        return None
+    return f"few data: {_plural(few['windows'], 'window')}, {_plural(few['patients'], few['subject'])}"
+
+
+def qualified(text: str, validity: dict) -> str:
+    """A figure's cell ``text`` followed by "(few data: n windows, m patients)" when its result's
+    figures rest on too few (`few_data_words`); else ``text`` as it is."""
+    words = few_data_words(validity)
+    return text if words is None else f"{text} ({words})"
+
+
+def figure_cell(value: Any, validity: dict) -> str:
+    """A figure as a table cell shows it: a finite number (or a verdict) `qualified`; words that
+    say why a figure means nothing, a label, or "–" as they are."""
+    text = format_number(value)
+    return qualified(text, validity) if _finite(value) else text
+
+
+def arm_label(result: dict) -> str:
+    """The arm's name as a detail table heads its raw figures, `qualified` by its validity."""
+    return qualified(result["arm"], cell_validity(result))
 
 
 def _strongest(result: dict) -> dict:
@@ -154,7 +187,7 @@ def robustness_rows(word: str) -> tuple["Row", ...]:
 
 MECHANISM_ROWS = (
     Row("Mechanism validity", "Transport gain fraction ↑", lambda r: gain_fraction_value(r["mechanism"])),
-    Row("Mechanism validity", "G1 shuffled-φ gate", lambda r: g1_text(r["mechanism"], subject_word(r)), None),
+    Row("Mechanism validity", "G1 shuffled-φ gate", g1_cell, None),
     Row(
         "Mechanism validity",
         "Paired true − shuffled gain ↑",
@@ -315,13 +348,14 @@ def bottom_line_markdown(cell: list[dict]) -> str:
     header = "| Metric | " + " | ".join(f"{r['arm']} (λ_trans={r['transport_weight']:g})" for r in cell) + " |"
     lines = ["## Bottom line", "", header, "|---|" + "---|" * len(cell)]
     section = None
+    validity = [cell_validity(r) for r in cell]
     for row in headline_rows(cell):
         if row.section != section:
             section = row.section
             lines.append(f"| **{section}** |" + " |" * len(cell))
         values = [row.value(r) for r in cell]
-        best = _best(row, values)
-        cells = [_cell(row, r, v, i == best) for i, (r, v) in enumerate(zip(cell, values))]
+        best = None if any(v["too_few"] for v in validity) else _best(row, values)
+        cells = [_cell(row, r, v, i == best, w) for i, (r, v, w) in enumerate(zip(cell, values, validity))]
         lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
     word = subject_word(cell[0])
     lines += [
@@ -353,7 +387,8 @@ def validity_markdown(cell: list[dict]) -> list[str]:
         if few := validity["too_few"]:
             lines.append(f"**{r['arm']}: few data.** {few['windows']} evaluation windows of "
                          f"{_plural(few['patients'], subject_word(r))} (fewer than {few['min_windows']} windows or "
-                         f"{few['min_patients']} {subject_word(r)}s): one window moves these figures, and the intervals rest on few distinct resamples.")  # fmt: skip
+                         f"{few['min_patients']} {subject_word(r)}s): one window moves these figures, and the intervals rest on few distinct resamples. "
+                         f"Each reads \"({few_data_words(validity)})\" in its cell and is never bold.")  # fmt: skip
     return [line for text in lines for line in ("", text)]
 
 
@@ -386,15 +421,18 @@ def _best(row: Row, values: list) -> int | None:
     return numbers.index(pick(numbers))
 
 
-def _cell(row: Row, result: dict, value: Any, bold: bool) -> str:
+def _cell(row: Row, result: dict, value: Any, bold: bool, validity: dict) -> str:
+    """A bottom-line cell: words as they are (a label, a verdict from `g1_cell`, why a figure
+    means nothing); a number with its interval or channel, `qualified` when finite."""
+    if isinstance(value, str):
+        return value
     if isinstance(value, tuple):
-        text = f"{format_number(value[0])} ({value[1]})"
-    elif isinstance(value, str):
-        text = value
+        number, text = value[0], f"{format_number(value[0])} ({value[1]})"
     else:
-        text = format_number(value)
+        number, text = value, format_number(value)
         if row.interval is not None:
             text += f" {_bracket(row.interval(result))}"
+    text = qualified(text, validity) if _finite(number) else text
     return f"**{text}**" if bold else text
 
 
@@ -431,9 +469,11 @@ def grid_markdown(results: list[dict]) -> str:
     ]
     for r in results:
         entry = _grid_entry(r)
-        cells = [*(format_number(entry["auroc"].get(t, math.nan)) for t in tasks), format_number(entry["gain_fraction"]),
-                 g1_text(r["mechanism"], subject_word(r)), *([format_number(entry["mean_channel_delta"])] if robustness else []),
-                 format_number(entry["amplitude"]), format_number(entry["coherence"])]  # fmt: skip
+        validity = entry["validity"]
+        cells = [*(figure_cell(entry["auroc"].get(t, math.nan), validity) for t in tasks),
+                 figure_cell(entry["gain_fraction"], validity), g1_cell(r),
+                 *([figure_cell(entry["mean_channel_delta"], validity)] if robustness else []),
+                 figure_cell(entry["amplitude"], validity), figure_cell(entry["coherence"], validity)]  # fmt: skip
         lines.append(f"| {r['arm']} | {r['seed']} | {r['step']} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -466,7 +506,7 @@ def per_class_markdown(cell: list[dict]) -> str:
             "",
             f"**{task}**",
             "",
-            "| class | " + " | ".join(r["arm"] for r in cell) + " | positives |",
+            "| class | " + " | ".join(arm_label(r) for r in cell) + " | positives |",
             "|---|" + "---:|" * (len(cell) + 1),
         ]
         for name in classes:
@@ -484,12 +524,13 @@ def mechanism_markdown(cell: list[dict]) -> str:
         "|---|---|---:|---:|---|---|---|---|",
     ]
     for r in cell:
-        m = r["mechanism"]
-        excludes = "not testable" if m["interval_excludes_zero"] is None else m["interval_excludes_zero"]
+        m, validity = r["mechanism"], cell_validity(r)
+        excludes = "not testable" if m["interval_excludes_zero"] is None else figure_cell(m["interval_excludes_zero"], validity)
+        within = qualified(f"{m['shuffled_fraction_within_tolerance']} (tol {m['tolerance']})", validity)
         lines.append(
-            f"| {r['arm']} | {_interval(m['mean_gain'])} | {format_number(gain_fraction_value(m))} | "
-            f"{format_number(gain_fraction_value(m, 'shuffled'))} | {_interval(m['paired_difference'])} | "
-            f"{excludes} | {m['shuffled_fraction_within_tolerance']} (tol {m['tolerance']}) | {g1_text(m, subject_word(r))} |"
+            f"| {r['arm']} | {_interval_cell(m['mean_gain'], validity)} | {figure_cell(gain_fraction_value(m), validity)} | "
+            f"{figure_cell(gain_fraction_value(m, 'shuffled'), validity)} | {_interval_cell(m['paired_difference'], validity)} | "
+            f"{excludes} | {within} | {g1_cell(r)} |"
         )
     return "\n".join(lines)
 
@@ -505,12 +546,14 @@ def coordinates_markdown(cell: list[dict]) -> str:
         "|---|---|---:|---:|---|---|---:|---:|",
     ]
     for r in cell:
+        validity = cell_validity(r)
         for name, c in r["coordinates"].items():
             m, g = c["mechanism"], c["geometry"]
             lines.append(
-                f"| {r['arm']} | {name} | {format_number(gain_fraction_value(m))} | {format_number(gain_fraction_value(m, 'shuffled'))} | "
-                f"{_interval(m['paired_difference'])} | {g1_text(m, subject_word(r))} | "
-                f"{format_number(g.get('amplitude', math.nan))} | {format_number(g.get('coherence', {}).get('mean_kappa', math.nan))} |"
+                f"| {r['arm']} | {name} | {figure_cell(gain_fraction_value(m), validity)} | "
+                f"{figure_cell(gain_fraction_value(m, 'shuffled'), validity)} | {_interval_cell(m['paired_difference'], validity)} | "
+                f"{g1_cell(r, m)} | {figure_cell(g.get('amplitude', math.nan), validity)} | "
+                f"{figure_cell(g.get('coherence', {}).get('mean_kappa', math.nan), validity)} |"
             )
     return "\n".join(lines)
 
@@ -524,7 +567,7 @@ def robustness_markdown(cell: list[dict]) -> str:
     lines = [
         f"## Single-{word} zeroing (signed Δ {task} macro-AUROC)",
         "",
-        f"| {word} | " + " | ".join(r["arm"] for r in cell) + " |",
+        f"| {word} | " + " | ".join(arm_label(r) for r in cell) + " |",
         "|---|" + "---:|" * len(cell),
     ]
     for channel in channels:
@@ -544,7 +587,7 @@ def geometry_markdown(cell: list[dict]) -> str:
         "|---|" + "---:|" * len(cell[0]["geometry"]["coherence"]["kappa"]),
     ]
     for r in cell:
-        lines.append(f"| {r['arm']} | " + " | ".join(format_number(k) for k in r["geometry"]["coherence"]["kappa"]) + " |")
+        lines.append(f"| {arm_label(r)} | " + " | ".join(format_number(k) for k in r["geometry"]["coherence"]["kappa"]) + " |")
     return "\n".join(lines)
 
 
@@ -666,8 +709,10 @@ def counts_text(counts: dict) -> str:
     return f"{counts['records']} records: {kept}, {counts['rejected']} rejected; {failing}"
 
 
-def _interval(value: dict) -> str:
-    return f"{format_number(value['point'])} {_bracket(value)}"
+def _interval_cell(value: dict, validity: dict) -> str:
+    """A point and its interval (`_bracket`), `qualified` when the point is finite."""
+    text = f"{format_number(value['point'])} {_bracket(value)}"
+    return qualified(text, validity) if _finite(value["point"]) else text
 
 
 def _bracket(value: dict) -> str:

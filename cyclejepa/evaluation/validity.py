@@ -8,8 +8,8 @@ Three things make a figure meaningless, each read from the saved result:
 - a **degenerate probe**: constant predictions, or one class left to rank
   (`cyclejepa.evaluation.probe.degenerate_probe`);
 - **too few** evaluation windows (`MIN_WINDOWS`) or patients (`MIN_PATIENTS`): the figures
-  are shown, flagged, since a single window or patient moves them and the patient-clustered
-  intervals rest on a handful of distinct resamples.
+  are shown, each with the words "few data" beside it, since a single window or patient moves
+  them and the patient-clustered intervals rest on a handful of distinct resamples.
 """
 
 from __future__ import annotations
@@ -46,6 +46,12 @@ def cell_validity(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def subject_word(result: dict[str, Any]) -> str:
+    """Who the bootstrap resamples: "patient", or "recording" when the dataset does not know
+    whose each recording is (``data.subjects_known`` False: each recording its own subject)."""
+    return "patient" if result.get("data", {}).get("subjects_known", True) else "recording"
+
+
 def is_collapsed(mechanism: dict[str, Any]) -> bool:
     """Whether a saved G1 result (``mechanism``, or a torus coordinate's) has collapsed tokens:
     E[c_I] ≥ `COLLAPSE_SIMILARITY` (read from ``mean_c_i``, so also for a result written before
@@ -55,8 +61,8 @@ def is_collapsed(mechanism: dict[str, Any]) -> bool:
 
 def few_data(result: dict[str, Any]) -> dict[str, int] | None:
     """The fewest evaluation ``windows`` and ``patients`` behind the result's figures (the
-    mechanism's, or a probe's) with the thresholds, when below `MIN_WINDOWS` or `MIN_PATIENTS`;
-    else None."""
+    mechanism's, or a probe's) with the thresholds and what a patient is called (``subject``,
+    `subject_word`), when below `MIN_WINDOWS` or `MIN_PATIENTS`; else None."""
     counts = [(result["mechanism"]["true"]["records"], result["mechanism"]["patients"])]
     counts += [
         (p["counts"]["eval"], p["counts"]["eval_patients"]) for p in result.get("diagnostic", {}).values() if "counts" in p
@@ -64,4 +70,5 @@ def few_data(result: dict[str, Any]) -> dict[str, int] | None:
     windows, patients = min(c[0] for c in counts), min(c[1] for c in counts)
     if windows >= MIN_WINDOWS and patients >= MIN_PATIENTS:
         return None
-    return {"windows": windows, "patients": patients, "min_windows": MIN_WINDOWS, "min_patients": MIN_PATIENTS}
+    return {"windows": windows, "patients": patients, "min_windows": MIN_WINDOWS, "min_patients": MIN_PATIENTS,
+            "subject": subject_word(result)}  # fmt: skip

@@ -16,7 +16,7 @@ import yaml
 
 from cyclejepa.config import ExperimentConfig, parse_config
 from cyclejepa.evaluation.integrity import read_result
-from cyclejepa.evaluation.report import format_number, write_report
+from cyclejepa.evaluation.report import figure_cell, write_report
 from cyclejepa.evaluation.spec import ReportSpec
 from cyclejepa.outputs import OutputFolder
 from cyclejepa.pipeline.identity import config_hash
@@ -44,7 +44,8 @@ def report_experiment(output_dir: str | Path) -> Path:
 
 def write_grid_summary(output_dir: Path, cells: list[tuple[str, ExperimentConfig]]) -> Path:
     """``grid_summary.md``: for every grid cell, its overrides and its headline metrics per arm
-    (the first task's AUROC: "–" for a dataset without labels)."""
+    (the first task's AUROC: "–" for a dataset without labels), each figure `figure_cell` as the
+    report's tables show it (with the few-data words of the arm's validity)."""
     lines = [
         "# Grid summary",
         "",
@@ -55,9 +56,12 @@ def write_grid_summary(output_dir: Path, cells: list[tuple[str, ExperimentConfig
         report = read_result(OutputFolder(Path(cfg.output_dir)).report / "report.json")
         settings = ", ".join(f"{k}={_lookup(cfg, k)}" for k in sorted(cells_keys(cells)))
         for arm, values in report["headline"].items():
-            auroc = values[report["probe_rows"][0]]["point"] if report["probe_rows"] else math.nan
+            auroc = values[report["probe_rows"][0]] if report["probe_rows"] else math.nan
+            auroc = auroc["point"] if isinstance(auroc, dict) else auroc  # a degenerate probe's is words
+            validity = report["validity"][arm]
             lines.append(
-                f"| {label} | {settings} | {arm} | {format_number(auroc)} | {format_number(values['Transport gain fraction ↑'])} | "
+                f"| {label} | {settings} | {arm} | {figure_cell(auroc, validity)} | "
+                f"{figure_cell(values['Transport gain fraction ↑'], validity)} | "
                 f"{values['G1 shuffled-φ gate']} | grid/{label}/report/report.md |"
             )
     path = output_dir / "grid_summary.md"
