@@ -269,12 +269,11 @@ def run(
     from cyclejepa.pipeline.run import describe_plan, run_experiment
 
     cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
-    if dry_run:
-        _preflight(cfg)
-        for line in describe_plan(cfg):
-            console.print(line, highlight=False, markup=False)
-        return
     with _user_errors(again=["run", str(config), *_set_words(set_), *(["--unseal"] if unseal else [])]):
+        if dry_run:
+            for line in describe_plan(cfg):
+                console.print(line, highlight=False, markup=False)
+            return
         report = run_experiment(cfg)
     console.print(f"[green]report[/green] {report}")
 
