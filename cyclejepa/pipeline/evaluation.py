@@ -15,6 +15,7 @@ asked (`cyclejepa.workers.process_pool`).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -28,6 +29,9 @@ from cyclejepa.pipeline.plans import RunPlan, plan_runs, write_resolved_config
 from cyclejepa.pipeline.seal import FOLD_KEYS, require_unsealed, use_folds, use_folds_in_turn
 from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
 from cyclejepa.training.spec import ObjectiveSpec
+
+if TYPE_CHECKING:
+    from cyclejepa.devices import Placement
 
 
 def evaluation_steps(cfg: ExperimentConfig) -> list[int]:
@@ -162,11 +166,12 @@ def evaluate_grid(
     ``evaluation.at_once`` > 1 the checkpoints are evaluated side by side in that many processes
     (spawned; each loads the cache and writes its own result files).
     """
-    from cyclejepa.devices import resolve_device
+    from cyclejepa.devices import place
     from cyclejepa.evaluation.stage import evaluations_at_once, is_current, write_protocol
     from cyclejepa.pipeline.pretraining import objective_spec
 
-    device, out, objective = resolve_device(cfg.evaluation.device), OutputFolder(Path(cfg.output_dir)), objective_spec(cfg)
+    placement, out, objective = place(cfg.evaluation.device), OutputFolder(Path(cfg.output_dir)), objective_spec(cfg)
+    device = placement.device
     train_folds, eval_folds = (tuple(use_folds(cfg, "cohort table", key)) for key in FOLD_KEYS)
     data, current, labelled = describe_data(cfg, cache), evaluation_hash(cfg), bool(cache.label_levels)
     out.evaluation.mkdir(parents=True, exist_ok=True)
@@ -179,7 +184,7 @@ def evaluate_grid(
     strata = strata_not_applying(cfg, cache, data)
     spec = checkpoint_spec(cfg, (train_folds if labelled else (), eval_folds), data, strata, current)
     if at_once > 1:
-        _evaluate_in_processes(spec, cells, objective, cache, out, at_once, cfg.evaluation.device, progress)
+        _evaluate_in_processes(spec, cells, objective, cache, out, at_once, placement, progress)
     else:
         for plan, step in cells:
             evaluate_run_step(spec, objective, cache, out, plan, step, device, progress)
@@ -218,24 +223,23 @@ def _evaluate_in_processes(
     cache: PreparedCache,
     out: OutputFolder,
     at_once: int,
-    device: str,
+    placement: Placement,
     progress: bool,
 ) -> None:
     """`evaluate_run_step` of ``spec`` for every cell (plan, step) in a `process_pool` of ``at_once``
-    processes that share the cores (`shared_threads`) and take the GPUs of ``device`` (the
-    ``evaluation.device`` setting) in turn."""
+    processes that share the cores (`shared_threads`) and take the GPUs of ``placement`` (the
+    ``evaluation.device`` setting's) in turn."""
     from concurrent.futures import as_completed
 
-    from cyclejepa.devices import child_gpus
     from cyclejepa.progress import progress_bar
     from cyclejepa.workers import process_pool, shared_threads
 
     with (
-        process_pool(at_once, threads=shared_threads(at_once), gpus=len(child_gpus(device))) as pool,
+        process_pool(at_once, threads=shared_threads(at_once), gpus=len(placement.gpus)) as pool,
         progress_bar(len(cells), f"evaluating {len(cells)} checkpoints, {at_once} at a time", enabled=progress) as update,
     ):
-        futures = [pool.submit(_evaluate_run_step_process, spec, objective, str(cache.path), out, plan, step, device)
-                   for plan, step in cells]  # fmt: skip
+        futures = [pool.submit(_evaluate_run_step_process, spec, objective, str(cache.path), out, plan, step,
+                               placement.setting) for plan, step in cells]  # fmt: skip
         for future in as_completed(futures):
             future.result()  # re-raises a cell's error here
             update(1)
