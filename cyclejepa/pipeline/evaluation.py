@@ -174,6 +174,8 @@ def evaluate_grid(
     device = placement.device
     train_folds, eval_folds = (tuple(use_folds(cfg, "cohort table", key)) for key in FOLD_KEYS)
     data, current, labelled = describe_data(cfg, cache), evaluation_hash(cfg), bool(cache.label_levels)
+    strata = strata_not_applying(cfg, cache, data)
+    spec = checkpoint_spec(cfg, (train_folds if labelled else (), eval_folds), data, strata, current)
     out.evaluation.mkdir(parents=True, exist_ok=True)
     write_protocol(out.evaluation, cache, train_folds, eval_folds, data, current)
     cells = [(plan, step) for plan in plans for step in steps
@@ -181,8 +183,6 @@ def evaluate_grid(
     at_once = evaluations_at_once(cfg.evaluation.at_once, device.type, len(cells))
     cell_uses = ([("probe fitting", "data.train_folds")] if labelled else []) + [("evaluation", "data.eval_folds")]
     use_folds_in_turn(cfg, cell_uses * len(cells))
-    strata = strata_not_applying(cfg, cache, data)
-    spec = checkpoint_spec(cfg, (train_folds if labelled else (), eval_folds), data, strata, current)
     if at_once > 1:
         _evaluate_in_processes(spec, cells, objective, cache, out, at_once, placement, progress)
     else:
