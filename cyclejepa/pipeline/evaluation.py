@@ -5,10 +5,10 @@ The stage reads the config once, where it starts (`evaluate_grid`): the device p
 output folder, the objective's spec and the evaluation hash, which the per-checkpoint functions
 take instead of the config. It keeps finished results whose checksums hold (`is_current`), passes
 the fold reads of the cohort table and of each checkpoint left to evaluate through the seal in
-one gathered call before it reads the cache (`evaluation_folds`), builds the
-data description and the one `EvaluationSpec` that the checkpoints are all evaluated with
-(`checkpoint_spec`), writes the protocol and evaluates them, side by side in
-``evaluation.at_once`` processes where asked (`cyclejepa.workers.process_pool`)."""
+one gathered call before it reads the cache (`evaluation_folds`), builds the data description
+and the one `EvaluationSpec` that the checkpoints are all evaluated with (`checkpoint_spec`),
+writes the protocol and evaluates them, side by side in ``evaluation.at_once`` processes where
+asked (`cyclejepa.workers.process_pool`)."""
 
 from __future__ import annotations
 
@@ -157,9 +157,8 @@ def evaluation_folds(cfg: ExperimentConfig, labelled: bool, checkpoints: int) ->
     cohort table's two keys, then for each of the ``checkpoints`` left to evaluate the
     probes' training folds (only when ``labelled``) and the evaluation folds."""
     per_checkpoint = ([("probe fitting", "data.train_folds")] if labelled else []) + [("evaluation", "data.eval_folds")]
-    train_folds, eval_folds = use_folds_in_turn(cfg, [("cohort table", key) for key in FOLD_KEYS] + per_checkpoint * checkpoints)[
-        :2
-    ]
+    uses = [("cohort table", key) for key in FOLD_KEYS] + per_checkpoint * checkpoints
+    train_folds, eval_folds, *_ = use_folds_in_turn(cfg, uses)
     return tuple(train_folds), tuple(eval_folds)
 
 
