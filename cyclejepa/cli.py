@@ -17,8 +17,8 @@ from rich.table import Table
 
 from cyclejepa import registry
 from cyclejepa.version import __version__
-from cyclejepa.pipeline.checks import consistency_problems
 from cyclejepa.config import ConfigError, load_config
+from cyclejepa.pipeline.checks import consistency_problems, preflight
 from cyclejepa.pipeline.identity import config_hash
 
 app = typer.Typer(
@@ -66,8 +66,6 @@ def _invalid(error: ConfigError) -> NoReturn:
 
 def _preflight(cfg, construct: bool = True) -> None:
     """Run `pipeline.preflight` (every check the config and the files on disk allow) or exit with its problems."""
-    from cyclejepa.pipeline import preflight
-
     try:
         preflight(cfg, construct=construct)
     except ConfigError as error:
@@ -198,9 +196,8 @@ def synth(
 @app.command()
 def prepare(config: ConfigPath, set_: Overrides = None) -> None:
     """Build the preprocessing cache of a config's corpus (idempotent)."""
-    from cyclejepa.pipeline import prepare as prepare_stage
-
     from cyclejepa.lock import output_lock
+    from cyclejepa.pipeline.preparation import prepare as prepare_stage
 
     cfg = _load(config, set_)
     problems = consistency_problems(cfg)  # the config against its dataset's facts, before the corpus is touched
@@ -234,9 +231,11 @@ def train(
     set_: Overrides = None,
 ) -> None:
     """Pre-train one arm × seed; under torchrun, data-parallel over the processes."""
-    from cyclejepa import pipeline
     from cyclejepa.lock import output_lock
     from cyclejepa.outputs import RunFolder
+    from cyclejepa.pipeline.plans import run_plan
+    from cyclejepa.pipeline.preparation import configured_cache, prepare as prepare_stage
+    from cyclejepa.pipeline.pretraining import pretrain
     from cyclejepa.training import process_group
 
     cfg = _load(config, set_)
@@ -244,7 +243,7 @@ def train(
     arms = {a.name: a for a in cfg.runs.arms}
     if arm is not None and arm not in arms:
         raise typer.BadParameter(registry.unknown_name_message("arm", arm, list(arms)))
-    plan = pipeline.run_plan(cfg, arms[arm] if arm else cfg.runs.arms[0], cfg.runs.seeds[0] if seed is None else seed)
+    plan = run_plan(cfg, arms[arm] if arm else cfg.runs.arms[0], cfg.runs.seeds[0] if seed is None else seed)
     again = ["train", str(config), "--arm", plan.arm.name, "--seed", str(plan.seed), *_set_words(set_)]
     with (
         _user_errors(again),
@@ -252,9 +251,9 @@ def train(
         output_lock(plan.directory) if dist.is_main else nullcontext(),
     ):
         if dist.is_main:
-            pipeline.prepare(cfg)
+            prepare_stage(cfg)
         dist.barrier()  # the other ranks read the cache rank 0 prepared
-        directory = pipeline.pretrain(cfg, pipeline.configured_cache(cfg), plan, progress=dist.is_main, dist=dist)
+        directory = pretrain(cfg, configured_cache(cfg), plan, progress=dist.is_main, dist=dist)
     if dist.is_main:
         console.print(f"{plan.name}: trained, checkpoints in {RunFolder(directory).checkpoints}")
 
@@ -267,16 +266,15 @@ def run(
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan and exit")] = False,
 ) -> None:
     """Prepare → pre-train every arm × seed → evaluate the grid → report, in one output folder."""
-    from cyclejepa import pipeline
+    from cyclejepa.pipeline.run import describe_plan, run_experiment
 
     cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
-    if dry_run:
-        _preflight(cfg)
-        for line in pipeline.describe_plan(cfg):
-            console.print(line, highlight=False, markup=False)
-        return
     with _user_errors(again=["run", str(config), *_set_words(set_), *(["--unseal"] if unseal else [])]):
-        report = pipeline.run_experiment(cfg)
+        if dry_run:
+            for line in describe_plan(cfg):
+                console.print(line, highlight=False, markup=False)
+            return
+        report = run_experiment(cfg)
     console.print(f"[green]report[/green] {report}")
 
 
@@ -318,25 +316,24 @@ def evaluate(
     unseal: Annotated[bool, typer.Option("--unseal", help="allow (and audit) evaluation on the sealed fold")] = False,
 ) -> None:
     """Evaluate the trained checkpoints of a config and write its report (no training)."""
-    from cyclejepa import pipeline
-
     from cyclejepa.lock import output_lock
+    from cyclejepa.pipeline.evaluation import evaluate_experiment
 
     cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
     again = ["evaluate", str(config), *_set_words(set_), *(["--unseal"] if unseal else [])]
     with _user_errors(again), output_lock(cfg.output_dir):
-        path = pipeline.evaluate_experiment(cfg)
+        path = evaluate_experiment(cfg)
     console.print(f"[green]report[/green] {path}")
 
 
 @app.command()
 def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`")]) -> None:
     """Rebuild report.md and report.json of a run directory from its saved results."""
-    from cyclejepa import pipeline
     from cyclejepa.lock import output_lock
+    from cyclejepa.pipeline.reporting import report_experiment
 
     with _user_errors(again=["report", str(run_dir)]), output_lock(run_dir):
-        path = pipeline.report_experiment(run_dir)
+        path = report_experiment(run_dir)
     console.print(f"[green]report[/green] {path}")
 
 
@@ -360,8 +357,8 @@ def embed(
 ) -> None:
     """Embed record files with a trained run or package (read by its dataset): record and token embeddings, token phases, QC."""
     from cyclejepa.embed import OUT_OF_RANGE_DECADES, check_output
-    from cyclejepa.pipeline import load_encoder
     from cyclejepa.outputs import OutputFolder
+    from cyclejepa.pipeline.embedding import load_encoder
 
     with _user_errors():
         check_output(out)
@@ -401,7 +398,7 @@ def export(
     overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing package at --out")] = False,
 ) -> None:
     """Export a run's encoder: model.safetensors, config.json, README.md, reference.py (cyclejepa.load_pretrained reads it)."""
-    from cyclejepa.pipeline import export_run
+    from cyclejepa.pipeline.exporting import export_run
 
     with _user_errors():
         try:

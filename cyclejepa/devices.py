@@ -1,5 +1,5 @@
 """Devices: names from a config to `torch.device`s with an index, device equality, the GPUs
-and CPU threads handed to child processes.
+and CPU threads handed to child processes, and a stage's `Placement` (all of these, resolved once).
 
 ``torch.device("cuda") != torch.device("cuda:0")``, although a tensor created on ``"cuda"``
 lives on ``cuda:0`` (the current device). So every device the library creates carries an
@@ -9,6 +9,7 @@ explicit index, and devices are compared with `same_device`, never with ``==``.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 import torch
 
@@ -96,6 +97,24 @@ def child_gpus(device: str) -> list[str]:
     if device_type(device) != "cuda" or (str(device) != "auto" and torch.device(device).index is not None):
         return []
     return visible_gpus()
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a stage runs, resolved once from its device ``setting`` (``training.device``,
+    ``evaluation.device``): ``device``, this process's (`resolve_device`), and ``gpus``, the GPUs
+    its child processes are spread over (`child_gpus`); each child resolves ``setting`` anew
+    among the GPUs it is given."""
+
+    setting: str
+    device: torch.device
+    gpus: tuple[str, ...]
+
+
+def place(setting: str) -> Placement:
+    """The `Placement` of a device setting on this machine; a device it lacks raises the
+    ValueError of `resolve_device`."""
+    return Placement(setting, resolve_device(setting), tuple(child_gpus(setting)))
 
 
 def thread_environment(threads: int) -> dict[str, str]:

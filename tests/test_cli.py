@@ -1,12 +1,15 @@
 """The smaller commands: `--version`, `benchmark --help`, `synth` into a corpus, `phase` over
-several records with bad ones among them."""
+several records with bad ones among them; how the commands name the pipeline's stages."""
 
+import ast
+import importlib
+import inspect
 import json
 
 import pytest
 from typer.testing import CliRunner
 
-from cyclejepa import __version__
+from cyclejepa import __version__, cli as cli_module
 from cyclejepa.cli import app
 from cyclejepa.data.synthetic import write_synthetic_corpus
 
@@ -23,6 +26,22 @@ def corpus(tmp_path_factory):
 def test_version_prints_the_package_version():
     result = cli.invoke(app, ["--version"])
     assert result.exit_code == 0 and result.stdout.strip() == f"cyclejepa {__version__}"
+
+
+def test_the_commands_import_each_stage_from_the_module_that_defines_it():
+    """`cli.py` names every pipeline function by its own module (`from cyclejepa.pipeline.run
+    import run_experiment`), never through the package's lazy face (`from cyclejepa import
+    pipeline`, `from cyclejepa.pipeline import …`), so that the config can be followed from a
+    command into its stage by reading the code."""
+    imports = [node for node in ast.walk(ast.parse(inspect.getsource(cli_module))) if isinstance(node, ast.ImportFrom)]
+    face = [node.lineno for node in imports if node.module == "cyclejepa.pipeline"
+            or (node.module == "cyclejepa" and "pipeline" in {alias.name for alias in node.names})]  # fmt: skip
+    assert face == []
+    stages = [(node.module, alias.name) for node in imports if (node.module or "").startswith("cyclejepa.pipeline.")
+              for alias in node.names]  # fmt: skip
+    assert ("cyclejepa.pipeline.run", "run_experiment") in stages
+    for module, name in stages:
+        assert getattr(importlib.import_module(module), name).__module__ == module, f"{name} is not defined in {module}"
 
 
 def test_benchmark_help_lists_the_benchmarks_and_each_passes_its_own_help():

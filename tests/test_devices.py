@@ -12,7 +12,7 @@ import torch
 
 from cyclejepa.config import parse_config
 from cyclejepa.data.augment import check_batch
-from cyclejepa.devices import indexed, resolve_device, same_device
+from cyclejepa.devices import Placement, indexed, place, resolve_device, same_device
 from cyclejepa.training.trainer import compile_mode, uses_bf16
 
 
@@ -55,6 +55,19 @@ def test_resolve_device_names_what_is_wrong(monkeypatch):
         resolve_device("cuda")
     with pytest.raises(ValueError, match="unknown device 'banana'"):
         resolve_device("banana")
+
+
+def test_a_placement_is_the_device_of_this_process_and_the_gpus_of_its_children(two_gpus, monkeypatch):
+    """`place` resolves a setting once: the indexed device (`resolve_device`) and the GPUs that
+    child processes are spread over (`child_gpus`: all for an index-less CUDA setting, none for
+    ``cuda:N`` or the CPU); a device the machine lacks is refused as `resolve_device` refuses it."""
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert place("auto") == Placement("auto", torch.device("cuda", 1), ("0", "1"))
+    assert place("cuda") == Placement("cuda", torch.device("cuda", 1), ("0", "1"))
+    assert place("cuda:0") == Placement("cuda:0", torch.device("cuda", 0), ())
+    assert place("cpu") == Placement("cpu", torch.device("cpu"), ())
+    with pytest.raises(ValueError, match="has 2 CUDA device"):
+        place("cuda:7")
 
 
 class _CudaBatch:

@@ -37,6 +37,19 @@ def test_dry_run_prints_the_plan_without_touching_anything(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_describe_plan_runs_the_preflight_of_run_experiment(tmp_path):
+    """`describe_plan` (`run --dry-run`) refuses, before it lists anything or writes anything,
+    the config that `run_experiment` refuses, with the same problems."""
+    bad = config(tmp_path, training={"steps": 10, "checkpoint_every": 5}, evaluation={"steps": [5, 7, 10]})
+    with pytest.raises(ConfigError) as planned:
+        pipeline.describe_plan(bad)
+    with pytest.raises(ConfigError) as run:
+        pipeline.run_experiment(bad, progress=False)
+    assert planned.value.problems == run.value.problems
+    assert planned.value.problems[0].startswith("evaluation.steps: step 7 is never checkpointed")
+    assert not (tmp_path / "out").exists()
+
+
 def test_grid_expands_every_combination_with_a_shared_cache(tmp_path):
     cfg = config(tmp_path, grid={"model.predictor.depth": [1, 2], "objectives.regulariser.weight": [0.1, 0.2, 0.3]})
     cells = expand_grid(cfg)

@@ -105,6 +105,22 @@ def test_the_evaluation_spec_holds_the_folds_as_they_passed_the_seal(tmp_path):
     assert [e["stage"] for e in logs(tmp_path)[1]][2:] == ["evaluation"]  # no probe: its folds are not read
 
 
+@pytest.mark.parametrize(("labelled", "per_checkpoint"), [(True, ["probe fitting", "evaluation"]), (False, ["evaluation"])])
+def test_the_evaluation_records_the_cohort_table_then_each_checkpoint_in_the_order_of_the_reads(
+    tmp_path, labelled, per_checkpoint
+):
+    """`evaluation_folds` passes the cohort table's two keys, then the folds of each checkpoint
+    left to evaluate (the probes' only with labels), through the seal, and returns the cohort's."""
+    from cyclejepa.pipeline.evaluation import evaluation_folds
+
+    folds = evaluation_folds(config(tmp_path, data=DEVELOPMENT), labelled, 2)
+    assert folds == ((1, 2, 3, 4, 5, 6, 7, 8), (9,))
+    stages = [(e["stage"], e["key"]) for e in logs(tmp_path)[1]]
+    assert stages[:2] == [("cohort table", "data.train_folds"), ("cohort table", "data.eval_folds")]
+    keys = {"probe fitting": "data.train_folds", "evaluation": "data.eval_folds"}
+    assert stages[2:] == [(stage, keys[stage]) for stage in per_checkpoint * 2]
+
+
 def test_the_evaluation_grid_and_its_figures_refuse_fold_10(tmp_path):
     plans = pipeline.plan_runs(config(tmp_path))
     with pytest.raises(SealedFoldError, match="cohort table: data.eval_folds"):

@@ -1,20 +1,19 @@
 """Stage 3, evaluate: the trained checkpoints of every run at the configured steps, then the
 cross-run figures and strata, then the report.
 
-The stage reads the config once, where it starts (`evaluate_grid`): the device, the output
-folder, the objective's spec, the data description, the strata's applicability and the
-evaluation hash, which the per-checkpoint functions take instead of the config. It passes the
-cohort table's folds through the seal (`use_folds`) before it reads the cache, writes the
-protocol, names the files of each run and step, keeps finished results whose checksums hold
-(`is_current`), records the folds of every checkpoint left to evaluate in one gathered call
-(`use_folds_in_turn`), builds the one `EvaluationSpec` that they are all evaluated with
-(`checkpoint_spec`) and evaluates them, side by side in ``evaluation.at_once`` processes where
-asked (`cyclejepa.workers.process_pool`).
-"""
+The stage reads the config once, where it starts (`evaluate_grid`): the device placement, the
+output folder, the objective's spec and the evaluation hash, which the per-checkpoint functions
+take instead of the config. It keeps finished results whose checksums hold (`is_current`), passes
+the fold reads of the cohort table and of each checkpoint left to evaluate through the seal in
+one gathered call before it reads the cache (`evaluation_folds`), builds the data description
+and the one `EvaluationSpec` that the checkpoints are all evaluated with (`checkpoint_spec`),
+writes the protocol and evaluates them, side by side in ``evaluation.at_once`` processes where
+asked (`cyclejepa.workers.process_pool`)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -28,6 +27,9 @@ from cyclejepa.pipeline.plans import RunPlan, plan_runs, write_resolved_config
 from cyclejepa.pipeline.seal import FOLD_KEYS, require_unsealed, use_folds, use_folds_in_turn
 from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
 from cyclejepa.training.spec import ObjectiveSpec
+
+if TYPE_CHECKING:
+    from cyclejepa.devices import Placement
 
 
 def evaluation_steps(cfg: ExperimentConfig) -> list[int]:
@@ -149,37 +151,48 @@ def checkpoint_spec(
     )  # fmt: skip
 
 
+def evaluation_folds(cfg: ExperimentConfig, labelled: bool, checkpoints: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """The cohort table's training and evaluation folds, after the evaluation's fold reads have
+    passed the seal in one gathered call (`use_folds_in_turn`), in the order of the reads: the
+    cohort table's two keys, then for each of the ``checkpoints`` left to evaluate the
+    probes' training folds (only when ``labelled``) and the evaluation folds."""
+    per_checkpoint = ([("probe fitting", "data.train_folds")] if labelled else []) + [("evaluation", "data.eval_folds")]
+    uses = [("cohort table", key) for key in FOLD_KEYS] + per_checkpoint * checkpoints
+    train_folds, eval_folds, *_ = use_folds_in_turn(cfg, uses)
+    return tuple(train_folds), tuple(eval_folds)
+
+
 def evaluate_grid(
     cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunPlan], steps: list[int], progress: bool = True
 ) -> None:
     """Evaluate every run × step (skipping finished ones), then compare the runs at each step.
 
-    The config is read here once: the device, the output folder, the objective's spec, the
-    cohort table's folds (through the seal, before the cache is read), the data description, the
-    strata's applicability, the evaluation hash and the one `EvaluationSpec` of the checkpoints;
-    the use of each checkpoint's folds left to evaluate (the probes' training folds where there
-    are labels, then the evaluation folds) is recorded in one gathered call. With
-    ``evaluation.at_once`` > 1 the checkpoints are evaluated side by side in that many processes
-    (spawned; each loads the cache and writes its own result files).
+    The config is read here once: the device, the output folder, the objective's spec and the
+    evaluation hash; the finished results whose checksums hold (`is_current`) are kept; the fold
+    reads of the cohort table and of the checkpoints left to evaluate pass the seal in one
+    gathered call before the cache is read (`evaluation_folds`; the figures' in `compare_runs`,
+    when they are drawn); then the data description, the strata's applicability and the one
+    `EvaluationSpec` of the checkpoints. With ``evaluation.at_once`` > 1 the checkpoints are
+    evaluated side by side in that many processes (spawned; each loads the cache and writes its
+    own result files).
     """
-    from cyclejepa.devices import resolve_device
+    from cyclejepa.devices import place
     from cyclejepa.evaluation.stage import evaluations_at_once, is_current, write_protocol
     from cyclejepa.pipeline.pretraining import objective_spec
 
-    device, out, objective = resolve_device(cfg.evaluation.device), OutputFolder(Path(cfg.output_dir)), objective_spec(cfg)
-    train_folds, eval_folds = (tuple(use_folds(cfg, "cohort table", key)) for key in FOLD_KEYS)
-    data, current, labelled = describe_data(cfg, cache), evaluation_hash(cfg), bool(cache.label_levels)
-    out.evaluation.mkdir(parents=True, exist_ok=True)
-    write_protocol(out.evaluation, cache, train_folds, eval_folds, data, current)
+    placement, out, objective = place(cfg.evaluation.device), OutputFolder(Path(cfg.output_dir)), objective_spec(cfg)
+    device, current, labelled = placement.device, evaluation_hash(cfg), bool(cache.label_levels)
     cells = [(plan, step) for plan in plans for step in steps
              if not is_current(result_file(out, plan, step), current, checkpoint_file(plan, step))]  # fmt: skip
-    at_once = evaluations_at_once(cfg.evaluation.at_once, device.type, len(cells))
-    cell_uses = ([("probe fitting", "data.train_folds")] if labelled else []) + [("evaluation", "data.eval_folds")]
-    use_folds_in_turn(cfg, cell_uses * len(cells))
+    train_folds, eval_folds = evaluation_folds(cfg, labelled, len(cells))
+    data = describe_data(cfg, cache)
     strata = strata_not_applying(cfg, cache, data)
     spec = checkpoint_spec(cfg, (train_folds if labelled else (), eval_folds), data, strata, current)
+    out.evaluation.mkdir(parents=True, exist_ok=True)
+    write_protocol(out.evaluation, cache, train_folds, eval_folds, data, current)
+    at_once = evaluations_at_once(cfg.evaluation.at_once, device.type, len(cells))
     if at_once > 1:
-        _evaluate_in_processes(spec, cells, objective, cache, out, at_once, cfg.evaluation.device, progress)
+        _evaluate_in_processes(spec, cells, objective, cache, out, at_once, placement, progress)
     else:
         for plan, step in cells:
             evaluate_run_step(spec, objective, cache, out, plan, step, device, progress)
@@ -218,24 +231,23 @@ def _evaluate_in_processes(
     cache: PreparedCache,
     out: OutputFolder,
     at_once: int,
-    device: str,
+    placement: Placement,
     progress: bool,
 ) -> None:
     """`evaluate_run_step` of ``spec`` for every cell (plan, step) in a `process_pool` of ``at_once``
-    processes that share the cores (`shared_threads`) and take the GPUs of ``device`` (the
-    ``evaluation.device`` setting) in turn."""
+    processes that share the cores (`shared_threads`) and take the GPUs of ``placement`` (the
+    ``evaluation.device`` setting's) in turn."""
     from concurrent.futures import as_completed
 
-    from cyclejepa.devices import child_gpus
     from cyclejepa.progress import progress_bar
     from cyclejepa.workers import process_pool, shared_threads
 
     with (
-        process_pool(at_once, threads=shared_threads(at_once), gpus=len(child_gpus(device))) as pool,
+        process_pool(at_once, threads=shared_threads(at_once), gpus=len(placement.gpus)) as pool,
         progress_bar(len(cells), f"evaluating {len(cells)} checkpoints, {at_once} at a time", enabled=progress) as update,
     ):
-        futures = [pool.submit(_evaluate_run_step_process, spec, objective, str(cache.path), out, plan, step, device)
-                   for plan, step in cells]  # fmt: skip
+        futures = [pool.submit(_evaluate_run_step_process, spec, objective, str(cache.path), out, plan, step,
+                               placement.setting) for plan, step in cells]  # fmt: skip
         for future in as_completed(futures):
             future.result()  # re-raises a cell's error here
             update(1)

@@ -109,14 +109,13 @@ def pretrain_all(cfg: ExperimentConfig, cache, config: Path, plans: list[RunPlan
     """Stage 2 for every arm × seed (``plans``, `plan_runs`): unfinished runs side by side in
     ``runs.at_once`` processes (each reads the resolved config file ``config``), else one after
     the other in this one."""
-    from cyclejepa.devices import child_gpus, resolve_device
+    from cyclejepa.devices import place
     from cyclejepa.training.concurrent import RunJob, runs_at_once, train_concurrently
 
-    todo = [plan for plan in plans if not plan.finished()]
-    at_once = runs_at_once(cfg.runs.at_once, resolve_device(cfg.training.device).type, len(todo))
+    todo, placement = [plan for plan in plans if not plan.finished()], place(cfg.training.device)
+    at_once = runs_at_once(cfg.runs.at_once, placement.device.type, len(todo))
     if at_once > 1:
         jobs = [RunJob(plan.arm.name, plan.seed, plan.directory) for plan in todo]
-        gpus = child_gpus(cfg.training.device)
-        train_concurrently(config, jobs, at_once, cfg.training.steps, gpus=gpus, progress=progress)
+        train_concurrently(config, jobs, at_once, cfg.training.steps, gpus=list(placement.gpus), progress=progress)
     for plan in plans:  # the sequential path; finished runs are skipped
         pretrain(cfg, cache, plan, progress=progress)

@@ -54,13 +54,19 @@ def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
 
 
 def describe_plan(cfg: ExperimentConfig) -> list[str]:
-    """Human-readable lines of what `run` would do, and which stages are already done."""
+    """Human-readable lines of what `run` would do, and which stages are already done, after the
+    same `preflight` as `run_experiment` (nothing is read or written for a config that fails it)."""
+    preflight(cfg)
+    return _plan_lines(cfg)
+
+
+def _plan_lines(cfg: ExperimentConfig) -> list[str]:
     out = Path(cfg.output_dir)
     if cfg.grid:
         cells = expand_grid(cfg)
         lines = [f"grid of {len(cells)} experiments over {', '.join(sorted(cfg.grid))}:"]
         for label, cell in cells:
-            lines += [f"[{label}] " + line for line in describe_plan(cell)]
+            lines += [f"[{label}] " + line for line in _plan_lines(cell)]
         return lines + [f"grid summary: {out / 'grid_summary.md'}"]
     lines = [f"output: {out}", f"data: {_corpus_line(cfg)}", f"cache: {cache_dir(cfg)}"]
     for plan in plan_runs(cfg):
