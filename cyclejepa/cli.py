@@ -60,7 +60,7 @@ def _load(config: Path, overrides: list[str] | None):
 
 def _invalid(error: ConfigError) -> NoReturn:
     """Print a config's problems and exit with status 2."""
-    errors.print(f"[red]invalid config[/red] {error}", markup=True, highlight=False, soft_wrap=True)
+    errors.print(f"[red]invalid config[/red] {error}", markup=True, highlight=False)
     raise typer.Exit(code=2) from None
 
 
@@ -139,7 +139,7 @@ def phase(
         try:
             result = phase_record(record, lead=leads, provider=provider, options=options)
         except (OSError, ValueError, KeyError) as error:
-            errors.print(f"[red]{escape(str(record))}[/red]: {escape(str(error))}", highlight=False, soft_wrap=True)
+            errors.print(f"[red]{escape(str(record))}[/red]: {escape(str(error))}", highlight=False)
             failed += 1
             continue
         if format == "jsonl":
@@ -376,10 +376,10 @@ def embed(
         result = encoder.embed_files(records, batch_size=batch_size, progress=True, keep_tokens=tokens)
         result.save(out)
     for record, reason in result.failed.items():
-        errors.print(f"[red]{escape(str(record))}[/red]: {escape(str(reason))}", highlight=False, soft_wrap=True)
+        errors.print(f"[red]{escape(str(record))}[/red]: {escape(str(reason))}", highlight=False)
     far = int((result.input_distance > OUT_OF_RANGE_DECADES).sum())
     console.print(f"{out}: {len(result)} records embedded ({int(result.qc_ok.sum())} pass phase QC, {far} out of the "
-                  f"run's input range), {len(result.failed)} failed; {encoder}", highlight=False, soft_wrap=True)  # fmt: skip
+                  f"run's input range), {len(result.failed)} failed; {encoder}", highlight=False)  # fmt: skip
     if result.failed:
         raise typer.Exit(code=1)
 
@@ -408,7 +408,7 @@ def export(
         except ImportError as error:
             raise ValueError(str(error)) from None
     files = ", ".join(sorted(p.name for p in path.iterdir()))
-    console.print(f"{path}: {files}", highlight=False, soft_wrap=True)
+    console.print(f"{path}: {files}", highlight=False)
 
 
 @contextmanager
@@ -429,12 +429,12 @@ def _user_errors(again: list[str] | None = None):
     except ConfigError as error:  # `pipeline.preflight` of a stage: exit 2, as `validate` does
         _invalid(error)
     except (DatasetNotFound, DownloadFailed, SealedFoldError, OutputLocked, OSError, ValueError) as error:
-        errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False, soft_wrap=True)
+        errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt as interrupt:
         stop = interrupt if isinstance(interrupt, Stopped) else Stopped(signal.SIGINT)
         resume = f"; resume with: cyclejepa {shlex.join(again)}" if again else ""
-        errors.print(f"[yellow]{escape(str(stop))}[/yellow]{escape(resume)}", highlight=False, soft_wrap=True)
+        errors.print(f"[yellow]{escape(str(stop))}[/yellow]{escape(resume)}", highlight=False)
         raise typer.Exit(code=stop.exit_code) from None
 
 
