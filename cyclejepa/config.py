@@ -25,7 +25,7 @@ import yaml
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 from cyclejepa import registry
 from cyclejepa.facts import cycle_band, data_facts, declared_provider
-from cyclejepa.grid import grid_base, grid_cells, grid_size, grid_size_problem
+from cyclejepa.grid import grid_cells, grid_size, grid_size_problem
 from cyclejepa.registry import closest_match
 
 if TYPE_CHECKING:  # pydantic's own dependency, named for its type only
@@ -406,10 +406,9 @@ def expand_grid(cfg: ExperimentConfig) -> list[tuple[str, ExperimentConfig]]:
     (`cyclejepa.grid.grid_cells`); without a grid, ``[("", cfg)]``."""
     if not cfg.grid:
         return [("", cfg)]
-    base = grid_base(cfg.model_dump(mode="json"), cfg._derived)
     return [
-        (cell.label, parse_config(apply_overrides(base, cell.values + cell.directories), source=cell.source))
-        for cell in grid_cells(cfg.grid, cfg.output_dir, cfg.data.cache_dir)
+        (cell.label, parse_config(apply_overrides(cell.base, cell.overrides), source=cell.source))
+        for cell in grid_cells(cfg.model_dump(mode="json"), cfg._derived)
     ]
 
 

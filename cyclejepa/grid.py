@@ -2,12 +2,14 @@
 
 A cell is labelled ``g00``, ``g01``, … in the order of `itertools.product` over the sorted key
 paths; it is the config with the cell's values set as ``--set`` overrides, in
-``<output_dir>/grid/<label>``, sharing the grid's cache. `cyclejepa.config.expand_grid` parses
-the cells (every cell of a config is parsed when the config is).
+``<output_dir>/grid/<label>``, sharing the grid's cache. `grid_cells` makes every cell in one
+call; `cyclejepa.config.expand_grid` parses each (every cell of a config is parsed when the
+config is).
 """
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import math
@@ -21,12 +23,18 @@ MAX_GRID_CELLS = 256
 
 @dataclass(frozen=True)
 class GridCell:
-    """One combination of a grid: its label, its values as ``key.path=value`` overrides, and the
-    overrides of its output and cache directories."""
+    """One combination of a grid: its label, the config it changes (less the grid), its values as
+    ``key.path=value`` overrides, and the overrides of its output and cache directories."""
 
     label: str
+    base: dict[str, Any]
     values: list[str]
     directories: list[str]
+
+    @property
+    def overrides(self) -> list[str]:
+        """The cell's values, then its directories, as ``key.path=value`` overrides of `base`."""
+        return self.values + self.directories
 
     @property
     def source(self) -> str:
@@ -48,26 +56,30 @@ def grid_size_problem(grid: dict[str, list[Any]]) -> str | None:
     return f"grid: {sizes} = {cells} experiments, more than the {MAX_GRID_CELLS} a grid may hold; split it"
 
 
-def grid_cells(grid: dict[str, list[Any]], output_dir: Path, cache_dir: Path | None) -> list[GridCell]:
-    """Every combination of ``grid``, each in ``<output_dir>/grid/<label>`` with the cache in
-    ``cache_dir`` (default ``<output_dir>/cache``)."""
+def grid_cells(dumped: dict[str, Any], derived: set[str]) -> list[GridCell]:
+    """Every combination of a config's ``grid``, from its JSON dump: each cell is the dump less
+    its grid and the dotted ``derived`` keys (values derived from the data, derived again per
+    cell), set in ``<output_dir>/grid/<label>`` with the cache in ``data.cache_dir`` (default
+    ``<output_dir>/cache``)."""
+    grid, output_dir = dumped["grid"], Path(dumped["output_dir"])
+    cache_dir = dumped["data"]["cache_dir"] or output_dir / "cache"
+    base = _without(dumped, {"grid", *derived})
     keys = sorted(grid)
     cells = []
     for index, values in enumerate(itertools.product(*(grid[k] for k in keys))):
         label = f"g{index:02d}"
         directories = [
             f"output_dir={json.dumps(str(output_dir / 'grid' / label))}",
-            f"data.cache_dir={json.dumps(str(cache_dir or output_dir / 'cache'))}",
+            f"data.cache_dir={json.dumps(str(cache_dir))}",
         ]
-        cells.append(GridCell(label, [f"{key}={json.dumps(value)}" for key, value in zip(keys, values)], directories))
+        cells.append(GridCell(label, base, [f"{key}={json.dumps(value)}" for key, value in zip(keys, values)], directories))
     return cells
 
 
-def grid_base(dumped: dict[str, Any], derived: set[str]) -> dict[str, Any]:
-    """A config's JSON dump less its grid and the dotted ``derived`` keys (values derived from the
-    data, derived again per cell)."""
-    base = {key: value for key, value in dumped.items() if key != "grid"}
-    for key in derived:
+def _without(dumped: dict[str, Any], keys: set[str]) -> dict[str, Any]:
+    """A copy of ``dumped`` less the dotted ``keys``."""
+    base = copy.deepcopy(dumped)
+    for key in keys:
         *parents, leaf = key.split(".")
         node = base
         for part in parents:
