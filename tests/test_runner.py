@@ -1,11 +1,14 @@
 """Runner plan, sealed-fold guard and audit log, grids, stage skipping."""
 
+import json
+
 import pytest
 from typer.testing import CliRunner
 
 from cyclejepa import pipeline
 from cyclejepa.cli import app
 from cyclejepa.config import ConfigError, expand_grid, parse_config
+from cyclejepa.grid import grid_cells
 
 
 def config(tmp_path, **sections):
@@ -58,6 +61,42 @@ def test_grid_expands_every_combination_with_a_shared_cache(tmp_path):
     assert combos == {(d, w) for d in (1, 2) for w in (0.1, 0.2, 0.3)}
     assert len({str(c.output_dir) for _, c in cells}) == 6
     assert {str(c.data.cache_dir) for _, c in cells} == {str(tmp_path / "out" / "cache")}
+
+
+def test_dry_run_of_a_grid_lists_each_cell_under_its_label(tmp_path):
+    """`describe_plan` of a grid: the cells that `preflight` checked, each cell's plan under its
+    label in its own folder, then the grid summary; nothing written."""
+    cfg = config(tmp_path, training={"steps": 10, "checkpoint_every": 5}, evaluation={"steps": [5, 10]},
+                 grid={"model.predictor.depth": [1, 2]})  # fmt: skip
+    lines = pipeline.describe_plan(cfg)
+    assert lines[0] == "grid of 2 experiments over model.predictor.depth:"
+    assert [line for line in lines if " output: " in line] == [
+        f"[g00] output: {tmp_path / 'out' / 'grid' / 'g00'}",
+        f"[g01] output: {tmp_path / 'out' / 'grid' / 'g01'}",
+    ]
+    assert lines[-1] == f"grid summary: {tmp_path / 'out' / 'grid_summary.md'}"
+    assert not (tmp_path / "out").exists()
+
+
+def test_grid_cells_leave_out_the_grid_and_the_keys_derived_from_the_data(tmp_path):
+    """A cell is the config less its grid and less the keys derived from the data (derived
+    again for the cell), with the cell's own values and folders."""
+    cfg = config(tmp_path, grid={"optimiser.lr": [0.001, 0.01]})
+    assert cfg._derived  # the rates and the window's keys, filled from the dataset's facts
+    cells = grid_cells(cfg.model_dump(mode="json"), cfg._derived)
+    assert [cell.label for cell in cells] == ["g00", "g01"]
+    for cell in cells:
+        assert "grid" not in cell.base
+        for key in cfg._derived:
+            *parents, leaf = key.split(".")
+            node = cell.base
+            for part in parents:
+                node = node[part]
+            assert leaf not in node, key
+    assert cells[1].overrides == [
+        "optimiser.lr=0.01", f"output_dir={json.dumps(str(tmp_path / 'out' / 'grid' / 'g01'))}",
+        f"data.cache_dir={json.dumps(str(tmp_path / 'out' / 'cache'))}",
+    ]  # fmt: skip
 
 
 def test_grid_with_an_invalid_value_fails_at_load_with_its_key(tmp_path):
