@@ -420,18 +420,20 @@ def _option_problems(component: ComponentFacts) -> list[str]:
     return []
 
 
-def preflight(cfg: ExperimentConfig, *, construct: bool = True) -> None:
+def preflight(cfg: ExperimentConfig, *, construct: bool = True) -> list[tuple[str, ExperimentConfig]]:
     """Every check that the config and the files on disk allow, before any work: raises one
     `ConfigError` listing each problem with its key path (a grid: each cell's, cell by cell).
-    ``construct``: as in `consistency_problems` (off: no torch-backed module is imported)."""
-    problems = []
-    for label, cell in expand_grid(cfg):
+    ``construct``: as in `consistency_problems` (off: no torch-backed module is imported).
+    Returns the checked cells, (label, config), as `expand_grid` gives them."""
+    problems, cells = [], expand_grid(cfg)
+    for label, cell in cells:
         where, plans = f"grid {label}: " if label else "", plan_runs(cell)
         facts = gather_facts(cell, construct=construct)
         problems += [where + problem for problem in _config_problems(cell, facts) + _device_problems(cell, plans)
                      + _corpus_problems(cell) + identity_problems(plans) + _extra_problems(cell)]  # fmt: skip
     if problems:
         raise ConfigError(problems, source="preflight")
+    return cells
 
 
 def _device_problems(cfg: ExperimentConfig, plans: list[RunPlan]) -> list[str]:

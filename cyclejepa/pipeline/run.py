@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cyclejepa.config import ExperimentConfig, expand_grid
+from cyclejepa.config import ExperimentConfig
 from cyclejepa.lock import output_lock
 from cyclejepa.pipeline.evaluation import evaluate_stage, evaluation_steps
 from cyclejepa.pipeline.plans import plan_runs, write_resolved_config
@@ -29,23 +29,25 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True) -> Path:
 
     `preflight` first (nothing is written for a config that fails it), then the output
     directory's lock throughout (`cyclejepa.lock.output_lock`). A grid's preflight checks every
-    cell, which then runs under its own folder's lock without a second check."""
-    preflight(cfg)
+    cell; the cells it checked then pass the seal, every one before the first starts, and each
+    runs under its own folder's lock without a second check."""
+    cells = preflight(cfg)
     with output_lock(cfg.output_dir):
-        return _run_stages(cfg, progress)
-
-
-def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
-    if cfg.grid:
+        if not cfg.grid:
+            return _run_stages(cfg, progress)
         from cyclejepa.pipeline.reporting import write_grid_summary
 
-        cells = expand_grid(cfg)
-        for _, cell in cells:  # every cell passes the seal before the first one starts
+        for _, cell in cells:
             require_unsealed(cell)
         for _, cell in cells:
             with output_lock(cell.output_dir):
                 _run_stages(cell, progress)
         return write_grid_summary(Path(cfg.output_dir), cells)
+
+
+def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
+    """The stages of one experiment (no grid): the seal, the resolved config, prepare,
+    pre-train, evaluate and report."""
     require_unsealed(cfg)
     config, plans = write_resolved_config(cfg), plan_runs(cfg)
     cache = prepare(cfg, progress=progress)
@@ -55,19 +57,20 @@ def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
 
 def describe_plan(cfg: ExperimentConfig) -> list[str]:
     """Human-readable lines of what `run` would do, and which stages are already done, after the
-    same `preflight` as `run_experiment` (nothing is read or written for a config that fails it)."""
-    preflight(cfg)
-    return _plan_lines(cfg)
+    same `preflight` as `run_experiment` (nothing is read or written for a config that fails it);
+    a grid's lines are its cells', each under its label."""
+    cells = preflight(cfg)
+    if not cfg.grid:
+        return _plan_lines(cfg)
+    lines = [f"grid of {len(cells)} experiments over {', '.join(sorted(cfg.grid))}:"]
+    for label, cell in cells:
+        lines += [f"[{label}] " + line for line in _plan_lines(cell)]
+    return lines + [f"grid summary: {Path(cfg.output_dir) / 'grid_summary.md'}"]
 
 
 def _plan_lines(cfg: ExperimentConfig) -> list[str]:
+    """The plan of one experiment (no grid)."""
     out = Path(cfg.output_dir)
-    if cfg.grid:
-        cells = expand_grid(cfg)
-        lines = [f"grid of {len(cells)} experiments over {', '.join(sorted(cfg.grid))}:"]
-        for label, cell in cells:
-            lines += [f"[{label}] " + line for line in _plan_lines(cell)]
-        return lines + [f"grid summary: {out / 'grid_summary.md'}"]
     lines = [f"output: {out}", f"data: {_corpus_line(cfg)}", f"cache: {cache_dir(cfg)}"]
     for plan in plan_runs(cfg):
         state = "done" if plan.finished() else "to train"
