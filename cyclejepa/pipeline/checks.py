@@ -425,8 +425,9 @@ def preflight(cfg: ExperimentConfig, *, construct: bool = True) -> list[tuple[st
     `ConfigError` listing each problem with its key path (a grid: each cell's, cell by cell).
     ``construct``: as in `consistency_problems` (off: no torch-backed module is imported).
     Returns the checked cells, (label, config), as `expand_grid` gives them."""
-    problems, cells = [], expand_grid(cfg)
-    for label, cell in cells:
+    problems, cells = [], []
+    for label, cell in expand_grid(cfg):
+        cells.append((label, cell))
         where, plans = f"grid {label}: " if label else "", plan_runs(cell)
         facts = gather_facts(cell, construct=construct)
         problems += [where + problem for problem in _config_problems(cell, facts) + _device_problems(cell, plans)
