@@ -26,7 +26,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, 
 from cyclejepa import registry
 from cyclejepa.facts import cycle_band, data_facts, declared_provider
 from cyclejepa.grid import grid_cells, grid_size, grid_size_problem
-from cyclejepa.registry import closest_match
+from cyclejepa.registry import did_you_mean
 
 if TYPE_CHECKING:  # pydantic's own dependency, named for its type only
     from pydantic_core import ErrorDetails
@@ -448,14 +448,11 @@ def _describe(error: ErrorDetails) -> str:
         return f"{loc}: no longer a key; {REMOVED_KEYS[loc]}"
     if error["type"] == "extra_forbidden":
         allowed = _allowed_keys(error["loc"][:-1])
-        hint = closest_match(str(error["loc"][-1]), allowed)
-        message = f"{loc}: unknown key; allowed: {', '.join(allowed)}"
-        return message + (f". Did you mean {hint!r}?" if hint else "")
+        return f"{loc}: unknown key; allowed: {', '.join(allowed)}" + did_you_mean(str(error["loc"][-1]), allowed)
     message = error["msg"].removeprefix("Value error, ")
     if error["type"] == "literal_error":
         expected = [s.strip(" '") for s in error["ctx"]["expected"].replace(" or ", ",").split(",")]
-        hint = closest_match(str(error["input"]), expected)
-        message += f". Did you mean {hint!r}?" if hint else ""
+        message += did_you_mean(str(error["input"]), expected)
     return f"{loc}: {message} (got {_abbreviated(repr(error['input']), 80, quote=False)})"
 
 

@@ -56,6 +56,13 @@ def closest_match(name: str, choices: list[str]) -> str | None:
     return found[0] if found else None
 
 
+def did_you_mean(name: str, choices: list[str]) -> str:
+    """``". Did you mean 'X'?"`` with the closest of ``choices`` to ``name`` (`closest_match`);
+    empty when none is close."""
+    hint = closest_match(name, choices)
+    return f". Did you mean {hint!r}?" if hint else ""
+
+
 EXAMPLES_PACKAGE = "the cyclejepa-examples package: `pip install -e examples` in a checkout of the repository"
 KNOWN_ELSEWHERE: dict[tuple[str, str], str] = {
     ("phase provider", "resp-breath"): f"is registered by {EXAMPLES_PACKAGE} (the core provider 'breath' reads respiration)",
@@ -71,11 +78,7 @@ def unknown_name_message(kind: str, name: str, available: list[str]) -> str:
     close registered name, or the package that registers it: `KNOWN_ELSEWHERE`)."""
     message = f"unknown {kind} {name!r}; registered: {', '.join(sorted(available)) or '(none)'}"
     elsewhere = KNOWN_ELSEWHERE.get((kind, name))
-    hint = closest_match(name, available)
-    if elsewhere:
-        message += f"; {name!r} {elsewhere}"
-    elif hint:
-        message += f". Did you mean {hint!r}?"
+    message += f"; {name!r} {elsewhere}" if elsewhere else did_you_mean(name, available)
     missing = "; ".join(f"{module} needs {package}" for module, package in UNAVAILABLE.items())
     return message + (f" (not loaded: {missing})" if missing else "")
 

@@ -38,6 +38,11 @@ def test_registry_unknown_name_lists_names_and_closest_match():
     assert "canonical, householder" in message and "Did you mean 'householder'?" in message
 
 
+def test_did_you_mean_names_the_closest_choice_or_nothing():
+    assert registry.did_you_mean("housholder", ["canonical", "householder"]) == ". Did you mean 'householder'?"
+    assert registry.did_you_mean("zzz", ["canonical", "householder"]) == ""
+
+
 def test_registry_refuses_a_second_component_under_one_name():
     reg = registry.Registry("widget")
     reg.register("a")(int)

@@ -28,7 +28,7 @@ from cyclejepa.jsonio import read_json
 from cyclejepa.pipeline.identity import identity_differences
 from cyclejepa.pipeline.plans import RunPlan, plan_runs
 from cyclejepa.pipeline.preparation import build_dataset
-from cyclejepa.registry import closest_match
+from cyclejepa.registry import did_you_mean
 
 if TYPE_CHECKING:
     from cyclejepa.symmetry.spectrum import HarmonicSpectrum
@@ -219,12 +219,6 @@ def _config_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
     return problems
 
 
-def _did_you_mean(word: str, choices: list[str]) -> str:
-    """'. Did you mean X?' with the closest of ``choices`` to ``word``; empty when none is close."""
-    hint = closest_match(word, choices)
-    return f". Did you mean {hint!r}?" if hint else ""
-
-
 def _spectrum_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
     """A spectrum that does not parse, or whose dimension differs from ``model.projector.dim`` or
     whose rank differs from the phase coordinates (a composite's count, else 1)."""
@@ -320,7 +314,7 @@ def _dataset_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
         allowed = sorted(facts.dataset_options)
         problems += [
             f"data.options.{option}: unknown option of dataset {cfg.data.dataset!r}; allowed: {', '.join(allowed) or '(none)'}"
-            + _did_you_mean(option, allowed)
+            + did_you_mean(option, allowed)
             for option in cfg.data.options
             if option not in facts.dataset_options
         ]
@@ -394,7 +388,7 @@ def _provider_lead_problems(cfg: ExperimentConfig, key: str, provider: Any, name
         if str(channel).lower() not in {c.lower() for c in channels}:
             problems.append(
                 f"{key}.lead: {channel!r}{origin} is not a channel of dataset {cfg.data.dataset!r}; its channels: "
-                f"{', '.join(channels)}" + _did_you_mean(str(channel), channels)
+                f"{', '.join(channels)}" + did_you_mean(str(channel), channels)
             )
     return problems
 
@@ -412,7 +406,7 @@ def _option_problems(component: ComponentFacts) -> list[str]:
     if unknown:
         return [
             f"{component.key}.{option}: unknown option of {component.kind} {component.name!r}; allowed: {', '.join(accepted)}"
-            + _did_you_mean(option, accepted)
+            + did_you_mean(option, accepted)
             for option in unknown
         ]
     if component.refusal is not None:
