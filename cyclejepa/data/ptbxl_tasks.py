@@ -44,12 +44,9 @@ _CLASS = {"subdiagnostic": "diagnostic_subclass", "superdiagnostic": "diagnostic
 
 def _check_task(task: str) -> None:
     if task not in TASKS:
-        from cyclejepa.registry import closest_match
+        from cyclejepa.registry import did_you_mean
 
-        hint = closest_match(task, list(TASKS))
-        raise ValueError(
-            f"unknown PTB-XL benchmark task {task!r}; one of {', '.join(TASKS)}" + (f". Did you mean {hint!r}?" if hint else "")
-        )
+        raise ValueError(f"unknown PTB-XL benchmark task {task!r}; one of {', '.join(TASKS)}" + did_you_mean(task, list(TASKS)))
 
 
 def statement_map(statements: pd.DataFrame, task: str) -> dict[str, str]:
