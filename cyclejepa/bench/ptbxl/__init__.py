@@ -92,17 +92,17 @@ def run_benchmark(spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, e
     groups = planned_cells(spec)
     planned = [item for cells in groups.values() for item in cells]
     workers = cells_at_once(at_once, spec.training.device, sum(cell.protocol != "linear" for cell, _ in planned))
-    results: dict[Cell, dict] = {}
+    results = {cell: kept for cell, run in planned if (kept := bench.stored(cell, run)) is not None}
+    todo = [(cell, run) for cell, run in planned if cell not in results]
+    workers = cells_at_once(at_once, spec.training.device, sum(cell.protocol != "linear" for cell, _ in todo))
+    for group in groups.values():
+        _write_when_done(spec.out, group, results)
     title = "benchmark ptbxl" + (f", {workers} cells at once" if workers > 1 else "")
-    with progress_bar(len(planned), title, enabled=progress, fields=("cell",)) as update:
-        for cell, result in computed_cells(bench, tasks, planned, workers):
+    with progress_bar(len(planned), title, enabled=progress, completed=len(results), fields=("cell",)) as update:
+        for cell, result in computed_cells(bench, tasks, todo, workers):
             results[cell] = result
             update(1, cell=cell.name)
-            group = groups[cell.task, cell.protocol]
-            if all(c in results for c, _ in group):
-                found = [results[c] for c, _ in group]
-                write_json(spec.out / cell.task / f"{cell.protocol}.json",
-                           {"task": cell.task, "protocol": cell.protocol, "summary": summarise_cells(found), "cells": found})  # fmt: skip
+            _write_when_done(spec.out, groups[cell.task, cell.protocol], results)
     cells = [results[cell] for cell, _ in planned]
     summary = summarise_cells(cells)
     settings = spec.training.settings
@@ -115,6 +115,14 @@ def run_benchmark(spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, e
     write_json(spec.out / "benchmark.json", {"meta": meta, "settings": asdict(settings), "summary": summary})
     (spec.out / "benchmark.md").write_text(benchmark_markdown(summary, meta))
     return spec.out / "benchmark.md"
+
+
+def _write_when_done(out: Path, group: list[Planned], results: dict[Cell, dict]) -> None:
+    """``<task>/<protocol>.json`` of a task × protocol's cells (``group``), once each has its result."""
+    if all(cell in results for cell, _ in group):
+        cell, found = group[0][0], [results[cell] for cell, _ in group]
+        write_json(out / cell.task / f"{cell.protocol}.json",
+                   {"task": cell.task, "protocol": cell.protocol, "summary": summarise_cells(found), "cells": found})  # fmt: skip
 
 
 def planned_cells(spec: BenchmarkSpec) -> dict[tuple[str, str], list[Planned]]:

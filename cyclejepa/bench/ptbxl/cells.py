@@ -1,14 +1,14 @@
 """The benchmark's cells computed in turn in this process, or side by side in worker processes.
 
-A finished cell (`Bench.stored`) is kept. With ``at_once`` > 1 the cells that train a network
-(``finetune``, ``linear-finetune``, ``scratch``: the cost of the benchmark) go to a
-`cyclejepa.workers.process_pool` of that many workers, each with its share of the cores
-(`shared_threads`) and, on several GPUs, its own in turn; the ``linear`` cells (a probe on
-features computed once per run) are computed here meanwhile. Each cell is handed to one worker
-once, and its result file and fine-tuning checkpoints are named by the cell
-(`Bench.cell_path`, ``finetune/<cell>/``), so no two processes write the same file. A worker
-computes exactly what this process would (`Bench.computed`, seeded by the cell): the head of a
-``linear-finetune`` cell is its own probe of the run's features, embedded once per worker.
+With ``at_once`` > 1 the cells that train a network (``finetune``, ``linear-finetune``,
+``scratch``: the cost of the benchmark) go to a `cyclejepa.workers.process_pool` of that many
+workers, each with its share of the cores (`shared_threads`) and, on several GPUs, its own in
+turn; the ``linear`` cells (a probe on features computed once per run) are computed here
+meanwhile. Each cell is handed to one worker once (the arguments refuse a value given twice), and
+its result file and fine-tuning checkpoints are named by the cell (`Bench.cell_path`,
+``finetune/<cell>/``), so no two processes write the same file. A worker computes exactly what
+this process would (`Bench.computed`, seeded by the cell): the head of a ``linear-finetune`` cell
+is its own probe of the run's features, embedded once per worker.
 """
 
 from __future__ import annotations
@@ -34,31 +34,24 @@ _tasks: dict[str, TaskData] = {}
 def computed_cells(
     bench: Bench, tasks: dict[str, TaskData], cells: Sequence[Planned], at_once: int
 ) -> Iterator[tuple[Cell, dict[str, Any]]]:
-    """Every one of ``cells`` with its result, as each is kept or finished: stored ones first,
-    then with ``at_once`` = 1 the others in turn, else the linear ones here while at most
-    ``at_once`` workers compute the others.
+    """Every one of ``cells`` with its result (`Bench.computed`), as each finishes: with
+    ``at_once`` = 1 in turn, else the linear ones here while at most ``at_once`` workers compute
+    the others.
 
-    A cell's ValueError is its stored ``error`` (`Bench.computed`); any other exception in a
-    worker is logged with the cell's name and raised here, after the running cells finish and
-    store their results (the queued ones are not started).
+    A cell's ValueError is its stored ``error``; any other exception in a worker is logged with
+    the cell's name and raised here, after the running cells finish and store their results (the
+    queued ones are not started).
     """
-    todo = []
-    for cell, run in cells:
-        stored = bench.stored(cell, run)
-        if stored is None:
-            todo.append((cell, run))
-        else:
-            yield cell, stored
-    trained = [(cell, run) for cell, run in todo if cell.protocol != "linear"]
+    trained = [(cell, run) for cell, run in cells if cell.protocol != "linear"]
     if at_once == 1 or not trained:
-        for cell, run in todo:
+        for cell, run in cells:
             yield cell, bench.computed(cell, tasks[cell.task], run)
         return
-    yield from _side_by_side(bench, tasks, todo, trained, at_once)
+    yield from _side_by_side(bench, tasks, cells, trained, at_once)
 
 
 def _side_by_side(
-    bench: Bench, tasks: dict[str, TaskData], todo: list[Planned], trained: list[Planned], at_once: int
+    bench: Bench, tasks: dict[str, TaskData], todo: Sequence[Planned], trained: list[Planned], at_once: int
 ) -> Iterator[tuple[Cell, dict[str, Any]]]:
     from concurrent.futures import as_completed
 
