@@ -6,7 +6,8 @@ published figures beside them.
 One command from a config (or a finished run) to the tables: `cyclejepa.pipeline.benchmarking`
 prepares the cache and trains missing pre-training runs as `cyclejepa run` would and hands a
 `BenchmarkSpec` to `run_benchmark`, which computes every cell (`run`), in turn or side by side
-in worker processes (`cells`), and summarises them (`report`). Everything goes to ``<output_dir>/benchmark/ptbxl/``::
+in worker processes (`cells`), and summarises them (`report`). Everything goes to
+``<output_dir>/benchmark/ptbxl/``::
 
     cells/<task>/<protocol>/<run>-ft<seed>-<fraction>.json   one result each
     finetune/<same>/checkpoints/                            a running fine-tuning's latest checkpoint
@@ -91,7 +92,6 @@ def run_benchmark(spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, e
     tasks = {task: task_data(dataset, task, cache, split) for task in spec.tasks}
     groups = planned_cells(spec)
     planned = [item for cells in groups.values() for item in cells]
-    workers = cells_at_once(at_once, spec.training.device, sum(cell.protocol != "linear" for cell, _ in planned))
     results = {cell: kept for cell, run in planned if (kept := bench.stored(cell, run)) is not None}
     todo = [(cell, run) for cell, run in planned if cell not in results]
     workers = cells_at_once(at_once, spec.training.device, sum(cell.protocol != "linear" for cell, _ in todo))
@@ -137,11 +137,11 @@ def planned_cells(spec: BenchmarkSpec) -> dict[tuple[str, str], list[Planned]]:
 
 
 def cells_at_once(setting: int | str, device: str, cells: int) -> int:
-    """Worker processes training cells at once on ``device`` (``training.device``), at most one
-    per cell: as many as `evaluations_at_once` evaluates, so ``auto`` is half the cores on CUDA
-    (each worker keeps two cores for its batches' scoring, probes and bootstrap, its network on
-    the GPU) and one on the CPU, where every worker would share the same cores the one process
-    already keeps busy."""
+    """Worker processes training ``cells`` on ``device`` (``training.device``), at most one per
+    cell: as many as `evaluations_at_once` evaluates, so ``auto`` is half the cores on CUDA (each
+    worker keeps two cores for what it runs on the CPU: the early-stopping and test scores, the
+    bootstrap, a linear-finetune cell's probe) and one on the CPU, where the one process already
+    keeps every core busy and more would only share them."""
     from cyclejepa.devices import resolve_device
     from cyclejepa.evaluation.stage import evaluations_at_once
 
