@@ -240,3 +240,10 @@ def test_cells_side_by_side_equal_cells_in_turn_and_resume_in_a_worker(folder, m
         failed += "error" in a
     assert failed == 7  # every form cell, each recorded with its error; every superdiagnostic cell scored
     assert not list((side / "benchmark" / "ptbxl").rglob("*.pt"))
+
+
+def test_cells_at_once_auto_is_one_on_the_cpu_and_never_more_than_the_cells():
+    from cyclejepa.bench.ptbxl import cells_at_once
+
+    assert cells_at_once("auto", "cpu", 20) == 1
+    assert cells_at_once(8, "cpu", 3) == 3 and cells_at_once(2, "cpu", 0) == 1 and cells_at_once(2, "auto", 5) == 2
