@@ -20,7 +20,9 @@
 #     ptbxl-dev   examples/ptbxl_dev.yaml on the 434 real PTB-XL records: both arms side by side,
 #                 5,000 steps, evaluation and report (the paper's development pattern)
 #     benchmark-ptbxl  `cyclejepa benchmark ptbxl examples/ptbxl_dev.yaml` on the same records: the
-#                 six statement tasks, linear / fine-tuned / from scratch (docs/benchmark-ptbxl.md)
+#                 six statement tasks, linear / fine-tuned / from scratch, the cells that train a
+#                 network BENCHMARK_AT_ONCE (8) at once in worker processes, two cores each
+#                 (docs/benchmark-ptbxl.md); a rerun keeps the finished cells
 #     experiment  examples/winder_ptbxl.yaml --unseal on a 21,799-record synthetic corpus, the wall
 #                 time of every stage (benchmarks/experiment_time.py; its prepare stage is the
 #                 PTB-XL-size prepare on 16 workers); EXPERIMENT_SETS adds --set overrides
@@ -133,7 +135,7 @@ for job in "${@:-throughput}"; do
             root=runs/ptbxl_dev/data
             [[ -f $root/ptbxl-dev/ptbxl_database.csv ]] || { mkdir -p $root && tar -xJf "$DATA/$(basename "$ARCHIVE")" -C $root; }
             limited "${BENCHMARK_PTBXL_S:-540}" python3 -m cyclejepa benchmark ptbxl examples/ptbxl_dev.yaml \
-                --set data.workers=16 2>&1 | tee "$OUT/benchmark-ptbxl.log"
+                --set data.workers=16 --at-once "${BENCHMARK_AT_ONCE:-8}" 2>&1 | tee "$OUT/benchmark-ptbxl.log"
             cp runs/ptbxl_dev/benchmark/ptbxl/benchmark.md runs/ptbxl_dev/benchmark/ptbxl/benchmark.json "$OUT/" || true
             ;;
         experiment)

@@ -135,11 +135,14 @@ def test_fold_10_is_refused_without_unseal_and_never_trained_on_with_it(folder, 
 
 def test_bad_arguments_are_named_before_any_work(folder):
     config = write_config(folder / "bad", {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]})
-    result = invoke(config, "--tasks", "rythm", "--protocols", "probe", "--fractions", "0", "--step", "1")
+    result = invoke(config, "--tasks", "rythm", "--protocols", "probe", "--fractions", "0", "--step", "1", "--seeds", "0", "0")
     assert result.exit_code == 2
     for text in ("unknown task 'rythm'", "unknown protocol 'probe'", "label fraction 0.0 is not in (0, 1]",
-                 "step 1 is never checkpointed; checkpointed steps: 2"):  # fmt: skip
+                 "step 1 is never checkpointed; checkpointed steps: 2", "seed 0 is given twice"):  # fmt: skip
         assert text in result.output
+    for at_once in ("0", "two"):
+        refused = invoke(config, "--at-once", at_once)
+        assert refused.exit_code == 2 and f"{at_once!r} is neither auto nor a whole number of processes >= 1" in refused.output
     assert not (folder / "bad" / "run").exists()
 
 
@@ -178,3 +181,69 @@ def test_the_benchmark_modules_read_no_experiment_config():
             if isinstance(node, ast.Name) and node.id in ("ExperimentConfig", "RunPlan"):
                 found.append(f"{path.name}:{node.lineno} {node.id}")
     assert found == []
+
+
+def test_cells_side_by_side_equal_cells_in_turn_and_resume_in_a_worker(folder, monkeypatch):
+    """Two workers write the cells one process writes (failed ones too: ``form`` has no rankable
+    class on this corpus), and a worker resumes an interrupted fine-tuning from its checkpoint."""
+    import shutil
+
+    import torch
+
+    config = write_config(folder / "turn", {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]})
+    args = ["--tasks", "superdiagnostic", "form", "--fractions", "1", *FAST]
+    assert (in_turn := invoke(config, *args)).exit_code == 0, in_turn.output
+    side = folder / "side" / "run"
+    shutil.copytree(folder / "turn" / "run", side, ignore=shutil.ignore_patterns("benchmark"))
+    interrupted = "superdiagnostic/finetune/winder-seed0-ft0-1"  # the first cell that trains a network
+
+    class Interrupted(Exception):
+        pass
+
+    def save_then_stop(tuner):
+        path = save(tuner)
+        if tuner.directory.as_posix().endswith(interrupted):
+            raise Interrupted
+        return path
+
+    save = bench_run.FineTuner.save
+    monkeypatch.setattr(bench_run.FineTuner, "save", save_then_stop)
+    assert isinstance(invoke(side, *args).exception, Interrupted)
+    monkeypatch.undo()
+    checkpoint = next((side / "benchmark" / "ptbxl" / "finetune" / interrupted / "checkpoints").glob("step_*.pt"))
+    state = torch.load(checkpoint, weights_only=True)
+    assert state["step"] == 2
+    state["history"][0]["train_loss"] = -1.0  # a mark that only a resumed fine-tuning carries into its cell
+    save_checkpoint(state, checkpoint)
+
+    def in_this_process(self, cell, data, run):
+        assert cell.protocol == "linear", f"{cell.name} was trained in the parent process"
+        return compute(self, cell, data, run)
+
+    compute = bench_run.Bench._compute
+    monkeypatch.setattr(bench_run.Bench, "_compute", in_this_process)
+    monkeypatch.setattr("os.cpu_count", lambda: 2)  # one thread per worker, as in this process (OMP_NUM_THREADS=1)
+    assert (side_by_side := invoke(side, *args, "--at-once", "2")).exit_code == 0, side_by_side.output
+    assert "cells that train a network 2 at once" in (side / "benchmark" / "ptbxl" / "benchmark.md").read_text()
+
+    turn_cells, side_cells = (run / "benchmark" / "ptbxl" / "cells" for run in (folder / "turn" / "run", side))
+    cells = sorted(turn_cells.rglob("*.json"))
+    assert len(cells) == 14
+    failed = 0
+    for path in cells:
+        a = json.loads(path.read_text())
+        b = json.loads((side_cells / path.relative_to(turn_cells)).read_text())
+        if path == turn_cells / f"{interrupted}.json":
+            assert b["history"][0].pop("train_loss") == -1.0 and a["history"][0].pop("train_loss") != -1.0
+        a.pop("wall_s"), b.pop("wall_s")
+        assert a == b, path
+        failed += "error" in a
+    assert failed == 7  # every form cell, each recorded with its error; every superdiagnostic cell scored
+    assert not list((side / "benchmark" / "ptbxl").rglob("*.pt"))
+
+
+def test_cells_at_once_auto_is_one_on_the_cpu_and_never_more_than_the_cells():
+    from cyclejepa.bench.ptbxl import cells_at_once
+
+    assert cells_at_once("auto", "cpu", 20) == 1
+    assert cells_at_once(8, "cpu", 3) == 3 and cells_at_once(2, "cpu", 0) == 1 and cells_at_once(2, "auto", 5) == 2

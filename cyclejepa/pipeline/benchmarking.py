@@ -89,20 +89,24 @@ def benchmark_ptbxl(
     step: int | None = None,
     settings: FinetuneSettings | None = None,
     validation_fold: int | None = None,
+    at_once: int | str = 1,
     progress: bool = True,
 ) -> Path:
     """Prepare, pre-train what is missing, compute every cell and write the report; returns benchmark.md.
 
     ``step`` is the pre-trained checkpoint (default ``evaluation.headline_step``, else the last);
     ``settings`` the fine-tuning (default: `FinetuneSettings` at ``training.batch_size``);
-    ``validation_fold`` the early-stopping fold (default: the last of ``data.train_folds``). Bad
+    ``validation_fold`` the early-stopping fold (default: the last of ``data.train_folds``);
+    ``at_once`` the cells trained side by side (`cyclejepa.bench.ptbxl.cells_at_once`). Bad
     arguments are refused before any work.
     """
 
     began = time.perf_counter()
     step = step or cfg.evaluation.headline_step or cfg.training.steps
     problems = (
-        argument_problems(tasks, protocols, fractions, seeds) + dataset_problems(cfg.data.dataset) + _step_problems(cfg, step)
+        argument_problems(tasks, protocols, fractions, seeds, at_once)
+        + dataset_problems(cfg.data.dataset)
+        + _step_problems(cfg, step)
     )
     if problems:
         raise ConfigError(problems, source="benchmark ptbxl")
@@ -119,9 +123,8 @@ def benchmark_ptbxl(
         split = benchmark_split(cache, train, test, validation_fold)
         spec = ptbxl_spec(cfg, tasks, protocols, fractions, seeds, step, settings)
         corpus = corpus_description(cfg.data.dataset, cfg.data.options, cfg.data.root, len(cache))
-        return run_benchmark(
-            spec, cache, split, build_dataset(cfg), experiment=cfg.name, corpus=corpus, began=began, progress=progress
-        )
+        return run_benchmark(spec, cache, split, build_dataset(cfg), experiment=cfg.name, corpus=corpus, began=began,
+                             at_once=at_once, progress=progress)  # fmt: skip
 
 
 def ptbxl_spec(cfg: ExperimentConfig, tasks: Sequence[str], protocols: Sequence[str], fractions: Sequence[float],
@@ -157,7 +160,7 @@ def ptbxl_main(argv: Sequence[str] | None = None) -> Path:
         cfg = load_target(args.target, args.overrides, args.unseal)
         report = benchmark_ptbxl(cfg, tasks=args.tasks, protocols=args.protocols, fractions=args.fractions, seeds=args.seeds,
                                  step=args.step, settings=finetune_settings(args, cfg.training.batch_size),
-                                 validation_fold=args.validation_fold)  # fmt: skip
+                                 validation_fold=args.validation_fold, at_once=args.at_once)  # fmt: skip
     except (ConfigError, SealedFoldError, FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2 if isinstance(error, ConfigError) else 1) from None

@@ -5,8 +5,9 @@ published figures beside them.
 
 One command from a config (or a finished run) to the tables: `cyclejepa.pipeline.benchmarking`
 prepares the cache and trains missing pre-training runs as `cyclejepa run` would and hands a
-`BenchmarkSpec` to `run_benchmark`, which computes every cell (`run`) and summarises them
-(`report`). Everything goes to ``<output_dir>/benchmark/ptbxl/``::
+`BenchmarkSpec` to `run_benchmark`, which computes every cell (`run`), in turn or side by side
+in worker processes (`cells`), and summarises them (`report`). Everything goes to
+``<output_dir>/benchmark/ptbxl/``::
 
     cells/<task>/<protocol>/<run>-ft<seed>-<fraction>.json   one result each
     finetune/<same>/checkpoints/                            a running fine-tuning's latest checkpoint
@@ -22,6 +23,7 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
 
+from cyclejepa.bench.ptbxl.cells import Planned, computed_cells
 from cyclejepa.bench.ptbxl.report import benchmark_markdown, summarise_cells
 from cyclejepa.bench.ptbxl.run import FRACTIONS, PROTOCOLS, SCRATCH, Bench, Cell, Split, task_data
 from cyclejepa.bench.ptbxl.spec import BenchmarkSpec
@@ -31,8 +33,8 @@ from cyclejepa.jsonio import write_json
 from cyclejepa.training.finetune import FinetuneSettings
 
 __all__ = [
-    "FRACTIONS", "PROTOCOLS", "argument_problems", "benchmark_folder", "corpus_description", "dataset_problems",
-    "finetune_settings", "ptbxl_arguments", "run_benchmark",
+    "FRACTIONS", "PROTOCOLS", "argument_problems", "at_once_argument", "benchmark_folder", "cells_at_once",
+    "corpus_description", "dataset_problems", "finetune_settings", "planned_cells", "ptbxl_arguments", "run_benchmark",
 ]  # fmt: skip
 
 PTBXL_LAYOUT = ("ptbxl", "synthetic")
@@ -45,12 +47,17 @@ def benchmark_folder(output_dir: Path) -> Path:
 
 
 def argument_problems(
-    tasks: Sequence[str], protocols: Sequence[str], fractions: Sequence[float], seeds: Sequence[int]
+    tasks: Sequence[str], protocols: Sequence[str], fractions: Sequence[float], seeds: Sequence[int], at_once: int | str = 1
 ) -> list[str]:
-    """What is wrong with the benchmark's tasks, protocols, label fractions and seeds."""
+    """What is wrong with the benchmark's tasks, protocols, label fractions, seeds (a value given
+    twice would name one cell twice) and cells at once."""
     problems = [f"unknown task {t!r}; one of {', '.join(TASKS)}" for t in tasks if t not in TASKS]
     problems += [f"unknown protocol {p!r}; one of {', '.join(PROTOCOLS)}" for p in protocols if p not in PROTOCOLS]
     problems += [f"label fraction {f} is not in (0, 1]" for f in fractions if not 0 < f <= 1]
+    for kind, values in (("task", tasks), ("protocol", protocols), ("label fraction", fractions), ("seed", seeds)):
+        problems += [f"{kind} {value!r} is given twice" for value in dict.fromkeys(values) if list(values).count(value) > 1]
+    if at_once != "auto" and not (isinstance(at_once, int) and at_once >= 1):
+        problems.append(f"cells at once {at_once!r} is neither auto nor a whole number >= 1")
     return problems + (["no seed given"] if not seeds else [])
 
 
@@ -70,46 +77,75 @@ def corpus_description(dataset: str, options: dict, root: str | Path | None, cac
 
 
 def run_benchmark(spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, experiment: str, corpus: str,
-                  began: float, progress: bool = True) -> Path:  # fmt: skip
-    """Compute (or keep) every cell of ``spec``, write each task × protocol's JSON, the summary
-    ``benchmark.json`` and its tables ``benchmark.md``; returns benchmark.md.
+                  began: float, at_once: int | str = 1, progress: bool = True) -> Path:  # fmt: skip
+    """Compute (or keep) every cell of ``spec``, write each task × protocol's JSON (once its cells
+    are done), the summary ``benchmark.json`` and its tables ``benchmark.md``; returns benchmark.md.
 
     ``experiment`` and ``corpus`` name the experiment and its corpus in the report; ``began`` is
     the `time.perf_counter` of the command's start (the report's wall time counts from it).
+    ``at_once`` cells that train a network are computed side by side in worker processes
+    (`computed_cells`); ``auto`` is `cells_at_once`'s.
     """
     from cyclejepa.progress import progress_bar
 
-    bench = Bench(spec, cache, split, dataset, progress=False)
-    per_task = len(spec.fractions) * len(spec.seeds) * sum(1 if p == SCRATCH else len(spec.runs) for p in spec.protocols)
-    cells = []
-    with progress_bar(len(spec.tasks) * per_task, "benchmark ptbxl", enabled=progress, fields=("cell",)) as update:
-        for task in spec.tasks:
-            data = task_data(bench.dataset, task, cache, split)
-            for protocol in spec.protocols:
-                found = []
-                for run in [None] if protocol == SCRATCH else spec.runs:
-                    for fraction in spec.fractions:
-                        for seed in spec.seeds:
-                            cell = Cell(task, protocol, run.name if run else SCRATCH, seed, fraction)
-                            update(0, cell=cell.name)
-                            found.append(bench.result(cell, data, run))
-                            update(1)
-                write_json(
-                    spec.out / task / f"{protocol}.json",
-                    {"task": task, "protocol": protocol, "summary": summarise_cells(found), "cells": found},
-                )
-                cells += found
+    bench = Bench(spec, cache, split, dataset.fingerprint(), progress=False)
+    tasks = {task: task_data(dataset, task, cache, split) for task in spec.tasks}
+    groups = planned_cells(spec)
+    planned = [item for cells in groups.values() for item in cells]
+    results = {cell: kept for cell, run in planned if (kept := bench.stored(cell, run)) is not None}
+    todo = [(cell, run) for cell, run in planned if cell not in results]
+    workers = cells_at_once(at_once, spec.training.device, sum(cell.protocol != "linear" for cell, _ in todo))
+    for group in groups.values():
+        _write_when_done(spec.out, group, results)
+    title = "benchmark ptbxl" + (f", {workers} cells at once" if workers > 1 else "")
+    with progress_bar(len(planned), title, enabled=progress, completed=len(results), fields=("cell",)) as update:
+        for cell, result in computed_cells(bench, tasks, todo, workers):
+            results[cell] = result
+            update(1, cell=cell.name)
+            _write_when_done(spec.out, groups[cell.task, cell.protocol], results)
+    cells = [results[cell] for cell, _ in planned]
     summary = summarise_cells(cells)
     settings = spec.training.settings
     meta = {
         "name": experiment, "corpus": corpus, "step": spec.step, "seeds": list(spec.seeds), "settings": _settings_text(settings),
         "folds": {"fit": split.fit_folds, "validation": split.validation_fold, "test": split.test_folds},
         "runs": [run.name for run in spec.runs], "wall_s": time.perf_counter() - began,
-        "cells_wall_s": sum(c["wall_s"] for c in cells),
+        "cells_wall_s": sum(c["wall_s"] for c in cells), "at_once": workers,
     }  # fmt: skip
     write_json(spec.out / "benchmark.json", {"meta": meta, "settings": asdict(settings), "summary": summary})
     (spec.out / "benchmark.md").write_text(benchmark_markdown(summary, meta))
     return spec.out / "benchmark.md"
+
+
+def _write_when_done(out: Path, group: list[Planned], results: dict[Cell, dict]) -> None:
+    """``<task>/<protocol>.json`` of a task × protocol's cells (``group``), once each has its result."""
+    if all(cell in results for cell, _ in group):
+        cell, found = group[0][0], [results[cell] for cell, _ in group]
+        write_json(out / cell.task / f"{cell.protocol}.json",
+                   {"task": cell.task, "protocol": cell.protocol, "summary": summarise_cells(found), "cells": found})  # fmt: skip
+
+
+def planned_cells(spec: BenchmarkSpec) -> dict[tuple[str, str], list[Planned]]:
+    """The cells of ``spec`` per (task, protocol), each with its pre-trained run (None from
+    scratch), in the report's order: task, protocol, run, fraction, seed."""
+    return {
+        (task, protocol): [(Cell(task, protocol, run.name if run else SCRATCH, seed, fraction), run)
+                           for run in ([None] if protocol == SCRATCH else spec.runs)
+                           for fraction in spec.fractions for seed in spec.seeds]
+        for task in spec.tasks for protocol in spec.protocols
+    }  # fmt: skip
+
+
+def cells_at_once(setting: int | str, device: str, cells: int) -> int:
+    """Worker processes training ``cells`` on ``device`` (``training.device``), at most one per
+    cell: as many as `evaluations_at_once` evaluates, so ``auto`` is half the cores on CUDA (each
+    worker keeps two cores for what it runs on the CPU: the early-stopping and test scores, the
+    bootstrap, a linear-finetune cell's probe) and one on the CPU, where the one process already
+    keeps every core busy and more would only share them."""
+    from cyclejepa.devices import resolve_device
+    from cyclejepa.evaluation.stage import evaluations_at_once
+
+    return evaluations_at_once(setting, resolve_device(device).type, cells)
 
 
 def _settings_text(settings: FinetuneSettings) -> str:
@@ -138,7 +174,20 @@ def ptbxl_arguments() -> argparse.ArgumentParser:
     )
     parser.add_argument("--eval-every", type=int, default=defaults.eval_every, help="steps between early-stopping evaluations")
     parser.add_argument("--patience", type=int, default=defaults.patience, help="evaluations without improvement before stopping")
+    parser.add_argument(
+        "--at-once", type=at_once_argument, default=1, metavar="N|auto",
+        help="cells that train a network computed side by side in N worker processes (auto: half the cores on CUDA, 1 on the CPU)",
+    )  # fmt: skip
     return parser
+
+
+def at_once_argument(text: str) -> int | str:
+    """``--at-once``: ``auto`` or a whole number ≥ 1."""
+    if text == "auto":
+        return text
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither auto nor a whole number of processes >= 1")
+    return int(text)
 
 
 def finetune_settings(args: argparse.Namespace, batch_size: int) -> FinetuneSettings:

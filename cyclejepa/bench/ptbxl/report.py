@@ -82,6 +82,10 @@ def _table(summary: list[dict[str, Any]], fraction: float, metric: str, tasks: S
     return lines
 
 
+def _at_once(meta: dict[str, Any]) -> str:
+    return "cells in turn" if meta["at_once"] == 1 else f"cells that train a network {meta['at_once']} at once"
+
+
 def benchmark_markdown(summary: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """Tables of macro-AUROC and Fmax per label fraction (the published figures beside the 100 %
     tables), preceded by what was run and followed by the sources."""
@@ -92,7 +96,7 @@ def benchmark_markdown(summary: list[dict[str, Any]], meta: dict[str, Any]) -> s
         "",
         f"Corpus {meta['corpus']}; fit folds {folds['fit']}, early stopping on fold {folds['validation']}, "
         f"scored folds {folds['test']}. Pre-trained checkpoints at step {meta['step']}; seeds {meta['seeds']}; "
-        f"fine-tuning {meta['settings']}. Wall time {meta['wall_s'] / 60:.1f} min.",
+        f"fine-tuning {meta['settings']}. Wall time {meta['wall_s'] / 60:.1f} min, {_at_once(meta)}.",
         "",
         "Each cell: the mean over seeds (and pre-training seeds) of the point estimate, ± their sd when there "
         "are several, and the mean 95 % patient-clustered bootstrap interval.",

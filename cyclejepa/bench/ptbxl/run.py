@@ -118,16 +118,16 @@ class Cell:
 
 
 class Bench:
-    """Runs the cells of ``spec`` on one cache, its split and the PTB-XL tables of its root."""
+    """Runs the cells of ``spec`` on one cache and its split; ``fingerprint`` (`PTBXL.fingerprint`)
+    names the tables the labels come from in every cell's identity."""
 
-    def __init__(self, spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, progress: bool = True):
+    def __init__(self, spec: BenchmarkSpec, cache, split: Split, fingerprint: dict[str, Any], *, progress: bool = True):
         from cyclejepa.devices import resolve_device
 
-        self.spec, self.cache, self.split, self.dataset = spec, cache, split, dataset
+        self.spec, self.cache, self.split, self.fingerprint = spec, cache, split, fingerprint
         self.out, self.progress = Path(spec.out), progress
         self.device = resolve_device(spec.scoring.device)
         self.patients = cache.columns["patient_id"]
-        self.fingerprint = dataset.fingerprint()
         self._features: dict[str, Any] = {}
 
     def identity(self, cell: Cell, run: PretrainedRun | None) -> dict[str, Any]:
@@ -145,17 +145,24 @@ class Bench:
             identity["model"] = self.spec.model.model_dump(mode="json")
         return identity
 
-    def result(self, cell: Cell, data: TaskData, run: PretrainedRun | None) -> dict[str, Any]:
-        """The cell's stored result when it has this identity and did not fail, else computed and stored."""
-        path = self.out / "cells" / f"{cell.name}.json"
-        identity = self.identity(cell, run)
+    def stored(self, cell: Cell, run: PretrainedRun | None) -> dict[str, Any] | None:
+        """The cell's stored result when it has this identity and did not fail, else None."""
+        path = self.cell_path(cell)
         stored = read_json(path) if path.exists() else {}
-        if stored.get("identity") == identity and "error" not in stored:
-            return stored
+        return stored if stored.get("identity") == self.identity(cell, run) and "error" not in stored else None
+
+    def cell_path(self, cell: Cell) -> Path:
+        """``cells/<task>/<protocol>/<run>-ft<seed>-<fraction>.json``: where the cell's result goes."""
+        return self.out / "cells" / f"{cell.name}.json"
+
+    def computed(self, cell: Cell, data: TaskData, run: PretrainedRun | None) -> dict[str, Any]:
+        """The cell computed and stored; a ValueError (e.g. a subset too small to fit, a fold
+        without a rankable class) is logged and stored as the cell's ``error``."""
+        path, identity = self.cell_path(cell), self.identity(cell, run)
         began = time.perf_counter()
         try:
             result = self._compute(cell, data, run)
-        except ValueError as error:  # e.g. a subset too small to fit, a fold without a rankable class
+        except ValueError as error:
             log.warning("%s: %s", cell.name, error)
             result = {"error": str(error)}
         arm = run.arm if run else SCRATCH
