@@ -22,7 +22,8 @@
 #     benchmark-ptbxl  `cyclejepa benchmark ptbxl examples/ptbxl_dev.yaml` on the same records: the
 #                 six statement tasks, linear / fine-tuned / from scratch, the cells that train a
 #                 network BENCHMARK_AT_ONCE (8) at once in worker processes, two cores each
-#                 (docs/benchmark-ptbxl.md); a rerun keeps the finished cells
+#                 (docs/benchmark-ptbxl.md); a rerun keeps the finished cells, and the finished cells
+#                 come back as benchmark-cells.tar.gz also when the job stops at its limit
 #     experiment  examples/winder_ptbxl.yaml --unseal on a 21,799-record synthetic corpus, the wall
 #                 time of every stage (benchmarks/experiment_time.py; its prepare stage is the
 #                 PTB-XL-size prepare on 16 workers); EXPERIMENT_SETS adds --set overrides
@@ -137,6 +138,8 @@ for job in "${@:-throughput}"; do
             limited "${BENCHMARK_PTBXL_S:-540}" python3 -m cyclejepa benchmark ptbxl examples/ptbxl_dev.yaml \
                 --set data.workers=16 --at-once "${BENCHMARK_AT_ONCE:-8}" 2>&1 | tee "$OUT/benchmark-ptbxl.log"
             cp runs/ptbxl_dev/benchmark/ptbxl/benchmark.md runs/ptbxl_dev/benchmark/ptbxl/benchmark.json "$OUT/" || true
+            # the finished cells, also of a job stopped at its limit (a rerun with them in place keeps them)
+            tar -czf "$OUT/benchmark-cells.tar.gz" -C runs/ptbxl_dev/benchmark/ptbxl cells 2>/dev/null || true
             ;;
         experiment)
             sets=(--set "$NO_UMAP" --set data.workers=16)
