@@ -12,6 +12,7 @@ from cyclejepa.bench.throughput import (
     SPLIT_GROUPS,
     compare_traces,
     instrumented_step,
+    product_step,
     synthetic_training_arrays,
 )
 from cyclejepa.bench.timing import PhaseTimer, summarise, time_calls, time_window
@@ -118,6 +119,25 @@ def test_instrumented_step_computes_what_train_step_computes(tmp_path):
     for p, q in zip(plain.objective.parameters(), timed.objective.parameters(), strict=True):
         torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-6)
     assert set(timer.durations) == set().union(*SPLIT_GROUPS.values())
+
+
+def test_product_step_computes_what_train_step_computes_in_its_four_parts(tmp_path):
+    """The compiled variants' split: train_step's own calls, timed part by part."""
+    cfg = parse_config(TINY)
+    signals, phases = synthetic_training_arrays(channels=12, tokens=125, records=16)
+    plain = Trainer(training_spec(cfg, tmp_path / "plain", seed=4, transport_weight=1.0), signals, phases, model_fs=100.0)
+    timed = Trainer(training_spec(cfg, tmp_path / "timed", seed=4, transport_weight=1.0), signals, phases, model_fs=100.0)
+    timer = PhaseTimer()
+    for _ in range(3):
+        expected = plain.train_step()
+        terms = product_step(timed, timer)
+        got = torch.stack([terms[name].detach() for name in ("loss", "prediction", "regulariser", "transport")])
+        torch.testing.assert_close(got, expected[:4], rtol=1e-6, atol=1e-6)
+    assert timed.step == plain.step == 3
+    for p, q in zip(plain.objective.parameters(), timed.objective.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-6, atol=1e-6)
+    assert list(timer.durations) == ["inputs", "objective forward", "backward", "clip + optimiser"]
+    assert all(len(times) == 3 for times in timer.durations.values())
 
 
 def test_the_benchmark_trains_what_the_pipeline_trains_but_keeps_no_identity(tmp_path):

@@ -100,7 +100,8 @@ def _split(report) -> list[str]:
         split = e["split"]
         rows = [[name, f"{p['mean_ms']:.2f}", f"{100 * p['fraction']:.1f} %"] for name, p in split["phases"].items()]
         rows += [
-            [f"**{name}**", f"**{g['mean_ms']:.2f}**", f"**{100 * g['fraction']:.1f} %**"] for name, g in split["groups"].items()
+            [f"**{name}**", f"**{g['mean_ms']:.2f}**", f"**{100 * g['fraction']:.1f} %**"]
+            for name, g in split.get("groups", {}).items()
         ]
         lines += [
             (

@@ -5,8 +5,10 @@ What is measured, for the configured model (the paper's by default) at its batch
 - **training**: steps/s of `Trainer.train_step` (batch draw, augmentation, forward, objectives,
   backward, optimiser) per precision/compile variant: the median of device-synchronised timed
   steps after warm-up, the sustained rate of a window of unsynchronised steps (CUDA), peak
-  memory, and for eager variants the split of a step into phases (an instrumented pass that
-  synchronises at every phase boundary) and, on CUDA, every host synchronisation of a step;
+  memory, the split of a step into phases (an instrumented pass that synchronises at every
+  phase boundary: nine phases for eager variants, the step's own four parts — inputs, compiled
+  forward, backward, clipping + optimiser — for compiled ones) and, on CUDA, every host
+  synchronisation of an eager step;
 - **transport**: the O(T) transport loss against the all-pairs evaluation at T = 125 and 1,000;
 - **sigreg**: the SIGReg regulariser on all B × T tokens, forward and forward + backward;
 - **inference**: records/s of the deployed path (encoder + projector), no grad, batch 256;
@@ -27,7 +29,7 @@ from cyclejepa.bench.throughput.common import SECTIONS, SPLIT_GROUPS, VARIANTS, 
 from cyclejepa.bench.throughput.equality import compare_traces
 from cyclejepa.bench.throughput.run import measure_throughput, throughput_arguments
 from cyclejepa.bench.throughput.spec import ThroughputSpec
-from cyclejepa.bench.throughput.training import instrumented_step, synthetic_training_arrays
+from cyclejepa.bench.throughput.training import instrumented_step, product_step, synthetic_training_arrays
 
 __all__ = [
     "SECTIONS",
@@ -38,6 +40,7 @@ __all__ = [
     "Variant",
     "compare_traces",
     "instrumented_step",
+    "product_step",
     "measure_throughput",
     "synthetic_training_arrays",
     "throughput_arguments",
