@@ -33,6 +33,7 @@ from cyclejepa.data.cache import PreparedCache, cut_record, prepare_record
 from cyclejepa.data.datasets import Dataset, Record, RecordRejected
 from cyclejepa.data.preprocess import Normalisation, Preparation
 from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
+from cyclejepa.outputs import RunFolder, checkpoint_step
 from cyclejepa.progress import progress_bar
 
 __all__ = [
@@ -73,18 +74,16 @@ def check_finite_weights(model, where: str) -> None:
     require_finite(model.state_dict(), where)
 
 
-def find_checkpoint(directory: Path, step: int | None, headline: int | None) -> Path:
-    """The checkpoint of ``step``; by default the headline step's, else the latest."""
-    from cyclejepa.training.checkpoint import checkpoint_path
-
-    steps = sorted(int(p.stem.removeprefix("step_")) for p in directory.glob("step_*.pt"))
+def find_checkpoint(run: RunFolder, step: int | None, headline: int | None) -> Path:
+    """The checkpoint of ``step`` of ``run``; by default the headline step's, else the latest."""
+    steps = [checkpoint_step(path) for path in run.checkpoint_files()]
     if not steps:
-        raise FileNotFoundError(f"no checkpoint in {directory}; train the run with `cyclejepa run`")
+        raise FileNotFoundError(f"no checkpoint in {run.checkpoints}; train the run with `cyclejepa run`")
     if step is None:
         step = headline if headline in steps else steps[-1]
     if step not in steps:
-        raise FileNotFoundError(f"no checkpoint of step {step} in {directory}; it holds steps {steps}")
-    return checkpoint_path(directory, step)
+        raise FileNotFoundError(f"no checkpoint of step {step} in {run.checkpoints}; it holds steps {steps}")
+    return run.checkpoint(step)
 
 
 @dataclass

@@ -15,8 +15,12 @@ runs of a config.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
+
+CHECKPOINT_NAME = re.compile(r"step_(\d+)\.pt")
+"""A checkpoint's file name: ``step_XXXXXX.pt``, the step zero-padded to six digits (more past 999,999)."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +33,15 @@ class RunFolder:
     def checkpoints(self) -> Path:
         return self.path / "checkpoints"
 
+    def checkpoint(self, step: int) -> Path:
+        """``checkpoints/step_XXXXXX.pt``, the checkpoint of ``step`` (`checkpoint_step` reads it back)."""
+        return self.checkpoints / f"step_{step:06d}.pt"
+
+    def checkpoint_files(self) -> list[Path]:
+        """The run's checkpoint files, by step (none before its first; other files left out)."""
+        named = (path for path in self.checkpoints.glob("step_*.pt") if CHECKPOINT_NAME.fullmatch(path.name))
+        return sorted(named, key=checkpoint_step)
+
     @property
     def metrics(self) -> Path:
         return self.path / "metrics.jsonl"
@@ -36,6 +49,14 @@ class RunFolder:
     @property
     def done(self) -> Path:
         return self.path / "done.json"
+
+
+def checkpoint_step(path: Path) -> int:
+    """The step of a checkpoint file `RunFolder.checkpoint` named."""
+    match = CHECKPOINT_NAME.fullmatch(path.name)
+    if match is None:
+        raise ValueError(f"{path} is not named as a checkpoint (step_<step>.pt)")
+    return int(match[1])
 
 
 @dataclass(frozen=True)

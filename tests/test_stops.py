@@ -16,6 +16,7 @@ from cyclejepa import pipeline, stops
 from cyclejepa.cli import app
 from cyclejepa.config import load_config
 from cyclejepa.lock import LOCK_FILE
+from cyclejepa.outputs import RunFolder
 from cyclejepa.stops import Stopped, deferred_stops
 from cyclejepa.training import latest_checkpoint, load_checkpoint
 from test_training import TINY
@@ -92,7 +93,7 @@ def test_a_signal_during_train_saves_a_checkpoint_releases_the_lock_and_says_how
     process.send_signal(sig)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 128 + sig, stderr
-    checkpoint = latest_checkpoint(run / "checkpoints")
+    checkpoint = latest_checkpoint(RunFolder(run))
     step = load_checkpoint(checkpoint)["step"]
     assert 0 < step < STEPS and checkpoint.name == f"step_{step:06d}.pt"
     assert steps_logged(run) == list(range(1, step + 1))  # flushed up to the checkpoint
@@ -123,7 +124,7 @@ def test_a_run_passes_sigterm_on_to_its_training_processes(prepared, tmp_path):
         stderr.split()
     )
     for run in runs:
-        step = load_checkpoint(latest_checkpoint(run / "checkpoints"))["step"]
+        step = load_checkpoint(latest_checkpoint(RunFolder(run)))["step"]
         assert 0 < step < STEPS and steps_logged(run) == list(range(1, step + 1))
         assert f"stopped by SIGTERM at step {step}" in (run / "train.log").read_text()
     assert not list((tmp_path / "out").rglob(LOCK_FILE))
@@ -141,7 +142,7 @@ def test_ranks_under_torchrun_agree_on_the_step_to_stop_at(prepared, tmp_path):
     wait_for_training(process, [run])
     process.send_signal(signal.SIGTERM)
     _, stderr = process.communicate(timeout=60)
-    step = load_checkpoint(latest_checkpoint(run / "checkpoints"))["step"]
+    step = load_checkpoint(latest_checkpoint(RunFolder(run)))["step"]
     assert step % 25 == 0 and 0 < step < STEPS, stderr
     assert f"stopped by SIGTERM at step {step}" in stderr
     assert steps_logged(run) == list(range(1, step + 1))

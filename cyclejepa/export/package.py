@@ -51,7 +51,7 @@ from cyclejepa.models import JEPAModel, ProjectorMLP, StreamingEncoder
 from cyclejepa.outputs import RunFolder
 from cyclejepa.registry import ENCODERS, SYMMETRIES
 from cyclejepa.symmetry import HarmonicSpectrum
-from cyclejepa.training.checkpoint import checkpoint_path, load_checkpoint
+from cyclejepa.training.checkpoint import load_checkpoint
 from cyclejepa.version import __version__
 
 __all__ = [
@@ -123,7 +123,7 @@ def write_package(
     safetensors = _safetensors()
     out = check_target(out, onnx=onnx, overwrite=overwrite)
     step = encoder.source["step"]
-    checkpoint = load_checkpoint(checkpoint_path(run.checkpoints, step))
+    checkpoint = load_checkpoint(run.checkpoint(step))
     meta = checkpoint["meta"]
     model = copy.deepcopy(encoder.model).cpu().eval()
     check_finite_weights(model, f"the encoder of {encoder.source}")

@@ -53,7 +53,6 @@ from cyclejepa.pipeline.plans import plan_runs, write_resolved_config
 from cyclejepa.pipeline.preparation import build_dataset, prepare
 from cyclejepa.pipeline.pretraining import pretrain_all, train_run
 from cyclejepa.pipeline.seal import SealedFoldError, require_unsealed, use_folds
-from cyclejepa.training.checkpoint import checkpoint_path
 from cyclejepa.training.finetune import FinetuneSettings
 
 # ---- benchmark ptbxl -------------------------------------------------------------------------
@@ -133,7 +132,7 @@ def ptbxl_spec(cfg: ExperimentConfig, tasks: Sequence[str], protocols: Sequence[
     training sections, its folder (`cyclejepa.bench.ptbxl.benchmark_folder`)."""
 
     runs = tuple(
-        PretrainedRun(plan.name, plan.arm.name, checkpoint_path(plan.folder.checkpoints, step), identity_hash(plan.identity))
+        PretrainedRun(plan.name, plan.arm.name, plan.folder.checkpoint(step), identity_hash(plan.identity))
         for plan in plan_runs(cfg)
     )  # fmt: skip
     ev, training = cfg.evaluation, cfg.training

@@ -506,5 +506,5 @@ def recorded_identity(plan: RunPlan) -> dict | None:
         return None  # nothing trained yet: no checkpoint to read (nor torch to read it)
     from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint
 
-    last = latest_checkpoint(folder.checkpoints)
+    last = latest_checkpoint(folder)
     return None if last is None else load_checkpoint(last)["meta"].get("identity", {})

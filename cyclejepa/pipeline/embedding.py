@@ -8,7 +8,7 @@ from pathlib import Path
 
 from cyclejepa.config import ExperimentConfig, load_config
 from cyclejepa.embed import Encoder, Preprocessing, find_checkpoint
-from cyclejepa.outputs import OutputFolder
+from cyclejepa.outputs import OutputFolder, checkpoint_step
 from cyclejepa.pipeline.plans import RunPlan, plan_runs
 
 __all__ = ["load_encoder", "locate_run", "run_encoder"]
@@ -46,11 +46,11 @@ def run_encoder(cfg: ExperimentConfig, plan: RunPlan, step: int | None = None, d
     from cyclejepa.pipeline.pretraining import objective_spec
     from cyclejepa.training import load_trained
 
-    checkpoint = find_checkpoint(plan.folder.checkpoints, step, cfg.evaluation.headline_step)
+    checkpoint = find_checkpoint(plan.folder, step, cfg.evaluation.headline_step)
     target = resolve_device(device)
     objective = load_trained(objective_spec(cfg), checkpoint, target)
     preprocessing = Preprocessing.from_cache(configured_cache(cfg), cfg.data.dataset, cfg.data.options)
-    source = {"run": str(checkpoint.parents[1]), "step": int(checkpoint.stem.removeprefix("step_"))}
+    source = {"run": str(checkpoint.parents[1]), "step": checkpoint_step(checkpoint)}
     return Encoder(objective.model, preprocessing, target, source, objective.symmetry, root=cfg.data.root)
 
 

@@ -45,7 +45,7 @@ def evaluate_experiment(cfg: ExperimentConfig, cache=None, progress: bool = True
     preflight(cfg)
     require_unsealed(cfg)
     plans, steps = plan_runs(cfg), evaluation_steps(cfg)
-    missing = [str(path) for plan in plans for step in steps if not (path := checkpoint_file(plan, step)).exists()]
+    missing = [str(path) for plan in plans for step in steps if not (path := plan.folder.checkpoint(step)).exists()]
     if missing:
         raise FileNotFoundError(
             f"{len(missing)} checkpoint(s) to evaluate are missing, e.g. {missing[0]}; train them with `cyclejepa run`"
@@ -65,13 +65,6 @@ def evaluate_stage(cfg: ExperimentConfig, cache: PreparedCache, plans: list[RunP
 def evaluation_dir(cfg: ExperimentConfig) -> Path:
     """``<output_dir>/evaluation``: the results of every run and step."""
     return OutputFolder(Path(cfg.output_dir)).evaluation
-
-
-def checkpoint_file(plan: RunPlan, step: int) -> Path:
-    """The checkpoint of ``plan``'s run at ``step``."""
-    from cyclejepa.training.checkpoint import checkpoint_path
-
-    return checkpoint_path(plan.folder.checkpoints, step)
 
 
 def result_file(out: OutputFolder, plan: RunPlan, step: int) -> Path:
@@ -183,7 +176,7 @@ def evaluate_grid(
     placement, out, objective = place(cfg.evaluation.device), OutputFolder(Path(cfg.output_dir)), objective_spec(cfg)
     device, current, labelled = placement.device, evaluation_hash(cfg), bool(cache.label_levels)
     cells = [(plan, step) for plan in plans for step in steps
-             if not is_current(result_file(out, plan, step), current, checkpoint_file(plan, step))]  # fmt: skip
+             if not is_current(result_file(out, plan, step), current, plan.folder.checkpoint(step))]  # fmt: skip
     train_folds, eval_folds = evaluation_folds(cfg, labelled, len(cells))
     data = describe_data(cfg, cache)
     strata = strata_not_applying(cfg, cache, data)
@@ -217,7 +210,7 @@ def evaluate_run_step(
     from cyclejepa.evaluation.stage import write_checkpoint_evaluation
     from cyclejepa.training import load_trained
 
-    checkpoint = checkpoint_file(plan, step)
+    checkpoint = plan.folder.checkpoint(step)
     trained = load_trained(objective, checkpoint, device)  # refuses non-finite weights by name
     run = {"run": plan.name, "arm": plan.arm.name, "seed": plan.seed, "step": step, "transport_weight": plan.arm.transport_weight,
            "checkpoint": {"path": str(checkpoint.relative_to(out.path)), "model_sha256": model_digest(checkpoint)}}  # fmt: skip
@@ -286,7 +279,7 @@ def compare_runs(
     ev = cfg.evaluation
     rings, umap = figure_paths(figures, step, cache.coordinates, ev.umap)
     if not all(path.exists() for path in [*rings, *([umap] if umap else [])]):
-        objectives = {plan.name: load_trained(objective, checkpoint_file(plan, step), device) for plan in plans}
+        objectives = {plan.name: load_trained(objective, plan.folder.checkpoint(step), device) for plan in plans}
         draw_run_figures(objectives, cache, tuple(folds), rings, umap, ev.umap_points, ev.seed, device)
     if strata is None:
         arms, seeds = [a.name for a in cfg.runs.arms], list(cfg.runs.seeds)

@@ -55,7 +55,7 @@ def train_run(
     rows = cache.select(folds)
     signals, phases = cache.signals[rows], training_phases(cache, rows, cfg.phase.convention)
     trainer = Trainer(spec, signals, phases, model_fs=cache.model_fs, dist=dist or Distributed())
-    last = latest_checkpoint(RunFolder(Path(directory)).checkpoints)
+    last = latest_checkpoint(RunFolder(Path(directory)))
     if last is not None:
         trainer.resume(last)
         log.info("%s: resuming from step %d (%s)", Path(directory).name, trainer.step, last)

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from cyclejepa.jsonio import writing
+from cyclejepa.outputs import RunFolder
 
 log = logging.getLogger(__name__)
 
@@ -88,16 +89,12 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
     return torch.load(path, map_location=map_location, weights_only=True)
 
 
-def checkpoint_path(directory: str | Path, step: int) -> Path:
-    return Path(directory) / f"step_{step:06d}.pt"
-
-
-def latest_checkpoint(directory: str | Path) -> Path | None:
-    """The intact checkpoint with the highest step in ``directory``, or None.
+def latest_checkpoint(run: RunFolder) -> Path | None:
+    """The intact checkpoint of ``run`` with the highest step, or None.
 
     A damaged later one (a copy cut short, a full disk) is skipped with a warning naming it.
     """
-    for path in sorted(Path(directory).glob("step_*.pt"), reverse=True):
+    for path in reversed(run.checkpoint_files()):
         damage = _damage(path)
         if not damage:
             return path

@@ -37,7 +37,7 @@ from cyclejepa.devices import resolve_device
 from cyclejepa.jsonio import identity_differences
 from cyclejepa.outputs import RunFolder
 from cyclejepa.training.batches import BatchSampler
-from cyclejepa.training.checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint, save_checkpoint
+from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from cyclejepa.training.rng import RNGStreams
 from cyclejepa.training.schedule import learning_rate, set_learning_rate
 from cyclejepa.training.trainer import compile_mode, uses_bf16
@@ -247,9 +247,9 @@ class FineTuner:
 
     def save(self) -> Path:
         """Write the checkpoint of the current step and remove the older ones."""
-        folder = RunFolder(self.directory).checkpoints
-        path = save_checkpoint(self.state_dict(), checkpoint_path(folder, self.step))
-        for old in folder.glob("step_*.pt"):
+        run = RunFolder(self.directory)
+        path = save_checkpoint(self.state_dict(), run.checkpoint(self.step))
+        for old in run.checkpoint_files():
             if old != path:
                 old.unlink()
         return path
@@ -257,7 +257,7 @@ class FineTuner:
     def resume(self) -> bool:
         """Continue from the latest checkpoint in ``directory`` (False when there is none); raises
         `CheckpointMismatch` when it belongs to a run of another identity."""
-        last = latest_checkpoint(RunFolder(self.directory).checkpoints)
+        last = latest_checkpoint(RunFolder(self.directory))
         if last is None:
             return False
         state = load_checkpoint(last, map_location=self.device)

@@ -27,7 +27,7 @@ from cyclejepa.outputs import RunFolder
 from cyclejepa.progress import progress_bar
 from cyclejepa.stops import Stopped, StopRequest, deferred_stops
 from cyclejepa.training.batches import BatchSampler
-from cyclejepa.training.checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint, require_finite, save_checkpoint
+from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint, require_finite, save_checkpoint
 from cyclejepa.training.distributed import Distributed
 from cyclejepa.training.rng import RNGStreams
 from cyclejepa.training.schedule import build_optimisers, learning_rate, set_learning_rate
@@ -335,7 +335,7 @@ class Trainer:
         if self.dist.is_main:
             keep_metrics_until(RunFolder(self.directory).metrics, self.step)
         pending: list[tuple[int, torch.Tensor]] = []
-        last = checkpoint_path(RunFolder(self.directory).checkpoints, self.step)
+        last = RunFolder(self.directory).checkpoint(self.step)
         shown = progress and self.dist.is_main
         bar = progress_bar(
             until, self.directory.name, enabled=shown, completed=self.step, fields=("terms",), rate=True, unit="steps"
@@ -380,9 +380,7 @@ class Trainer:
         bad = next((record for record in records if not record.get("skipped") and _nonfinite(record)), None)
         if bad is not None:
             self._write_metrics(records[: records.index(bad) + 1])
-            raise Diverged(
-                bad["step"], _nonfinite(bad), latest_checkpoint(RunFolder(self.directory).checkpoints), len(self.skipped)
-            )
+            raise Diverged(bad["step"], _nonfinite(bad), latest_checkpoint(RunFolder(self.directory)), len(self.skipped))
         self._write_metrics(records)
         return records[-1]
 
@@ -426,11 +424,12 @@ class Trainer:
     def save(self) -> Path:
         """Write the checkpoint of the current step (rank 0; its weights are checked for non-finite
         values on every rank, `Diverged`); returns its path."""
-        path = checkpoint_path(RunFolder(self.directory).checkpoints, self.step)
+        run = RunFolder(self.directory)
+        path = run.checkpoint(self.step)
         try:  # on every rank (they hold the same weights), so that all of them stop
             require_finite(self.objective.state_dict(), f"the model after step {self.step}")
         except ValueError as error:
-            raise Diverged(self.step, f"weights ({error})", latest_checkpoint(path.parent)) from None
+            raise Diverged(self.step, f"weights ({error})", latest_checkpoint(run)) from None
         if self.dist.is_main:
             save_checkpoint(self.state_dict(), path)
         return path
