@@ -309,6 +309,8 @@ NAMED_ON_PURPOSE = {
     ("cyclejepa/config.py", "ptbxl"): "data.dataset of a config that names none",
     ("cyclejepa/evaluation/report.py", "superclass"): "the task of a heart-rate strata file written before it named one",
 }
+NAMED_IN_OVERRIDE = re.compile(r"\b(?:data\.dataset|phase\.provider)=([\w-]+)")
+"""A component named inside a ``--set`` override string (``data.dataset=synthetic``)."""
 FOLD_COUNT = re.compile(r"range\(1, 11\)|\ble=10\b|% 10\b|1\.\.10\b")
 """Ten folds written out (`FoldProtocol.count` is the dataset's)."""
 
@@ -324,9 +326,16 @@ def _docstrings(tree: ast.AST) -> set[int]:
     }
 
 
+def _names_component(value: object) -> bool:
+    """Whether a literal is a component name, or an override string that names one."""
+    if not isinstance(value, str):
+        return False
+    return value in COMPONENT_NAMES or any(name in COMPONENT_NAMES for name in NAMED_IN_OVERRIDE.findall(value))
+
+
 def named_components(root: Path = PACKAGE) -> list[str]:
     """Each string literal (docstrings aside) of a `GENERIC_LAYERS` module that is one of
-    `COMPONENT_NAMES`, and each line writing out ten folds (`FOLD_COUNT`)."""
+    `COMPONENT_NAMES` or an override naming one, and each line writing out ten folds (`FOLD_COUNT`)."""
     found = []
     for place in GENERIC_LAYERS:
         target = root / place
@@ -335,7 +344,7 @@ def named_components(root: Path = PACKAGE) -> list[str]:
             tree = ast.parse(text)
             docs = _docstrings(tree)
             found += [f"{where}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
-                      if isinstance(node, ast.Constant) and id(node) not in docs and node.value in COMPONENT_NAMES
+                      if isinstance(node, ast.Constant) and id(node) not in docs and _names_component(node.value)
                       and (str(where), node.value) not in NAMED_ON_PURPOSE]  # fmt: skip
             found += [f"{where}:{n}: {line.strip()}" for n, line in enumerate(text.splitlines(), 1) if FOLD_COUNT.search(line)]
     return sorted(found, key=lambda hit: (hit.split(":")[0], int(hit.split(":")[1])))
@@ -370,6 +379,7 @@ def test_a_default_corpus_provider_or_fold_count_in_a_generic_layer_is_found(tmp
     )
     (package / "pipeline" / "run.py").write_text('if dataset == "synthetic":\n    options["progress"] = True\n')
     (package / "evaluation" / "report.py").write_text('LABELS = {"subclass-all": "23 classes"}\n')
+    (package / "pipeline" / "benchmarking.py").write_text('sets = [f"data.root={root}", "data.dataset=synthetic"]\n')
     (package / "config.py").write_text('dataset = "ptbxl"\nfolds: list[Annotated[int, Field(ge=1, le=10)]]\n')
     assert named_components(package) == [
         "cyclejepa/config.py:2: folds: list[Annotated[int, Field(ge=1, le=10)]]",
@@ -377,6 +387,7 @@ def test_a_default_corpus_provider_or_fold_count_in_a_generic_layer_is_found(tmp
         'cyclejepa/data/cache/build.py:2: """Folds 1..10 of ptbxl."""',
         "cyclejepa/data/cache/build.py:3: return set(range(1, 11))",
         "cyclejepa/evaluation/report.py:1: 'subclass-all'",
+        "cyclejepa/pipeline/benchmarking.py:1: 'data.dataset=synthetic'",
         "cyclejepa/pipeline/run.py:1: 'synthetic'",
     ]
 

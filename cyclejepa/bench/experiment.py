@@ -27,6 +27,12 @@ EXPERIMENT_STAGES = ("prepare", "pre-train", "evaluate", "report")
 """The stages of `cyclejepa run`; their sum is the experiment's wall time."""
 
 
+def stand_in_overrides(root: Path, records: int) -> list[str]:
+    """The ``--set`` overrides that point a config at the stand-in corpus of ``records`` records
+    at ``root`` (seed 0; `write_stand_in_corpus` writes it)."""
+    return [f"data.root={root}", "data.dataset=synthetic", f"data.options={{records: {records}, seed: 0}}"]
+
+
 def write_stand_in_corpus(root: Path, records: int, seed: int, workers: int) -> None:
     """The synthetic PTB-XL corpus of ``records`` records at ``root``, unless one is there."""
     from cyclejepa.data.synthetic import write_synthetic_corpus

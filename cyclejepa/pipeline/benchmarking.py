@@ -26,7 +26,13 @@ from cyclejepa.bench.allocations import (
     allocation_table,
     markdown_table,
 )
-from cyclejepa.bench.experiment import PTBXL_RECORDS, StageClock, experiment_time_arguments, write_stand_in_corpus
+from cyclejepa.bench.experiment import (
+    PTBXL_RECORDS,
+    StageClock,
+    experiment_time_arguments,
+    stand_in_overrides,
+    write_stand_in_corpus,
+)
 from cyclejepa.bench.ptbxl import (
     FRACTIONS,
     PROTOCOLS,
@@ -258,8 +264,7 @@ def time_experiment(
 
     out = Path(out)
     corpus = out / "corpus"
-    sets = [f"data.root={corpus}", "data.dataset=synthetic", f"data.options={{records: {records}, seed: 0}}",
-            f"output_dir={out / 'run'}", *overrides]  # fmt: skip
+    sets = [*stand_in_overrides(corpus, records), f"output_dir={out / 'run'}", *overrides]
     cfg = load_config(config, sets + (["evaluation.unseal=true"] if unseal else []))
     clock = StageClock(out, log, {
         "config": str(config), "overrides": list(overrides), "records": records,
