@@ -23,6 +23,13 @@ TINY_MODEL = {
 }
 
 
+def synthetic_data(folder: Path, records: int, **settings) -> dict:
+    """The ``data`` section of the end-to-end tests: ``records`` synthetic records written to
+    ``folder / "corpus"``, folds 1-8 trained on, fold 9 scored; ``settings`` add or replace keys."""
+    return {"root": str(folder / "corpus"), "dataset": "synthetic", "options": {"records": records},
+            "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9], **settings}  # fmt: skip
+
+
 @pytest.fixture(scope="session", autouse=True)
 def builtin_components():
     """Every built-in component registered before any test: a test that swaps a registry's entries

@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 import cyclejepa
-from conftest import TINY_MODEL
+from conftest import TINY_MODEL, synthetic_data
 from cyclejepa import pipeline
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
@@ -31,13 +31,7 @@ def trained(tmp_path_factory):
         {
             "name": "tiny",
             "output_dir": str(out / "run"),
-            "data": {
-                "root": str(out / "corpus"),
-                "dataset": "synthetic",
-                "options": {"records": 40},
-                "train_folds": [1, 2, 3, 4, 5, 6, 7, 8],
-                "eval_folds": [9],
-            },
+            "data": synthetic_data(out, 40),
             **TINY_MODEL,
             "training": {"steps": 2, "batch_size": 4, "checkpoint_every": 1},
             "runs": {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 1.0}]},

@@ -30,7 +30,7 @@ from scipy.signal import firwin, resample_poly
 from typer.testing import CliRunner
 
 import cyclejepa
-from conftest import SHARED, TINY_MODEL
+from conftest import SHARED, TINY_MODEL, synthetic_data
 from cyclejepa import pipeline
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
@@ -50,13 +50,7 @@ def run(tmp_path_factory):
         {
             "name": "tiny",
             "output_dir": str(out / "run"),
-            "data": {
-                "root": str(out / "corpus"),
-                "dataset": "synthetic",
-                "options": {"records": 60},
-                "train_folds": [1, 2, 3, 4, 5, 6, 7, 8],
-                "eval_folds": [9],
-            },
+            "data": synthetic_data(out, 60),
             **TINY_MODEL,
             "symmetry": {**TINY_MODEL["symmetry"], "basis": "householder", "basis_options": {"reflections": 4}},
             "training": {"steps": 3, "batch_size": 4, "checkpoint_every": 1},

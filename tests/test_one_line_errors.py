@@ -13,7 +13,7 @@ import yaml
 from typer.testing import CliRunner
 
 import cyclejepa
-from conftest import TINY_MODEL
+from conftest import TINY_MODEL, synthetic_data
 from cyclejepa import pipeline
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
@@ -27,8 +27,7 @@ def trained(tmp_path_factory):
     root = tmp_path_factory.mktemp("errors")
     cfg = parse_config({
         "output_dir": str(root / "run"),
-        "data": {"root": str(root / "corpus"), "dataset": "synthetic", "options": {"records": 40}, "cache_dir": str(root / "cache"),
-                 "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
+        "data": synthetic_data(root, 40, cache_dir=str(root / "cache")),
         **TINY_MODEL,
         "training": {"steps": 2, "batch_size": 4, "checkpoint_every": 1, "device": "cpu"},
         "runs": {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 1.0}]},

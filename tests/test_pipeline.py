@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import TINY_MODEL
+from conftest import TINY_MODEL, synthetic_data
 from cyclejepa import pipeline
 from cyclejepa.config import parse_config
 from cyclejepa.pipeline.reporting import report_experiment
@@ -20,13 +20,7 @@ def experiment(tmp_path_factory):
         {
             "name": "tiny",
             "output_dir": str(out / "run"),
-            "data": {
-                "root": str(out / "corpus"),
-                "dataset": "synthetic",
-                "options": {"records": 150},
-                "train_folds": [1, 2, 3, 4, 5, 6, 7, 8],
-                "eval_folds": [9],
-            },
+            "data": synthetic_data(out, 150),
             **TINY_MODEL,
             "training": {"steps": 4, "batch_size": 8, "checkpoint_every": 2},
             "runs": {"seeds": [0]},

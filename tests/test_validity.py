@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from conftest import TINY_MODEL
+from conftest import TINY_MODEL, synthetic_data
 from cyclejepa import pipeline
 from cyclejepa.config import parse_config
 from cyclejepa.evaluation.mechanism import COLLAPSE_SIMILARITY, g1_gate
@@ -84,8 +84,7 @@ def collapsed_run(tmp_path_factory):
     sections["objectives"]["regulariser"]["weight"] = 0.0
     cfg = parse_config({
         "output_dir": str(out / "run"),
-        "data": {"root": str(out / "corpus"), "dataset": "synthetic", "options": {"records": 40},
-                 "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
+        "data": synthetic_data(out, 40),
         **sections,
         "optimiser": {"lr": 0.005, "grad_clip": 10.0},
         "training": {"steps": 60, "batch_size": 8, "checkpoint_every": 60, "device": "cpu"},
@@ -204,8 +203,7 @@ def few_data_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("few")
     cfg = parse_config({
         "output_dir": str(out / "run"),
-        "data": {"root": str(out / "corpus"), "dataset": "synthetic", "options": {"records": 60},
-                 "train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]},
+        "data": synthetic_data(out, 60),
         **TINY_MODEL,
         "training": {"steps": 4, "batch_size": 8, "checkpoint_every": 4, "device": "cpu"},
         "runs": {"seeds": [0]},
