@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FORMATS", "HeaderError", "SignalSpec", "WfdbHeader", "WfdbRecord", "check_rate", "check_sizes", "parse_header",
-    "read_header", "read_record", "resolve_inside", "to_physical",
+    "read_annotation", "read_header", "read_record", "resolve_inside", "to_physical",
 ]  # fmt: skip
 
 FORMATS = (8, 16, 24, 32, 61, 80, 160, 212, 310, 311, 508, 516, 524)
@@ -318,3 +318,16 @@ def read_record(path: str | os.PathLike[str]) -> WfdbRecord:
     names = tuple(str(name) for name in record.sig_name)
     units = tuple(s.units if s.units_stated else None for s in header.signals)
     return WfdbRecord(path.name, record.p_signal.T, header.fs, names, units)
+
+
+def read_annotation(path: str | os.PathLike[str], extension: str):
+    """The ``wfdb`` annotation ``extension`` of the record at ``path`` (no extension), with a missing
+    or unreadable file named in the error: FileNotFoundError or ValueError."""
+    import wfdb
+
+    try:
+        return wfdb.rdann(str(path), extension)
+    except FileNotFoundError as error:
+        raise FileNotFoundError(f"annotation {extension!r} of WFDB record {str(path)!r} not found: {error}") from error
+    except Exception as error:  # wfdb raises assorted types for malformed files
+        raise ValueError(f"cannot read annotation {extension!r} of WFDB record {str(path)!r}: {error}") from error

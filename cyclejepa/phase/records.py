@@ -12,17 +12,6 @@ from cyclejepa.phase.track import assessed_qc
 from cyclejepa.registry import PHASE_PROVIDERS
 
 
-def read_wfdb(path: str | Path, reader, *args):
-    """``reader(str(path), *args)`` (a wfdb reader such as ``rdann``) with a missing or
-    unreadable file named in the error: FileNotFoundError or ValueError (records: `read_record`)."""
-    try:
-        return reader(str(path), *args)
-    except FileNotFoundError as error:
-        raise FileNotFoundError(f"WFDB record {str(path)!r} not found (give the path without extension): {error}") from error
-    except Exception as error:  # wfdb raises assorted types for malformed files
-        raise ValueError(f"cannot read WFDB record {str(path)!r}: {error}") from error
-
-
 DEFAULT_PROVIDER = "ecg-rpeak"
 """The provider `phase_record` picks for a record with a channel of its kind (the acceptance
 contract's ``cyclejepa phase RECORD`` on an ECG)."""

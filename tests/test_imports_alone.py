@@ -1,0 +1,99 @@
+"""Every module of the package imports alone, in a fresh interpreter.
+
+An import cycle hides when another module happens to be imported first (the test session imports
+half the package before any test runs), so each module is imported in a process of its own that
+has imported no ``cyclejepa`` module before it. One fresh interpreter imports the heavy
+third-party packages once, then forks a child per module (the children share those packages but
+no module of this package); on a platform without ``fork`` each module gets its own interpreter.
+"""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "cyclejepa"
+OPTIONAL = {"cyclejepa.symmetry.escnn_adapter": "escnn"}
+"""Modules of an optional extra: importing them needs that package (docs/symmetry.md)."""
+
+CHILDREN = textwrap.dedent(
+    """
+    import importlib, os, sys, traceback
+    for heavy in ("numpy", "scipy.signal", "torch", "pandas", "pydantic", "yaml", "typer", "rich"):
+        importlib.import_module(heavy)
+    assert not [m for m in sys.modules if m.split(".")[0] == "cyclejepa"], "a cyclejepa module was imported first"
+    failed = []
+    for module in sys.argv[1:]:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(read)
+            try:
+                importlib.import_module(module)
+                code = 0
+            except BaseException:
+                os.write(write, traceback.format_exc(limit=4).encode()[-2000:])
+                code = 1
+            os._exit(code)
+        os.close(write)
+        message = b""
+        while chunk := os.read(read, 4096):
+            message += chunk
+        os.close(read)
+        _, status = os.waitpid(pid, 0)
+        if status:
+            failed.append(f"{module}:\\n{message.decode(errors='replace')}")
+    print("\\n".join(failed))
+    sys.exit(1 if failed else 0)
+    """
+)
+
+
+def package_modules() -> list[str]:
+    names = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        if name.endswith("__main__"):
+            continue  # runs the command line when imported: `python -m cyclejepa` is tested as a command
+        if name in OPTIONAL:
+            try:
+                __import__(OPTIONAL[name])
+            except ImportError:
+                continue
+        names.append(name)
+    return names
+
+
+def test_the_package_has_modules_to_check():
+    names = package_modules()
+    assert "cyclejepa.phase.records" in names and "cyclejepa.cli" in names and len(names) > 100
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="forks a child per module")
+def test_every_module_imports_alone_in_a_fresh_interpreter():
+    result = subprocess.run(
+        [sys.executable, "-c", CHILDREN, *package_modules()], capture_output=True, text=True, timeout=600,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, f"modules that do not import alone:\n{result.stdout}\n{result.stderr[-3000:]}"
+
+
+def test_a_module_that_imports_only_after_another_is_found(tmp_path):
+    """The check itself: a two-module ring that imports in one order and fails in the other."""
+    package = tmp_path / "ringpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "first.py").write_text("from ringpkg.second import B\nA = 1\n")
+    (package / "second.py").write_text("B = 2\nfrom ringpkg.first import A\n")
+    script = CHILDREN.replace('split(".")[0] == "cyclejepa"', 'split(".")[0] == "ringpkg"')
+    result = subprocess.run(
+        [sys.executable, "-c", script, "ringpkg.first", "ringpkg.second"], capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 1
+    assert "ringpkg.first:" in result.stdout and "ringpkg.second:" not in result.stdout
+    assert "partially initialized module" in result.stdout
