@@ -79,11 +79,14 @@ def streaming_step(backend: str, model, folder: Path, batch: int, threads: int) 
         return scripted
     graph = session(folder / "stream.onnx", threads)
     names = [i.name for i in graph.get_inputs()][1:]
-    feed = {"chunk": chunk.numpy(), **{n: s.numpy() for n, s in zip(names, StreamingEncoder(model).initial_state(batch))}}
+    feed = {
+        "chunk": chunk.numpy(),
+        **{n: s.numpy() for n, s in zip(names, StreamingEncoder(model).initial_state(batch), strict=True)},
+    }
 
     def onnx():
         _, *after = graph.run(None, feed)
-        feed.update(zip(names, after))
+        feed.update(zip(names, after, strict=True))
 
     return onnx
 
@@ -139,7 +142,7 @@ def package_step(graph: ort.InferenceSession, chunk: np.ndarray, binding: bool) 
 
         def run():
             _, *after = graph.run(None, feed)
-            feed.update(zip(names, after))
+            feed.update(zip(names, after, strict=True))
 
         return run
     io = graph.io_binding()
@@ -152,7 +155,7 @@ def package_step(graph: ort.InferenceSession, chunk: np.ndarray, binding: bool) 
 
     def bound():
         now, after = buffers[turn[0]], buffers[1 - turn[0]]
-        for name, current, following in zip(names, now, after):
+        for name, current, following in zip(names, now, after, strict=True):
             io.bind_ortvalue_input(name, current)
             io.bind_ortvalue_output(f"next_{name}", following)
         graph.run_with_iobinding(io)
@@ -167,7 +170,7 @@ def streamed_error(step: ort.InferenceSession, offline: ort.InferenceSession, x:
     state, tokens = zero_state(step, 1), []
     for start in range(0, x.shape[-1], patch):
         z, *after = step.run(None, {"chunk": x[..., start : start + patch], **state})
-        state = dict(zip(state, after))
+        state = dict(zip(state, after, strict=True))
         tokens.append(z)
     (reference,) = offline.run(None, {"x": x})
     return float(np.abs(np.stack(tokens, axis=1) - reference).max())
@@ -221,7 +224,7 @@ def measure_package(folder: Path, threads: int, stream_batches: Sequence[int], s
                              "realtime_factor": 1e3 * patch / prep["model_fs"] / stats["median_ms"]})  # fmt: skip
         for batch in offline_batches:
             feed = {"x": np.repeat(x, batch, axis=0)}
-            stats = summarise(time_calls(lambda: offline.run(None, feed), warmup=3, repeats=repeats))
+            stats = summarise(time_calls(lambda offline=offline, feed=feed: offline.run(None, feed), warmup=3, repeats=repeats))
             rows.append({"mode": "offline", "backend": f"onnxruntime {level}", "threads": threads, "batch": batch,
                          **stats, "records_per_s": 1e3 * batch / stats["median_ms"]})  # fmt: skip
     with tempfile.TemporaryDirectory() as scratch:

@@ -118,7 +118,7 @@ def _provider_events(detector: str, signal: np.ndarray, leads: list[str]) -> tup
 
 def score_synthetic(detectors: list[str], records: int) -> dict[str, dict]:
     """Pooled sensitivity / PPV against the synthetic corpus's ground truth, per detector."""
-    from cyclejepa.data.ptbxl import LEADS, PTBXL, N_SAMPLES, read_verified
+    from cyclejepa.data.ptbxl import LEADS, N_SAMPLES, PTBXL, read_verified
     from cyclejepa.data.synthetic import read_rpeaks, write_synthetic_corpus
 
     margin = 25  # 50 ms at 500 Hz
@@ -128,7 +128,7 @@ def score_synthetic(detectors: list[str], records: int) -> dict[str, dict]:
         meta = PTBXL(root).metadata
         signals = {
             int(i): read_verified(root / name, record_id=int(i)).astype(np.float64)
-            for i, name in zip(meta["ecg_id"], meta["filename_hr"])
+            for i, name in zip(meta["ecg_id"], meta["filename_hr"], strict=True)
         }
     results = {}
     for detector in detectors:
@@ -149,7 +149,7 @@ def score_ptbxl(detectors: list[str], root: Path) -> dict[str, dict]:
 
     meta = PTBXL(root).metadata
     signals = {}
-    for ecg_id, name in zip(meta["ecg_id"], meta["filename_hr"]):
+    for ecg_id, name in zip(meta["ecg_id"], meta["filename_hr"], strict=True):
         try:
             signals[int(ecg_id)] = read_verified(root / name, record_id=int(ecg_id)).astype(np.float64)
         except RecordRejected as rejection:
@@ -162,7 +162,7 @@ def score_ptbxl(detectors: list[str], root: Path) -> dict[str, dict]:
         verdicts = {i: qc for i, (_, qc) in runs.items() if not qc["ok"]}
         failed = [qc["reasons"] for qc in verdicts.values()]
         totals = Counter()
-        for mine, default in zip(events[detector], events[detectors[0]]):
+        for mine, default in zip(events[detector], events[detectors[0]], strict=True):
             matched, _ = match_events(mine, default, 25)
             totals.update(tp=len(matched), fn=len(default) - len(matched), fp=len(mine) - len(matched))
         results[detector] = {
@@ -173,7 +173,7 @@ def score_ptbxl(detectors: list[str], root: Path) -> dict[str, dict]:
             "qc_failures": verdicts,
         }
     if PEER in events:
-        offsets = [median_offset_ms(mine, peer) for mine, peer in zip(events[detectors[0]], events[PEER])]
+        offsets = [median_offset_ms(mine, peer) for mine, peer in zip(events[detectors[0]], events[PEER], strict=True)]
         results[detectors[0]]["records_off_peer"] = int(np.sum(np.array(offsets) > OFF_PEER_MS))
     return results
 

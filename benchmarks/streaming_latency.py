@@ -35,10 +35,7 @@ BEAT_EVERY = 10  # tokens between confirmed beats in the monitor rows (75 bpm)
 def time_steps(component: str, batch: int, steps: int, warmup: int) -> np.ndarray:
     """Milliseconds of each of ``steps`` timed calls of ``component``'s step."""
     model = build_model("winder", seed=0)
-    if component == "monitor":
-        streamer = TransportMonitor(model, U1Symmetry(PAPER_SPECTRUM))
-    else:
-        streamer = StreamingEncoder(model)
+    streamer = TransportMonitor(model, U1Symmetry(PAPER_SPECTRUM)) if component == "monitor" else StreamingEncoder(model)
     streamer.reset(batch)
     chunks = torch.randn(warmup + steps, batch, 12, 8, generator=torch.Generator().manual_seed(0))
     elapsed = np.empty(warmup + steps)

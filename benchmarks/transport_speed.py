@@ -26,7 +26,7 @@ def all_pairs_transport_loss(z: Tensor, phi: Tensor, symmetry: U1Symmetry, recor
     Records are processed in chunks to bound the (chunk, T, T, K) intermediate.
     """
     per_record = []
-    for z_chunk, phi_chunk in zip(z.split(records_per_chunk), phi.split(records_per_chunk)):
+    for z_chunk, phi_chunk in zip(z.split(records_per_chunk), phi.split(records_per_chunk), strict=True):
         unit = F.normalize(z_chunk, dim=-1)
         valid = torch.isfinite(phi_chunk)
         phases = torch.where(valid, phi_chunk, 0.0)

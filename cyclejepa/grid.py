@@ -72,7 +72,9 @@ def grid_cells(dumped: dict[str, Any], derived: set[str]) -> list[GridCell]:
             f"output_dir={json.dumps(str(output_dir / 'grid' / label))}",
             f"data.cache_dir={json.dumps(str(cache_dir))}",
         ]
-        cells.append(GridCell(label, base, [f"{key}={json.dumps(value)}" for key, value in zip(keys, values)], directories))
+        cells.append(
+            GridCell(label, base, [f"{key}={json.dumps(value)}" for key, value in zip(keys, values, strict=True)], directories)
+        )
     return cells
 
 

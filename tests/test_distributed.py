@@ -9,15 +9,15 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from test_training import corpus, tiny_config
 
 from cyclejepa.pipeline import training_spec
 from cyclejepa.training import Distributed, Trainer, process_group
-from test_training import corpus, tiny_config
 
 STEPS = 2
 
 
-def run(directory, dist_info=Distributed()):
+def run(directory, dist_info=None):
     """Train ``STEPS`` steps; return the logged metrics of each step and the first step's gradients."""
     cfg = tiny_config(training={"steps": STEPS, "batch_size": 4, "checkpoint_every": 100})
     x, phi = corpus(12)
@@ -145,11 +145,10 @@ def torchrun_rank1(monkeypatch):
 
 
 def test_torchrun_binds_the_rank_gpu_before_any_collective_and_leaves_the_group_at_exit(torchrun_rank1):
-    with pytest.raises(RuntimeError, match="training failed"):
-        with process_group("auto") as group:
-            assert (group.rank, group.world, group.local_rank) == (1, 2, 1)
-            group.barrier()
-            raise RuntimeError("training failed")
+    with pytest.raises(RuntimeError, match="training failed"), process_group("auto") as group:
+        assert (group.rank, group.world, group.local_rank) == (1, 2, 1)
+        group.barrier()
+        raise RuntimeError("training failed")
     assert torchrun_rank1 == [
         ("set_device", "cuda:1"),  # before the group exists: no context on GPU 0
         ("init_process_group", "nccl", "cuda:1"),  # NCCL bound to the rank's GPU

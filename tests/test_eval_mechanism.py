@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from cyclejepa.evaluation.bootstrap import patient_bootstrap_weights
 from cyclejepa.evaluation.geometry import (
     dephase,
     fundamental_amplitude,
@@ -14,7 +15,6 @@ from cyclejepa.evaluation.geometry import (
     phase_ring_figure,
     umap_figure,
 )
-from cyclejepa.evaluation.bootstrap import patient_bootstrap_weights
 from cyclejepa.evaluation.mechanism import (
     g1_gate,
     record_similarities,
@@ -65,7 +65,7 @@ def block_rotation(symmetry, phi):
 def naive_pair_similarities(tokens, phases, symmetry):
     """Per record, the (c_R, c_I) of every ordered valid pair, by explicit rotation matrices."""
     out = []
-    for z, phi in zip(np.asarray(tokens, np.float64), phases):
+    for z, phi in zip(np.asarray(tokens, np.float64), phases, strict=True):
         unit = z / np.linalg.norm(z, axis=-1, keepdims=True)
         valid = np.flatnonzero(np.isfinite(phi))
         out.append(
@@ -130,7 +130,7 @@ def test_equivariant_encoder_has_unit_transport_and_passes_g1():
     # Closed form of c_I: invariant share + Σ_n share_n (|Σ_t e^{inφ_t}|² − m) / (m(m − 1)).
     unit = v / np.linalg.norm(v, axis=-1, keepdims=True)
     expected = []
-    for u, phi in zip(unit[scored], phases[scored]):
+    for u, phi in zip(unit[scored], phases[scored], strict=True):
         phi = phi[np.isfinite(phi)]
         m = len(phi)
         c_i = np.sum(u[symmetry.spectrum.harmonic_slices[0]] ** 2)
@@ -213,7 +213,7 @@ def test_shuffle_phases_permutes_valid_phases_within_records():
     phases = random_phases(rng, 5, 50)
     shuffled = shuffle_phases(phases, seed=7)
     np.testing.assert_array_equal(np.isnan(shuffled), np.isnan(phases))
-    for before, after in zip(phases, shuffled):
+    for before, after in zip(phases, shuffled, strict=True):
         np.testing.assert_array_equal(np.sort(before[np.isfinite(before)]), np.sort(after[np.isfinite(after)]))
     moved = np.isfinite(phases) & (shuffled != phases)
     assert moved.sum() > 0.8 * np.isfinite(phases[2:]).sum()
@@ -245,7 +245,7 @@ def test_clustered_intervals_match_a_naive_patient_resampling_loop():
     true = naive_pair_similarities(tokens, phases, symmetry)
     shuffled = naive_pair_similarities(tokens, shuffle_phases(phases, shuffle_seed), symmetry)
     gain = [[c_r - c_i for c_r, c_i in record] for record in true]
-    difference = [[g - (c_r - c_i) for g, (c_r, c_i) in zip(a, b)] for a, b in zip(gain, shuffled)]
+    difference = [[g - (c_r - c_i) for g, (c_r, c_i) in zip(a, b, strict=True)] for a, b in zip(gain, shuffled, strict=True)]
     ids = np.unique(patients)
     draws = np.random.default_rng(bootstrap_seed).integers(0, len(ids), (replicates, len(ids)))
     naive_difference, naive_gain = [], []
@@ -394,7 +394,7 @@ def test_umap_figure_embeds_a_seeded_subsample_coloured_by_phase(tmp_path):
     assert path.stat().st_size > 1000 and len(figure.axes) == 3
     valid_phases = np.sort(phases[np.isfinite(phases)])
     colours = [axis.collections[0].get_array() for axis in figure.axes[:2]]
-    for axis, colour in zip(figure.axes[:2], colours):
+    for axis, colour in zip(figure.axes[:2], colours, strict=True):
         assert "UMAP" in axis.get_title() and len(colour) == 150
         assert np.isin(colour, valid_phases).all()
     np.testing.assert_array_equal(colours[0], colours[1])  # same tokens in both runs
@@ -445,7 +445,7 @@ def naive_view_gain(y: np.ndarray, phases: np.ndarray) -> tuple[float, float]:
     """Pair-weighted ḡ and g_f of canonical sub-vectors y (N, T, 6) = 2 invariants + 2 pairs at
     harmonic 1, by explicit loops over ordered pairs of valid tokens, in float64."""
     gains, headroom = [], []
-    for record, phi in zip(y, phases):
+    for record, phi in zip(y, phases, strict=True):
         unit = record / np.linalg.norm(record, axis=1, keepdims=True)
         valid = [t for t in range(len(phi)) if np.isfinite(phi[t])]
         for t in valid:

@@ -381,6 +381,6 @@ def test_evaluate_task_counts_records_without_representation():
     assert result.counts["train"] == len(task.train_rows) and result.counts["train_excluded"] == 0
     scored = task.eval_rows[3:]
     assert result.counts["eval_patients"] == len(np.unique(patients[scored]))
-    assert result.positives == dict(zip(SUPERCLASSES, task.labels[scored].sum(axis=0).tolist()))
+    assert result.positives == dict(zip(SUPERCLASSES, task.labels[scored].sum(axis=0).tolist(), strict=True))
     assert result.per_class["NORM"] > 0.8 and result.skipped == []
     assert result.macro_auroc.point == pytest.approx(np.mean(list(result.per_class.values())))

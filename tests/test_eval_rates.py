@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-
 from conftest import TINY_MODEL
+
 from cyclejepa.data.cache import CacheSpec, prepare_cache
 from cyclejepa.data.ptbxl import PTBXL, read_ptbxl_record
 from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
@@ -53,7 +53,7 @@ def test_beat_times_and_heart_rates_equal_the_providers_events_in_seconds(corpus
     beats = BeatTimes.from_cache(cache, rows)
     heart_rates = record_heart_rates(cache, rows)
     assert beats.fs == 50.0 and len(beats) == len(cache) >= 10
-    for row, beat_samples, hr in zip(rows, beats.records(), heart_rates):
+    for row, beat_samples, hr in zip(rows, beats.records(), heart_rates, strict=True):
         seconds = provider_events(root, int(cache.columns["record_id"][row])) / EVENT_FS
         assert len(seconds) >= 5
         np.testing.assert_allclose(beat_samples / cache.model_fs, seconds, rtol=1e-12, atol=0)

@@ -97,7 +97,7 @@ def violations(root: Path = PACKAGE) -> list[str]:
         importer = module_name(path, root)
         if importer == "cyclejepa":
             continue  # the facade: exposes load_encoder and load_pretrained lazily; only __version__ is imported from it
-        for line, target, in_function in imports(path):
+        for line, target, _ in imports(path):
             mine, theirs = unit_of(importer), unit_of(target)
             if mine == theirs or (rank(theirs) < rank(mine)) or (rank(mine) == rank(theirs) == 0):
                 continue

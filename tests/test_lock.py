@@ -39,9 +39,8 @@ def holder(tmp_path):
 
 def test_a_second_writer_is_refused_naming_pid_and_host(holder):
     out, process = holder
-    with pytest.raises(OutputLocked) as refused:
-        with output_lock(out):
-            pytest.fail("entered a directory another process holds")
+    with pytest.raises(OutputLocked) as refused, output_lock(out):
+        pytest.fail("entered a directory another process holds")
     message = str(refused.value)
     assert f"pid {process.pid}" in message and socket.gethostname() in message and LOCK_FILE in message
 
@@ -106,9 +105,8 @@ def test_runs_of_one_output_directory_train_side_by_side_but_a_run_waits(tmp_pat
         assert process.stdout.readline().strip() == "held"
         with output_lock(out / "runs" / "b"):
             pass
-        with pytest.raises(OutputLocked, match=rf"{out / 'runs' / 'a'} is in use by pid {process.pid}"):
-            with output_lock(out):
-                pytest.fail("a run entered while another process trains one of its runs")
+        with pytest.raises(OutputLocked, match=rf"{out / 'runs' / 'a'} is in use by pid {process.pid}"), output_lock(out):
+            pytest.fail("a run entered while another process trains one of its runs")
         assert not (out / LOCK_FILE).exists()  # the refused lock is not left behind
     finally:
         process.kill()

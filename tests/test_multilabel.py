@@ -15,7 +15,7 @@ def naive_fmax(Y, P, thresholds=THRESHOLDS):
     best = 0.0
     for t in thresholds:
         precisions, recalls = [], []
-        for labels, scores in zip(Y.tolist(), P.tolist()):
+        for labels, scores in zip(Y.tolist(), P.tolist(), strict=True):
             predicted = {c for c, p in enumerate(scores) if p >= t}
             true = {c for c, y in enumerate(labels) if y}
             hit = len(predicted & true)
@@ -59,7 +59,7 @@ def test_weighted_fmax_equals_fmax_of_the_records_repeated():
     Y, logits, patients = data(n=30)
     P = expit(logits)
     weights = patient_bootstrap_weights(patients, 4, seed=3)
-    for row, value in zip(weights, sample_fmax(Y, P, weights)):
+    for row, value in zip(weights, sample_fmax(Y, P, weights), strict=True):
         repeat = row.astype(int)
         assert value == pytest.approx(naive_fmax(np.repeat(Y, repeat, axis=0), np.repeat(P, repeat, axis=0)), abs=1e-12)
 

@@ -9,7 +9,6 @@ from scipy.integrate import quad
 from scipy.linalg import block_diag
 from torch import Tensor, nn
 
-from cyclejepa.pipeline.checks import consistency_problems
 from cyclejepa.config import parse_config
 from cyclejepa.objectives import (
     EppsPulley,
@@ -26,6 +25,7 @@ from cyclejepa.objectives import (
     transport_loss,
     vicreg,
 )
+from cyclejepa.pipeline.checks import consistency_problems
 from cyclejepa.registry import OBJECTIVES, REGULARISERS, STATISTICS
 from cyclejepa.symmetry import U1Symmetry
 
@@ -68,7 +68,7 @@ def rho(phi: float) -> np.ndarray:
 def naive_similarities(z: np.ndarray, phi: np.ndarray):
     """Per record: mean c_R, mean c_I over ordered valid pairs (explicit loops), pair count."""
     c_r, c_i, pairs = [], [], []
-    for record, phases in zip(z, phi):
+    for record, phases in zip(z, phi, strict=True):
         unit = record / np.linalg.norm(record, axis=1, keepdims=True)
         valid = [t for t in range(len(phases)) if np.isfinite(phases[t])]
         transported, plain = [], []
@@ -364,7 +364,7 @@ def test_equivariant_tokens_have_zero_transport_loss(symmetry):
     phi[:, ::4] = np.nan
     v = rng.normal(size=(4, 8))
     scale = rng.uniform(0.5, 3.0, size=(4, 9, 1))  # magnitudes are free; directions transport
-    z = np.stack([[rho(p) @ vb if np.isfinite(p) else vb for p in pb] for pb, vb in zip(phi, v)])
+    z = np.stack([[rho(p) @ vb if np.isfinite(p) else vb for p in pb] for pb, vb in zip(phi, v, strict=True)])
     z, phi = torch.from_numpy(z * scale), torch.from_numpy(phi)
     assert transport_loss(z, phi, symmetry).item() == pytest.approx(0.0, abs=1e-12)
     c_r, c_i, _ = pairwise_similarities(z, phi, symmetry)
@@ -464,7 +464,7 @@ def torus_similarities(z: np.ndarray, phi: np.ndarray):
     invariants); a token is valid when both coordinates are finite.
     """
     means = []
-    for record, phases in zip(z, phi):
+    for record, phases in zip(z, phi, strict=True):
         unit = record / np.linalg.norm(record, axis=1, keepdims=True)
         valid = [t for t in range(len(phases)) if np.isfinite(phases[t]).all()]
         values = []
@@ -520,7 +520,7 @@ def test_one_coordinate_as_t_by_1_is_bit_identical(symmetry, masked_batch):
         (grad,) = torch.autograd.grad(loss, z)
         assert torch.equal(loss, reference) and torch.equal(grad, reference_grad)
     stacked, flat = (pairwise_similarities(z, p, symmetry) for p in (phi[..., None], phi))
-    for a, b in zip(stacked, flat):
+    for a, b in zip(stacked, flat, strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0, equal_nan=True)  # bit for bit, NaN too
 
 

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 import torch
+from test_training import corpus, tiny_config
 
 from cyclejepa.pipeline import training_spec
 from cyclejepa.training import Trainer, load_checkpoint
 from cyclejepa.training.stacked import StackedRuns
-from test_training import corpus, tiny_config
 
 RUNS = ((0, 1.0), (1, 0.0), (2, 1.0))  # (seed, λ_trans): both arms, two seeds of one
 
@@ -38,9 +38,9 @@ def test_stacked_steps_equal_separate_runs(tmp_path, basis):
         loss, prediction, regulariser, transport = rows[:, run, :4].T
         np.testing.assert_allclose(loss, w_pred * prediction + w_reg * regulariser + weight * transport, rtol=1e-6)
     ensemble.unstack()
-    for mine, theirs in zip(ensemble.trainers, separate):
+    for mine, theirs in zip(ensemble.trainers, separate, strict=True):
         assert mine.step == theirs.step == 6
-        for (name, a), b in zip(mine.objective.named_parameters(), theirs.objective.parameters()):
+        for (name, a), b in zip(mine.objective.named_parameters(), theirs.objective.parameters(), strict=True):
             np.testing.assert_allclose(a.detach(), b.detach(), rtol=1e-4, atol=1e-6, err_msg=name)
         state, reference = mine.optimisers[0].state_dict(), theirs.optimisers[0].state_dict()
         assert state["param_groups"][0]["lr"] == reference["param_groups"][0]["lr"]
@@ -69,13 +69,13 @@ def test_a_checkpoint_of_the_ensemble_resumes_as_a_run_and_as_an_ensemble(tmp_pa
     paths = [t.save() for t in ensemble.trainers]
     after = [ensemble.train_step().tolist() for _ in range(2)]  # steps 5 and 6 (6 reads the AdamW state)
     alone = trainers(cfg, tmp_path / "stacked", x, phi)
-    for trainer, path in zip(alone, paths):
+    for trainer, path in zip(alone, paths, strict=True):
         trainer.resume(path)
         assert load_checkpoint(path)["step"] == 4
     separately = [[t.train_step().tolist() for t in alone] for _ in range(2)]
     np.testing.assert_allclose(separately, after, rtol=1e-4, atol=1e-6)
     resumed = trainers(cfg, tmp_path / "stacked", x, phi)
-    for trainer, path in zip(resumed, paths):
+    for trainer, path in zip(resumed, paths, strict=True):
         trainer.resume(path)
     again = StackedRuns(resumed)  # stacks the resumed parameters and AdamW state
     np.testing.assert_allclose([again.train_step().tolist() for _ in range(2)], after, rtol=1e-5, atol=1e-7)
@@ -119,7 +119,7 @@ def test_cutoffs_out_of_range_are_refused_before_the_step(tmp_path):
     before = [p.detach().clone() for p in ensemble.params.values()]
     with pytest.raises(ValueError, match=r"cutoffs must lie in \[0, T - 2\] = \[0, 123\]"):
         ensemble.train_step()
-    assert all(torch.equal(p, q) for p, q in zip(ensemble.params.values(), before))
+    assert all(torch.equal(p, q) for p, q in zip(ensemble.params.values(), before, strict=True))
 
 
 def test_the_vmapped_attention_uses_the_math_backend(tmp_path, monkeypatch):

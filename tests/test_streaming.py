@@ -36,7 +36,7 @@ def stream(encoder, x, return_h=False):
     """Stacked outputs of streaming x (B, leads, samples) chunk by chunk."""
     outputs = list(encoder.encode_stream(x.split(encoder.patch, dim=-1), return_h=return_h))
     if return_h:
-        return tuple(torch.stack(parts, dim=1) for parts in zip(*outputs))
+        return tuple(torch.stack(parts, dim=1) for parts in zip(*outputs, strict=True))
     return torch.stack(outputs, dim=1)
 
 
@@ -178,7 +178,7 @@ def test_monitor_scores_zero_for_an_equivariant_stream_and_jumps_when_it_breaks(
     shift = 2.0  # radians: the break rotates every token by ρ(δ) from token 100 on
     monitor.reset(batch=2)
     scores = []
-    for t, (time, due) in enumerate(zip(times, peaks_due(peaks, times))):
+    for t, (time, due) in enumerate(zip(times, peaks_due(peaks, times), strict=True)):
         for record, peak in due:
             monitor.add_peak(peak, record)
         phi = monitor.tracker.phase(time)

@@ -234,7 +234,7 @@ def test_sidecar_holds_the_ground_truth_rpeaks(corpus, in_memory):
 def test_rpeaks_sit_on_the_qrs_maximum():
     clean = syn.generate_records(100, seed=11, noise=False)
     on_peak, near_lead2, beats, norm_beats = 0, 0, 0, 0
-    for x, peaks, meta in zip(clean.signals.astype(np.float64), clean.rpeaks, clean.metadata):
+    for x, peaks, meta in zip(clean.signals.astype(np.float64), clean.rpeaks, clean.metadata, strict=True):
         # frontal-plane heart vector magnitude, exact from leads I and II
         magnitude = np.hypot(x[0], (x[1] - x[0] / 2) / (3**0.5 / 2))
         is_max = np.r_[False, (magnitude[1:-1] >= magnitude[:-2]) & (magnitude[1:-1] > magnitude[2:]), False]
@@ -282,7 +282,7 @@ def test_handcrafted_probe_separates_the_superclasses():
     from sklearn.preprocessing import StandardScaler
 
     data = syn.generate_records(400, seed=0)
-    features = np.stack([beat_features(x, p) for x, p in zip(data.signals, data.rpeaks)])
+    features = np.stack([beat_features(x, p) for x, p in zip(data.signals, data.rpeaks, strict=True)])
     labels = superclass_matrix(data.metadata)
     patients = [m["patient_id"] for m in data.metadata]
     model = make_pipeline(StandardScaler(), LogisticRegression(C=0.3, solver="liblinear"))
@@ -290,7 +290,7 @@ def test_handcrafted_probe_separates_the_superclasses():
     for k in range(len(ptbxl.SUPERCLASSES)):
         scores = cross_val_predict(model, features, labels[:, k], groups=patients, cv=GroupKFold(5), method="predict_proba")[:, 1]
         aurocs.append(roc_auc_score(labels[:, k], scores))
-    assert np.mean(aurocs) > 0.8 and min(aurocs) > 0.7, dict(zip(ptbxl.SUPERCLASSES, aurocs))
+    assert np.mean(aurocs) > 0.8 and min(aurocs) > 0.7, dict(zip(ptbxl.SUPERCLASSES, aurocs, strict=True))
 
 
 # ------------------------------------------------------------------------------ determinism
@@ -299,11 +299,11 @@ def test_handcrafted_probe_separates_the_superclasses():
 def test_generation_is_deterministic_given_the_seed():
     first, again = syn.generate_records(30, seed=5), syn.generate_records(30, seed=5)
     np.testing.assert_array_equal(first.signals, again.signals)
-    assert all(np.array_equal(a, b) for a, b in zip(first.rpeaks, again.rpeaks))
+    assert all(np.array_equal(a, b) for a, b in zip(first.rpeaks, again.rpeaks, strict=True))
     assert first.metadata == again.metadata == syn.generate_metadata(30, seed=5)
     clean = syn.generate_records(30, seed=5, noise=False)  # same beats, labels and peaks
     assert clean.metadata == first.metadata
-    assert all(np.array_equal(a, b) for a, b in zip(first.rpeaks, clean.rpeaks))
+    assert all(np.array_equal(a, b) for a, b in zip(first.rpeaks, clean.rpeaks, strict=True))
     assert 0.002 < np.abs(first.signals - clean.signals).mean() < 0.2
     other = syn.generate_records(30, seed=6)
     assert not np.array_equal(first.signals, other.signals)

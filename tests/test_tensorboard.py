@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from test_training import corpus, losses, tiny_config
 
 from cyclejepa.config import ExperimentConfig
 from cyclejepa.pipeline import preflight, training_spec, watch_run
 from cyclejepa.training import Distributed, Trainer, load_checkpoint, load_trained
 from cyclejepa.training.tensorboard import TAGS, TensorBoardLog
-from test_training import corpus, losses, tiny_config
 
 DIAGNOSTICS = {"geometry/effective_rank", "mechanism/gain_fraction", "mechanism/mean_gain", "mechanism/token_similarity"}
 
@@ -47,7 +47,7 @@ def naive_fraction_and_similarity(tokens, phases, symmetry):
     """Σ (c_R − c_I) / Σ (1 − c_I) over every ordered pair of valid tokens of every record, with
     c_R = ⟨ρ(φ_t' − φ_t) ẑ_t, ẑ_t'⟩ from explicit matrices, and the mean c_I over those pairs."""
     gains, gaps, pairs = 0.0, 0.0, 0
-    for z, phi in zip(tokens.double(), phases.double()):
+    for z, phi in zip(tokens.double(), phases.double(), strict=True):
         valid = torch.isfinite(phi)
         if valid.sum() < 2:
             continue

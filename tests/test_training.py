@@ -7,15 +7,16 @@ float tolerances on CUDA, whose cuDNN algorithms and atomic additions are not de
 
 import json
 import math
+import pickle
 
 import numpy as np
 import pytest
 import torch
 
 from cyclejepa.config import parse_config
+from cyclejepa.objectives import sample_cutoffs
 from cyclejepa.pipeline import training_spec
 from cyclejepa.pipeline.identity import training_identity
-from cyclejepa.objectives import sample_cutoffs
 from cyclejepa.training import RNGStreams, Trainer, learning_rate, load_checkpoint, save_checkpoint
 
 TINY = {
@@ -85,7 +86,7 @@ def test_checkpoint_is_atomic_and_loads_with_weights_only(tmp_path):
     path = save_checkpoint({"step": 3, "w": torch.ones(2)}, tmp_path / "c.pt")
     assert load_checkpoint(path)["step"] == 3
     assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]  # no temporary left behind
-    with pytest.raises(Exception):
+    with pytest.raises((pickle.PicklingError, AttributeError)):  # by Python version and where the lambda lives
         save_checkpoint({"bad": lambda: 0}, tmp_path / "d.pt")
     assert not (tmp_path / "d.pt").exists() and [p.name for p in tmp_path.iterdir()] == ["c.pt"]
 

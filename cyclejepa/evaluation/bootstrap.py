@@ -12,13 +12,12 @@ interval collapses to the point and tests nothing, so it is marked not testable
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 import numpy as np
 
 __all__ = ["BootstrapCI", "n_clusters", "patient_bootstrap_weights", "percentile_interval", "ratio_interval"]
 
-Seed = Union[int, np.random.SeedSequence]
+Seed = int | np.random.SeedSequence
 
 
 @dataclass

@@ -346,7 +346,7 @@ def umap_figure(
     path : where to save a PNG, if given.
     """
     figure, axes = _figure(1, len(runs), 3.2)
-    for axis, (name, (tokens, phases)) in zip(axes[0], runs.items()):
+    for axis, (name, (tokens, phases)) in zip(axes[0], runs.items(), strict=True):
         points, phi = _valid_token_sample(tokens, phases, max_points, seed)
         xy, method = _planar_embedding(points, seed)
         _phase_scatter(axis, xy[:, 0], xy[:, 1], phi, s=2, lw=0)

@@ -139,7 +139,7 @@ def record_similarities(tokens: ArrayLike, phases: ArrayLike, symmetry: Canonica
     tokens, phases = token_tensors(tokens, phases, "record_similarities")
     with torch.no_grad():
         parts = [pairwise_similarities(tokens[s].double(), phases[s].double(), symmetry) for s in record_chunks(len(tokens))]
-    c_r, c_i, pairs = (torch.cat(part).cpu().numpy() for part in zip(*parts))
+    c_r, c_i, pairs = (torch.cat(part).cpu().numpy() for part in zip(*parts, strict=True))
     return RecordSimilarities(c_r, c_i, pairs)
 
 

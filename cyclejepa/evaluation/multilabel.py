@@ -118,9 +118,9 @@ def score_multilabel(
         classes=names,
         macro_auroc=percentile_interval(float(per_class[defined].mean()), auroc, level),
         fmax=percentile_interval(float(sample_fmax(Y, probabilities)[0]), fmax, level),
-        per_class={c: float(a) for c, a, ok in zip(names, per_class, defined) if ok},
-        skipped=[c for c, ok in zip(names, defined) if not ok],
-        positives={c: int(n) for c, n in zip(names, Y.sum(axis=0))},
+        per_class={c: float(a) for c, a, ok in zip(names, per_class, defined, strict=True) if ok},
+        skipped=[c for c, ok in zip(names, defined, strict=True) if not ok],
+        positives={c: int(n) for c, n in zip(names, Y.sum(axis=0), strict=True)},
         records=len(Y),
         patients=len(np.unique(patients)),
     )

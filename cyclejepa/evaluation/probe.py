@@ -333,7 +333,7 @@ def _skipped(per_class: np.ndarray, classes: Sequence[str] | None) -> list[str]:
     names = list(classes) if classes is not None else [str(c) for c in range(len(per_class))]
     if len(names) != len(per_class):
         raise ValueError(f"{len(names)} class names for {len(per_class)} score columns")
-    return [name for name, value in zip(names, per_class) if np.isnan(value)]
+    return [name for name, value in zip(names, per_class, strict=True) if np.isnan(value)]
 
 
 # --------------------------------------------------------------------------------------------
@@ -392,11 +392,11 @@ def score_probe(
     return ProbeResult(
         task=task,
         classes=list(classes),
-        per_class={c: float(a) for c, a in zip(classes, per_class) if c not in skipped},
+        per_class={c: float(a) for c, a in zip(classes, per_class, strict=True) if c not in skipped},
         skipped=skipped,
         macro_auroc=clustered_bootstrap(Y, scores, groups, replicates=replicates, seed=seed, level=level, classes=classes),
         C=probe.C_,
-        positives={c: int(n) for c, n in zip(classes, np.asarray(Y).sum(axis=0))},
+        positives={c: int(n) for c, n in zip(classes, np.asarray(Y).sum(axis=0), strict=True)},
         counts={"train": probe.n_samples_fit_, "eval": len(Y), "eval_patients": len(np.unique(groups))},
         degenerate=degenerate_probe(np.asarray(scores), per_class),
     )

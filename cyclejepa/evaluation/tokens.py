@@ -17,7 +17,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 import torch
@@ -36,7 +36,7 @@ __all__ = [
     "token_tensors",
 ]
 
-ArrayLike = Union[np.ndarray, Tensor]
+ArrayLike = np.ndarray | Tensor
 
 RECORD_CHUNK = 256
 """Records processed at once, so float64 copies of a corpus's tokens never exist whole."""
@@ -96,7 +96,7 @@ def coordinate_view(tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseSymmetr
         )
     terms = [
         (term, span)
-        for term, span in zip(symmetry.spectrum.terms, symmetry.spectrum.term_slices)
+        for term, span in zip(symmetry.spectrum.terms, symmetry.spectrum.term_slices, strict=True)
         if all(n == 0 for c, n in enumerate(term.vector) if c != coordinate)
     ]
     if all(term.is_invariant for term, _ in terms):
@@ -127,4 +127,4 @@ def per_coordinate(
     if len(names) != symmetry.rank:
         raise ValueError(f"per_coordinate: {len(names)} names for a rank-{symmetry.rank} symmetry")
     views = (coordinate_view(tokens, phases, symmetry, c) for c in range(symmetry.rank))
-    return {name: metric(v.tokens, v.phases, v.symmetry, **options) for name, v in zip(names, views)}
+    return {name: metric(v.tokens, v.phases, v.symmetry, **options) for name, v in zip(names, views, strict=True)}

@@ -85,7 +85,7 @@ class StreamingEncoder(nn.Module):
     @property
     def state(self) -> dict[str, Tensor]:
         """The kept inputs, (batch, channels, frames) per convolution; the whole state."""
-        return dict(zip(self._convs(), self._state))
+        return dict(zip(self._convs(), self._state, strict=True))
 
     def initial_state(self, batch: int) -> list[Tensor]:
         """The state before the first chunk: zeros (batch, channels, (k − 1)·d) per convolution
@@ -216,7 +216,7 @@ def peaks_due(peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray) -> It
     for column in known.T:
         yield [
             (record, float(peak))
-            for record, (start, stop) in enumerate(zip(fed, column))
+            for record, (start, stop) in enumerate(zip(fed, column, strict=True))
             for peak in per_record[record][start:stop]
         ]
         fed = column
@@ -224,7 +224,7 @@ def peaks_due(peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray) -> It
 
 def _confirming(tracker: CausalPhaseTracker, peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray) -> Iterator[float]:
     """Yield each of ``times`` once ``tracker`` has confirmed the peaks due by then (`peaks_due`)."""
-    for time, due in zip(times, peaks_due(peaks, times)):
+    for time, due in zip(times, peaks_due(peaks, times), strict=True):
         for record, peak in due:
             tracker.add_peak(peak, record)
         yield time
@@ -325,5 +325,5 @@ class TransportMonitor(nn.Module):
         chunks = x.split(self.encoder.patch, dim=-1)
         times = token_times(len(chunks), self.encoder.patch, "causal")
         confirmed = _confirming(self.tracker, peaks, times)  # peaks due by each chunk's end
-        scores = [self.step(chunk) for chunk, _ in zip(chunks, confirmed)]
+        scores = [self.step(chunk) for chunk, _ in zip(chunks, confirmed, strict=True)]
         return torch.stack(scores, dim=1)

@@ -94,7 +94,8 @@ class Moments(UnivariateStatistic):
     def statistic(self, means: Tensor, samples: float | Tensor) -> Tensor:
         # a sum over the few moments with Python constants: no host-to-device copy per step
         terms = (
-            (means[k] - target).square() / variance for k, (target, variance) in enumerate(zip(self.targets, self.variances))
+            (means[k] - target).square() / variance
+            for k, (target, variance) in enumerate(zip(self.targets, self.variances, strict=True))
         )
         return samples * functools.reduce(operator.add, terms)  # t_1 + ... + t_order
 

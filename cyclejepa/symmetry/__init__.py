@@ -15,17 +15,30 @@ from cyclejepa.registry import lazy_names
 if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: re-exported); nothing imported at run time
     from cyclejepa.symmetry.admissible import (
         admissible_covariance_projection as admissible_covariance_projection,
+    )
+    from cyclejepa.symmetry.admissible import (
         is_admissible as is_admissible,
     )
     from cyclejepa.symmetry.bases import (
         Basis as Basis,
+    )
+    from cyclejepa.symmetry.bases import (
         CanonicalBasis as CanonicalBasis,
+    )
+    from cyclejepa.symmetry.bases import (
         HouseholderBasis as HouseholderBasis,
+    )
+    from cyclejepa.symmetry.bases import (
         StiefelBasis as StiefelBasis,
+    )
+    from cyclejepa.symmetry.bases import (
         manifold_parameters as manifold_parameters,
     )
-    from cyclejepa.symmetry.groups import PhaseSymmetry as PhaseSymmetry, TorusSymmetry as TorusSymmetry, U1Symmetry as U1Symmetry
-    from cyclejepa.symmetry.spectrum import HarmonicSpectrum as HarmonicSpectrum, SpectrumTerm as SpectrumTerm
+    from cyclejepa.symmetry.groups import PhaseSymmetry as PhaseSymmetry
+    from cyclejepa.symmetry.groups import TorusSymmetry as TorusSymmetry
+    from cyclejepa.symmetry.groups import U1Symmetry as U1Symmetry
+    from cyclejepa.symmetry.spectrum import HarmonicSpectrum as HarmonicSpectrum
+    from cyclejepa.symmetry.spectrum import SpectrumTerm as SpectrumTerm
 
 _HOMES = {
     "admissible_covariance_projection": "admissible",

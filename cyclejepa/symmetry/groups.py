@@ -23,7 +23,7 @@ from cyclejepa.symmetry.spectrum import HarmonicSpectrum
 def pair_tables(spectrum: HarmonicSpectrum) -> tuple[Tensor, Tensor, Tensor]:
     """Per-coordinate frequency vectors (K, rank), partner indices (K,) and signs (K,)."""
     partner, sign = [], []
-    for term, span in zip(spectrum.terms, spectrum.term_slices):
+    for term, span in zip(spectrum.terms, spectrum.term_slices, strict=True):
         for k in range(span.start, span.stop):
             if term.is_invariant:
                 partner.append(k)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
-Frequency = Union[int, tuple[int, ...]]
+Frequency = int | tuple[int, ...]
 
 _TERM = re.compile(r"^\s*(\d+)\s*x\s*(?:(-?\d+)|\(([^()]*)\))\s*$")
 
@@ -205,7 +205,7 @@ class HarmonicSpectrum:
     @property
     def harmonic_slices(self) -> dict[Frequency, slice]:
         """``{frequency: coordinate slice}`` for every term, invariant frequency included."""
-        return {term.frequency: s for term, s in zip(self._terms, self.term_slices)}
+        return {term.frequency: s for term, s in zip(self._terms, self.term_slices, strict=True)}
 
     def coordinate_frequencies(self) -> list[tuple[int, ...]]:
         """Frequency vector of each of the K coordinates (both coordinates of a pair share it)."""

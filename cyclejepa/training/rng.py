@@ -21,7 +21,7 @@ class RNGStreams:
     def __init__(self, seed: int, device: torch.device | str = "cpu"):
         children = np.random.SeedSequence(seed).spawn(len(STREAMS))
         self.generators: dict[str, torch.Generator] = {}
-        for name, child in zip(STREAMS, children):
+        for name, child in zip(STREAMS, children, strict=True):
             where = "cpu" if name == "init" else indexed(device)
             generator = torch.Generator(device=where)
             generator.manual_seed(int(child.generate_state(1, dtype=np.uint64)[0] >> 1))

@@ -67,7 +67,7 @@ class StackedRuns:
         """One step of every run: (runs, 6) metrics rows (loss, prediction, regulariser,
         transport, gradient norm, learning rate), one device tensor (no host sync)."""
         inputs = [t.step_inputs() for t in self.trainers]
-        x, phi, cutoff = (torch.stack(parts) for parts in zip(*(i[:3] for i in inputs)))
+        x, phi, cutoff = (torch.stack(parts) for parts in zip(*(i[:3] for i in inputs), strict=True))
         draws = {name: torch.stack([i[3][name] for i in inputs]) for name in inputs[0][3]}
         check_cutoffs(cutoff, phi.shape[2])
         lr = learning_rate(self.step, self.spec.training.steps, self.spec.optimiser)
@@ -105,7 +105,7 @@ class StackedRuns:
     def _stack_optimiser_state(self) -> None:
         """The runs' AdamW state (after `Trainer.resume`), stacked into the ensemble's."""
         for name, stacked in self.params.items():
-            own = [t.optimisers[0].state.get(p, {}) for t, p in zip(self.trainers, self._own(name))]
+            own = [t.optimisers[0].state.get(p, {}) for t, p in zip(self.trainers, self._own(name), strict=True)]
             if all(own):
                 self.optimiser.state[stacked] = {
                     "step": own[0]["step"].clone(),
@@ -124,7 +124,7 @@ class StackedRuns:
         with torch.no_grad():
             for name, stacked in self.params.items():
                 state = self.optimiser.state.get(stacked)
-                for i, (trainer, parameter) in enumerate(zip(self.trainers, self._own(name))):
+                for i, (trainer, parameter) in enumerate(zip(self.trainers, self._own(name), strict=True)):
                     parameter.copy_(stacked[i])
                     if state:
                         trainer.optimisers[0].state[parameter] = {

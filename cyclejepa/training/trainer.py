@@ -212,8 +212,9 @@ class Trainer:
         phases: np.ndarray | torch.Tensor,
         *,
         model_fs: float,
-        dist: Distributed = Distributed(),
+        dist: Distributed | None = None,
     ):
+        dist = dist or Distributed()
         self.spec, self.directory, self.dist = spec, Path(spec.directory), dist
         settings = spec.training
         self.device = resolve_device(settings.device, dist.local_rank if dist.enabled else None)
@@ -301,7 +302,7 @@ class Trainer:
         if len(self.skipped) >= self.spec.training.skip_nonfinite_steps or bool(torch.isfinite(values).all()):
             return False
         self.skipped.append(self.step + 1)
-        what = _nonfinite(dict(zip((*TERMS, "grad_norm"), values.tolist())))
+        what = _nonfinite(dict(zip((*TERMS, "grad_norm"), values.tolist(), strict=True)))
         log.warning("%s: step %d has a non-finite %s; its update skipped (%d of training.skip_nonfinite_steps=%d)",
                     self.directory.name, self.step + 1, what, len(self.skipped), self.spec.training.skip_nonfinite_steps)  # fmt: skip
         return True
@@ -371,8 +372,8 @@ class Trainer:
         after writing the rows up to it."""
         rows = torch.stack([values for _, values in pending]).tolist()
         records = [
-            {"step": step + 1, **dict(zip((*TERMS, "grad_norm", "lr"), row)), "time": time.time()}
-            for (step, _), row in zip(pending, rows)
+            {"step": step + 1, **dict(zip((*TERMS, "grad_norm", "lr"), row, strict=True)), "time": time.time()}
+            for (step, _), row in zip(pending, rows, strict=True)
         ]
         for record in records:
             if record["step"] in self.skipped:

@@ -225,7 +225,7 @@ def _metadata_rows(c: _Cohort, plan: _SignalPlan, rng: np.random.Generator) -> l
     rows = []
     for r in range(n):
         ecg_id, folder = r + 1, f"{(r + 1) // 1000 * 1000:05d}"
-        scp = {code: float(v) for code, v in zip(codes, c.likelihood[r]) if not np.isnan(v)}
+        scp = {code: float(v) for code, v in zip(codes, c.likelihood[r], strict=True) if not np.isnan(v)}
         scp |= {code: value for code, (mask, value) in c.forms.items() if mask[r]}
         scp[str(c.rhythm[r])] = 0.0
         rows.append({

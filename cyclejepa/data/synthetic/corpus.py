@@ -46,7 +46,7 @@ def _header(name: str, fs: int, frames: np.ndarray) -> str:
     lines = [f"{name} {len(HEADER_LEADS)} {fs} {len(frames)}"]
     lines += [
         f"{name}.dat 16 {GAIN}(0)/mV 16 0 {first} {check} 0 {lead}"
-        for first, check, lead in zip(frames[0], checksum16(frames), HEADER_LEADS)
+        for first, check, lead in zip(frames[0], checksum16(frames), HEADER_LEADS, strict=True)
     ]
     return "\n".join(lines) + "\n"
 
@@ -64,7 +64,7 @@ def _write_chunk(root: str, plan: _SignalPlan, ecg_ids: np.ndarray, seed: int, c
         low = _decimate(frames)
     releases = (("records500", "hr", FS, frames), ("records100", "lr", FS_LR, low))
     for rate_dir, suffix, fs, signals in releases:
-        for ecg_id, record in zip(ecg_ids, signals):
+        for ecg_id, record in zip(ecg_ids, signals, strict=True):
             directory = Path(root, rate_dir, f"{ecg_id // 1000 * 1000:05d}")
             directory.mkdir(parents=True, exist_ok=True)
             _write_record(directory / f"{ecg_id:05d}_{suffix}", fs, record)
@@ -151,7 +151,7 @@ def write_synthetic_corpus(
             rpeaks += peaks
             advance(len(peaks))
     sidecar = {"format": "cyclejepa-synthetic-rpeaks", "version": 1, "fs": FS, "seed": int(seed)}
-    sidecar["rpeaks"] = {str(i): peaks for i, peaks in zip(ids.tolist(), rpeaks)}
+    sidecar["rpeaks"] = {str(i): peaks for i, peaks in zip(ids.tolist(), rpeaks, strict=True)}
     _write_atomic(root / RPEAKS_FILENAME, json.dumps(sidecar, separators=(",", ":")))
     listing = "".join(f"{row[key]}\n" for key in ("filename_lr", "filename_hr") for row in rows)
     _write_atomic(root / "RECORDS", listing)

@@ -113,7 +113,7 @@ class _SignalPlan:
 
 def _wave_table(waves: dict, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Vectors (n, W, 3), centres and widths (n, W) of a wave dictionary, for n records."""
-    mu, sd, amplitude, direction = (np.array(c, dtype=float) for c in zip(*waves.values()))
+    mu, sd, amplitude, direction = (np.array(c, dtype=float) for c in zip(*waves.values(), strict=True))
     vec = amplitude[:, None] * _direction(direction)
     vec_n, mu_n, sd_n = (np.repeat(a[None], n, axis=0) for a in (vec, mu, sd))
     return vec_n, mu_n, sd_n

@@ -38,7 +38,7 @@ class _Events(NamedTuple):
         """These events followed by those of the (n, B) arrays at ``mask``."""
         record = np.broadcast_to(np.arange(len(mask))[:, None], mask.shape)[mask]
         new = (record, times[mask], rr[mask], gain[mask])
-        return _Events(*(np.concatenate(pair) for pair in zip(self, new)))
+        return _Events(*(np.concatenate(pair) for pair in zip(self, new, strict=True)))
 
 
 _NO_EVENTS = _Events(np.zeros(0, dtype=np.int64), *(np.zeros(0) for _ in range(3)))

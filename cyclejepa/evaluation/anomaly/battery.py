@@ -25,7 +25,6 @@ from cyclejepa.evaluation.anomaly.perturbations import FAMILIES, MAX_SEVERITY, S
 from cyclejepa.registry import DETECTORS, PERTURBATIONS
 from cyclejepa.symmetry import PhaseSymmetry
 
-
 ONSET_FRACTIONS = (0.32, 0.80)
 """The default onset range as fractions of the record: the paper's tokens 40–100 of 125."""
 

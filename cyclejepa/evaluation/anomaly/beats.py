@@ -70,7 +70,7 @@ class BeatTimes:
     def records(self) -> list[np.ndarray]:
         """Each record's beat times, without the padding."""
         counts = torch.isfinite(self.peaks).sum(1).tolist()
-        return [row[:count].numpy() for row, count in zip(self.peaks, counts)]
+        return [row[:count].numpy() for row, count in zip(self.peaks, counts, strict=True)]
 
     def count_at(self, times: Tensor) -> Tensor:
         """Number of beats at or before each of ``times`` (N, Q), int64."""

@@ -59,8 +59,8 @@ def perturbation(
     """
 
     def decorate(family: Perturbation) -> Perturbation:
-        setattr(family, "signals", tuple(signals))  # attributes of the function, read back by getattr
-        setattr(family, "min_channels", int(min_channels))
+        family.signals = tuple(signals)  # attributes of the function, read back by getattr
+        family.min_channels = int(min_channels)
         return PERTURBATIONS.register(name)(family)
 
     return decorate
