@@ -264,7 +264,7 @@ def test_embed_refuses_input_it_cannot_conform(run):
         bad = records[:1].copy()
         bad[0, 1, 7] = np.nan
         encoder.embed(bad, 500, LEADS)
-    with pytest.raises(ValueError, match=r"record 0: 11 channel names for a signal of shape \(12, 5000\)"):
+    with pytest.raises(ValueError, match=r"11 channel names for a signal of shape \(12, 5000\)"):
         encoder.embed(records, 500, LEADS[:11])
     upper = encoder.embed(records[:2, ::-1], 500, [lead.upper() for lead in LEADS[::-1]])  # any order, any case
     np.testing.assert_allclose(upper.tokens, encoder.embed(records[:2], 500, LEADS).tokens, rtol=0, atol=1e-6)
