@@ -582,9 +582,10 @@ def check_signal(signal) -> np.ndarray:
 
 def check_rate(fs) -> float:
     """``fs`` as a float, if it is a real number (not a bool or a string), finite and positive."""
-    if isinstance(fs, bool | np.bool_) or not isinstance(fs, numbers.Real) or not (math.isfinite(fs) and fs > 0):
+    rate = float(fs) if isinstance(fs, numbers.Real) and not isinstance(fs, bool | np.bool_) else math.nan
+    if not (math.isfinite(rate) and rate > 0):
         raise ValueError(f"fs must be a positive finite number of Hz, got {fs!r} ({type(fs).__name__})")
-    return float(fs)
+    return rate
 
 
 def check_channel_names(names, shape: tuple[int, ...]) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ import json
 import os
 import re
 import resource
+import shlex
 import shutil
 import stat
 import subprocess
@@ -460,6 +461,21 @@ def test_the_reference_flags_input_far_from_the_normalisation_as_embed_does(onnx
         np.abs(np.load(tmp_path / "new" / "folder" / "tokens.npy") - expected.tokens).max()
         <= 1e-3 * np.abs(expected.tokens).max()
     )
+
+
+def test_the_cards_command_line_runs_the_reference(onnx_package, real_records, tmp_path):
+    """The package's README says how to run reference.py; its command line, as written, gives embed's tokens."""
+    card = (onnx_package / "README.md").read_text()
+    command = re.search(r"```bash\n(python DIR/reference\.py SIGNAL\.npy .*)\n```", card).group(1)
+    assert "--fs 500 --channels I --channels II --channels III --channels aVR" in command
+    signal = read_record_fast(real_records[0])
+    np.save(tmp_path / "SIGNAL.npy", signal)
+    words = shlex.split(command.replace("DIR", str(onnx_package)))
+    done = subprocess.run([sys.executable, *words[1:]], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = cyclejepa.load_pretrained(onnx_package).embed(signal, 500, LEADS)
+    assert np.abs(np.load(tmp_path / "tokens.npy") - expected.tokens).max() <= 1e-4
+    assert np.abs(np.load(tmp_path / "mean.npy") - expected.mean_tokens[0]).max() <= 1e-4
 
 
 def test_the_reference_keeps_the_librarys_limits():

@@ -116,7 +116,8 @@ def write_package(
     ``onnx`` / ``torchscript`` add the offline and streaming graphs. An existing ``out`` is
     refused unless ``overwrite`` (`check_target`). The package is written beside ``out``, in a
     hidden folder ``.NAME.partial-PID-*`` removed on any failure, and renamed into place; one
-    left by an export that was killed is removed by the next export to ``out`` (`remove_stale_staging`). Non-finite weights are refused, naming the tensors
+    left by an export that was killed is removed by the next export to ``out``
+    (`remove_stale_staging`). Non-finite weights are refused, naming the tensors
     (`check_finite_weights`). Weights that differ from the checkpoint's (changed in memory after
     loading, e.g. fine-tuned) are saved as they are, and ``config.json`` and the card say that
     the run's evaluation does not apply to them.

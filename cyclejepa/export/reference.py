@@ -48,6 +48,7 @@ import math
 import sys
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -142,7 +143,7 @@ def ratio(fs_in: float, fs: float) -> Fraction:
     return Fraction(fs).limit_denominator(1000) / Fraction(fs_in).limit_denominator(1000)
 
 
-def check_package(prep: dict) -> None:
+def check_package(prep: Any) -> None:
     """Refuse a package whose preparation has a step or a key this reference does not implement,
     or a value the library would refuse (sizes, rates, normalisation, filters)."""
     if not isinstance(prep, dict):
@@ -171,8 +172,8 @@ def check_package(prep: dict) -> None:
                     f"normalisation.{key} of {channel}", f"must be a finite number in [{low:g}, {high:g}], got {value!r}"
                 )
     resampling = prep.get("resampling")
-    window = resampling.get("window") if isinstance(resampling, dict) else None
-    beta = window[1] if isinstance(window, list) and len(window) == 2 else None
+    kaiser = resampling.get("window") if isinstance(resampling, dict) else None
+    beta = kaiser[1] if isinstance(kaiser, list) and len(kaiser) == 2 else None
     if not _real(beta):
         raise _invalid("resampling.window", f"must be ['kaiser', β] with β a finite number, got {beta!r}")
     _check_decimation_filter(prep.get("decimation_filter"), q)
@@ -200,7 +201,7 @@ def _real(value) -> bool:
 
 
 def _number(section: dict, key: str, low: float, high: float, where: str = "") -> float:
-    value = section.get(key)
+    value: Any = section.get(key)
     if not _real(value) or not low <= value <= high:
         raise _invalid(f"{where}{key}", f"must be a finite number in [{low:g}, {high:g}], got {value!r}")
     return float(value)
