@@ -41,7 +41,7 @@ from cyclejepa.progress import progress_bar
 
 __all__ = [
     "OUT_OF_RANGE", "OUT_OF_RANGE_DECADES", "Embeddings", "Encoder", "Preprocessing", "check_channel_names",
-    "check_finite_weights", "check_output", "check_rate", "check_signal", "escaped_name", "find_checkpoint",
+    "check_finite_weights", "check_fs", "check_output", "check_signal", "escaped_name", "find_checkpoint",
     "input_distance", "write_atomically",
 ]  # fmt: skip
 
@@ -400,7 +400,7 @@ class Encoder:
         signal = check_signal(signal)
         if signal.ndim not in (2, 3):
             raise ValueError(f"signal must be (channels, samples) or (records, channels, samples), got {signal.shape}")
-        fs = check_rate(fs)
+        fs = check_fs(fs)
         channel_names = check_channel_names(channel_names, signal.shape[-2:])
         batch = signal if signal.ndim == 3 else signal[None]
         if not len(batch):
@@ -421,7 +421,7 @@ class Encoder:
         if signal.ndim != 2:
             raise ValueError(f"signal must be (channels, samples), got {signal.shape}")
         names = check_channel_names(channel_names, signal.shape)
-        return self._prepare(Record("record", signal, check_rate(fs), names))
+        return self._prepare(Record("record", signal, check_fs(fs), names))
 
     def _prepare(self, record: Record) -> _Windows:
         """``record``'s windows (`cut_record`) through `prepare_record` and the run's normalisation;
@@ -580,7 +580,7 @@ def check_signal(signal) -> np.ndarray:
     return array
 
 
-def check_rate(fs) -> float:
+def check_fs(fs) -> float:
     """``fs`` as a float, if it is a real number (not a bool or a string), finite and positive."""
     rate = float(fs) if isinstance(fs, numbers.Real) and not isinstance(fs, bool | np.bool_) else math.nan
     if not (math.isfinite(rate) and rate > 0):

@@ -489,7 +489,7 @@ def test_the_reference_keeps_the_librarys_limits():
     assert {key: checks.MAX_SIZE[key] for key in script.MAX_SIZE} == script.MAX_SIZE
     assert script.OUT_OF_RANGE_DECADES == OUT_OF_RANGE_DECADES
     x = np.random.default_rng(0).normal(3.0, 20.0, (2, 3, 400))
-    assert script.input_distance(x) == input_distance(x)
+    assert script.distance_from_normalisation(x) == input_distance(x)
 
 
 def test_reference_channels_are_repeated_options_so_a_comma_is_part_of_a_name(onnx_package, real_records, tmp_path):

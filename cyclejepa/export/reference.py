@@ -266,7 +266,7 @@ def channel_key(name: str) -> str:
     return name.strip().rstrip(TRAILING).strip().casefold()
 
 
-def check_signal(signal: np.ndarray) -> np.ndarray:
+def check_signal_dtype(signal: np.ndarray) -> np.ndarray:
     """``signal`` if it is (channels, samples) of real numbers; bool, complex, dates, text are refused."""
     if signal.dtype.kind not in "iuf":
         raise PreparationError(f"the signal must hold real numbers (integers or floats), not dtype {signal.dtype}")
@@ -288,7 +288,7 @@ def select_channels(signal: np.ndarray, names: list[str], channels: list[str]) -
         if len(matching) > 1:
             raise PreparationError(f"rows {[names[i] for i in matching]} all match channel {channel!r}: name one of them only")
         rows.append(matching[0])
-    x = check_signal(np.asarray(signal))[rows]
+    x = check_signal_dtype(np.asarray(signal))[rows]
     with np.errstate(over="ignore"):
         x32 = x.astype(np.float32)
     bad = [channels[i] for i in np.flatnonzero(~np.isfinite(x).all(axis=1))]
@@ -319,7 +319,7 @@ def load_package(folder: Path) -> tuple[dict, object]:
     return config, ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
 
 
-def check_rate(fs: float, prep: dict) -> None:
+def check_input_rate(fs: float, prep: dict) -> None:
     """Refuse a rate below the one the model reads (``fs / decimation``), as the library does."""
     model_fs = float(prep["fs"]) / int(prep["decimation"])
     if not (math.isfinite(fs) and MIN_FS <= fs <= MAX_FS):
@@ -340,7 +340,7 @@ def encode_record(signal: np.ndarray, fs: float, names: list[str], config: dict,
     """The tokens (windows, tokens, K) float32 of ``signal`` fed sample by sample (steps 1–6) and
     the prepared input they come from, (windows, channels, samples) float32."""
     prep = config["preprocessing"]
-    check_rate(fs, prep)
+    check_input_rate(fs, prep)
     x = select_channels(signal, names, prep["channels"])
     preparer, patch = Preparer(prep, fs), int(prep["token_patch"])
     state_shapes = {s.name: s.shape for s in session.get_inputs() if s.name.startswith("state_")}
@@ -385,7 +385,7 @@ def check_prepared(prepared: np.ndarray, channels: list[str]) -> None:
         )
 
 
-def input_distance(prepared: np.ndarray) -> tuple[float, int]:
+def distance_from_normalisation(prepared: np.ndarray) -> tuple[float, int]:
     """How far prepared windows (W, C, L) are from the normalisation, in decades, and the channel
     row furthest: max_c max(|log10 s_c|, log10(1 + |m_c|)) (+inf for a constant channel)."""
     x = np.asarray(prepared, dtype=np.float64)
@@ -399,7 +399,7 @@ def input_distance(prepared: np.ndarray) -> tuple[float, int]:
 def out_of_range(prepared: np.ndarray, prep: dict) -> str:
     """The library's ``out_of_range: ...`` reason for ``prepared`` windows, or ''."""
     limit = float(prep.get("input_range", {}).get("out_of_range_decades", OUT_OF_RANGE_DECADES))
-    distance, row = input_distance(prepared)
+    distance, row = distance_from_normalisation(prepared)
     if distance <= limit:
         return ""
     return (f"out_of_range: channel {prep['channels'][row]} is {distance:.2f} decades from the run's normalisation "
@@ -440,10 +440,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mean-tokens", type=Path, help="also write the mean of all tokens, (K,) .npy")
     args = parser.parse_args(argv)
     try:
-        signal = check_signal(np.load(args.signal, allow_pickle=False))
+        signal = check_signal_dtype(np.load(args.signal, allow_pickle=False))
         names = channel_names(args.channels, len(signal))
         config, session = load_package(Path(__file__).resolve().parent)
-        check_rate(args.fs, config["preprocessing"])
+        check_input_rate(args.fs, config["preprocessing"])
         for out in filter(None, (args.out, args.mean_tokens)):
             out.parent.mkdir(parents=True, exist_ok=True)
         tokens, prepared = encode_record(signal, args.fs, names, config, session)
