@@ -21,7 +21,10 @@ runs `Encoder.embed_files` over record files and writes `Embeddings.save` (.npz 
 from __future__ import annotations
 
 import json
+import math
+import numbers
 import os
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,8 +40,9 @@ from cyclejepa.outputs import RunFolder, checkpoint_step
 from cyclejepa.progress import progress_bar
 
 __all__ = [
-    "OUT_OF_RANGE", "OUT_OF_RANGE_DECADES", "Embeddings", "Encoder", "Preprocessing", "check_finite_weights",
-    "check_output", "find_checkpoint", "input_distance",
+    "OUT_OF_RANGE", "OUT_OF_RANGE_DECADES", "Embeddings", "Encoder", "Preprocessing", "check_channel_names",
+    "check_finite_weights", "check_fs", "check_output", "check_signal", "escaped_name", "find_checkpoint",
+    "input_distance", "write_atomically",
 ]  # fmt: skip
 
 FORMATS = (".npz", ".parquet")
@@ -132,16 +136,62 @@ class Embeddings:
     def save(self, path: str | os.PathLike) -> Path:
         """Write to ``path``: ``.npz`` (these arrays) or ``.parquet`` (one row per record).
 
-        ``source`` and ``failed`` go along as JSON: npz entries, parquet schema metadata.
+        ``source`` and ``failed`` go along as JSON: npz entries, parquet schema metadata. The
+        file is written beside ``path`` and renamed onto it once complete (`write_atomically`):
+        a failed write leaves any previous file unchanged and raises an OSError naming ``path``.
         """
         path = check_output(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         if path.suffix == ".npz":
             arrays = {k: v for k, v in vars(self).items() if isinstance(v, np.ndarray)}
-            np.savez(path, allow_pickle=False, **arrays, source=json.dumps(self.source), failed=json.dumps(self.failed))
+            extra = {"source": json.dumps(self.source), "failed": json.dumps(self.failed)}
+            write_atomically(path, lambda file: np.savez(file, allow_pickle=False, **arrays, **extra))
         else:
-            _write_parquet(self, path)
+            write_atomically(path, lambda file: _write_parquet(self, file))
         return path
+
+
+def write_atomically(path: Path, write) -> None:
+    """``write(file)`` into a hidden temporary file in ``path``'s folder, then renamed onto
+    ``path``; on any failure the temporary file is removed, a previous ``path`` is left as it
+    was, and an OSError names ``path``. The file gets the mode a new file gets (umask)."""
+    descriptor, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".partial")
+    partial = Path(name)
+    try:
+        with os.fdopen(descriptor, "wb") as file:
+            write(file)
+            file.flush()
+            os.fsync(file.fileno())
+        partial.chmod(0o666 & ~_umask())
+        os.replace(partial, path)
+    except OSError as error:
+        partial.unlink(missing_ok=True)
+        reason = error.strerror or str(error)
+        raise OSError(error.errno, f"{path}: could not be written ({reason}); any previous file there is unchanged") from None
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def escaped_name(name: str) -> str:
+    """``name`` as valid UTF-8 text: bytes of a file name that are not UTF-8 (held as lone
+    surrogates, Python's ``surrogateescape``) written as ``\\xNN``, any other lone surrogate as
+    ``\\udNNN``; a valid name is unchanged."""
+    try:
+        name.encode("utf-8")
+        return name
+    except UnicodeEncodeError:
+        pass
+    try:
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:
+        return name.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def check_output(path: str | os.PathLike) -> Path:
@@ -157,8 +207,9 @@ def check_output(path: str | os.PathLike) -> Path:
     return path
 
 
-def _write_parquet(result: Embeddings, path: Path) -> None:
-    """One row per record; the per-window columns are lists over its windows."""
+def _write_parquet(result: Embeddings, file) -> None:
+    """One row per record; the per-window columns are lists over its windows. Text is UTF-8:
+    names and reasons pass through `escaped_name`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -174,24 +225,28 @@ def _write_parquet(result: Embeddings, path: Path) -> None:
     def per_record(values: np.ndarray) -> pa.Array:
         return pa.ListArray.from_arrays(offsets, nested(values))
 
+    def text(values: np.ndarray) -> pa.Array:
+        return pa.array([escaped_name(str(value)) for value in values], pa.string())
+
     columns = {
-        "record": pa.array(result.records.astype(str)),
+        "record": text(result.records),
         "embedding": nested(result.embeddings),
         "qc_ok": pa.array(result.qc_ok),
-        "qc_reason": pa.array(result.qc_reason.astype(str)),
+        "qc_reason": text(result.qc_reason),
         "mean_tokens": nested(result.mean_tokens),
         "input_distance": pa.array(result.input_distance),
         "windows": pa.array(result.windows),
         "window_start": per_record(result.window_start),
         "window_qc_ok": per_record(result.window_qc_ok),
-        "window_qc_reason": per_record(result.window_qc_reason.astype(str)),
+        "window_qc_reason": pa.ListArray.from_arrays(offsets, text(result.window_qc_reason)),
         "token_phases": per_record(result.token_phases),
     }
     if result.tokens is not None:
         columns["tokens"] = per_record(result.tokens)
-    metadata = {"source": json.dumps(result.source), "failed": json.dumps(result.failed)}
+    failed = {escaped_name(name): escaped_name(reason) for name, reason in result.failed.items()}
+    metadata = {"source": json.dumps(result.source), "failed": json.dumps(failed)}
     table = pa.table(columns).replace_schema_metadata(metadata)
-    pq.write_table(table, path)
+    pq.write_table(table, file)
 
 
 @dataclass
@@ -338,11 +393,15 @@ class Encoder:
         channels are ignored). ``batch_size`` windows go
         through the model at a time; ``progress`` shows a progress bar over them. A record the
         run cannot embed (a missing channel, a rate below the model's, shorter than one window,
-        non-finite samples) raises a ValueError naming it and why.
+        non-finite samples) raises a ValueError naming it and why; so does a signal that is not a
+        real numeric array (`check_signal`), a rate that is not a positive finite number, or
+        channel names that are not one string per row.
         """
-        signal = np.asarray(signal)
+        signal = check_signal(signal)
         if signal.ndim not in (2, 3):
             raise ValueError(f"signal must be (channels, samples) or (records, channels, samples), got {signal.shape}")
+        fs = check_fs(fs)
+        channel_names = check_channel_names(channel_names, signal.shape[-2:])
         batch = signal if signal.ndim == 3 else signal[None]
         if not len(batch):
             raise ValueError(f"no record to embed: the batch {signal.shape} is empty")
@@ -357,11 +416,12 @@ class Encoder:
 
     def prepare(self, signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> _Windows:
         """One record (channels, samples) in the dataset's units at ``fs``, prepared as the cache
-        prepares a record (`prepare_record`)."""
-        signal = np.asarray(signal)
-        if signal.ndim != 2 or len(channel_names) != len(signal):
-            raise ValueError(f"{len(channel_names)} channel names for a signal of shape {signal.shape}")
-        return self._prepare(Record("record", signal, fs, tuple(map(str, channel_names))))
+        prepares a record (`prepare_record`); its arguments are checked as `embed` checks them."""
+        signal = check_signal(signal)
+        if signal.ndim != 2:
+            raise ValueError(f"signal must be (channels, samples), got {signal.shape}")
+        names = check_channel_names(channel_names, signal.shape)
+        return self._prepare(Record("record", signal, check_fs(fs), names))
 
     def _prepare(self, record: Record) -> _Windows:
         """``record``'s windows (`cut_record`) through `prepare_record` and the run's normalisation;
@@ -466,10 +526,10 @@ class Encoder:
         window_qc = np.concatenate([p.qc_ok for p in prepared])
         embeddings = np.full((len(prepared), tokens.shape[-1]), np.nan)
         mean_tokens = np.stack([tokens[s : s + n].reshape(-1, tokens.shape[-1]).astype(np.float64).mean(axis=0)
-                                for s, n in zip(np.cumsum(windows) - windows, windows)])  # fmt: skip
+                                for s, n in zip(np.cumsum(windows) - windows, windows, strict=True)])  # fmt: skip
         distances = [input_distance(p.signals) for p in prepared]
         reasons = np.full(len(prepared), "", dtype=object)
-        for i, (start, p) in enumerate(zip(np.cumsum(windows) - windows, prepared)):
+        for i, (start, p) in enumerate(zip(np.cumsum(windows) - windows, prepared, strict=True)):
             rows = slice(start, start + windows[i])
             kept = np.where(window_qc[rows, None], phases[rows], np.nan)  # failing windows: no valid token
             reps = record_representations(
@@ -504,6 +564,40 @@ class Encoder:
             return ""
         return (f"{OUT_OF_RANGE}: channel {self.channels[row]} is {distance:.2f} decades from the run's normalisation "
                 f"(limit {OUT_OF_RANGE_DECADES:g})")  # fmt: skip
+
+
+def check_signal(signal) -> np.ndarray:
+    """``signal`` as a numpy array of real numbers (integers or floats); a ValueError names any
+    other dtype (bool, complex, datetime, text, objects), whose conversion would be silent."""
+    try:
+        array = np.asarray(signal)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"signal must be a numeric array: {str(error)[:200]}") from None
+    if array.dtype.kind not in "iuf":
+        kind = {"b": "booleans", "c": "complex numbers (an imaginary part would be dropped)", "O": "Python objects",
+                "U": "text", "S": "bytes", "M": "dates", "m": "time spans"}.get(array.dtype.kind, "not real numbers")  # fmt: skip
+        raise ValueError(f"signal must be an array of real numbers (integers or floats), got dtype {array.dtype}: {kind}")
+    return array
+
+
+def check_fs(fs) -> float:
+    """``fs`` as a float, if it is a real number (not a bool or a string), finite and positive."""
+    rate = float(fs) if isinstance(fs, numbers.Real) and not isinstance(fs, bool | np.bool_) else math.nan
+    if not (math.isfinite(rate) and rate > 0):
+        raise ValueError(f"fs must be a positive finite number of Hz, got {fs!r} ({type(fs).__name__})")
+    return rate
+
+
+def check_channel_names(names, shape: tuple[int, ...]) -> tuple[str, ...]:
+    """``names`` as a tuple of non-empty strings, one per row of a record of ``shape`` (channels, samples)."""
+    if isinstance(names, str | bytes) or not isinstance(names, Sequence | np.ndarray):
+        raise ValueError(f"channel names must be a list of strings, one per row, got {type(names).__name__} {str(names)[:80]!r}")
+    wrong = [f"{i}: {name!r}" for i, name in enumerate(names) if not isinstance(name, str) or not name.strip()]
+    if wrong:
+        raise ValueError(f"channel names must be non-empty strings; not so at {', '.join(wrong[:5])}")
+    if len(names) != shape[0]:
+        raise ValueError(f"{len(names)} channel names for a signal of shape {tuple(shape)}")
+    return tuple(names)
 
 
 class NonFiniteTokens(ValueError):

@@ -1,7 +1,11 @@
 """Embeddings out: `cyclejepa embed` and `load_encoder` against the evaluation stage on a tiny trained run."""
 
+import contextlib
 import copy
+import errno
 import json
+import os
+import subprocess
 import sys
 
 import numpy as np
@@ -42,7 +46,7 @@ def trained(tmp_path_factory):
     cache = pipeline.prepare(cfg, progress=False)
     pipeline.pretrain(cfg, cache, pipeline.plan_runs(cfg)[0], progress=False)
     meta = PTBXL(cfg.data.root).metadata
-    paths = {int(i): str(cfg.data.root / name) for i, name in zip(meta["ecg_id"], meta["filename_hr"])}
+    paths = {int(i): str(cfg.data.root / name) for i, name in zip(meta["ecg_id"], meta["filename_hr"], strict=True)}
     return cfg, cache, paths
 
 
@@ -270,3 +274,91 @@ def test_non_finite_weights_and_tokens_are_refused_by_name(trained, monkeypatch)
     result = encoder.embed_files([paths[3], "huge", paths[4]])
     assert result.records.tolist() == [paths[3], paths[4]] and list(result.failed) == ["huge"]
     assert "the encoder's output is not finite" in result.failed["huge"]
+
+
+def odd_name_record(folder, source):
+    """A copy of the WFDB record ``source`` whose file name holds a byte that is not UTF-8 (b"\\xff"),
+    as a Linux file system allows; returns its path as Python holds it (surrogate escaped)."""
+    import shutil
+    from pathlib import Path
+
+    source = Path(source)
+    folder.mkdir()
+    path = folder / os.fsdecode(b"ecg-\xff-1")
+    shutil.copyfile(source.with_suffix(".hea"), path.with_suffix(".hea"))  # its header names the signal file
+    shutil.copyfile(source.with_suffix(".dat"), folder / f"{source.name}.dat")
+    return path
+
+
+def cli(*arguments, **options):
+    """``cyclejepa ARGUMENTS`` in a fresh interpreter (this copy of the library), as users run it."""
+    return subprocess.run([sys.executable, "-m", "cyclejepa", *arguments], capture_output=True, text=True, **options)
+
+
+def test_a_record_name_that_is_not_utf8_is_kept_in_both_formats(trained, tmp_path):
+    """Parquet text is UTF-8: the name's stray byte is written as \\xff and every record is kept;
+    the npz keeps the name exactly (os.fsencode gives back the file's bytes)."""
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    cfg, _, paths = trained
+    odd = odd_name_record(tmp_path / "odd", paths[2])
+    done = cli("embed", str(cfg.output_dir), str(odd), paths[3], "--out", str(tmp_path / "e.parquet"), "--device", "cpu")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "2 records embedded" in done.stdout and "0 failed" in done.stdout
+    table = pd.read_parquet(tmp_path / "e.parquet")
+    assert table["record"].tolist() == [f"{tmp_path}/odd/ecg-\\xff-1", paths[3]]
+    encoder = cyclejepa.load_encoder(cfg.output_dir, device="cpu")
+    saved = np.load(encoder.embed_files([odd, paths[3]]).save(tmp_path / "e.npz"))
+    assert os.fsencode(str(saved["records"][0])) == os.fsencode(str(odd)) and saved["records"][1] == paths[3]
+    np.testing.assert_array_equal(np.stack(table["embedding"]), saved["embeddings"])
+
+
+def test_a_failed_write_keeps_the_previous_file_and_names_it(trained, tmp_path, monkeypatch):
+    """A disk that fills half-way through the write: the previous output stays as it was, no
+    partial file is left, and the error names the output (npz and parquet)."""
+    pytest.importorskip("pyarrow")
+    import pyarrow.parquet
+
+    cfg, _, paths = trained
+    result = cyclejepa.load_encoder(cfg.output_dir, device="cpu").embed_files([paths[1]])
+    good = {out: out.read_bytes() for out in (result.save(tmp_path / "e.npz"), result.save(tmp_path / "e.parquet"))}
+    for out, module, writer in ((tmp_path / "e.npz", np, "savez"), (tmp_path / "e.parquet", pyarrow.parquet, "write_table")):
+        real = getattr(module, writer)
+
+        def full_disk(*args, real=real, position=int(writer == "write_table"), **kwargs):
+            real(*args, **kwargs)  # the disk fills before the file is complete: a truncated file
+            file = args[position]
+            with open(file, "r+b") if isinstance(file, str | os.PathLike) else contextlib.nullcontext(file) as handle:
+                handle.truncate(100)
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        monkeypatch.setattr(module, writer, full_disk)
+        with pytest.raises(OSError, match=rf"{out}: could not be written \(No space left on device\); any previous file"):
+            result.save(out)
+        monkeypatch.setattr(module, writer, real)
+        assert out.read_bytes() == good[out], f"{out.name} was replaced by a partial file"
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["e.npz", "e.parquet"], "a partial file was left"
+
+
+def test_embed_refuses_what_is_not_a_signal_a_rate_or_channel_names(trained):
+    cfg, _, paths = trained
+    encoder = cyclejepa.load_encoder(cfg.output_dir, device="cpu")
+    record = read_record_fast(paths[3])
+    dtypes = {object: "object: Python objects", bool: "bool: booleans", complex: r"complex128: complex numbers \(an imaginary",
+              "datetime64[ms]": "datetime64\\[ms\\]: dates", str: "<U32: text"}  # fmt: skip
+    for dtype, named in dtypes.items():
+        with pytest.raises(ValueError, match=f"signal must be an array of real numbers .*got dtype {named}"):
+            encoder.embed(record.astype(dtype), 500, LEADS)
+    with pytest.raises(ValueError, match="signal must be a numeric array"):
+        encoder.embed([record[0], record[1, :10]], 500, LEADS[:2])  # ragged
+    for fs in ("500", True, -500, float("nan"), float("inf"), None):
+        with pytest.raises(ValueError, match=r"fs must be a positive finite number of Hz, got"):
+            encoder.embed(record, fs, LEADS)
+    with pytest.raises(ValueError, match=r"channel names must be a list of strings, one per row, got str 'I'"):
+        encoder.embed(record[:1], 500, "I")
+    with pytest.raises(ValueError, match=r"channel names must be non-empty strings; not so at 0: 1, 3: ''"):
+        encoder.embed(record[:4], 500, [1, "II", "III", ""])
+    with pytest.raises(ValueError, match=r"channel names must be a list of strings"):
+        encoder.prepare(record, 500, None)
+    same = encoder.embed(record.astype(np.float32), np.float64(500), np.array(LEADS))  # numpy scalars and names are fine
+    np.testing.assert_allclose(same.tokens, encoder.embed(record, 500, LEADS).tokens, rtol=0, atol=1e-5)

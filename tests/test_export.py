@@ -1,13 +1,17 @@
 """Weights package: `cyclejepa export` and `load_pretrained` against the run's own encoder; damaged,
 changed and mismatched packages refused; input the encoder cannot conform refused."""
 
+import contextlib
 import copy as copy_module
 import dataclasses
+import errno
 import hashlib
 import importlib.util
 import json
 import os
+import re
 import resource
+import shlex
 import shutil
 import stat
 import subprocess
@@ -36,6 +40,7 @@ from cyclejepa.cli import app
 from cyclejepa.config import parse_config
 from cyclejepa.data.ptbxl import read_record_fast
 from cyclejepa.data.ptbxl import LEADS, PTBXL
+from cyclejepa.embed import OUT_OF_RANGE_DECADES, input_distance
 from cyclejepa.export import PackageError, read_package_config
 from cyclejepa.pipeline import export_run
 from cyclejepa.export.package import _config_digest
@@ -264,7 +269,7 @@ def test_embed_refuses_input_it_cannot_conform(run):
         bad = records[:1].copy()
         bad[0, 1, 7] = np.nan
         encoder.embed(bad, 500, LEADS)
-    with pytest.raises(ValueError, match=r"record 0: 11 channel names for a signal of shape \(12, 5000\)"):
+    with pytest.raises(ValueError, match=r"11 channel names for a signal of shape \(12, 5000\)"):
         encoder.embed(records, 500, LEADS[:11])
     upper = encoder.embed(records[:2, ::-1], 500, [lead.upper() for lead in LEADS[::-1]])  # any order, any case
     np.testing.assert_allclose(upper.tokens, encoder.embed(records[:2], 500, LEADS).tokens, rtol=0, atol=1e-6)
@@ -323,9 +328,10 @@ def onnx_package(run, tmp_path_factory):
     return export_run(cfg.output_dir, tmp_path_factory.mktemp("onnx") / "package", onnx=True)
 
 
-def reference(package, signal, fs, names, folder, *options):
+def reference(package, signal, fs, names, folder, *options, repeated=False, out="tokens.npy"):
     """Run ``package/reference.py`` on ``signal`` in a process that cannot import torch, cyclejepa or
-    scipy; returns the finished process and the top-level modules it imported."""
+    scipy (``names`` comma-joined in one ``--channels``, or ``repeated``: one option each; tokens
+    to ``folder / out``); returns the finished process and the top-level modules it imported."""
     guard = folder / "guard"
     guard.mkdir(exist_ok=True)
     (guard / "sitecustomize.py").write_text(FORBID)
@@ -333,8 +339,9 @@ def reference(package, signal, fs, names, folder, *options):
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": str(guard), "OMP_NUM_THREADS": "1"}
     blocked = subprocess.run([sys.executable, "-c", "import torch"], capture_output=True, text=True, env=env)
     assert blocked.returncode != 0 and "may not be imported" in blocked.stderr  # the guard works
+    channels = [word for name in names for word in ("--channels", name)] if repeated else ["--channels", ",".join(names)]
     command = [sys.executable, "-X", "importtime", str(package / "reference.py"), str(folder / "signal.npy"),
-               "--fs", str(fs), "--channels", ",".join(names), "--out", str(folder / "tokens.npy"), *options]  # fmt: skip
+               "--fs", str(fs), *channels, "--out", str(folder / out), *options]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=folder)
     imported = {line.split("|")[-1].strip().split(".")[0] for line in done.stderr.splitlines() if line.startswith("import time:")}
     return done, imported
@@ -391,6 +398,157 @@ def test_the_reference_refuses_what_it_cannot_prepare_as_the_library_does(onnx_p
     done, _ = reference(copy, signal, 500, LEADS, tmp_path)
     assert done.returncode == 1 and "encoder_streaming.onnx does not match its sha256" in done.stderr
     assert not (tmp_path / "tokens.npy").exists()
+
+
+def refused(done) -> str:
+    """The one line a refusal of reference.py prints (exit status 1, no traceback)."""
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if not line.startswith("import time:")]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_the_reference_refuses_signals_the_library_refuses(onnx_package, real_records, tmp_path):
+    """Non-real dtypes, a rate below the model's, samples past float32 and text: one line each,
+    exit status 1, nothing written."""
+    signal = read_record_fast(real_records[0])
+    cases = {
+        "bool": (signal > 0, 500, "not dtype bool"),
+        "complex": (signal + 1j, 500, "not dtype complex"),
+        "dates": (signal.astype("datetime64[ms]"), 500, r"not dtype datetime64\[ms\]"),
+        "text": (signal.astype(str), 500, "not dtype <U"),
+        "slow": (signal[:, ::1000], 0.5, r"sampled at 0.5 Hz, below the 100 Hz the encoder reads .* give it at 100 Hz or more"),
+        "huge": (np.full_like(signal, 3e38), 500, r"normalised samples of \['I', 'II'.* overflow float32"),
+        "past float32": (signal.astype(np.float64) * 1e300, 500, r"samples on \['I', 'II'.* exceed the float32 range"),
+    }  # fmt: skip
+    for case, (x, fs, message) in cases.items():
+        line = refused(reference(onnx_package, x, fs, LEADS, tmp_path)[0])
+        assert re.search(message, line), f"{case}: {line}"
+    assert not (tmp_path / "tokens.npy").exists()
+
+
+def test_the_reference_refuses_a_package_the_library_refuses(onnx_package, real_records, tmp_path):
+    signal = read_record_fast(real_records[0])
+    edits = {
+        "normalisation.mean of II: must be a finite number": lambda p: p["normalisation"]["mean"].__setitem__(1, float("nan")),
+        "normalisation.std of I: must be a finite number in \\[1e-09": lambda p: p["normalisation"]["std"].__setitem__(0, 0),
+        r"token_patch: must be an integer in \[1, 4096\], got 0": lambda p: p.__setitem__("token_patch", 0),
+        "input_range.out_of_range_decades: must be a finite number": lambda p: p["input_range"].__setitem__(
+            "out_of_range_decades", "one"
+        ),
+    }  # fmt: skip
+    for message, edit in edits.items():
+        copy = shutil.copytree(onnx_package, tmp_path / "edited", dirs_exist_ok=True)
+        config = json.loads((onnx_package / "config.json").read_text())
+        edit(config["preprocessing"])
+        (copy / "config.json").write_text(json.dumps(config))
+        line = refused(reference(copy, signal, 500, LEADS, tmp_path)[0])
+        assert re.search(f"config.json preprocessing.{message}", line), line
+
+
+def test_the_reference_flags_input_far_from_the_normalisation_as_embed_does(onnx_package, real_records, tmp_path):
+    """Raw ADC counts (int16, 1000 per mV): tokens written, and the library's out_of_range reason
+    on stderr, same channel and distance; the output folder is made."""
+    counts = np.round(read_record_fast(real_records[0]) * 1000).astype(np.int16)
+    done, _ = reference(onnx_package, counts, 500, LEADS, tmp_path, out="new/folder/tokens.npy")
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = cyclejepa.load_pretrained(onnx_package).embed(counts, 500, LEADS)
+    limit = json.loads((onnx_package / "config.json").read_text())["preprocessing"]["input_range"]["out_of_range_decades"]
+    assert limit == OUT_OF_RANGE_DECADES  # the package carries the library's rule
+    reason = expected.qc_reason[0].split("; ")[-1]
+    assert reason.startswith("out_of_range: channel ") and reason in done.stderr
+    assert (
+        np.abs(np.load(tmp_path / "new" / "folder" / "tokens.npy") - expected.tokens).max()
+        <= 1e-3 * np.abs(expected.tokens).max()
+    )
+
+
+def test_the_cards_command_line_runs_the_reference(onnx_package, real_records, tmp_path):
+    """The package's README says how to run reference.py; its command line, as written, gives embed's tokens."""
+    card = (onnx_package / "README.md").read_text()
+    command = re.search(r"```bash\n(python DIR/reference\.py SIGNAL\.npy .*)\n```", card).group(1)
+    assert "--fs 500 --channels I --channels II --channels III --channels aVR" in command
+    signal = read_record_fast(real_records[0])
+    np.save(tmp_path / "SIGNAL.npy", signal)
+    words = shlex.split(command.replace("DIR", str(onnx_package)))
+    done = subprocess.run([sys.executable, *words[1:]], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    expected = cyclejepa.load_pretrained(onnx_package).embed(signal, 500, LEADS)
+    assert np.abs(np.load(tmp_path / "tokens.npy") - expected.tokens).max() <= 1e-4
+    assert np.abs(np.load(tmp_path / "mean.npy") - expected.mean_tokens[0]).max() <= 1e-4
+
+
+def test_the_reference_keeps_the_librarys_limits():
+    """reference.py imports nothing of cyclejepa: its copies of the library's limits are the library's."""
+    from cyclejepa.data import preprocess
+    from cyclejepa.export import checks
+    from cyclejepa.export import reference as script
+
+    assert (script.MIN_STD, script.MAX_ABS_MEAN) == (checks.MIN_STD, checks.MAX_ABS_MEAN)
+    assert (script.MIN_FS, script.MAX_FS) == (preprocess.MIN_FS, preprocess.MAX_FS)
+    assert {key: checks.MAX_SIZE[key] for key in script.MAX_SIZE} == script.MAX_SIZE
+    assert script.OUT_OF_RANGE_DECADES == OUT_OF_RANGE_DECADES
+    x = np.random.default_rng(0).normal(3.0, 20.0, (2, 3, 400))
+    assert script.distance_from_normalisation(x) == input_distance(x)
+
+
+def test_reference_channels_are_repeated_options_so_a_comma_is_part_of_a_name(onnx_package, real_records, tmp_path):
+    """PhysioNet writes names such as ``II,``: given one per --channels they are never split, and
+    they match the package's channel as the library matches them; the comma-joined form still
+    works when it is unambiguous; two rows for one channel are refused naming both."""
+    signal = read_record_fast(real_records[0])
+    written = [f"{lead}," for lead in LEADS]  # as MIMIC-derived releases write them
+    done, _ = reference(onnx_package, signal, 500, written, tmp_path, repeated=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    tokens = np.load(tmp_path / "tokens.npy")
+    done, _ = reference(onnx_package, signal, 500, LEADS, tmp_path, out="joined.npy")
+    assert done.returncode == 0, done.stderr[-2000:]
+    np.testing.assert_array_equal(np.load(tmp_path / "joined.npy"), tokens)
+    line = refused(reference(onnx_package, signal, 500, written, tmp_path)[0])  # 24 parts for 12 rows: ambiguous
+    assert "1 channel names ['I,,II,," in line and "give one --channels per row" in line
+    line = refused(reference(onnx_package, np.vstack([signal, signal[:1]]), 500, [*LEADS, "i"], tmp_path, repeated=True)[0])
+    assert "rows ['I', 'i'] all match channel 'I'" in line
+
+
+KILLED_EXPORT = """
+import os
+import sys
+
+from cyclejepa.export import package
+from cyclejepa.pipeline import export_run
+
+
+def killed(*args, **kwargs):
+    os._exit(137)  # the process ends here, as under SIGKILL: no clean-up runs
+
+
+package.model_card = killed  # called once the weights are written
+export_run(sys.argv[1], sys.argv[2])
+"""
+
+
+def test_an_export_killed_part_way_leaves_no_staging_folder_behind(run, tmp_path, monkeypatch):
+    """The hidden folder of an export killed part-way is removed by the next export to the same
+    folder; one that fails removes its own."""
+    from cyclejepa.export import package as package_module
+
+    cfg, _, _ = run
+    out = tmp_path / "package"
+    done = subprocess.run([sys.executable, "-c", KILLED_EXPORT, str(cfg.output_dir), str(out)], capture_output=True, text=True)
+    assert done.returncode == 137, done.stderr[-2000:]
+    (left,) = tmp_path.iterdir()
+    assert left.name.startswith(".package.") and (left / "model.safetensors").is_file()  # what the killed export left
+
+    def failing(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(package_module, "model_card", failing)
+    with pytest.raises(OSError, match="No space left on device"):
+        export_run(cfg.output_dir, out)
+    monkeypatch.undo()
+    assert not list(tmp_path.iterdir())
+    export_run(cfg.output_dir, out)
+    assert [p.name for p in tmp_path.iterdir()] == ["package"]
 
 
 def test_the_package_is_readable_by_others_whatever_the_umask(run, tmp_path):
@@ -743,10 +901,8 @@ def test_fuzzed_config_json_gives_package_errors_only(run, tmp_path):
         (copy / "config.json").write_text(json.dumps(config))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            try:
+            with contextlib.suppress(PackageError):
                 cyclejepa.load_pretrained(copy)
-            except PackageError:
-                pass
 
     load()
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 500_000  # KiB: no example allocated a model it refused

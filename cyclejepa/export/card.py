@@ -5,6 +5,7 @@ figures at the exported step, intended use and limits."""
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import yaml
@@ -31,6 +32,7 @@ def model_card(config: dict[str, Any], card: CardSpec, result: dict | None) -> s
         f"{run['step']} of {card.steps}, run identity `{run['run_hash']}`. Load it with "
         f"`cyclejepa.load_pretrained(DIR)`; `config.json` says how to prepare its input without cyclejepa.",
         _input_section(prep, config["symmetry"], tokens, model),
+        _running_section(prep),
         _training_section(card),
         _evaluation_section(result, run, list(card.eval_folds)),
         _USE,
@@ -83,7 +85,7 @@ def _channels(prep: dict) -> str:
     units = prep.get("units") or []
     if len(set(units)) == 1:
         return f"{', '.join(prep['channels'])} ({units[0]})"
-    return ", ".join(f"{c} ({u})" for c, u in zip(prep["channels"], units))
+    return ", ".join(f"{c} ({u})" for c, u in zip(prep["channels"], units, strict=True))
 
 
 def _input_section(prep: dict, symmetry: dict, tokens: int, model: dict) -> str:
@@ -111,7 +113,9 @@ def _preparation_line(prep: dict) -> str:
     found = prep.get("preparation")
     if not found:
         return "- Preparation before windowing: none (the record as read, in its units)."
-    cutoffs = ", ".join(f"{channel} {hz:g} Hz" for channel, hz in zip(prep["channels"], found["highpass_hz"]) if hz is not None)
+    cutoffs = ", ".join(
+        f"{channel} {hz:g} Hz" for channel, hz in zip(prep["channels"], found["highpass_hz"], strict=True) if hz is not None
+    )
     return (
         f"- Preparation before windowing: the first {found['drop_s']:g} s dropped; zero-phase high-pass "
         f"{cutoffs or 'none'}; z-score scope `{found['scope']}` (then the corpus z-score below)."
@@ -121,6 +125,31 @@ def _preparation_line(prep: dict) -> str:
 def _reference_clause(prep: dict) -> str:
     """Whether `reference.py` prepares this package's input (it refuses a preparation before windowing)."""
     return "" if prep.get("preparation") else " and `reference.py`"
+
+
+def _running_section(prep: dict) -> str:
+    """How to embed with the package: with cyclejepa, and with reference.py (numpy + onnxruntime)."""
+    library = (
+        "## Running it\n\nWith cyclejepa: `cyclejepa embed DIR RECORD... --out embedded.npz` for record files, or "
+        "`cyclejepa.load_pretrained(DIR).embed(signal, fs, channel_names)` for arrays."
+    )
+    if prep.get("preparation"):
+        return library + (" `reference.py` refuses this package: its preparation before windowing (above) needs "
+                          "the whole record and the library.")  # fmt: skip
+    channels = " ".join(f"--channels {shlex.quote(channel)}" for channel in prep["channels"])
+    return "\n\n".join([
+        library,
+        "Without cyclejepa (numpy and onnxruntime only; it needs `encoder_streaming.onnx`, which "
+        "`cyclejepa export --onnx` writes), with `DIR` this package's folder:",
+        f"```bash\npython DIR/reference.py SIGNAL.npy --fs {prep['fs']:g} {channels} --out tokens.npy "
+        "--mean-tokens mean.npy\n```",
+        f"`SIGNAL.npy` is (channels, samples) of real numbers in the units above, at the rate given by `--fs` "
+        f"({prep['model_fs']:g} Hz or more; it is resampled to {prep['fs']:g} Hz); one `--channels` per row, in "
+        "the file's order. `tokens.npy` is (windows, tokens, K) float32, the tokens `cyclejepa embed` gives, and "
+        "`mean.npy` their mean. Input it cannot prepare as the library does is refused with one `error:` line and "
+        "exit status 1; a record far outside the training normalisation is encoded and flagged on stderr "
+        "(`out_of_range: ...`, as `cyclejepa embed` flags it).",
+    ])  # fmt: skip
 
 
 def _training_section(card: CardSpec) -> str:

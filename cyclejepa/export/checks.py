@@ -159,7 +159,7 @@ def _check_normalisation(norm: dict, channels: list[str]) -> None:
         values = norm.get(key)
         if not isinstance(values, list) or len(values) != len(channels):
             raise _fail(f"{field}.{key}", f"must be a list of {len(channels)} numbers, got {str(values)[:200]}")
-        for channel, value in zip(channels, values):
+        for channel, value in zip(channels, values, strict=True):
             _number(value, f"{field}.{key} of {channel}", low, high)
 
 

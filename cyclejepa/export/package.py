@@ -24,6 +24,7 @@ a record alike. Formats `READABLE` are read; any other is refused naming who rea
 from __future__ import annotations
 
 import copy
+import glob
 import json
 import os
 import platform
@@ -40,7 +41,7 @@ from cyclejepa.data.cache import PHASE_REVISION
 from cyclejepa.data.cache.record import _decimation_taps
 from cyclejepa.data.datasets import sha256_file
 from cyclejepa.data.preprocess import KAISER_BETA
-from cyclejepa.embed import Encoder, Preprocessing, check_finite_weights
+from cyclejepa.embed import OUT_OF_RANGE_DECADES, Encoder, Preprocessing, check_finite_weights
 from cyclejepa.export import reference
 from cyclejepa.export.card import model_card
 from cyclejepa.export.checks import PackageError, check_channels_known, check_config, check_files
@@ -56,7 +57,7 @@ from cyclejepa.version import __version__
 
 __all__ = [
     "FORMAT", "FORMAT_VERSION", "READABLE", "PackageError", "check_target", "from_pretrained", "load_pretrained",
-    "read_package_config", "source_run", "write_package",
+    "read_package_config", "remove_stale_staging", "source_run", "write_package",
 ]  # fmt: skip
 
 FORMAT = "cyclejepa-encoder"
@@ -113,8 +114,10 @@ def write_package(
     the run ``spec`` describes; returns ``out``.
 
     ``onnx`` / ``torchscript`` add the offline and streaming graphs. An existing ``out`` is
-    refused unless ``overwrite`` (`check_target`). The package is written beside ``out`` and
-    renamed into place. Non-finite weights are refused, naming the tensors
+    refused unless ``overwrite`` (`check_target`). The package is written beside ``out``, in a
+    hidden folder ``.NAME.partial-PID-*`` removed on any failure, and renamed into place; one
+    left by an export that was killed is removed by the next export to ``out``
+    (`remove_stale_staging`). Non-finite weights are refused, naming the tensors
     (`check_finite_weights`). Weights that differ from the checkpoint's (changed in memory after
     loading, e.g. fine-tuned) are saved as they are, and ``config.json`` and the card say that
     the run's evaluation does not apply to them.
@@ -147,13 +150,14 @@ def write_package(
             "chunk": ["batch", model.encoder.leads, model.encoder.patch],
             "state": [
                 {"input": name, "output": f"next_{name}", "module": module, "shape": ["batch", model.encoder.width, frames]}
-                for (name, module), frames in zip(state_names(model).items(), StreamingEncoder(model).state_layout().values())
+                for (name, module), frames in zip(state_names(model).items(), StreamingEncoder(model).state_layout().values(), strict=True)
             ],
         },
     }  # fmt: skip
     result = None if changed else spec.evaluation
     out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}."))
+    remove_stale_staging(out)
+    staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f"{_staging_prefix(out)}{os.getpid()}-"))
     try:
         metadata = {"format": "pt", "package_format": FORMAT, "format_version": str(FORMAT_VERSION),
                     "model": json.dumps(config["model"]), "symmetry": json.dumps(config["symmetry"]),
@@ -178,6 +182,35 @@ def write_package(
         shutil.rmtree(staging, ignore_errors=True)
         raise
     return out
+
+
+def _staging_prefix(out: Path) -> str:
+    """Name prefix of the hidden folders a package for ``out`` is written in: ``.NAME.partial-PID-``."""
+    return f".{out.name}.partial-"
+
+
+def remove_stale_staging(out: Path) -> list[Path]:
+    """Remove the staging folders beside ``out`` left by an export of it that was killed (its
+    process, named in the folder's name, is gone); returns them. A folder of a process still
+    running on this machine is left alone."""
+    prefix, removed = _staging_prefix(out), []
+    for folder in out.parent.glob(f"{glob.escape(prefix)}*"):
+        pid = folder.name[len(prefix) :].split("-")[0]
+        if folder.is_dir() and not folder.is_symlink() and pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _running(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (another user's counts as running)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
 
 
 def _changed(checkpoint: dict[str, torch.Tensor], model: JEPAModel) -> bool:
@@ -273,6 +306,11 @@ def _preprocessing(preprocessing: Preprocessing, spec: ExportSpec) -> dict[str, 
         }
         if q > 1
         else "none",
+        "input_range": {
+            "out_of_range_decades": OUT_OF_RANGE_DECADES,
+            "distance": "max over channels of max(|log10 s|, log10(1 + |m|)), m and s the mean and std of the "
+            "channel's prepared (normalised) samples over the record's windows",
+        },
         "phase_convention": spec.phase_convention,
         "phase_coordinates": spec.phase_coordinates,
         "phase_revision": spec.phase_revision,
@@ -418,7 +456,7 @@ def _fits_header(config: dict[str, Any], weights: Path) -> None:
     model, symmetry = _build(config, meta=True)
     try:
         with safe_open(str(weights), framework="pt") as file:
-            shapes = {key: tuple(file.get_slice(key).get_shape()) for key in file.keys()}
+            shapes = {key: tuple(file.get_slice(key).get_shape()) for key in file.keys()}  # noqa: SIM118 (safe_open is not iterable)
     except Exception as error:  # safetensors raises its own SafetensorError on a malformed header
         raise PackageError(f"{weights} is not a readable safetensors file: {str(error)[:200]}") from None
     _compare({k: tuple(v.shape) for k, v in _modules(model, symmetry).state_dict().items()}, shapes, weights)

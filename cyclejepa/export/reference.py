@@ -3,12 +3,15 @@
 Copied into every package as ``reference.py``; it reads the package's ``config.json`` and
 ``encoder_streaming.onnx`` beside it and imports neither torch nor cyclejepa::
 
-    python PKG/reference.py SIGNAL.npy --fs FS --channels I,II,... --out TOKENS.npy
+    python PKG/reference.py SIGNAL.npy --fs FS --channels I --channels II ... --out TOKENS.npy
 
-SIGNAL is (channels, samples) in the dataset's units at FS Hz. Each sample goes, as it arrives,
-through the preparation that ``cyclejepa embed`` applies to the whole record:
+SIGNAL is (channels, samples) of real numbers in the dataset's units at FS Hz, FS at least the
+rate the model reads (``model_fs``); ``--channels`` names its rows, one option per row (a single
+``--channels A,B,C`` is split at commas when that gives one non-empty name per row). Each sample
+goes, as it arrives, through the preparation that ``cyclejepa embed`` applies to the whole record:
 
-1. the package's channels, in its order (names matched case-insensitively), as float32;
+1. the package's channels, in its order (names matched ignoring case, surrounding space and
+   trailing punctuation: ``PLETH,`` is ``PLETH``), as float32;
 2. resampling to ``fs`` when FS differs: polyphase FIR, up/down = fs / FS with each rate taken to
    1/1000 Hz, taps h = firwin(20·m + 1, 1/m, Kaiser β) · up with m = max(up, down); output
    y[n] = Σ_j h[j] · u[n·down + 10·m − j], u the input zero-stuffed by ``up`` and extended at
@@ -26,6 +29,14 @@ The tokens written are (windows, tokens, K) float32: those of ``cyclejepa embed`
 record (no warm-up: the state restarts with each window, as the offline encoding does).
 ``--mean-tokens FILE`` also writes the mean of all tokens of all windows (K,) float64, the record
 embedding that needs no phase (``Embeddings.mean_tokens``).
+
+A record whose prepared samples are far from the training normalisation (the package's
+``input_range``: per channel max(|log10 s|, log10(1 + |m|)) above ``out_of_range_decades``, m
+and s the mean and std of its normalised samples) is encoded and flagged with an
+``out_of_range: ...`` line on stderr, as ``cyclejepa embed`` flags it in ``qc_reason``. Anything
+it cannot prepare as the library does (a package or signal it does not understand, a rate below
+``model_fs``, tokens that are not finite) is refused: one ``error:`` line, exit status 1, no
+output written.
 """
 
 from __future__ import annotations
@@ -33,9 +44,11 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import math
 import sys
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -44,13 +57,23 @@ STEPS = ["channels", "resample", "cut_windows", "decimate", "normalise", "encode
 KNOWN = {
     "steps", "channels", "units", "fs", "window", "window_s", "decimation", "model_fs", "token_patch",
     "normalisation", "resampling", "decimation_filter", "phase_provider", "phase_options", "phase_convention",
-    "phase_coordinates", "phase_revision", "cache_hash", "dataset",
+    "phase_coordinates", "phase_revision", "cache_hash", "dataset", "input_range",
 }  # fmt: skip
 """Keys of ``preprocessing`` this reference understands; any other is a step it would skip."""
 
 
 MAX_RATIO_TERM = 1_000_000
 """Largest up or down factor of the resampling, as the library allows."""
+MIN_FS, MAX_FS = 0.01, 1e6
+"""Sampling rates (Hz) the library accepts."""
+MIN_STD, MAX_ABS_MEAN = 1e-9, 1e12
+"""Bounds of the normalisation's std and |mean|, as the library's package checks."""
+MAX_SIZE = {"window": 100_000_000, "decimation": 1000, "token_patch": 4096}
+"""Largest value of each size a package may declare, as the library's package checks."""
+OUT_OF_RANGE_DECADES = 1.0
+"""The library's limit of the input distance, for a package whose config has no ``input_range``."""
+TRAILING = ",;:. \t"
+"""Characters a channel name may end with that do not change which channel it names."""
 
 
 class PreparationError(ValueError):
@@ -120,16 +143,75 @@ def ratio(fs_in: float, fs: float) -> Fraction:
     return Fraction(fs).limit_denominator(1000) / Fraction(fs_in).limit_denominator(1000)
 
 
-def check_package(prep: dict) -> None:
-    """Refuse a package whose preparation has a step or a key this reference does not implement."""
+def check_package(prep: Any) -> None:
+    """Refuse a package whose preparation has a step or a key this reference does not implement,
+    or a value the library would refuse (sizes, rates, normalisation, filters)."""
+    if not isinstance(prep, dict):
+        raise PreparationError("config.json preprocessing: must be an object")
     steps = prep.get("steps")
     if steps != STEPS:
         raise PreparationError(f"config.json preprocessing.steps is {steps}; this reference implements {STEPS} only")
     unknown = sorted(set(prep) - KNOWN)
     if unknown:
         raise PreparationError(f"config.json preprocessing has {unknown}, which this reference does not implement")
-    if prep["decimation_filter"] != "none" and len(prep["decimation_filter"]["coefficients"]) != 20 * prep["decimation"] + 1:
-        raise PreparationError("config.json preprocessing.decimation_filter.coefficients do not fit the decimation")
+    channels = prep.get("channels")
+    if not isinstance(channels, list) or not channels or not all(isinstance(c, str) and c.strip() for c in channels):
+        raise _invalid("channels", f"must be a list of non-empty strings, got {str(channels)[:200]}")
+    _number(prep, "fs", MIN_FS, MAX_FS)
+    window, q, patch = (_integer(prep, key) for key in ("window", "decimation", "token_patch"))
+    if window % (q * patch):
+        raise _invalid("window", f"{window} samples are not whole tokens of {q} × {patch} samples")
+    norm = prep.get("normalisation")
+    for key, low, high in (("mean", -MAX_ABS_MEAN, MAX_ABS_MEAN), ("std", MIN_STD, 1 / MIN_STD)):
+        values = norm.get(key) if isinstance(norm, dict) else None
+        if not isinstance(values, list) or len(values) != len(channels):
+            raise _invalid(f"normalisation.{key}", f"must be a list of {len(channels)} numbers, got {str(values)[:200]}")
+        for channel, value in zip(channels, values, strict=True):
+            if not _real(value) or not low <= value <= high:
+                raise _invalid(
+                    f"normalisation.{key} of {channel}", f"must be a finite number in [{low:g}, {high:g}], got {value!r}"
+                )
+    resampling = prep.get("resampling")
+    kaiser = resampling.get("window") if isinstance(resampling, dict) else None
+    beta = kaiser[1] if isinstance(kaiser, list) and len(kaiser) == 2 else None
+    if not _real(beta):
+        raise _invalid("resampling.window", f"must be ['kaiser', β] with β a finite number, got {beta!r}")
+    _check_decimation_filter(prep.get("decimation_filter"), q)
+    if "input_range" in prep:
+        limits = prep["input_range"] if isinstance(prep["input_range"], dict) else {}
+        _number(limits, "out_of_range_decades", 0, 1e6, "input_range.")
+
+
+def _check_decimation_filter(fir, q: int) -> None:
+    """``decimation_filter``: "none" when q is 1, else 20·q + 1 finite coefficients."""
+    if q == 1 and fir == "none":
+        return
+    taps = fir.get("coefficients") if isinstance(fir, dict) else None
+    if not isinstance(taps, list) or len(taps) != 20 * q + 1 or not all(_real(t) for t in taps):
+        raise _invalid("decimation_filter.coefficients", f"must be {20 * q + 1} finite numbers (decimation {q})")
+
+
+def _invalid(field: str, problem: str) -> PreparationError:
+    return PreparationError(f"config.json preprocessing.{field}: {problem}")
+
+
+def _real(value) -> bool:
+    """Whether ``value`` is a finite JSON number (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _number(section: dict, key: str, low: float, high: float, where: str = "") -> float:
+    value: Any = section.get(key)
+    if not _real(value) or not low <= value <= high:
+        raise _invalid(f"{where}{key}", f"must be a finite number in [{low:g}, {high:g}], got {value!r}")
+    return float(value)
+
+
+def _integer(section: dict, key: str) -> int:
+    value, high = section.get(key), MAX_SIZE[key]
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= high:
+        raise _invalid(key, f"must be an integer in [1, {high}], got {str(value)[:80]}")
+    return value
 
 
 class Preparer:
@@ -175,20 +257,47 @@ class Preparer:
         return out + [self._normalise(np.float32(y)) for y in decimated]
 
     def _normalise(self, y: np.ndarray) -> np.ndarray:
-        return ((y.astype(np.float64) - self.mean) / self.std).astype(np.float32)
+        with np.errstate(over="ignore", invalid="ignore"):  # overflow is refused after the record (check_prepared)
+            return ((y.astype(np.float64) - self.mean) / self.std).astype(np.float32)
+
+
+def channel_key(name: str) -> str:
+    """What a channel name is matched by: case, surrounding space and trailing punctuation aside."""
+    return name.strip().rstrip(TRAILING).strip().casefold()
+
+
+def check_signal_dtype(signal: np.ndarray) -> np.ndarray:
+    """``signal`` if it is (channels, samples) of real numbers; bool, complex, dates, text are refused."""
+    if signal.dtype.kind not in "iuf":
+        raise PreparationError(f"the signal must hold real numbers (integers or floats), not dtype {signal.dtype}")
+    if signal.ndim != 2:
+        raise PreparationError(f"the signal must be (channels, samples), got shape {signal.shape}")
+    return signal
 
 
 def select_channels(signal: np.ndarray, names: list[str], channels: list[str]) -> np.ndarray:
-    """The package's ``channels`` of ``signal`` (rows named ``names``), in order, as float32."""
-    lower = [name.lower() for name in names]
-    missing = [c for c in channels if c.lower() not in lower]
+    """The package's ``channels`` of ``signal`` (rows named ``names``), in order, as float32;
+    two rows that match one channel are refused, naming both."""
+    keys = [channel_key(name) for name in names]
+    missing = [c for c in channels if channel_key(c) not in keys]
     if missing:
         raise PreparationError(f"no channel {missing} (the signal has {names})")
-    x = np.asarray(signal)[[lower.index(c.lower()) for c in channels]]
+    rows = []
+    for channel in channels:
+        matching = [i for i, key in enumerate(keys) if key == channel_key(channel)]
+        if len(matching) > 1:
+            raise PreparationError(f"rows {[names[i] for i in matching]} all match channel {channel!r}: name one of them only")
+        rows.append(matching[0])
+    x = check_signal_dtype(np.asarray(signal))[rows]
+    with np.errstate(over="ignore"):
+        x32 = x.astype(np.float32)
     bad = [channels[i] for i in np.flatnonzero(~np.isfinite(x).all(axis=1))]
     if bad:
         raise PreparationError(f"non-finite samples on {bad}")
-    return x.astype(np.float32)
+    bad = [channels[i] for i in np.flatnonzero(~np.isfinite(x32).all(axis=1))]
+    if bad:
+        raise PreparationError(f"samples on {bad} exceed the float32 range the model computes in")
+    return x32
 
 
 def load_package(folder: Path) -> tuple[dict, object]:
@@ -196,7 +305,9 @@ def load_package(folder: Path) -> tuple[dict, object]:
     import onnxruntime as ort
 
     config = json.loads((folder / "config.json").read_text())
-    check_package(config["preprocessing"])
+    if not isinstance(config, dict):
+        raise PreparationError("config.json: must be an object")
+    check_package(config.get("preprocessing"))
     graph = folder / "encoder_streaming.onnx"
     if not graph.is_file():
         raise PreparationError(f"{graph} is missing: export the package with `cyclejepa export --onnx`")
@@ -208,65 +319,151 @@ def load_package(folder: Path) -> tuple[dict, object]:
     return config, ort.InferenceSession(str(graph), options, providers=["CPUExecutionProvider"])
 
 
+def check_input_rate(fs: float, prep: dict) -> None:
+    """Refuse a rate below the one the model reads (``fs / decimation``), as the library does."""
+    model_fs = float(prep["fs"]) / int(prep["decimation"])
+    if not (math.isfinite(fs) and MIN_FS <= fs <= MAX_FS):
+        raise PreparationError(f"--fs {fs:g} is outside [{MIN_FS:g}, {MAX_FS:g}] Hz")
+    if fs < model_fs:
+        raise PreparationError(
+            f"the record is sampled at {fs:g} Hz, below the {model_fs:g} Hz the encoder reads (content up to "
+            f"{model_fs / 2:g} Hz); give it at {model_fs:g} Hz or more"
+        )
+
+
 def encode(signal: np.ndarray, fs: float, names: list[str], config: dict, session) -> np.ndarray:
     """(windows, tokens, K) float32 tokens of ``signal`` fed sample by sample (steps 1–6)."""
+    return encode_record(signal, fs, names, config, session)[0]
+
+
+def encode_record(signal: np.ndarray, fs: float, names: list[str], config: dict, session) -> tuple[np.ndarray, np.ndarray]:
+    """The tokens (windows, tokens, K) float32 of ``signal`` fed sample by sample (steps 1–6) and
+    the prepared input they come from, (windows, channels, samples) float32."""
     prep = config["preprocessing"]
+    check_input_rate(fs, prep)
     x = select_channels(signal, names, prep["channels"])
     preparer, patch = Preparer(prep, fs), int(prep["token_patch"])
     state_shapes = {s.name: s.shape for s in session.get_inputs() if s.name.startswith("state_")}
-    windows: list[list[np.ndarray]] = []
-    tokens: list[np.ndarray] = []
+    windows: list[tuple[list[np.ndarray], list[np.ndarray]]] = []  # (tokens, prepared samples) per window
     chunk: list[np.ndarray] = []
     state: dict[str, np.ndarray] = {}
 
     def feed(prepared: list) -> None:
-        nonlocal tokens, chunk, state
+        nonlocal chunk, state
         for y in prepared:
             if y is None:  # a window starts: zero state
-                tokens, chunk = [], []
-                windows.append(tokens)
+                chunk = []
+                windows.append(([], []))
                 state = {name: np.zeros((1, *shape[1:]), np.float32) for name, shape in state_shapes.items()}
                 continue
             chunk.append(y)
+            windows[-1][1].append(y)
             if len(chunk) == patch:
                 z, *after = session.run(None, {"chunk": np.stack(chunk, axis=-1)[None], **state})
-                state, chunk = dict(zip(state, after)), []
-                tokens.append(z[0])
+                state, chunk = dict(zip(state, after, strict=True)), []
+                windows[-1][0].append(z[0])
 
     for t in range(x.shape[1]):
         feed(preparer.push(x[:, t]))
     feed(preparer.finish())
     per_window = int(prep["window"]) // int(prep["decimation"]) // patch
-    complete = [w for w in windows if len(w) == per_window]  # a shorter tail is dropped
+    complete = [w for w in windows if len(w[0]) == per_window]  # a shorter tail is dropped
     if not complete:
         raise PreparationError(f"the signal lasts {x.shape[1] / fs:.2f} s, shorter than one {prep['window_s']:g} s window")
-    return np.stack([np.stack(w) for w in complete]).astype(np.float32)
+    tokens = np.stack([np.stack(t) for t, _ in complete]).astype(np.float32)
+    inputs = np.stack([np.stack(samples, axis=-1) for _, samples in complete])
+    check_prepared(inputs, prep["channels"])
+    return tokens, inputs
+
+
+def check_prepared(prepared: np.ndarray, channels: list[str]) -> None:
+    """Refuse prepared windows (W, C, L) whose normalised samples overflow float32, naming the channels."""
+    bad = [channels[c] for c in np.flatnonzero(~np.isfinite(prepared).all(axis=(0, 2)))]
+    if bad:
+        raise PreparationError(
+            f"the normalised samples of {bad} overflow float32: the input is far outside the training normalisation"
+        )
+
+
+def distance_from_normalisation(prepared: np.ndarray) -> tuple[float, int]:
+    """How far prepared windows (W, C, L) are from the normalisation, in decades, and the channel
+    row furthest: max_c max(|log10 s_c|, log10(1 + |m_c|)) (+inf for a constant channel)."""
+    x = np.asarray(prepared, dtype=np.float64)
+    mean, std = x.mean(axis=(0, 2)), x.std(axis=(0, 2))
+    with np.errstate(divide="ignore"):
+        per_channel = np.maximum(np.abs(np.log10(std)), np.log10(1 + np.abs(mean)))
+    worst = int(np.argmax(per_channel))
+    return float(per_channel[worst]), worst
+
+
+def out_of_range(prepared: np.ndarray, prep: dict) -> str:
+    """The library's ``out_of_range: ...`` reason for ``prepared`` windows, or ''."""
+    limit = float(prep.get("input_range", {}).get("out_of_range_decades", OUT_OF_RANGE_DECADES))
+    distance, row = distance_from_normalisation(prepared)
+    if distance <= limit:
+        return ""
+    return (f"out_of_range: channel {prep['channels'][row]} is {distance:.2f} decades from the run's normalisation "
+            f"(limit {limit:g})")  # fmt: skip
+
+
+def check_tokens(tokens: np.ndarray, reason: str) -> None:
+    """Refuse tokens holding a NaN or an infinity, naming the windows."""
+    bad = np.flatnonzero(~np.isfinite(tokens).all(axis=(1, 2)))
+    if len(bad):
+        cause = reason or "input far outside the training range?"
+        raise PreparationError(f"the encoder's output is not finite in windows {bad.tolist()} ({cause})")
+
+
+def channel_names(given: list[str], rows: int) -> list[str]:
+    """The names of ``--channels``: one per option; a single option is split at commas when that
+    gives ``rows`` non-empty names and ``rows`` is more than one."""
+    if len(given) == 1 and rows > 1:
+        parts = given[0].split(",")
+        if len(parts) == rows and all(part.strip() for part in parts):
+            return parts
+    if len(given) != rows:
+        raise PreparationError(
+            f"{len(given)} channel names {given} for a signal of {rows} rows: give one --channels per row, in order"
+        )
+    return given
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("signal", type=Path, help="(channels, samples) .npy in the dataset's units")
     parser.add_argument("--fs", type=float, required=True, help="its sampling rate, Hz")
-    parser.add_argument("--channels", required=True, help="its channel names, comma-separated, one per row")
+    parser.add_argument(
+        "--channels", required=True, action="append",
+        help="the name of a row, once per row in order (--channels I --channels II); A,B,C once is split at commas",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, required=True, help="tokens, (windows, tokens, K) .npy")
     parser.add_argument("--mean-tokens", type=Path, help="also write the mean of all tokens, (K,) .npy")
     args = parser.parse_args(argv)
     try:
-        signal = np.load(args.signal)
-        names = args.channels.split(",")
-        if signal.ndim != 2 or len(names) != len(signal):
-            raise PreparationError(f"{len(names)} channel names for a signal of shape {signal.shape}")
-        if not (np.isfinite(args.fs) and 0.01 <= args.fs <= 1e6):
-            raise PreparationError(f"--fs {args.fs} is outside [0.01, 1e6] Hz")
+        signal = check_signal_dtype(np.load(args.signal, allow_pickle=False))
+        names = channel_names(args.channels, len(signal))
         config, session = load_package(Path(__file__).resolve().parent)
-        tokens = encode(signal, args.fs, names, config, session)
+        check_input_rate(args.fs, config["preprocessing"])
+        for out in filter(None, (args.out, args.mean_tokens)):
+            out.parent.mkdir(parents=True, exist_ok=True)
+        tokens, prepared = encode_record(signal, args.fs, names, config, session)
+        reason = out_of_range(prepared, config["preprocessing"])
+        check_tokens(tokens, reason)
+        np.save(args.out, tokens)
+        if args.mean_tokens:
+            np.save(args.mean_tokens, tokens.reshape(-1, tokens.shape[-1]).astype(np.float64).mean(axis=0))
     except (PreparationError, OSError, KeyError, ValueError) as error:
-        print(f"error: {args.signal}: {error}", file=sys.stderr)
+        print(f"error: {args.signal}: {_one_line(error)}", file=sys.stderr)
         return 1
-    np.save(args.out, tokens)
-    if args.mean_tokens:
-        np.save(args.mean_tokens, tokens.reshape(-1, tokens.shape[-1]).astype(np.float64).mean(axis=0))
+    if reason:
+        print(f"{args.signal}: {reason}; tokens written, flagged as cyclejepa embed flags them", file=sys.stderr)
     return 0
+
+
+def _one_line(error: BaseException) -> str:
+    """The error's message on one line (a KeyError: the missing key named)."""
+    text = f"config.json lacks {error}" if isinstance(error, KeyError) else str(error)
+    return " ".join(text.split())[:500]
 
 
 if __name__ == "__main__":
