@@ -56,6 +56,7 @@ from typing import Any
 
 import numpy as np
 
+from cyclejepa.data.channels import ChannelError, channel_key, match_channels
 from cyclejepa.data.datasets import (
     MV_PER_UNIT, Dataset, DatasetNotFound, Entry, FoldProtocol, Record, RecordRejected, fill_gaps, hash_fold, in_units,
     sha256_file, sha256_of,
@@ -101,8 +102,12 @@ class WfdbFolder(Dataset):
                  highpass_hz: Any = "auto", normalisation: str = "auto", drop_s: Any = "auto", max_gap_s: float = 0.5,
                  unwrap: str = "auto"):  # fmt: skip
         super().__init__(root)
-        if isinstance(channels, str) or not channels or not all(isinstance(c, str) and c.strip() for c in channels):
+        if isinstance(channels, str) or not channels or not all(isinstance(c, str) and channel_key(c) for c in channels):
             raise ValueError(f"data.options.channels: give the channel names to keep as a list, e.g. [PLETH]; got {channels!r}")
+        try:
+            match_channels(channels, channels)
+        except ValueError as error:
+            raise ValueError(f"data.options.channels: {error}") from None
         self.channels = tuple(channels)
         if units is not None and len(units) != len(channels):
             raise ValueError(
@@ -171,10 +176,7 @@ class WfdbFolder(Dataset):
             if self.subjects:
                 raise DatasetNotFound(f"wfdb: data.options.subjects names {path}, which does not exist")
             return None
-        with path.open(newline="") as stream:
-            rows = list(csv.DictReader(stream))
-        if not rows or not {"record", "subject"} <= set(rows[0]):
-            raise ValueError(f"{path}: needs the columns record,subject (has {list(rows[0]) if rows else 'no rows'})")
+        rows = _read_subjects(path, self._folder)
         found: dict[str, str] = {}
         for line, row in enumerate(rows, start=2):
             name, subject = (row["record"] or "").strip(), (row["subject"] or "").strip()
@@ -191,7 +193,7 @@ class WfdbFolder(Dataset):
             try:
                 _check_text(name)
                 resolve_inside(self._folder, path.relative_to(self._folder).as_posix(), self._folder)
-                specs = self._specs(name, read_header(path))
+                specs = self._specs(name, self._fast_enough(name, read_header(path)))
                 for c, spec in enumerate(specs):
                     units[c] = units[c] or (spec.units if spec.units_stated else None)
                     _check_unit(name, spec, units[c])
@@ -243,17 +245,30 @@ class WfdbFolder(Dataset):
             raise FileNotFoundError(f"WFDB record {str(path)!r} not found (give the path without extension)")
         return self._read(path, str(path))
 
+    def _fast_enough(self, name: str, header: WfdbHeader) -> WfdbHeader:
+        """``header`` when its record is fast enough for the phase provider (`check_native_rate`):
+        the slowest of the channels kept, or the fastest of its channels when it lacks one of them
+        (a monitor's 1 Hz numerics record beside its waveforms is refused for its rate)."""
+        rates = [header.fs * spec.samples_per_frame for spec in header.signals]
+        try:
+            rows = match_channels(self.channels, header.names)
+        except ChannelError:
+            rows = []
+        if rates:
+            self.check_native_rate(name, min(rates[row] for row in rows) if rows else max(rates))
+        return header
+
     def _specs(self, name: str, header: WfdbHeader) -> list[SignalSpec]:
         """The header's signal lines of the channels, in their order (`_rows`)."""
         return [header.signals[row] for row in self._rows(name, header)]
 
     def _rows(self, name: str, header: WfdbHeader) -> list[int]:
-        """The header's rows of the channels; `RecordRejected` (``channel_order``) naming what it has."""
-        lower = [n.lower() for n in header.names]
-        missing = [c for c in self.channels if c.lower() not in lower]
-        if missing:
-            raise RecordRejected(name, "channel_order", f"no channel {missing} (the record has {list(header.names)})")
-        return [lower.index(c.lower()) for c in self.channels]
+        """The header's rows of the channels (`match_channels`: ``PLETH`` finds ``PLETH,``);
+        `RecordRejected` (``channel_order``) naming what it has, or the two channels one name matches."""
+        try:
+            return match_channels(self.channels, header.names)
+        except ChannelError as error:
+            raise RecordRejected(name, "channel_order", str(error)) from None
 
     def _read(self, path: Path, name: str) -> Record:
         """The record at ``path`` (module docstring); `RecordRejected` naming ``name`` and the check."""
@@ -294,6 +309,25 @@ class WfdbFolder(Dataset):
         except Exception as error:  # the wfdb reader raises assorted types for malformed files
             raise RecordRejected(name, "unreadable", f"{path}: {error}") from error
         return header, [header.signals[row] for row in rows], [np.asarray(x, dtype=np.float64) for x in data.e_p_signal]
+
+
+def _read_subjects(path: Path, root: Path) -> list[dict[str, str]]:
+    """The rows of the subjects file ``path`` (UTF-8, with or without a byte-order mark, as a
+    spreadsheet's "CSV UTF-8" writes it); ValueError naming the file, never quoting it, when it
+    leads outside ``root`` (a symbolic link), is not UTF-8 or lacks the columns record,subject."""
+    try:
+        resolve_inside(path.parent, path.name, root, what="subjects file")
+    except HeaderError as error:
+        raise ValueError(f"data.options.subjects: {error}; copy the file into the folder") from None
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as stream:
+            rows = list(csv.DictReader(stream))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text (byte {error.start}); save it as UTF-8 (CSV UTF-8)") from None
+    if not rows or not {"record", "subject"} <= set(rows[0]):
+        found = f"{len(rows[0])} other columns" if rows else "no rows"
+        raise ValueError(f"{path}: needs a header line with the columns record,subject and a row per record (has {found})")
+    return rows
 
 
 def _resample_gappy(x: np.ndarray, fs: float, fs_out: float) -> np.ndarray:
