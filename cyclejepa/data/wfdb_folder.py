@@ -10,9 +10,14 @@ In a config::
 
 Every ``*.hea`` header under ``root`` (any depth) is a record, named by its path relative to the
 root without extension (``a103l``, ``site2/rec7``); its channels, their units and its rate come
-from the header (`cyclejepa.data.wfdb_format.read_header`). ``channels`` picks channels by name,
-case-insensitively; a record lacking one is rejected while indexing (check ``channel_order``,
-naming what it has) and counted in rejections.csv. Each channel's unit is ``units`` when given,
+from the header (`cyclejepa.data.wfdb_format.read_header`). ``channels`` picks channels by name
+(`cyclejepa.data.channels.match_channels`: case, surrounding space and trailing punctuation
+aside, so ``PLETH`` is PhysioNet's ``PLETH,``); a record lacking one, or with two channels one
+name matches, is rejected while indexing (check ``channel_order``, naming what it has or both)
+and counted in rejections.csv. A record slower than the phase provider reads (the provider's
+``rate_problem``, handed over by the cache build: `Dataset.require_rate`) is rejected while
+indexing too (check ``sampling_rate``, its rate and the requirement), never upsampled: the
+``NAMEn`` numerics records (1 Hz) PhysioNet ships beside the waveforms. Each channel's unit is ``units`` when given,
 else the unit the first record states; a record in another unit is converted when both are
 voltages (µV, mV, V) and rejected otherwise (``units``, naming both).
 
@@ -82,10 +87,10 @@ class WfdbFolder(Dataset):
     Parameters
     ----------
     root : the folder searched for ``*.hea`` headers (any depth).
-    channels : the channel names kept, in this order (matched case-insensitively).
+    channels : the channel names kept, in this order (matched by `match_channels`).
     units : each channel's unit (None: the first record's).
-    subjects : a CSV file (``record,subject``), relative to the root; None: ``subjects.csv`` when
-        the root has one.
+    subjects : a CSV file (``record,subject``, UTF-8 with or without a byte-order mark), relative
+        to the root and inside it; None: ``subjects.csv`` when the root has one.
     highpass_hz : ``"auto"``, None (no filter), a cut-off in Hz or one per channel (None for none).
     normalisation : ``"auto"``, ``"corpus"``, ``"record"`` or ``"window"`` (`Preparation`).
     drop_s : ``"auto"`` or the leading seconds dropped from each record.
@@ -223,7 +228,8 @@ class WfdbFolder(Dataset):
         return self._index[0]
 
     def rejected(self) -> list[RecordRejected]:
-        """Records without the channels, in another unit, unlisted in the subjects file, or unreadable."""
+        """Records without the channels, too slow for the phase provider, in another unit, unlisted
+        in the subjects file, or unreadable."""
         return self._index[2]
 
     def fingerprint(self) -> dict:
