@@ -107,7 +107,10 @@ def info() -> None:
 @app.command()
 def phase(
     records: Annotated[list[Path], typer.Argument(help="WFDB record paths, without extension")],
-    lead: Annotated[str | None, typer.Option(help="lead name, a comma list, or 'all'; default II")] = None,
+    lead: Annotated[
+        list[str] | None,
+        typer.Option(help="channel name, taken whole (PLETH, finds PLETH,); repeat for several (--lead II --lead V5); 'all'"),
+    ] = None,
     provider: Annotated[str | None, typer.Option(help="registered phase provider [default: from the channel names]")] = None,
     config: Annotated[Path | None, typer.Option(help="take provider and options from this config's phase section")] = None,
     format: Annotated[str, typer.Option("--format", help="jsonl or table")] = "jsonl",
@@ -117,7 +120,9 @@ def phase(
     Without --provider the channel names choose: ecg-rpeak ("r_peaks") on a record with an ECG
     lead, else the one provider that reads its channels (pulse, breath: "events"), else an error
     naming the choices. A record that cannot be read is reported on stderr and skipped; the exit
-    status is 1 when any was.
+    status is 1 when any was. Channel names match as the library matches them (case, surrounding
+    space and trailing punctuation aside); a --lead value with a comma inside (II,V5) still names
+    each part.
     """
     import json
 
@@ -131,11 +136,11 @@ def phase(
             raise typer.BadParameter("--config sets the provider and its options: drop --provider and --lead")
         phase_section = _load(config, None).phase
         provider, options = phase_section.provider, dict(phase_section.options)
-    leads = lead.split(",") if lead and "," in lead else lead
+    leads = _lead_names(lead)
     table = Table("record", "fs", "events", "phase yield", "qc")
     table.columns[0].overflow = "fold"  # whole names: records often share a long prefix
     names, failed = _short_names(records), 0
-    for record, name in zip(records, names):
+    for record, name in zip(records, names, strict=True):
         try:
             result = phase_record(record, lead=leads, provider=provider, options=options)
         except (OSError, ValueError, KeyError) as error:
@@ -152,6 +157,19 @@ def phase(
     if failed:
         errors.print(f"{failed} of {len(records)} records could not be read", highlight=False)
         raise typer.Exit(code=1)
+
+
+def _lead_names(values: list[str] | None) -> str | list[str] | None:
+    """The ``--lead`` values: each one name, taken whole (``PLETH,`` is a name, matched as
+    ``PLETH``), except a value with a comma inside (``II,V5``), which names each part; one name
+    as a string, several as a list."""
+    from cyclejepa.data.channels import channel_key
+
+    names = []
+    for value in values or []:
+        inner = "," in channel_key(value)
+        names += [part for part in value.split(",") if part.strip()] if inner else [value]
+    return None if not names else names[0] if len(names) == 1 else names
 
 
 def _event_count(result: dict) -> str:

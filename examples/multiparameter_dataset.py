@@ -30,6 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cyclejepa.data.channels import channel_key
 from cyclejepa.data.datasets import (
     Dataset, DatasetNotFound, Entry, LabelLevel, Record, RecordRejected, fill_gaps, hash_fold, in_units, sha256_of,
 )  # fmt: skip
@@ -88,10 +89,11 @@ class Multiparameter(Dataset):
         return sorted(self.root.rglob("*.hea"))
 
     def _rows(self, names: list[str]) -> list[int] | None:
-        """Rows of the ECG lead (the first of ``ecg_leads`` present) and RESP in ``names``, or None."""
-        lower = [str(name).strip().lower() for name in names]
-        ecg = next((lower.index(lead.lower()) for lead in self.ecg_leads if lead.lower() in lower), None)
-        return None if ecg is None or "resp" not in lower else [ecg, lower.index("resp")]
+        """Rows of the ECG lead (the first of ``ecg_leads`` present) and RESP in ``names``, or None
+        (names compared by the library's rule, `channel_key`: ``RESP,`` is RESP)."""
+        keys = [channel_key(name) for name in names]
+        ecg = next((keys.index(channel_key(lead)) for lead in self.ecg_leads if channel_key(lead) in keys), None)
+        return None if ecg is None or "resp" not in keys else [ecg, keys.index("resp")]
 
     @cached_property
     def _index(self) -> tuple[list[Entry], dict[int, tuple[str, int]], list[RecordRejected]]:

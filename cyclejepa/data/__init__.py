@@ -26,6 +26,11 @@ if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: r
     )
     from cyclejepa.data.cache import prepare_cache as prepare_cache, PreparedCache as PreparedCache
     from cyclejepa.data.challenge import Challenge2021 as Challenge2021
+    from cyclejepa.data.channels import (
+        channel_key as channel_key,
+        ChannelError as ChannelError,
+        match_channels as match_channels,
+    )
     from cyclejepa.data.cohort import cohort_markdown as cohort_markdown, cohort_table as cohort_table
     from cyclejepa.data.datasets import (
         conform as conform,
@@ -87,6 +92,9 @@ _HOMES = {
     "Challenge2021": "challenge",
     "cohort_markdown": "cohort",
     "cohort_table": "cohort",
+    "ChannelError": "channels",
+    "channel_key": "channels",
+    "match_channels": "channels",
     "Dataset": "datasets",
     "Entry": "datasets",
     "FoldProtocol": "datasets",

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from cyclejepa.data.channels import ChannelError, channel_key, match_channels
 from cyclejepa.data.preprocess import Preparation, fill_nonfinite, resample, resampling_ratio
 
 __all__ = [
@@ -198,6 +199,10 @@ class Dataset:
     channels: tuple[str, ...] = ()
     units: tuple[str, ...] = ()
     """Each channel's unit; empty means mV throughout."""
+    rate_check: Callable[[float], str | None] | None = None
+    """Why a record's native rate is too slow for the phase provider the cache uses (the
+    provider's ``rate_problem``: its text, None when the rate will do); None: any rate. Set by
+    the cache build (`require_rate`) before indexing; `check_native_rate` asks it."""
     label_levels: tuple[LabelLevel, ...] = ()
     fs: float | None = None
     cache_fs: float | None = None
@@ -237,14 +242,27 @@ class Dataset:
         from cyclejepa.data.wfdb_format import read_record
 
         record = read_record(path)
-        kept = {channel.lower(): self.unit_of(channel) for channel in self.channels}
-        declared = [kept.get(name.lower(), unit) for name, unit in zip(record.names, record.units)]
+        kept = {channel_key(channel): self.unit_of(channel) for channel in self.channels}
+        declared = [kept.get(channel_key(name), unit) for name, unit in zip(record.names, record.units, strict=True)]
         signal = in_units(str(path), record.signal, record.names, record.units, declared)
         return Record(str(path), as_float32(str(path), signal, record.names), record.fs, record.names)
 
     def rejected(self) -> list[RecordRejected]:
         """Records (or metadata rows) rejected while indexing, before any signal is read."""
         return []
+
+    def require_rate(self, rate_check: Callable[[float], str | None] | None) -> None:
+        """Have records the phase provider finds too slow rejected (`rate_check`), never
+        upsampled; called before indexing (a dataset that knows its records' rates from their
+        headers rejects them while indexing, `check_native_rate`)."""
+        self.rate_check = rate_check
+
+    def check_native_rate(self, record_id: int | str, fs: float) -> None:
+        """`RecordRejected` (check ``sampling_rate``) naming ``record_id``, its rate and the
+        requirement when `rate_check` finds ``fs`` Hz too slow."""
+        problem = self.rate_check(float(fs)) if self.rate_check is not None else None
+        if problem:
+            raise RecordRejected(record_id, "sampling_rate", f"{problem}; it is left out, not upsampled")
 
     def fingerprint(self) -> dict[str, Any]:
         """What the dataset's contents depend on, JSON-serialisable (part of the cache hash)."""
@@ -280,11 +298,13 @@ class Dataset:
         raise DatasetNotFound(f"{cls.__name__}: no dataset root configured ({where})")
 
     def unit_of(self, channel: str) -> str:
-        """The physical unit of ``channel`` (``units`` in channel order; mV when not declared)."""
-        names = [c.lower() for c in self.channels]
-        if channel.lower() not in names:
-            raise KeyError(f"{type(self).__name__} has no channel {channel!r}; channels: {list(self.channels)}")
-        return self.units[names.index(channel.lower())] if self.units else "mV"
+        """The physical unit of ``channel`` (``units`` in channel order; mV when not declared), the
+        name matched by `channel_key`."""
+        try:
+            row = match_channels(channel, self.channels)[0]
+        except ChannelError:
+            raise KeyError(f"{type(self).__name__} has no channel {channel!r}; channels: {list(self.channels)}") from None
+        return self.units[row] if self.units else "mV"
 
     @classmethod
     def rates(cls, fs: float | None = None, decimation: int | None = None, token_patch: int | None = None,
@@ -452,13 +472,14 @@ def fill_gaps(record_id: int | str, signal: np.ndarray, fs: float, max_gap_s: fl
 
 
 def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
-    """``record``'s ``channels`` (by name, case-insensitive) resampled to ``fs``: (C, L) float32.
+    """``record``'s ``channels`` (by name, `match_channels`) resampled to ``fs``: (C, L) float32.
 
     Raises `RecordRejected`, checked in this order before any resampling: ``sampling_rate``
     when the record's rate is out of range, the resampling ratio unreasonable
     (`resampling_ratio`) or an upsampling by more than `MAX_UPSAMPLING`, ``extent`` when the
     result would exceed `MAX_RECORD_BYTES`, ``channel_order`` when a channel is missing,
-    ``non_finite`` when a sample is not finite, or not finite once float32.
+    ``non_finite`` when a sample is not finite, or not finite once float32. A channel is missing
+    when no channel matches its name, or two do (both named).
     """
     try:
         resampling_ratio(float(record.fs), float(fs))
@@ -472,11 +493,11 @@ def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
         raise RecordRejected(
             record.id, "extent", f"{len(channels)} x {length:.0f} samples at {fs:g} Hz exceed {MAX_RECORD_BYTES >> 20} MiB"
         )
-    lower = [name.lower() for name in record.channels]
-    missing = [c for c in channels if c.lower() not in lower]
-    if missing:
-        raise RecordRejected(record.id, "channel_order", f"no channel {missing} (the record has {list(record.channels)})")
-    x = np.asarray(record.signal)[[lower.index(c.lower()) for c in channels]]
+    try:
+        rows = match_channels(channels, record.channels)
+    except ChannelError as error:
+        raise RecordRejected(record.id, "channel_order", str(error)) from None
+    x = np.asarray(record.signal)[rows]
     bad = [channels[i] for i in np.flatnonzero(~np.isfinite(x).all(axis=1))]
     if bad:
         raise RecordRejected(record.id, "non_finite", f"non-finite samples on {bad}")

@@ -143,12 +143,15 @@ class Normalisation:
         return cls(*(np.asarray(data[key], dtype=np.float64) for key in ("mean", "std")))
 
 
-def fit_normalisation(signals: np.ndarray, mask_train: np.ndarray, chunk: int = 512) -> Normalisation:
+def fit_normalisation(signals: np.ndarray, mask_train: np.ndarray, chunk: int = 512,
+                      channels: Sequence[str] | None = None) -> Normalisation:  # fmt: skip
     """Per-channel mean and std over the records selected by ``mask_train``.
 
     ``signals`` is (N, channels, samples) (a memmap is fine: it is read ``chunk`` records at a
     time); ``mask_train`` is a boolean (N,) mask. Two passes in float64: the mean, then the mean
-    squared deviation from it.
+    squared deviation from it. ValueError naming each channel (``channels``, else its position)
+    whose std is zero or not finite: a channel dead across the training records cannot be
+    z-scored, and the remedy is to leave it out.
     """
     mask_train = np.asarray(mask_train, dtype=bool)
     if mask_train.shape != (len(signals),):
@@ -161,7 +164,16 @@ def fit_normalisation(signals: np.ndarray, mask_train: np.ndarray, chunk: int = 
     total = sum(np.asarray(signals[b], dtype=np.float64).sum(axis=(0, 2)) for b in blocks)
     mean = total / count
     squares = sum(((np.asarray(signals[b], dtype=np.float64) - mean[:, None]) ** 2).sum(axis=(0, 2)) for b in blocks)
-    return Normalisation(mean, np.sqrt(squares / count))
+    std = np.sqrt(squares / count)
+    dead = np.flatnonzero(~(np.isfinite(std) & (std > 0)))
+    if dead.size:
+        names = list(channels) if channels is not None else [f"channel {c + 1} of {len(std)}" for c in range(len(std))]
+        found = ", ".join(f"{names[c]} (std {std[c]:g})" for c in dead)
+        raise ValueError(
+            f"cannot normalise {found}: constant (or not finite) over all {rows.size} training records; drop "
+            f"{'it' if dead.size == 1 else 'them'} from the dataset's channels (data.options.channels) or fix the recordings"
+        )
+    return Normalisation(mean, std)
 
 
 def fill_nonfinite(signal: np.ndarray, channel_names: Sequence[str]) -> np.ndarray:

@@ -10,9 +10,14 @@ In a config::
 
 Every ``*.hea`` header under ``root`` (any depth) is a record, named by its path relative to the
 root without extension (``a103l``, ``site2/rec7``); its channels, their units and its rate come
-from the header (`cyclejepa.data.wfdb_format.read_header`). ``channels`` picks channels by name,
-case-insensitively; a record lacking one is rejected while indexing (check ``channel_order``,
-naming what it has) and counted in rejections.csv. Each channel's unit is ``units`` when given,
+from the header (`cyclejepa.data.wfdb_format.read_header`). ``channels`` picks channels by name
+(`cyclejepa.data.channels.match_channels`: case, surrounding space and trailing punctuation
+aside, so ``PLETH`` is PhysioNet's ``PLETH,``); a record lacking one, or with two channels one
+name matches, is rejected while indexing (check ``channel_order``, naming what it has or both)
+and counted in rejections.csv. A record slower than the phase provider reads (the provider's
+``rate_problem``, handed over by the cache build: `Dataset.require_rate`) is rejected while
+indexing too (check ``sampling_rate``, its rate and the requirement), never upsampled: the
+``NAMEn`` numerics records (1 Hz) PhysioNet ships beside the waveforms. Each channel's unit is ``units`` when given,
 else the unit the first record states; a record in another unit is converted when both are
 voltages (µV, mV, V) and rejected otherwise (``units``, naming both).
 
@@ -56,6 +61,7 @@ from typing import Any
 
 import numpy as np
 
+from cyclejepa.data.channels import ChannelError, channel_key, match_channels
 from cyclejepa.data.datasets import (
     MV_PER_UNIT, Dataset, DatasetNotFound, Entry, FoldProtocol, Record, RecordRejected, fill_gaps, hash_fold, in_units,
     sha256_file, sha256_of,
@@ -81,10 +87,10 @@ class WfdbFolder(Dataset):
     Parameters
     ----------
     root : the folder searched for ``*.hea`` headers (any depth).
-    channels : the channel names kept, in this order (matched case-insensitively).
+    channels : the channel names kept, in this order (matched by `match_channels`).
     units : each channel's unit (None: the first record's).
-    subjects : a CSV file (``record,subject``), relative to the root; None: ``subjects.csv`` when
-        the root has one.
+    subjects : a CSV file (``record,subject``, UTF-8 with or without a byte-order mark), relative
+        to the root and inside it; None: ``subjects.csv`` when the root has one.
     highpass_hz : ``"auto"``, None (no filter), a cut-off in Hz or one per channel (None for none).
     normalisation : ``"auto"``, ``"corpus"``, ``"record"`` or ``"window"`` (`Preparation`).
     drop_s : ``"auto"`` or the leading seconds dropped from each record.
@@ -101,8 +107,12 @@ class WfdbFolder(Dataset):
                  highpass_hz: Any = "auto", normalisation: str = "auto", drop_s: Any = "auto", max_gap_s: float = 0.5,
                  unwrap: str = "auto"):  # fmt: skip
         super().__init__(root)
-        if isinstance(channels, str) or not channels or not all(isinstance(c, str) and c.strip() for c in channels):
+        if isinstance(channels, str) or not channels or not all(isinstance(c, str) and channel_key(c) for c in channels):
             raise ValueError(f"data.options.channels: give the channel names to keep as a list, e.g. [PLETH]; got {channels!r}")
+        try:
+            match_channels(channels, channels)
+        except ValueError as error:
+            raise ValueError(f"data.options.channels: {error}") from None
         self.channels = tuple(channels)
         if units is not None and len(units) != len(channels):
             raise ValueError(
@@ -171,10 +181,7 @@ class WfdbFolder(Dataset):
             if self.subjects:
                 raise DatasetNotFound(f"wfdb: data.options.subjects names {path}, which does not exist")
             return None
-        with path.open(newline="") as stream:
-            rows = list(csv.DictReader(stream))
-        if not rows or not {"record", "subject"} <= set(rows[0]):
-            raise ValueError(f"{path}: needs the columns record,subject (has {list(rows[0]) if rows else 'no rows'})")
+        rows = _read_subjects(path, self._folder)
         found: dict[str, str] = {}
         for line, row in enumerate(rows, start=2):
             name, subject = (row["record"] or "").strip(), (row["subject"] or "").strip()
@@ -191,7 +198,7 @@ class WfdbFolder(Dataset):
             try:
                 _check_text(name)
                 resolve_inside(self._folder, path.relative_to(self._folder).as_posix(), self._folder)
-                specs = self._specs(name, read_header(path))
+                specs = self._specs(name, self._fast_enough(name, read_header(path)))
                 for c, spec in enumerate(specs):
                     units[c] = units[c] or (spec.units if spec.units_stated else None)
                     _check_unit(name, spec, units[c])
@@ -221,7 +228,8 @@ class WfdbFolder(Dataset):
         return self._index[0]
 
     def rejected(self) -> list[RecordRejected]:
-        """Records without the channels, in another unit, unlisted in the subjects file, or unreadable."""
+        """Records without the channels, too slow for the phase provider, in another unit, unlisted
+        in the subjects file, or unreadable."""
         return self._index[2]
 
     def fingerprint(self) -> dict:
@@ -243,17 +251,30 @@ class WfdbFolder(Dataset):
             raise FileNotFoundError(f"WFDB record {str(path)!r} not found (give the path without extension)")
         return self._read(path, str(path))
 
+    def _fast_enough(self, name: str, header: WfdbHeader) -> WfdbHeader:
+        """``header`` when its record is fast enough for the phase provider (`check_native_rate`):
+        the slowest of the channels kept, or the fastest of its channels when it lacks one of them
+        (a monitor's 1 Hz numerics record beside its waveforms is refused for its rate)."""
+        rates = [header.fs * spec.samples_per_frame for spec in header.signals]
+        try:
+            rows = match_channels(self.channels, header.names)
+        except ChannelError:
+            rows = []
+        if rates:
+            self.check_native_rate(name, min(rates[row] for row in rows) if rows else max(rates))
+        return header
+
     def _specs(self, name: str, header: WfdbHeader) -> list[SignalSpec]:
         """The header's signal lines of the channels, in their order (`_rows`)."""
         return [header.signals[row] for row in self._rows(name, header)]
 
     def _rows(self, name: str, header: WfdbHeader) -> list[int]:
-        """The header's rows of the channels; `RecordRejected` (``channel_order``) naming what it has."""
-        lower = [n.lower() for n in header.names]
-        missing = [c for c in self.channels if c.lower() not in lower]
-        if missing:
-            raise RecordRejected(name, "channel_order", f"no channel {missing} (the record has {list(header.names)})")
-        return [lower.index(c.lower()) for c in self.channels]
+        """The header's rows of the channels (`match_channels`: ``PLETH`` finds ``PLETH,``);
+        `RecordRejected` (``channel_order``) naming what it has, or the two channels one name matches."""
+        try:
+            return match_channels(self.channels, header.names)
+        except ChannelError as error:
+            raise RecordRejected(name, "channel_order", str(error)) from None
 
     def _read(self, path: Path, name: str) -> Record:
         """The record at ``path`` (module docstring); `RecordRejected` naming ``name`` and the check."""
@@ -294,6 +315,25 @@ class WfdbFolder(Dataset):
         except Exception as error:  # the wfdb reader raises assorted types for malformed files
             raise RecordRejected(name, "unreadable", f"{path}: {error}") from error
         return header, [header.signals[row] for row in rows], [np.asarray(x, dtype=np.float64) for x in data.e_p_signal]
+
+
+def _read_subjects(path: Path, root: Path) -> list[dict[str, str]]:
+    """The rows of the subjects file ``path`` (UTF-8, with or without a byte-order mark, as a
+    spreadsheet's "CSV UTF-8" writes it); ValueError naming the file, never quoting it, when it
+    leads outside ``root`` (a symbolic link), is not UTF-8 or lacks the columns record,subject."""
+    try:
+        resolve_inside(path.parent, path.name, root, what="subjects file")
+    except HeaderError as error:
+        raise ValueError(f"data.options.subjects: {error}; copy the file into the folder") from None
+    try:
+        with path.open(newline="", encoding="utf-8-sig") as stream:
+            rows = list(csv.DictReader(stream))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 text (byte {error.start}); save it as UTF-8 (CSV UTF-8)") from None
+    if not rows or not {"record", "subject"} <= set(rows[0]):
+        found = f"{len(rows[0])} other columns" if rows else "no rows"
+        raise ValueError(f"{path}: needs a header line with the columns record,subject and a row per record (has {found})")
+    return rows
 
 
 def _resample_gappy(x: np.ndarray, fs: float, fs_out: float) -> np.ndarray:

@@ -45,7 +45,7 @@ class BreathProvider(PhaseProvider):
     Parameters
     ----------
     lead
-        The respiration channel's name (case-insensitive); None takes the record's first channel
+        The respiration channel's name (`channel_indices`: ``RESP`` finds ``RESP,``); None takes the record's first channel
         named as respiration (`BREATH_CHANNEL_NAME`).
     fiducial
         ``"peak"`` (end of inspiration, the default) or ``"onset"`` (the trough before it).
@@ -90,6 +90,12 @@ class BreathProvider(PhaseProvider):
         self.lead, self.fiducial, self.polarity = lead, fiducial, polarity
         self.band_hz = (float(band_hz[0]), float(band_hz[1]))
         self.min_prominence, self.refractory = float(min_prominence), float(refractory)
+
+    @property
+    def highest_hz(self) -> float:
+        """The band-pass's upper edge (0.7 Hz by default: a record needs 1.56 Hz, `min_fs`; a
+        monitor's 1 Hz numerics are refused)."""
+        return self.band_hz[1]
 
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
         """Sample indices of one point per breath; none for a flat or short (< 10 s) channel."""

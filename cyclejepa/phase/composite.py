@@ -148,6 +148,12 @@ class CompositePhaseProvider:
         """The first coordinate's event word (its events are the cache's ``beats`` column)."""
         return getattr(next(iter(self.providers.values())), "event_name", "event")
 
+    def rate_problem(self, fs: float) -> str | None:
+        """The first coordinate's `PhaseProvider.rate_problem` at ``fs`` Hz (None when every
+        coordinate's provider reads a record at that rate)."""
+        problems = (getattr(provider, "rate_problem", lambda _: None)(fs) for provider in self.providers.values())
+        return next((problem for problem in problems if problem), None)
+
     def phase(self, signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> CompositeTrack:
         """Each coordinate's `PhaseProvider.phase` on the same record, and the joint QC."""
         tracks = tuple(provider.phase(signal, fs, channel_names) for provider in self.providers.values())

@@ -6,7 +6,12 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["bandpass"]
+__all__ = ["UPPER_EDGE_FRACTION", "bandpass"]
+
+UPPER_EDGE_FRACTION = 0.45
+"""The highest a pass band's upper edge may reach, as a fraction of the sampling rate: the
+Nyquist frequency (0.5 fs) with a 10 % margin. `bandpass` lowers an edge above it to it; a
+provider needs a rate of at least its highest frequency / 0.45 (`PhaseProvider.min_fs`)."""
 
 
 @lru_cache(maxsize=32)
@@ -14,7 +19,7 @@ def _butter_bandpass(fs: float, low: float, high: float) -> tuple[np.ndarray, np
     """Second-order sections, their step-response initial state and scipy's pad length."""
     from scipy.signal import butter, sosfilt_zi
 
-    sos = butter(2, [low, min(high, 0.45 * fs)], btype="bandpass", fs=fs, output="sos")
+    sos = butter(2, [low, min(high, UPPER_EDGE_FRACTION * fs)], btype="bandpass", fs=fs, output="sos")
     ntaps = 2 * len(sos) + 1 - min((sos[:, 2] == 0).sum(), (sos[:, 5] == 0).sum())
     return sos, sosfilt_zi(sos), 3 * ntaps
 

@@ -34,28 +34,26 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cyclejepa.data.channels import channel_key, match_channels
 from cyclejepa.data.preprocess import fill_nonfinite
+from cyclejepa.phase.filters import UPPER_EDGE_FRACTION
 from cyclejepa.phase.track import PhaseTrack, QCVerdict
+from cyclejepa.registry import PHASE_PROVIDERS
 
 __all__ = ["PhaseProvider", "channel_indices", "channel_row", "fill_nonfinite"]
 
 
 def channel_indices(channel_names: Sequence[str], wanted: str | Sequence[str]) -> list[int]:
-    """Rows of the ``wanted`` channel name(s), matched case-insensitively.
+    """Rows of the ``wanted`` channel name(s), matched by `cyclejepa.data.channels.channel_key`
+    (case, surrounding space and trailing punctuation aside: ``II`` finds ``II,``).
 
     Raises
     ------
     KeyError
-        Naming the missing channel and listing the record's channel names.
+        Naming the missing channel and listing the record's channel names, or naming the two
+        channels one name matches (`cyclejepa.data.channels.ChannelError`).
     """
-    wanted = [wanted] if isinstance(wanted, str) else list(wanted)
-    lowered = [name.lower() for name in channel_names]
-    rows = []
-    for name in wanted:
-        if name.lower() not in lowered:
-            raise KeyError(f"channel {name!r} not in the record; its channels are {list(channel_names)}")
-        rows.append(lowered.index(name.lower()))
-    return rows
+    return match_channels(wanted, channel_names)
 
 
 def channel_row(provider: PhaseProvider, lead: str | None, channel_names: Sequence[str]) -> int:
@@ -156,7 +154,36 @@ class PhaseProvider(ABC):
     @classmethod
     def reads_channel(cls, name: str) -> bool:
         """Whether a channel called ``name`` is of a kind this provider reads (`channel_pattern`)."""
-        return cls.channel_pattern is not None and bool(re.fullmatch(cls.channel_pattern, name.strip(), re.IGNORECASE))
+        if cls.channel_pattern is None:
+            return False
+        return bool(re.fullmatch(cls.channel_pattern, channel_key(name), re.IGNORECASE))
+
+    @property
+    def highest_hz(self) -> float | None:
+        """The highest frequency (Hz) the provider's detection uses: by default the upper edge of
+        `cycle_band_hz` (None without a band); a provider that filters wider says so."""
+        return self.cycle_band_hz[1] if self.cycle_band_hz else None
+
+    @property
+    def min_fs(self) -> float | None:
+        """The lowest sampling rate (Hz) the provider reads a record at: `highest_hz` / 0.45
+        (`cyclejepa.phase.filters.UPPER_EDGE_FRACTION`: a band edge must lie below 0.45 fs, the
+        Nyquist frequency with a 10 % margin); None when it declares no frequency."""
+        highest = self.highest_hz
+        return None if highest is None else highest / UPPER_EDGE_FRACTION
+
+    def rate_problem(self, fs: float) -> str | None:
+        """Why a record sampled at ``fs`` Hz is too slow for this provider (its rate and the
+        requirement, `min_fs`), None when it is not. A dataset asks it of each record's native rate
+        and rejects a slow record instead of upsampling it; `phase` refuses one."""
+        need = self.min_fs
+        if need is None or fs >= need:
+            return None
+        name = next((key for key in PHASE_PROVIDERS.names() if PHASE_PROVIDERS.get(key) is type(self)), type(self).__name__)
+        return (
+            f"sampled at {fs:g} Hz, below the {need:.3g} Hz phase provider {name!r} needs (its detection reaches "
+            f"{self.highest_hz:g} Hz, which must lie below {UPPER_EDGE_FRACTION:g} x the rate)"
+        )
 
     @abstractmethod
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
@@ -175,9 +202,17 @@ class PhaseProvider(ABC):
         fs
             Sampling rate in Hz.
         channel_names
-            One name per channel (matched case-insensitively by providers).
+            One name per channel (matched by providers as `channel_indices` matches).
+
+        Raises
+        ------
+        ValueError
+            A malformed input, or ``fs`` below the provider's `min_fs` (`rate_problem`).
         """
         signal = _as_signal(signal, fs, channel_names)
+        problem = self.rate_problem(fs)
+        if problem:
+            raise ValueError(f"a signal {problem}: a trend this slow is no waveform; read the waveform at its native rate")
         events = np.asarray(self.events(signal, fs, list(channel_names)), dtype=np.int64)
         track = PhaseTrack(events, fs, signal.shape[1])
         track.qc = self.qc_track(track)

@@ -57,7 +57,7 @@ class PulseProvider(PhaseProvider):
     Parameters
     ----------
     lead
-        The pulse-wave channel's name (case-insensitive), e.g. ``PLETH`` or ``ABP``; None takes
+        The pulse-wave channel's name (`channel_indices`: ``PLETH`` finds ``PLETH,``), e.g. ``PLETH`` or ``ABP``; None takes
         the record's first channel named as a pulse wave (`PULSE_CHANNEL_NAME`).
     fiducial
         ``"foot"`` (intersecting tangent, the default), ``"max-slope"`` (steepest rise) or
@@ -101,6 +101,11 @@ class PulseProvider(PhaseProvider):
         self.lead, self.fiducial, self.polarity = lead, fiducial, polarity
         self.band_hz = (float(band_hz[0]), float(band_hz[1]))
         self.min_slope, self.refractory = float(min_slope), float(refractory)
+
+    @property
+    def highest_hz(self) -> float:
+        """The band-pass's upper edge (8 Hz by default: a record needs 17.8 Hz, `min_fs`)."""
+        return self.band_hz[1]
 
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
         """Sample indices of the fiducial point of each beat; none for a flat or short (< 3 s) channel."""

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from cyclejepa import registry
 from cyclejepa.config import PAPER_SPECTRUM, ConfigError, EvaluationConfig, ExperimentConfig, expand_grid
+from cyclejepa.data.channels import channel_key
 from cyclejepa.facts import DataFacts, cycle_band, data_facts
 from cyclejepa.jsonio import read_json
 from cyclejepa.pipeline.identity import identity_differences
@@ -385,7 +386,7 @@ def _provider_lead_problems(cfg: ExperimentConfig, key: str, provider: Any, name
             f"dataset {cfg.data.dataset!r} has none ({', '.join(channels)}); name its channel with {key}.lead"
         )
     for channel in wanted:
-        if str(channel).lower() not in {c.lower() for c in channels}:
+        if channel_key(str(channel)) not in {channel_key(c) for c in channels}:
             problems.append(
                 f"{key}.lead: {channel!r}{origin} is not a channel of dataset {cfg.data.dataset!r}; its channels: "
                 f"{', '.join(channels)}" + did_you_mean(str(channel), channels)

@@ -14,7 +14,7 @@ import os
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import as_completed
 from pathlib import Path
 from typing import Any
@@ -79,6 +79,7 @@ def prepare_cache(dataset: Dataset, spec: CacheSpec, *, progress: bool = True) -
         raise ValueError(f"workers must be >= 1, got {spec.workers}")
     cache_dir = spec.directory
     phase_provider = _phase_provider(dataset, spec.phase_provider)
+    dataset.require_rate(_rate_check(phase_provider, spec.phase_options))
     band = _cycle_band(phase_provider)
     rates = dataset.rates(spec.cache_fs, spec.decimation, spec.token_patch, spec.window_s, band)
     folds = dataset.folds.train if spec.train_folds is None else spec.train_folds
@@ -120,6 +121,14 @@ def _phase_provider(dataset: Dataset, named: str | None) -> str:
         raise ValueError(f"phase_provider: {type(dataset).__name__} declares no default phase provider "
                          "(Dataset.phase_provider); name one")  # fmt: skip
     return provider
+
+
+def _rate_check(phase_provider: str, options: Mapping[str, Any] | None) -> Callable[[float], str | None] | None:
+    """The provider's ``rate_problem`` (`cyclejepa.phase.PhaseProvider.rate_problem`): why a
+    native rate is too slow for it; None for a provider that states no requirement."""
+    from cyclejepa.registry import PHASE_PROVIDERS
+
+    return getattr(PHASE_PROVIDERS.build(phase_provider, **dict(options or {})), "rate_problem", None)
 
 
 def _cycle_band(phase_provider: str) -> tuple[float, float] | None:
@@ -263,7 +272,7 @@ def _build(dataset: Dataset, build_dir: Path, arguments: dict[str, Any], workers
         )
     scratch = _gather_scratch(build_dir / "decimated_mv.npy", kept)
     spread = spread_warnings(scratch, arguments)
-    norm = fit_normalisation(scratch, in_train)
+    norm = fit_normalisation(scratch, in_train, channels=arguments["channels"])
     files.write_signals(build_dir / "signals.npy", scratch, norm)
     del scratch
     (build_dir / "decimated_mv.npy").unlink()

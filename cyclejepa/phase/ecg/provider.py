@@ -13,23 +13,26 @@ from typing import Any
 
 import numpy as np
 
+from cyclejepa.data.channels import channel_key
 from cyclejepa.phase.ecg.detectors import DEFAULT_DETECTOR, get_detector
-from cyclejepa.phase.ecg.rpeak import detect_r_peaks
+from cyclejepa.phase.ecg.rpeak import QRS_BAND_HZ, detect_r_peaks
 from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
 from cyclejepa.registry import PHASE_PROVIDERS
 
 __all__ = ["ECG_LEAD_NAME", "EcgRPeakProvider", "ecg_lead_rows"]
 
+_LEAD = r"i{1,3}|d(i{1,3}|[1-3])|a?v[rlf]|v\d{0,2}r?|v?[xyz]|ml(i{1,3}|\d)?|mcl\d?|c[mc]\d"
 ECG_LEAD_NAME = re.compile(
-    r"-?(i{1,3}|d(i{1,3}|[1-3])|a?v[rlf]|v\d{0,2}r?|v?[xyz]|ml(i{1,3}|\d)?|mcl\d?|c[mc]\d"
-    r"|.*(ecg|ekg).*|lead.+)",
+    rf"-?(mod\.?\s*)?({_LEAD})(\s*-\s*({_LEAD}))?|.*(ecg|ekg).*|lead.+",
     re.IGNORECASE,
 )
-"""Channel names of ECG leads (the whole name, any case): the limb and augmented leads (I, II,
-III, aVR, aVL, aVF; DI-DIII), the chest leads (V, V1-V9, V3R-V6R), the orthogonal leads (X, Y,
-Z, VX-VZ), the monitoring leads (MLI-MLIII, MCL1-MCL6, CM5, CC5), and any name containing
-ECG/EKG or starting with "lead" (``Lead I``). Arterial pressure, pleth, respiration or EEG
-channel names are not."""
+"""Channel names of ECG leads (the whole `channel_key` of a name: any case, trailing punctuation
+aside, so ``II,`` is II): the limb and augmented leads (I, II, III, aVR, aVL, aVF; DI-DIII,
+D1-D3), the chest leads (V, V1-V9, V3R-V6R), the orthogonal leads (X, Y, Z, VX-VZ), the
+monitoring and Holter leads (MLI-MLIII, ML5, MCL1-MCL6, CM5, CC5), a modified lead (``mod.V1``),
+a bipolar pair of them (``V1-V2``, ``V4-V5``), and any name containing ECG/EKG (``ECG1``) or
+starting with "lead" (``Lead I``). Arterial pressure, pleth, respiration or EEG channel names
+are not."""
 
 
 def ecg_lead_rows(channel_names: Sequence[str]) -> list[int]:
@@ -42,7 +45,7 @@ def ecg_lead_rows(channel_names: Sequence[str]) -> list[int]:
     ValueError
         When every channel is of a kind another provider reads, naming each and its provider.
     """
-    rows = [row for row, name in enumerate(channel_names) if ECG_LEAD_NAME.fullmatch(name.strip())]
+    rows = [row for row, name in enumerate(channel_names) if ECG_LEAD_NAME.fullmatch(channel_key(name))]
     if rows:
         return rows
     claimed = {row: _reader_of(name) for row, name in enumerate(channel_names)}
@@ -70,7 +73,7 @@ class EcgRPeakProvider(PhaseProvider):
     Parameters
     ----------
     lead
-        The lead whose R wave times the beats: a channel name (case-insensitive); None picks
+        The lead whose R wave times the beats: a channel name (`channel_indices`: ``II`` finds ``II,``); None picks
         ``"II"`` when the record has it, else its first ECG lead. A list of names or ``"all"``
         restricts detection to those leads (every ECG lead for ``"all"``) and times the beats
         on the first of them (``"all"``: the best-quality lead, chosen by the detector).
@@ -116,12 +119,18 @@ class EcgRPeakProvider(PhaseProvider):
         self.detection_leads = detection_leads
         self.refine_window_s = refine_window_s
 
+    @property
+    def highest_hz(self) -> float:
+        """The upper edge of the QRS detection band (25 Hz, `QRS_BAND_HZ`): a record needs 55.6 Hz
+        (`min_fs`)."""
+        return QRS_BAND_HZ[1]
+
     def lead_rows(self, channel_names: Sequence[str]) -> tuple[list[int], int | None]:
         """Rows taking part in detection, and the position among them of the timing lead.
 
         The timing position is None when the detector is to choose the best-quality lead.
         """
-        lowered = [name.lower() for name in channel_names]
+        keys = [channel_key(name) for name in channel_names]
         leads = ecg_lead_rows(channel_names)
         if isinstance(self.lead, str) and self.lead.lower() == "all":
             return leads, None
@@ -129,7 +138,7 @@ class EcgRPeakProvider(PhaseProvider):
             rows = channel_indices(channel_names, self.lead)
             return rows, 0
         if self.lead is None:
-            timing = lowered.index("ii") if "ii" in lowered else leads[0]
+            timing = keys.index("ii") if keys.count("ii") == 1 else leads[0]
         else:
             timing = channel_indices(channel_names, self.lead)[0]
         if isinstance(self.detection_leads, str):
