@@ -371,6 +371,7 @@ class Encoder:
         self.window: int = preprocessing.window
         self.provider = PHASE_PROVIDERS.build(preprocessing.phase_provider, **preprocessing.phase_options)
         self.dataset: Dataset = DATASETS.build(preprocessing.dataset, root=root, **preprocessing.dataset_options)
+        self.dataset.require_rate(self.provider.rate_problem)  # a record too slow for the provider: refused, never upsampled
         self.source = dict(source)
 
     def __repr__(self) -> str:
@@ -389,7 +390,7 @@ class Encoder:
         """Embeddings of one record (channels, samples) or a batch (records, channels, samples).
 
         ``signal`` is in the dataset's units (`Preprocessing.units`; ECG: mV) at ``fs`` Hz, its
-        rows named by ``channel_names`` (matched to the run's channels case-insensitively; other
+        rows named by ``channel_names`` (matched to the run's channels by `channel_key`: case, space and trailing punctuation aside; other
         channels are ignored). ``batch_size`` windows go
         through the model at a time; ``progress`` shows a progress bar over them. A record the
         run cannot embed (a missing channel, a rate below the model's, shorter than one window,
@@ -458,8 +459,11 @@ class Encoder:
     def read(self, path: str | os.PathLike) -> Record:
         """The record file at ``path`` as the run's dataset reads it (`Dataset.read_path`; WFDB:
         the path without extension). Raises FileNotFoundError, ValueError (unreadable) or
-        `RecordRejected` (a check of the dataset, e.g. ``units`` for a channel in another unit)."""
-        return self.dataset.read_path(path)
+        `RecordRejected` (a check of the dataset, e.g. ``units`` for a channel in another unit, or
+        ``sampling_rate`` for a rate below what the phase provider needs)."""
+        record = self.dataset.read_path(path)
+        self.dataset.check_native_rate(record.id, record.fs)
+        return record
 
     def embed_files(
         self,

@@ -362,3 +362,17 @@ def test_embed_refuses_what_is_not_a_signal_a_rate_or_channel_names(trained):
         encoder.prepare(record, 500, None)
     same = encoder.embed(record.astype(np.float32), np.float64(500), np.array(LEADS))  # numpy scalars and names are fine
     np.testing.assert_allclose(same.tokens, encoder.embed(record, 500, LEADS).tokens, rtol=0, atol=1e-5)
+
+
+def test_a_record_slower_than_the_phase_provider_needs_is_refused_not_upsampled(trained, tmp_path):
+    """The run's provider (R-peaks, 55.6 Hz at least) refuses a 40 Hz file, naming both rates, as
+    `prepare` does; before, ``embed`` upsampled it to the cache rate."""
+    from cyclejepa.data.datasets import RecordRejected
+    from scipy.signal import resample_poly
+
+    cfg, cache, paths = trained
+    encoder = cyclejepa.load_encoder(cfg.output_dir, device="cpu")
+    slow = resample_poly(read_record_fast(paths[1]), 2, 25, axis=1)  # 500 Hz -> 40 Hz
+    path = write_record(tmp_path / "slow", slow, 40, LEADS)
+    with pytest.raises(RecordRejected, match=r"40 Hz.*55\.6 Hz"):
+        encoder.read(path)

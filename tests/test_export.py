@@ -38,6 +38,7 @@ from conftest import SHARED, TINY_MODEL, synthetic_data
 from cyclejepa import pipeline
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
+from cyclejepa.data.channels import channel_key
 from cyclejepa.data.ptbxl import read_record_fast
 from cyclejepa.data.ptbxl import LEADS, PTBXL
 from cyclejepa.embed import OUT_OF_RANGE_DECADES, input_distance
@@ -490,6 +491,8 @@ def test_the_reference_keeps_the_librarys_limits():
     assert script.OUT_OF_RANGE_DECADES == OUT_OF_RANGE_DECADES
     x = np.random.default_rng(0).normal(3.0, 20.0, (2, 3, 400))
     assert script.distance_from_normalisation(x) == input_distance(x)
+    names = ["PLETH,", " II, ", "mod.V1", "V1-V2", "Resp (Ohm)", "ECG1;", "aVR.", "HR,\t", "x_", "MLII"]
+    assert [script.channel_key(n) for n in names] == [channel_key(n) for n in names]  # the library's one rule
 
 
 def test_reference_channels_are_repeated_options_so_a_comma_is_part_of_a_name(onnx_package, real_records, tmp_path):

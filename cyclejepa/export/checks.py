@@ -13,6 +13,7 @@ import math
 import re
 from pathlib import Path
 from typing import Any
+from cyclejepa.data.channels import channel_key
 
 __all__ = ["MAX_ABS_MEAN", "MAX_SIZE", "MIN_STD", "PackageError", "check_channels_known", "check_config", "check_files"]
 
@@ -127,10 +128,11 @@ def check_config(config: dict) -> None:
 def _check_preprocessing(prep: dict, channel_count: int, patch: int) -> None:
     field = "preprocessing"
     channels = _strings(prep, "channels", field, channel_count)
-    lower = [c.lower() for c in channels]
-    repeated = sorted({c for c in channels if lower.count(c.lower()) > 1})
+    keys = [channel_key(c) for c in channels]
+    repeated = sorted({c for c in channels if keys.count(channel_key(c)) > 1})
     if repeated:
-        raise _fail(f"{field}.channels", f"names {repeated} more than once (channels match case-insensitively)")
+        raise _fail(f"{field}.channels", f"names {repeated} more than once (channels match by channel_key: case, "
+                    "surrounding space and trailing punctuation aside)")  # fmt: skip
     _strings(prep, "units", field, channel_count)
     from cyclejepa.data.preprocess import MAX_FS, MIN_FS
 
@@ -167,7 +169,7 @@ def check_channels_known(prep: dict, declared: tuple[str, ...], dataset: str) ->
     """The package's channels among those its ``dataset`` declares (when it declares any)."""
     if not declared:
         return
-    known = {c.lower() for c in declared}
-    unknown = [c for c in prep["channels"] if c.lower() not in known]
+    known = {channel_key(c) for c in declared}
+    unknown = [c for c in prep["channels"] if channel_key(c) not in known]
     if unknown:
         raise _fail("preprocessing.channels", f"{unknown} are not channels of dataset {dataset!r} ({list(declared)})")

@@ -72,7 +72,8 @@ MAX_SIZE = {"window": 100_000_000, "decimation": 1000, "token_patch": 4096}
 """Largest value of each size a package may declare, as the library's package checks."""
 OUT_OF_RANGE_DECADES = 1.0
 """The library's limit of the input distance, for a package whose config has no ``input_range``."""
-TRAILING = ",;:. \t"
+TRAILING = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~" + " \t\n\r\x0b\x0c"
+"""Stripped from the end of a channel name (string.punctuation and string.whitespace, as the library)."""
 """Characters a channel name may end with that do not change which channel it names."""
 
 
@@ -263,7 +264,7 @@ class Preparer:
 
 def channel_key(name: str) -> str:
     """What a channel name is matched by: case, surrounding space and trailing punctuation aside."""
-    return name.strip().rstrip(TRAILING).strip().casefold()
+    return str(name).casefold().strip().rstrip(TRAILING)
 
 
 def check_signal_dtype(signal: np.ndarray) -> np.ndarray:
