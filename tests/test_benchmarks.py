@@ -283,9 +283,9 @@ def test_host_syncs_count_only_the_sync_warnings(monkeypatch):
     monkeypatch.setattr(torch.cuda, "set_sync_debug_mode", lambda mode: modes.append(mode))
 
     def step():
-        warnings.warn("Synchronization debug mode is a prototype feature and does not yet detect all")
+        warnings.warn("Synchronization debug mode is a prototype feature and does not yet detect all", stacklevel=1)
         for _ in range(2):
-            warnings.warn("called a synchronizing CUDA operation")
+            warnings.warn("called a synchronizing CUDA operation", stacklevel=1)
 
     found = find_host_syncs(step, steps=3)
     assert modes == ["warn", 0]

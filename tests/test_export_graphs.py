@@ -45,11 +45,11 @@ def stream_onnx(path, model, x):
     """(B, T, K) tokens of x streamed chunk by chunk through the ONNX step, the state carried here."""
     graph = session(path)
     state = {name: np.zeros((len(x), model.encoder.width, frames), np.float32)
-             for name, frames in zip(state_names(model), (c.left_pad for c in convs(model)))}  # fmt: skip
+             for name, frames in zip(state_names(model), (c.left_pad for c in convs(model)), strict=True)}  # fmt: skip
     tokens = []
     for chunk in x.split(model.encoder.patch, dim=-1):
         z, *after = graph.run(None, {"chunk": chunk.numpy(), **state})
-        state = dict(zip(state, after))
+        state = dict(zip(state, after, strict=True))
         tokens.append(z)
     return np.stack(tokens, axis=1)
 
@@ -122,7 +122,7 @@ def test_the_phase_action_on_exported_features_is_the_action_on_eager_ones(tmp_p
         torch.testing.assert_close(symmetry.act(symmetry.act(exported, a), b), symmetry.act(exported, a + b), rtol=0, atol=1e-5)
         torch.testing.assert_close(symmetry.canonicalize(symmetry.act(exported, a), a), exported, rtol=0, atol=1e-5)
         for mine, theirs in zip(
-            pairwise_similarities(exported, phases, symmetry), pairwise_similarities(reference, phases, symmetry)
+            pairwise_similarities(exported, phases, symmetry), pairwise_similarities(reference, phases, symmetry), strict=True
         ):
             torch.testing.assert_close(mine, theirs, rtol=0, atol=1e-5)
 

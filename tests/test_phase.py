@@ -60,7 +60,7 @@ def synthetic_ecg(fs, duration_s=10.0, n_leads=12, seed=0, noise_mv=0.02, wander
 
 def naive_phase(events, time):
     """Phase of one time by a linear scan over the cycles (reference implementation)."""
-    for start, end in zip(events[:-1], events[1:]):
+    for start, end in zip(events[:-1], events[1:], strict=True):
         if start <= time < end:
             return TWO_PI * (time - start) / (end - start)
     return math.nan
@@ -136,7 +136,7 @@ def test_causal_phase_is_the_same_formula_on_tensors():
     as_numpy = causal_phase(times, last, previous)
     as_torch = causal_phase(*(torch.from_numpy(a) for a in (times, last, previous)))
     np.testing.assert_array_equal(as_torch.numpy(), as_numpy)
-    expected = [naive_causal_phase([before, after], t) for t, after, before in zip(times, last, previous)]
+    expected = [naive_causal_phase([before, after], t) for t, after, before in zip(times, last, previous, strict=True)]
     np.testing.assert_allclose(as_numpy, expected, rtol=0, atol=1e-12)
 
 
@@ -613,7 +613,7 @@ def test_synthetic_ground_truth_12_leads():
 
     records = generate_records(64, 0)
     tp = fn = fp = 0
-    for signal, truth in zip(records.signals, records.rpeaks):
+    for signal, truth in zip(records.signals, records.rpeaks, strict=True):
         events = EcgRPeakProvider().phase(signal.astype(np.float64), 500.0, list(PTBXL_LEADS)).events
         events, truth = (x[(x >= 25) & (x < N_SAMPLES - 25)] for x in (events, np.asarray(truth)))
         matched, _ = match_events(events, truth, 25)

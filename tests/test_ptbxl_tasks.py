@@ -56,10 +56,7 @@ def naive_labels(root, task):
     with open(root / "ptbxl_database.csv", newline="") as stream:
         for row in csv.DictReader(stream):
             codes = ast.literal_eval(row["scp_codes"])
-            if task == "all":
-                found = set(codes)
-            else:
-                found = {code for code in codes if table[code][flag] == "1.0"}
+            found = set(codes) if task == "all" else {code for code in codes if table[code][flag] == "1.0"}
             out[int(float(row["ecg_id"]))] = found
     return out
 

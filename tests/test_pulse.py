@@ -25,7 +25,7 @@ def pulse_train(fs=125.0, seconds=60.0, rise_s=0.12, seed=0, intervals=(0.65, 1.
     onsets = onsets[onsets < seconds - 1.0]
     t = np.arange(round(seconds * fs)) / fs
     wave = np.zeros_like(t)
-    for start, end in zip(onsets, np.append(onsets[1:], seconds)):
+    for start, end in zip(onsets, np.append(onsets[1:], seconds), strict=True):
         u = (t - start) / rise_s
         beat = (t >= start) & (t < end)
         rise = 0.5 * (1.0 - np.cos(np.pi * np.clip(u, 0.0, 1.0)))

@@ -137,6 +137,7 @@ def allocation_figure(table: list[dict[str, Any]], path: Path):
         axes,
         ("auroc", "gain_fraction", "coherence", "effective_rank"),
         ("superclass macro-AUROC", "transport gain fraction", "orbit coherence", "effective rank of z"),
+        strict=True,
     ):
         mean = np.array([e[metric] for e in table])
         low = mean - np.array([e[f"{metric}_min"] for e in table])

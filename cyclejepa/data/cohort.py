@@ -116,7 +116,9 @@ def cohort_markdown(table: pd.DataFrame) -> str:
             continue
         if row == "Age, lower quartile":
             upper = table.loc["Age, upper quartile"]
-            cells = [f"{_number(a)}–{_number(b)}" if np.isfinite(a) else "unknown" for a, b in zip(table.loc[row], upper)]
+            cells = [
+                f"{_number(a)}–{_number(b)}" if np.isfinite(a) else "unknown" for a, b in zip(table.loc[row], upper, strict=True)
+            ]
             row = "Age, interquartile range"
         else:
             cells = [_format(row, value) for value in table.loc[row]]

@@ -60,7 +60,7 @@ def statement_map(statements: pd.DataFrame, task: str) -> dict[str, str]:
     members = statements[statements[_FLAG[task]] == 1]
     column = _CLASS.get(task)
     classes = members.index if column is None else members[column]
-    return {str(code): str(name) for code, name in zip(members.index, classes)}
+    return {str(code): str(name) for code, name in zip(members.index, classes, strict=True)}
 
 
 def task_vocabulary(statements: pd.DataFrame, task: str) -> tuple[str, ...]:

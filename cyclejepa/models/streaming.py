@@ -84,8 +84,9 @@ class StreamingEncoder(nn.Module):
 
     @property
     def state(self) -> dict[str, Tensor]:
-        """The kept inputs, (batch, channels, frames) per convolution; the whole state."""
-        return dict(zip(self._convs(), self._state, strict=True))
+        """The kept inputs, (batch, channels, frames) per convolution; the whole state (empty
+        before `reset`)."""
+        return dict(zip(self._convs(), self._state, strict=True)) if self._state else {}
 
     def initial_state(self, batch: int) -> list[Tensor]:
         """The state before the first chunk: zeros (batch, channels, (k − 1)·d) per convolution

@@ -127,4 +127,6 @@ def breath_peaks(breathing: np.ndarray, refractory: np.ndarray, min_prominence: 
 def onsets_before(breathing: np.ndarray, peaks: np.ndarray) -> np.ndarray:
     """The lowest sample between each peak and the one before it (the record start for the first)."""
     starts = np.concatenate([[0], peaks[:-1]])
-    return np.array([start + int(np.argmin(breathing[start : peak + 1])) for start, peak in zip(starts, peaks)], dtype=np.int64)
+    return np.array(
+        [start + int(np.argmin(breathing[start : peak + 1])) for start, peak in zip(starts, peaks, strict=True)], dtype=np.int64
+    )

@@ -63,7 +63,7 @@ class CompositeTrack:
     @property
     def coordinate_qc(self) -> dict[str, QCVerdict | None]:
         """``{name: QC verdict of that coordinate's track}``."""
-        return {name: track.qc for name, track in zip(self.names, self.tracks)}
+        return {name: track.qc for name, track in zip(self.names, self.tracks, strict=True)}
 
     @property
     def phase(self) -> np.ndarray:

@@ -141,7 +141,7 @@ def upstrokes(slope: np.ndarray, fs: float, refractory: np.ndarray, min_slope: f
     heights = slope[peaks]
     reach = TYPICAL_WINDOW_S * fs
     starts, ends = np.searchsorted(peaks, peaks - reach, "left"), np.searchsorted(peaks, peaks + reach, "right")
-    typical = np.array([np.median(heights[a:b]) for a, b in zip(starts, ends)])
+    typical = np.array([np.median(heights[a:b]) for a, b in zip(starts, ends, strict=True)])
     return peaks[heights >= min_slope * typical]
 
 

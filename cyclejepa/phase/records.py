@@ -114,7 +114,7 @@ def phase_record(
                 "qc": assessed_qc(t, f"{source} ({coordinate})").to_dict(),
                 "phase_yield": t.phase_yield,
             }
-            for coordinate, t in zip(track.names, track.tracks)
+            for coordinate, t in zip(track.names, track.tracks, strict=True)
         }
         return {**result, "coordinates": coordinates, **verdict}
     if isinstance(instance, EcgRPeakProvider):

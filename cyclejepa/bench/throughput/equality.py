@@ -77,7 +77,8 @@ def compare_traces(trace: list[list[float]], reference: list[list[float]], rtol:
     worst = {}
     for column, term in enumerate(EQUALITY_TERMS):
         differences = [
-            abs(row[column] - ref[column]) / max(abs(ref[column]), 1e-12) for row, ref in zip(trace[:steps], reference[:steps])
+            abs(row[column] - ref[column]) / max(abs(ref[column]), 1e-12)
+            for row, ref in zip(trace[:steps], reference[:steps], strict=True)
         ]
         at = int(np.argmax(differences))
         worst[term] = {"max_rel_diff": differences[at], "at_step": at + 1}

@@ -30,7 +30,7 @@ def measure_transport(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
     batch, dim = spec.batch_size, symmetry.dim
     sync = device_sync(device)
     rows = []
-    for tokens, naive_records in zip(TRANSPORT_TOKENS, budget.naive_records):
+    for tokens, naive_records in zip(TRANSPORT_TOKENS, budget.naive_records, strict=True):
         z, phi = speed.synthetic_batch(batch, tokens, symmetry, str(device))
         chunk = max(1, min(8, 2**25 // (tokens * tokens * dim)))  # ≤ 128 MiB per float32 intermediate
 

@@ -127,7 +127,7 @@ def prepare_split(
         totals["read_verify"] += time.process_time() - start
         for window in windows:
             _, _, times = prepare_record(window, provider, time.process_time, cache_fs=fs, channels=channels, **shape)
-            for stage, seconds in zip(STAGES[1:], times):
+            for stage, seconds in zip(STAGES[1:], times, strict=True):
                 totals[stage] += seconds
         done += 1
     ms = {stage: 1e3 * seconds / max(done, 1) for stage, seconds in totals.items()}

@@ -9,7 +9,7 @@ import numpy as np
 from cyclejepa.data.wfdb_format import read_annotation
 
 # WFDB annotation codes that mark a beat (the rest are rhythm, signal-quality or comment labels).
-BEAT_SYMBOLS = frozenset("N L R B A a J S V r F e j n E / f Q ?".split())
+BEAT_SYMBOLS = frozenset(["N", "L", "R", "B", "A", "a", "J", "S", "V", "r", "F", "e", "j", "n", "E", "/", "f", "Q", "?"])
 
 
 def read_beat_annotations(path: str | Path, extension: str = "atr") -> np.ndarray:

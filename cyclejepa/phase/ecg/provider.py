@@ -60,9 +60,9 @@ def _reader_of(name: str) -> str | None:
     """The first registered provider (other than this one) whose channel pattern matches ``name``."""
     for provider_name in PHASE_PROVIDERS.names():
         provider = PHASE_PROVIDERS.get(provider_name)
-        if provider is not EcgRPeakProvider and isinstance(provider, type) and issubclass(provider, PhaseProvider):
-            if provider.reads_channel(name):
-                return provider_name
+        other = provider is not EcgRPeakProvider and isinstance(provider, type) and issubclass(provider, PhaseProvider)
+        if other and provider.reads_channel(name):
+            return provider_name
     return None
 
 

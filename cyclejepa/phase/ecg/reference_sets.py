@@ -157,11 +157,7 @@ def score_set(
         if reference_set.ignore_edges_s:
             edge = reference_set.ignore_edges_s * record.fs
             n = record.signal.shape[-1]
-
-            def inside(x: np.ndarray) -> np.ndarray:
-                return x[(x >= edge) & (x <= n - edge)]
-
-            detected, reference = inside(detected), inside(reference)
+            detected, reference = (x[(x >= edge) & (x <= n - edge)] for x in (detected, reference))
         matched, _ = match_events(detected, reference, reference_set.tolerance_s * record.fs)
         tp += len(matched)
         fn += len(reference) - len(matched)

@@ -345,10 +345,7 @@ def refine_to_qrs_fiducial(signal: np.ndarray, fs: float, detections: np.ndarray
     peak, trough = values.max(axis=-1), -values.min(axis=-1)
     r_before_s = np.count_nonzero(values.argmax(axis=-1) < values.argmin(axis=-1)) * 2 > len(values)
     ratio = R_BEFORE_S_RATIO if r_before_s else NEGATIVE_QRS_RATIO
-    if _median(trough) <= ratio * _median(peak):
-        upward = trough <= INVERTED_BEAT_RATIO * peak
-    else:
-        upward = trough < peak
+    upward = trough <= INVERTED_BEAT_RATIO * peak if _median(trough) <= ratio * _median(peak) else trough < peak
     polarity = np.where(upward, 1.0, -1.0)[:, None]
     extremum = np.argmax(polarity * values, axis=-1)
     refined = window[np.arange(len(detections)), extremum]
