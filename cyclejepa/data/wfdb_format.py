@@ -1,7 +1,7 @@
 """The WFDB format: one header reader written from the specification (header(5)), and records.
 
-Every WFDB-format reader of the library (PTB-XL's fast path, the Challenge datasets, the
-``phase`` and ``embed`` commands through `read_record`) parses headers here. A header is comment lines (``#``), a
+Every reader of the library parses headers here; samples are read by the one sample reader,
+`cyclejepa.data.samples` (`read_record` here is its `cyclejepa.data.samples.read_record`). A header is comment lines (``#``), a
 record line and one line per signal::
 
     RECORD[/SEGMENTS] N_SIGNALS [FS[/COUNTER_FREQ[(BASE_COUNTER)]] [N_SAMPLES [TIME [DATE]]]]
@@ -36,8 +36,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = [
-    "FORMATS", "HeaderError", "SignalSpec", "WfdbHeader", "WfdbRecord", "check_rate", "check_sizes", "parse_header",
-    "read_annotation", "read_header", "read_record", "resolve_inside", "to_physical",
+    "FORMATS", "HeaderError", "SignalSpec", "WfdbHeader", "WfdbRecord", "check_rate", "parse_header",
+    "read_annotation", "read_header", "read_record", "regular_file", "resolve_inside", "to_physical",
 ]  # fmt: skip
 
 FORMATS = (8, 16, 24, 32, 61, 80, 160, 212, 310, 311, 508, 516, 524)
@@ -45,13 +45,12 @@ FORMATS = (8, 16, 24, 32, 61, 80, 160, 212, 310, 311, 508, 516, 524)
 DEFAULT_FS = 250.0
 DEFAULT_GAIN = 200.0
 MAX_RECORD_SAMPLES = 1 << 27
-"""The most samples (signals x samples per signal) a record may declare to be read: 1 GiB as
-float64 (a 12-lead record of 6 hours at 500 Hz, a 3-lead Holter of 24 hours at 250 Hz fit)."""
+"""The most samples (over every signal file read, declared or, with no sample count, held) a
+record may have to be read: 1 GiB as float64 (a 12-lead record of 6 hours at 500 Hz, a 3-lead
+Holter of 24 hours at 250 Hz fit)."""
 RATE_RANGE = (1.0, 1e6)
 """The sampling rates (Hz) a biosignal waveform is read at; a header outside them is refused
 (`check_rate`) before any sample is read."""
-BITS_PER_SAMPLE = {8: 8, 16: 16, 24: 24, 32: 32, 61: 16, 80: 8, 160: 16, 212: 12, 310: 32 / 3, 311: 32 / 3}
-"""Stored bits per sample of each uncompressed format (the FLAC formats 508, 516 and 524 vary)."""
 MAX_HEADER_BYTES = 1 << 20
 """A header larger than this is refused before it is read (a real one is a few kB)."""
 
@@ -111,13 +110,26 @@ class WfdbHeader:
         return None
 
 
+def regular_file(path: str | os.PathLike[str]) -> os.stat_result:
+    """The status of ``path`` (links followed); `HeaderError` when it is not a regular file (a
+    FIFO, device or folder, which a reader would block on or misread), FileNotFoundError when it
+    does not exist. Nothing is opened."""
+    import os
+    import stat
+
+    status = os.stat(path)
+    if not stat.S_ISREG(status.st_mode):
+        raise HeaderError(f"{path} is not a regular file (mode {stat.filemode(status.st_mode)}): refused without opening it")
+    return status
+
+
 def read_header(path: str | os.PathLike[str]) -> WfdbHeader:
     """Parse the header at ``path`` (``.hea`` added when missing); `HeaderError` when it does
     not follow the specification, OSError when it cannot be read."""
     path = Path(path)
     if path.suffix != ".hea":
         path = path.with_name(path.name + ".hea")
-    size = path.stat().st_size
+    size = regular_file(path).st_size
     if size > MAX_HEADER_BYTES:
         raise HeaderError(f"{path}: {size} bytes, more than a header can hold ({MAX_HEADER_BYTES})")
     try:
@@ -178,7 +190,7 @@ def _signal_line(line: str, number: int) -> SignalSpec:
     if values["samples_per_frame"] < 1:
         raise HeaderError(f"line {number}: samples per frame must be at least 1 (format field {fields[1]!r})")
     names = ("adc_resolution", "adc_zero", "initial_value", "checksum", "block_size")
-    for name, text in zip(names, fields[3:8]):
+    for name, text in zip(names, fields[3:8], strict=False):  # the trailing fields are optional
         values[name] = _integer(text, name.replace("_", " "), number)
     if len(fields) > 8:
         values["name"] = fields[8].strip()
@@ -227,34 +239,6 @@ def check_rate(header: WfdbHeader) -> None:
                           "biosignal is read at")  # fmt: skip
 
 
-def check_sizes(header: WfdbHeader, folder: Path) -> None:
-    """Bound a record's memory before its samples are read: `HeaderError` when the header
-    declares more than `MAX_RECORD_SAMPLES` samples, when a signal file is missing, or when one
-    of an uncompressed format is shorter than its signals' declared samples need (byte offset +
-    frames x Σ samples per frame x `BITS_PER_SAMPLE` / 8) or, with no samples declared (the
-    reader then takes the whole file), holds more than `MAX_RECORD_SAMPLES`."""
-    frames = header.samples or 0
-    declared = frames * sum(s.samples_per_frame for s in header.signals)
-    if declared > MAX_RECORD_SAMPLES:
-        raise HeaderError(f"record {header.record!r} declares {declared} samples, more than {MAX_RECORD_SAMPLES} can be read")
-    for name in dict.fromkeys(s.file for s in header.signals):
-        path = folder / name
-        if not path.is_file():
-            raise HeaderError(f"signal file {name!r} of record {header.record!r} does not exist")
-        signals = [s for s in header.signals if s.file == name]
-        if any(s.format not in BITS_PER_SAMPLE for s in signals):
-            continue  # a compressed (FLAC) file: bounded by the declared samples alone
-        bits_per_frame = sum(s.samples_per_frame * BITS_PER_SAMPLE[s.format] for s in signals)
-        size, offset = path.stat().st_size, signals[0].byte_offset
-        needed = offset + math.ceil(frames * bits_per_frame / 8)
-        if size < needed:
-            raise HeaderError(f"signal file {name!r} has {size} bytes; the header of {header.record!r} declares "
-                              f"{frames} samples of {len(signals)} signals, {needed} bytes")  # fmt: skip
-        held = (size - offset) * 8 / bits_per_frame * sum(s.samples_per_frame for s in signals)
-        if not frames and held > MAX_RECORD_SAMPLES:
-            raise HeaderError(f"signal file {name!r} holds {held:.0f} samples, more than {MAX_RECORD_SAMPLES} can be read")
-
-
 def to_physical(
     stored: npt.ArrayLike, gain: npt.ArrayLike, baseline: npt.ArrayLike, factor: npt.ArrayLike | None = None
 ) -> np.ndarray:
@@ -282,42 +266,18 @@ class WfdbRecord:
     ``units`` as the header states them, None for a signal whose line names none."""
 
     name: str
-    signal: "np.ndarray"
+    signal: np.ndarray
     fs: float
     names: tuple[str, ...]
     units: tuple[str | None, ...]
 
 
 def read_record(path: str | os.PathLike[str]) -> WfdbRecord:
-    """The WFDB record at ``path`` (no extension) in physical units.
+    """The WFDB record at ``path`` (no extension) in physical units, read by the one sample reader
+    (`cyclejepa.data.samples.read_record`, whose checks come before any sample is read)."""
+    from cyclejepa.data.samples import read_record as read
 
-    The header is parsed and checked first (`read_header`; every signal file inside the
-    record's folder, the rate in `RATE_RANGE`, the declared samples bounded by `check_sizes`);
-    the samples are then read with the ``wfdb`` package, which decodes every storage format. The
-    rate is the header reader's (the package misreads ``5000e-1`` as 5000 and ``1e12`` as 1).
-    Raises FileNotFoundError for a missing record and ValueError (a `HeaderError` or the
-    reader's error, naming the record) for anything unreadable.
-    """
-    import wfdb
-
-    path = Path(path)
-    if not path.with_name(path.name + ".hea").is_file():
-        raise FileNotFoundError(f"WFDB record {str(path)!r} not found (give the path without extension)")
-    try:
-        header = read_header(path)
-        for signal in header.signals:
-            resolve_inside(path.parent, signal.file, path.parent)
-        check_rate(header)
-        check_sizes(header, path.parent)
-    except HeaderError as error:
-        raise HeaderError(f"{path}: {error}") from None
-    try:
-        record = wfdb.rdrecord(str(path))
-    except Exception as error:  # the reader raises assorted types for malformed files
-        raise ValueError(f"cannot read WFDB record {str(path)!r}: {error}") from error
-    names = tuple(str(name) for name in record.sig_name)
-    units = tuple(s.units if s.units_stated else None for s in header.signals)
-    return WfdbRecord(path.name, record.p_signal.T, header.fs, names, units)
+    return read(path)
 
 
 def read_annotation(path: str | os.PathLike[str], extension: str):
