@@ -234,7 +234,7 @@ class Dataset:
         declared. Override it when `read` does more than read (renames channels, fills gaps).
         It runs on a dataset built without its corpus: it must not need the root.
         """
-        from cyclejepa.data.wfdb_format import read_record
+        from cyclejepa.data.samples import read_record
 
         record = read_record(path)
         kept = {channel.lower(): self.unit_of(channel) for channel in self.channels}

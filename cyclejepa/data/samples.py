@@ -75,9 +75,10 @@ _MAT4_TYPES = {(16, 0): 3, (61, 1): 3, (32, 0): 2, (80, 0): 5, (160, 0): 4}
 _MAT5_CLASSES = {16: "int16", 61: "int16", 32: "int32", 80: "uint8", 160: "uint16"}
 
 
-class SampleError(ValueError):
-    """A record's samples cannot be read; ``check`` names the failed check (``unreadable``,
-    ``extent``, ``format``, ``outside_root``), the message the file and what was found."""
+class SampleError(HeaderError):
+    """A record's signal files do not match its header, so its samples cannot be read; ``check``
+    names the failed check (``unreadable``, ``extent``, ``format``, ``outside_root``), the
+    message the file and what was found. A `HeaderError`: what catches one catches both."""
 
     def __init__(self, check: str, message: str):
         self.check = check
@@ -138,11 +139,16 @@ def read_samples(
     header = read_header(path) if header is None else header
     rows = tuple(range(len(header.signals)) if rows is None else rows)
     root = path.parent if root is None else Path(root)
-    layouts = [_layout(header, path.parent, root, name) for name in dict.fromkeys(header.signals[r].file for r in rows)]
+    files = dict.fromkeys(header.signals[r].file for r in rows)
+    declared = (header.samples or 0) * sum(s.samples_per_frame for s in header.signals if s.file in files)
+    if declared > MAX_RECORD_SAMPLES:
+        raise HeaderError(f"record {header.record!r} declares {declared} samples, more than the {MAX_RECORD_SAMPLES} a "
+                          "record may hold")  # fmt: skip
+    layouts = [_layout(header, path.parent, root, name) for name in files]
     total = sum(layout.frames * layout.per_frame for layout in layouts)
     if total > MAX_RECORD_SAMPLES:
-        raise HeaderError(f"record {header.record!r}: its signal files hold {total} samples, more than the "
-                          f"{MAX_RECORD_SAMPLES} a record may hold")  # fmt: skip
+        raise HeaderError(f"record {header.record!r}: signal file(s) {', '.join(map(repr, files))} hold {total} samples, "
+                          f"more than the {MAX_RECORD_SAMPLES} a record may hold")  # fmt: skip
     decoded: dict[int, np.ndarray] = {}
     for layout in layouts:
         decoded |= layout.read(path)
@@ -172,11 +178,15 @@ class _Layout:
     def read(self, record: Path) -> dict[int, np.ndarray]:
         """header row -> that signal's stored samples (int32) at its own rate."""
         if self.level5:
-            return {self.rows[0]: _read_mat5(self)} if len(self.rows) == 1 else dict(zip(self.rows, _read_mat5(self), strict=True))
+            return (
+                {self.rows[0]: _read_mat5(self)} if len(self.rows) == 1 else dict(zip(self.rows, _read_mat5(self), strict=True))
+            )
         if self.format not in DECODED:
             return _read_with_wfdb(record, self)
         extra = max(self.skew)
-        available = math.floor((self.size - self.offset) / (DECODED[self.format] * self.per_frame)) if self.size > self.offset else 0
+        available = (
+            math.floor((self.size - self.offset) / (DECODED[self.format] * self.per_frame)) if self.size > self.offset else 0
+        )
         frames = min(self.frames + extra, available) if extra else self.frames
         flat = _decode(self.path, self.format, self.offset, frames * self.per_frame).reshape(frames, self.per_frame)
         out, start = {}, 0
@@ -316,9 +326,10 @@ def _mat5_frames(path: Path, size: int, header: WfdbHeader, fmt: int, spf: tuple
     if "val" not in table:
         raise SampleError("unreadable", f"{path.name} holds no variable 'val' (found {sorted(table)})")
     shape, kind = table["val"]
-    if kind != _MAT5_CLASSES.get(fmt) or any(n != 1 for n in spf):
-        raise SampleError("format", f"{path.name} stores 'val' as {kind}; the header's format {fmt} "
-                          f"({'x'.join(map(str, spf))} samples per frame) needs {_MAT5_CLASSES.get(fmt)}, one per frame")  # fmt: skip
+    if any(n != 1 for n in spf):
+        raise SampleError("format", f"{path.name}: a MATLAB Level 5 'val' holds one sample per frame, the header {spf}")
+    if kind != _MAT5_CLASSES.get(fmt):
+        raise SampleError("format", f"{path.name} stores 'val' as {kind}, the header's format {fmt} as {_MAT5_CLASSES.get(fmt)}")
     if len(shape) != 2 or shape[0] != len(spf) or (header.samples is not None and shape[1] != header.samples):
         raise SampleError("extent", f"{path.name} declares 'val' of shape {shape}; the header {(len(spf), header.samples)}")
     needed = np.dtype(kind).itemsize * shape[0] * shape[1]
@@ -334,7 +345,9 @@ def _read_mat5(layout: _Layout) -> np.ndarray:
 
     values = loadmat(layout.path, variable_names=["val"])["val"]
     if values.shape != (len(layout.rows), layout.frames):
-        raise SampleError("extent", f"{layout.path.name}: 'val' holds {values.shape}, declared {(len(layout.rows), layout.frames)}")
+        raise SampleError(
+            "extent", f"{layout.path.name}: 'val' holds {values.shape}, declared {(len(layout.rows), layout.frames)}"
+        )
     return values.astype(np.int32)
 
 
@@ -365,7 +378,9 @@ def read_record(path: str | os.PathLike[str]) -> WfdbRecord:
         check_rate(header)
         samples = read_samples(path, header=header)
     except (HeaderError, SampleError) as error:
-        raise type(error)(*([error.check] if isinstance(error, SampleError) else []), f"{path}: {error}") from None
+        raise (
+            SampleError(error.check, f"{path}: {error}") if isinstance(error, SampleError) else HeaderError(f"{path}: {error}")
+        ) from None
     frames = [samples.physical(i, smooth=True) for i in range(len(header.signals))]
     units = tuple(s.units if s.units_stated else None for s in header.signals)
     signal = np.stack(frames) if frames else np.zeros((0, header.samples or 0))

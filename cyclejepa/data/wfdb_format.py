@@ -60,7 +60,8 @@ _RATE = re.compile(r"^(?P<fs>[0-9.eE+-]+)(?:/(?P<counter>[0-9.eE+-]+)(?:\((?P<ba
 
 
 class HeaderError(ValueError):
-    """A header that does not follow the specification; the message names the line and field."""
+    """A header that does not follow the specification (the message names the line and field), or
+    that declares more than can be read."""
 
 
 @dataclass(frozen=True)
