@@ -224,6 +224,12 @@ class Dataset:
         """The verified record of ``entry``; raises `RecordRejected` naming the failed check."""
         raise NotImplementedError(f"{type(self).__name__} must implement read(entry)")
 
+    def rejection_id(self, entry: Entry) -> int | str:
+        """How a rejection names ``entry``'s record: by default its name (its path below the root),
+        never its rank in the index. A dataset whose source names records by number (PTB-XL's
+        ``ecg_id``) overrides it."""
+        return entry.name
+
     def read_path(self, path: str | os.PathLike) -> Record:
         """A record file outside the index, read as `read` reads an entry (``cyclejepa embed``).
 

@@ -352,6 +352,10 @@ class PTBXL(Dataset):
             for i, (ecg_id, name, patient, fold, age, sex) in enumerate(zip(*(meta[c] for c in columns)))
         ]  # fmt: skip
 
+    def rejection_id(self, entry: Entry) -> int:
+        """PTB-XL names a record by its ``ecg_id`` (the entry's id)."""
+        return entry.id
+
     def read(self, entry: Entry) -> Record:
         """The verified 500 Hz record of ``entry`` (`read_verified`)."""
         return Record(entry.id, read_verified(self.root / entry.name, record_id=entry.id, root=self.root), FS, LEADS)

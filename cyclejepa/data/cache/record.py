@@ -46,8 +46,9 @@ class RecordOutcome:
 
 def record_windows(dataset: Dataset, entry: Entry, channels: tuple[str, ...], cache_fs: float, window: int,
                    preparation: Preparation = Preparation(), amplitude_limits: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
-    """(W, C, window) float32: ``entry``'s verified record (`Dataset.read`) through `cut_record`."""
-    return cut_record(dataset.read(entry), channels, cache_fs, window, record_id=entry.id, preparation=preparation,
+    """(W, C, window) float32: ``entry``'s verified record (`Dataset.read`) through `cut_record`,
+    its rejections naming it as the dataset does (`Dataset.rejection_id`)."""
+    return cut_record(dataset.read(entry), channels, cache_fs, window, record_id=dataset.rejection_id(entry), preparation=preparation,
                       amplitude_limits=amplitude_limits)  # fmt: skip
 
 
