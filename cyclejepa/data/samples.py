@@ -44,12 +44,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from cyclejepa.data.wfdb_format import (
+from cyclejepa.data.wfdb_header import (
     MAX_RECORD_SAMPLES,
     HeaderError,
     SignalSpec,
     WfdbHeader,
-    WfdbRecord,
     check_rate,
     read_header,
     regular_file,
@@ -60,7 +59,7 @@ from cyclejepa.data.wfdb_format import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["DECODED", "INVALID", "MAX_MAT_EXPANSION", "SampleError", "Samples", "read_record", "read_samples"]
+__all__ = ["DECODED", "INVALID", "MAX_MAT_EXPANSION", "SampleError", "Samples", "WfdbRecord", "read_record", "read_samples"]
 
 INVALID = {8: None, 16: -32768, 24: -(2**23), 32: -(2**31), 61: -32768, 80: -128, 160: -32768, 212: -2048,
            310: -512, 311: -512, 508: -128, 516: -32768, 524: -(2**23)}  # fmt: skip
@@ -73,6 +72,18 @@ compress about 2-4 times); a file declaring more is refused before it is decompr
 _MAT4_TYPES = {(16, 0): 3, (61, 1): 3, (32, 0): 2, (80, 0): 5, (160, 0): 4}
 """(WFDB format, MATLAB byte order M) -> MATLAB Level 4 precision P (type code M*1000 + P*10)."""
 _MAT5_CLASSES = {16: "int16", 61: "int16", 32: "int32", 80: "uint8", 160: "uint16"}
+
+
+@dataclass(frozen=True)
+class WfdbRecord:
+    """A record's samples in physical units: ``signal`` (signals, samples) float64 at ``fs`` Hz;
+    ``units`` as the header states them, None for a signal whose line names none."""
+
+    name: str
+    signal: np.ndarray
+    fs: float
+    names: tuple[str, ...]
+    units: tuple[str | None, ...]
 
 
 class SampleError(HeaderError):
