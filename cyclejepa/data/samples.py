@@ -251,16 +251,24 @@ def _check_size(layout: _Layout, record: str) -> None:
     """`SampleError` (``extent``) when the file is shorter than its declared frames need."""
     if layout.level5 or layout.format not in DECODED:
         return
-    needed = layout.offset + math.ceil(layout.frames * layout.per_frame * DECODED[layout.format])
+    needed = layout.offset + stored_bytes(layout.format, layout.frames * layout.per_frame)
     if layout.size < needed:
         raise SampleError("extent", f"signal file {layout.path.name!r} has {layout.size} bytes; the header of {record!r} "
                           f"declares {layout.frames} frames of {layout.per_frame} samples in format {layout.format}, "
                           f"{needed} bytes")  # fmt: skip
 
 
+def stored_bytes(fmt: int, n: int) -> int:
+    """The bytes ``n`` samples of format ``fmt`` take: n x `DECODED` rounded up, and a whole 4-byte
+    block for a last pair of samples in format 310 (its second sample has bits in the fourth byte)."""
+    if fmt == 310 and n % 3 == 2:
+        return 4 * math.ceil(n / 3)
+    return math.ceil(n * DECODED[fmt])
+
+
 def _decode(path: Path, fmt: int, offset: int, n: int) -> np.ndarray:
     """``n`` stored samples of format ``fmt`` from ``offset`` bytes into ``path``, int32."""
-    count = math.ceil(n * DECODED[fmt])
+    count = stored_bytes(fmt, n)
     with path.open("rb") as stream:
         stream.seek(offset)
         raw = np.frombuffer(stream.read(count), np.uint8)
