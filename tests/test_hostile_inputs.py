@@ -215,7 +215,7 @@ def test_extreme_finite_amplitudes_are_rejected_by_name_and_the_limit_is_overrid
     header.write_text("\n".join(lines) + "\n")
     cache = prepare_cache(Challenge2021(root), CacheSpec(tmp_path / "cache", train_folds=range(1, 11)), progress=False)
     (rejection,) = cache.rejections
-    assert (rejection.record_id, rejection.check) == (4, "amplitude")  # the entry's id, as for a record too short
+    assert (rejection.record_id, rejection.check) == ("huge", "amplitude")  # the record's name, as for a record too short
     assert rejection.detail.startswith("II reaches ") and "(limit 200)" in rejection.detail
     assert sorted(set(cache.columns["record"])) == ["A0", "A1", "A2"]
     loose_spec = CacheSpec(tmp_path / "loose", train_folds=range(1, 11), amplitude_limits={"mV": 1e35})

@@ -178,9 +178,9 @@ class _Layout:
     offset: int
     frames: int
     size: int
-    level5: bool = False
-    initial: dict[int, int] | None = None
+    initial: dict[int, int]
     """header row -> initial value (format 8: its samples are differences from it)"""
+    level5: bool = False
 
     @property
     def per_frame(self) -> int:
@@ -189,9 +189,7 @@ class _Layout:
     def read(self, record: Path) -> dict[int, np.ndarray]:
         """header row -> that signal's stored samples (int32) at its own rate."""
         if self.level5:
-            return (
-                {self.rows[0]: _read_mat5(self)} if len(self.rows) == 1 else dict(zip(self.rows, _read_mat5(self), strict=True))
-            )
+            return dict(zip(self.rows, _read_mat5(self), strict=True))
         if self.format not in DECODED:
             return _read_with_wfdb(record, self)
         extra = max(self.skew)
@@ -206,7 +204,7 @@ class _Layout:
             start += spf
             if len(x) < self.frames * spf:  # skewed past the end of the file: missing
                 x = np.concatenate([x, np.full(self.frames * spf - len(x), INVALID[self.format] or 0, np.int32)])
-            out[row] = x if self.format != 8 else np.cumsum(x, dtype=np.int32) + np.int32((self.initial or {}).get(row, 0))
+            out[row] = x if self.format != 8 else np.cumsum(x, dtype=np.int32) + np.int32(self.initial[row])
         return out
 
 
@@ -232,7 +230,7 @@ def _layout(header: WfdbHeader, folder: Path, root: Path, name: str) -> _Layout:
                               "cannot be bounded before it is decoded")  # fmt: skip
         frames = max(0, math.floor((size - offset) / (DECODED[fmt] * sum(spf))))
     initial = {r: header.signals[r].initial_value or 0 for r in rows}
-    layout = _Layout(path, rows, fmt, spf, skew, offset, frames, size, level5, initial)
+    layout = _Layout(path, rows, fmt, spf, skew, offset, frames, size, initial, level5)
     _check_size(layout, header.record)
     return layout
 
