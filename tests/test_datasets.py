@@ -188,7 +188,8 @@ def test_unlabelled_one_channel_dataset_trains_evaluates_and_reports_without_pro
 
     cache = PreparedCache(pipeline.cache_dir(cfg))
     assert cache.columns["record"][0] == "03700000"  # meta.csv's names stay strings
-    assert {(r.record_id, r.check) for r in cache.rejections} == {("03709999", "metadata"), ("03700003", "extent")}  # by name, not index rank
+    rejected = {(r.record_id, r.check) for r in cache.rejections}
+    assert rejected == {("03709999", "metadata"), ("03700003", "extent")}  # by name, not by rank in the index
     evaluation = plugin / "run" / "evaluation"
     result = json.loads((evaluation / "winder-seed0-step000002.json").read_text())
     assert result["diagnostic"] == {} and "robustness" not in result
