@@ -244,6 +244,7 @@ def test_a_fifo_named_as_a_header_or_signal_file_is_refused_at_once(tmp_path, al
     with pytest.raises(SampleError, match="not a regular file"):
         read_record(tmp_path / "y")
     dataset = WfdbFolder(tmp_path, channels=["PLETH"])
+    assert len(dataset.fingerprint()["headers_sha256"]) == 64  # the cache identity hashes headers: never opens x.hea
     assert [(r.record_id, r.check) for r in dataset.rejected()] == [("x", "unreadable")]
     with pytest.raises(RecordRejected, match="not a regular file") as caught:
         dataset.read(dataset.entries()[0])

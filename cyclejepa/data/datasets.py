@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -551,11 +552,19 @@ def corpus_listing(root: str | os.PathLike[str] | None) -> dict[str, Any] | None
 
 
 def sha256_of(paths: list[Path], root: Path | None = None) -> str:
-    """One sha256 over the names (relative to ``root``) and contents of ``paths``."""
+    """One sha256 over the names (relative to ``root``) and contents of ``paths``, read in 1 MiB
+    blocks; a path that is not a regular file (a FIFO, a device: opening it could block) counts
+    by its name and type alone and is never opened."""
     digest = hashlib.sha256()
     for path in paths:
         digest.update(os.fsencode(path.relative_to(root) if root else path) + b"\0")
-        digest.update(path.read_bytes())
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            digest.update(f"<not a regular file: {stat.filemode(mode)}>".encode())
+            continue
+        with path.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()
 
 
