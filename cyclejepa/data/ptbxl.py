@@ -472,7 +472,7 @@ def checksum16(digital: np.ndarray) -> np.ndarray:
 
     ``digital`` is (samples, signals) of stored integers; returns values in [0, 65536).
     """
-    return np.mod(np.asarray(digital, dtype=np.int64).sum(axis=0), 65536)
+    return np.mod(np.asarray(digital).sum(axis=0, dtype=np.int64), 65536)
 
 
 def read_verified(path: str | os.PathLike, record_id: object = None, root: str | os.PathLike | None = None) -> np.ndarray:
