@@ -27,8 +27,9 @@ them). A stored sample equal to the format's invalid-sample value (`INVALID`: -3
 needs every sample rejects the record (check ``non_finite``).
 
 Memory per record: decoding holds the stored bytes read (at most 4 per sample) and the samples
-as int32 (4 bytes each); physical values take 8 bytes per sample, so with `MAX_RECORD_SAMPLES` =
-2^27 samples a record read takes at most about 2 GiB. What a dataset then does per record
+as int32 twice while the frames are split into signals (8 bytes); physical values take 8 bytes
+per sample: at most 20 bytes per sample, so with `MAX_RECORD_SAMPLES` = 2^27 samples a record
+read takes at most 2.5 GiB, whether or not its header states a sample count. What a dataset then does per record
 (resampling, ADC unwrap, windows) takes a small multiple of that; a record that still runs out of
 memory is rejected by name (check ``memory``) and the batch goes on.
 """
