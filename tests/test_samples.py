@@ -10,7 +10,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import struct
 import tarfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -203,17 +205,66 @@ def test_a_level4_header_that_disagrees_with_the_wfdb_header_is_refused(tmp_path
     assert caught.value.check == check
 
 
-def test_a_level5_file_is_read_and_checked(tmp_path):
+@pytest.mark.parametrize("compress", [True, False])
+def test_a_level5_file_is_read_and_checked(tmp_path, compress):
     values = np.arange(-600, 600, dtype=np.int16).reshape(2, 600)
-    scipy.io.savemat(tmp_path / "r.mat", {"val": values}, do_compression=True)
+    scipy.io.savemat(tmp_path / "r.mat", {"other": np.ones(3), "val": values}, do_compression=compress)
     (tmp_path / "r.hea").write_text("r 2 100 600\nr.mat 16 10/mV 16 0 0 0 0 A\nr.mat 16 10/mV 16 0 0 0 0 B\n")
     np.testing.assert_array_equal(np.stack(read_samples(tmp_path / "r").digital), values)
-    scipy.io.savemat(tmp_path / "r.mat", {"val": values.astype(np.float64)})
+    scipy.io.savemat(tmp_path / "r.mat", {"val": values.astype(np.float64)}, do_compression=compress)
     with pytest.raises(SampleError, match="stores 'val' as double, the header's format 16 as int16"):
         read_samples(tmp_path / "r")
-    scipy.io.savemat(tmp_path / "r.mat", {"val": values[:, :500]})
+    scipy.io.savemat(tmp_path / "r.mat", {"val": values[:, :500]}, do_compression=compress)
     with pytest.raises(SampleError, match=r"declares 'val' of shape \(2, 500\)"):
         read_samples(tmp_path / "r")
+
+
+def _level5(matrix: bytes) -> bytes:
+    """A Level 5 file of one compressed element: the 128-byte header, then ``matrix`` deflated."""
+    head = b"MATLAB 5.0 MAT-file".ljust(124, b" ") + (0x0100).to_bytes(2, "little") + b"IM"
+    packed = zlib.compress(matrix)
+    return head + (15).to_bytes(4, "little") + len(packed).to_bytes(4, "little") + packed
+
+
+def _matrix(data_type: int, data_bytes: int, payload: bytes) -> bytes:
+    """A miMATRIX element of class int16, dimensions 2 x 600, name ``val``, with a data tag of
+    ``data_type`` and ``data_bytes`` followed by ``payload``."""
+    body = struct.pack("<II", 6, 8) + struct.pack("<II", 10, 0)  # array flags: class int16
+    body += struct.pack("<II", 5, 8) + struct.pack("<ii", 2, 600)  # dimensions
+    body += struct.pack("<HH", 1, 3) + b"val\0"  # name, a small element
+    body += struct.pack("<II", data_type, data_bytes) + payload
+    return struct.pack("<II", 14, len(body)) + body
+
+
+def test_a_level5_matrix_inflates_no_more_than_it_declares(tmp_path, monkeypatch):
+    """A compressed matrix whose data tag claims 400 MB, and one whose stream holds 100 MB more than
+    its 2 x 600 int16: the first refused from its tag, the second read without inflating the rest."""
+    (tmp_path / "r.hea").write_text("r 2 100 600\nr.mat 16 10/mV 16 0 0 0 0 A\nr.mat 16 10/mV 16 0 0 0 0 B\n")
+    (tmp_path / "r.mat").write_bytes(_level5(_matrix(3, 400_000_000, bytes(4096))))
+    with pytest.raises(SampleError, match="holds 400000000 bytes of data type 3") as caught:
+        read_samples(tmp_path / "r")
+    assert caught.value.check == "extent"
+    values = np.arange(1200, dtype="<i2")
+    (tmp_path / "r.mat").write_bytes(_level5(_matrix(3, 2400, values.tobytes() + bytes(100_000_000))))
+    inflated = []
+    decompressobj = zlib.decompressobj
+
+    def counting():
+        inflater = decompressobj()
+
+        class Counting:
+            unconsumed_tail = property(lambda self: inflater.unconsumed_tail)
+
+            def decompress(self, data, limit):
+                out = inflater.decompress(data, limit)
+                inflated.append(len(out))
+                return out
+
+        return Counting()
+
+    monkeypatch.setattr(zlib, "decompressobj", counting)
+    np.testing.assert_array_equal(np.stack(read_samples(tmp_path / "r").digital), values.reshape(600, 2).T)
+    assert sum(inflated) < 10_000
 
 
 # ------------------------------------------------------------------ refusals before any read

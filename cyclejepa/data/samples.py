@@ -15,8 +15,9 @@ In order, before any sample is read:
    header, type code ``MOPT``, rows, columns, name ``val``) must store the format's type (16:
    int16, 32: int32, 80: uint8, 160: uint16, 61: big-endian int16), one row per sample of a
    frame and one column per frame, its samples at the header's byte offset; MATLAB Level 5 (what
-   ``scipy.io.savemat`` writes) must hold ``val`` of that integer class and shape, taking at
-   most `MAX_MAT_EXPANSION` times the file's size.
+   ``scipy.io.savemat`` writes) must hold ``val`` of that integer class and shape (read from the
+   matrix's own first bytes), declaring at most `MAX_MAT_EXPANSION` times the file's size, and
+   a compressed matrix is inflated no further than the bytes its shape declares.
 
 Formats decoded here: 8 (first differences from the initial value), 16, 24, 32, 61, 80, 160,
 212, 310, 311, with samples per frame (each signal at its own rate, as ``wfdb.rdrecord(...,
@@ -39,6 +40,7 @@ from __future__ import annotations
 import math
 import os
 import struct
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -190,7 +192,9 @@ class _Layout:
     def read(self, record: Path) -> dict[int, np.ndarray]:
         """header row -> that signal's stored samples (int32) at its own rate."""
         if self.level5:
-            return dict(zip(self.rows, _read_mat5(self), strict=True))
+            values = _mat5_val(self.path, self.frames, self.format, self.spf, read=True)[1]
+            assert values is not None, "read=True returns the matrix"
+            return dict(zip(self.rows, values, strict=True))
         if self.format not in DECODED:
             return _read_with_wfdb(record, self)
         extra = max(self.skew)
@@ -313,7 +317,7 @@ def _mat_layout(path: Path, size: int, header: WfdbHeader, fmt: int, spf: tuple[
         data, frames = _mat4_layout(path, head, header, fmt, spf, offset)
         return data, False, frames
     if len(head) == 128 and head[126:128] in (b"IM", b"MI"):
-        return 0, True, _mat5_frames(path, size, header, fmt, spf)
+        return 0, True, _mat5_val(path, header.samples, fmt, spf, read=False)[0]
     raise SampleError("format", f"{path.name} is neither a MATLAB Level 4 nor a Level 5 file")
 
 
@@ -337,38 +341,98 @@ def _mat4_layout(path: Path, head: bytes, header: WfdbHeader, fmt: int, spf: tup
     return offset, columns
 
 
-def _mat5_frames(path: Path, size: int, header: WfdbHeader, fmt: int, spf: tuple[int, ...]) -> int:
-    """The frames of a Level 5 file's ``val`` after its class and shape (from the file's own
-    variable table) are checked against the WFDB header and its size against `MAX_MAT_EXPANSION`."""
-    from scipy.io import whosmat
-
-    table = {name: (tuple(shape), kind) for name, shape, kind in whosmat(path)}
-    if "val" not in table:
-        raise SampleError("unreadable", f"{path.name} holds no variable 'val' (found {sorted(table)})")
-    shape, kind = table["val"]
-    if any(n != 1 for n in spf):
-        raise SampleError("format", f"{path.name}: a MATLAB Level 5 'val' holds one sample per frame, the header {spf}")
-    if kind != _MAT5_CLASSES.get(fmt):
-        raise SampleError("format", f"{path.name} stores 'val' as {kind}, the header's format {fmt} as {_MAT5_CLASSES.get(fmt)}")
-    if len(shape) != 2 or shape[0] != len(spf) or (header.samples is not None and shape[1] != header.samples):
-        raise SampleError("extent", f"{path.name} declares 'val' of shape {shape}; the header {(len(spf), header.samples)}")
-    needed = np.dtype(kind).itemsize * shape[0] * shape[1]
-    if needed > MAX_MAT_EXPANSION * size:
-        raise SampleError("extent", f"{path.name} declares {needed} bytes of samples in a file of {size} bytes, more "
-                          f"than {MAX_MAT_EXPANSION} times its size")  # fmt: skip
-    return shape[1]
+_MI_TYPES = {1: "i1", 2: "u1", 3: "i2", 4: "u2", 5: "i4", 6: "u4", 7: "f4", 9: "f8", 12: "i8", 13: "u8"}
+"""MATLAB Level 5 data types -> numpy type codes (byte order added from the file's header)."""
+_MX_CLASSES = {6: "double", 7: "single", 8: "int8", 9: "uint8", 10: "int16", 11: "uint16", 12: "int32", 13: "uint32"}
 
 
-def _read_mat5(layout: _Layout) -> np.ndarray:
-    """The checked Level 5 matrix ``val`` (signals, frames), int32."""
-    from scipy.io import loadmat
+class _Mat5Element:
+    """The bytes of one Level 5 data element, inflated when compressed: `read` gives exactly the
+    bytes asked for and never inflates more, so a compressed element cannot expand past what its
+    matrix header declares (and the caller allows)."""
 
-    values = loadmat(layout.path, variable_names=["val"])["val"]
-    if values.shape != (len(layout.rows), layout.frames):
-        raise SampleError(
-            "extent", f"{layout.path.name}: 'val' holds {values.shape}, declared {(len(layout.rows), layout.frames)}"
-        )
-    return values.astype(np.int32)
+    def __init__(self, stream, size: int, compressed: bool, name: str):
+        self.stream, self.left, self.name = stream, size, name
+        self.file_size = os.fstat(stream.fileno()).st_size
+        self.inflater = zlib.decompressobj() if compressed else None
+
+    def read(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            if self.inflater is None:
+                chunk = self.stream.read(min(n - len(out), self.left))
+            else:
+                tail = self.inflater.unconsumed_tail
+                source = tail if tail else self.stream.read(min(1 << 16, self.left))
+                if not tail:
+                    self.left -= len(source)
+                chunk = self.inflater.decompress(source, n - len(out)) if source else b""
+            if not chunk and (self.inflater is None or not source):
+                raise SampleError("unreadable", f"{self.name}: a MATLAB element ends {n - len(out)} bytes early")
+            if self.inflater is None:
+                self.left -= len(chunk)
+            out += chunk
+        return bytes(out)
+
+    def tag(self, order: str) -> tuple[int, int, bytes | None]:
+        """(data type, bytes, the data of a small element or None) of the next tag."""
+        first, second = struct.unpack(order + "II", self.read(8))
+        if first >> 16:  # small data element: type and size in 4 bytes, up to 4 bytes of data
+            return first & 0xFFFF, first >> 16, struct.pack(order + "I", second)[: first >> 16]
+        return first, second, None
+
+    def field(self, order: str) -> bytes:
+        """The data of the next sub-element, its padding to 8 bytes skipped."""
+        kind, size, small = self.tag(order)
+        return small if small is not None else self.read(size + (-size % 8))[:size]
+
+
+def _mat5_val(path: Path, samples: int | None, fmt: int, spf: tuple[int, ...], read: bool) -> tuple[int, np.ndarray | None]:
+    """(frames, the stored matrix ``val`` as (signals, frames) int32 when ``read``) of a Level 5
+    file: its class and dimensions, from the matrix's own first bytes, checked against the WFDB
+    header before any sample is inflated, and no more bytes inflated than they declare."""
+    with path.open("rb") as stream:
+        order = "<" if stream.read(128)[126:128] == b"IM" else ">"
+        while len(tag := stream.read(8)) == 8:
+            kind, size = struct.unpack(order + "II", tag)
+            start = stream.tell()
+            if kind in (14, 15):
+                element = _Mat5Element(stream, size, kind == 15, path.name)
+                if kind == 15 and element.tag(order)[0] != 14:
+                    raise SampleError("format", f"{path.name}: a compressed element that is not a matrix")
+                found = _mat5_matrix(element, order, path.name, samples, fmt, spf, read)
+                if found is not None:
+                    return found
+            stream.seek(start + size + (-size % 8 if kind != 15 else 0))
+    raise SampleError("unreadable", f"{path.name} holds no MATLAB matrix named 'val'")
+
+
+def _mat5_matrix(element: _Mat5Element, order: str, name: str, samples: int | None, fmt: int, spf: tuple[int, ...],
+                 read: bool) -> tuple[int, np.ndarray | None] | None:  # fmt: skip
+    """`_mat5_val` of one matrix element; None when it is not named ``val``."""
+    flags = struct.unpack(order + "II", element.field(order))[0]
+    raw = element.field(order)
+    dims = struct.unpack(order + "i" * (len(raw) // 4), raw)
+    if element.field(order) != b"val":
+        return None
+    kind = _MX_CLASSES.get(flags & 0xFF, f"class {flags & 0xFF}")
+    if any(n != 1 for n in spf) or kind != _MAT5_CLASSES.get(fmt):
+        raise SampleError("format", f"{name} stores 'val' as {kind}, the header's format {fmt} as {_MAT5_CLASSES.get(fmt)}"
+                          + ("" if set(spf) == {1} else f" with one sample per frame, not {list(spf)}"))  # fmt: skip
+    if len(dims) != 2 or dims[0] != len(spf) or (samples is not None and dims[1] != samples):
+        raise SampleError("extent", f"{name} declares 'val' of shape {dims}; the header {(len(spf), samples)}")
+    needed = np.dtype(kind).itemsize * dims[0] * dims[1]
+    if needed > MAX_MAT_EXPANSION * element.file_size:
+        raise SampleError("extent", f"{name} declares {needed} bytes of samples in a file of {element.file_size} bytes, "
+                          f"more than {MAX_MAT_EXPANSION} times its size")  # fmt: skip
+    if not read:
+        return dims[1], None
+    stored, size, small = element.tag(order)
+    if stored not in _MI_TYPES or size != np.dtype(_MI_TYPES[stored]).itemsize * dims[0] * dims[1]:
+        raise SampleError("extent", f"{name}: 'val' of shape {dims} holds {size} bytes of data type {stored}")
+    data = small if small is not None else element.read(size)
+    values = np.frombuffer(data, np.dtype(order + _MI_TYPES[stored])).reshape(dims[1], dims[0]).T
+    return dims[1], values.astype(np.int32)
 
 
 def _read_with_wfdb(record: Path, layout: _Layout) -> dict[int, np.ndarray]:
