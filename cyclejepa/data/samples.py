@@ -30,9 +30,9 @@ needs every sample rejects the record (check ``non_finite``).
 Memory per record: decoding holds the stored bytes read (at most 4 per sample) and the samples
 as int32 twice while the frames are split into signals (8 bytes); physical values take 8 bytes
 per sample: at most 20 bytes per sample, so with `MAX_RECORD_SAMPLES` = 2^27 samples a record
-read takes at most 2.5 GiB, whether or not its header states a sample count. What a dataset then does per record
-(resampling, ADC unwrap, windows) takes a small multiple of that; a record that still runs out of
-memory is rejected by name (check ``memory``) and the batch goes on.
+read takes at most 2.5 GiB, whether or not its header states a sample count. What a dataset
+then does per record (resampling, ADC unwrap, windows) takes a small multiple of that; a record
+that still runs out of memory is rejected by name (check ``memory``) and the batch goes on.
 """
 
 from __future__ import annotations
@@ -461,7 +461,7 @@ def read_record(path: str | os.PathLike[str]) -> WfdbRecord:
         header = read_header(path)
         check_rate(header)
         samples = read_samples(path, header=header)
-    except (HeaderError, SampleError) as error:
+    except HeaderError as error:  # SampleError too
         raise (
             SampleError(error.check, f"{path}: {error}") if isinstance(error, SampleError) else HeaderError(f"{path}: {error}")
         ) from None
