@@ -113,10 +113,10 @@ def load(record: Path | None) -> tuple[np.ndarray, float, list[str], str]:
     record = DEFAULT_RECORD if record is None else record
     if not record.with_suffix(".hea").is_file():
         raise FileNotFoundError(f"record {record} not found: no {record}.hea (give a WFDB record path without extension)")
-    import wfdb
+    from cyclejepa.data.wfdb_format import read_record
 
-    data = wfdb.rdrecord(str(record))
-    return data.p_signal.T, float(data.fs), data.sig_name, str(record)
+    data = read_record(record)  # the library's one sample reader
+    return data.signal, float(data.fs), list(data.names), str(record)
 
 
 def main() -> None:

@@ -136,8 +136,9 @@ def prepared(corpus, tmp_path_factory):
 def test_prepare_windows_resamples_and_counts_rejections(prepared, corpus):
     _, stored = corpus
     cfg, cache = prepared
-    assert {r.record_id: r.check for r in cache.rejections} == {"g2/X00025": "unreadable", 25: "extent"}
-    short = next(r for r in cache.rejections if r.record_id == 25)
+    # named by their path below the root, not numbered
+    assert {r.record_id: r.check for r in cache.rejections} == {"g2/X00025": "unreadable", "g2/S00024": "extent"}
+    short = next(r for r in cache.rejections if r.record_id == "g2/S00024")
     assert "lasts 6.00 s, shorter than one 10 s window" in short.detail
     names, windows = cache.columns["record"], cache.columns["window"]
     expected = {name: 2 if name.endswith(("05", "11", "17", "23")) else 1 for name in stored}

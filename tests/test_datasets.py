@@ -155,7 +155,7 @@ def test_plugin_dataset_is_prepared_and_run(plugin):
         pipeline.preflight(tiny_config(root, plugin / "bad", options={"channel": ["I"]}))
     cfg = tiny_config(root, plugin / "run")
     cache = pipeline.prepare(cfg, progress=False)
-    assert [(r.record_id, r.check) for r in cache.rejections] == [(4, "extent")]  # rec003 lasts 4 s
+    assert [(r.record_id, r.check) for r in cache.rejections] == [("rec003", "extent")]  # rec003 lasts 4 s: named, not numbered
     assert "lasts 4.00 s" in cache.rejections[0].detail
     kept = [r for i, r in enumerate(index) if i != 3]
     windows = [2 if int(r["name"][3:]) % 5 == 0 else 1 for r in kept]
@@ -188,7 +188,8 @@ def test_unlabelled_one_channel_dataset_trains_evaluates_and_reports_without_pro
 
     cache = PreparedCache(pipeline.cache_dir(cfg))
     assert cache.columns["record"][0] == "03700000"  # meta.csv's names stay strings
-    assert {(r.record_id, r.check) for r in cache.rejections} == {("03709999", "metadata"), (4, "extent")}
+    rejected = {(r.record_id, r.check) for r in cache.rejections}
+    assert rejected == {("03709999", "metadata"), ("03700003", "extent")}  # by name, not by rank in the index
     evaluation = plugin / "run" / "evaluation"
     result = json.loads((evaluation / "winder-seed0-step000002.json").read_text())
     assert result["diagnostic"] == {} and "robustness" not in result

@@ -125,7 +125,7 @@ def test_a_declaration_over_the_sample_cap_is_refused_before_the_file_is_opened(
     monkeypatch.setattr(scipy.io, "whosmat", lambda *a, **k: pytest.fail("the file was opened"))
     rejection = reject(Challenge2021(tmp_path, channels=[f"L{i}" for i in range(12)]), "big")
     assert rejection.check == "extent"
-    assert rejection.detail == f"the header declares 12 x 25000000 samples, more than the {MAX_RECORD_SAMPLES} a record may hold"
+    assert rejection.detail == f"record 'big' declares 300000000 samples, more than the {MAX_RECORD_SAMPLES} a record may hold"
 
 
 def test_a_float_mat_under_a_format_16_header_is_refused(tmp_path):
@@ -140,8 +140,8 @@ def test_read_record_bounds_a_dat_by_its_size_before_the_wfdb_package_reads_it(t
     (tmp_path / "r.dat").write_bytes(np.zeros(100, "<i2").tobytes())
     (tmp_path / "r.hea").write_text("r 2 500 100000\nr.dat 16 200/mV 16 0 0 0 0 I\nr.dat 16 200/mV 16 0 0 0 0 II\n")
     monkeypatch.setattr(wfdb, "rdrecord", lambda *a, **k: pytest.fail("the samples were read"))
-    with pytest.raises(HeaderError, match=r"signal file 'r.dat' has 200 bytes; the header of 'r' declares 100000 samples "
-                                          r"of 2 signals, 400000 bytes"):  # fmt: skip
+    with pytest.raises(HeaderError, match=r"signal file 'r.dat' has 200 bytes; the header of 'r' declares 100000 frames "
+                                          r"of 2 samples in format 16, 400000 bytes"):  # fmt: skip
         read_record(tmp_path / "r")
 
 
@@ -152,7 +152,7 @@ def test_read_record_bounds_a_dat_without_a_declared_length_by_its_size(tmp_path
         stream.truncate(2 * (MAX_RECORD_SAMPLES + 2))
     (tmp_path / "r.hea").write_text("r 1 500\nr.dat 16 200/mV 16 0 0 0 0 I\n")
     monkeypatch.setattr(wfdb, "rdrecord", lambda *a, **k: pytest.fail("the samples were read"))
-    with pytest.raises(HeaderError, match=rf"signal file 'r.dat' holds {MAX_RECORD_SAMPLES + 2} samples, more than"):
+    with pytest.raises(HeaderError, match=rf"signal file\(s\) 'r.dat' hold {MAX_RECORD_SAMPLES + 2} samples, more than"):
         read_record(tmp_path / "r")
 
 
@@ -215,7 +215,7 @@ def test_extreme_finite_amplitudes_are_rejected_by_name_and_the_limit_is_overrid
     header.write_text("\n".join(lines) + "\n")
     cache = prepare_cache(Challenge2021(root), CacheSpec(tmp_path / "cache", train_folds=range(1, 11)), progress=False)
     (rejection,) = cache.rejections
-    assert (rejection.record_id, rejection.check) == (4, "amplitude")  # the entry's id, as for a record too short
+    assert (rejection.record_id, rejection.check) == ("huge", "amplitude")  # the record's name, as for a record too short
     assert rejection.detail.startswith("II reaches ") and "(limit 200)" in rejection.detail
     assert sorted(set(cache.columns["record"])) == ["A0", "A1", "A2"]
     loose_spec = CacheSpec(tmp_path / "loose", train_folds=range(1, 11), amplitude_limits={"mV": 1e35})

@@ -141,7 +141,10 @@ def test_steps_beside_each_other_and_unplaced_modules_are_refused(tmp_path):
 
 
 def module_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
-    """module -> the package modules it imports (``from A import B`` reaches ``A.B`` when that is a module)."""
+    """module -> the package modules it imports (``from A import B`` reaches ``A.B`` when that is a
+    module). Importing ``a.b.c`` first runs the packages ``a`` and ``a.b`` (their ``__init__``), so
+    those are edges too, except the importer's own enclosing packages, which are always
+    initialised before it."""
     modules = {module_name(path, root): path for path in root.rglob("*.py")}
     graph = {}
     for name, path in modules.items():
@@ -153,8 +156,15 @@ def module_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
                 targets |= {
                     f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names
                 }
-        graph[name] = {t for t in targets if t in modules and t != name}
+        targets |= {package for target in targets for package in enclosing_packages(target)}
+        graph[name] = {t for t in targets if t in modules and t != name and t not in enclosing_packages(name)}
     return graph
+
+
+def enclosing_packages(module: str) -> list[str]:
+    """The packages above ``module``, outermost first: ``a.b.c`` -> ``a``, ``a.b``."""
+    parts = module.split(".")
+    return [".".join(parts[:i]) for i in range(1, len(parts))]
 
 
 def import_cycles(root: Path = PACKAGE) -> list[list[str]]:
@@ -247,6 +257,23 @@ def test_cycles_upward_and_corpus_imports_are_found(tmp_path):
         "cyclejepa/data/cache.py:1: cyclejepa.data.cache takes ['__version__'] from cyclejepa/__init__.py"
     ]
     assert corpus_imports(package) == ["cyclejepa/data/cache.py:2: cyclejepa.data.cache imports the corpus cyclejepa.data.ptbxl"]
+
+
+def test_a_cycle_through_a_package_init_is_found(tmp_path):
+    """records -> ecg.provider runs ecg/__init__, which imports ecg.annotations, which imports
+    records: a ring only through the package's ``__init__`` (no module imports ecg itself). A
+    module importing a sibling inside its own package is no such ring."""
+    package = tmp_path / "cyclejepa"
+    (package / "phase" / "ecg").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "phase" / "__init__.py").write_text("")
+    (package / "phase" / "records.py").write_text("from cyclejepa.phase.ecg.provider import P\n")
+    (package / "phase" / "ecg" / "__init__.py").write_text("from cyclejepa.phase.ecg.annotations import A\n")
+    (package / "phase" / "ecg" / "provider.py").write_text("P = 1\n")
+    (package / "phase" / "ecg" / "annotations.py").write_text("from cyclejepa.phase.records import read\n")
+    assert import_cycles(package) == [["cyclejepa.phase.ecg", "cyclejepa.phase.ecg.annotations", "cyclejepa.phase.records"]]
+    (package / "phase" / "ecg" / "annotations.py").write_text("from cyclejepa.phase.ecg.provider import P\n")
+    assert import_cycles(package) == []  # ecg/__init__ -> annotations -> provider: the package is already running
 
 
 # ------------------------------------------------------------------ signal-neutral words

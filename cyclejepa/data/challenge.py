@@ -13,8 +13,10 @@ layout: per record a header ``NAME.hea`` and a signal file, ``NAME.mat`` (MATLAB
 
 Headers are parsed by the library's one WFDB header reader (`cyclejepa.data.wfdb_format`), which
 accepts every format-field form of the specification (``16``, ``16x1``, ``16+24``, ``16x1+24``);
-signal files must lie inside the root (check ``outside_root``), and a ``.mat`` file's declared
-shape is read (``whosmat``) and checked before its samples are loaded. Records run at 257 Hz to 1 kHz and last 6 s to many minutes; the cache resamples them and
+samples are read by the library's one sample reader (`cyclejepa.data.samples`): signal files
+must lie inside the root (check ``outside_root``), and a ``.mat`` file's own header bytes (MATLAB
+Level 4 as the release writes them, or Level 5) are checked against the WFDB header before its
+samples are loaded. Records run at 257 Hz to 1 kHz and last 6 s to many minutes; the cache resamples them and
 cuts them into windows. The sources give no patient ids, so every record is its own patient and
 its fold is `hash_fold` of its name (relative path without extension). The label level ``dx``
 holds the SNOMED-CT codes present in the corpus, sorted.
@@ -33,15 +35,8 @@ from cyclejepa.data.datasets import (
     MV_PER_UNIT, Dataset, DatasetNotFound, Entry, FoldProtocol, LabelLevel, Record, RecordRejected, hash_fold, record_name,
     sha256_of,
 )  # fmt: skip
-from cyclejepa.data.wfdb_format import (
-    MAX_RECORD_SAMPLES,
-    HeaderError,
-    WfdbHeader,
-    check_rate,
-    read_header,
-    resolve_inside,
-    to_physical,
-)
+from cyclejepa.data.samples import SampleError, read_samples
+from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, check_rate, read_header, resolve_inside, to_physical
 from cyclejepa.registry import DATASETS
 
 __all__ = ["Challenge2021", "LEADS", "check_header"]
@@ -171,14 +166,14 @@ class Challenge2021(Dataset):
         return {"root": str(self._folder.resolve()), "headers_sha256": headers}
 
     def read(self, entry: Entry) -> Record:
-        """The record in mV at its own rate; raises `RecordRejected` (``outside_root``,
-        ``unreadable``, ``format``, ``extent``, ``calibration``, ``non_finite``)."""
+        """The record in mV at its own rate; raises `RecordRejected` (``sampling_rate``,
+        ``outside_root``, ``unreadable``, ``format``, ``extent``, ``calibration``, ``non_finite``)."""
         header = self._index[1][entry.id]
         try:
             check_rate(header)
         except HeaderError as error:
             raise RecordRejected(entry.name, "sampling_rate", str(error)) from None
-        digital = _samples(header, (self._folder / entry.name).parent, self._folder, entry.name)
+        digital = _samples(header, self._folder / entry.name, self._folder, entry.name)
         units = [s.units for s in header.signals]
         unknown = sorted({u for u in units if u.lower() not in MV_PER_UNIT})
         gain = np.array([s.gain for s in header.signals], dtype=np.float64)
@@ -191,73 +186,21 @@ class Challenge2021(Dataset):
         return Record(entry.name, signal.astype(np.float32), header.fs, header.names)
 
 
-def _samples(header: WfdbHeader, folder: Path, root: Path, name: str) -> np.ndarray:
-    """(leads, samples) float64 stored values from the header's single .mat or .dat file, its
-    path and declared shape checked before any sample is loaded."""
-    files = {s.file for s in header.signals}
-    if len(files) != 1:
-        raise RecordRejected(name, "unreadable", f"signals spread over files {sorted(files)}")
+def _samples(header: WfdbHeader, path: Path, root: Path, name: str) -> np.ndarray:
+    """(leads, samples) float64 stored values of the record at ``path`` (`read_samples`: sizes,
+    files and a ``.mat`` file's own header checked before any sample is read); `RecordRejected`
+    (``format`` for several samples per frame, ``non_finite`` for a missing sample, else the
+    reader's check)."""
+    layouts = sorted({s.samples_per_frame for s in header.signals})
+    if layouts != [1]:
+        raise RecordRejected(name, "format", f"samples per frame {layouts}: a Challenge record has one per frame")
     try:
-        path = resolve_inside(folder, files.pop(), root)
-    except HeaderError as error:
-        raise RecordRejected(name, "outside_root", str(error)) from None
-    if not path.is_file():
-        raise RecordRejected(name, "unreadable", f"signal file {path} does not exist")
-    layouts = {(s.format, s.samples_per_frame, s.skew) for s in header.signals}
-    if layouts != {(16, 1, 0)}:
-        raise RecordRejected(name, "format", f"WFDB format/samples-per-frame/skew {sorted(layouts)}, expected 16 with one "
-                             "sample per frame and no skew")  # fmt: skip
-    assert header.samples is not None, "check_header refuses a record line without a samples count"
-    shape = (len(header.signals), header.samples)
-    if shape[0] * shape[1] > MAX_RECORD_SAMPLES:
-        raise RecordRejected(name, "extent", f"the header declares {shape[0]} x {shape[1]} samples, more than the "
-                             f"{MAX_RECORD_SAMPLES} a record may hold")  # fmt: skip
-    try:
-        values = _read_mat(path, shape, name) if path.suffix == ".mat" else _read_dat(path, shape, header.signals[0].byte_offset)
-    except RecordRejected:
-        raise
-    except Exception as error:
-        raise RecordRejected(name, "unreadable", f"samples of {path}: {error}") from error
-    if values.shape != shape:
-        raise RecordRejected(
-            name, "extent", f"{path.name} holds {values.shape[0]} x {values.shape[1]} samples, the header declares "
-            f"{shape[0]} x {shape[1]}"
-        )  # fmt: skip
-    return values
-
-
-MAX_MAT_EXPANSION = 64
-"""The most a compressed ``.mat`` file's samples may take over the file's own size (stored
-ECG compresses about 2-4 times); a file declaring more is refused before it is decompressed."""
-
-
-def _read_mat(path: Path, shape: tuple[int, int], name: str) -> np.ndarray:
-    """The ``val`` matrix of a MATLAB file, refused before anything is decompressed, from the
-    file's variable table: ``format`` when it is not int16 (what WFDB format 16 stores),
-    ``extent`` when its shape is not ``shape`` or its 2 x leads x samples bytes exceed
-    `MAX_MAT_EXPANSION` times the file's size."""
-    from scipy.io import loadmat, whosmat
-
-    table = {variable: (tuple(size), kind) for variable, size, kind in whosmat(path)}
-    if "val" not in table:
-        raise RecordRejected(name, "unreadable", f"{path.name} holds no variable 'val' (found {sorted(table)})")
-    declared, kind = table["val"]
-    if kind != "int16":
-        raise RecordRejected(name, "format", f"{path.name} stores 'val' as {kind}, the header's format 16 as int16")
-    if declared != shape:
-        raise RecordRejected(name, "extent", f"{path.name} declares 'val' of shape {declared}, the header {shape}")
-    size, needed = path.stat().st_size, 2 * shape[0] * shape[1]
-    if needed > MAX_MAT_EXPANSION * size:
-        raise RecordRejected(name, "extent", f"{path.name} declares {needed} bytes of samples in a file of {size} bytes, "
-                             f"more than {MAX_MAT_EXPANSION} times its size")  # fmt: skip
-    return np.asarray(loadmat(path, variable_names=["val"])["val"], dtype=np.float64)
-
-
-def _read_dat(path: Path, shape: tuple[int, int], offset: int) -> np.ndarray:
-    """Interleaved format-16 samples after ``offset`` bytes; the file size is checked first."""
-    expected = offset + 2 * shape[0] * shape[1]
-    size = path.stat().st_size
-    if size != expected:
-        raise ValueError(f"{path.name} has {size} bytes, the header implies {expected}")
-    raw = np.fromfile(path, dtype="<i2", offset=offset)
-    return raw.reshape(-1, shape[0]).T.astype(np.float64)
+        samples = read_samples(path, root=root, header=header)
+    except SampleError as error:
+        raise RecordRejected(name, error.check, str(error)) from None
+    except (HeaderError, OSError) as error:
+        raise RecordRejected(name, "extent" if isinstance(error, HeaderError) else "unreadable", str(error)) from None
+    missing = [spec.name for i, spec in enumerate(samples.specs) if samples.invalid(i).any()]
+    if missing:
+        raise RecordRejected(name, "non_finite", f"invalid (missing) samples on {missing}")
+    return np.stack(samples.digital).astype(np.float64)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -229,6 +230,12 @@ class Dataset:
         """The verified record of ``entry``; raises `RecordRejected` naming the failed check."""
         raise NotImplementedError(f"{type(self).__name__} must implement read(entry)")
 
+    def rejection_id(self, entry: Entry) -> int | str:
+        """How a rejection names ``entry``'s record: by default its name (its path below the root),
+        never its rank in the index. A dataset whose source names records by number (PTB-XL's
+        ``ecg_id``) overrides it."""
+        return entry.name
+
     def read_path(self, path: str | os.PathLike) -> Record:
         """A record file outside the index, read as `read` reads an entry (``cyclejepa embed``).
 
@@ -239,7 +246,7 @@ class Dataset:
         declared. Override it when `read` does more than read (renames channels, fills gaps).
         It runs on a dataset built without its corpus: it must not need the root.
         """
-        from cyclejepa.data.wfdb_format import read_record
+        from cyclejepa.data.samples import read_record
 
         record = read_record(path)
         kept = {channel_key(channel): self.unit_of(channel) for channel in self.channels}
@@ -566,11 +573,19 @@ def corpus_listing(root: str | os.PathLike[str] | None) -> dict[str, Any] | None
 
 
 def sha256_of(paths: list[Path], root: Path | None = None) -> str:
-    """One sha256 over the names (relative to ``root``) and contents of ``paths``."""
+    """One sha256 over the names (relative to ``root``) and contents of ``paths``, read in 1 MiB
+    blocks; a path that is not a regular file (a FIFO, a device: opening it could block) counts
+    by its name and type alone and is never opened."""
     digest = hashlib.sha256()
     for path in paths:
         digest.update(os.fsencode(path.relative_to(root) if root else path) + b"\0")
-        digest.update(path.read_bytes())
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            digest.update(f"<not a regular file: {stat.filemode(mode)}>".encode())
+            continue
+        with path.open("rb") as stream:
+            for block in iter(lambda: stream.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()
 
 

@@ -39,7 +39,8 @@ from cyclejepa.data.datasets import (
     RecordRejected,
     sha256_of,
 )
-from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, read_header, resolve_inside, to_physical
+from cyclejepa.data.samples import INVALID, SampleError, read_samples
+from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, read_header, regular_file, resolve_inside, to_physical
 from cyclejepa.registry import DATASETS
 
 if TYPE_CHECKING:
@@ -103,7 +104,6 @@ ROOT_ENV = "CYCLEJEPA_PTBXL"
 """The environment variable naming the PTB-XL folder when ``data.root`` is not set."""
 PHYSIONET_SLUG = "ptb-xl"
 PHYSIONET_URL = "https://physionet.org/content/ptb-xl/1.0.3/"
-_FMT16_INVALID = -32768  # WFDB's "no sample" value in format 16
 
 
 class PTBXLNotFound(datasets.DatasetNotFound):
@@ -352,9 +352,13 @@ class PTBXL(Dataset):
             for i, (ecg_id, name, patient, fold, age, sex) in enumerate(zip(*(meta[c] for c in columns)))
         ]  # fmt: skip
 
+    def rejection_id(self, entry: Entry) -> int:
+        """PTB-XL names a record by its ``ecg_id`` (the entry's id)."""
+        return entry.id
+
     def read(self, entry: Entry) -> Record:
-        """The verified 500 Hz record of ``entry`` (`read_record_fast`)."""
-        return Record(entry.id, read_record_fast(self.root / entry.name, record_id=entry.id, root=self.root), FS, LEADS)
+        """The verified 500 Hz record of ``entry`` (`read_verified`)."""
+        return Record(entry.id, read_verified(self.root / entry.name, record_id=entry.id, root=self.root), FS, LEADS)
 
     def rejected(self) -> list[RecordRejected]:
         return self.row_rejections
@@ -468,28 +472,28 @@ def checksum16(digital: np.ndarray) -> np.ndarray:
 
     ``digital`` is (samples, signals) of stored integers; returns values in [0, 65536).
     """
-    return np.mod(np.asarray(digital, dtype=np.int64).sum(axis=0), 65536)
+    return np.mod(np.asarray(digital).sum(axis=0, dtype=np.int64), 65536)
 
 
-def read_verified(path: str | os.PathLike, record_id: object = None) -> np.ndarray:
-    """Steps 1-3 of the chain on the WFDB record at ``path`` (no extension).
+def read_verified(path: str | os.PathLike, record_id: object = None, root: str | os.PathLike | None = None) -> np.ndarray:
+    """Steps 1-3 of the chain on the WFDB record at ``path`` (no extension), its samples read by
+    the library's one sample reader (`cyclejepa.data.samples.read_samples`).
 
     The first failed check raises `RecordRejected` with its name. In order: ``unreadable``
-    (header cannot be parsed), ``sampling_rate`` (header fs != 500), ``extent`` (header not
-    12 signals x 5,000 samples), ``lead_order`` (names differ from `LEADS`, compared
-    case-insensitively; never reordered), ``format`` (not WFDB format 16), ``extent`` (a .dat
-    file whose size differs from what the header implies, e.g. truncated), ``unreadable``
-    (samples cannot be read), ``checksum`` (header checksum absent or different from the
-    stored samples'), ``calibration`` (unknown unit, or a gain that is not finite and
-    positive), ``non_finite`` (an invalid sample, -32768 in format 16, or a non-finite value).
+    (header cannot be parsed), ``outside_root`` (with ``root``: a signal file outside it),
+    ``sampling_rate`` (header fs != 500), ``extent`` (header not 12 signals x 5,000 samples),
+    ``lead_order`` (names differ from `LEADS`, compared case-insensitively; never reordered),
+    ``format`` (not WFDB format 16 with one sample per frame), ``extent`` (a .dat file whose
+    size differs from what the header implies, e.g. truncated), ``unreadable`` (samples cannot
+    be read), ``checksum`` (header checksum absent or different from the stored samples'),
+    ``calibration`` (unknown unit, or a gain that is not finite and positive), ``non_finite``
+    (an invalid sample, -32768 in format 16, or a non-finite value).
 
     Returns
     -------
     (12, 5000) float32 array in mV: (stored - baseline) / gain x unit factor, computed in
     float64 and rounded once.
     """
-    import wfdb
-
     path = Path(path)
     record_id = path.name if record_id is None else record_id
 
@@ -497,139 +501,86 @@ def read_verified(path: str | os.PathLike, record_id: object = None) -> np.ndarr
         return RecordRejected(record_id, check, detail)
 
     try:
-        header = wfdb.rdheader(str(path))
-        record_line = read_header(path)  # the library's reader: the package reads `r 12 5000e-1 5000` as 5000 Hz, no length
-    except Exception as error:
-        raise reject("unreadable", f"header {path}.hea: {error}") from error
-    _verify_header(header, record_line, reject)
-    _verify_file_sizes(header, path.parent, reject)
-    try:
-        digital = wfdb.rdrecord(str(path), physical=False, return_res=64).d_signal
-    except Exception as error:
-        raise reject("unreadable", f"samples of {path}: {error}") from error
-    _verify_checksums(header, digital, reject)
-    return _physical_mv(header, digital, reject)
-
-
-def read_record_fast(path: str | os.PathLike, record_id: object = None, root: str | os.PathLike | None = None) -> np.ndarray:
-    """`read_verified` of a plainly written PTB-XL record in a fraction of its time.
-
-    Parses the header with the library's WFDB header reader and reads the samples with one
-    ``np.fromfile``, then runs the same checks (sampling rate, extent, lead order, format 16,
-    file size, checksums, calibration, invalid samples) and computes the same float32 mV values.
-    Any record that is not a plain single-file, format-16, mV record with every header field
-    present, and any record failing a check, goes through `read_verified` itself, so rejections
-    are exactly its rejections. With ``root``, a header naming a signal file outside it is
-    rejected first (check ``outside_root``).
-    """
-    path = Path(path)
-    record_id = path.name if record_id is None else record_id
-    try:
         header = read_header(path)
-    except (HeaderError, OSError):
-        header = None
-    if header is not None and root is not None:
+    except (HeaderError, OSError) as error:
+        raise reject("unreadable", f"header {path}.hea: {error}") from None
+    if root is not None:
         for name in dict.fromkeys(s.file for s in header.signals):
             try:
                 resolve_inside(path.parent, name, Path(root))
             except HeaderError as error:
-                raise RecordRejected(record_id, "outside_root", str(error)) from None
-    if header is None or not header.signals or not _plain(header, path.name):
-        return read_verified(path, record_id=record_id)
-    data = path.parent / header.signals[0].file
-    if not (data.is_file() and data.stat().st_size == 2 * len(LEADS) * N_SAMPLES):
-        return read_verified(path, record_id=record_id)
-    digital = np.fromfile(data, dtype="<i2").reshape(N_SAMPLES, len(LEADS))
-    gain = np.array([s.gain for s in header.signals])
-    checksum = np.array([s.checksum for s in header.signals], dtype=np.int64)
-    wide = digital.astype(np.int64)
-    if (
-        not np.all(np.isfinite(gain) & (gain > 0))
-        or np.any(np.mod(wide.sum(axis=0), 65536) != np.mod(checksum, 65536))
-        or np.any(digital == -32768)
-    ):
-        return read_verified(path, record_id=record_id)
-    signal = to_physical(wide.T, gain, [s.baseline for s in header.signals])
-    if not np.isfinite(signal).all():
-        return read_verified(path, record_id=record_id)
-    return signal.astype(np.float32)
+                raise reject("outside_root", str(error)) from None
+    _verify_header(header, reject)
+    _verify_file_sizes(header, path.parent, reject)
+    try:
+        digital = np.stack(read_samples(path, header=header, root=root).digital)
+    except (SampleError, HeaderError, OSError) as error:
+        raise reject("unreadable", f"samples of {path}: {error}") from None
+    _verify_checksums(header, digital, reject)
+    return _physical_mv(header, digital, reject)
 
 
-def _plain(header: WfdbHeader, name: str) -> bool:
-    """A header the fast path reads as it is: this record's name, 500 Hz, 12 x 5,000 samples of
-    format 16 (one sample per frame, no skew or offset) in one file, the PTB-XL leads in order,
-    mV, every checksum written."""
-    signals = header.signals
-    return (
-        header.record == name
-        and header.fs == FS
-        and (header.n_signals, header.samples) == (len(LEADS), N_SAMPLES)
-        and len({s.file for s in signals}) == 1
-        and all((s.format, s.samples_per_frame, s.skew, s.byte_offset, s.block_size) == (16, 1, 0, 0, 0) for s in signals)
-        and all(s.checksum is not None and s.units.lower() == "mv" for s in signals)
-        and [s.name.lower() for s in signals] == [lead.lower() for lead in LEADS]
-    )
+read_record_fast = read_verified
+"""The name the dataset's reader had when PTB-XL had a second, faster reader: `read_verified`."""
 
 
-def _verify_header(header, record_line: WfdbHeader, reject) -> None:
-    """The checks of the header: rate and extent from the library's reading of the record line,
-    the rest from the wfdb package's ``header``."""
-    if record_line.fs != FS:
-        raise reject("sampling_rate", f"header declares fs = {record_line.fs:g} Hz, expected {FS}")
-    if record_line.n_signals != len(LEADS) or record_line.samples != N_SAMPLES:
+def _verify_header(header: WfdbHeader, reject) -> None:
+    """The checks of the header: rate, extent, lead order, format."""
+    if header.fs != FS:
+        raise reject("sampling_rate", f"header declares fs = {header.fs:g} Hz, expected {FS}")
+    if header.n_signals != len(LEADS) or header.samples != N_SAMPLES:
         raise reject(
             "extent",
-            f"header declares {record_line.n_signals} signals x {record_line.samples} samples, "
-            f"expected {len(LEADS)} x {N_SAMPLES}",
+            f"header declares {header.n_signals} signals x {header.samples} samples, expected {len(LEADS)} x {N_SAMPLES}",
         )
-    names = [str(name) for name in header.sig_name]
+    names = list(header.names)
     if [n.lower() for n in names] != [n.lower() for n in LEADS]:
         raise reject("lead_order", f"header leads {names}, expected {list(LEADS)}")
-    formats = sorted(set(header.fmt))
-    if formats != ["16"]:
-        raise reject("format", f"WFDB format {formats}, expected 16")
+    layouts = sorted({(s.format, s.samples_per_frame) for s in header.signals})
+    if layouts != [(16, 1)]:
+        raise reject("format", f"WFDB format/samples per frame {layouts}, expected 16 with one sample per frame")
 
 
-def _verify_file_sizes(header, folder: Path, reject) -> None:
+def _verify_file_sizes(header: WfdbHeader, folder: Path, reject) -> None:
     """Every .dat file holds exactly the header's samples (format 16: 2 bytes each)."""
-    offsets = header.byte_offset or [0] * header.n_sig
-    for file_name in dict.fromkeys(header.file_name):
-        n_signals = header.file_name.count(file_name)
-        offset = offsets[header.file_name.index(file_name)] or 0
-        expected = offset + 2 * n_signals * N_SAMPLES  # the extent checked by _verify_header
+    for file_name in dict.fromkeys(s.file for s in header.signals):
+        signals = [s for s in header.signals if s.file == file_name]
+        expected = signals[0].byte_offset + 2 * len(signals) * N_SAMPLES  # the extent checked by _verify_header
         file = folder / file_name
-        if not file.is_file():
-            raise reject("unreadable", f"signal file {file} does not exist")
-        size = file.stat().st_size
+        try:
+            size = regular_file(file).st_size
+        except (HeaderError, OSError) as error:
+            raise reject("unreadable", f"signal file {file}: {error}") from None
         if size != expected:
             raise reject("extent", f"{file.name} has {size} bytes, the header implies {expected}")
 
 
-def _verify_checksums(header, digital: np.ndarray, reject) -> None:
-    stored = header.checksum
-    if stored is None or any(value is None for value in stored):
+def _verify_checksums(header: WfdbHeader, digital: np.ndarray, reject) -> None:
+    """Each signal's header checksum against its stored samples' (`checksum16`)."""
+    stored = [s.checksum for s in header.signals]
+    if any(value is None for value in stored):
         raise reject("checksum", "the header declares no checksum")
-    computed = checksum16(digital)
+    computed = checksum16(digital.T)
     bad = np.flatnonzero(computed != np.mod(np.asarray(stored, dtype=np.int64), 65536))
     if bad.size:
-        leads = ", ".join(f"{header.sig_name[i]} (header {stored[i]}, samples {computed[i]})" for i in bad)
+        leads = ", ".join(f"{header.names[i]} (header {stored[i]}, samples {computed[i]})" for i in bad)
         raise reject("checksum", f"checksum mismatch on {leads}")
 
 
-def _physical_mv(header, digital: np.ndarray, reject) -> np.ndarray:
-    """(stored - baseline) / gain x unit factor, (leads, samples) float32."""
-    units = [str(unit or "mV").lower() for unit in header.units or [None] * header.n_sig]
+def _physical_mv(header: WfdbHeader, digital: np.ndarray, reject) -> np.ndarray:
+    """(stored - baseline) / gain x unit factor of (leads, samples) ``digital``, float32."""
+    units = [s.units.lower() for s in header.signals]
     unknown = sorted({u for u in units if u not in MV_PER_UNIT})
     if unknown:
         raise reject("calibration", f"unknown physical unit(s) {unknown}")
-    gain = np.asarray(header.adc_gain, dtype=np.float64)
+    gain = np.array([s.gain for s in header.signals], dtype=np.float64)
     if not np.all(np.isfinite(gain) & (gain > 0)):
         raise reject("calibration", f"ADC gains {gain.tolist()} are not all finite and positive")
     factor = np.array([MV_PER_UNIT[u] for u in units])
-    invalid = digital == _FMT16_INVALID
-    signal = to_physical(digital.T, gain, header.baseline, factor)
+    invalid = digital == INVALID[16]
+    signal = to_physical(digital, gain, [s.baseline for s in header.signals], factor)
     if invalid.any() or not np.isfinite(signal).all():
-        leads = [header.sig_name[i] for i in np.flatnonzero(invalid.any(axis=0))]
+        leads = [header.names[i] for i in np.flatnonzero(invalid.any(axis=1))]
         raise reject(
             "non_finite",
             f"{int(invalid.sum())} invalid samples (-32768) on leads {leads}" if leads else "non-finite physical values",

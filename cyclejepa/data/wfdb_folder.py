@@ -22,7 +22,8 @@ else the unit the first record states; a record in another unit is converted whe
 voltages (µV, mV, V) and rejected otherwise (``units``, naming both).
 
 Reading a record (`read`; `read_path` for a record file given by its path, as ``cyclejepa embed``
-reads one): signal files in .dat or .mat as the ``wfdb`` package decodes them; the chosen
+reads one): signal files in .dat or .mat read by the library's one sample reader
+(`cyclejepa.data.samples.read_samples`, which bounds a record's memory); the chosen
 channels each at its own rate (a multi-rate record such as ``mixedsignals`` stores 1, 2 or 4
 samples per frame), resampled to the highest of them (`resample`); ADC wrap-around undone where
 samples touch the ADC limits (`unwrap`; ``unwrap: off`` keeps the samples); missing samples at
@@ -67,7 +68,8 @@ from cyclejepa.data.datasets import (
     sha256_file, sha256_of,
 )  # fmt: skip
 from cyclejepa.data.preprocess import SCOPES, Preparation, resample
-from cyclejepa.data.wfdb_format import MAX_RECORD_SAMPLES, HeaderError, SignalSpec, WfdbHeader, read_header, resolve_inside
+from cyclejepa.data.samples import SampleError, read_samples
+from cyclejepa.data.wfdb_format import HeaderError, SignalSpec, WfdbHeader, read_header, resolve_inside
 from cyclejepa.registry import DATASETS
 
 __all__ = ["FORMAT_BITS", "SUBJECTS_FILE", "WfdbFolder", "adc_limits", "unwrap"]
@@ -297,24 +299,18 @@ class WfdbFolder(Dataset):
 
     def _samples(self, path: Path, name: str) -> tuple[WfdbHeader, list[SignalSpec], list[np.ndarray]]:
         """The header, the channels' signal lines and their samples (physical units, float64, each
-        at its own rate), read after the header's checks (signal files inside the record's
-        folder, at most `MAX_RECORD_SAMPLES` declared samples); `RecordRejected` (``unreadable``)."""
-        import wfdb
-
+        at its own rate, NaN where missing), read by `read_samples` after its checks (signal files
+        regular and inside the record's folder, at most `MAX_RECORD_SAMPLES` samples, declared or
+        held); `RecordRejected` naming ``name`` and the reader's check."""
         try:
             header = read_header(path)
             rows = self._rows(name, header)
-            for row in rows:
-                resolve_inside(path.parent, header.signals[row].file, path.parent)
-            frames = (header.samples or 0) * sum(s.samples_per_frame for s in header.signals)
-            if frames > MAX_RECORD_SAMPLES:
-                raise HeaderError(f"the header declares {frames} samples, more than {MAX_RECORD_SAMPLES} can be read")
-            data = wfdb.rdrecord(str(path), channels=rows, smooth_frames=False)
-        except RecordRejected:
-            raise
-        except Exception as error:  # the wfdb reader raises assorted types for malformed files
-            raise RecordRejected(name, "unreadable", f"{path}: {error}") from error
-        return header, [header.signals[row] for row in rows], [np.asarray(x, dtype=np.float64) for x in data.e_p_signal]
+            samples = read_samples(path, rows=rows, header=header)
+        except SampleError as error:
+            raise RecordRejected(name, error.check, f"{path}: {error}") from None
+        except (HeaderError, OSError) as error:
+            raise RecordRejected(name, "unreadable", f"{path}: {error}") from None
+        return header, list(samples.specs), [samples.physical(i) for i in range(len(rows))]
 
 
 def _read_subjects(path: Path, root: Path) -> list[dict[str, str]]:

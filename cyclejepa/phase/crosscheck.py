@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.data.wfdb_folder import adc_limits, unwrap
+from cyclejepa.data.samples import read_samples
 from cyclejepa.data.wfdb_format import read_header
 from cyclejepa.phase.track import assessed_qc, match_events, score_events
 
@@ -71,18 +72,15 @@ class Channel:
 
 
 def read_channel(path: str | Path, name: str) -> Channel:
-    """Channel ``name`` of the WFDB record ``path`` at its own rate (a multi-rate record's channels
-    are not resampled to the frame rate), with ADC wrap-around undone (`cyclejepa.data.wfdb_folder.unwrap`) and missing
+    """Channel ``name`` of the WFDB record ``path`` at its own rate (`cyclejepa.data.samples.read_samples`:
+    a multi-rate record's channels are not resampled to the frame rate), with ADC wrap-around undone (`cyclejepa.data.wfdb_folder.unwrap`) and missing
     samples at either end cut off."""
-    import wfdb
-
-    header = read_header(path)  # the library's checks first
+    header = read_header(path)
     names = [spec.name for spec in header.signals]
     if name not in names:
         raise KeyError(f"channel {name!r} not in {path}; its channels are {names}")
     spec = header.signals[names.index(name)]
-    record = wfdb.rdrecord(str(path), smooth_frames=False)
-    physical = np.asarray(record.e_p_signal[names.index(name)], dtype=np.float64)
+    physical = read_samples(path, rows=[names.index(name)], header=header).physical(0)
     finite = np.flatnonzero(np.isfinite(physical))
     samples = unwrap(physical[finite[0] : finite[-1] + 1], *adc_limits(spec))
     fs = header.fs * spec.samples_per_frame

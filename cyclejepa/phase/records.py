@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from cyclejepa.data.wfdb_format import read_record
+from cyclejepa.data.samples import read_record
 from cyclejepa.phase.ecg.provider import EcgRPeakProvider
 from cyclejepa.phase.provider import PhaseProvider, channel_indices
 from cyclejepa.phase.track import assessed_qc

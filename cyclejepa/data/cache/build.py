@@ -371,6 +371,27 @@ def _set_worker_dataset(dataset: Dataset) -> None:
     _WORKER["dataset"] = dataset
 
 
+def _prepare_entry(dataset: Dataset, entry: Entry, provider, channels: tuple[str, ...], cache_fs: float, window: int,
+                   preparation: Preparation, limits: list, shape: Mapping[str, int]) -> list[tuple[np.ndarray, RecordOutcome]]:  # fmt: skip
+    """One record's decimated windows and outcomes. Any failure of this record is its rejection,
+    named as the dataset names it (`Dataset.rejection_id`), never the end of the batch: the
+    dataset's `RecordRejected`; ``phase`` when the provider refuses it (ValueError, KeyError);
+    ``memory`` when reading or preparing it runs out of memory; ``unreadable`` for any other error."""
+    name = dataset.rejection_id(entry)
+    try:
+        windows = record_windows(dataset, entry, channels, cache_fs, window, preparation, limits)
+        try:
+            return [prepare_record(segment, provider, cache_fs=cache_fs, channels=channels, **shape)[:2] for segment in windows]
+        except (ValueError, KeyError) as error:  # the provider refuses this record (e.g. no such channel)
+            raise RecordRejected(name, "phase", f"{type(error).__name__}: {error}") from None
+    except RecordRejected:
+        raise
+    except MemoryError as error:
+        raise RecordRejected(name, "memory", f"ran out of memory reading or preparing it ({error})") from None
+    except Exception as error:  # one record's failure, whatever it is, is that record's rejection
+        raise RecordRejected(name, "unreadable", f"{type(error).__name__}: {error}") from None
+
+
 def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments: Mapping[str, Any]) -> list[RecordOutcome]:
     """Read, verify, window, decimate (into the chunk's scratch file) and phase-tag one chunk."""
     from cyclejepa.registry import PHASE_PROVIDERS
@@ -384,19 +405,12 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
     scratch = str(Path(build_dir) / f"scratch-{jobs[0][0]:09d}.npy")
     outcomes: list[RecordOutcome] = []
     signals: list[np.ndarray] = []
+    limits = [arguments["amplitude_limits"][c] for c in channels]
     for row, entry in jobs:
         try:
-            limits = [arguments["amplitude_limits"][c] for c in channels]
-            windows = record_windows(dataset, entry, channels, cache_fs, window, preparation, limits)
+            prepared = _prepare_entry(dataset, entry, provider, channels, cache_fs, window, preparation, limits, shape)
         except RecordRejected as rejection:
             outcomes.append(RecordOutcome(row, rejection=rejection))
-            continue
-        try:
-            prepared = [
-                prepare_record(segment, provider, cache_fs=cache_fs, channels=channels, **shape)[:2] for segment in windows
-            ]
-        except (ValueError, KeyError) as error:  # the provider refuses this record (e.g. no such channel)
-            outcomes.append(RecordOutcome(row, rejection=RecordRejected(entry.id, "phase", f"{type(error).__name__}: {error}")))
             continue
         for w, (decimated, outcome) in enumerate(prepared):
             outcome.row, outcome.window, outcome.slot, outcome.scratch = row, w, len(signals), scratch

@@ -47,10 +47,11 @@ class RecordOutcome:
 def record_windows(dataset: Dataset, entry: Entry, channels: tuple[str, ...], cache_fs: float, window: int,
                    preparation: Preparation = Preparation(), amplitude_limits: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
     """(W, C, window) float32: ``entry``'s verified record (`Dataset.read`), fast enough for the
-    phase provider (`Dataset.check_native_rate`), through `cut_record`."""
-    record = dataset.read(entry)
-    dataset.check_native_rate(entry.id, record.fs)
-    return cut_record(record, channels, cache_fs, window, record_id=entry.id, preparation=preparation,
+    phase provider (`Dataset.check_native_rate`), through `cut_record`; its rejections name it as
+    the dataset does (`Dataset.rejection_id`)."""
+    record, name = dataset.read(entry), dataset.rejection_id(entry)
+    dataset.check_native_rate(name, record.fs)
+    return cut_record(record, channels, cache_fs, window, record_id=name, preparation=preparation,
                       amplitude_limits=amplitude_limits)  # fmt: skip
 
 

@@ -99,12 +99,12 @@ def _need(path: Path) -> Path:
 
 
 def _wfdb(path: Path, channels: list[str] | None = None) -> ReferenceRecord:
-    import wfdb
+    from cyclejepa.data.samples import read_record
 
-    record = wfdb.rdrecord(str(path))
-    names = list(record.sig_name)
+    record = read_record(path)
+    names = list(record.names)
     rows = list(range(len(names))) if channels is None else [names.index(c) for c in channels]
-    signal = np.ascontiguousarray(record.p_signal.T[rows], dtype=np.float64)
+    signal = np.ascontiguousarray(record.signal[rows], dtype=np.float64)
     return ReferenceRecord(path.name, signal, float(record.fs), [names[r] for r in rows], read_beat_annotations(path))
 
 
