@@ -214,7 +214,7 @@ def test_normalisation_and_signals_match_independent_recomputation(prepared, cor
     """Statistics over the kept fold-1..9 records only, by an independent float64 decimation."""
     ids, folds = prepared.columns["record_id"], prepared.columns["fold"]
     decimated = {i: reference_decimate(read_ptbxl_record(corpus, int(i)).astype(np.float64)) for i in ids}
-    train = np.concatenate([decimated[i] for i, f in zip(ids, folds) if f <= 9], axis=1)
+    train = np.concatenate([decimated[i] for i, f in zip(ids, folds, strict=True) if f <= 9], axis=1)
     np.testing.assert_allclose(prepared.norm.mean, train.mean(axis=1), atol=1e-6)
     np.testing.assert_allclose(prepared.norm.std, train.std(axis=1), rtol=1e-5)
     assert json.loads((prepared.path / "norm.json").read_text())["windows"] == int((folds <= 9).sum())

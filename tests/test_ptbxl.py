@@ -50,8 +50,8 @@ def write_record(folder: Path, name: str, digital: np.ndarray | None = None, **f
     rng = np.random.default_rng(len(name))
     digital = rng.integers(-2000, 2000, (5000, 12)) if digital is None else digital
     n_sig = digital.shape[1]
-    header = dict(fs=500, units=["mV"] * n_sig, sig_name=list(LEADS)[:n_sig],
-                  adc_gain=[1000.0] * n_sig, baseline=[0] * n_sig)  # fmt: skip
+    header = {"fs": 500, "units": ["mV"] * n_sig, "sig_name": list(LEADS)[:n_sig],
+              "adc_gain": [1000.0] * n_sig, "baseline": [0] * n_sig}  # fmt: skip
     header.update(fields)
     folder.mkdir(parents=True, exist_ok=True)
     wfdb.wrsamp(name, d_signal=digital.astype(np.int64), fmt=["16"] * n_sig,
@@ -62,7 +62,7 @@ def write_record(folder: Path, name: str, digital: np.ndarray | None = None, **f
 def write_root(root: Path, scp_codes: list[dict], folds: list[int]) -> Path:
     """A PTB-XL-layout folder with one record per scp_codes entry."""
     rows = []
-    for ecg_id, (codes, fold) in enumerate(zip(scp_codes, folds), start=1):
+    for ecg_id, (codes, fold) in enumerate(zip(scp_codes, folds, strict=True), start=1):
         name = f"records500/00000/{ecg_id:05d}_hr"
         write_record(root / "records500" / "00000", f"{ecg_id:05d}_hr")
         rows.append({"ecg_id": ecg_id, "patient_id": 10.0 + ecg_id, "age": 50.0, "sex": 1,
@@ -191,7 +191,7 @@ def test_missing_root_says_where_and_how_to_download(tmp_path, monkeypatch):
         PTBXL(None).entries()
     (tmp_path / "ptbxl_database.csv").write_text("ecg_id\n")
     with pytest.raises(PTBXLNotFound, match="scp_statements.csv"):
-        PTBXL(tmp_path).root
+        _ = PTBXL(tmp_path).root
 
 
 def test_root_from_environment_and_record_lookup(tmp_path, monkeypatch):
@@ -228,7 +228,7 @@ def test_unknown_diagnostic_class_is_refused(tmp_path):
     root = write_root(tmp_path, [{"NORM": 100.0}], [1])
     (root / "scp_statements.csv").write_text(STATEMENTS + "XYZ,made up,1.0,,,ODD,XYZ\n")
     with pytest.raises(ValueError, match="ODD"):
-        PTBXL(root).metadata
+        _ = PTBXL(root).metadata
 
 
 def test_eligible_subclasses_need_20_positives_in_the_fold():
@@ -327,7 +327,7 @@ def test_each_bad_row_is_rejected_with_its_id_column_reason_and_line(real_rows):
     dataset = PTBXL(real_rows)
     found = [(r.record_id, r.check, r.detail) for r in dataset.row_rejections]
     assert [(record_id, check) for record_id, check, _ in found] == [(i, "metadata") for i, _ in ROW_REJECTIONS]
-    for (_, _, detail), (_, pattern) in zip(found, ROW_REJECTIONS):
+    for (_, _, detail), (_, pattern) in zip(found, ROW_REJECTIONS, strict=True):
         assert re.fullmatch(pattern, detail), detail
     meta = dataset.metadata
     assert meta["ecg_id"].tolist() == GOOD_IDS
@@ -345,4 +345,4 @@ def test_a_file_missing_a_column_names_it(tmp_path):
     table = pd.read_csv(root / "ptbxl_database.csv").drop(columns="strat_fold")
     table.to_csv(root / "ptbxl_database.csv", index=False)
     with pytest.raises(ValueError, match=r"missing column\(s\) \['strat_fold'\]"):
-        PTBXL(root).metadata
+        _ = PTBXL(root).metadata

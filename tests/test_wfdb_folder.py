@@ -91,7 +91,7 @@ def test_a_step_inside_the_adc_range_is_kept_and_a_true_wrap_undone(tmp_path, mo
     dataset = (pulse_wave_class(monkeypatch) if example else WfdbFolder)(tmp_path, channels=["PLETH"])
     path = write(tmp_path, "drop", raw[:, None], 250.0)
     low, high = adc_limits(read_header(path).signals[0])
-    assert 26.0 > (high - low) / 2  # the old rule would have called it a wrap
+    assert (high - low) / 2 < 26.0  # the old rule would have called it a wrap
     np.testing.assert_allclose(dataset.read_path(path).signal[0], raw, atol=1e-3)
 
     gain = 40.0  # a 16-bit ADC of 1638.4 units: wrap the signal around it as a real ADC would
@@ -292,3 +292,26 @@ def test_fingerprint_and_entries_without_a_root_say_which_folder_is_missing():
     for read in (dataset.fingerprint, dataset.entries):
         with pytest.raises(DatasetNotFound, match=r"the folder None does not exist \(set data.root"):
             read()
+
+
+def test_a_gain_that_puts_samples_beyond_float32_rejects_the_record_by_name_without_a_warning(tmp_path):
+    """A header gain of 1e-300 makes physical values of about 1e302: the record is rejected
+    (``non_finite``, naming the channel), with no raw numpy overflow warning on the way."""
+    import warnings
+
+    t = np.arange(125 * 20) / 125
+    for name in ("ok", "huge"):
+        write(tmp_path, name, np.sin(2 * np.pi * 1.2 * t)[:, None], 125)
+    header = tmp_path / "huge.hea"
+    lines = header.read_text().splitlines()
+    fields = lines[1].split()
+    fields[2] = "1e-300(0)/NU"
+    header.write_text("\n".join([lines[0], " ".join(fields), *lines[2:]]) + "\n")
+    dataset = DATASETS.build("wfdb", root=tmp_path, channels=["PLETH"])
+    ok, huge = sorted(dataset.entries(), key=lambda e: e.name != "ok")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dataset.read(ok).signal.dtype == np.float32
+        with pytest.raises(RecordRejected, match=r"float32.*PLETH") as rejected:
+            dataset.read(huge)
+    assert (rejected.value.record_id, rejected.value.check) == ("huge", "non_finite")

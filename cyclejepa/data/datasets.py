@@ -422,7 +422,7 @@ def in_units(record_id: int | str, signal: np.ndarray, channels: Sequence[str], 
     array([0.001, 1.   ])
     """
     signal = np.array(signal, dtype=np.float64)
-    for row, (channel, unit, wanted) in enumerate(zip(channels, units, declared)):
+    for row, (channel, unit, wanted) in enumerate(zip(channels, units, declared, strict=True)):
         if unit is None or wanted is None or unit.lower() == wanted.lower():
             continue
         if unit.lower() not in MV_PER_UNIT or wanted.lower() not in MV_PER_UNIT:
@@ -452,7 +452,7 @@ def check_amplitudes(record_id: int | str, windows: np.ndarray, channels: Sequen
     """`RecordRejected` (check ``amplitude``) naming each channel of ``windows`` (..., C, L) with a
     sample whose magnitude exceeds its limit (`amplitude_limit`), with the largest found."""
     peaks = np.abs(np.asarray(windows, dtype=np.float64)).reshape(-1, len(channels), np.shape(windows)[-1]).max(axis=(0, 2))
-    over = [f"{channel} reaches {peak:.3g} (limit {limit:g})" for channel, peak, limit in zip(channels, peaks, limits)
+    over = [f"{channel} reaches {peak:.3g} (limit {limit:g})" for channel, peak, limit in zip(channels, peaks, limits, strict=True)
             if not peak <= limit]  # fmt: skip
     if over:
         raise RecordRejected(record_id, "amplitude", f"{'; '.join(over)}: not a physiological amplitude (data.amplitude_limits)")

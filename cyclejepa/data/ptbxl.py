@@ -155,8 +155,8 @@ def parse_scp_codes(text: str) -> dict[str, float]:
 def diagnostic_map(statements: pd.DataFrame) -> dict[str, tuple[str, str]]:
     """Diagnostic statement code -> (superclass, subclass), from scp_statements.csv."""
     diagnostic = statements[statements["diagnostic"] == 1]
-    classes = zip(diagnostic["diagnostic_class"], diagnostic["diagnostic_subclass"])
-    return dict(zip(diagnostic.index, classes))
+    classes = zip(diagnostic["diagnostic_class"], diagnostic["diagnostic_subclass"], strict=True)
+    return dict(zip(diagnostic.index, classes, strict=True))
 
 
 def diagnostic_labels(scp_codes: Mapping[str, float], diagnostic: Mapping[str, tuple[str, str]]) -> tuple[set[str], set[str]]:
@@ -349,7 +349,7 @@ class PTBXL(Dataset):
         return [
             Entry(int(ecg_id), name, int(patient), int(fold), float(age), int(sex),
                   {level: frozenset(np.asarray(classes)[rows[i]]) for level, (classes, rows) in hot.items()})
-            for i, (ecg_id, name, patient, fold, age, sex) in enumerate(zip(*(meta[c] for c in columns)))
+            for i, (ecg_id, name, patient, fold, age, sex) in enumerate(zip(*(meta[c] for c in columns), strict=True))
         ]  # fmt: skip
 
     def rejection_id(self, entry: Entry) -> int:

@@ -64,7 +64,8 @@ import numpy as np
 
 from cyclejepa.data.channels import ChannelError, channel_key, match_channels
 from cyclejepa.data.datasets import (
-    MV_PER_UNIT, Dataset, DatasetNotFound, Entry, FoldProtocol, Record, RecordRejected, fill_gaps, hash_fold, in_units,
+    MV_PER_UNIT, Dataset, DatasetNotFound, Entry, FoldProtocol, Record, RecordRejected, as_float32, fill_gaps, hash_fold,
+    in_units,
     sha256_file, sha256_of,
 )  # fmt: skip
 from cyclejepa.data.preprocess import SCOPES, Preparation, resample
@@ -284,7 +285,7 @@ class WfdbFolder(Dataset):
         rates = [header.fs * spec.samples_per_frame for spec in specs]
         fs = max(rates)
         channels = []
-        for x, spec, rate in zip(samples, specs, rates):
+        for x, spec, rate in zip(samples, specs, rates, strict=True):
             x = unwrap(x, *adc_limits(spec)) if self.unwrap == "auto" else x
             channels.append(x if rate == fs else _resample_gappy(x, rate, fs))
         length = min(len(x) for x in channels)
@@ -295,7 +296,7 @@ class WfdbFolder(Dataset):
         if not len(present):
             raise RecordRejected(name, "non_finite", f"no sample with every channel of {list(self.channels)} present")
         signal = fill_gaps(name, signal[:, present[0] : present[-1] + 1], fs, self.max_gap_s, self.channels)
-        return Record(name, signal.astype(np.float32), fs, self.channels)
+        return Record(name, as_float32(name, signal, self.channels), fs, self.channels)  # beyond float32: rejected, named
 
     def _samples(self, path: Path, name: str) -> tuple[WfdbHeader, list[SignalSpec], list[np.ndarray]]:
         """The header, the channels' signal lines and their samples (physical units, float64, each

@@ -104,7 +104,7 @@ def meta_columns(levels: Sequence[LabelLevel]) -> tuple[str, ...]:
 
 def write_meta(path: Path, entries: list[Entry], levels: Sequence[LabelLevel], kept: list[RecordOutcome]) -> None:
     rows = []
-    for e, o in zip(entries, kept):
+    for e, o in zip(entries, kept, strict=True):
         labels = [int(c in e.labels.get(level.name, ())) for level in levels for c in level.classes]
         rows.append([e.id, e.name, o.window, e.patient_id, e.fold, "" if np.isnan(e.age) else e.age, e.sex,
                      *labels, len(o.events[0]), o.phase_yield, int(o.qc_ok), o.qc_reason])  # fmt: skip
@@ -175,9 +175,9 @@ def read_meta(path: Path, expected: tuple[str, ...]) -> dict[str, np.ndarray]:
         header = next(reader)
         if tuple(header) != expected:
             raise ValueError(f"{path}: columns {header} differ from {list(expected)}")
-        values = list(zip(*reader)) or [()] * len(header)
+        values = list(zip(*reader, strict=True)) or [()] * len(header)
     columns = {}
-    for name, column in zip(header, values):
+    for name, column in zip(header, values, strict=True):
         if name in _TEXT_COLUMNS:
             columns[name] = np.array(column, dtype=str)
         elif name in _FLOAT_COLUMNS:
