@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cyclejepa.config import ExperimentConfig
+from cyclejepa.config import ConfigError, ExperimentConfig
 from cyclejepa.lock import output_lock
 from cyclejepa.pipeline.evaluation import evaluate_stage, evaluation_steps
 from cyclejepa.pipeline.plans import plan_runs, write_resolved_config
-from cyclejepa.pipeline.checks import preflight
+from cyclejepa.pipeline.checks import cache_fold_problems, preflight
 from cyclejepa.pipeline.preparation import cache_dir, prepare
 from cyclejepa.pipeline.pretraining import pretrain_all
 from cyclejepa.pipeline.seal import require_unsealed, sealed_folds
@@ -51,6 +51,8 @@ def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
     require_unsealed(cfg)
     config, plans = write_resolved_config(cfg), plan_runs(cfg)
     cache = prepare(cfg, progress=progress)
+    if problems := cache_fold_problems(cfg, cache):  # before any run trains
+        raise ConfigError(problems, source="prepare")
     pretrain_all(cfg, cache, config, plans, progress=progress)
     return evaluate_stage(cfg, cache, plans, evaluation_steps(cfg), progress)
 
