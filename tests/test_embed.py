@@ -3,6 +3,7 @@
 import copy
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -270,3 +271,25 @@ def test_non_finite_weights_and_tokens_are_refused_by_name(trained, monkeypatch)
     result = encoder.embed_files([paths[3], "huge", paths[4]])
     assert result.records.tolist() == [paths[3], paths[4]] and list(result.failed) == ["huge"]
     assert "the encoder's output is not finite" in result.failed["huge"]
+
+
+def test_embed_reads_a_run_whose_corpus_was_copied_with_new_modification_times(trained):
+    """``cp -r`` of the corpus gives its files new mtimes: embedding, which never reads the
+    corpus, still loads the run; a reader of the corpus (evaluation) still refuses the cache."""
+    import os
+
+    from cyclejepa.data.cache import CacheMismatch
+    from cyclejepa.pipeline import load_encoder
+
+    cfg, _, _ = trained
+    files = [path for path in Path(cfg.data.root).rglob("*") if path.is_file()]
+    saved = {path: path.stat() for path in files}
+    try:
+        for path, stat in saved.items():
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+        with pytest.raises(CacheMismatch, match="corpus: cache"):
+            pipeline.configured_cache(cfg)
+        assert load_encoder(cfg.output_dir, device="cpu").model is not None
+    finally:
+        for path, stat in saved.items():
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))

@@ -329,3 +329,18 @@ def test_the_grid_summary_shows_a_degenerate_probe_in_words(few_data_run, tmp_pa
     write_report(report_spec(cell_cfg), cell_cfg.output_dir)
     summary = write_grid_summary(tmp_path, [("c0", cell_cfg)]).read_text()
     assert "| c0 |  | winder | degenerate probe (constant predictions) |" in summary
+
+
+def test_a_collapsed_arm_never_wins_bold_in_any_row(few_data_run):
+    """Beside a collapsed arm no comparison is meaningful: no figure of the bottom line is bold,
+    whichever arm's figure is the larger."""
+    _, _, cell = few_data_run
+    enough = [with_counts(r, MIN_WINDOWS, MIN_PATIENTS) for r in cell]
+    assert any("**" in row for label, row in table_rows(bottom_line_markdown(enough), "## Bottom line").items()
+               if not label.startswith("**"))  # fmt: skip
+    for collapsed in range(2):
+        arms = copy.deepcopy(enough)
+        arms[collapsed]["mechanism"]["true"]["mean_c_i"] = COLLAPSE_SIMILARITY
+        rows = table_rows(bottom_line_markdown(arms), "## Bottom line")
+        figures = [row for label, row in rows.items() if not label.startswith("**")]
+        assert len(figures) > 10 and not any("**" in row for row in figures), collapsed

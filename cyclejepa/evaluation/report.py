@@ -354,7 +354,7 @@ def bottom_line_markdown(cell: list[dict]) -> str:
             section = row.section
             lines.append(f"| **{section}** |" + " |" * len(cell))
         values = [row.value(r) for r in cell]
-        best = None if any(v["too_few"] for v in validity) else _best(row, values)
+        best = None if any(v["too_few"] for v in validity) else _best_valid(row, values, validity)
         cells = [_cell(row, r, v, i == best, w) for i, (r, v, w) in enumerate(zip(cell, values, validity))]
         lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
     word = subject_word(cell[0])
@@ -409,6 +409,14 @@ def not_run_markdown(result: dict) -> list[str]:
              "heart_rate_strata": "Heart-rate strata", "anomaly": "Anomaly battery"}  # fmt: skip
     return ["", "Not run, as they do not apply to this data:", "",
             *(f"- {names.get(part, part)}: {why}." for part, why in not_run.items())]  # fmt: skip
+
+
+def _best_valid(row: Row, values: list, validity: list[dict]) -> int | None:
+    """The index of the best of ``values`` among the arms whose tokens did not collapse (a
+    collapsed arm's figures mean nothing, so it never wins bold); None below two such arms."""
+    valid = [index for index, arm in enumerate(validity) if not arm["collapsed"]]
+    best = _best(row, [values[index] for index in valid])
+    return None if best is None else valid[best]
 
 
 def _best(row: Row, values: list) -> int | None:

@@ -38,12 +38,13 @@ def cache_spec(cfg: ExperimentConfig, directory: Path | None = None) -> CacheSpe
     )
 
 
-def configured_cache(cfg: ExperimentConfig, directory: Path | None = None):
+def configured_cache(cfg: ExperimentConfig, directory: Path | None = None, *, corpus: bool = True):
     """The config's prepared cache (`cyclejepa.data.cache.open_cache` of `cache_spec`), refused
-    with `CacheMismatch` when it was built for another experiment."""
+    with `CacheMismatch` when it was built for another experiment; ``corpus`` False leaves the
+    corpus on disk out of the comparison (for a reader that never reads it)."""
     from cyclejepa.data.cache import open_cache
 
-    return open_cache(cache_spec(cfg, directory))
+    return open_cache(cache_spec(cfg, directory), corpus=corpus)
 
 
 def build_dataset(cfg: ExperimentConfig, progress: bool = False):

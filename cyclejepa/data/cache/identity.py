@@ -79,11 +79,15 @@ def cache_identity(cache: PreparedCache) -> dict[str, Any]:
     }
 
 
-def open_cache(spec: CacheSpec) -> PreparedCache:
+def open_cache(spec: CacheSpec, *, corpus: bool = True) -> PreparedCache:
     """The cache in ``spec.directory``, refused with `CacheMismatch` naming each differing key,
-    the cache's value and the spec's, when it was built for another experiment."""
+    the cache's value and the spec's, when it was built for another experiment. ``corpus``
+    False: the corpus listing is not compared (a reader of the cache's preprocessing alone, such
+    as ``embed``, which never reads the corpus, still works after ``cp -r`` gave it new mtimes)."""
     cache = PreparedCache(spec.directory)
     built, wanted = cache_identity(cache), spec_identity(spec)
+    if not corpus:
+        wanted["corpus"] = None
     differences = [f"{key}: cache {built[key]!r}, config {wanted[key]!r}" for key in wanted
                    if wanted[key] is not None and built[key] != wanted[key]]  # fmt: skip
     if differences:
