@@ -253,7 +253,10 @@ def test_a_fraction_that_leaves_no_learnable_class_is_refused_before_any_cell(fo
     config = write_config(folder / "dev", {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]})
     result = invoke(config, "--tasks", "superdiagnostic", "--protocols", "linear", "--fractions", "1e-9", *FAST)
     assert result.exit_code != 0
-    assert "label fraction 1e-09 leaves task superdiagnostic 1 of" in result.output and "choose a larger --fractions" in result.output
+    assert (
+        "label fraction 1e-09 leaves task superdiagnostic 1 of" in result.output
+        and "choose a larger --fractions" in result.output
+    )
     assert not (folder / "dev" / "run" / "benchmark" / "ptbxl" / "cells" / "superdiagnostic" / "linear").exists()
 
 

@@ -192,7 +192,7 @@ class Tone(Augmentation):
     @staticmethod
     def default_frequency(fs: float) -> float:
         """The tone's frequency at rate ``fs`` when none is given: 25 Hz if 25 < fs / 2, else fs / 4."""
-        return 25.0 if 25.0 < fs / 2 else fs / 4
+        return 25.0 if fs / 2 > 25.0 else fs / 4
 
     def sample(self, x: Tensor, generator: torch.Generator) -> Params:
         batch = (x.shape[0],)

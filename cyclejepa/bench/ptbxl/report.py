@@ -54,7 +54,7 @@ def _value(entry: dict[str, Any] | None, metric: str) -> str:
 
 
 def _few_data(entry: dict[str, Any]) -> str:
-    """" (few data: N records, P patients)" when the cell's scores rest on fewer than
+    """ " (few data: N records, P patients)" when the cell's scores rest on fewer than
     `MIN_WINDOWS` scored records or `MIN_PATIENTS` patients (`cyclejepa.evaluation.validity`),
     else nothing: such a figure is never shown as a plain number."""
     from cyclejepa.evaluation.validity import MIN_PATIENTS, MIN_WINDOWS
