@@ -201,8 +201,13 @@ def synth(
     console.print(_line(f"wrote {records} synthetic records to {path}"), highlight=False)
 
 
+OverwriteCache = Annotated[
+    bool, typer.Option("--overwrite-cache", help="rebuild a shared data.cache_dir that another experiment prepared")
+]
+
+
 @app.command()
-def prepare(config: ConfigPath, set_: Overrides = None) -> None:
+def prepare(config: ConfigPath, set_: Overrides = None, overwrite_cache: OverwriteCache = False) -> None:
     """Build the preprocessing cache of a config's corpus (idempotent)."""
     from cyclejepa.lock import output_lock
     from cyclejepa.pipeline.preparation import prepare as prepare_stage
@@ -212,7 +217,7 @@ def prepare(config: ConfigPath, set_: Overrides = None) -> None:
     if problems:
         _invalid(ConfigError(problems, source=str(config)))
     with _user_errors(again=["prepare", str(config), *_set_words(set_)]), output_lock(cfg.output_dir):
-        cache = prepare_stage(cfg)
+        cache = prepare_stage(cfg, overwrite_cache=overwrite_cache)
     counts = cache.manifest["counts"]
     windows = f" as {counts['kept']} windows" if counts["kept"] != counts["records_kept"] else ""
     console.print(_line(f"cache {cache.path}: {counts['records_kept']} records kept{windows}, {counts['rejected']} rejected"),
@@ -278,6 +283,7 @@ def run(
     set_: Overrides = None,
     unseal: Annotated[bool, typer.Option("--unseal", help="allow (and audit) evaluation on the sealed fold")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan and exit")] = False,
+    overwrite_cache: OverwriteCache = False,
 ) -> None:
     """Prepare → pre-train every arm × seed → evaluate the grid → report, in one output folder."""
     from cyclejepa.pipeline.run import describe_plan, run_experiment
@@ -288,7 +294,7 @@ def run(
             for line in describe_plan(cfg):
                 console.print(line, highlight=False, markup=False)
             return
-        report = run_experiment(cfg)
+        report = run_experiment(cfg, overwrite_cache=overwrite_cache)
     console.print(_line(("report", "green"), f" {report}"), highlight=False)
 
 

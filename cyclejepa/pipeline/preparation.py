@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cyclejepa.config import ExperimentConfig
 from cyclejepa.data.cache.spec import CacheSpec
+from cyclejepa.jsonio import read_json, write_json
 from cyclejepa.pipeline.seal import refuse_sealed, use_folds
 
 
@@ -60,13 +61,58 @@ def build_dataset(cfg: ExperimentConfig, progress: bool = False):
     return cls(root=cfg.data.root, **options)
 
 
-def prepare(cfg: ExperimentConfig, progress: bool = True):
+OWNER = ".experiment.json"
+"""The file in a cache folder naming the experiment (its output directory) that last prepared it."""
+
+
+def prepare(cfg: ExperimentConfig, progress: bool = True, *, overwrite_cache: bool = False):
     """Stage 1: build the configured dataset (writing the synthetic corpus when configured and
-    missing), then the cache of its windows."""
+    missing), then the cache of its windows. A cache that another experiment prepared (a shared
+    ``data.cache_dir``) and that this one would rebuild is refused (`refuse_foreign_cache`)
+    unless ``overwrite_cache``."""
     from cyclejepa.data.cache import prepare_cache
 
     dataset, spec = build_dataset(cfg, progress), cache_spec(cfg)
     refuse_sealed(cfg, "normalisation statistics", "data.train_folds")
     dataset.fetch()  # a missing corpus is named before any fold is recorded as used
+    if not overwrite_cache:
+        refuse_foreign_cache(cfg)
     train_folds = use_folds(cfg, "normalisation statistics", "data.train_folds")
-    return prepare_cache(dataset, dataclasses.replace(spec, train_folds=tuple(train_folds)), progress=progress)
+    cache = prepare_cache(dataset, dataclasses.replace(spec, train_folds=tuple(train_folds)), progress=progress)
+    write_json(cache.path / OWNER, {"output_dir": _experiment(cfg), "name": cfg.name})
+    return cache
+
+
+def _experiment(cfg: ExperimentConfig) -> str:
+    return str(Path(cfg.output_dir).resolve())
+
+
+def refuse_foreign_cache(cfg: ExperimentConfig) -> None:
+    """Raise `CacheMismatch` when ``cache_dir`` holds a cache that another experiment (another
+    output directory) prepared and that this config would rebuild (its identity differs),
+    naming that experiment, the differences and the remedies; a cache of this experiment, or
+    one this config would reuse as it is, passes."""
+    from cyclejepa.data.cache import CacheMismatch, PreparedCache
+    from cyclejepa.data.cache.identity import cache_differences
+
+    directory = cache_dir(cfg)
+    owner_file = directory / OWNER
+    if not owner_file.is_file():
+        return
+    try:
+        owner = read_json(owner_file)
+    except (OSError, ValueError):
+        return  # unreadable: the cache is treated as before there were owners
+    if owner.get("output_dir") == _experiment(cfg):
+        return
+    try:
+        differences = cache_differences(PreparedCache(directory), cache_spec(cfg))
+    except (OSError, ValueError, KeyError):
+        return  # an unreadable cache is rebuilt, as before
+    if differences:
+        raise CacheMismatch(
+            f"data.cache_dir: the cache {directory} was prepared by experiment {owner.get('name')!r} at "
+            f"{owner.get('output_dir')} with other settings ({'; '.join(differences)}); this config would replace it. "
+            "Give this experiment its own data.cache_dir, or pass --overwrite-cache to rebuild it (the other experiment's "
+            "evaluation and embedding then refuse it)"
+        )
