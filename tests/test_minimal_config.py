@@ -22,6 +22,7 @@ V102S = REPO.parent / "shared" / "data" / "physionet-samples" / "v102s"
 TINY = [
     "training.steps=2", "training.batch_size=4", "training.checkpoint_every=2", "training.device=cpu",
     "evaluation.steps=[2]", "evaluation.bootstrap=20", "evaluation.umap=false", "evaluation.device=cpu",
+    "evaluation.anomaly_records=2", "evaluation.severities=[0.0, 2.0]",
     "runs.seeds=[0]", "symmetry.spectrum=2x0+2x1+2x2", "model.projector.dim=10", "model.projector.hidden=8",
     "model.encoder.width=8", "model.encoder.hidden=8", "model.predictor.depth=1", "model.predictor.heads=2",
     "model.predictor.ffn=8",

@@ -88,8 +88,8 @@ def _experiment(cfg: ExperimentConfig) -> str:
 
 
 def refuse_foreign_cache(cfg: ExperimentConfig) -> None:
-    """Raise `CacheMismatch` when ``cache_dir`` holds a cache that another experiment (another
-    output directory) prepared and that this config would rebuild (its identity differs),
+    """Raise `CacheMismatch` when ``cache_dir``, outside this experiment's output directory, holds
+    a cache that another experiment prepared and that this config would rebuild (its identity differs),
     naming that experiment, the differences and the remedies; a cache of this experiment, or
     one this config would reuse as it is, passes."""
     from cyclejepa.data.cache import CacheMismatch, PreparedCache
@@ -97,8 +97,8 @@ def refuse_foreign_cache(cfg: ExperimentConfig) -> None:
 
     directory = cache_dir(cfg)
     owner_file = directory / OWNER
-    if not owner_file.is_file():
-        return
+    if not owner_file.is_file() or directory.resolve().is_relative_to(_experiment(cfg)):
+        return  # no owner, or the experiment's own cache (inside its output_dir, also when copied there)
     try:
         owner = read_json(owner_file)
     except (OSError, ValueError):
