@@ -344,3 +344,25 @@ def test_a_collapsed_arm_never_wins_bold_in_any_row(few_data_run):
         rows = table_rows(bottom_line_markdown(arms), "## Bottom line")
         figures = [row for label, row in rows.items() if not label.startswith("**")]
         assert len(figures) > 10 and not any("**" in row for row in figures), collapsed
+
+
+def test_an_eligible_task_without_a_class_says_why_in_plain_words(few_data_run):
+    """No class reaches evaluation.eligible_min_positives: the task's error names the setting,
+    not the probe library's message about an empty label array."""
+    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.evaluation.embeddings import Representations
+    from cyclejepa.evaluation.stage import probe_metrics
+    from cyclejepa.pipeline.evaluation import evaluation_spec
+
+    cfg, _, _ = few_data_run
+    cache = PreparedCache(pipeline.cache_dir(cfg))
+    strict = cfg.model_copy(update={"evaluation": cfg.evaluation.model_copy(update={"eligible_min_positives": 10**6})})
+    rows = np.arange(len(cache.columns["fold"]))
+    reps = Representations(np.random.default_rng(0).normal(size=(len(rows), 8)), rows, {})
+    diagnostic = probe_metrics(evaluation_spec(strict, cache), cache, reps)[0]
+    eligible = [task for task in diagnostic if task.endswith("-eligible")]
+    assert eligible and all(
+        diagnostic[task]["error"].startswith("no class has 1000000 positive windows in the fold where eligibility")
+        and "evaluation.eligible_min_positives" in diagnostic[task]["error"]
+        for task in eligible
+    )
