@@ -14,11 +14,12 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from cyclejepa import registry
 from cyclejepa.version import __version__
 from cyclejepa.config import ConfigError, load_config
-from cyclejepa.pipeline.checks import consistency_problems, preflight
+from cyclejepa.pipeline.checks import cache_fold_problems, consistency_problems, preflight
 from cyclejepa.pipeline.identity import config_hash
 
 app = typer.Typer(
@@ -28,11 +29,20 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-console = Console(soft_wrap=True)  # one line per message in a log, whatever its length
-errors = Console(stderr=True, soft_wrap=True)
+# soft_wrap: one line per message in a log, whatever its length; emoji off: ":x:" in a path or
+# a message stays as written. Text from users and data is printed as `Text` (`_line`), never
+# parsed as markup.
+console = Console(soft_wrap=True, emoji=False)
+errors = Console(stderr=True, soft_wrap=True, emoji=False)
 
 ConfigPath = Annotated[Path, typer.Argument(help="experiment YAML file")]
 Overrides = Annotated[list[str] | None, typer.Option("--set", help="override a config key: a.b.c=value (repeatable)")]
+
+
+def _line(*parts: str | tuple[str, str]) -> Text:
+    """One line of output: each part a plain string or (string, style), printed exactly as
+    written (a path holding ``[/]`` or ``:x:`` is not read as markup or an emoji)."""
+    return Text.assemble(*parts)
 
 
 def _show_version(value: bool) -> None:
@@ -60,7 +70,7 @@ def _load(config: Path, overrides: list[str] | None):
 
 def _invalid(error: ConfigError) -> NoReturn:
     """Print a config's problems and exit with status 2."""
-    errors.print(f"[red]invalid config[/red] {error}", markup=True, highlight=False)
+    errors.print(_line(("invalid config", "red"), f" {error}"), highlight=False)
     raise typer.Exit(code=2) from None
 
 
@@ -79,7 +89,7 @@ def validate(config: ConfigPath, set_: Overrides = None) -> None:
     augmentations' options are checked by name; their values when a stage builds them (no torch here)."""
     cfg = _load(config, set_)
     _preflight(cfg, construct=False)
-    console.print(f"[green]valid[/green] {config} (hash {config_hash(cfg)})")
+    console.print(_line(("valid", "green"), f" {config} (hash {config_hash(cfg)})"), highlight=False)
     console.print("the regulariser's and augmentations' option values are checked when a stage starts (or run --dry-run)")
 
 
@@ -192,27 +202,30 @@ def _short_names(records: list[Path]) -> list[str]:
 @app.command()
 def synth(
     out: Annotated[Path, typer.Option(help="corpus folder (PTB-XL 1.0.3 layout)")],
-    records: Annotated[int, typer.Option(min=1, help="number of records")] = 2000,
-    seed: Annotated[int, typer.Option(help="random seed")] = 0,
-    workers: Annotated[int, typer.Option(min=1, help="worker processes")] = 1,
+    records: Annotated[int, typer.Option(min=1, max=99_999, help="number of records (at most 99,999)")] = 2000,
+    seed: Annotated[int, typer.Option(min=0, max=2**32 - 1, help="random seed (0 to 2³² - 1)")] = 0,
+    workers: Annotated[int, typer.Option(min=1, max=256, help="worker processes (at most 256)")] = 1,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="replace a corpus already in --out")] = False,
 ) -> None:
     """Write a synthetic corpus in the exact PTB-XL layout, with ground-truth R-peaks."""
     from cyclejepa.data.synthetic import DATABASE_CSV, write_synthetic_corpus
 
     if (out / DATABASE_CSV).exists() and not overwrite:
-        errors.print(
-            f"[red]error[/red] {out} already holds a corpus ({DATABASE_CSV}); pass --overwrite to "
-            "replace it, or choose another --out",
-            highlight=False,
-        )
+        errors.print(_line(("error", "red"), f" {out} already holds a corpus ({DATABASE_CSV}); pass --overwrite to "
+                           "replace it, or choose another --out"), highlight=False)  # fmt: skip
         raise typer.Exit(code=1)
-    path = write_synthetic_corpus(out, records, seed=seed, workers=workers, overwrite=overwrite)
-    console.print(f"wrote {records} synthetic records to {path}")
+    with _user_errors():
+        path = write_synthetic_corpus(out, records, seed=seed, workers=workers, overwrite=overwrite)
+    console.print(_line(f"wrote {records} synthetic records to {path}"), highlight=False)
+
+
+OverwriteCache = Annotated[
+    bool, typer.Option("--overwrite-cache", help="rebuild a shared data.cache_dir that another experiment prepared")
+]
 
 
 @app.command()
-def prepare(config: ConfigPath, set_: Overrides = None) -> None:
+def prepare(config: ConfigPath, set_: Overrides = None, overwrite_cache: OverwriteCache = False) -> None:
     """Build the preprocessing cache of a config's corpus (idempotent)."""
     from cyclejepa.lock import output_lock
     from cyclejepa.pipeline.preparation import prepare as prepare_stage
@@ -222,10 +235,13 @@ def prepare(config: ConfigPath, set_: Overrides = None) -> None:
     if problems:
         _invalid(ConfigError(problems, source=str(config)))
     with _user_errors(again=["prepare", str(config), *_set_words(set_)]), output_lock(cfg.output_dir):
-        cache = prepare_stage(cfg)
+        cache = prepare_stage(cfg, overwrite_cache=overwrite_cache)
     counts = cache.manifest["counts"]
     windows = f" as {counts['kept']} windows" if counts["kept"] != counts["records_kept"] else ""
-    console.print(f"cache {cache.path}: {counts['records_kept']} records kept{windows}, {counts['rejected']} rejected")
+    console.print(_line(f"cache {cache.path}: {counts['records_kept']} records kept{windows}, {counts['rejected']} rejected"),
+                  highlight=False)  # fmt: skip
+    for problem in cache_fold_problems(cfg, cache):  # what `run` and `train` will refuse
+        errors.print(_line(("warning", "yellow"), f" {problem}"), highlight=False)
 
 
 @app.command()
@@ -238,7 +254,7 @@ def download(
         raise typer.BadParameter(registry.unknown_name_message("dataset", dataset, registry.DATASETS.names()))
     with _user_errors():
         path = registry.DATASETS.get(dataset).download(dest)
-    console.print(f"{dataset} is in {path}")
+    console.print(_line(f"{dataset} is in {path}"), highlight=False)
 
 
 @app.command()
@@ -271,9 +287,12 @@ def train(
         if dist.is_main:
             prepare_stage(cfg)
         dist.barrier()  # the other ranks read the cache rank 0 prepared
-        directory = pretrain(cfg, configured_cache(cfg), plan, progress=dist.is_main, dist=dist)
+        cache = configured_cache(cfg)
+        if problems := cache_fold_problems(cfg, cache, ("train_folds",)):
+            raise ConfigError(problems, source="prepare")
+        directory = pretrain(cfg, cache, plan, progress=dist.is_main, dist=dist)
     if dist.is_main:
-        console.print(f"{plan.name}: trained, checkpoints in {RunFolder(directory).checkpoints}")
+        console.print(_line(f"{plan.name}: trained, checkpoints in {RunFolder(directory).checkpoints}"), highlight=False)
 
 
 @app.command()
@@ -282,6 +301,7 @@ def run(
     set_: Overrides = None,
     unseal: Annotated[bool, typer.Option("--unseal", help="allow (and audit) evaluation on the sealed fold")] = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan and exit")] = False,
+    overwrite_cache: OverwriteCache = False,
 ) -> None:
     """Prepare → pre-train every arm × seed → evaluate the grid → report, in one output folder."""
     from cyclejepa.pipeline.run import describe_plan, run_experiment
@@ -292,8 +312,8 @@ def run(
             for line in describe_plan(cfg):
                 console.print(line, highlight=False, markup=False)
             return
-        report = run_experiment(cfg)
-    console.print(f"[green]report[/green] {report}")
+        report = run_experiment(cfg, overwrite_cache=overwrite_cache)
+    console.print(_line(("report", "green"), f" {report}"), highlight=False)
 
 
 BENCHMARKS = {
@@ -341,7 +361,7 @@ def evaluate(
     again = ["evaluate", str(config), *_set_words(set_), *(["--unseal"] if unseal else [])]
     with _user_errors(again), output_lock(cfg.output_dir):
         path = evaluate_experiment(cfg)
-    console.print(f"[green]report[/green] {path}")
+    console.print(_line(("report", "green"), f" {path}"), highlight=False)
 
 
 @app.command()
@@ -352,7 +372,7 @@ def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cy
 
     with _user_errors(again=["report", str(run_dir)]), output_lock(run_dir):
         path = report_experiment(run_dir)
-    console.print(f"[green]report[/green] {path}")
+    console.print(_line(("report", "green"), f" {path}"), highlight=False)
 
 
 @app.command()
@@ -394,10 +414,10 @@ def embed(
         result = encoder.embed_files(records, batch_size=batch_size, progress=True, keep_tokens=tokens)
         result.save(out)
     for record, reason in result.failed.items():
-        errors.print(f"[red]{escape(str(record))}[/red]: {escape(str(reason))}", highlight=False)
+        errors.print(_line((str(record), "red"), f": {reason}"), highlight=False)
     far = int((result.input_distance > OUT_OF_RANGE_DECADES).sum())
-    console.print(f"{out}: {len(result)} records embedded ({int(result.qc_ok.sum())} pass phase QC, {far} out of the "
-                  f"run's input range), {len(result.failed)} failed; {encoder}", highlight=False)  # fmt: skip
+    console.print(_line(f"{out}: {len(result)} records embedded ({int(result.qc_ok.sum())} pass phase QC, {far} out of the "
+                        f"run's input range), {len(result.failed)} failed; {encoder}"), highlight=False)  # fmt: skip
     if result.failed:
         raise typer.Exit(code=1)
 
@@ -426,7 +446,7 @@ def export(
         except ImportError as error:
             raise ValueError(str(error)) from None
     files = ", ".join(sorted(p.name for p in path.iterdir()))
-    console.print(f"{path}: {files}", highlight=False)
+    console.print(_line(f"{path}: {files}"), highlight=False)
 
 
 @contextmanager
@@ -447,12 +467,12 @@ def _user_errors(again: list[str] | None = None):
     except ConfigError as error:  # `pipeline.preflight` of a stage: exit 2, as `validate` does
         _invalid(error)
     except (DatasetNotFound, DownloadFailed, SealedFoldError, OutputLocked, OSError, ValueError) as error:
-        errors.print(f"[red]error[/red] {escape(str(error))}", highlight=False)
+        errors.print(_line(("error", "red"), f" {error}"), highlight=False)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt as interrupt:
         stop = interrupt if isinstance(interrupt, Stopped) else Stopped(signal.SIGINT)
         resume = f"; resume with: cyclejepa {shlex.join(again)}" if again else ""
-        errors.print(f"[yellow]{escape(str(stop))}[/yellow]{escape(resume)}", highlight=False)
+        errors.print(_line((str(stop), "yellow"), resume), highlight=False)
         raise typer.Exit(code=stop.exit_code) from None
 
 

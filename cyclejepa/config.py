@@ -16,6 +16,7 @@ This module is the schema and its loading only: what a config's data implies is
 from __future__ import annotations
 
 import copy
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,6 +59,10 @@ class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
 
+MAX_WORKERS = 256
+"""Most worker processes ``data.workers`` may ask for (a pool never starts more than its tasks)."""
+
+
 class DataConfig(Section):
     """The corpus and its cache. Keys left out (None) take the dataset's own facts
     (`cyclejepa.data.datasets.Dataset`): its rates, window and fold protocol."""
@@ -72,7 +77,9 @@ class DataConfig(Section):
     cache_dir: Path | None = Field(None, description="default: <output_dir>/cache")
     train_folds: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="folds of the dataset's FoldProtocol")
     eval_folds: list[Annotated[int, Field(ge=1)]] | None = Field(None, description="folds of the dataset's FoldProtocol")
-    workers: int = Field(1, ge=1)
+    workers: int = Field(
+        1, ge=1, le=MAX_WORKERS, description="processes reading records (a pool never starts more than its tasks)"
+    )
     amplitude_limits: dict[str, Annotated[float, Field(gt=0)]] = Field(
         default_factory=dict,
         description="unit -> largest sample magnitude, over the defaults (mV: 200, mmHg: 1000, other units: 1e8)",
@@ -143,19 +150,36 @@ class ObjectivesConfig(Section):
     transport_weight: float = Field(1.0, ge=0, description="overridden per arm")
 
 
+MAX_STEPS = 100_000_000
+"""Most optimiser steps one run may take (training.steps, optimiser.warmup_steps, evaluation.steps)."""
+
+
 class OptimiserConfig(Section):
-    lr: float = Field(3e-4, gt=0)
-    min_lr: float = Field(1e-6, ge=0)
-    warmup_steps: int = Field(5, ge=0)
+    """AdamW's settings, each bounded to what trains: a learning rate in (0, 1], weight decay in
+    [0, 1], ε in (0, 1] and a gradient-norm clip in (0, 10⁶] (above that it never clips)."""
+
+    lr: float = Field(3e-4, gt=0, le=1)
+    min_lr: float = Field(1e-6, ge=0, le=1)
+    warmup_steps: int = Field(5, ge=0, le=MAX_STEPS)
     betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.95)
-    eps: float = Field(1e-8, gt=0)
-    weight_decay: float = Field(1e-4, ge=0)
-    grad_clip: float = Field(1.0, gt=0)
+    eps: float = Field(1e-8, gt=0, le=1)
+    weight_decay: float = Field(1e-4, ge=0, le=1)
+    grad_clip: float = Field(1.0, gt=0, le=1e6)
+
+    @model_validator(mode="after")
+    def _min_lr_below_lr(self) -> OptimiserConfig:
+        if self.min_lr > self.lr:
+            raise ValueError(f"min_lr {self.min_lr:g} is above lr {self.lr:g}; the schedule decays from lr to min_lr")
+        return self
+
+
+MAX_BATCH = 65_536
+"""Largest ``training.batch_size`` (records per step)."""
 
 
 class TrainingConfig(Section):
-    steps: int = Field(30_000, ge=1)
-    batch_size: int = Field(64, ge=1)
+    steps: int = Field(30_000, ge=1, le=MAX_STEPS)
+    batch_size: int = Field(64, ge=1, le=MAX_BATCH)
     checkpoint_every: int = Field(2_500, ge=1)
     device: str = "auto"
     precision: Literal["auto", "float32", "bf16"] = Field("auto", description="auto: bf16 autocast on CUDA, float32 on the CPU")
@@ -182,8 +206,27 @@ def _paper_augmentations() -> list[AugmentationConfig]:
     return [AugmentationConfig(name=name) for name in names]
 
 
+MAX_ARM_NAME = 64
+"""Longest arm name: it names folders (``runs/<arm>-seed<seed>``) and result files."""
+_ARM_NAME = re.compile(r"\w[\w.+-]*")
+
+
+def _folder_safe(name: str) -> str:
+    """``name`` when it can name a folder inside the output directory: a letter, digit or ``_``
+    first, then letters, digits and ``_ . + -`` (no path separator, no ``..``), at most
+    `MAX_ARM_NAME` characters; else a ValueError saying why."""
+    if not name:
+        raise ValueError("an arm name may not be empty; it names the run's folder runs/<arm>-seed<seed>")
+    if len(name) > MAX_ARM_NAME:
+        raise ValueError(f"an arm name has at most {MAX_ARM_NAME} characters, got {len(name)}")
+    if not _ARM_NAME.fullmatch(name) or ".." in name:
+        raise ValueError(f"arm name {name!r} cannot name a folder inside output_dir: use letters, digits and _ . + - "
+                         "(a letter, digit or _ first; no path separator, no '..')")  # fmt: skip
+    return name
+
+
 class ArmConfig(Section):
-    name: str
+    name: Annotated[str, AfterValidator(_folder_safe)]
     transport_weight: float = Field(ge=0)
 
 
@@ -199,19 +242,19 @@ class RunsConfig(Section):
             ArmConfig(name="control", transport_weight=0.0),
         ],
     )
-    seeds: list[int] = Field([0, 1], max_length=MAX_RUNS)
-    at_once: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+    seeds: list[Annotated[int, Field(ge=0, lt=2**32)]] = Field([0, 1], max_length=MAX_RUNS)
+    at_once: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = Field(
         1, description="runs trained side by side, one process each; auto: all on CUDA, one on the CPU"
     )
 
 
 class EvaluationConfig(Section):
-    steps: list[Annotated[int, Field(ge=1)]] = [5_000, 15_000, 30_000]
+    steps: list[Annotated[int, Field(ge=1, le=MAX_STEPS)]] = [5_000, 15_000, 30_000]
     unseal: bool = False
-    bootstrap: int = Field(1_000, ge=1)
+    bootstrap: int = Field(1_000, ge=1, le=1_000_000)
     seed: int = 0
     device: str = "auto"
-    at_once: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(
+    at_once: Annotated[int, Field(ge=1, le=MAX_WORKERS)] | Literal["auto"] = Field(
         1, description="checkpoints evaluated side by side, one process each; auto: half the cores on CUDA, one on the CPU"
     )
     probe_c: float | Literal["cv"] = Field(1.0, description="logistic-regression C, or 'cv' within the training folds")

@@ -77,13 +77,16 @@ def process_pool(
     threads: int | None = None,
     gpus: int = 0,
     preload: Sequence[str] = (),
+    tasks: int | None = None,
 ) -> Iterator[WorkerPool]:
-    """``workers`` worker processes, shut down when the block ends.
+    """``workers`` worker processes (at most ``tasks``), shut down when the block ends.
 
     Parameters
     ----------
     workers
         How many processes.
+    tasks
+        How many tasks the block submits, when known: no more than that many workers start.
     initializer, initargs
         Called once in each worker as ``initializer(*initargs)``, after its threads and GPU are
         set: state sent once per worker (e.g. a dataset), not once per task.
@@ -104,9 +107,10 @@ def process_pool(
 
     if workers < 1:
         raise ValueError(f"a process pool needs at least one worker, got {workers}")
+    workers = min(workers, max(1, tasks)) if tasks is not None else workers
     context = _start_context(threads is not None, preload)
     pool = WorkerPool(workers, mp_context=context, initializer=_start_worker,
-                      initargs=(threads, _device_queue(context, workers, gpus), initializer, initargs))  # fmt: skip
+                      initargs=(threads, _device_counter(context, gpus), initializer, initargs))  # fmt: skip
     with _environment(thread_environment(threads) if threads is not None else {}):
         try:
             yield pool
@@ -125,19 +129,29 @@ def _start_context(thread_limit: bool, preload: Sequence[str]) -> BaseContext:
     return context
 
 
-def _device_queue(context: BaseContext, workers: int, gpus: int) -> Any:
-    """The GPU index of each worker in start order, ``k mod gpus`` (None each without GPUs)."""
-    devices = context.SimpleQueue()
-    for worker in range(workers):
-        devices.put(worker % gpus if gpus else None)
-    return devices
+def _device_counter(context: BaseContext, gpus: int) -> Any:
+    """What hands worker k (in start order) the GPU ``k mod gpus``: a shared count of the workers
+    started (None without GPUs). Nothing is written ahead for workers not yet started: a pipe
+    filled before any worker reads it blocks the parent once the pipe's buffer is full."""
+    return (context.Value("q", 0), gpus) if gpus else None
+
+
+def _next_gpu(devices: Any) -> int | None:
+    """The GPU of the worker starting now: the count of workers started so far, mod the GPUs."""
+    if devices is None:
+        return None
+    counter, gpus = devices
+    with counter.get_lock():
+        started = counter.value
+        counter.value = started + 1
+    return started % gpus
 
 
 def _start_worker(
     threads: int | None, devices: Any, initializer: Callable[..., object] | None, initargs: tuple[Any, ...]
 ) -> None:
-    """A worker's start: torch's threads, its GPU (the next of ``devices``), then ``initializer``."""
-    gpu = devices.get()
+    """A worker's start: torch's threads, its GPU (`_next_gpu` of ``devices``), then ``initializer``."""
+    gpu = _next_gpu(devices)
     if threads is not None or gpu is not None:
         import torch
 

@@ -259,9 +259,8 @@ class _NoHostSync(TorchDispatchMode):
 
 
 def test_augmenter_has_no_host_synchronising_ops():
-    with _NoHostSync():  # sanity check of the detector itself
-        with pytest.raises(AssertionError, match="host-synchronising"):
-            torch.ones(3).sum().item()
+    with _NoHostSync(), pytest.raises(AssertionError, match="host-synchronising"):  # the detector itself
+        torch.ones(3).sum().item()
     x = torch.randn(16, 12, 100, generator=generator(14))
     with _NoHostSync():
         Augmenter.from_config(fs=100.0)(x, generator(15), return_params=True)
@@ -310,6 +309,32 @@ def test_bad_batches_raise_clear_errors():
     with pytest.raises(ValueError, match="generator is on cpu but the batch is on meta"):
         augmenter(torch.empty(2, 12, 100, device="meta"), generator())
     with pytest.raises(ValueError, match="cannot drop up to 3 of 2 channels"):
-        augmenter(torch.randn(4, 2, 100), generator())
+        Augmenter.from_config([{"name": "lead-dropout", "count": [1, 3]}], fs=100.0)(torch.randn(4, 2, 100), generator())
     with pytest.raises(ValueError, match="not below the Nyquist frequency 20.0 Hz"):
-        Augmenter.from_config([{"name": "tone"}], fs=40.0)(torch.randn(4, 2, 100), generator())
+        Augmenter.from_config([{"name": "tone", "frequency": 25.0}], fs=40.0)(torch.randn(4, 2, 100), generator())
+
+
+def test_the_default_lead_dropout_and_tone_are_the_papers_on_twelve_leads_at_100_hz():
+    """Left out, count and frequency draw and add exactly what (1, 3) and 25 Hz do: twelve-lead
+    numbers do not change."""
+    x = torch.randn(16, 12, 500)
+    explicit = [{"name": "lead-dropout", "p": 1.0, "count": [1, 3]}, {"name": "tone", "p": 1.0, "frequency": 25.0}]
+    default = [{"name": "lead-dropout", "p": 1.0}, {"name": "tone", "p": 1.0}]
+    first, second = (Augmenter.from_config(specs, fs=100.0)(x, generator()) for specs in (explicit, default))
+    assert torch.equal(first, second)
+
+
+@pytest.mark.parametrize(("channels", "most"), [(1, 0), (2, 1), (3, 2), (4, 3), (12, 3)])
+def test_the_default_lead_dropout_keeps_a_channel_and_drops_nothing_of_one(channels, most):
+    augmenter = Augmenter.from_config([{"name": "lead-dropout", "p": 1.0}], fs=25.0)
+    x = torch.randn(256, channels, 50) + 5.0
+    dropped = (augmenter(x, generator()) == 0).all(dim=-1).sum(dim=1)
+    assert int(dropped.max()) == most and int(dropped.min()) == min(1, most)
+
+
+def test_the_default_tone_lies_below_the_nyquist_frequency_of_a_slow_model():
+    """At a 25 Hz model rate the paper's 25 Hz tone is above Nyquist: the default is fs / 4."""
+    x = torch.ones(2, 1, 400, dtype=torch.float64)  # 16 s: 6.25 Hz is bin 100
+    added = Augmenter.from_config([{"name": "tone", "p": 1.0}], fs=25.0)(x, generator()) - x
+    spectrum = torch.fft.rfft(added[0, 0]).abs()
+    assert int(spectrum.argmax()) * 25.0 / 400 == 6.25

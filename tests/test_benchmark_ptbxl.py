@@ -247,3 +247,25 @@ def test_cells_at_once_auto_is_one_on_the_cpu_and_never_more_than_the_cells():
 
     assert cells_at_once("auto", "cpu", 20) == 1
     assert cells_at_once(8, "cpu", 3) == 3 and cells_at_once(2, "cpu", 0) == 1 and cells_at_once(2, "auto", 5) == 2
+
+
+def test_a_fraction_that_leaves_no_learnable_class_is_refused_before_any_cell(folder):
+    config = write_config(folder / "dev", {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]})
+    result = invoke(config, "--tasks", "superdiagnostic", "--protocols", "linear", "--fractions", "1e-9", *FAST)
+    assert result.exit_code != 0
+    assert (
+        "label fraction 1e-09 leaves task superdiagnostic 1 of" in result.output
+        and "choose a larger --fractions" in result.output
+    )
+    assert not list((folder / "dev" / "run").rglob("*1e-09*"))  # no cell of that fraction was computed
+
+
+def test_figures_on_few_scored_records_say_so_and_are_never_plain():
+    from cyclejepa.bench.ptbxl.report import _value
+    from cyclejepa.evaluation.validity import MIN_PATIENTS, MIN_WINDOWS
+
+    scores = {"mean": 0.317, "sd": 0.0, "min": 0.317, "max": 0.317, "low": 0.0, "high": 0.667}
+    few = {"runs": 1, "errors": [], "records": 4, "patients": 4, "macro_auroc": scores}
+    assert _value(few, "macro_auroc") == "0.317 [0.000, 0.667] (few data: 4 records, 4 patients)"
+    enough = {**few, "records": MIN_WINDOWS, "patients": MIN_PATIENTS}
+    assert _value(enough, "macro_auroc") == "0.317 [0.000, 0.667]"

@@ -76,7 +76,7 @@ def test_phase_reports_each_bad_record_goes_on_and_exits_non_zero(corpus, tmp_pa
     else:  # one row per good record, each with its own, whole name
         rows = [line for line in result.stdout.splitlines() if "_hr" in line]
         assert len(rows) == 3, result.stdout
-        for name, row in zip(("00001_hr", "00002_hr", "00003_hr"), rows):
+        for name, row in zip(("00001_hr", "00002_hr", "00003_hr"), rows, strict=True):
             assert name in row
 
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -376,3 +377,25 @@ def test_a_record_slower_than_the_phase_provider_needs_is_refused_not_upsampled(
     path = write_record(tmp_path / "slow", slow, 40, LEADS)
     with pytest.raises(RecordRejected, match=r"40 Hz.*55\.6 Hz"):
         encoder.read(path)
+
+
+def test_embed_reads_a_run_whose_corpus_was_copied_with_new_modification_times(trained):
+    """``cp -r`` of the corpus gives its files new mtimes: embedding, which never reads the
+    corpus, still loads the run; a reader of the corpus (evaluation) still refuses the cache."""
+    import os
+
+    from cyclejepa.data.cache import CacheMismatch
+    from cyclejepa.pipeline import load_encoder
+
+    cfg, _, _ = trained
+    files = [path for path in Path(cfg.data.root).rglob("*") if path.is_file()]
+    saved = {path: path.stat() for path in files}
+    try:
+        for path, stat in saved.items():
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))
+        with pytest.raises(CacheMismatch, match="corpus: cache"):
+            pipeline.configured_cache(cfg)
+        assert load_encoder(cfg.output_dir, device="cpu").model is not None
+    finally:
+        for path, stat in saved.items():
+            os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))

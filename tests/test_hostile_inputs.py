@@ -67,7 +67,14 @@ def test_a_cache_rebuilt_from_another_corpus_is_refused_naming_both_sides(tmp_pa
     assert pipeline.configured_cache(first).path == cache
     other = experiment(corpus(tmp_path / "two", ("B0", "B1")), tmp_path / "r2", cache,
                        "data.options={channels: [I, II, III, aVR, aVL, aVF, V1, V2, V3, V4, V5, V6]}")  # fmt: skip
-    pipeline.prepare(other, progress=False)
+    with pytest.raises(CacheMismatch) as refused:  # the other experiment's prepare would replace it: refused
+        pipeline.prepare(other, progress=False)
+    assert f"data.cache_dir: the cache {cache} was prepared by experiment {first.name!r} at {(tmp_path / 'r1').resolve()}" in (
+        str(refused.value)
+    )
+    assert "own data.cache_dir, or pass --overwrite-cache" in str(refused.value)
+    assert pipeline.configured_cache(first).path == cache  # untouched
+    pipeline.prepare(other, progress=False, overwrite_cache=True)
     with pytest.raises(CacheMismatch) as caught:
         pipeline.configured_cache(first)
     message = str(caught.value)
@@ -321,3 +328,15 @@ def test_a_second_prepare_of_one_cache_is_refused_naming_the_first(tmp_path):
     assert not cache.exists()
     prepare_cache(Challenge2021(root), CacheSpec(cache, train_folds=range(1, 11)), progress=False)  # the stale lock is taken over
     assert not cache_lock(cache).exists()
+
+
+def test_a_rebuild_is_logged_once_and_a_shared_cache_is_reused_by_an_experiment_that_asks_the_same(tmp_path, caplog):
+    cache = tmp_path / "shared"
+    first = experiment(corpus(tmp_path / "one"), tmp_path / "r1", cache)
+    pipeline.prepare(first, progress=False)
+    strict = experiment(tmp_path / "one", tmp_path / "r1", cache, "data.amplitude_limits={mV: 50}")
+    with caplog.at_level("INFO", logger="cyclejepa.data.cache.build"):
+        pipeline.prepare(strict, progress=False)  # the same experiment with other settings: rebuilt
+    assert [r.getMessage() for r in caplog.records].count(f"cache {cache} was built with other arguments; rebuilding") == 1
+    same = experiment(tmp_path / "one", tmp_path / "r2", cache, "data.amplitude_limits={mV: 50}")
+    assert pipeline.prepare(same, progress=False).path == cache  # another experiment, the same cache: reused

@@ -104,7 +104,9 @@ def test_a_sample_beyond_float32_is_a_record_refused_with_its_reason(trained, tm
     assert f"{hostile}: samples beyond float32's range (±3.4e38) on ['I']" in result.output
     saved = np.load(out)
     assert list(saved["records"]) == records[1:]
-    assert all(reason for ok, reason in zip(saved["qc_ok"], saved["qc_reason"]) if not ok)  # never false without a reason
+    assert all(
+        reason for ok, reason in zip(saved["qc_ok"], saved["qc_reason"], strict=True) if not ok
+    )  # never false without a reason
 
 
 def test_an_empty_batch_is_refused_by_name(trained):

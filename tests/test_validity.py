@@ -22,7 +22,7 @@ from test_eval_mechanism import SPEC, equivariant_tokens, random_phases
 def naive_mean_c_i(tokens, phases):
     """E[c_I] over every ordered pair of phase-valid tokens of every record, by a float64 loop."""
     total, pairs = 0.0, 0
-    for z, phi in zip(np.asarray(tokens, np.float64), phases):
+    for z, phi in zip(np.asarray(tokens, np.float64), phases, strict=True):
         unit = z / np.linalg.norm(z, axis=-1, keepdims=True)
         valid = np.flatnonzero(np.isfinite(phi))
         for a in valid:
@@ -329,3 +329,40 @@ def test_the_grid_summary_shows_a_degenerate_probe_in_words(few_data_run, tmp_pa
     write_report(report_spec(cell_cfg), cell_cfg.output_dir)
     summary = write_grid_summary(tmp_path, [("c0", cell_cfg)]).read_text()
     assert "| c0 |  | winder | degenerate probe (constant predictions) |" in summary
+
+
+def test_a_collapsed_arm_never_wins_bold_in_any_row(few_data_run):
+    """Beside a collapsed arm no comparison is meaningful: no figure of the bottom line is bold,
+    whichever arm's figure is the larger."""
+    _, _, cell = few_data_run
+    enough = [with_counts(r, MIN_WINDOWS, MIN_PATIENTS) for r in cell]
+    assert any("**" in row for label, row in table_rows(bottom_line_markdown(enough), "## Bottom line").items()
+               if not label.startswith("**"))  # fmt: skip
+    for collapsed in range(2):
+        arms = copy.deepcopy(enough)
+        arms[collapsed]["mechanism"]["true"]["mean_c_i"] = COLLAPSE_SIMILARITY
+        rows = table_rows(bottom_line_markdown(arms), "## Bottom line")
+        figures = [row for label, row in rows.items() if not label.startswith("**")]
+        assert len(figures) > 10 and not any("**" in row for row in figures), collapsed
+
+
+def test_an_eligible_task_without_a_class_says_why_in_plain_words(few_data_run):
+    """No class reaches evaluation.eligible_min_positives: the task's error names the setting,
+    not the probe library's message about an empty label array."""
+    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.evaluation.embeddings import Representations
+    from cyclejepa.evaluation.stage import probe_metrics
+    from cyclejepa.pipeline.evaluation import evaluation_spec
+
+    cfg, _, _ = few_data_run
+    cache = PreparedCache(pipeline.cache_dir(cfg))
+    strict = cfg.model_copy(update={"evaluation": cfg.evaluation.model_copy(update={"eligible_min_positives": 10**6})})
+    rows = np.arange(len(cache.columns["fold"]))
+    reps = Representations(np.random.default_rng(0).normal(size=(len(rows), 8)), rows, {})
+    diagnostic = probe_metrics(evaluation_spec(strict, cache), cache, reps)[0]
+    eligible = [task for task in diagnostic if task.endswith("-eligible")]
+    assert eligible and all(
+        diagnostic[task]["error"].startswith("no class has 1000000 positive windows in the fold where eligibility")
+        and "evaluation.eligible_min_positives" in diagnostic[task]["error"]
+        for task in eligible
+    )

@@ -4,6 +4,7 @@ block ends with no task left running."""
 
 import multiprocessing
 import os
+import subprocess
 import sys
 import time
 
@@ -104,7 +105,26 @@ def test_workers_take_the_gpus_in_turn(monkeypatch, gpus, expected):
     made_current = []
     monkeypatch.setattr(torch.cuda, "set_device", made_current.append)
     monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)
-    queue = workers._device_queue(multiprocessing.get_context("spawn"), 4, gpus)
+    devices = workers._device_counter(multiprocessing.get_context("spawn"), gpus)
     for _ in range(4):  # four workers start
-        workers._start_worker(2, queue, None, ())
+        workers._start_worker(2, devices, None, ())
     assert made_current == expected
+
+
+def test_a_pool_of_ten_thousand_workers_runs_its_task_without_deadlock():
+    """Nothing is written for workers before they start: a pipe filled ahead blocked the parent."""
+    script = (
+        "import operator\n"
+        "from cyclejepa.workers import process_pool\n"
+        "with process_pool(10_000) as pool:\n"
+        "    assert pool.submit(operator.add, 1, 2).result() == 3\n"
+        "print('ran')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "ran" in done.stdout, done.stderr
+
+
+def test_a_pool_starts_no_more_workers_than_tasks():
+    with process_pool(10_000, tasks=2) as pool:
+        assert pool._max_workers == 2
+        assert sorted(pool.map(abs, [-1, -2])) == [1, 2]

@@ -176,16 +176,23 @@ class Tone(Augmentation):
     """Add one sinusoid at ``frequency`` Hz, identical across channels (narrow-band interference).
 
     Amplitude uniform on ``amplitude`` × record RMS, phase uniform on [0, 2π).
+    ``frequency`` left out (None) fits the batches' rate fs (`default_frequency`): the paper's
+    25 Hz where it lies below the Nyquist frequency fs / 2, else fs / 4.
     Params: ``amplitude`` (B,) as a fraction of RMS, ``phase`` (B,).
     """
 
-    frequency: float = 25.0
+    frequency: float | None = None
     amplitude: tuple[float, float] = (0.05, 0.20)
 
     def __post_init__(self) -> None:
-        if not self.frequency > 0:
+        if self.frequency is not None and not self.frequency > 0:
             raise ValueError(f"tone: frequency must be > 0 Hz, got {self.frequency!r}")
         self.amplitude = _bounds("tone: amplitude", self.amplitude, low=0.0)
+
+    @staticmethod
+    def default_frequency(fs: float) -> float:
+        """The tone's frequency at rate ``fs`` when none is given: 25 Hz if 25 < fs / 2, else fs / 4."""
+        return 25.0 if fs / 2 > 25.0 else fs / 4
 
     def sample(self, x: Tensor, generator: torch.Generator) -> Params:
         batch = (x.shape[0],)
@@ -195,9 +202,10 @@ class Tone(Augmentation):
         }
 
     def apply(self, x: Tensor, rms: Tensor, params: Params, fs: float) -> Tensor:
-        _check_below_nyquist("tone", self.frequency, fs)
+        chosen = self.frequency if self.frequency is not None else self.default_frequency(fs)
+        _check_below_nyquist("tone", chosen, fs)
         amplitude = (params["amplitude"] * rms).unsqueeze(1)
-        frequency = torch.full_like(amplitude, self.frequency)
+        frequency = torch.full_like(amplitude, chosen)
         return x + _sinusoids(x, amplitude, frequency, params["phase"].unsqueeze(1), fs)
 
 
@@ -277,20 +285,29 @@ class LeadDropout(Augmentation):
     replacement per record.
 
     k is uniform on the integers of ``count`` (inclusive). The subset is the k channels with the
-    smallest of i.i.d. uniform scores, so every k-subset is equally likely.
-    Params: ``count`` (B,) int, ``dropped`` (B, channels) bool.
+    smallest of i.i.d. uniform scores, so every k-subset is equally likely. ``count`` left out
+    (None) fits the C channels of the batch (`default_count`): the paper's (1, 3) from four
+    channels on, at most C - 1 below (one channel always kept), and (0, 0), nothing dropped, for
+    a single channel. Params: ``count`` (B,) int, ``dropped`` (B, channels) bool.
     """
 
-    count: tuple[int, int] = (1, 3)
+    count: tuple[int, int] | None = None
 
     def __post_init__(self) -> None:
-        self.count = _bounds("lead-dropout: count", self.count, low=0, integer=True)
+        if self.count is not None:
+            self.count = _bounds("lead-dropout: count", self.count, low=0, integer=True)
+
+    @staticmethod
+    def default_count(channels: int) -> tuple[int, int]:
+        """The count of a batch of ``channels`` channels when none is given: (min(1, C - 1), min(3, C - 1))."""
+        return min(1, channels - 1), min(3, channels - 1)
 
     def sample(self, x: Tensor, generator: torch.Generator) -> Params:
         batch, channels = x.shape[:2]
-        if channels < self.count[1]:
-            raise ValueError(f"lead-dropout: cannot drop up to {self.count[1]} of {channels} channels")
-        count = torch.randint(self.count[0], self.count[1] + 1, (batch,), generator=generator, device=generator.device)
+        low, high = self.count if self.count is not None else self.default_count(channels)
+        if channels < high:
+            raise ValueError(f"lead-dropout: cannot drop up to {high} of {channels} channels")
+        count = torch.randint(low, high + 1, (batch,), generator=generator, device=generator.device)
         scores = torch.rand((batch, channels), generator=generator, device=generator.device)
         rank = scores.argsort(dim=1).argsort(dim=1)
         return {"count": count, "dropped": rank < count.unsqueeze(1)}
@@ -408,7 +425,7 @@ class Augmenter:
         check_batch(x, generator)
         trace = AugmentationTrace(rms=record_rms(x))
         gates = torch.rand((x.shape[0], len(self.steps)), generator=generator, device=generator.device)
-        for gate, step in zip(gates.unbind(dim=1), self.steps):
+        for gate, step in zip(gates.unbind(dim=1), self.steps, strict=True):
             trace.params[step.name] = step.transform.sample(x, generator)
             trace.applied[step.name] = gate < step.p
         return trace

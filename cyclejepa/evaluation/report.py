@@ -29,7 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, model_digest, read_result, with_checksum
 from cyclejepa.evaluation.spec import ReportSpec
@@ -74,7 +75,7 @@ def probe_value(result: dict, task: str) -> float | str:
     return f"degenerate probe ({why})" if why else _macro(result, task)["point"]
 
 
-def _probe_row(label: str, task: str) -> "Row":
+def _probe_row(label: str, task: str) -> Row:
     return Row("Diagnostic accuracy", label, lambda r: probe_value(r, task), True, lambda r: _macro(r, task))
 
 
@@ -153,7 +154,7 @@ def task_title(dataset: str | None, task: str) -> str:
     return titles.get(task, f"`{task}` macro-AUROC ↑")
 
 
-def headline_rows(cell: list[dict]) -> tuple["Row", ...]:
+def headline_rows(cell: list[dict]) -> tuple[Row, ...]:
     """The bottom-line rows of a cell: one probe row per task it evaluated (none without labels),
     the mechanism rows, the robustness rows where channel zeroing ran (named for leads or channels),
     the geometry rows, and the anomaly rows where the battery ran."""
@@ -171,7 +172,7 @@ def worst_channel(robustness: dict) -> str:
     return robustness["worst_channel"] if "worst_channel" in robustness else robustness["worst_lead"]
 
 
-def robustness_rows(word: str) -> tuple["Row", ...]:
+def robustness_rows(word: str) -> tuple[Row, ...]:
     """The two channel-zeroing rows, ``word`` "lead" (PTB-XL's rows) or "channel"."""
     return (
         Row(
@@ -354,8 +355,8 @@ def bottom_line_markdown(cell: list[dict]) -> str:
             section = row.section
             lines.append(f"| **{section}** |" + " |" * len(cell))
         values = [row.value(r) for r in cell]
-        best = None if any(v["too_few"] for v in validity) else _best(row, values)
-        cells = [_cell(row, r, v, i == best, w) for i, (r, v, w) in enumerate(zip(cell, values, validity))]
+        best = None if any(v["too_few"] for v in validity) else _best_valid(row, values, validity)
+        cells = [_cell(row, r, v, i == best, w) for i, (r, v, w) in enumerate(zip(cell, values, validity, strict=True))]
         lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
     word = subject_word(cell[0])
     lines += [
@@ -409,6 +410,14 @@ def not_run_markdown(result: dict) -> list[str]:
              "heart_rate_strata": "Heart-rate strata", "anomaly": "Anomaly battery"}  # fmt: skip
     return ["", "Not run, as they do not apply to this data:", "",
             *(f"- {names.get(part, part)}: {why}." for part, why in not_run.items())]  # fmt: skip
+
+
+def _best_valid(row: Row, values: list, validity: list[dict]) -> int | None:
+    """The index of the best of ``values`` among the arms whose tokens did not collapse (a
+    collapsed arm's figures mean nothing, so it never wins bold); None below two such arms."""
+    valid = [index for index, arm in enumerate(validity) if not arm["collapsed"]]
+    best = _best(row, [values[index] for index in valid])
+    return None if best is None else valid[best]
 
 
 def _best(row: Row, values: list) -> int | None:

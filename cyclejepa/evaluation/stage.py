@@ -127,6 +127,12 @@ def data_section(data: DataDescription) -> dict[str, Any]:
     return {name: list(value) if isinstance(value, tuple) else value for name, value in asdict(data).items()}
 
 
+def no_eligible_class(task: str, spec: EvaluationSpec) -> str:
+    """Why the eligible task ``task`` has no class: none reaches the positives it needs."""
+    return (f"no class has {spec.eligible_min_positives} positive windows in the fold where eligibility is counted "
+            f"(evaluation.eligible_min_positives: {spec.eligible_min_positives}); lower it or add records")  # fmt: skip
+
+
 def probe_metrics(spec: EvaluationSpec, cache: PreparedCache, reps: Representations):
     """Every diagnostic task's probe (`diagnostic_tasks`), and the first task refitted with its
     scores on the evaluation folds: ``(diagnostic, task, probe, scores)``."""
@@ -134,6 +140,9 @@ def probe_metrics(spec: EvaluationSpec, cache: PreparedCache, reps: Representati
     diagnostic, fitted = {}, {}
     tasks = diagnostic_tasks(cache, spec.train_folds, spec.eval_folds, min_positives=spec.eligible_min_positives)
     for task in tasks:
+        if not task.classes:  # an eligible task left without a class: said plainly, not as the probe's error
+            diagnostic[task.name] = {"task": task.name, "classes": [], "error": no_eligible_class(task.name, spec)}
+            continue
         try:
             probe_result = evaluate_task(task, reps, patients, C=spec.probe_c, replicates=spec.bootstrap, seed=spec.seed)
         except ValueError as error:  # e.g. a task left with one class on a small corpus

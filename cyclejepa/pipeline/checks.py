@@ -2,7 +2,8 @@
 before any work starts. `consistency_problems` finds from the config alone what makes a
 valid-looking config fail later (spectrum and phase coordinates, evaluated steps and
 checkpoints, folds, the dataset's options and facts, channels the phase provider reads, anomaly
-families that cannot apply, names, component options); `preflight` adds devices, optional
+families that cannot apply, augmentation options the data's channels and rate refuse, names,
+component options); `preflight` adds devices, optional
 packages, the corpus on disk and the runs already in the output directory.
 
 The config checks read what they need from the lower layers once, up front (`gather_facts`: the
@@ -328,7 +329,45 @@ def _dataset_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
         + _shape_problems(cfg, data)
         + _lead_problems(cfg, data, facts.providers)
         + _family_problems(cfg, facts.skipped_families)
+        + _augmentation_problems(cfg, data)
     )
+
+
+_FREQUENCY_AUGMENTATIONS = ("tone", "drift", "amplitude-modulation")
+"""The built-in augmentations whose ``frequency`` option (Hz, one value or a range) must lie below
+the model rate's Nyquist frequency."""
+
+
+def _augmentation_problems(cfg: ExperimentConfig, data: DataFacts) -> list[str]:
+    """Augmentation options the data refuses once training starts (`cyclejepa.data.augment`):
+    a lead-dropout ``count`` above the dataset's channel count, a ``frequency`` not below the
+    model rate's Nyquist frequency (cache_fs / decimation / 2). Options left out fit the data."""
+    channels, problems = list(data.channels), []
+    rates = (cfg.data.cache_fs, cfg.data.decimation)
+    nyquist = rates[0] / rates[1] / 2 if rates[0] is not None and rates[1] is not None else None
+    for index, augmentation in enumerate(cfg.augmentations):
+        key, options = f"augmentations[{index}].options", augmentation.options
+        count = _numbers(options.get("count"))
+        if augmentation.name == "lead-dropout" and count and max(count) > len(channels):
+            problems.append(
+                f"{key}.count: lead-dropout drops up to {max(count):g} channels, but dataset {cfg.data.dataset!r} "
+                f"has {len(channels)} ({', '.join(channels)}); leave count out (it fits the channels: at most "
+                "C - 1, none of one channel) or leave lead-dropout out"
+            )
+        frequency = _numbers(options.get("frequency"))
+        if augmentation.name in _FREQUENCY_AUGMENTATIONS and frequency and nyquist is not None and max(frequency) >= nyquist:
+            problems.append(
+                f"{key}.frequency: {augmentation.name} at up to {max(frequency):g} Hz is not below the Nyquist "
+                f"frequency {nyquist:g} Hz of the model rate {2 * nyquist:g} Hz; choose a lower frequency"
+                + (" or leave it out (it fits the rate)" if augmentation.name == "tone" else "")
+            )
+    return problems
+
+
+def _numbers(value: Any) -> list[float]:
+    """The numbers of an option given as one number or a list of them (else none)."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    return [float(v) for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
 
 
 def _fold_range_problems(cfg: ExperimentConfig, data: DataFacts) -> list[str]:
@@ -509,3 +548,26 @@ def recorded_identity(plan: RunPlan) -> dict | None:
 
     last = latest_checkpoint(folder)
     return None if last is None else load_checkpoint(last)["meta"].get("identity", {})
+
+
+def cache_fold_problems(cfg: ExperimentConfig, cache: Any, keys: tuple[str, ...] = ("train_folds", "eval_folds")) -> list[str]:
+    """Folds of ``keys`` (``data.train_folds``, ``data.eval_folds``) in which the prepared
+    ``cache`` keeps no record: known once `prepare` has run, and checked then, before any
+    training, with the folds the cache has and the remedy."""
+    present = sorted({int(fold) for fold in cache.columns["fold"]})
+    problems = []
+    for key in keys:
+        folds = sorted(getattr(cfg.data, key) or ())
+        if folds and not len(cache.select(folds)):
+            problems.append(f"data.{key}: the cache at {cache.path} keeps no record in folds {folds} (its "
+                            f"{len(cache.columns['fold'])} windows lie in folds {present}); {_fold_remedy(present)}")  # fmt: skip
+    return problems
+
+
+def _fold_remedy(present: list[int]) -> str:
+    """What to do when the configured folds hold no record of the cache: folds it has, or more records."""
+    if len(present) < 2:
+        return f"add records: every kept record lies in fold {present[0] if present else '(none)'}, and training and evaluation need two"
+    train, evaluation = present[:-1], present[-1:]
+    return (f"set folds the cache has, e.g. --set 'data.train_folds={train}' --set 'data.eval_folds={evaluation}', "
+            "or add records (folds are a hash of each record's name or subject)")  # fmt: skip

@@ -236,7 +236,7 @@ def _evaluate_in_processes(
     from cyclejepa.workers import process_pool, shared_threads
 
     with (
-        process_pool(at_once, threads=shared_threads(at_once), gpus=len(placement.gpus)) as pool,
+        process_pool(at_once, threads=shared_threads(at_once), gpus=len(placement.gpus), tasks=len(cells)) as pool,
         progress_bar(len(cells), f"evaluating {len(cells)} checkpoints, {at_once} at a time", enabled=progress) as update,
     ):
         futures = [pool.submit(_evaluate_run_step_process, spec, objective, str(cache.path), out, plan, step,

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from cyclejepa.config import ExperimentConfig
 from cyclejepa.data.cache.spec import CacheSpec
+from cyclejepa.jsonio import read_json, write_json
 from cyclejepa.pipeline.seal import refuse_sealed, use_folds
 
 
@@ -38,12 +39,13 @@ def cache_spec(cfg: ExperimentConfig, directory: Path | None = None) -> CacheSpe
     )
 
 
-def configured_cache(cfg: ExperimentConfig, directory: Path | None = None):
+def configured_cache(cfg: ExperimentConfig, directory: Path | None = None, *, corpus: bool = True):
     """The config's prepared cache (`cyclejepa.data.cache.open_cache` of `cache_spec`), refused
-    with `CacheMismatch` when it was built for another experiment."""
+    with `CacheMismatch` when it was built for another experiment; ``corpus`` False leaves the
+    corpus on disk out of the comparison (for a reader that never reads it)."""
     from cyclejepa.data.cache import open_cache
 
-    return open_cache(cache_spec(cfg, directory))
+    return open_cache(cache_spec(cfg, directory), corpus=corpus)
 
 
 def build_dataset(cfg: ExperimentConfig, progress: bool = False):
@@ -59,13 +61,58 @@ def build_dataset(cfg: ExperimentConfig, progress: bool = False):
     return cls(root=cfg.data.root, **options)
 
 
-def prepare(cfg: ExperimentConfig, progress: bool = True):
+OWNER = ".experiment.json"
+"""The file in a cache folder naming the experiment (its output directory) that last prepared it."""
+
+
+def prepare(cfg: ExperimentConfig, progress: bool = True, *, overwrite_cache: bool = False):
     """Stage 1: build the configured dataset (writing the synthetic corpus when configured and
-    missing), then the cache of its windows."""
+    missing), then the cache of its windows. A cache that another experiment prepared (a shared
+    ``data.cache_dir``) and that this one would rebuild is refused (`refuse_foreign_cache`)
+    unless ``overwrite_cache``."""
     from cyclejepa.data.cache import prepare_cache
 
     dataset, spec = build_dataset(cfg, progress), cache_spec(cfg)
     refuse_sealed(cfg, "normalisation statistics", "data.train_folds")
     dataset.fetch()  # a missing corpus is named before any fold is recorded as used
+    if not overwrite_cache:
+        refuse_foreign_cache(cfg)
     train_folds = use_folds(cfg, "normalisation statistics", "data.train_folds")
-    return prepare_cache(dataset, dataclasses.replace(spec, train_folds=tuple(train_folds)), progress=progress)
+    cache = prepare_cache(dataset, dataclasses.replace(spec, train_folds=tuple(train_folds)), progress=progress)
+    write_json(cache.path / OWNER, {"output_dir": _experiment(cfg), "name": cfg.name})
+    return cache
+
+
+def _experiment(cfg: ExperimentConfig) -> str:
+    return str(Path(cfg.output_dir).resolve())
+
+
+def refuse_foreign_cache(cfg: ExperimentConfig) -> None:
+    """Raise `CacheMismatch` when ``cache_dir``, outside this experiment's output directory, holds
+    a cache that another experiment prepared and that this config would rebuild (its identity differs),
+    naming that experiment, the differences and the remedies; a cache of this experiment, or
+    one this config would reuse as it is, passes."""
+    from cyclejepa.data.cache import CacheMismatch, PreparedCache
+    from cyclejepa.data.cache.identity import cache_differences
+
+    directory = cache_dir(cfg)
+    owner_file = directory / OWNER
+    if not owner_file.is_file() or directory.resolve().is_relative_to(_experiment(cfg)):
+        return  # no owner, or the experiment's own cache (inside its output_dir, also when copied there)
+    try:
+        owner = read_json(owner_file)
+    except (OSError, ValueError):
+        return  # unreadable: the cache is treated as before there were owners
+    if owner.get("output_dir") == _experiment(cfg):
+        return
+    try:
+        differences = cache_differences(PreparedCache(directory), cache_spec(cfg))
+    except (OSError, ValueError, KeyError):
+        return  # an unreadable cache is rebuilt, as before
+    if differences:
+        raise CacheMismatch(
+            f"data.cache_dir: the cache {directory} was prepared by experiment {owner.get('name')!r} at "
+            f"{owner.get('output_dir')} with other settings ({'; '.join(differences)}); this config would replace it. "
+            "Give this experiment its own data.cache_dir, or pass --overwrite-cache to rebuild it (the other experiment's "
+            "evaluation and embedding then refuse it)"
+        )

@@ -14,17 +14,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cyclejepa.config import ExperimentConfig
+from cyclejepa.config import ConfigError, ExperimentConfig
 from cyclejepa.lock import output_lock
 from cyclejepa.pipeline.evaluation import evaluate_stage, evaluation_steps
 from cyclejepa.pipeline.plans import plan_runs, write_resolved_config
-from cyclejepa.pipeline.checks import preflight
+from cyclejepa.pipeline.checks import cache_fold_problems, preflight
 from cyclejepa.pipeline.preparation import cache_dir, prepare
 from cyclejepa.pipeline.pretraining import pretrain_all
 from cyclejepa.pipeline.seal import require_unsealed, sealed_folds
 
 
-def run_experiment(cfg: ExperimentConfig, progress: bool = True) -> Path:
+def run_experiment(cfg: ExperimentConfig, progress: bool = True, *, overwrite_cache: bool = False) -> Path:
     """Every stage in order; returns the report path (for a grid, the grid summary).
 
     `preflight` first (nothing is written for a config that fails it), then the output
@@ -34,23 +34,26 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True) -> Path:
     cells = preflight(cfg)
     with output_lock(cfg.output_dir):
         if not cfg.grid:
-            return _run_stages(cfg, progress)
+            return _run_stages(cfg, progress, overwrite_cache)
         from cyclejepa.pipeline.reporting import write_grid_summary
 
         for _, cell in cells:
             require_unsealed(cell)
         for _, cell in cells:
             with output_lock(cell.output_dir):
-                _run_stages(cell, progress)
+                _run_stages(cell, progress, overwrite_cache)
         return write_grid_summary(Path(cfg.output_dir), cells)
 
 
-def _run_stages(cfg: ExperimentConfig, progress: bool) -> Path:
-    """The stages of one experiment (no grid): the seal, the resolved config, prepare,
-    pre-train, evaluate and report."""
+def _run_stages(cfg: ExperimentConfig, progress: bool, overwrite_cache: bool = False) -> Path:
+    """The stages of one experiment (no grid): the seal, the resolved config, prepare (then the
+    configured folds checked against the cache, before any training), pre-train, evaluate and
+    report."""
     require_unsealed(cfg)
     config, plans = write_resolved_config(cfg), plan_runs(cfg)
-    cache = prepare(cfg, progress=progress)
+    cache = prepare(cfg, progress=progress, overwrite_cache=overwrite_cache)
+    if problems := cache_fold_problems(cfg, cache):  # before any run trains
+        raise ConfigError(problems, source="prepare")
     pretrain_all(cfg, cache, config, plans, progress=progress)
     return evaluate_stage(cfg, cache, plans, evaluation_steps(cfg), progress)
 

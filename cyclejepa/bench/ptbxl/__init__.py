@@ -61,6 +61,33 @@ def argument_problems(
     return problems + (["no seed given"] if not seeds else [])
 
 
+MIN_FIT_RECORDS = 2
+"""Fewest positive and negative fit records a class needs to be learnt: a label fraction that
+leaves no class of a task this many of both trains a constant (its AUROC is 0.5 [0.5, 0.5])."""
+
+
+def fraction_problems(tasks: dict, fractions: Sequence[float], seeds: Sequence[int]) -> list[str]:
+    """Label fractions whose fit subset (`label_subset`, for any seed) leaves no class of a task
+    `MIN_FIT_RECORDS` positive and negative records, each naming the task and the records left."""
+    from cyclejepa.training.finetune import label_subset
+
+    problems = []
+    for name, data in tasks.items():
+        labels = data.labels[data.fit]
+        if not len(labels):
+            continue
+        for fraction in fractions:
+            for seed in seeds:
+                subset = labels[label_subset(labels, fraction, seed)]
+                positives = subset.sum(axis=0)
+                if not ((positives >= MIN_FIT_RECORDS) & (len(subset) - positives >= MIN_FIT_RECORDS)).any():
+                    problems.append(f"label fraction {fraction:g} leaves task {name} {len(subset)} of {len(labels)} fit "
+                                    f"records, in which no class has {MIN_FIT_RECORDS} positive and {MIN_FIT_RECORDS} "
+                                    "negative records: its scores would be a constant's; choose a larger --fractions")  # fmt: skip
+                    break
+    return problems
+
+
 def dataset_problems(dataset: str) -> list[str]:
     """Refuses a ``data.dataset`` without PTB-XL's tables."""
     if dataset in PTBXL_LAYOUT:
@@ -90,6 +117,8 @@ def run_benchmark(spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, e
 
     bench = Bench(spec, cache, split, dataset.fingerprint(), progress=False)
     tasks = {task: task_data(dataset, task, cache, split) for task in spec.tasks}
+    if problems := fraction_problems(tasks, spec.fractions, spec.seeds):
+        raise ValueError("; ".join(problems))
     groups = planned_cells(spec)
     planned = [item for cells in groups.values() for item in cells]
     results = {cell: kept for cell, run in planned if (kept := bench.stored(cell, run)) is not None}

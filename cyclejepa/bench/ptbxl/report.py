@@ -50,7 +50,19 @@ def _value(entry: dict[str, Any] | None, metric: str) -> str:
         return "failed" if entry["errors"] else ""
     m = entry[metric]
     spread = f" ± {m['sd']:.3f}" if entry["runs"] > 1 else ""
-    return f"{m['mean']:.3f}{spread} [{m['low']:.3f}, {m['high']:.3f}]"
+    return f"{m['mean']:.3f}{spread} [{m['low']:.3f}, {m['high']:.3f}]" + _few_data(entry)
+
+
+def _few_data(entry: dict[str, Any]) -> str:
+    """ " (few data: N records, P patients)" when the cell's scores rest on fewer than
+    `MIN_WINDOWS` scored records or `MIN_PATIENTS` patients (`cyclejepa.evaluation.validity`),
+    else nothing: such a figure is never shown as a plain number."""
+    from cyclejepa.evaluation.validity import MIN_PATIENTS, MIN_WINDOWS
+
+    records, patients = entry.get("records", 0), entry.get("patients", 0)
+    if records >= MIN_WINDOWS and patients >= MIN_PATIENTS:
+        return ""
+    return f" (few data: {records} records, {patients} patients)"
 
 
 def _rows(summary: list[dict[str, Any]], fraction: float) -> list[tuple[str, str]]:

@@ -87,7 +87,7 @@ def prepare_cache(dataset: Dataset, spec: CacheSpec, *, progress: bool = True) -
     preparation.check_rate(rates["cache_fs"])
     arguments = _arguments(dataset, folds, phase_provider, spec.phase_options, rates, spec.amplitude_limits,
                            spec.dataset_options, preparation)  # fmt: skip
-    current = _current_cache(cache_dir, arguments)  # reused without the lock (training processes read it at once)
+    current = _current_cache(cache_dir, arguments, quiet=True)  # reused without the lock (training processes read it at once)
     if current is not None:
         return current
     cache_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -178,25 +178,33 @@ def _arguments(
     }
 
 
-def _current_cache(cache_dir: Path, arguments: Mapping[str, Any]) -> PreparedCache | None:
-    """The cache at ``cache_dir`` if it was built with ``arguments`` and is intact, else None."""
-    manifest_path = cache_dir / MANIFEST
-    if not manifest_path.is_file():
+def _current_cache(cache_dir: Path, arguments: Mapping[str, Any], quiet: bool = False) -> PreparedCache | None:
+    """The cache at ``cache_dir`` if it was built with ``arguments`` and is intact, else None,
+    logging why it is rebuilt unless ``quiet`` (the check before the lock, repeated under it)."""
+    if not (cache_dir / MANIFEST).is_file():
         return None
+    stale = _why_stale(cache_dir, arguments)
+    if stale is None:
+        return PreparedCache(cache_dir)
+    if not quiet:
+        log.log(stale[0], "%s; rebuilding", stale[1])
+    return None
+
+
+def _why_stale(cache_dir: Path, arguments: Mapping[str, Any]) -> tuple[int, str] | None:
+    """(log level, why) the cache at ``cache_dir`` cannot serve ``arguments``; None when it can."""
+    manifest_path = cache_dir / MANIFEST
     try:
         manifest = json.loads(manifest_path.read_text())
     except json.JSONDecodeError:
-        log.warning("cache manifest %s is unreadable; rebuilding", manifest_path)
-        return None
+        return logging.WARNING, f"cache manifest {manifest_path} is unreadable"
     if manifest.get("config_hash") != arguments_hash(arguments):
-        log.info("cache %s was built with other arguments; rebuilding", cache_dir)
-        return None
+        return logging.INFO, f"cache {cache_dir} was built with other arguments"
     for name, digest in manifest.get("files", {}).items():
         path = cache_dir / name
         if not path.is_file() or sha256_file(path) != digest:
-            log.warning("cache file %s is missing or modified; rebuilding", path)
-            return None
-    return PreparedCache(cache_dir)
+            return logging.WARNING, f"cache file {path} is missing or modified"
+    return None
 
 
 def _check_replaceable(cache_dir: Path) -> None:
@@ -296,7 +304,7 @@ def spread_warnings(windows: np.ndarray, arguments: Mapping[str, Any]) -> list[d
     """One entry per channel whose `spread_ratio` over ``windows`` is below `SPREAD_RATIO_MIN`,
     each logged as a warning naming the channel and the remedy."""
     found = []
-    for channel, ratio in zip(arguments["channels"], spread_ratio(windows)):
+    for channel, ratio in zip(arguments["channels"], spread_ratio(windows), strict=True):
         if ratio < SPREAD_RATIO_MIN:
             found.append({"channel": channel, "ratio": round(float(ratio), 4)})
             log.warning(

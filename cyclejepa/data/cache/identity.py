@@ -23,7 +23,7 @@ from cyclejepa.data.cache.spec import CacheSpec
 from cyclejepa.data.datasets import DatasetNotFound, amplitude_limit, corpus_listing
 from cyclejepa.registry import DATASETS
 
-__all__ = ["CacheMismatch", "cache_identity", "spec_identity", "open_cache"]
+__all__ = ["CacheMismatch", "cache_differences", "cache_identity", "spec_identity", "open_cache"]
 
 
 class CacheMismatch(ValueError):
@@ -79,16 +79,26 @@ def cache_identity(cache: PreparedCache) -> dict[str, Any]:
     }
 
 
-def open_cache(spec: CacheSpec) -> PreparedCache:
+def open_cache(spec: CacheSpec, *, corpus: bool = True) -> PreparedCache:
     """The cache in ``spec.directory``, refused with `CacheMismatch` naming each differing key,
-    the cache's value and the spec's, when it was built for another experiment."""
+    the cache's value and the spec's, when it was built for another experiment. ``corpus``
+    False: the corpus listing is not compared (a reader of the cache's preprocessing alone, such
+    as ``embed``, which never reads the corpus, still works after ``cp -r`` gave it new mtimes)."""
     cache = PreparedCache(spec.directory)
-    built, wanted = cache_identity(cache), spec_identity(spec)
-    differences = [f"{key}: cache {built[key]!r}, config {wanted[key]!r}" for key in wanted
-                   if wanted[key] is not None and built[key] != wanted[key]]  # fmt: skip
+    differences = cache_differences(cache, spec, corpus=corpus)
     if differences:
         raise CacheMismatch(
             f"the cache {spec.directory} was built for another experiment ({'; '.join(differences)}); rebuild it with "
             "`cyclejepa prepare CONFIG`, or give this experiment its own data.cache_dir"
         )
     return cache
+
+
+def cache_differences(cache: PreparedCache, spec: CacheSpec, *, corpus: bool = True) -> list[str]:
+    """``key: cache <value>, config <value>`` for each key of `spec_identity` that the spec tells
+    and the cache was built with otherwise (``corpus`` False: the corpus listing left out)."""
+    built, wanted = cache_identity(cache), spec_identity(spec)
+    if not corpus:
+        wanted["corpus"] = None
+    return [f"{key}: cache {built[key]!r}, config {wanted[key]!r}" for key in wanted
+            if wanted[key] is not None and built[key] != wanted[key]]  # fmt: skip

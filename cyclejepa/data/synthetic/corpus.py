@@ -92,7 +92,7 @@ def _run_tasks(tasks: Sequence[tuple], workers: int) -> Iterator[list[list[int]]
     if workers == 1:
         yield from (_write_chunk(*task) for task in tasks)
         return
-    with process_pool(workers, preload=[__name__]) as pool:
+    with process_pool(workers, preload=[__name__], tasks=len(tasks)) as pool:
         futures = [pool.submit(_write_chunk, *task) for task in tasks]
         yield from (future.result() for future in futures)
 
