@@ -492,7 +492,7 @@ def test_the_reference_keeps_the_librarys_limits():
     x = np.random.default_rng(0).normal(3.0, 20.0, (2, 3, 400))
     assert script.distance_from_normalisation(x) == input_distance(x)
     names = ["PLETH,", " II, ", "mod.V1", "V1-V2", "Resp (Ohm)", "ECG1;", "aVR.", "HR,\t", "x_", "MLII"]
-    assert [script.channel_key(n) for n in names] == [channel_key(n) for n in names]  # the library's one rule
+    assert [script.name_key(n) for n in names] == [channel_key(n) for n in names]  # the library's one rule
 
 
 def test_reference_channels_are_repeated_options_so_a_comma_is_part_of_a_name(onnx_package, real_records, tmp_path):

@@ -262,8 +262,9 @@ class Preparer:
             return ((y.astype(np.float64) - self.mean) / self.std).astype(np.float32)
 
 
-def channel_key(name: str) -> str:
-    """What a channel name is matched by: case, surrounding space and trailing punctuation aside."""
+def name_key(name: str) -> str:
+    """What a channel name is matched by: case, surrounding space and trailing punctuation aside
+    (the library's `channel_key`, copied: this script imports nothing of cyclejepa)."""
     return str(name).casefold().strip().rstrip(TRAILING)
 
 
@@ -279,13 +280,13 @@ def check_signal_dtype(signal: np.ndarray) -> np.ndarray:
 def select_channels(signal: np.ndarray, names: list[str], channels: list[str]) -> np.ndarray:
     """The package's ``channels`` of ``signal`` (rows named ``names``), in order, as float32;
     two rows that match one channel are refused, naming both."""
-    keys = [channel_key(name) for name in names]
-    missing = [c for c in channels if channel_key(c) not in keys]
+    keys = [name_key(name) for name in names]
+    missing = [c for c in channels if name_key(c) not in keys]
     if missing:
         raise PreparationError(f"no channel {missing} (the signal has {names})")
     rows = []
     for channel in channels:
-        matching = [i for i, key in enumerate(keys) if key == channel_key(channel)]
+        matching = [i for i, key in enumerate(keys) if key == name_key(channel)]
         if len(matching) > 1:
             raise PreparationError(f"rows {[names[i] for i in matching]} all match channel {channel!r}: name one of them only")
         rows.append(matching[0])

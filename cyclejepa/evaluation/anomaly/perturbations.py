@@ -59,8 +59,9 @@ def perturbation(
     """
 
     def decorate(family: Perturbation) -> Perturbation:
-        family.signals = tuple(signals)  # attributes of the function, read back by getattr
-        family.min_channels = int(min_channels)
+        # attributes of the function, read back by getattr (setattr: the Callable type declares none)
+        setattr(family, "signals", tuple(signals))  # noqa: B010
+        setattr(family, "min_channels", int(min_channels))  # noqa: B010
         return PERTURBATIONS.register(name)(family)
 
     return decorate
