@@ -415,9 +415,6 @@ def test_phase_of_a_real_ecg_matches_its_reference_beats(tmp_path):
 
 @pytest.mark.skipif(not BIDMC.is_dir(), reason=f"BIDMC samples not found at {BIDMC}")
 @pytest.mark.parametrize("lead", ["PLETH,", "PLETH"])
-@pytest.mark.xfail(
-    strict=True, reason="issue 33: channel names with a trailing comma (PLETH,) do not match; --lead splits at commas"
-)
 def test_phase_takes_a_channel_named_as_physionet_names_it(lead):
     """README table: `cyclejepa phase RECORD --lead NAME` on BIDMC, whose header names `PLETH,`:
     the name as the header writes it, and as docs/your-signal.md writes it."""
@@ -426,7 +423,6 @@ def test_phase_takes_a_channel_named_as_physionet_names_it(lead):
 
 
 @pytest.mark.skipif(not CINC.is_dir(), reason=f"CinC 2021 samples not found at {CINC}")
-@pytest.mark.xfail(strict=True, reason="issue 33: the Challenge reader rejects MAT Level 4 files, as the release ships them")
 def test_prepare_keeps_the_challenge_release_as_shipped(tmp_path):
     """README table: `cyclejepa prepare CONFIG` with `challenge2021` (README, "Your own data and
     signals": "for the PhysioNet/CinC Challenge 2020/2021 WFDB folders") on six records of the
@@ -565,7 +561,6 @@ def test_the_breath_example_runs_on_the_shared_records(tmp_path):
     assert 'mixedsignals,units,"channel Resp is in Ohm' in rejections  # rejected by name, as the page says
 
 
-@pytest.mark.xfail(strict=True, reason="issue 33: the minimal one-channel config stops in run (lead-dropout)")
 def test_the_minimal_config_of_your_signal_runs_and_embeds(pulse, tmp_path):
     """docs/your-signal.md, "The config": its YAML block as written (root set to a one-channel
     folder of PLETH records), small model sizes, then `cyclejepa run my-ppg.yaml` and

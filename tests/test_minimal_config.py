@@ -1,5 +1,5 @@
-"""The minimal config of docs/your-signal.md runs as written on a one-channel folder, in a fresh
-interpreter as users run it: its default augmentations fit one channel and a 25 Hz model, what
+"""The minimal config of docs/your-signal.md on a one-channel folder, in a fresh interpreter as
+users run it (its end-to-end run and embed: tests/test_commands.py): what
 `run` refuses `validate` and `run --dry-run` refuse first, and a folder whose records miss the
 evaluation fold stops right after `prepare`, before any training, naming the remedy."""
 
@@ -73,14 +73,6 @@ def config(tmp_path: Path) -> Path:
     path = tmp_path / "my-ppg.yaml"
     path.write_text(docs_config())
     return path
-
-
-def test_the_docs_minimal_config_runs_end_to_end_on_a_one_channel_folder(tmp_path, config):
-    root = pleth_folder(tmp_path / "records", evaluated=1, trained=4)
-    done = cyclejepa("run", str(config), *with_settings(f"data.root={root}", *TINY), cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
-    report = tmp_path / "runs" / "my-ppg" / "report" / "report.md"
-    assert report.is_file() and f"report {Path('runs/my-ppg/report/report.md')}" in done.stdout
 
 
 def test_what_run_refuses_of_the_augmentations_validate_and_the_dry_run_refuse_first(tmp_path, config):
