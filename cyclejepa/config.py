@@ -158,13 +158,13 @@ class OptimiserConfig(Section):
     """AdamW's settings, each bounded to what trains: a learning rate in (0, 1], weight decay in
     [0, 1], ε in (0, 1] and a gradient-norm clip in (0, 10⁶] (above that it never clips)."""
 
-    lr: float = Field(3e-4, gt=0, le=1)
+    lr: float = Field(3e-4, gt=0, le=1e4)  # a sanity bound (1e308 is a typo); divergence is caught in training
     min_lr: float = Field(1e-6, ge=0, le=1)
     warmup_steps: int = Field(5, ge=0, le=MAX_STEPS)
     betas: tuple[Annotated[float, Field(ge=0, lt=1)], Annotated[float, Field(ge=0, lt=1)]] = (0.9, 0.95)
     eps: float = Field(1e-8, gt=0, le=1)
     weight_decay: float = Field(1e-4, ge=0, le=1)
-    grad_clip: float = Field(1.0, gt=0, le=1e6)
+    grad_clip: float = Field(1.0, gt=0, le=1e12)
 
     @model_validator(mode="after")
     def _min_lr_below_lr(self) -> OptimiserConfig:
