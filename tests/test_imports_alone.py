@@ -2,9 +2,9 @@
 
 An import cycle hides when another module happens to be imported first (the test session imports
 half the package before any test runs), so each module is imported in a process of its own that
-has imported no ``cyclejepa`` module before it. One fresh interpreter imports the heavy
-third-party packages once, then forks a child per module (the children share those packages but
-no module of this package); on a platform without ``fork`` each module gets its own interpreter.
+has imported no ``cyclejepa`` module before it. One fresh interpreter imports every third-party
+module the package uses once (found by a first child that imports the whole package), then forks
+a child per module: the children share those modules but no module of this package.
 """
 
 import os
@@ -22,34 +22,57 @@ OPTIONAL = {"cyclejepa.symmetry.escnn_adapter": "escnn"}
 CHILDREN = textwrap.dedent(
     """
     import importlib, os, sys, traceback
-    for heavy in ("numpy", "scipy.signal", "torch", "pandas", "pydantic", "yaml", "typer", "rich"):
-        importlib.import_module(heavy)
-    assert not [m for m in sys.modules if m.split(".")[0] == "cyclejepa"], "a cyclejepa module was imported first"
-    failed = []
-    for module in sys.argv[1:]:
+
+    def forked(job):
+        # job() in a child process: (exit status, what it wrote)
         read, write = os.pipe()
         pid = os.fork()
         if pid == 0:
             os.close(read)
-            try:
-                importlib.import_module(module)
-                code = 0
-            except BaseException:
-                os.write(write, traceback.format_exc(limit=4).encode()[-2000:])
-                code = 1
+            code, text = job()
+            os.write(write, text.encode()[-200000:])
             os._exit(code)
         os.close(write)
         message = b""
-        while chunk := os.read(read, 4096):
+        while chunk := os.read(read, 65536):
             message += chunk
         os.close(read)
-        _, status = os.waitpid(pid, 0)
-        if status:
-            failed.append(f"{module}:\\n{message.decode(errors='replace')}")
-    print("\\n".join(failed))
+        return os.waitpid(pid, 0)[1], message.decode(errors="replace")
+
+    def own(name):
+        return name.split(".")[0] == PACKAGE
+
+    def third_party():
+        # every other module the package's modules import, found in a child that imports them all
+        for module in MODULES:
+            try:
+                importlib.import_module(module)
+            except BaseException:
+                pass
+        return 0, "\n".join(name for name in list(sys.modules) if not own(name) and name != "__main__")
+
+    def alone(module):
+        try:
+            importlib.import_module(module)
+            return 0, ""
+        except BaseException:
+            return 1, traceback.format_exc(limit=4)[-2000:]
+
+    PACKAGE, MODULES = sys.argv[1], sys.argv[2:]
+    _, found = forked(third_party)
+    for name in found.splitlines():  # imported once here, shared by every child (copy on write)
+        try:
+            importlib.import_module(name)
+        except BaseException:
+            pass
+    assert not [m for m in sys.modules if own(m)], "a module of the package was imported before the check"
+    failed = [f"{m}:\n{text}" for m in MODULES for status, text in [forked(lambda m=m: alone(m))] if status]
+    print("\n".join(failed))
     sys.exit(1 if failed else 0)
     """
 )
+"""Imports every third-party module the package uses once, then each package module alone in a
+forked child (arguments: the package's name, then its modules)."""
 
 
 def package_modules() -> list[str]:
@@ -76,7 +99,7 @@ def test_the_package_has_modules_to_check():
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="forks a child per module")
 def test_every_module_imports_alone_in_a_fresh_interpreter():
     result = subprocess.run(
-        [sys.executable, "-c", CHILDREN, *package_modules()], capture_output=True, text=True, timeout=600,
+        [sys.executable, "-c", CHILDREN, "cyclejepa", *package_modules()], capture_output=True, text=True, timeout=600,
         env={**os.environ, "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert result.returncode == 0, f"modules that do not import alone:\n{result.stdout}\n{result.stderr[-3000:]}"
@@ -89,9 +112,8 @@ def test_a_module_that_imports_only_after_another_is_found(tmp_path):
     (package / "__init__.py").write_text("")
     (package / "first.py").write_text("from ringpkg.second import B\nA = 1\n")
     (package / "second.py").write_text("B = 2\nfrom ringpkg.first import A\n")
-    script = CHILDREN.replace('split(".")[0] == "cyclejepa"', 'split(".")[0] == "ringpkg"')
     result = subprocess.run(
-        [sys.executable, "-c", script, "ringpkg.first", "ringpkg.second"], capture_output=True, text=True, timeout=300,
+        [sys.executable, "-c", CHILDREN, "ringpkg", "ringpkg.first", "ringpkg.second"], capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": str(tmp_path), "OMP_NUM_THREADS": "1"},
     )  # fmt: skip
     assert result.returncode == 1
