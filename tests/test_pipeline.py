@@ -299,10 +299,14 @@ def _arm_cells(text: str, arms: int) -> list[list[str]]:
 
 def test_the_arms_figures_are_the_same_with_the_random_baseline_or_without(experiment, tmp_path):
     """The arms evaluated afresh with the random baseline off give the same bottom-line and grid
-    cells as the run with it on: the extra arm shifts no random stream of theirs."""
+    cells as the run with it on: the extra arm shifts no random stream of theirs. Turned off, the
+    report leaves out the baseline's results of an earlier evaluation."""
     import shutil
 
     cfg = run_copy(experiment[0], tmp_path, random_baseline=False)
+    kept = pipeline.evaluate_experiment(cfg, progress=False).read_text()  # nothing to compute: every result is current
+    assert (cfg.output_dir / "evaluation" / "random-seed0-step000000.json").exists()
+    assert "random" not in kept.split("## Protocol")[0]  # turned off, the baseline's earlier results are not shown
     shutil.rmtree(cfg.output_dir / "evaluation")
     shutil.rmtree(cfg.output_dir / "report")
     without = pipeline.evaluate_experiment(cfg, progress=False).read_text()

@@ -230,6 +230,8 @@ def write_report(spec: ReportSpec, output_dir: str | Path) -> Path:
     output_dir = Path(output_dir)
     evaluation = OutputFolder(output_dir).evaluation
     files = {p.name: checked_result(output_dir, p) for p in sorted(evaluation.glob("*-seed*-step*.json"))}
+    if not spec.random_baseline:  # results of an earlier evaluation with the baseline on are not shown
+        files = {name: result for name, result in files.items() if not is_untrained(result)}
     results = sorted(files.values(), key=_order(spec.arms))
     if not results:
         raise FileNotFoundError(f"{evaluation} holds no evaluation results; run `cyclejepa run` first")
