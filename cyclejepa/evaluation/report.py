@@ -267,6 +267,7 @@ def write_report(spec: ReportSpec, output_dir: str | Path) -> Path:
             {
                 "headline": {r["arm"]: {row.label: _json_value(row, r) for row in rows} for r in headline},
                 "headline_cell": {"seed": headline[0]["seed"], "step": headline[0]["step"]},
+                "bottom_line_seeds": [cell[0]["seed"] for cell in over_seeds],
                 "validity": {r["arm"]: cell_validity(r) for r in headline},
                 "probe_rows": [row.label for row in rows if row.section == "Diagnostic accuracy"],
                 "grid": [_grid_entry(r) for r in results],
