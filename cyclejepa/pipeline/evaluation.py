@@ -8,7 +8,8 @@ the fold reads of the cohort table and of each checkpoint left to evaluate throu
 one gathered call before it reads the cache (`evaluation_folds`), builds the data description
 and the one `EvaluationSpec` that the checkpoints are all evaluated with (`checkpoint_spec`),
 writes the protocol and evaluates them, side by side in ``evaluation.at_once`` processes where
-asked (`cyclejepa.workers.process_pool`)."""
+asked (`cyclejepa.workers.process_pool`), then the random baseline: each seed's untrained
+weights, measured as a checkpoint is (`evaluate_random_seed`)."""
 
 from __future__ import annotations
 
@@ -181,7 +182,9 @@ def evaluate_grid(
     when they are drawn); then the data description, the strata's applicability and the one
     `EvaluationSpec` of the checkpoints. With ``evaluation.at_once`` > 1 the checkpoints are
     evaluated side by side in that many processes (spawned; each loads the cache and writes its
-    own result files).
+    own result files). After them, with ``evaluation.random_baseline``, each seed's untrained
+    weights without a current result (`random_seeds_to_evaluate`, `evaluate_random_seed`); their
+    fold reads are gathered with the checkpoints'.
     """
     from cyclejepa.devices import place
     from cyclejepa.evaluation.stage import evaluations_at_once, is_current, write_protocol
@@ -241,8 +244,11 @@ def random_seeds_to_evaluate(cfg: ExperimentConfig, objective: ObjectiveSpec, ou
     from cyclejepa.evaluation.stage import is_current_untrained
     from cyclejepa.training import initial_objective
 
+    def current_weights(seed: int) -> str:
+        return state_digest(initial_objective(objective, seed).state_dict())
+
     return [seed for seed in random_baseline_seeds(cfg)
-            if not is_current_untrained(random_file(out, seed), current, state_digest(initial_objective(objective, seed).state_dict()))]  # fmt: skip
+            if not is_current_untrained(random_file(out, seed), current, current_weights(seed))]  # fmt: skip
 
 
 def evaluate_random_seed(
@@ -264,7 +270,7 @@ def evaluate_random_seed(
 
     untrained = initial_objective(objective, seed, device)
     target = random_file(out, seed)
-    run = {"run": target.name.removesuffix("-step000000.json"), "arm": RANDOM_ARM, "seed": seed, "step": 0,
+    run = {"run": f"{RANDOM_ARM}-seed{seed}", "arm": RANDOM_ARM, "seed": seed, "step": 0,
            "transport_weight": None, "untrained": True, "weights": {"model_sha256": state_digest(untrained.state_dict())}}  # fmt: skip
     write_checkpoint_evaluation(spec, cache, untrained, target, target, run, device, progress)
 
