@@ -266,6 +266,9 @@ class EvaluationConfig(Section):
     umap: bool = Field(True, description="draw the token UMAP figure (needs umap-learn; slow to start)")
     umap_points: int = Field(20_000, ge=100)
     headline_step: int | None = Field(None, description="step of the report's first table (None: the first evaluated)")
+    random_baseline: bool = Field(
+        True, description="also evaluate each seed's untrained weights (the arm 'random', step 0): no training"
+    )
 
 
 class ExperimentConfig(Section):

@@ -71,3 +71,30 @@ def test_the_table_scores_each_allocation_and_seed_once_and_keeps_finished_rows(
     again = allocation_table(tmp_path, score, allocations={**allocations, "c": "3x0"}, seeds=(0, 1), steps=3)
     assert [(name, seed) for name, seed, _ in calls] == [("c", 0), ("c", 1)]  # finished rows are read back
     assert again["rows"][:4] == summary["rows"]
+
+
+def test_the_random_baseline_has_its_own_rows_beside_each_trained_allocation(tmp_path):
+    """With an ``untrained`` scorer every allocation × seed also gets a random-encoder row, scored
+    without a run folder, summarised apart from the trained rows and shown beside them."""
+    calls = []
+
+    def score(name, seed, directory):
+        return {k: v for k, v in row(name, seed, 0.8, 0.9).items() if k not in ("allocation", "spectrum", "seed")}
+
+    def untrained(name, seed):
+        calls.append((name, seed))
+        return {
+            k: v
+            for k, v in row(name, seed, 0.6 + seed / 10, 0.1, g1=False).items()
+            if k not in ("allocation", "spectrum", "seed")
+        }
+
+    summary = allocation_table(tmp_path, score, allocations={"a": "2x0+1x1"}, seeds=(0, 1), steps=3, untrained=untrained)
+    assert calls == [("a", 0), ("a", 1)]
+    trained, random = summary["table"]
+    assert (trained["encoder"], random["encoder"]) == ("trained", "random")
+    assert trained["auroc"] == pytest.approx(0.8) and random["auroc"] == pytest.approx(0.65)
+    assert random["g1_passed"] == 0 and trained["g1_passed"] == 2
+    text = markdown_table(summary["table"])
+    assert "| a | trained |" in text and "| a | random (untrained) |" in text
+    assert (tmp_path / "rows" / "a-random-seed1.json").exists() and not (tmp_path / "runs").exists()

@@ -52,9 +52,9 @@ def test_one_command_writes_every_task_and_protocol_and_keeps_finished_cells(fol
     assert result.exit_code == 0, result.output
     out = folder / "dev" / "run" / "benchmark" / "ptbxl"
     for task in ("all", "superdiagnostic"):
-        for protocol in ("linear", "finetune", "linear-finetune", "scratch"):
+        for protocol in ("linear", "random-linear", "finetune", "linear-finetune", "scratch"):
             found = json.loads((out / task / f"{protocol}.json").read_text())
-            arms = {"scratch"} if protocol == "scratch" else {"winder", "control"}
+            arms = {"scratch": {"scratch"}, "random-linear": {"random"}}.get(protocol, {"winder", "control"})
             assert {(e["arm"], e["fraction"]) for e in found["summary"]} == {(a, f) for a in arms for f in (1.0, 0.5)}
             for cell in found["cells"]:
                 assert "scores" in cell, cell.get("error")
@@ -63,6 +63,9 @@ def test_one_command_writes_every_task_and_protocol_and_keeps_finished_cells(fol
                                                  -(-cell["counts"]["fit_available"] // 2))  # fmt: skip
     assert not list(out.rglob("*.pt"))  # a stored cell leaves no fine-tuning checkpoint behind
     report = (out / "benchmark.md").read_text()
+    assert "| random-linear | random |" in report  # the frozen random encoder's probe, beside the arms'
+    random_cell = json.loads((out / "cells" / "all" / "random-linear" / "random-seed0-ft0-1.json").read_text())
+    assert random_cell["identity"]["pretrained"]["step"] == 0 and "C" in random_cell
     assert "## macro-AUROC, 100% of the fit records" in report and "## Fmax, 50% of the fit records" in report
     for row in PUBLISHED:  # every published figure of these tasks, beside ours
         for task in ("all", "superdiagnostic"):
@@ -217,7 +220,7 @@ def test_cells_side_by_side_equal_cells_in_turn_and_resume_in_a_worker(folder, m
     save_checkpoint(state, checkpoint)
 
     def in_this_process(self, cell, data, run):
-        assert cell.protocol == "linear", f"{cell.name} was trained in the parent process"
+        assert cell.protocol in ("linear", "random-linear"), f"{cell.name} was trained in the parent process"
         return compute(self, cell, data, run)
 
     compute = bench_run.Bench._compute
@@ -228,7 +231,7 @@ def test_cells_side_by_side_equal_cells_in_turn_and_resume_in_a_worker(folder, m
 
     turn_cells, side_cells = (run / "benchmark" / "ptbxl" / "cells" for run in (folder / "turn" / "run", side))
     cells = sorted(turn_cells.rglob("*.json"))
-    assert len(cells) == 14
+    assert len(cells) == 16
     failed = 0
     for path in cells:
         a = json.loads(path.read_text())
@@ -238,7 +241,7 @@ def test_cells_side_by_side_equal_cells_in_turn_and_resume_in_a_worker(folder, m
         a.pop("wall_s"), b.pop("wall_s")
         assert a == b, path
         failed += "error" in a
-    assert failed == 7  # every form cell, each recorded with its error; every superdiagnostic cell scored
+    assert failed == 8  # every form cell, each recorded with its error; every superdiagnostic cell scored
     assert not list((side / "benchmark" / "ptbxl").rglob("*.pt"))
 
 
@@ -269,3 +272,13 @@ def test_figures_on_few_scored_records_say_so_and_are_never_plain():
     assert _value(few, "macro_auroc") == "0.317 [0.000, 0.667] (few data: 4 records, 4 patients)"
     enough = {**few, "records": MIN_WINDOWS, "patients": MIN_PATIENTS}
     assert _value(enough, "macro_auroc") == "0.317 [0.000, 0.667]"
+
+
+def test_help_lists_the_random_linear_protocol():
+    """``cyclejepa benchmark ptbxl --help`` in a fresh interpreter names every protocol, the random one too."""
+    import subprocess
+    import sys
+
+    shown = subprocess.run([sys.executable, "-m", "cyclejepa", "benchmark", "ptbxl", "--help"], capture_output=True, text=True)
+    assert shown.returncode == 0, shown.stderr
+    assert "default: linear random-linear finetune linear-finetune scratch" in " ".join(shown.stdout.split())

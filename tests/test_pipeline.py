@@ -60,10 +60,10 @@ def test_run_writes_every_section_of_the_report(experiment):
     assert "| arm | seed | step | superclass AUROC | eligible-subclass AUROC | gain fraction | G1 | mean Δ lead dropout |" in text
     assert "| Mean signed Δ macro-AUROC, single-lead dropout ↑ |" in text and "Not run" not in text
     superclass_row = next(line for line in text.splitlines() if line.startswith("| Superclass macro-AUROC"))
-    assert superclass_row.count("[") == 2  # a patient-clustered interval for each arm
+    assert superclass_row.count("[") == 3  # a patient-clustered interval for each arm and the random baseline
     summary = json.loads((report.parent / "report.json").read_text())
-    assert set(summary["headline"]) == {"winder", "control"}
-    assert len(summary["grid"]) == 4  # 2 arms × 1 seed × 2 steps
+    assert set(summary["headline"]) == {"winder", "control", "random"}
+    assert len(summary["grid"]) == 5  # 2 arms × 1 seed × 2 steps, and the seed's random baseline
     assert summary["figures"] == ["phase-ring-step000002.png", "phase-ring-step000004.png"]
     result = json.loads((report.parents[1] / "evaluation" / "winder-seed0-step000004.json").read_text())
     first = json.loads((report.parents[1] / "evaluation" / "winder-seed0-step000002.json").read_text())
@@ -76,13 +76,14 @@ def test_run_writes_every_section_of_the_report(experiment):
 def test_the_fold_log_holds_every_use_in_the_order_of_the_reads(experiment):
     """`folds_used.jsonl` of a run (2 arms × 1 seed × steps 2 and 4, with labels): the
     normalisation statistics, each run's pre-training, the cohort table's two keys, each
-    checkpoint's probe fitting then evaluation, then the figures of each step."""
+    checkpoint's (and the random baseline's) probe fitting then evaluation, then the figures of
+    each step."""
     cfg, _ = experiment
     lines = (Path(cfg.output_dir) / "folds_used.jsonl").read_text().splitlines()
     train, evaluation = "data.train_folds", "data.eval_folds"
     checkpoint = [("probe fitting", train), ("evaluation", evaluation)]
     expected = [("normalisation statistics", train), *[("pre-training", train)] * 2,
-                ("cohort table", train), ("cohort table", evaluation), *checkpoint * 4, *[("figures", train)] * 2]  # fmt: skip
+                ("cohort table", train), ("cohort table", evaluation), *checkpoint * 5, *[("figures", train)] * 2]  # fmt: skip
     assert [(entry["stage"], entry["key"]) for entry in map(json.loads, lines)] == expected
 
 
@@ -139,7 +140,8 @@ def test_a_grid_runs_every_cell_and_summarises_them(experiment, tmp_path):
     raw["training"]["steps"], raw["evaluation"]["steps"] = 2, [2]
     summary = pipeline.run_experiment(parse_config(raw), progress=False)
     text = summary.read_text()
-    assert text.count("objectives.regulariser.weight=0.1") == 2 and text.count("objectives.regulariser.weight=0.3") == 2
+    # each cell's two arms and its random baseline
+    assert text.count("objectives.regulariser.weight=0.1") == 3 and text.count("objectives.regulariser.weight=0.3") == 3
     assert (tmp_path / "grid" / "grid" / "g01" / "report" / "report.md").exists()
 
 
@@ -252,3 +254,94 @@ def test_report_refuses_results_of_an_evaluation_stopped_part_way_with_other_set
     pipeline.evaluate_experiment(cfg, progress=False)
     results = [json.loads(p.read_text()) for p in (cfg.output_dir / "evaluation").glob("*-seed*-step*.json")]
     assert {r["diagnostic"]["superclass"]["macro_auroc"]["replicates"] for r in results} == {30}
+
+
+def test_the_random_baseline_is_the_trainers_step_zero_weights(experiment):
+    """The random arm of a seed is evaluated from exactly the weights the trainer starts that
+    seed's runs from (either arm's: they differ only in λ_trans), and its result records their digest."""
+    from cyclejepa.data.cache import PreparedCache
+    from cyclejepa.evaluation.integrity import state_digest
+    from cyclejepa.pipeline.pretraining import training_spec, training_phases
+    from cyclejepa.training import Trainer, initial_objective
+
+    cfg, report = experiment
+    cache = PreparedCache(pipeline.cache_dir(cfg))
+    rows = cache.select(cfg.data.train_folds)
+    untrained = initial_objective(pipeline.objective_spec(cfg), 0).state_dict()
+    for arm in cfg.runs.arms:
+        spec = training_spec(cfg, cfg.output_dir / "unused", seed=0, transport_weight=arm.transport_weight)
+        trainer = Trainer(spec, cache.signals[rows], training_phases(cache, rows, "centre"), model_fs=cache.model_fs)
+        step_zero = trainer.objective.state_dict()
+        assert trainer.step == 0 and list(step_zero) == list(untrained)
+        for name, tensor in step_zero.items():
+            torch.testing.assert_close(tensor, untrained[name], rtol=0, atol=0, msg=name)
+    other_seed = initial_objective(pipeline.objective_spec(cfg), 1).state_dict()
+    assert any(not torch.equal(other_seed[name], untrained[name]) for name in untrained)
+    result = json.loads((report.parents[1] / "evaluation" / "random-seed0-step000000.json").read_text())
+    assert result["untrained"] and result["step"] == 0 and result["weights"]["model_sha256"] == state_digest(untrained)
+
+
+def test_the_bottom_line_has_a_random_column_and_says_it_costs_no_training(experiment):
+    _, report = experiment
+    text = report.read_text()
+    header = next(line for line in text.splitlines() if line.startswith("| Metric |"))
+    assert header == "| Metric | winder (λ_trans=1) | control (λ_trans=0) | random (untrained) |"
+    assert "frozen, probed and measured as the trained arms are. It costs no training" in text
+    assert "| random | 0 | 0 (untrained) |" in text  # its row of the full grid
+
+
+def _arm_cells(text: str, arms: int) -> list[list[str]]:
+    """The first ``arms`` figure cells of every bottom-line and full-grid row, bold marks removed."""
+    lines = text.split("## Bottom line")[1].split("## Per-class")[0].splitlines()
+    rows = [[c.strip() for c in line.replace("**", "").strip().strip("|").split("|")] for line in lines if line.startswith("| ")]
+    return [row[: arms + 1] for row in rows if row[0] != "random"]
+
+
+def test_the_arms_figures_are_the_same_with_the_random_baseline_or_without(experiment, tmp_path):
+    """The arms evaluated afresh with the random baseline off give the same bottom-line and grid
+    cells as the run with it on: the extra arm shifts no random stream of theirs. Turned off, the
+    report leaves out the baseline's results of an earlier evaluation."""
+    import shutil
+
+    cfg = run_copy(experiment[0], tmp_path, random_baseline=False)
+    kept = pipeline.evaluate_experiment(cfg, progress=False).read_text()  # nothing to compute: every result is current
+    assert (cfg.output_dir / "evaluation" / "random-seed0-step000000.json").exists()
+    assert "random" not in kept.split("## Protocol")[0]  # turned off, the baseline's earlier results are not shown
+    shutil.rmtree(cfg.output_dir / "evaluation")
+    shutil.rmtree(cfg.output_dir / "report")
+    without = pipeline.evaluate_experiment(cfg, progress=False).read_text()
+    with_random = experiment[1].read_text()
+    assert "random" not in without.split("## Protocol")[0]
+    assert "random (untrained)" in with_random
+    assert _arm_cells(without, 2) == _arm_cells(with_random, 2)
+    assert len(_arm_cells(without, 2)) > 20  # every row of both tables was compared
+
+
+def test_a_bottom_line_of_several_seeds_gives_the_mean_and_sd_and_g1_passes_in_k_of_n(experiment):
+    """Two seeds: each figure the mean ± SD over the seeds (checked against `statistics`), G1 as
+    "passes in k of n seeds"; one seed keeps the single-seed format."""
+    import copy
+    import statistics
+
+    from cyclejepa.evaluation.report import bottom_line_markdown
+
+    evaluation = experiment[0].output_dir / "evaluation"
+    first = [json.loads((evaluation / f"{name}.json").read_text())
+             for name in ("winder-seed0-step000002", "control-seed0-step000002", "random-seed0-step000000")]  # fmt: skip
+    second = copy.deepcopy(first)
+    for result, shift in zip(second, (0.1, -0.05, 0.02), strict=True):
+        result["seed"] = 1
+        result["diagnostic"]["superclass"]["macro_auroc"]["point"] += shift
+        result["geometry"]["amplitude"] *= 2
+        result["mechanism"]["passed"] = not result["mechanism"]["passed"]
+    text = bottom_line_markdown(first, [first, second])
+    row = next(line for line in text.splitlines() if line.startswith("| Superclass macro-AUROC"))
+    for a, b in zip(first, second, strict=True):
+        points = [a["diagnostic"]["superclass"]["macro_auroc"]["point"], b["diagnostic"]["superclass"]["macro_auroc"]["point"]]
+        assert f"{statistics.mean(points):.4f} ± {statistics.stdev(points):.4f} (2 seeds)" in row
+    assert "[" not in row  # the intervals are per seed: in the detail tables, not in a mean
+    g1 = next(line for line in text.splitlines() if line.startswith("| G1 shuffled-φ gate"))
+    assert g1.count("passes in 1 of 2 seeds") == 3  # each column passed in exactly one of its two seeds
+    assert "mean ± SD (sample standard deviation) over the 2 seeds" in text
+    single = bottom_line_markdown(first, [first])
+    assert " ± " not in single and "(2 seeds)" not in single and "[" in single

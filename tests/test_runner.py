@@ -36,6 +36,7 @@ def test_dry_run_prints_the_plan_without_touching_anything(tmp_path):
     result = CliRunner().invoke(app, ["run", str(path), "--dry-run", "--set", "runs.seeds=[4]"], terminal_width=200)
     assert result.exit_code == 0, result.output
     assert "pre-train winder-seed4" in result.output and "pre-train control-seed4" in result.output
+    assert "evaluate the random baseline of seeds [4]: each seed's untrained weights, no training" in result.output
     assert "needs --unseal" in result.output
     assert not (tmp_path / "out").exists()
 
@@ -158,3 +159,15 @@ def test_the_worst_channel_row_reads_results_from_before_it_was_named_so():
     now = {"robustness": {"worst_delta": -0.1, "worst_channel": "V2"}}
     before = {"robustness": {"worst_delta": -0.1, "worst_lead": "V2"}}  # a result file of an earlier version
     assert worst.value(now) == worst.value(before) == (-0.1, "V2")
+
+
+def test_an_arm_named_random_is_refused_while_the_random_baseline_is_on(tmp_path):
+    """The random baseline's results are the arm ``random``: an arm of that name is refused by
+    name before any work, and allowed with the baseline off."""
+    arms = [{"name": "random", "transport_weight": 1.0}]
+    with pytest.raises(ConfigError, match="arm name 'random' is the random baseline's"):
+        pipeline.preflight(config(tmp_path, runs={"arms": arms}))
+    from cyclejepa.pipeline.checks import consistency_problems
+
+    off = config(tmp_path, runs={"arms": arms}, evaluation={"random_baseline": False})
+    assert not [problem for problem in consistency_problems(off) if "'random'" in problem]

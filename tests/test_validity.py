@@ -90,7 +90,7 @@ def collapsed_run(tmp_path_factory):
         "training": {"steps": 60, "batch_size": 8, "checkpoint_every": 60, "device": "cpu"},
         "runs": {"seeds": [0], "arms": [{"name": "winder", "transport_weight": 0.0}]},
         "evaluation": {"steps": [60], "bootstrap": 20, "anomaly_records": 2, "severities": [0.0, 2.0], "families": ["ectopic"],
-                       "umap": False, "eligible_min_positives": 1, "probe_c": 1.0},
+                       "umap": False, "eligible_min_positives": 1, "probe_c": 1.0, "random_baseline": False},
     })  # fmt: skip
     return cfg, pipeline.run_experiment(cfg, progress=False)
 
@@ -208,7 +208,7 @@ def few_data_run(tmp_path_factory):
         "training": {"steps": 4, "batch_size": 8, "checkpoint_every": 4, "device": "cpu"},
         "runs": {"seeds": [0]},
         "evaluation": {"steps": [4], "bootstrap": 20, "anomaly_records": 2, "severities": [0.0, 2.0], "families": ["ectopic"],
-                       "umap": False, "eligible_min_positives": 1, "probe_c": 1.0},
+                       "umap": False, "eligible_min_positives": 1, "probe_c": 1.0, "random_baseline": False},
     })  # fmt: skip
     report = pipeline.run_experiment(cfg, progress=False)
     results = [

@@ -4,8 +4,10 @@ Every allocation has the same latent dimension K; what changes is how it is spli
 invariant coordinates (K0) and harmonic blocks ({c_n}, n_max, gaps). Each is trained with the
 transport objective on the synthetic corpus for every seed and scored like a checkpoint of
 `cyclejepa run` (superclass probe with its patient-clustered interval, gain fraction, G1,
-loop amplitude, orbit coherence, effective rank of z). `cyclejepa.pipeline.benchmarking` builds
-the configs and trains; this module keeps the table.
+loop amplitude, orbit coherence, effective rank of z). Beside each, the random baseline: the
+same network at the weights each seed's run starts from (the trainer's step-0 weights), frozen and
+scored the same way, at no training cost. `cyclejepa.pipeline.benchmarking` builds the configs
+and trains; this module keeps the table.
 
     cyclejepa benchmark allocations --out runs/allocations
 """
@@ -40,18 +42,23 @@ def allocation_table(
     allocations: dict[str, str] = ALLOCATIONS,
     seeds: Sequence[int] = (0, 1),
     steps: int,
+    untrained: Callable[[str, int], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """Score every allocation × seed with ``score(allocation, seed, run directory)`` (its
-    `allocation_metrics`), keeping finished rows; write ``allocations.json``, ``.md`` and ``.png``
-    to ``out``. ``steps`` is the training length every row shares."""
+    `allocation_metrics`) and, with ``untrained(allocation, seed)``, its random baseline (encoder
+    "random"), keeping finished rows; write ``allocations.json``, ``.md`` and ``.png`` to ``out``.
+    ``steps`` is the training length every trained row shares."""
     rows = []
     for name, spectrum in allocations.items():
-        for seed in seeds:
-            done = out / "rows" / f"{_slug(name)}-seed{seed}.json"  # finished rows are kept
-            if not done.exists():
-                directory = out / "runs" / f"{_slug(name)}-seed{seed}"
-                write_json(done, {"allocation": name, "spectrum": spectrum, "seed": seed, **score(name, seed, directory)})
-            rows.append(read_json(done))
+        for encoder in [TRAINED, *([RANDOM] if untrained else [])]:
+            for seed in seeds:
+                suffix = "" if encoder == TRAINED else f"-{RANDOM}"
+                done = out / "rows" / f"{_slug(name)}{suffix}-seed{seed}.json"  # finished rows are kept
+                if not done.exists():
+                    directory = out / "runs" / f"{_slug(name)}-seed{seed}"
+                    metrics = score(name, seed, directory) if encoder == TRAINED else untrained(name, seed)  # type: ignore[misc]
+                    write_json(done, {"allocation": name, "spectrum": spectrum, "seed": seed, "encoder": encoder, **metrics})
+                rows.append(read_json(done))
     table = summarise_allocations(rows)
     summary = {"steps": steps, "seeds": list(seeds), "rows": rows, "table": table}
     write_json(out / "allocations.json", summary)
@@ -77,6 +84,10 @@ def allocation_metrics(result: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+TRAINED, RANDOM = "trained", "random"
+"""A row's encoder: trained with the transport objective, or the untrained random baseline."""
+
+
 def _slug(name: str) -> str:
     return "".join(c if c.isalnum() else "-" for c in name).strip("-")
 
@@ -85,12 +96,14 @@ METRICS = ("auroc", "gain_fraction", "shuffled_gain_fraction", "amplitude", "coh
 
 
 def summarise_allocations(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per allocation: the seed mean and range of every metric, the mean probe interval, G1 passes."""
+    """Per allocation and encoder (trained, then random): the seed mean and range of every metric,
+    the mean probe interval, G1 passes."""
     table = []
-    for name in dict.fromkeys(r["allocation"] for r in rows):
-        group = [r for r in rows if r["allocation"] == name]
+    for name, encoder in dict.fromkeys((r["allocation"], r.get("encoder", TRAINED)) for r in rows):
+        group = [r for r in rows if r["allocation"] == name and r.get("encoder", TRAINED) == encoder]
         entry = {
             "allocation": name,
+            "encoder": encoder,
             "spectrum": group[0]["spectrum"],
             "seeds": len(group),
             "g1_passed": sum(bool(r["g1"]) for r in group),
@@ -108,12 +121,13 @@ def summarise_allocations(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def markdown_table(table: list[dict[str, Any]]) -> str:
     lines = [
-        "| allocation | spectrum | superclass AUROC (mean 95 % CI) | gain fraction | shuffled g_f | G1 passes | amplitude | coherence | effective rank |",
-        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| allocation | encoder | spectrum | superclass AUROC (mean 95 % CI) | gain fraction | shuffled g_f | G1 passes | amplitude | coherence | effective rank |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for e in table:
+        encoder = "random (untrained)" if e.get("encoder") == RANDOM else "trained"
         lines.append(
-            f"| {e['allocation']} | `{e['spectrum']}` | {e['auroc']:.3f} [{e['auroc_ci'][0]:.3f}, {e['auroc_ci'][1]:.3f}] | "
+            f"| {e['allocation']} | {encoder} | `{e['spectrum']}` | {e['auroc']:.3f} [{e['auroc_ci'][0]:.3f}, {e['auroc_ci'][1]:.3f}] | "
             f"{_range(e, 'gain_fraction')} | {_range(e, 'shuffled_gain_fraction')} | {e['g1_passed']}/{e['seeds']} | "
             f"{_range(e, 'amplitude')} | {_range(e, 'coherence')} | {_range(e, 'effective_rank', '.1f')} |"
         )
@@ -132,7 +146,7 @@ def allocation_figure(table: list[dict[str, Any]], path: Path):
 
     figure = Figure(figsize=(12, 3.4), layout="constrained")
     axes = figure.subplots(1, 4)
-    names = [e["allocation"] for e in table]
+    names = [e["allocation"] + (" (random)" if e.get("encoder") == RANDOM else "") for e in table]
     for axis, metric, title in zip(
         axes,
         ("auroc", "gain_fraction", "coherence", "effective_rank"),
@@ -161,4 +175,8 @@ def allocation_arguments() -> argparse.ArgumentParser:
     parser.add_argument("--steps", type=int, default=None, help="training steps (default: the base config's)")
     parser.add_argument("--config", default=str(QUICKSTART), help="base experiment (default: the quickstart)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="override a base config key")
+    parser.add_argument(
+        "--no-random-baseline", dest="random_baseline", action="store_false",
+        help="leave out the rows of the untrained (random) encoder of each allocation and seed",
+    )  # fmt: skip
     return parser

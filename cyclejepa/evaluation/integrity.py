@@ -30,6 +30,7 @@ __all__ = [
     "ResultAltered",
     "content_checksum",
     "model_digest",
+    "state_digest",
     "read_result",
     "read_scores",
     "with_checksum",
@@ -90,12 +91,17 @@ def read_scores(path: str | Path, result: dict[str, Any]) -> dict[str, Any]:
 
 def model_digest(checkpoint: str | Path) -> str:
     """sha256 of the model weights of a checkpoint: over the tensors of its ``model`` state in
-    name order, each as its name, dtype, shape and raw bytes."""
-    import torch
-
+    name order, each as its name, dtype, shape and raw bytes (`state_digest`)."""
     from cyclejepa.training.checkpoint import load_checkpoint
 
-    state = load_checkpoint(checkpoint)["model"]
+    return state_digest(load_checkpoint(checkpoint)["model"])
+
+
+def state_digest(state) -> str:
+    """sha256 of a model state (name → tensor): each tensor in name order as its name, dtype,
+    shape and raw bytes (`model_digest` of a checkpoint's ``model`` state)."""
+    import torch
+
     digest = hashlib.sha256()
     for name in sorted(state):
         tensor = state[name].detach().cpu().contiguous()

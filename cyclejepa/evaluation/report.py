@@ -2,7 +2,9 @@
 
 The first table has the rows of the paper's "Winder vs control" table for the headline cell
 (first seed, ``evaluation.headline_step`` or the first evaluated step), both arms side by
-side, 95 % patient-clustered intervals where the paper has them and the better arm in bold.
+side, then the random baseline (the seed's untrained weights, `is_untrained`) where it was
+evaluated, 95 % patient-clustered intervals where the paper has them and the better arm in bold;
+with several seeds each figure is their mean ± SD and G1 "passes in k of n seeds" (`seeds_row`).
 Then the full grid (arms × seeds × steps), per-class AUROCs, the mechanism, robustness,
 geometry and anomaly details, heart-rate strata, the figures, and the protocol.
 
@@ -230,10 +232,12 @@ def write_report(spec: ReportSpec, output_dir: str | Path) -> Path:
     output_dir = Path(output_dir)
     evaluation = OutputFolder(output_dir).evaluation
     files = {p.name: checked_result(output_dir, p) for p in sorted(evaluation.glob("*-seed*-step*.json"))}
+    if not spec.random_baseline:  # results of an earlier evaluation with the baseline on are not shown
+        files = {name: result for name, result in files.items() if not is_untrained(result)}
     results = sorted(files.values(), key=_order(spec.arms))
     if not results:
         raise FileNotFoundError(f"{evaluation} holds no evaluation results; run `cyclejepa run` first")
-    headline = headline_cell(spec, results)
+    headline, over_seeds = headline_cell(spec, results), seed_cells(spec, results)
     strata = evaluation / f"hr-strata-step{headline[0]['step']:06d}.json"
     files["protocol.json"] = read_result(evaluation / "protocol.json")
     if strata.exists():
@@ -244,7 +248,7 @@ def write_report(spec: ReportSpec, output_dir: str | Path) -> Path:
         f"# {spec.name}: report\n\nConfig hash `{spec.config_hash}`; headline cell: seed {headline[0]['seed']}, "
         f"step {headline[0]['step']} (first seed; `evaluation.headline_step` or the first evaluated step).",
         integrity_markdown(files),
-        bottom_line_markdown(headline),
+        bottom_line_markdown(headline, over_seeds),
         grid_markdown(results),
         per_class_markdown(headline),
         mechanism_markdown(headline),
@@ -265,6 +269,7 @@ def write_report(spec: ReportSpec, output_dir: str | Path) -> Path:
             {
                 "headline": {r["arm"]: {row.label: _json_value(row, r) for row in rows} for r in headline},
                 "headline_cell": {"seed": headline[0]["seed"], "step": headline[0]["step"]},
+                "bottom_line_seeds": [cell[0]["seed"] for cell in over_seeds],
                 "validity": {r["arm"]: cell_validity(r) for r in headline},
                 "probe_rows": [row.label for row in rows if row.section == "Diagnostic accuracy"],
                 "grid": [_grid_entry(r) for r in results],
@@ -331,62 +336,187 @@ def integrity_markdown(files: dict[str, dict]) -> str:
 
 
 def _order(arms: tuple[str, ...]):
-    """Results ordered by step, seed and the arms' order (arms not in ``arms`` last)."""
-    return lambda r: (r["step"], r["seed"], arms.index(r["arm"]) if r["arm"] in arms else len(arms))
+    """Results ordered by step, seed and the arms' order (arms not in ``arms`` last), the
+    untrained ones (the random baseline) after every trained one."""
+    return lambda r: (is_untrained(r), r["step"], r["seed"], arms.index(r["arm"]) if r["arm"] in arms else len(arms))
+
+
+def is_untrained(result: dict) -> bool:
+    """Whether ``result`` is of untrained weights (the random baseline: a seed's step-0 weights)."""
+    return bool(result.get("untrained"))
 
 
 def headline_cell(spec: ReportSpec, results: list[dict]) -> list[dict]:
-    """The results of every arm at the headline seed and step, in arm order."""
-    step = spec.headline_step or min(r["step"] for r in results)
-    seed = spec.headline_seed
-    cell = [r for r in results if r["step"] == step and r["seed"] == seed]
-    if not cell:
+    """The results of every arm at the headline seed and step, in arm order, then the random
+    baseline of that seed (untrained: step 0) where it was evaluated."""
+    return seed_cell(results, headline_step(spec, results), spec.headline_seed)
+
+
+def headline_step(spec: ReportSpec, results: list[dict]) -> int:
+    """``evaluation.headline_step``, else the first step a trained arm was evaluated at."""
+    trained = [r["step"] for r in results if not is_untrained(r)]
+    return spec.headline_step or min(trained or [r["step"] for r in results])
+
+
+def seed_cell(results: list[dict], step: int, seed: int) -> list[dict]:
+    """The trained arms' results of ``seed`` at ``step`` and the random baseline's of ``seed``."""
+    cell = [r for r in results if r["seed"] == seed and (r["step"] == step or is_untrained(r))]
+    if not [r for r in cell if not is_untrained(r)]:
         raise ValueError(f"no evaluation at seed {seed}, step {step}")
     return cell
 
 
-def bottom_line_markdown(cell: list[dict]) -> str:
-    header = "| Metric | " + " | ".join(f"{r['arm']} (λ_trans={r['transport_weight']:g})" for r in cell) + " |"
+def seed_cells(spec: ReportSpec, results: list[dict]) -> list[list[dict]]:
+    """One `seed_cell` at the headline step per seed a trained arm was evaluated at there, the
+    headline seed first, then the others in increasing order."""
+    step = headline_step(spec, results)
+    seeds = sorted({r["seed"] for r in results if r["step"] == step and not is_untrained(r)} - {spec.headline_seed})
+    return [seed_cell(results, step, seed) for seed in [spec.headline_seed, *seeds]]
+
+
+def column_title(result: dict) -> str:
+    """A bottom-line column's head: the arm and its λ_trans, or "(untrained)" for the random baseline."""
+    if is_untrained(result):
+        return f"{result['arm']} (untrained)"
+    return f"{result['arm']} (λ_trans={result['transport_weight']:g})"
+
+
+def bottom_line_markdown(cell: list[dict], over_seeds: list[list[dict]] | None = None) -> str:
+    """The bottom-line table of ``cell`` (one result per arm) with its notes; with ``over_seeds``
+    of several seeds (`seed_cells`, ``cell`` the first), each figure as the mean ± SD over the
+    seeds and G1 as "passes in k of n seeds" (`seeds_row`)."""
+    several = over_seeds is not None and len(over_seeds) > 1
+    header = "| Metric | " + " | ".join(column_title(r) for r in cell) + " |"
     lines = ["## Bottom line", "", header, "|---|" + "---|" * len(cell)]
     section = None
     validity = [cell_validity(r) for r in cell]
+    columns = [[c for seeds in over_seeds or [] for c in seeds if c["arm"] == r["arm"]] for r in cell]
     for row in headline_rows(cell):
         if row.section != section:
             section = row.section
             lines.append(f"| **{section}** |" + " |" * len(cell))
+        if several:
+            lines.append(f"| {row.label} | " + " | ".join(seeds_row(row, columns)) + " |")
+            continue
         values = [row.value(r) for r in cell]
         best = None if any(v["too_few"] for v in validity) else _best_valid(row, values, validity)
         cells = [_cell(row, r, v, i == best, w) for i, (r, v, w) in enumerate(zip(cell, values, validity, strict=True))]
         lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
     word = subject_word(cell[0])
-    lines += [
-        "",
-        f"Intervals: 95 % {word}-clustered percentile bootstrap. Bold: the better arm where the comparison is non-degenerate.",
-    ]
+    if several:
+        assert over_seeds is not None
+        lines += ["", seeds_note(cell, len(over_seeds))]
+    else:
+        lines += [
+            "",
+            f"Intervals: 95 % {word}-clustered percentile bootstrap. Bold: the better arm where the comparison is non-degenerate.",
+        ]
+    lines += random_note(cell)
     patients = min(r["mechanism"]["patients"] for r in cell)
     if patients < 2:
         lines += ["", (f"**Not testable:** the evaluation set holds {_plural(patients, word)}. "
                        f"A {word}-clustered resample of fewer than two {word}s is the sample itself, so every "
                        "interval collapses to its point and the G1 gate's interval condition tests nothing; "
                        "intervals and G1 read \"not testable\" instead of a range or pass/fail.")]  # fmt: skip
-    return "\n".join(lines + validity_markdown(cell) + subjects_markdown(cell[0]) + not_run_markdown(cell[0]))
+    every = [r for seeds in over_seeds for r in seeds] if several and over_seeds else cell
+    return "\n".join(lines + validity_markdown(every, several) + subjects_markdown(cell[0]) + not_run_markdown(cell[0]))
 
 
-def validity_markdown(cell: list[dict]) -> list[str]:
+SPREAD = "SD"
+"""The spread over seeds of the bottom line: the sample standard deviation (n − 1)."""
+
+
+def seeds_note(cell: list[dict], seeds: int) -> str:
+    """What the bottom line of several seeds shows."""
+    step = next(r["step"] for r in cell if not is_untrained(r))
+    return (f"Each figure: the mean ± {SPREAD} (sample standard deviation) over the {seeds} seeds at step {step}, "
+            f"with the number of seeds that give it; G1: the seeds whose gate passes. Each seed's figures are in the "
+            f"full grid; the intervals and the detail tables below are seed {cell[0]['seed']}'s. Bold: the best mean "
+            "among the arms whose tokens did not collapse in any seed.")  # fmt: skip
+
+
+def random_note(cell: list[dict]) -> list[str]:
+    """The note on the random baseline, where the cell has it."""
+    names = sorted({r["arm"] for r in cell if is_untrained(r)})
+    if not names:
+        return []
+    return ["", (f"**{names[0]}**: the same network at the weights each seed's runs start from (the trainer's step-0 "
+                 "weights of that seed), frozen, probed and measured as the trained arms are. It costs no training "
+                 "(`evaluation.random_baseline: false` leaves it out).")]  # fmt: skip
+
+
+def seeds_row(row: Row, columns: list[list[dict]]) -> list[str]:
+    """A bottom-line row over several seeds, one cell per arm (``columns``: each arm's results,
+    one per seed): G1 as "passes in k of n seeds", labels with their counts, numbers as the mean
+    ± SD (`seeds_cell`), the best mean bold (`_best`, among the arms that collapsed in no seed and
+    rest on enough data in every seed)."""
+    if row.value is g1_cell:
+        return [g1_seeds_text(results) for results in columns]
+    values = [[row.value(r) for r in results] for results in columns]
+    if row.higher_is_better is None:
+        return [", ".join(f"{v} ×{vs.count(v)}" for v in dict.fromkeys(vs)) for vs in values]
+    numbers = [[v[0] if isinstance(v, tuple) else v for v in vs] for vs in values]
+    means = [_mean(ns) if all(_finite(n) for n in ns) else math.nan for ns in numbers]
+    validity = [[cell_validity(r) for r in results] for results in columns]
+    valid = [i for i, vs in enumerate(validity) if not any(v["collapsed"] for v in vs)]
+    enough = not any(v["too_few"] for vs in validity for v in vs)
+    best = _best(row, [means[i] for i in valid]) if enough else None
+    best = None if best is None else valid[best]
+    return [seeds_cell(ns, vs, i == best) for i, (ns, vs) in enumerate(zip(numbers, validity, strict=True))]
+
+
+def seeds_cell(values: list, validity: list[dict], bold: bool) -> str:
+    """``mean ± SD (n seeds)`` of the finite numbers of ``values`` (one per seed); "k of n seeds"
+    when some seed gives words instead (a collapsed arm, a degenerate probe: named once), "few
+    data in k seeds" when some rest on too few."""
+    finite = [v for v in values if _finite(v)]
+    words = list(dict.fromkeys(str(v) for v in values if isinstance(v, str)))
+    if not finite:
+        return "; ".join(words) if words else "–"
+    spread = format_number(_sd(finite)) if len(finite) > 1 else "–"
+    count = f"{len(finite)} seeds" if len(finite) == len(values) else f"{len(finite)} of {len(values)} seeds"
+    text = f"{format_number(_mean(finite))} ± {spread} ({count})"
+    few = sum(v["too_few"] is not None for v in validity)
+    text += f" (few data in {few} of {len(values)} seeds)" if few else ""
+    text += f"; other seeds: {'; '.join(words)}" if words else ""
+    return f"**{text}**" if bold else text
+
+
+def g1_seeds_text(results: list[dict]) -> str:
+    """G1 over seeds: "passes in k of n seeds", with the seeds where it could not be tested."""
+    passed = sum(bool(r["mechanism"]["passed"]) and not is_collapsed(r["mechanism"]) for r in results)
+    untested = sum(r["mechanism"]["passed"] is None or is_collapsed(r["mechanism"]) for r in results)
+    text = f"passes in {passed} of {len(results)} seeds"
+    return text + (f" ({untested} not testable)" if untested else "")
+
+
+def _mean(values: list[float]) -> float:
+    return math.fsum(values) / len(values) if values else math.nan
+
+
+def _sd(values: list[float]) -> float:
+    """The sample standard deviation (n − 1) of at least two values."""
+    mean = _mean(values)
+    return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
+
+
+def validity_markdown(cell: list[dict], seeds: bool = False) -> list[str]:
     """A warning for each arm whose figures mean nothing or little (`cell_validity`): collapsed
-    tokens, a degenerate probe, too few windows or patients."""
+    tokens, a degenerate probe, too few windows or patients (``seeds``: results of several seeds,
+    each named with its seed)."""
     lines = []
     for r in cell:
         validity = cell_validity(r)
+        name = f"{r['arm']} (seed {r['seed']})" if seeds else r["arm"]
         if validity["collapsed"]:
-            lines.append(f"**{r['arm']}: collapsed.** Its tokens are {validity['token_similarity']:.3f} alike on average "
+            lines.append(f"**{name}: collapsed.** Its tokens are {validity['token_similarity']:.3f} alike on average "
                          f"(untransported similarity E[c_I] ≥ {validity['collapse_similarity']}): the gain fraction "
                          "divides by E[1 − c_I] ≈ 0 and means nothing, and G1 cannot be tested. Give the regulariser "
                          "or the transport term a weight, or check the inputs' normalisation.")  # fmt: skip
         for task, why in validity["degenerate_probes"].items():
-            lines.append(f"**{r['arm']}: the `{task}` probe is degenerate** ({why}): its macro-AUROC means nothing.")
+            lines.append(f"**{name}: the `{task}` probe is degenerate** ({why}): its macro-AUROC means nothing.")
         if few := validity["too_few"]:
-            lines.append(f"**{r['arm']}: few data.** {few['windows']} evaluation windows of "
+            lines.append(f"**{name}: few data.** {few['windows']} evaluation windows of "
                          f"{_plural(few['patients'], subject_word(r))} (fewer than {few['min_windows']} windows or "
                          f"{few['min_patients']} {subject_word(r)}s): one window moves these figures, and the intervals rest on few distinct resamples. "
                          f"Each reads \"({few_data_words(validity)})\" in its cell and is never bold.")  # fmt: skip
@@ -483,7 +613,8 @@ def grid_markdown(results: list[dict]) -> str:
                  figure_cell(entry["gain_fraction"], validity), g1_cell(r),
                  *([figure_cell(entry["mean_channel_delta"], validity)] if robustness else []),
                  figure_cell(entry["amplitude"], validity), figure_cell(entry["coherence"], validity)]  # fmt: skip
-        lines.append(f"| {r['arm']} | {r['seed']} | {r['step']} | " + " | ".join(cells) + " |")
+        step = f"{r['step']} (untrained)" if is_untrained(r) else r["step"]
+        lines.append(f"| {r['arm']} | {r['seed']} | {step} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -499,6 +630,7 @@ def _grid_entry(r: dict) -> dict:
         "mean_channel_delta": r["robustness"]["mean_delta"]["point"] if "robustness" in r else None,
         "amplitude": r["geometry"].get("amplitude", math.nan),
         "coherence": r["geometry"].get("coherence", {}).get("mean_kappa", math.nan),
+        **({"untrained": True} if is_untrained(r) else {}),
     }
 
 

@@ -80,3 +80,6 @@ class ReportSpec:
     """The unseal audit log's entries, in the order they were written."""
     audit_log: str
     """The audit log's file name in the output directory, as the report names it."""
+    random_baseline: bool = True
+    """Whether the report shows the random baseline's results (``evaluation.random_baseline``):
+    off, results of it left in ``evaluation/`` from an earlier run are not shown."""

@@ -363,6 +363,20 @@ def is_current(path: Path, evaluation_hash: str, checkpoint: Path) -> bool:
     """A finished result of this evaluation (``evaluation_hash``) whose checksums hold: its
     content's, its arrays' (``.npz``, where it has them) and its checkpoint's (the weights are the
     ones it was computed from); an altered one is recomputed."""
+    return _holds(
+        path, evaluation_hash, lambda result: result.get("checkpoint", {}).get("model_sha256") == model_digest(checkpoint)
+    )
+
+
+def is_current_untrained(path: Path, evaluation_hash: str, weights_sha256: str) -> bool:
+    """`is_current` for a result of untrained weights (the random baseline): its weights' digest
+    (``weights.model_sha256``) is ``weights_sha256``, that of the weights it would be computed from now."""
+    return _holds(path, evaluation_hash, lambda result: result.get("weights", {}).get("model_sha256") == weights_sha256)
+
+
+def _holds(path: Path, evaluation_hash: str, same_weights) -> bool:
+    """A finished result of ``evaluation_hash`` whose content and arrays match their checksums
+    and whose weights pass ``same_weights`` (a test of the result)."""
     if not path.exists():
         return False
     result = read_json(path)
@@ -370,6 +384,6 @@ def is_current(path: Path, evaluation_hash: str, checkpoint: Path) -> bool:
     return (
         result.get("evaluation_hash") == evaluation_hash
         and result.get(CHECKSUM) == content_checksum(result)
-        and result.get("checkpoint", {}).get("model_sha256") == model_digest(checkpoint)
+        and same_weights(result)
         and (not result.get("diagnostic") or (arrays.exists() and result.get(SCORES_DIGEST) == sha256_file(arrays)))
     )

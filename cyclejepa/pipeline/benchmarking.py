@@ -45,7 +45,7 @@ from cyclejepa.bench.ptbxl import (
     ptbxl_arguments,
     run_benchmark,
 )
-from cyclejepa.bench.ptbxl.run import SCRATCH, benchmark_split
+from cyclejepa.bench.ptbxl.run import RANDOM_LINEAR, SCRATCH, benchmark_split
 from cyclejepa.bench.ptbxl.spec import BenchmarkSpec, PretrainedRun, Scoring, Training
 from cyclejepa.bench.timing import machine_info, versions
 from cyclejepa.config import ConfigError, ExperimentConfig, apply_overrides, load_config, parse_config
@@ -121,7 +121,7 @@ def benchmark_ptbxl(
     with output_lock(cfg.output_dir):
         config = write_resolved_config(cfg)
         cache = prepare(cfg, progress=progress)
-        if set(protocols) != {SCRATCH}:
+        if set(protocols) - {SCRATCH, RANDOM_LINEAR}:
             pretrain_all(cfg, cache, config, plan_runs(cfg), progress=progress)
         train = use_folds(cfg, "benchmark fitting and early stopping", "data.train_folds")
         test = use_folds(cfg, "benchmark scoring", "data.eval_folds")
@@ -141,14 +141,34 @@ def ptbxl_spec(cfg: ExperimentConfig, tasks: Sequence[str], protocols: Sequence[
         PretrainedRun(plan.name, plan.arm.name, plan.folder.checkpoint(step), identity_hash(plan.identity))
         for plan in plan_runs(cfg)
     )  # fmt: skip
+    random_runs = tuple(_random_run(cfg, seed) for seed in cfg.runs.seeds)
     ev, training = cfg.evaluation, cfg.training
     return BenchmarkSpec(
         tasks=tuple(tasks), protocols=tuple(protocols), fractions=tuple(fractions), seeds=tuple(seeds), step=step,
         runs=runs, load_model=partial(_trained_model, cfg), model=cfg.model,
+        random_runs=random_runs, initial_model=partial(_initial_model, cfg),
         scoring=Scoring(probe_c=ev.probe_c, bootstrap=ev.bootstrap, seed=ev.seed, device=ev.device),
         training=Training(settings=settings, device=training.device, precision=training.precision, compile=training.compile),
         out=benchmark_folder(Path(cfg.output_dir)),
     )  # fmt: skip
+
+
+def _random_run(cfg: ExperimentConfig, seed: int) -> PretrainedRun:
+    """The random baseline of ``seed`` as a run of the ``random-linear`` protocol: no checkpoint,
+    its hash that of its weights (`state_digest` of the trainer's step-0 weights)."""
+    from cyclejepa.evaluation.integrity import state_digest
+    from cyclejepa.pipeline.pretraining import objective_spec
+    from cyclejepa.training.trainer import initial_objective
+
+    digest = state_digest(initial_objective(objective_spec(cfg), seed).state_dict())
+    return PretrainedRun(f"random-seed{seed}", "random", Path(), digest[:16], untrained_seed=seed)
+
+
+def _initial_model(cfg: ExperimentConfig, seed: int, device: torch.device) -> torch.nn.Module:
+    from cyclejepa.pipeline.pretraining import objective_spec
+    from cyclejepa.training.trainer import initial_objective
+
+    return initial_objective(objective_spec(cfg), seed, device).model
 
 
 def _trained_model(cfg: ExperimentConfig, path: Path, device: torch.device) -> torch.nn.Module:
@@ -204,8 +224,10 @@ def benchmark_allocations(
     base_config: str | Path | None = None,
     overrides: Sequence[str] = (),
     progress: bool = True,
+    random_baseline: bool = True,
 ) -> dict[str, Any]:
-    """Train and score every allocation × seed (default: `ALLOCATIONS` on the quickstart); write
+    """Train and score every allocation × seed (default: `ALLOCATIONS` on the quickstart), and
+    (``random_baseline``) its untrained weights at no training cost; write
     ``allocations.json``, ``.md`` and ``.png``. Every allocation's config passes `preflight` and
     the seal before the cache is prepared."""
     from cyclejepa.evaluation.stage import core_metrics
@@ -226,16 +248,28 @@ def benchmark_allocations(
             core_metrics(spec, cache, trainer.objective.eval(), resolve_device(cfg.evaluation.device)).result
         )
 
+    def untrained(name: str, seed: int) -> dict[str, Any]:
+        """The random baseline of ``name`` × ``seed``: the step-0 weights of that run, scored the same way."""
+        from cyclejepa.pipeline.pretraining import objective_spec
+        from cyclejepa.training.trainer import initial_objective
+
+        cfg = configs[name]
+        device = resolve_device(cfg.evaluation.device)
+        spec = evaluation_spec(cfg, cache)
+        return allocation_metrics(core_metrics(spec, cache, initial_objective(objective_spec(cfg), seed, device), device).result)
+
     steps_run = next(iter(configs.values())).training.steps
-    return allocation_table(out, score, allocations=allocations or ALLOCATIONS, seeds=seeds, steps=steps_run)
+    return allocation_table(out, score, allocations=allocations or ALLOCATIONS, seeds=seeds, steps=steps_run,
+                            untrained=untrained if random_baseline else None)  # fmt: skip
 
 
 def allocations_main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Command line: ``cyclejepa benchmark allocations [options]``."""
     args = allocation_arguments().parse_args(argv)
     summary = benchmark_allocations(
-        args.out, seeds=args.seeds, steps=args.steps, base_config=args.config, overrides=args.overrides
-    )
+        args.out, seeds=args.seeds, steps=args.steps, base_config=args.config, overrides=args.overrides,
+        random_baseline=args.random_baseline,
+    )  # fmt: skip
     print(markdown_table(summary["table"]))
     return summary
 

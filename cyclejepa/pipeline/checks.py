@@ -296,12 +296,17 @@ def _fold_problems(cfg: ExperimentConfig) -> list[str]:
 
 
 def _name_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
-    """Anomaly families the registry does not know; arm names and seeds named twice."""
+    """Anomaly families the registry does not know; arm names and seeds named twice; an arm named
+    as the random baseline while it is on."""
     from collections import Counter
 
     problems = [f"evaluation.families[{index}]: {message}" for index, message in facts.unknown_families.items()]
     arms = Counter(arm.name for arm in cfg.runs.arms)
     problems += [f"runs.arms: arm name {name!r} appears {n} times; arm names must be unique" for name, n in arms.items() if n > 1]
+    if cfg.evaluation.random_baseline and "random" in arms:
+        problems.append(
+            "runs.arms: arm name 'random' is the random baseline's (evaluation.random_baseline: true); rename the arm"
+        )
     seeds = Counter(cfg.runs.seeds)
     problems += [f"runs.seeds: seed {seed} appears {n} times; seeds must be unique" for seed, n in seeds.items() if n > 1]
     return problems

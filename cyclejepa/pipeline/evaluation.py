@@ -8,7 +8,8 @@ the fold reads of the cohort table and of each checkpoint left to evaluate throu
 one gathered call before it reads the cache (`evaluation_folds`), builds the data description
 and the one `EvaluationSpec` that the checkpoints are all evaluated with (`checkpoint_spec`),
 writes the protocol and evaluates them, side by side in ``evaluation.at_once`` processes where
-asked (`cyclejepa.workers.process_pool`)."""
+asked (`cyclejepa.workers.process_pool`), then the random baseline: each seed's untrained
+weights, measured as a checkpoint is (`evaluate_random_seed`)."""
 
 from __future__ import annotations
 
@@ -70,6 +71,20 @@ def evaluation_dir(cfg: ExperimentConfig) -> Path:
 def result_file(out: OutputFolder, plan: RunPlan, step: int) -> Path:
     """``evaluation/<run>-stepNNNNNN.json``: the result of ``plan``'s checkpoint at ``step``."""
     return out.evaluation / f"{plan.name}-step{step:06d}.json"
+
+
+RANDOM_ARM = "random"
+"""The arm name of the random baseline: each seed's untrained weights (`random_baseline_seeds`)."""
+
+
+def random_file(out: OutputFolder, seed: int) -> Path:
+    """``evaluation/random-seed<seed>-step000000.json``: the random baseline's result of ``seed``."""
+    return out.evaluation / f"{RANDOM_ARM}-seed{seed}-step{0:06d}.json"
+
+
+def random_baseline_seeds(cfg: ExperimentConfig) -> list[int]:
+    """The seeds of the random baseline (``evaluation.random_baseline``; none when it is off)."""
+    return list(cfg.runs.seeds) if cfg.evaluation.random_baseline else []
 
 
 def evaluation_hash(cfg: ExperimentConfig) -> str:
@@ -167,7 +182,9 @@ def evaluate_grid(
     when they are drawn); then the data description, the strata's applicability and the one
     `EvaluationSpec` of the checkpoints. With ``evaluation.at_once`` > 1 the checkpoints are
     evaluated side by side in that many processes (spawned; each loads the cache and writes its
-    own result files).
+    own result files). After them, with ``evaluation.random_baseline``, each seed's untrained
+    weights without a current result (`random_seeds_to_evaluate`, `evaluate_random_seed`); their
+    fold reads are gathered with the checkpoints'.
     """
     from cyclejepa.devices import place
     from cyclejepa.evaluation.stage import evaluations_at_once, is_current, write_protocol
@@ -177,7 +194,8 @@ def evaluate_grid(
     device, current, labelled = placement.device, evaluation_hash(cfg), bool(cache.label_levels)
     cells = [(plan, step) for plan in plans for step in steps
              if not is_current(result_file(out, plan, step), current, plan.folder.checkpoint(step))]  # fmt: skip
-    train_folds, eval_folds = evaluation_folds(cfg, labelled, len(cells))
+    randoms = random_seeds_to_evaluate(cfg, objective, out, current)
+    train_folds, eval_folds = evaluation_folds(cfg, labelled, len(cells) + len(randoms))
     data = describe_data(cfg, cache)
     strata = strata_not_applying(cfg, cache, data)
     spec = checkpoint_spec(cfg, (train_folds if labelled else (), eval_folds), data, strata, current)
@@ -189,6 +207,8 @@ def evaluate_grid(
     else:
         for plan, step in cells:
             evaluate_run_step(spec, objective, cache, out, plan, step, device, progress)
+    for seed in randoms:  # after the arms: their evaluation is the same with the baseline or without it
+        evaluate_random_seed(spec, objective, cache, out, seed, device, progress)
     for step in steps:
         compare_runs(cfg, cache, plans, step, device, objective, strata, current)
 
@@ -215,6 +235,44 @@ def evaluate_run_step(
     run = {"run": plan.name, "arm": plan.arm.name, "seed": plan.seed, "step": step, "transport_weight": plan.arm.transport_weight,
            "checkpoint": {"path": str(checkpoint.relative_to(out.path)), "model_sha256": model_digest(checkpoint)}}  # fmt: skip
     write_checkpoint_evaluation(spec, cache, trained, checkpoint, result_file(out, plan, step), run, device, progress)
+
+
+def random_seeds_to_evaluate(cfg: ExperimentConfig, objective: ObjectiveSpec, out: OutputFolder, current: str) -> list[int]:
+    """The seeds of the random baseline (`random_baseline_seeds`) without a current result
+    (`is_current_untrained`: this evaluation's, of the weights each seed's runs start from now)."""
+    from cyclejepa.evaluation.integrity import state_digest
+    from cyclejepa.evaluation.stage import is_current_untrained
+    from cyclejepa.training import initial_objective
+
+    def current_weights(seed: int) -> str:
+        return state_digest(initial_objective(objective, seed).state_dict())
+
+    return [seed for seed in random_baseline_seeds(cfg)
+            if not is_current_untrained(random_file(out, seed), current, current_weights(seed))]  # fmt: skip
+
+
+def evaluate_random_seed(
+    spec: EvaluationSpec,
+    objective: ObjectiveSpec,
+    cache: PreparedCache,
+    out: OutputFolder,
+    seed: int,
+    device: torch.device,
+    progress: bool = False,
+) -> None:
+    """Evaluate the random baseline of ``seed`` into `random_file`: the untrained objective every
+    run of ``seed`` starts from (`initial_objective`: the trainer's step-0 weights), frozen and
+    measured as a checkpoint is (`write_checkpoint_evaluation`), with its seed, step 0 and the
+    weights' digest; it trains nothing."""
+    from cyclejepa.evaluation.integrity import state_digest
+    from cyclejepa.evaluation.stage import write_checkpoint_evaluation
+    from cyclejepa.training import initial_objective
+
+    untrained = initial_objective(objective, seed, device)
+    target = random_file(out, seed)
+    run = {"run": f"{RANDOM_ARM}-seed{seed}", "arm": RANDOM_ARM, "seed": seed, "step": 0,
+           "transport_weight": None, "untrained": True, "weights": {"model_sha256": state_digest(untrained.state_dict())}}  # fmt: skip
+    write_checkpoint_evaluation(spec, cache, untrained, target, target, run, device, progress)
 
 
 def _evaluate_in_processes(

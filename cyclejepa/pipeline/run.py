@@ -16,7 +16,7 @@ from pathlib import Path
 
 from cyclejepa.config import ConfigError, ExperimentConfig
 from cyclejepa.lock import output_lock
-from cyclejepa.pipeline.evaluation import evaluate_stage, evaluation_steps
+from cyclejepa.pipeline.evaluation import evaluate_stage, evaluation_steps, random_baseline_seeds
 from cyclejepa.pipeline.plans import plan_runs, write_resolved_config
 from cyclejepa.pipeline.checks import cache_fold_problems, preflight
 from cyclejepa.pipeline.preparation import cache_dir, prepare
@@ -84,6 +84,8 @@ def _plan_lines(cfg: ExperimentConfig) -> list[str]:
     lines.append(
         f"evaluate steps {evaluation_steps(cfg)} on folds {cfg.data.eval_folds} (probe fitted on folds {cfg.data.train_folds})"
     )
+    if seeds := random_baseline_seeds(cfg):
+        lines.append(f"evaluate the random baseline of seeds {seeds}: each seed's untrained weights, no training")
     touched = sorted((set(cfg.data.eval_folds or ()) | set(cfg.data.train_folds or ())) & set(sealed_folds(cfg)))
     if touched:
         lines.append(

@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: r
     from cyclejepa.training.schedule import learning_rate as learning_rate
     from cyclejepa.training.trainer import JEPAObjective as JEPAObjective
     from cyclejepa.training.trainer import Trainer as Trainer
+    from cyclejepa.training.trainer import initial_objective as initial_objective
     from cyclejepa.training.trainer import load_trained as load_trained
 
 _HOMES = {
@@ -40,6 +41,7 @@ _HOMES = {
     "learning_rate": "schedule",
     "JEPAObjective": "trainer",
     "Trainer": "trainer",
+    "initial_objective": "trainer",
     "load_trained": "trainer",
 }
 """Each public name and the submodule that defines it."""

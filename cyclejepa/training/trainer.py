@@ -96,6 +96,11 @@ def build_configured_model(model: ModelConfig, seed: int) -> nn.Module:
     )
 
 
+def draw_init_seed(streams: RNGStreams) -> int:
+    """The seed of a run's initial weights: the first draw of its ``init`` stream (on the CPU)."""
+    return int(torch.randint(2**62, (1,), generator=streams["init"]))
+
+
 class JEPAObjective(nn.Module):
     """The weighted three-term objective of one training step, as one module (DDP wraps it):
     ``L = w_pred L_pred + w_reg L_reg + transport_weight L_transport``.
@@ -223,7 +228,7 @@ class Trainer:
         if settings.batch_size % dist.world:
             raise ValueError(f"batch size {settings.batch_size} is not divisible by {dist.world} ranks")
         self.streams = RNGStreams(spec.seed, self.device)
-        init_seed = int(torch.randint(2**62, (1,), generator=self.streams["init"]))
+        init_seed = draw_init_seed(self.streams)
         self.objective = JEPAObjective.from_spec(spec.objective, spec.transport_weight, init_seed).to(self.device)
         self.objective.dist = dist
         self.compile_mode = compile_mode(settings.compile, self.device.type, dist.enabled)
@@ -484,6 +489,13 @@ def _json_safe(record: dict[str, Any]) -> dict[str, Any]:
 def _terms_text(metrics: dict[str, float]) -> str:
     """The loss terms of a metrics row, abbreviated for the progress bar."""
     return " ".join(f"{name[:5]} {metrics[name]:.3g}" for name in TERMS)
+
+
+def initial_objective(spec: ObjectiveSpec, seed: int, device: str | torch.device = "cpu") -> JEPAObjective:
+    """The untrained objective of a run of ``seed``, in eval mode: the weights `Trainer` starts
+    that run from (step 0; `draw_init_seed` of the run's fresh streams), whatever its λ_trans."""
+    init_seed = draw_init_seed(RNGStreams(seed, "cpu"))
+    return JEPAObjective.from_spec(spec, 0.0, init_seed).to(device).eval()
 
 
 def load_trained(spec: ObjectiveSpec, path: str | Path, device: str | torch.device = "cpu") -> JEPAObjective:

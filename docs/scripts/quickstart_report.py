@@ -13,8 +13,11 @@ INTRO = """# The quickstart report
 `make quickstart` (that is, `cyclejepa run examples/quickstart.yaml`) writes a 600-record
 synthetic corpus in the PTB-XL layout, trains both arms (transport λ = 1 and control λ = 0) of a
 small Winder model (K = 32) for 1,200 steps on the CPU, evaluates checkpoints 600 and 1,200 on
-fold 9 and writes the report below. It is reproduced here unedited, from the run described in
-`docs/scripts/quickstart_report.py`; the headings below are the report's own.
+fold 9 and writes the report below. Beside the two arms, the column `random (untrained)` is the
+same network at the weights seed 0's runs start from, frozen and measured the same way (the
+[random baseline](evaluation-diagnostic.md#the-random-baseline): no training). It is reproduced
+here unedited, from the run described in `docs/scripts/quickstart_report.py`; the headings below
+are the report's own.
 
 How to read the mechanism rows: the transport arm passes G1 because its gain depends on the
 true cardiac clock. The control fails G1 the way the paper's control does. Its paired

@@ -1,6 +1,6 @@
 """The PTB-XL benchmark (``cyclejepa benchmark ptbxl CONFIG_OR_RUN``): the six statement tasks of
-Strodthoff et al. (2021), linear probe, fine-tuning, linear-then-fine-tuning and a from-scratch
-baseline, label fractions and seeds; macro-AUROC and Fmax with patient-clustered intervals, the
+Strodthoff et al. (2021), linear probe, fine-tuning, linear-then-fine-tuning, a from-scratch
+baseline and a linear probe of the frozen random (untrained) encoder, label fractions and seeds; macro-AUROC and Fmax with patient-clustered intervals, the
 published figures beside them.
 
 One command from a config (or a finished run) to the tables: `cyclejepa.pipeline.benchmarking`
@@ -25,8 +25,18 @@ from pathlib import Path
 
 from cyclejepa.bench.ptbxl.cells import Planned, computed_cells
 from cyclejepa.bench.ptbxl.report import benchmark_markdown, summarise_cells
-from cyclejepa.bench.ptbxl.run import FRACTIONS, PROTOCOLS, SCRATCH, Bench, Cell, Split, task_data
-from cyclejepa.bench.ptbxl.spec import BenchmarkSpec
+from cyclejepa.bench.ptbxl.run import (
+    FRACTIONS,
+    LINEAR_PROTOCOLS,
+    PROTOCOLS,
+    RANDOM_LINEAR,
+    SCRATCH,
+    Bench,
+    Cell,
+    Split,
+    task_data,
+)
+from cyclejepa.bench.ptbxl.spec import BenchmarkSpec, PretrainedRun
 from cyclejepa.data.ptbxl import PTBXL
 from cyclejepa.data.ptbxl_tasks import TASKS
 from cyclejepa.jsonio import write_json
@@ -123,7 +133,7 @@ def run_benchmark(spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, e
     planned = [item for cells in groups.values() for item in cells]
     results = {cell: kept for cell, run in planned if (kept := bench.stored(cell, run)) is not None}
     todo = [(cell, run) for cell, run in planned if cell not in results]
-    workers = cells_at_once(at_once, spec.training.device, sum(cell.protocol != "linear" for cell, _ in todo))
+    workers = cells_at_once(at_once, spec.training.device, sum(cell.protocol not in LINEAR_PROTOCOLS for cell, _ in todo))
     for group in groups.values():
         _write_when_done(spec.out, group, results)
     title = "benchmark ptbxl" + (f", {workers} cells at once" if workers > 1 else "")
@@ -159,10 +169,17 @@ def planned_cells(spec: BenchmarkSpec) -> dict[tuple[str, str], list[Planned]]:
     scratch), in the report's order: task, protocol, run, fraction, seed."""
     return {
         (task, protocol): [(Cell(task, protocol, run.name if run else SCRATCH, seed, fraction), run)
-                           for run in ([None] if protocol == SCRATCH else spec.runs)
+                           for run in _protocol_runs(spec, protocol)
                            for fraction in spec.fractions for seed in spec.seeds]
         for task in spec.tasks for protocol in spec.protocols
     }  # fmt: skip
+
+
+def _protocol_runs(spec: BenchmarkSpec, protocol: str) -> tuple[PretrainedRun | None, ...]:
+    """The runs a protocol's cells start from: none (from scratch), the random baseline's, or the pre-trained ones."""
+    if protocol == SCRATCH:
+        return (None,)
+    return spec.random_runs if protocol == RANDOM_LINEAR else spec.runs
 
 
 def cells_at_once(setting: int | str, device: str, cells: int) -> int:

@@ -3,7 +3,7 @@
 With ``at_once`` > 1 the cells that train a network (``finetune``, ``linear-finetune``,
 ``scratch``: the cost of the benchmark) go to a `cyclejepa.workers.process_pool` of that many
 workers, each with its share of the cores (`shared_threads`) and, on several GPUs, its own in
-turn; the ``linear`` cells (a probe on features computed once per run) are computed here
+turn; the ``linear`` and ``random-linear`` cells (a probe on features computed once per run) are computed here
 meanwhile. Each cell is handed to one worker once (the arguments refuse a value given twice), and
 its result file and fine-tuning checkpoints are named by the cell (`Bench.cell_path`,
 ``finetune/<cell>/``), so no two processes write the same file. A worker computes exactly what
@@ -18,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from cyclejepa.bench.ptbxl.run import Bench, Cell, Split, TaskData
+from cyclejepa.bench.ptbxl.run import LINEAR_PROTOCOLS, Bench, Cell, Split, TaskData
 from cyclejepa.bench.ptbxl.spec import BenchmarkSpec, PretrainedRun
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ def computed_cells(
     the cell's name and raised here, after the running cells finish and store their results (the
     queued ones are not started).
     """
-    trained = [(cell, run) for cell, run in cells if cell.protocol != "linear"]
+    trained = [(cell, run) for cell, run in cells if cell.protocol not in LINEAR_PROTOCOLS]
     if at_once == 1 or not trained:
         for cell, run in cells:
             yield cell, bench.computed(cell, tasks[cell.task], run)
@@ -64,7 +64,7 @@ def _side_by_side(
                       gpus=len(child_gpus(spec.training.device)), tasks=len(trained)) as pool:  # fmt: skip
         futures = {pool.submit(_computed_in_worker, cell, run): cell for cell, run in trained}
         for cell, run in todo:
-            if cell.protocol == "linear":
+            if cell.protocol in LINEAR_PROTOCOLS:
                 yield cell, bench.computed(cell, tasks[cell.task], run)
         for future in as_completed(futures):
             cell = futures[future]

@@ -9,6 +9,9 @@ Protocols, per pre-trained run (the checkpoint at ``step``):
 
 - ``linear``: `LinearProbe` (C = ``evaluation.probe_c``) on the frozen record features z̄ (the
   mean of all projected tokens) of the fit records;
+- ``random-linear`` (per pre-training seed, not per run): the same probe on the features of the
+  untrained network each run of that seed starts from (the trainer's step-0 weights): the frozen
+  random-encoder baseline, trained nothing;
 - ``finetune``: `Classifier` with a head drawn from the seed, every layer trained, the
   encoder and projector at ``backbone_scale`` × the head's rate;
 - ``linear-finetune``: the same, the head started from the ``linear`` probe (LP-FT);
@@ -46,7 +49,10 @@ from cyclejepa.training.finetune import (
 
 log = logging.getLogger(__name__)
 
-PROTOCOLS = ("linear", "finetune", "linear-finetune", "scratch")
+PROTOCOLS = ("linear", "random-linear", "finetune", "linear-finetune", "scratch")
+RANDOM_LINEAR = "random-linear"
+LINEAR_PROTOCOLS = ("linear", RANDOM_LINEAR)
+"""The protocols that fit a probe on frozen features (no network trained)."""
 FRACTIONS = (1.0, 0.1, 0.01)
 SCRATCH = "scratch"
 """The run name of the from-scratch cells."""
@@ -135,12 +141,12 @@ class Bench:
         scoring, training = self.spec.scoring, self.spec.training
         identity = {**asdict(cell), "folds": [self.split.fit_folds, self.split.validation_fold, self.split.test_folds],
                     "bootstrap": scoring.bootstrap, "evaluation_seed": scoring.seed, "dataset": self.fingerprint}  # fmt: skip
-        if cell.protocol in ("linear", "linear-finetune"):
+        if cell.protocol in (*LINEAR_PROTOCOLS, "linear-finetune"):
             identity["probe_c"] = scoring.probe_c
-        if cell.protocol != "linear":
+        if cell.protocol not in LINEAR_PROTOCOLS:
             identity |= {"settings": asdict(training.settings), "precision": training.precision}
         if run is not None:
-            identity["pretrained"] = {"run_hash": run.run_hash, "step": self.spec.step}
+            identity["pretrained"] = {"run_hash": run.run_hash, "step": 0 if run.untrained_seed is not None else self.spec.step}
         else:
             identity["model"] = self.spec.model.model_dump(mode="json")
         return identity
@@ -174,8 +180,8 @@ class Bench:
         from cyclejepa.evaluation.multilabel import score_multilabel
 
         rows = data.fit[label_subset(data.labels[data.fit], cell.fraction, cell.seed)]
-        if cell.protocol == "linear":
-            assert run is not None, "the linear protocol starts from a pre-trained run"
+        if cell.protocol in LINEAR_PROTOCOLS:
+            assert run is not None, "a linear protocol starts from a pre-trained (or untrained) run"
             probe = self._probe(run, data, rows)
             logits, extra = probe.decision_function(self._features_of(run, data.test)), {"C": probe.C_}
         else:
@@ -189,11 +195,14 @@ class Bench:
     # ---------------------------------------------------------------------------------------
 
     def _model(self, run: PretrainedRun | None, seed: int):
-        """The pre-trained model of ``run`` at the benchmark step, or (None) a fresh one from ``seed``."""
+        """The pre-trained model of ``run`` at the benchmark step, the untrained one of a random
+        baseline's run (`PretrainedRun.untrained_seed`), or (None) a fresh one from ``seed``."""
         from cyclejepa.training.trainer import build_configured_model
 
         if run is None:
             return build_configured_model(self.spec.model, seed)
+        if run.untrained_seed is not None:
+            return self.spec.initial_model(run.untrained_seed, self.device)
         if not run.checkpoint.exists():
             raise FileNotFoundError(
                 f"{run.name} has no checkpoint at step {self.spec.step} ({run.checkpoint}); train it or pick --step"

@@ -26,7 +26,9 @@ class PretrainedRun:
     checkpoint: Path
     """Its checkpoint at the benchmark step."""
     run_hash: str
-    """The hash of the run's training identity: a cell of other weights is recomputed."""
+    """The hash of the run's training identity (untrained: of its weights): a cell of other weights is recomputed."""
+    untrained_seed: int | None = None
+    """For the random baseline (``random-seed<s>``): the seed whose step-0 weights it is (no checkpoint)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,10 @@ class BenchmarkSpec:
     """The pre-trained runs, each at ``step``."""
     load_model: Callable[[Path, torch.device], nn.Module]
     """The trained model of a checkpoint, on a device."""
+    random_runs: tuple[PretrainedRun, ...]
+    """The random baseline's runs of the ``random-linear`` protocol: one per pre-training seed."""
+    initial_model: Callable[[int, torch.device], nn.Module]
+    """The untrained model a seed's runs start from (the trainer's step-0 weights), on a device."""
     model: ModelConfig
     """The network of the from-scratch cells (and their identity)."""
     scoring: Scoring
