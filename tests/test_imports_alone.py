@@ -49,7 +49,7 @@ CHILDREN = textwrap.dedent(
                 importlib.import_module(module)
             except BaseException:
                 pass
-        return 0, "\n".join(name for name in list(sys.modules) if not own(name) and name != "__main__")
+        return 0, "\\n".join(name for name in list(sys.modules) if not own(name) and name != "__main__")
 
     def alone(module):
         try:
@@ -66,8 +66,8 @@ CHILDREN = textwrap.dedent(
         except BaseException:
             pass
     assert not [m for m in sys.modules if own(m)], "a module of the package was imported before the check"
-    failed = [f"{m}:\n{text}" for m in MODULES for status, text in [forked(lambda m=m: alone(m))] if status]
-    print("\n".join(failed))
+    failed = [f"{m}:\\n{text}" for m in MODULES for status, text in [forked(lambda m=m: alone(m))] if status]
+    print("\\n".join(failed))
     sys.exit(1 if failed else 0)
     """
 )
