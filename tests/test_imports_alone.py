@@ -3,7 +3,7 @@
 An import cycle hides when another module happens to be imported first (the test session imports
 half the package before any test runs), so each module is imported in a process of its own that
 has imported no ``cyclejepa`` module before it. One fresh interpreter imports every third-party
-module the package uses once (found by a first child that imports the whole package), then forks
+module the package's files import at module level (read from their source) once, then forks
 a child per module: the children share those modules but no module of this package.
 """
 
@@ -43,13 +43,24 @@ CHILDREN = textwrap.dedent(
         return name.split(".")[0] == PACKAGE
 
     def third_party():
-        # every other module the package's modules import, found in a child that imports them all
+        # every other module the package's files import at module level, read from their source
+        import ast, importlib.util, pathlib
+        root, names = pathlib.Path(importlib.util.find_spec(PACKAGE).origin).parent, set()  # imports nothing
         for module in MODULES:
-            try:
-                importlib.import_module(module)
-            except BaseException:
-                pass
-        return 0, "\\n".join(name for name in list(sys.modules) if not own(name) and name != "__main__")
+            path = root.joinpath(*module.split(".")[1:])
+            path = path / "__init__.py" if path.is_dir() else path.with_suffix(".py")
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            stack = list(tree.body)  # module-level statements (and blocks), not function bodies
+            while stack:
+                node = stack.pop()
+                if isinstance(node, (ast.If, ast.Try)):
+                    stack += [*node.body, *node.orelse, *getattr(node, "finalbody", []),
+                              *[n for h in getattr(node, "handlers", []) for n in h.body]]
+                elif isinstance(node, ast.Import):
+                    names |= {alias.name for alias in node.names}
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names.add(node.module)
+        return 0, "\\n".join(sorted(name for name in names if not own(name)))
 
     def alone(module):
         try:
@@ -59,7 +70,7 @@ CHILDREN = textwrap.dedent(
             return 1, traceback.format_exc(limit=4)[-2000:]
 
     PACKAGE, MODULES = sys.argv[1], sys.argv[2:]
-    _, found = forked(third_party)
+    _, found = third_party()
     for name in found.splitlines():  # imported once here, shared by every child (copy on write)
         try:
             importlib.import_module(name)
