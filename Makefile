@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 TORCH  := torch==2.13.0
 
-.PHONY: quickstart test docs test-escnn ptbxl-dev clean
+.PHONY: quickstart test test-slow docs test-escnn ptbxl-dev clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -22,8 +22,13 @@ $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 quickstart: $(VENV)/.installed
 	$(BIN)/cyclejepa run examples/quickstart.yaml
 
+# The suite but its few process-level tests (signals, torchrun, processes side by side: `slow`),
+# which `make test-slow` runs; CI (.ci/run) runs both.
 test: $(VENV)/.installed-dev
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 -m "not slow"
+
+test-slow: $(VENV)/.installed-dev
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 -m slow
 
 # The development protocol on the 434 real PTB-XL records of ../shared (a GPU run: examples/ptbxl_dev.yaml).
 PTBXL_DEV_ARCHIVE ?= ../shared/data/ptbxl-dev/ptbxl-dev-434.tar.xz

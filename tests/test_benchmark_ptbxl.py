@@ -186,6 +186,7 @@ def test_the_benchmark_modules_read_no_experiment_config():
     assert found == []
 
 
+@pytest.mark.slow  # processes, signals or training: `make test-slow`
 def test_cells_side_by_side_equal_cells_in_turn_and_resume_in_a_worker(folder, monkeypatch):
     """Two workers write the cells one process writes (failed ones too: ``form`` has no rankable
     class on this corpus), and a worker resumes an interrupted fine-tuning from its checkpoint."""

@@ -44,6 +44,7 @@ COVERED = {
     # README.md, "Set-up"
     "make quickstart": "test_make_quickstart_runs_the_quickstart_config",
     "make test": "test_make_test_and_make_docs_run_what_ci_runs",
+    "make test-slow": "test_make_test_and_make_docs_run_what_ci_runs",
     # README.md, "The paper's experiment"
     "cyclejepa run examples/winder_ptbxl.yaml": "test_the_papers_config_plans_its_runs_on_a_corpus_named_by_the_environment",
     "cyclejepa download ptbxl --dest DIR": "test_download_takes_its_documented_options",
@@ -361,13 +362,14 @@ def test_make_ptbxl_dev_extracts_the_shared_archive_and_runs_its_config(tmp_path
 
 
 def test_make_test_and_make_docs_run_what_ci_runs():
-    """README "Set-up": `make test` (this suite, under -n 2) and "Documentation": `make docs`
-    (`mkdocs build --strict`): both run by .ci/run; the documentation build is not repeated
-    inside the suite (10 s of CPU)."""
-    assert re.search(r"^test: .*\n\tOMP_NUM_THREADS=1 \$\(BIN\)/python -m pytest -q -n 2$", make_file(), re.M)
+    """README "Set-up": `make test` (this suite, under -n 2, but its `slow` process-level tests),
+    `make test-slow` (those) and "Documentation": `make docs` (`mkdocs build --strict`): all run by
+    .ci/run; neither the slow tests nor the documentation build are repeated inside the suite."""
+    assert re.search(r'^test: .*\n\tOMP_NUM_THREADS=1 \$\(BIN\)/python -m pytest -q -n 2 -m "not slow"$', make_file(), re.M)
+    assert re.search(r"^test-slow: .*\n\tOMP_NUM_THREADS=1 \$\(BIN\)/python -m pytest -q -n 2 -m slow$", make_file(), re.M)
     assert re.search(r"^docs: .*\n\t\$\(BIN\)/mkdocs build --strict$", make_file(), re.M)
     ci = (ROOT / ".ci" / "run").read_text()
-    assert "\nmake test\n" in ci and "mkdocs build --strict" in ci
+    assert "\nmake test\nmake test-slow\n" in ci and "mkdocs build --strict" in ci
 
 
 def test_download_takes_its_documented_options():

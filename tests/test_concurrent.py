@@ -46,6 +46,7 @@ def metrics(cfg, name):
     return np.array([[json.loads(line)[k] for k in TERMS] for line in path.read_text().splitlines()])
 
 
+@pytest.mark.slow  # processes, signals or training: `make test-slow`
 def test_concurrent_processes_train_what_the_sequential_runs_train(tmp_path):
     corpus = tmp_path / "corpus"
     side_by_side, in_turn = tiny(tmp_path / "a", corpus, 2), tiny(tmp_path / "b", corpus, 1)
@@ -59,6 +60,7 @@ def test_concurrent_processes_train_what_the_sequential_runs_train(tmp_path):
         np.testing.assert_allclose(metrics(side_by_side, name), metrics(in_turn, name), rtol=1e-6)
 
 
+@pytest.mark.slow  # processes, signals or training: `make test-slow`
 def test_a_failed_process_is_named_with_the_end_of_its_log(tmp_path):
     config = tmp_path / "config.yaml"
     config.write_text("training: {steps: banana}\n")
@@ -72,6 +74,7 @@ def test_auto_trains_every_run_at_once_on_cuda_and_one_on_the_cpu():
     assert runs_at_once(8, "cuda", 3) == 3 and runs_at_once(2, "cpu", 0) == 1
 
 
+@pytest.mark.slow  # processes, signals or training: `make test-slow`
 def test_checkpoints_evaluated_in_processes_equal_those_evaluated_in_turn(tmp_path):
     import shutil
 

@@ -47,6 +47,7 @@ def free_port():
         return s.getsockname()[1]
 
 
+@pytest.mark.slow  # processes, signals or training: `make test-slow`
 def test_two_gloo_ranks_match_one_process_on_the_global_batch(tmp_path):
     expected_metrics, expected_gradients = run(tmp_path / "single")
     result = tmp_path / "rank0.pt"
@@ -103,6 +104,7 @@ def _compiled_worker(rank, world, port, directory, result):
         dist.destroy_process_group()
 
 
+@pytest.mark.slow  # processes, signals or training: `make test-slow`
 def test_under_ddp_only_the_networks_are_compiled_and_no_collective_is(tmp_path):
     """The encoder + projector and the predictor are compiled in place; DDP, SIGReg's all-reduce
     and the transport loss's rank mean stay eager, outside every compiled graph."""

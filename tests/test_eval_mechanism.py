@@ -383,6 +383,7 @@ def test_phase_ring_figure_plots_the_orbit_overlaps(tmp_path):
     assert axes[0].get_xlim() == axes[1].get_xlim()
 
 
+@pytest.mark.slow  # processes, signals or training: `make test-slow`
 def test_umap_figure_embeds_a_seeded_subsample_coloured_by_phase(tmp_path):
     pytest.importorskip("umap", reason="umap-learn is not installed (the PCA fallback has its own test)")
     rng = np.random.default_rng(10)

@@ -81,6 +81,7 @@ def test_children_of_the_holder_enter_and_others_are_refused_after(tmp_path):
         pass
 
 
+@pytest.mark.slow  # processes, signals or training: `make test-slow`
 def test_concurrent_training_children_run_under_the_parents_lock(tmp_path):
     """`runs.at_once` starts `cyclejepa train` processes on the locked output directory."""
     from test_concurrent import tiny

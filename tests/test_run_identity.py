@@ -179,6 +179,7 @@ def test_a_checkpoint_from_another_configuration_is_refused_with_the_keys_named(
         pipeline.preflight(cfg)
 
 
+@pytest.mark.slow  # processes, signals or training: `make test-slow`
 def test_torchrun_train_on_two_ranks_then_run_unsealed(tmp_path):
     """The README's several-GPU flow as launched, on two CPU ranks (gloo): `torchrun … train` (one
     arm here), then `cyclejepa run --unseal` evaluates those runs without training again."""

@@ -85,6 +85,7 @@ def wait_for_training(process, runs, timeout=120):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+@pytest.mark.slow  # processes, signals or training: `make test-slow`
 def test_a_signal_during_train_saves_a_checkpoint_releases_the_lock_and_says_how_to_resume(prepared, tmp_path, monkeypatch, sig):
     config = config_in(tmp_path, prepared)
     run = tmp_path / "out" / "runs" / "winder-seed0"
@@ -111,6 +112,7 @@ def test_a_signal_during_train_saves_a_checkpoint_releases_the_lock_and_says_how
     assert (run / "done.json").is_file()
 
 
+@pytest.mark.slow  # processes, signals or training: `make test-slow`
 def test_a_run_passes_sigterm_on_to_its_training_processes(prepared, tmp_path):
     """`runs.at_once`: the parent passes SIGTERM on; each training process writes its checkpoint."""
     config = config_in(tmp_path, prepared, runs={"seeds": [0], "at_once": 2})
@@ -130,6 +132,7 @@ def test_a_run_passes_sigterm_on_to_its_training_processes(prepared, tmp_path):
     assert not list((tmp_path / "out").rglob(LOCK_FILE))
 
 
+@pytest.mark.slow  # processes, signals or training: `make test-slow`
 def test_ranks_under_torchrun_agree_on_the_step_to_stop_at(prepared, tmp_path):
     """torchrun passes SIGTERM on to every rank; they stop together at a flush of the metrics
     (every 25 steps), rank 0 writes the checkpoint, none waits forever in a collective."""
@@ -149,6 +152,7 @@ def test_ranks_under_torchrun_agree_on_the_step_to_stop_at(prepared, tmp_path):
     assert not list((tmp_path / "out").rglob(LOCK_FILE))
 
 
+@pytest.mark.slow  # processes, signals or training: `make test-slow`
 def test_a_signal_outside_training_stops_at_once_and_releases_the_lock(tmp_path):
     """SIGTERM while `prepare` writes the corpus and the cache: the lock is released, the line
     says how to go on, and the status is 143 (no traceback)."""
