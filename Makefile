@@ -22,13 +22,14 @@ $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 quickstart: $(VENV)/.installed
 	$(BIN)/cyclejepa run examples/quickstart.yaml
 
-# The suite but its few process-level tests (signals, torchrun, processes side by side: `slow`),
-# which `make test-slow` runs; CI (.ci/run) runs both.
+# The suite but its few process-level tests (signals, torchrun, worker pools, processes side by side,
+# torch.compile traces: `slow`), which `make test-slow` runs; CI (.ci/run) runs both. `loadgroup`:
+# a test module with costly module fixtures runs on one worker (its `xdist_group`), built once.
 test: $(VENV)/.installed-dev
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 -m "not slow"
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow"
 
 test-slow: $(VENV)/.installed-dev
-	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 -m slow
+	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup -m slow
 
 # The development protocol on the 434 real PTB-XL records of ../shared (a GPU run: examples/ptbxl_dev.yaml).
 PTBXL_DEV_ARCHIVE ?= ../shared/data/ptbxl-dev/ptbxl-dev-434.tar.xz

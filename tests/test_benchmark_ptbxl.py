@@ -40,6 +40,9 @@ def invoke(*args):
     return CliRunner().invoke(app, ["benchmark", "ptbxl", *map(str, args)])
 
 
+pytestmark = pytest.mark.xdist_group("benchmark_ptbxl")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     """A folder beside a shared corpus folder (written by the first benchmark that needs it)."""

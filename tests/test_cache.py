@@ -172,6 +172,9 @@ CORRUPTED = {3: "checksum", 7: "sampling_rate", 12: "lead_order", 20: "extent", 
 FLAT_ID = 5  # rewritten as a flat line: passes verification, fails phase QC
 
 
+pytestmark = pytest.mark.xdist_group("cache")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     """A 40-record synthetic PTB-XL corpus with five corrupted records and one flat record."""

@@ -45,6 +45,9 @@ def write_challenge(path: Path, signal_mv: np.ndarray, fs: float, dx: list[str],
     return digital
 
 
+pytestmark = pytest.mark.xdist_group("challenge")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """24 synthetic records: .mat and .dat, at 500, 257 and 1000 Hz, 10 s to 20 s, one 6 s

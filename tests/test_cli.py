@@ -16,6 +16,9 @@ from cyclejepa.data.synthetic import write_synthetic_corpus
 cli = CliRunner()
 
 
+pytestmark = pytest.mark.xdist_group("cli")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """Three synthetic records, deep enough that their paths share a long prefix."""

@@ -28,6 +28,9 @@ from cyclejepa.evaluation.stage import record_embeddings
 from cyclejepa.pipeline.evaluation import evaluation_spec
 
 
+pytestmark = pytest.mark.xdist_group("embed")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A tiny run: 40 synthetic records, one arm, two training steps; and its record paths."""

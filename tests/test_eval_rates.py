@@ -23,6 +23,9 @@ EVENT_FS = 250.0  # the cache rate: the provider's events are sample indices at 
 WINDOW = 2000  # 8 s at 250 Hz -> 400 samples at the model's 50 Hz -> 50 tokens of 8
 
 
+pytestmark = pytest.mark.xdist_group("eval_rates")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory):
     """A 12-record synthetic PTB-XL corpus (500 Hz) and its cache prepared at 250 Hz, 8 s windows."""

@@ -48,6 +48,9 @@ from cyclejepa.export.package import _config_digest
 from cyclejepa.training.checkpoint import load_checkpoint
 
 
+pytestmark = pytest.mark.xdist_group("export")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """A tiny evaluated run (one arm, 3 steps, a Householder basis) and a package of step 2."""

@@ -21,6 +21,9 @@ from cyclejepa.data.ptbxl import LEADS, PTBXL
 from cyclejepa.lock import LOCK_FILE
 
 
+pytestmark = pytest.mark.xdist_group("one_line_errors")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """A tiny run (40 synthetic records, one arm, two steps) and the paths of its records."""

@@ -572,6 +572,9 @@ def read_ptbxl_archive(folder, count=None, names=None):
     return {path.name: read_verified(path).astype(np.float64) for path in complete}
 
 
+pytestmark = pytest.mark.xdist_group("phase")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def ptbxl_records(tmp_path_factory):
     """24 real PTB-XL records of the shared archive."""

@@ -13,6 +13,9 @@ from cyclejepa.pipeline.reporting import report_experiment
 from cyclejepa.training.checkpoint import load_checkpoint
 
 
+pytestmark = pytest.mark.xdist_group("pipeline")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def experiment(tmp_path_factory):
     out = tmp_path_factory.mktemp("pipeline")

@@ -289,6 +289,9 @@ ROW_REJECTIONS = [
 GOOD_IDS = [1, 14, 15, 16, 17]
 
 
+pytestmark = pytest.mark.xdist_group("ptbxl")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def real_rows(tmp_path_factory) -> Path:
     """The real CSV files and records of the first `REAL_ROWS` rows of the PTB-XL archive, with

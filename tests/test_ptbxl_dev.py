@@ -38,6 +38,9 @@ SMALL_MODEL = [
 ]
 
 
+pytestmark = pytest.mark.xdist_group("ptbxl_dev")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def ptbxl_dev(tmp_path_factory) -> Path:
     """The real records, extracted from the shared archive; skips when it is absent."""

@@ -19,6 +19,9 @@ ARCHIVE = SHARED / "data" / "ptbxl-dev" / "ptbxl-dev-434.tar.xz"
 SIZES = {"all": 71, "diagnostic": 44, "subdiagnostic": 23, "superdiagnostic": 5, "form": 19, "rhythm": 12}
 
 
+pytestmark = pytest.mark.xdist_group("ptbxl_tasks")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def synthetic(tmp_path_factory):
     root = tmp_path_factory.mktemp("tasks") / "corpus"

@@ -115,6 +115,9 @@ def test_the_arm_and_seed_are_part_of_the_identity():
     ]
 
 
+pytestmark = pytest.mark.xdist_group("run_identity")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
     """The README's several-GPU flow on a tiny config: `cyclejepa train` per arm (the entry point

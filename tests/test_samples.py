@@ -80,6 +80,9 @@ def test_the_rpeak_sets_read_as_wfdb_reads_them():
         same_as_wfdb(header.with_suffix(""))
 
 
+pytestmark = pytest.mark.xdist_group("samples")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def ptbxl_records(tmp_path_factory) -> list[Path]:
     """Five real PTB-XL records, taken from the shared archive as released."""

@@ -39,6 +39,9 @@ def test_the_first_signal_is_noted_and_only_a_later_ctrl_c_stops_at_once(monkeyp
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before  # restored
 
 
+pytestmark = pytest.mark.xdist_group("stops")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     """A tiny config (both arms, one seed) whose cache is built; runs of 300 steps, checkpointed

@@ -28,6 +28,9 @@ STATEMENTS_HEADER = (
 CORPUS_RECORDS = 80  # two chunks of the waveform streams
 
 
+pytestmark = pytest.mark.xdist_group("synthetic")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("synthetic") / "ptbxl"

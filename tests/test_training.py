@@ -235,6 +235,7 @@ def test_bf16_autocast_stays_close_to_float32(tmp_path):
     assert torch.allclose(a[:4], b[:4], rtol=5e-2)  # loss terms within bf16 tolerance
 
 
+@pytest.mark.slow
 def test_objective_traces_as_one_graph_without_breaks(tmp_path):
     """The regulariser's random draw happens outside the module, so Dynamo sees one graph."""
     x, phi = corpus()
@@ -255,6 +256,7 @@ def test_augmentation_chain_traces_as_one_graph_without_breaks(tmp_path):
     assert (explanation.graph_count, explanation.graph_break_count) == (1, 0), explanation.break_reasons
 
 
+@pytest.mark.slow
 def test_torch_compile_gives_the_eager_result_in_float32(tmp_path):
     x, phi = corpus()
     eager = Trainer(training_spec(tiny_config(), tmp_path / "a", seed=0, transport_weight=1.0), x, phi, model_fs=100.0)

@@ -76,6 +76,9 @@ def test_a_probe_is_degenerate_when_it_ranks_nothing_or_one_class_is_left():
     assert single.degenerate == "1 of 3 classes with positive and negative evaluation records"
 
 
+pytestmark = pytest.mark.xdist_group("validity")  # one worker builds the module's fixtures (`--dist loadgroup`)
+
+
 @pytest.fixture(scope="module")
 def collapsed_run(tmp_path_factory):
     """The collapse reproducer at test size: regulariser and transport both off, 60 steps."""

@@ -50,6 +50,7 @@ def _sleep_and_mark(marks: str, index: int) -> None:
         pass
 
 
+@pytest.mark.slow
 def test_spawned_workers_limit_the_blas_and_openmp_threads_and_hold_the_initializer_state(monkeypatch):
     """numpy, scipy and scikit-learn in a worker use its share of the cores, not every core."""
     for name in THREAD_VARIABLES:
@@ -63,6 +64,7 @@ def test_spawned_workers_limit_the_blas_and_openmp_threads_and_hold_the_initiali
     assert all(name not in os.environ for name in THREAD_VARIABLES)  # restored in this process
 
 
+@pytest.mark.slow
 def test_every_forkserver_worker_holds_the_initializer_state():
     with process_pool(2, initializer=_remember, initargs=({"dataset": [1, 2]},)) as pool:
         seen = list(pool.map(_state_and_pid, range(8)))
@@ -71,6 +73,7 @@ def test_every_forkserver_worker_holds_the_initializer_state():
     assert "value" not in _STATE  # set in the workers only
 
 
+@pytest.mark.slow
 def test_a_task_error_keeps_its_type_and_names_the_task():
     with pytest.raises(ValueError, match="value 3 is bad") as caught, process_pool(2) as pool:
         for future in [pool.submit(_fail_on, value, 3) for value in range(5)]:
@@ -79,6 +82,7 @@ def test_a_task_error_keeps_its_type_and_names_the_task():
         assert caught.value.__notes__ == ["in a worker process: _fail_on(3, 3)"]
 
 
+@pytest.mark.slow
 def test_an_error_in_the_block_cancels_the_tasks_not_started(tmp_path):
     """Twenty 0.3 s tasks on one worker: the block's error leaves after the running one, not all."""
     with pytest.raises(KeyboardInterrupt), process_pool(1) as pool:
@@ -111,6 +115,7 @@ def test_workers_take_the_gpus_in_turn(monkeypatch, gpus, expected):
     assert made_current == expected
 
 
+@pytest.mark.slow
 def test_a_pool_of_ten_thousand_workers_runs_its_task_without_deadlock():
     """Nothing is written for workers before they start: a pipe filled ahead blocked the parent."""
     script = (
