@@ -111,6 +111,17 @@ class Embeddings:
     window_qc_ok, window_qc_reason : (M,) the phase QC of each window.
     token_phases : (M, T) float32 radians, centre convention (the evaluation's), NaN undefined.
     tokens : (M, T, K) float32 projected token embeddings, or None when not kept.
+    window_events : (M,) events the phase provider found in each window; window j's are the next
+        ``window_events[j]`` event rows (E in all).
+    event_time_s : (E,) float64 time of each event in the record, seconds (its window's start
+        plus its sample over the cache rate).
+    event_coordinate : (E,) index of the event's phase coordinate (0 for a provider of one).
+    cycle_quality : (E,) float64 quality in [0, 1] of the cycle from this event to the next one of
+        its coordinate, as the provider judged it; NaN for a window's last event of each
+        coordinate (it starts no cycle inside the window) and for a provider that judges no
+        single cycle.
+    cycle_ok : (E,) bool, whether that cycle passed the provider's quality; where the provider
+        judges no single cycle, its window's phase QC; False for a window's last event.
     failed : record name -> why it could not be embedded (`Encoder.embed_files`).
     source : run folder and checkpoint step the embeddings come from.
     """
@@ -127,6 +138,11 @@ class Embeddings:
     window_qc_reason: np.ndarray
     token_phases: np.ndarray
     tokens: np.ndarray | None
+    window_events: np.ndarray
+    event_time_s: np.ndarray
+    event_coordinate: np.ndarray
+    cycle_quality: np.ndarray
+    cycle_ok: np.ndarray
     failed: dict[str, str] = field(default_factory=dict)
     source: dict[str, object] = field(default_factory=dict)
 
@@ -214,6 +230,8 @@ def _write_parquet(result: Embeddings, file) -> None:
     import pyarrow.parquet as pq
 
     offsets = pa.array(np.concatenate([[0], np.cumsum(result.windows)]), pa.int32())
+    record_events = np.add.reduceat(result.window_events, np.cumsum(result.windows) - result.windows)
+    event_offsets = pa.array(np.concatenate([[0], np.cumsum(record_events)]), pa.int64())
 
     def nested(values: np.ndarray) -> pa.Array:
         """(rows, a, b, ...) numpy -> arrow fixed-size lists of (a, b, ...) per row."""
@@ -241,12 +259,38 @@ def _write_parquet(result: Embeddings, file) -> None:
         "window_qc_reason": pa.ListArray.from_arrays(offsets, text(result.window_qc_reason)),
         "token_phases": per_record(result.token_phases),
     }
+    for name in ("window_events",):
+        columns[name] = per_record(getattr(result, name))
+    for name in ("event_time_s", "event_coordinate", "cycle_quality", "cycle_ok"):  # one list per record
+        columns[name] = pa.LargeListArray.from_arrays(event_offsets, pa.array(getattr(result, name)))
     if result.tokens is not None:
         columns["tokens"] = per_record(result.tokens)
     failed = {escaped_name(name): escaped_name(reason) for name, reason in result.failed.items()}
     metadata = {"source": json.dumps(result.source), "failed": json.dumps(failed)}
     table = pa.table(columns).replace_schema_metadata(metadata)
     pq.write_table(table, file)
+
+
+@dataclass
+class _Events:
+    """One window's events, every coordinate's in turn (`Embeddings.event_time_s` and the rest)."""
+
+    time_s: np.ndarray
+    coordinate: np.ndarray
+    quality: np.ndarray
+    ok: np.ndarray
+
+    @classmethod
+    def of(cls, outcome, start_s: float, cache_fs: float) -> _Events:
+        """The events of one window's `RecordOutcome`, timed from the record's start (``start_s``);
+        each event carries the cycle it starts (none for the last of each coordinate)."""
+        parts = [
+            (start_s + events / cache_fs, np.full(len(events), c), np.append(quality, np.nan)[: len(events)],
+             np.append(ok, False)[: len(events)])
+            for c, (events, quality, ok) in enumerate(zip(outcome.events, outcome.cycle_quality, outcome.cycle_ok, strict=True))
+        ]  # fmt: skip
+        time_s, coordinate, quality, ok = (np.concatenate([p[i] for p in parts]) for i in range(4))
+        return cls(time_s.astype(np.float64), coordinate.astype(np.int64), quality.astype(np.float64), ok.astype(bool))
 
 
 @dataclass
@@ -258,6 +302,7 @@ class _Windows:
     qc_ok: np.ndarray  # (W,) bool
     qc_reason: list[str]
     start: np.ndarray  # (W,) seconds
+    events: list[_Events]  # one per window
 
 
 @dataclass(frozen=True)
@@ -447,13 +492,14 @@ class Encoder:
             signals.append(self.preprocessing.norm.apply(decimated))
             phases.append(outcome.phase_centre)
             outcomes.append(outcome)
-        count = len(windows)
+        starts = self.preprocessing.preparation.drop_s + np.arange(len(windows)) * self.window / self.cache_fs  # record time (s)
         return _Windows(
             np.stack(signals),
             np.stack(phases),
             np.array([o.qc_ok for o in outcomes]),
             [o.qc_reason for o in outcomes],
-            self.preprocessing.preparation.drop_s + np.arange(count) * self.window / self.cache_fs,  # record time (s)
+            starts,
+            [_Events.of(o, start, self.cache_fs) for o, start in zip(outcomes, starts, strict=True)],
         )
 
     def read(self, path: str | os.PathLike) -> Record:
@@ -546,6 +592,7 @@ class Encoder:
             else:
                 reasons[i] = next(reason for reason, count in reps.excluded.items() if count)
             reasons[i] = "; ".join(filter(None, [reasons[i], self._out_of_range(*distances[i])]))
+        events = [e for p in prepared for e in p.events]
         return Embeddings(
             records=np.array(names, dtype=str),
             embeddings=embeddings,
@@ -559,6 +606,11 @@ class Encoder:
             window_qc_reason=np.array([r for p in prepared for r in p.qc_reason], dtype=str),
             token_phases=phases,
             tokens=tokens if keep_tokens else None,
+            window_events=np.array([len(e.time_s) for e in events], dtype=np.int64),
+            event_time_s=np.concatenate([e.time_s for e in events]),
+            event_coordinate=np.concatenate([e.coordinate for e in events]),
+            cycle_quality=np.concatenate([e.quality for e in events]),
+            cycle_ok=np.concatenate([e.ok for e in events]),
             source=dict(self.source),
         )
 

@@ -163,6 +163,7 @@ def test_npz_and_parquet_round_trip(trained, tmp_path):
         "window_qc_reason",
         "token_phases",
         "tokens",
+        *EVENT_FIELDS,
     ):
         np.testing.assert_array_equal(npz[name], getattr(result, name), err_msg=name)
     table = pd.read_parquet(result.save(tmp_path / "e.parquet"))
@@ -172,13 +173,43 @@ def test_npz_and_parquet_round_trip(trained, tmp_path):
     np.testing.assert_array_equal(np.stack(table["mean_tokens"]), result.mean_tokens)
     np.testing.assert_array_equal(table["input_distance"], result.input_distance)
     np.testing.assert_array_equal(table["windows"], result.windows)
-    for name in ("window_start", "window_qc_ok", "window_qc_reason", "token_phases", "tokens"):
-        flat = np.concatenate([nested_array(cell) for cell in table[name]])  # records' windows in order
+    for name in ("window_start", "window_qc_ok", "window_qc_reason", "token_phases", "tokens", *EVENT_FIELDS):
+        flat = np.concatenate([nested_array(cell) for cell in table[name]])  # records' windows (events) in order
         np.testing.assert_array_equal(flat, getattr(result, name), err_msg=name)
+    assert [len(cell) for cell in table["event_time_s"]] == [
+        result.window_events[a : a + n].sum() for a, n in zip(np.cumsum(result.windows) - result.windows, result.windows, strict=True)
+    ]
     light = encoder.embed_files([paths[1]], keep_tokens=False)  # --no-tokens
     np.testing.assert_allclose(light.embeddings, result.embeddings[:1], rtol=1e-5, atol=1e-6)  # another batch
     assert light.tokens is None and "tokens" not in np.load(light.save(tmp_path / "light.npz"))
     assert "tokens" not in pd.read_parquet(light.save(tmp_path / "light.parquet")).columns
+
+
+EVENT_FIELDS = ("window_events", "event_time_s", "event_coordinate", "cycle_quality", "cycle_ok")
+
+
+def test_the_events_of_an_embedded_record_are_the_caches_timed_in_the_record(trained, tmp_path):
+    """A training record's events through `embed_files` equal the cache's (sample / cache rate);
+    a 25 s record at 1000 Hz carries its second window's events 10 s on, each matching a beat
+    of the same signal phased whole; the ECG provider judges no single cycle: NaN quality, each
+    cycle the window's verdict, a window's last event none."""
+    cfg, cache, paths = trained
+    encoder = cyclejepa.load_encoder(cfg.output_dir / "runs" / "winder-seed0", device="cpu")
+    row = int(np.flatnonzero(cache.columns["record_id"] == 1)[0])
+    result = encoder.embed_files([paths[1]])
+    np.testing.assert_allclose(result.event_time_s, cache.events(row) / cache.cache_fs, rtol=0, atol=1e-12)
+    assert result.window_events.tolist() == [len(cache.events(row))] and set(result.event_coordinate) == {0}
+    assert np.isnan(result.cycle_quality).all()
+    assert result.cycle_ok.tolist() == [bool(cache.columns["qc_ok"][row])] * (len(result.cycle_ok) - 1) + [False]
+
+    long = np.concatenate([read_record_fast(paths[i]) for i in (5, 6, 7)], axis=1)[:, :12500]  # 25 s at 500 Hz
+    two = encoder.embed(resample(long, 500, 1000), 1000, list(LEADS))
+    first, second = two.window_events
+    assert first > 5 and second > 5 and two.windows.tolist() == [2]
+    assert (two.event_time_s[:first] < 10).all() and (two.event_time_s[first:] >= 10).all()
+    whole = encoder.provider.phase(resample(long, 500, encoder.cache_fs), encoder.cache_fs, list(LEADS)).events / encoder.cache_fs
+    distance = np.abs(two.event_time_s[:, None] - whole[None]).min(axis=1)
+    assert np.median(distance) < 0.01, distance  # the same beats, found window by window
 
 
 def nested_array(cell):

@@ -203,12 +203,20 @@ class PhaseTrack:
         Record length in native samples.
     qc
         Quality-control verdict; None when not assessed.
+    cycle_quality
+        (len(events) - 1,) float in [0, 1]: the quality of each cycle (from one event to the
+        next) as the provider judged it; NaN where not assessed; None when the provider judges
+        no cycle.
+    cycle_ok
+        (len(events) - 1,) bool: whether each cycle passed the provider's quality; None as above.
     """
 
     events: np.ndarray
     fs: float
     n_samples: int
     qc: QCVerdict | None = None
+    cycle_quality: np.ndarray | None = None
+    cycle_ok: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.events = np.asarray(self.events)

@@ -28,12 +28,16 @@ class RecordOutcome:
     """What one window contributes besides its decimated signal (which goes to the chunk's
     scratch file, row ``slot``): its record's rejection, or its events (one array per phase
     coordinate), token phases and QC; ``coordinates`` names
-    the coordinates of a provider with more than one (empty otherwise)."""
+    the coordinates of a provider with more than one (empty otherwise); ``cycle_quality`` and
+    ``cycle_ok`` give each coordinate's cycles (one fewer than its events) their quality and
+    verdict (`_cycle_quality`, `_cycle_ok`)."""
 
     row: int
     rejection: RecordRejected | None = None
     events: tuple[np.ndarray, ...] = ()
     coordinates: tuple[str, ...] = ()
+    cycle_quality: tuple[np.ndarray, ...] = ()
+    cycle_ok: tuple[np.ndarray, ...] = ()
     phase_centre: np.ndarray | None = None
     phase_causal: np.ndarray | None = None
     qc_ok: bool = True
@@ -174,9 +178,28 @@ def _phase_outcome(row: int, track, model_fs: float, token_patch: int) -> Record
         row,
         events=tuple(np.asarray(t.events, dtype=np.int64) for t in tracks),
         coordinates=tuple(track.names) if len(tracks) > 1 else (),
+        cycle_quality=tuple(_cycle_quality(t) for t in tracks),
+        cycle_ok=tuple(_cycle_ok(t, True if qc is None else bool(qc.ok)) for t in tracks),
         phase_centre=tokens("centre"),
         phase_causal=tokens("causal"),
         qc_ok=True if qc is None else bool(qc.ok),
         qc_reason="" if qc is None else ";".join(qc.reasons),
         phase_yield=float(track.phase_yield),
     )
+
+
+def _cycle_quality(track) -> np.ndarray:
+    """(max(E - 1, 0),) float64: ``track.cycle_quality``, NaN where the provider judges no cycle."""
+    cycles = max(len(track.events) - 1, 0)
+    if track.cycle_quality is None:
+        return np.full(cycles, np.nan)
+    return np.asarray(track.cycle_quality, dtype=np.float64).reshape(cycles)
+
+
+def _cycle_ok(track, window_ok: bool) -> np.ndarray:
+    """(max(E - 1, 0),) bool: ``track.cycle_ok``; where the provider judges no single cycle, the
+    window's verdict ``window_ok`` for each of its cycles."""
+    cycles = max(len(track.events) - 1, 0)
+    if track.cycle_ok is None:
+        return np.full(cycles, window_ok)
+    return np.asarray(track.cycle_ok, dtype=bool).reshape(cycles)
