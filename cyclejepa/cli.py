@@ -380,10 +380,17 @@ def embed(
     run_dir: Annotated[
         Path, typer.Argument(help="output directory of `cyclejepa run`, one run folder in it, or a package of `cyclejepa export`")
     ],
+    out: Annotated[Path, typer.Option(help="output file: .npz or .parquet; with --corpus, a folder of parquet shards")],
     records: Annotated[
-        list[Path], typer.Argument(help="record files as the run's dataset reads them (WFDB: paths without extension)")
-    ],
-    out: Annotated[Path, typer.Option(help="output file: .npz or .parquet")],
+        list[Path] | None,
+        typer.Argument(help="record files as the run's dataset reads them (WFDB: paths without extension)"),
+    ] = None,
+    corpus: Annotated[
+        bool, typer.Option("--corpus", help="embed every record of the run's corpus (or of --root) into parquet shards")
+    ] = False,
+    root: Annotated[Path | None, typer.Option(help="with --corpus: a folder of records the run's dataset reads")] = None,
+    records_per_shard: Annotated[int, typer.Option(min=1, help="with --corpus: records per parquet shard")] = 1000,
+    workers: Annotated[int, typer.Option(min=1, help="with --corpus: processes embedding shards side by side (CPU)")] = 1,
     checkpoint: Annotated[
         int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")
     ] = None,
@@ -393,13 +400,15 @@ def embed(
     batch_size: Annotated[int, typer.Option(min=1, help="records read and windows embedded at a time")] = 256,
     tokens: Annotated[bool, typer.Option(help="keep the token embeddings (else record embeddings, phases, QC)")] = True,
 ) -> None:
-    """Embed record files with a trained run or package (read by its dataset): record and token embeddings, token phases, QC."""
+    """Embed record files with a trained run or package (read by its dataset): record and token embeddings, token phases, events, QC."""
     from cyclejepa.embed import OUT_OF_RANGE_DECADES, check_output
     from cyclejepa.outputs import OutputFolder
     from cyclejepa.pipeline.embedding import load_encoder
 
     with _user_errors():
-        check_output(out)
+        _check_embed_arguments(records, out, corpus, root)
+        if not corpus:
+            check_output(out)
         if (run_dir / "config.json").is_file() and not OutputFolder(run_dir).config.is_file():
             from cyclejepa.export import load_pretrained
 
@@ -411,7 +420,10 @@ def embed(
             encoder = load_pretrained(run_dir, device)
         else:
             encoder = load_encoder(run_dir, checkpoint, device, arm=arm, seed=seed)
-        result = encoder.embed_files(records, batch_size=batch_size, progress=True, keep_tokens=tokens)
+        if corpus:
+            _embed_corpus(encoder, out, root, records_per_shard, workers, batch_size, tokens)
+            return
+        result = encoder.embed_files(records or [], batch_size=batch_size, progress=True, keep_tokens=tokens)
         result.save(out)
     for record, reason in result.failed.items():
         errors.print(_line((str(record), "red"), f": {reason}"), highlight=False)
@@ -419,6 +431,34 @@ def embed(
     console.print(_line(f"{out}: {len(result)} records embedded ({int(result.qc_ok.sum())} pass phase QC, {far} out of the "
                         f"run's input range), {len(result.failed)} failed; {encoder}"), highlight=False)  # fmt: skip
     if result.failed:
+        raise typer.Exit(code=1)
+
+
+def _check_embed_arguments(records: list[Path] | None, out: Path, corpus: bool, root: Path | None) -> None:
+    """A ValueError for a combination of `embed`'s arguments that cannot work, before any loading."""
+    if corpus and records:
+        raise ValueError("give record files or --corpus, not both")
+    if not corpus and not records:
+        raise ValueError("give record files to embed, or --corpus for every record of the run's corpus")
+    if root is not None and not corpus:
+        raise ValueError("--root names the corpus folder of --corpus; record files are given as arguments")
+    if corpus and out.suffix in (".npz", ".parquet"):
+        raise ValueError(f"--corpus writes a folder of parquet shards: give --out a folder, not {out.name}")
+
+
+def _embed_corpus(encoder, out: Path, root: Path | None, per_shard: int, workers: int, batch_size: int, tokens: bool) -> None:
+    """`embed --corpus`: `embed_corpus`, then a line per failed record and the summary; exit 1 on failures."""
+    from cyclejepa.pipeline.embedding import embed_corpus
+
+    done = embed_corpus(
+        encoder, out, root, records_per_shard=per_shard, workers=workers, batch_size=batch_size, keep_tokens=tokens
+    )
+    for record, reason in done.failed.items():
+        errors.print(_line((str(record), "red"), f": {reason}"), highlight=False)
+    resumed = f" ({done.resumed} already there)" if done.resumed else ""
+    console.print(_line(f"{out}: {done.embedded} records embedded in {len(done.shards)} shards{resumed}, "
+                        f"{len(done.failed)} failed; {encoder}"), highlight=False)  # fmt: skip
+    if done.failed:
         raise typer.Exit(code=1)
 
 

@@ -33,14 +33,14 @@ from typing import Any
 import numpy as np
 
 from cyclejepa.data.cache import PreparedCache, cut_record, prepare_record
-from cyclejepa.data.datasets import Dataset, Record, RecordRejected
+from cyclejepa.data.datasets import Dataset, Entry, Record, RecordRejected
 from cyclejepa.data.preprocess import Normalisation, Preparation
 from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
 from cyclejepa.outputs import RunFolder, checkpoint_step
 from cyclejepa.progress import progress_bar
 
 __all__ = [
-    "OUT_OF_RANGE", "OUT_OF_RANGE_DECADES", "Embeddings", "Encoder", "Preprocessing", "check_channel_names",
+    "OUT_OF_RANGE", "OUT_OF_RANGE_DECADES", "Embeddings", "Encoder", "NothingEmbedded", "Preprocessing", "check_channel_names",
     "check_finite_weights", "check_fs", "check_output", "check_signal", "escaped_name", "find_checkpoint",
     "input_distance", "write_atomically",
 ]  # fmt: skip
@@ -525,24 +525,79 @@ class Encoder:
         `Embeddings.failed` with the reason; the others go on. ``keep_tokens`` False keeps only
         the record embeddings, phases and QC (``tokens`` is None).
         """
+        named = [(str(path), path) for path in paths]
+        return self._embed_each(named, self.read, batch_size=batch_size, progress=progress, keep_tokens=keep_tokens)
+
+    def embed_entries(
+        self,
+        dataset: Dataset,
+        entries: Sequence[Entry],
+        *,
+        batch_size: int = 256,
+        progress: bool = False,
+        keep_tokens: bool = True,
+    ) -> Embeddings:
+        """`embed_files` of records of a corpus: ``entries`` of ``dataset`` (a dataset of the run's
+        kind, e.g. built on another folder, `corpus_dataset`), each read and verified by
+        `Dataset.read` and named by `Entry.name`."""
+
+        def read(entry: Entry) -> Record:
+            record = dataset.read(entry)
+            dataset.check_native_rate(dataset.rejection_id(entry), record.fs)
+            return record
+
+        named = [(entry.name, entry) for entry in entries]
+        return self._embed_each(named, read, batch_size=batch_size, progress=progress, keep_tokens=keep_tokens)
+
+    def corpus_dataset(self, root: str | os.PathLike | None = None) -> Dataset:
+        """The run's dataset on the folder ``root`` (default: the run's own corpus), its records
+        too slow for the phase provider rejected (`Dataset.require_rate`); `Dataset.fetch` checks
+        the folder."""
+        from cyclejepa.registry import DATASETS
+
+        folder = self.dataset.root if root is None else Path(root)
+        if folder is None:
+            raise ValueError("this encoder knows no corpus (an exported package): name a folder of records")
+        dataset: Dataset = DATASETS.build(self.preprocessing.dataset, root=folder, **self.preprocessing.dataset_options)
+        dataset.require_rate(self.provider.rate_problem)
+        dataset.fetch()
+        return dataset
+
+    def to(self, device: str | object) -> Encoder:
+        """This encoder on ``device`` (``"cpu"``, a `torch.device`): a copy when it moves."""
+        import copy
+
+        import torch
+
+        target = torch.device(device) if isinstance(device, str) else device
+        if target == self.device:
+            return self
+        model, symmetry = copy.deepcopy(self.model).to(target), copy.deepcopy(self.symmetry)
+        if hasattr(symmetry, "to"):
+            symmetry = symmetry.to(target)
+        return Encoder(model, self.preprocessing, target, self.source, symmetry, root=self.dataset.root)
+
+    def _embed_each(self, named: Sequence[tuple[str, Any]], read, *, batch_size: int, progress: bool, keep_tokens: bool):
+        """Records ``read(item)`` for each (name, item) of ``named``, ``batch_size`` at a time; a
+        record that cannot be read or embedded goes to `Embeddings.failed` and the others on."""
         parts: list[Embeddings | None] = []
         failed: dict[str, str] = {}
-        with progress_bar(len(paths), "embedding records", enabled=progress) as advance:
-            for start in range(0, len(paths), batch_size):
+        with progress_bar(len(named), "embedding records", enabled=progress) as advance:
+            for start in range(0, len(named), batch_size):
                 names, prepared = [], []
-                for path in paths[start : start + batch_size]:
+                for name, item in named[start : start + batch_size]:
                     try:
-                        prepared.append(self._prepare(self.read(path)))
-                        names.append(str(path))
+                        prepared.append(self._prepare(read(item)))
+                        names.append(name)
                     except RecordRejected as rejection:
-                        failed[str(path)] = rejection.detail
+                        failed[name] = rejection.detail
                     except (FileNotFoundError, ValueError) as error:
-                        failed[str(path)] = str(error)
+                        failed[name] = str(error)
                 if prepared:
                     parts.append(self._embed_finite(names, prepared, batch_size, keep_tokens, failed))
-                advance(len(paths[start : start + batch_size]))
+                advance(len(named[start : start + batch_size]))
         if not parts:
-            raise ValueError(f"none of the {len(paths)} records could be embedded: {failed}")
+            raise NothingEmbedded(failed, f"none of the {len(named)} records could be embedded: {failed}")
         return _concatenate(parts, failed)
 
     def _embed_finite(
@@ -656,6 +711,14 @@ def check_channel_names(names, shape: tuple[int, ...]) -> tuple[str, ...]:
     return tuple(names)
 
 
+class NothingEmbedded(ValueError):
+    """No record of a call could be embedded; ``failed`` maps each record name to why."""
+
+    def __init__(self, failed: dict[str, str], message: str):
+        self.failed = dict(failed)
+        super().__init__(message)
+
+
 class NonFiniteTokens(ValueError):
     """Records (``names``, at batch ``rows``) whose tokens hold a NaN or an infinity."""
 
@@ -668,7 +731,7 @@ def _concatenate(parts: list[Embeddings | None], failed: dict[str, str]) -> Embe
     """The records of ``parts`` (None: a batch of which none could be embedded) in order, as one `Embeddings`."""
     embedded = [p for p in parts if p is not None]
     if not embedded:
-        raise ValueError(f"none of the records could be embedded: {failed}")
+        raise NothingEmbedded(failed, f"none of the records could be embedded: {failed}")
     first = embedded[0]
     joined: dict[str, Any] = {  # field name -> its array joined over the parts, or None (as in the first)
         name: None if value is None else np.concatenate([getattr(p, name) for p in embedded])

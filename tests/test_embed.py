@@ -5,6 +5,7 @@ import copy
 import errno
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -177,7 +178,8 @@ def test_npz_and_parquet_round_trip(trained, tmp_path):
         flat = np.concatenate([nested_array(cell) for cell in table[name]])  # records' windows (events) in order
         np.testing.assert_array_equal(flat, getattr(result, name), err_msg=name)
     assert [len(cell) for cell in table["event_time_s"]] == [
-        result.window_events[a : a + n].sum() for a, n in zip(np.cumsum(result.windows) - result.windows, result.windows, strict=True)
+        result.window_events[a : a + n].sum()
+        for a, n in zip(np.cumsum(result.windows) - result.windows, result.windows, strict=True)
     ]
     light = encoder.embed_files([paths[1]], keep_tokens=False)  # --no-tokens
     np.testing.assert_allclose(light.embeddings, result.embeddings[:1], rtol=1e-5, atol=1e-6)  # another batch
@@ -433,3 +435,81 @@ def test_embed_reads_a_run_whose_corpus_was_copied_with_new_modification_times(t
     finally:
         for path, stat in saved.items():
             os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+def read_shards(folder):
+    """Every parquet shard of a corpus embedding folder, in shard order, as one table."""
+    import pyarrow.parquet as pq
+    import pyarrow as pa
+
+    return pa.concat_tables([pq.read_table(path) for path in sorted(folder.glob("part-*.parquet"))]).to_pandas()
+
+
+def test_a_corpus_is_embedded_into_shards_equal_to_one_call_and_a_killed_run_resumes(trained, tmp_path):
+    """40 records in shards of 16: three shards holding every record once, in the dataset's order,
+    equal to one `embed_entries` call; two shards lost and a partial file left (a killed run):
+    the rerun embeds those two only and removes the partial file; other arguments are refused."""
+    from cyclejepa.pipeline.embedding import CORPUS_MANIFEST, embed_corpus
+
+    cfg, _, _ = trained
+    encoder = cyclejepa.load_encoder(cfg.output_dir / "runs" / "winder-seed0", device="cpu")
+    dataset = encoder.corpus_dataset()
+    entries = dataset.entries()
+    whole = encoder.embed_entries(dataset, entries)
+    done = embed_corpus(encoder, tmp_path / "corpus", records_per_shard=16, progress=False)
+    assert [p.name for p in done.shards] == [f"part-0000{k}-of-00003.parquet" for k in range(3)]
+    assert done.embedded == len(entries) == 40 and not done.failed and done.resumed == 0
+    table = read_shards(tmp_path / "corpus")
+    assert table["record"].tolist() == [entry.name for entry in entries] == whole.records.tolist()
+    np.testing.assert_allclose(np.stack(table["embedding"]), whole.embeddings, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(np.concatenate(table["event_time_s"].tolist()), whole.event_time_s)
+    assert "tokens" not in table.columns  # the default keeps record embeddings, phases, events, QC
+
+    before = {p.name: p.read_bytes() for p in done.shards}
+    for name in ("part-00000-of-00003.parquet", "part-00002-of-00003.parquet"):
+        (tmp_path / "corpus" / name).unlink()
+    (tmp_path / "corpus" / ".part-00002-of-00003.parquet.x1.partial").write_bytes(b"torn")
+    again = embed_corpus(encoder, tmp_path / "corpus", records_per_shard=16, progress=False)
+    assert again.resumed == 1 and again.embedded == 40 and not list((tmp_path / "corpus").glob(".*partial"))
+    assert read_shards(tmp_path / "corpus")["record"].tolist() == table["record"].tolist()
+    assert (tmp_path / "corpus" / "part-00001-of-00003.parquet").read_bytes() == before["part-00001-of-00003.parquet"]
+    with pytest.raises(ValueError, match=r"other arguments \(records_per_shard differ\)"):
+        embed_corpus(encoder, tmp_path / "corpus", records_per_shard=8, progress=False)
+    assert (tmp_path / "corpus" / CORPUS_MANIFEST).is_file()
+
+
+@pytest.mark.slow
+def test_corpus_shards_embedded_by_two_worker_processes_equal_those_of_one(trained, tmp_path):
+    from cyclejepa.pipeline.embedding import embed_corpus
+
+    cfg, _, _ = trained
+    encoder = cyclejepa.load_encoder(cfg.output_dir / "runs" / "winder-seed0", device="cpu")
+    embed_corpus(encoder, tmp_path / "one", records_per_shard=20, progress=False)
+    two = embed_corpus(encoder, tmp_path / "two", records_per_shard=20, workers=2, progress=False)
+    assert len(two.shards) == 2 and two.embedded == 40
+    one, both = read_shards(tmp_path / "one"), read_shards(tmp_path / "two")
+    assert both["record"].tolist() == one["record"].tolist()
+    np.testing.assert_allclose(np.stack(both["embedding"]), np.stack(one["embedding"]), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("records", "out", "corpus", "root", "message"),
+    [
+        (["r"], "out", True, None, "give record files or --corpus, not both"),
+        ([], "out", False, None, "give record files to embed, or --corpus"),
+        (["r"], "out", False, "folder", "--root names the corpus folder of --corpus"),
+        (None, "x.parquet", True, None, "--corpus writes a folder of parquet shards: give --out a folder, not x.parquet"),
+    ],
+)
+def test_embed_arguments_that_cannot_work_are_refused(records, out, corpus, root, message):
+    from cyclejepa.cli import _check_embed_arguments
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        _check_embed_arguments([Path(r) for r in records or []], Path(out), corpus, root and Path(root))
+
+
+def test_embed_refuses_record_files_with_corpus_before_loading_the_run(tmp_path):
+    """From a fresh process, before the (missing) run is looked at."""
+    words = ["embed", str(tmp_path / "no-run"), str(tmp_path), "--corpus", "--out", str(tmp_path / "out")]
+    done = subprocess.run([sys.executable, "-m", "cyclejepa", *words], capture_output=True, text=True)
+    assert done.returncode == 1 and "give record files or --corpus, not both" in " ".join(done.stderr.split()), done.stderr
