@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cyclejepa.config import ExperimentConfig, load_config
 from cyclejepa.embed import Encoder, Preprocessing, find_checkpoint
@@ -199,16 +200,16 @@ def _embed_shards(encoder, dataset, folder: Path, shards: list, settings: dict, 
                 advance(futures[future])
 
 
-_WORKER: dict[str, object] = {}
+_WORKER: dict[str, tuple[Encoder, Any]] = {}
 
 
 def _set_worker(encoder: Encoder, dataset) -> None:
     """The encoder and dataset of this worker process (sent once per worker)."""
-    _WORKER.update(encoder=encoder, dataset=dataset)
+    _WORKER["state"] = (encoder, dataset)
 
 
 def _worker_shard(folder: Path, index: int, entries: list, settings: dict) -> None:
-    _write_shard(_WORKER["encoder"], _WORKER["dataset"], folder, index, entries, settings)
+    _write_shard(*_WORKER["state"], folder, index, entries, settings)
 
 
 def _write_shard(encoder: Encoder, dataset, folder: Path, index: int, entries: list, settings: dict) -> None:

@@ -142,6 +142,8 @@ def _transport_speed_module():
     if not path.is_file():
         raise FileNotFoundError(f"the all-pairs transport reference {path} is not there (not a source checkout)")
     spec = importlib.util.spec_from_file_location("cyclejepa_benchmarks_transport_speed", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"{path} cannot be loaded as a module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
