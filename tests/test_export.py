@@ -599,9 +599,9 @@ def test_card_units_come_from_the_data():
 
 def test_card_states_the_preparation_and_fills_in_the_phase_action():
     """A package whose dataset prepares records (wfdb: drop, high-pass, scope) says so, and that
-    `reference.py` does not reproduce its tokens; the phase action is written out, not left as
-    a template."""
-    from cyclejepa.export.card import _input_section
+    `reference.py` applies it to whole records; the phase action is written out, not left as a
+    template."""
+    from cyclejepa.export.card import _input_section, _running_section
 
     prep = {"phase_provider": "pulse", "phase_options": {}, "channels": ["PLETH"], "units": ["NU"], "fs": 125.0,
             "decimation": 5, "model_fs": 25.0, "window_s": 10.0, "token_patch": 2}  # fmt: skip
@@ -613,7 +613,12 @@ def test_card_states_the_preparation_and_fills_in_the_phase_action():
     prepared = _input_section({**prep, "preparation": {"highpass_hz": [0.25], "scope": "corpus", "drop_s": 3.0}},
                               symmetry, 125, model)  # fmt: skip
     assert "the first 3 s dropped; zero-phase high-pass PLETH 0.25 Hz; z-score scope `corpus`" in prepared
-    assert "reference.py" not in prepared
+    assert "the graphs and `reference.py` reproduce alone" in prepared
+    streamed = _running_section(prep)
+    assert "Each sample is prepared as it arrives" in streamed and "dropped" not in streamed
+    held = _running_section({**prep, "preparation": {"highpass_hz": [], "scope": "window", "drop_s": 3.0}})
+    assert "the first 3 s dropped; each window's own z-score per channel; windows of 10 s" in held
+    assert "high-pass with" not in held and "encodes them when the record ends" in held
 
 
 def test_an_edited_card_or_a_deleted_graph_is_no_reason_to_refuse(onnx_package, tmp_path):
