@@ -120,13 +120,15 @@ def test_config_holds_what_prepares_the_input_and_who_made_it(run):
     assert prep["decimation_filter"]["taps"] == 101 and prep["decimation_filter"]["window"] == ["kaiser", 5.0]
     taps = firwin(101, 1 / 5, window=("kaiser", 5.0))  # scipy's design, the one resample_poly uses
     np.testing.assert_array_equal(prep["decimation_filter"]["coefficients"], taps)
-    assert prep["decimation_filter"]["group_delay"] == 50 and prep["steps"][:5] == [
+    assert prep["decimation_filter"]["group_delay"] == 50 and prep["steps"][:6] == [
         "channels",
         "resample",
+        "prepare",
         "cut_windows",
         "decimate",
         "normalise",
     ]
+    assert "preparation" not in prep and "highpass_filter" not in prep  # PTB-XL's chain prepares nothing before windowing
     assert config["symmetry"]["spectrum"] == "2x0+3x1+2x2+2x3" and config["symmetry"]["basis"] == "householder"
     meta = own_meta(cfg, 2)
     assert config["run"]["step"] == 2 and config["run"]["run_hash"] == meta["run_hash"]

@@ -1,14 +1,15 @@
 """Reference preparation and streaming encoding of a record, with numpy and onnxruntime only.
 
 Copied into every package as ``reference.py``; it reads the package's ``config.json`` and
-``encoder_streaming.onnx`` beside it and imports neither torch nor cyclejepa::
+``encoder_streaming.onnx`` beside it and imports neither torch, scipy nor cyclejepa::
 
     python PKG/reference.py SIGNAL.npy --fs FS --channels I --channels II ... --out TOKENS.npy
 
 SIGNAL is (channels, samples) of real numbers in the dataset's units at FS Hz, FS at least the
 rate the model reads (``model_fs``); ``--channels`` names its rows, one option per row (a single
 ``--channels A,B,C`` is split at commas when that gives one non-empty name per row). Each sample
-goes, as it arrives, through the preparation that ``cyclejepa embed`` applies to the whole record:
+goes, as it arrives (with step 3, once the record has ended), through the preparation that
+``cyclejepa embed`` applies to the whole record:
 
 1. the package's channels, in its order (names matched ignoring case, surrounding space and
    trailing punctuation: ``PLETH,`` is ``PLETH``), as float32;
@@ -307,7 +308,7 @@ def sosfiltfilt(sos: np.ndarray, x: np.ndarray) -> np.ndarray:
     return backward[pad:-pad]
 
 
-def standardise(x: np.ndarray) -> np.ndarray:
+def zscore_rows(x: np.ndarray) -> np.ndarray:
     """(C, L) ``x`` minus each row's mean, divided by its standard deviation (ddof 0); float64."""
     x = np.asarray(x, dtype=np.float64)
     return (x - x.mean(axis=-1, keepdims=True)) / x.std(axis=-1, keepdims=True)
@@ -344,7 +345,7 @@ class RecordPreparation:
                 out[row] = sosfiltfilt(sos, out[row])
         if self.scope == "record":
             check_spread(out, self.channels, "the record's")
-            out = standardise(out)
+            out = zscore_rows(out)
         return out.astype(np.float32)
 
 
@@ -385,7 +386,7 @@ class Preparer:
         """The samples owed at the end of the record (its last window, if complete); with a
         preparation, every sample of the record, prepared."""
         tail = [np.float32(x) for x in ([] if self.resampler is None else self.resampler.finish())]
-        if self.preparation is None:
+        if self.preparation is None or not self.held + tail:
             return [out for x in tail for out in self._windowed(x)]
         record, self.held = np.stack(self.held + tail, axis=-1), []
         prepared = self.preparation.apply(record)
@@ -403,7 +404,7 @@ class Preparer:
             if self.in_window == self.window:
                 window, self.held = np.stack(self.held, axis=-1), []
                 check_spread(window, self.channels, "a window of")
-                decimated = [y for t in standardise(window).astype(np.float32).T for y in self._decimated(t)]
+                decimated = [y for t in zscore_rows(window).astype(np.float32).T for y in self._decimated(t)]
         else:
             decimated = self._decimated(x)
         if self.in_window == self.window:
