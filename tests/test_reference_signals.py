@@ -190,7 +190,8 @@ def test_a_preparation_it_cannot_apply_is_refused_by_name(packages, tmp_path):
     """A scope, drop or cut-off the library would refuse, sections missing (a package written
     before they were in config.json) or of the wrong form, the steps of an older package with a
     preparation; a record too short once its first seconds are dropped; a constant channel under
-    the record's own z-score. One line each, exit status 1, nothing written."""
+    the record's own z-score (as embed refuses it). The script: one line each, exit status 1,
+    nothing written."""
     package = packages("pulse")
     signal, fs, names = released("pulse")
     signal = signal[:1]
@@ -206,11 +207,15 @@ def test_a_preparation_it_cannot_apply_is_refused_by_name(packages, tmp_path):
         r"highpass_filter.sos of PLETH: must be null without a cut-off, else 1 to 64 sections": lambda p: p[
             "highpass_filter"
         ].update(sos=[[[1, 2, 3, 2, 1, 0]]]),
-        r"preprocessing.steps is \['channels', 'resample', 'cut_windows'": lambda p: p["steps"].remove("prepare"),
     }  # fmt: skip
     for message, edit in edits.items():
-        line = refused(reference(edited(package, tmp_path, edit), signal, fs, names[:1], tmp_path)[0])
-        assert re.search(message, line), line
+        prep = json.loads((package / "config.json").read_text())["preprocessing"]
+        edit(prep)
+        with pytest.raises(script.PreparationError, match=f"config.json preprocessing.{message}"):
+            script.check_package(prep)
+    older = edited(package, tmp_path, lambda p: p["steps"].remove("prepare"))
+    line = refused(reference(older, signal, fs, names[:1], tmp_path)[0])
+    assert "preprocessing.steps is ['channels', 'resample', 'cut_windows'" in line
     line = refused(reference(package, signal[:, : 125 * 12], fs, names[:1], tmp_path)[0])
     assert "the signal lasts 12.00 s, shorter than one 10 s window after dropping its first 3 s" in line
     flat = edited(package, tmp_path, lambda p: p["preparation"].update(scope="record", highpass_hz=[]))
