@@ -489,6 +489,7 @@ def test_the_reference_keeps_the_librarys_limits():
 
     assert (script.MIN_STD, script.MAX_ABS_MEAN) == (checks.MIN_STD, checks.MAX_ABS_MEAN)
     assert (script.MIN_FS, script.MAX_FS) == (preprocess.MIN_FS, preprocess.MAX_FS)
+    assert script.SCOPES == preprocess.SCOPES
     assert {key: checks.MAX_SIZE[key] for key in script.MAX_SIZE} == script.MAX_SIZE
     assert script.OUT_OF_RANGE_DECADES == OUT_OF_RANGE_DECADES
     x = np.random.default_rng(0).normal(3.0, 20.0, (2, 3, 400))
