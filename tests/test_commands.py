@@ -515,10 +515,11 @@ def test_export_writes_the_package_with_its_graphs(pulse):
     assert any(n.endswith(".onnx") for n in names) and any(n.endswith(".pt") for n in names), names
 
 
-def test_embed_a_package_as_the_run_and_its_reference_refuses_the_preparation(pulse, tmp_path):
+def test_embed_a_package_as_the_run_and_its_reference_applies_the_preparation(pulse, tmp_path):
     """README table: `cyclejepa embed DIR ...` (an exported package; parquet output) gives the run's
-    `mean_tokens`; the package's `reference.py` refuses by name the `wfdb` dataset's preparation it
-    does not implement, as docs/deploying.md, "The reference preparation", says."""
+    `mean_tokens`; the package's `reference.py` applies the `wfdb` dataset's preparation (3 s
+    dropped, the zero-phase high-pass) and gives the package's tokens, as docs/deploying.md, "The
+    reference preparation", says."""
     import pyarrow.parquet as pq
     import wfdb
 
@@ -534,9 +535,10 @@ def test_embed_a_package_as_the_run_and_its_reference_refuses_the_preparation(pu
     record = wfdb.rdrecord(str(folder / "runs" / "raw_pulse" / PULSE_RECORDS[0]))
     np.save(tmp_path / "signal.npy", record.p_signal.T)
     words = [tmp_path / "signal.npy", "--fs", record.fs, "--channels", "PLETH", "--out", tmp_path / "tokens.npy"]
-    refused = command([sys.executable, folder / "package" / "reference.py", *words])
-    assert refused["rc"] == 1 and "preprocessing has ['preparation']" in refused["err"], refused
-    assert not (tmp_path / "tokens.npy").exists()
+    ok(command([sys.executable, folder / "package" / "reference.py", *words]))
+    expected = np.array(table.column("tokens")[0].as_py(), dtype=np.float32)  # (windows, tokens, K) of the record
+    tokens = np.load(tmp_path / "tokens.npy")
+    assert tokens.shape == expected.shape and np.abs(tokens - expected).max() <= 1e-4
 
 
 # ---- the other your-signal.md configs -------------------------------------------------------

@@ -123,13 +123,15 @@ def test_config_holds_what_prepares_the_input_and_who_made_it(run):
     assert prep["decimation_filter"]["taps"] == 101 and prep["decimation_filter"]["window"] == ["kaiser", 5.0]
     taps = firwin(101, 1 / 5, window=("kaiser", 5.0))  # scipy's design, the one resample_poly uses
     np.testing.assert_array_equal(prep["decimation_filter"]["coefficients"], taps)
-    assert prep["decimation_filter"]["group_delay"] == 50 and prep["steps"][:5] == [
+    assert prep["decimation_filter"]["group_delay"] == 50 and prep["steps"][:6] == [
         "channels",
         "resample",
+        "prepare",
         "cut_windows",
         "decimate",
         "normalise",
     ]
+    assert "preparation" not in prep and "highpass_filter" not in prep  # PTB-XL's chain prepares nothing before windowing
     assert config["symmetry"]["spectrum"] == "2x0+3x1+2x2+2x3" and config["symmetry"]["basis"] == "householder"
     meta = own_meta(cfg, 2)
     assert config["run"]["step"] == 2 and config["run"]["run_hash"] == meta["run_hash"]
@@ -490,6 +492,7 @@ def test_the_reference_keeps_the_librarys_limits():
 
     assert (script.MIN_STD, script.MAX_ABS_MEAN) == (checks.MIN_STD, checks.MAX_ABS_MEAN)
     assert (script.MIN_FS, script.MAX_FS) == (preprocess.MIN_FS, preprocess.MAX_FS)
+    assert script.SCOPES == preprocess.SCOPES
     assert {key: checks.MAX_SIZE[key] for key in script.MAX_SIZE} == script.MAX_SIZE
     assert script.OUT_OF_RANGE_DECADES == OUT_OF_RANGE_DECADES
     x = np.random.default_rng(0).normal(3.0, 20.0, (2, 3, 400))
@@ -602,9 +605,9 @@ def test_card_units_come_from_the_data():
 
 def test_card_states_the_preparation_and_fills_in_the_phase_action():
     """A package whose dataset prepares records (wfdb: drop, high-pass, scope) says so, and that
-    `reference.py` does not reproduce its tokens; the phase action is written out, not left as
-    a template."""
-    from cyclejepa.export.card import _input_section
+    `reference.py` applies it to whole records; the phase action is written out, not left as a
+    template."""
+    from cyclejepa.export.card import _input_section, _running_section
 
     prep = {"phase_provider": "pulse", "phase_options": {}, "channels": ["PLETH"], "units": ["NU"], "fs": 125.0,
             "decimation": 5, "model_fs": 25.0, "window_s": 10.0, "token_patch": 2}  # fmt: skip
@@ -616,7 +619,12 @@ def test_card_states_the_preparation_and_fills_in_the_phase_action():
     prepared = _input_section({**prep, "preparation": {"highpass_hz": [0.25], "scope": "corpus", "drop_s": 3.0}},
                               symmetry, 125, model)  # fmt: skip
     assert "the first 3 s dropped; zero-phase high-pass PLETH 0.25 Hz; z-score scope `corpus`" in prepared
-    assert "reference.py" not in prepared
+    assert "the graphs and `reference.py` reproduce alone" in prepared
+    streamed = _running_section(prep)
+    assert "Each sample is prepared as it arrives" in streamed and "dropped" not in streamed
+    held = _running_section({**prep, "preparation": {"highpass_hz": [], "scope": "window", "drop_s": 3.0}})
+    assert "the first 3 s dropped; each window's own z-score per channel; windows of 10 s" in held
+    assert "high-pass with" not in held and "encodes them when the record ends" in held
 
 
 def test_an_edited_card_or_a_deleted_graph_is_no_reason_to_refuse(onnx_package, tmp_path):

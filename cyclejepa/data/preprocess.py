@@ -31,6 +31,7 @@ __all__ = [
     "fill_nonfinite",
     "fit_normalisation",
     "highpass",
+    "highpass_sos",
     "resample",
     "spread_ratio",
     "standardise",
@@ -261,12 +262,20 @@ def highpass(x: np.ndarray, fs: float, cutoff_hz: float) -> np.ndarray:
     The filter starts from the steady state of the first sample (``sosfilt_zi``), so an offset
     makes no transient. ValueError when the cut-off is not below the Nyquist frequency.
     """
-    from scipy.signal import butter, sosfiltfilt
+    from scipy.signal import sosfiltfilt
+
+    return sosfiltfilt(highpass_sos(fs, cutoff_hz), np.asarray(x, dtype=np.float64), axis=-1)
+
+
+def highpass_sos(fs: float, cutoff_hz: float) -> np.ndarray:
+    """Second-order sections (sections, 6) of the `highpass` filter: ``butter(HIGHPASS_ORDER,
+    cutoff_hz, btype="highpass", fs=fs, output="sos")``. ValueError when the cut-off is not below
+    the Nyquist frequency."""
+    from scipy.signal import butter
 
     if not 0 < cutoff_hz < fs / 2:
         raise ValueError(f"high-pass cut-off {cutoff_hz:g} Hz is not between 0 and the Nyquist frequency {fs / 2:g} Hz")
-    sos = butter(HIGHPASS_ORDER, cutoff_hz, btype="highpass", fs=fs, output="sos")
-    return sosfiltfilt(sos, np.asarray(x, dtype=np.float64), axis=-1)
+    return butter(HIGHPASS_ORDER, cutoff_hz, btype="highpass", fs=fs, output="sos")
 
 
 def standardise(x: np.ndarray) -> np.ndarray:

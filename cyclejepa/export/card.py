@@ -103,7 +103,7 @@ def _input_section(prep: dict, symmetry: dict, tokens: int, model: dict) -> str:
         f"- Output: {tokens} tokens of {model['projector']['out_dim']} dimensions per window (one per "
         f"{prep['token_patch']} samples at {prep['model_fs']:g} Hz); a record's embedding in cyclejepa is the mean of "
         "its phase-valid tokens, which needs the library's phase provider and QC; the mean of all tokens "
-        f"(`mean_tokens`) is the one the graphs{_reference_clause(prep)} reproduce alone. Phase action: "
+        "(`mean_tokens`) is the one the graphs and `reference.py` reproduce alone. Phase action: "
         f"`{symmetry['name']}`, spectrum `{symmetry['spectrum']}`, basis `{symmetry['basis']}`.",
     ])  # fmt: skip
 
@@ -122,34 +122,59 @@ def _preparation_line(prep: dict) -> str:
     )
 
 
-def _reference_clause(prep: dict) -> str:
-    """Whether `reference.py` prepares this package's input (it refuses a preparation before windowing)."""
-    return "" if prep.get("preparation") else " and `reference.py`"
-
-
 def _running_section(prep: dict) -> str:
-    """How to embed with the package: with cyclejepa, and with reference.py (numpy + onnxruntime)."""
-    library = (
-        "## Running it\n\nWith cyclejepa: `cyclejepa embed DIR RECORD... --out embedded.npz` for record files, or "
-        "`cyclejepa.load_pretrained(DIR).embed(signal, fs, channel_names)` for arrays."
-    )
-    if prep.get("preparation"):
-        return library + (" `reference.py` refuses this package: its preparation before windowing (above) needs "
-                          "the whole record and the library.")  # fmt: skip
+    """How to embed with the package: with cyclejepa, and with reference.py (numpy + onnxruntime):
+    its command line, its input and output, the preparation it applies and when tokens come."""
     channels = " ".join(f"--channels {shlex.quote(channel)}" for channel in prep["channels"])
     return "\n\n".join([
-        library,
+        "## Running it",
+        "With cyclejepa: `cyclejepa embed DIR RECORD... --out embedded.npz` for record files, or "
+        "`cyclejepa.load_pretrained(DIR).embed(signal, fs, channel_names)` for arrays.",
         "Without cyclejepa (numpy and onnxruntime only; it needs `encoder_streaming.onnx`, which "
         "`cyclejepa export --onnx` writes), with `DIR` this package's folder:",
         f"```bash\npython DIR/reference.py SIGNAL.npy --fs {prep['fs']:g} {channels} --out tokens.npy "
         "--mean-tokens mean.npy\n```",
         f"`SIGNAL.npy` is (channels, samples) of real numbers in the units above, at the rate given by `--fs` "
         f"({prep['model_fs']:g} Hz or more; it is resampled to {prep['fs']:g} Hz); one `--channels` per row, in "
-        "the file's order. `tokens.npy` is (windows, tokens, K) float32, the tokens `cyclejepa embed` gives, and "
-        "`mean.npy` their mean. Input it cannot prepare as the library does is refused with one `error:` line and "
-        "exit status 1; a record far outside the training normalisation is encoded and flagged on stderr "
-        "(`out_of_range: ...`, as `cyclejepa embed` flags it).",
+        "the file's order (other rows are ignored). `tokens.npy` is (windows, tokens, K) float32, the tokens "
+        "`cyclejepa embed` gives, and `mean.npy` their mean (K,). Nothing else is printed: input it cannot prepare "
+        "as the library does is refused with one `error:` line on stderr and exit status 1, nothing written; a record "
+        "far outside the training normalisation is encoded and flagged on stderr (`out_of_range: ...`, as "
+        "`cyclejepa embed` flags it).",
+        _reference_steps(prep),
     ])  # fmt: skip
+
+
+def _reference_steps(prep: dict) -> str:
+    """The steps reference.py applies to this package's input, and when its tokens come."""
+    found = prep.get("preparation")
+    steps = (
+        f"It applies, in order: the channels in the package's order; resampling to {prep['fs']:g} Hz; "
+        f"{_before_windowing(found)}windows of {prep['window_s']:g} s; decimation by {prep['decimation']} with "
+        f"`decimation_filter`; the training z-score; the streaming graph, {prep['token_patch']} samples a step, its "
+        "state restarted at every window."
+    )
+    if not found:
+        return steps + " Each sample is prepared as it arrives: a token comes once its samples have passed the decimation filter."
+    return steps + (
+        " A zero-phase high-pass is not causal (its backward pass starts at the record's end) and a record's z-score "
+        "needs all of it, so reference.py holds the record's samples and prepares and encodes them when the record "
+        "ends, as `cyclejepa embed` prepares whole records: a device gets this package's tokens one record at a time, "
+        "the latency being the record's length."
+    )
+
+
+def _before_windowing(found: dict | None) -> str:
+    """The preparation before windowing as a clause of `_reference_steps` ('' without one)."""
+    if not found:
+        return ""
+    parts = [f"the first {found['drop_s']:g} s dropped"]
+    if any(cutoff is not None for cutoff in found["highpass_hz"]):
+        parts.append("the high-pass with the second-order sections of `config.json` `highpass_filter.sos`, run "
+                     "forward and backward as `scipy.signal.sosfiltfilt` runs them")  # fmt: skip
+    if found["scope"] != "corpus":
+        parts.append(f"each {found['scope']}'s own z-score per channel")
+    return "; ".join(parts) + "; "
 
 
 def _training_section(card: CardSpec) -> str:

@@ -40,7 +40,7 @@ from torch import nn
 from cyclejepa.data.cache import PHASE_REVISION
 from cyclejepa.data.cache.record import _decimation_taps
 from cyclejepa.data.datasets import sha256_file
-from cyclejepa.data.preprocess import KAISER_BETA
+from cyclejepa.data.preprocess import HIGHPASS_ORDER, KAISER_BETA, Preparation, highpass_sos
 from cyclejepa.embed import OUT_OF_RANGE_DECADES, Encoder, Preprocessing, check_finite_weights
 from cyclejepa.export import reference
 from cyclejepa.export.card import model_card
@@ -311,10 +311,29 @@ def _preprocessing(preprocessing: Preprocessing, spec: ExportSpec) -> dict[str, 
             "distance": "max over channels of max(|log10 s|, log10(1 + |m|)), m and s the mean and std of the "
             "channel's prepared (normalised) samples over the record's windows",
         },
+        **_highpass_filter(preprocessing.preparation, preprocessing.cache_fs),
         "phase_convention": spec.phase_convention,
         "phase_coordinates": spec.phase_coordinates,
         "phase_revision": spec.phase_revision,
         "cache_hash": spec.cache_hash,
+    }
+
+
+def _highpass_filter(preparation: Preparation, fs: float) -> dict[str, Any]:
+    """``{"highpass_filter": ...}``: the sections of each channel's zero-phase high-pass at ``fs``
+    (`highpass_sos`, null for a channel without one) and how they are run; ``{}`` without any."""
+    if not preparation.highpass_hz:
+        return {}
+    return {
+        "highpass_filter": {
+            "design": f"scipy.signal.butter({HIGHPASS_ORDER}, cutoff, btype='highpass', fs=fs, output='sos')",
+            "method": "scipy.signal.sosfiltfilt",
+            "padtype": "odd",
+            "padlen": "3 (2 sections + 1)",
+            "initial_state": "sosfilt_zi(sos) times the first sample of each pass",
+            "applies_to": "the whole record after the leading drop_s seconds, before windowing",
+            "sos": [None if cutoff is None else highpass_sos(fs, cutoff).tolist() for cutoff in preparation.highpass_hz],
+        }
     }
 
 

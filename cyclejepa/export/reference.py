@@ -1,14 +1,15 @@
 """Reference preparation and streaming encoding of a record, with numpy and onnxruntime only.
 
 Copied into every package as ``reference.py``; it reads the package's ``config.json`` and
-``encoder_streaming.onnx`` beside it and imports neither torch nor cyclejepa::
+``encoder_streaming.onnx`` beside it and imports neither torch, scipy nor cyclejepa::
 
     python PKG/reference.py SIGNAL.npy --fs FS --channels I --channels II ... --out TOKENS.npy
 
 SIGNAL is (channels, samples) of real numbers in the dataset's units at FS Hz, FS at least the
 rate the model reads (``model_fs``); ``--channels`` names its rows, one option per row (a single
 ``--channels A,B,C`` is split at commas when that gives one non-empty name per row). Each sample
-goes, as it arrives, through the preparation that ``cyclejepa embed`` applies to the whole record:
+goes, as it arrives (with step 3, once the record has ended), through the preparation that
+``cyclejepa embed`` applies to the whole record:
 
 1. the package's channels, in its order (names matched ignoring case, surrounding space and
    trailing punctuation: ``PLETH,`` is ``PLETH``), as float32;
@@ -16,13 +17,23 @@ goes, as it arrives, through the preparation that ``cyclejepa embed`` applies to
    1/1000 Hz, taps h = firwin(20·m + 1, 1/m, Kaiser β) · up with m = max(up, down); output
    y[n] = Σ_j h[j] · u[n·down + 10·m − j], u the input zero-stuffed by ``up`` and extended at
    both ends of the record by its first and last sample; float32;
-3. consecutive windows of ``window`` samples at ``fs`` from the first sample, a shorter tail dropped;
-4. per window, decimation by q with the package's taps h (101 for q = 5, group delay 10·q):
+3. the dataset's preparation before windowing, when the package has one (``preparation``, e.g.
+   the ``wfdb`` dataset's): the first round(drop_s · fs) samples dropped; each channel with a
+   cut-off high-passed with the package's ``highpass_filter.sos``, forward and backward
+   (scipy's ``sosfiltfilt``: odd extension by 3 · (2 · sections + 1) samples at both ends, each
+   pass started from the steady state of its first sample, float64); with scope ``record`` each
+   channel z-scored by its own mean and std (ddof 0); float32. The backward pass starts at the
+   record's end, so these samples are held until the record ends (`RecordPreparation`): the
+   tokens of such a package come after the whole record, not as it streams;
+4. consecutive windows of ``window`` samples at ``fs`` from the first sample, a shorter tail
+   dropped; with scope ``window`` each channel of a window z-scored by its own mean and std (the
+   window is held until its last sample);
+5. per window, decimation by q with the package's taps h (101 for q = 5, group delay 10·q):
    y[n] = Σ_k h[k] · x[q·n + 10·q − k], x extended at both ends *of the window* by its first and
    last sample; so y[n] is final once x[q·n + 10·q] has arrived, and the last 10 outputs of a
    window when the window ends; float32;
-5. z-score with the package's per-channel mean and std; float32;
-6. every ``token_patch`` prepared samples are one chunk through ``encoder_streaming.onnx``, whose
+6. z-score with the package's per-channel mean and std; float32;
+7. every ``token_patch`` prepared samples are one chunk through ``encoder_streaming.onnx``, whose
    state starts at zeros at every window start.
 
 The tokens written are (windows, tokens, K) float32: those of ``cyclejepa embed`` for the same
@@ -52,12 +63,14 @@ from typing import Any
 
 import numpy as np
 
-STEPS = ["channels", "resample", "cut_windows", "decimate", "normalise", "encode"]
+STEPS = ["channels", "resample", "prepare", "cut_windows", "decimate", "normalise", "encode"]
 """The preparation steps this reference implements, in order; a package listing others is refused."""
+STEPS_WITHOUT_PREPARATION = [step for step in STEPS if step != "prepare"]
+"""The steps of packages written before the ``prepare`` step existed (read when they have no ``preparation``)."""
 KNOWN = {
     "steps", "channels", "units", "fs", "window", "window_s", "decimation", "model_fs", "token_patch",
     "normalisation", "resampling", "decimation_filter", "phase_provider", "phase_options", "phase_convention",
-    "phase_coordinates", "phase_revision", "cache_hash", "dataset", "input_range",
+    "phase_coordinates", "phase_revision", "cache_hash", "dataset", "input_range", "preparation", "highpass_filter",
 }  # fmt: skip
 """Keys of ``preprocessing`` this reference understands; any other is a step it would skip."""
 
@@ -75,6 +88,10 @@ OUT_OF_RANGE_DECADES = 1.0
 TRAILING = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~" + " \t\n\r\x0b\x0c"
 """Stripped from the end of a channel name (string.punctuation and string.whitespace, as the library)."""
 """Characters a channel name may end with that do not change which channel it names."""
+SCOPES = ("corpus", "record", "window")
+"""The library's normalisation scopes (`cyclejepa.data.preprocess.SCOPES`)."""
+MAX_SECTIONS = 64
+"""Most second-order sections a high-pass of a package may have."""
 
 
 class PreparationError(ValueError):
@@ -150,7 +167,7 @@ def check_package(prep: Any) -> None:
     if not isinstance(prep, dict):
         raise PreparationError("config.json preprocessing: must be an object")
     steps = prep.get("steps")
-    if steps != STEPS:
+    if steps != STEPS and not (steps == STEPS_WITHOUT_PREPARATION and "preparation" not in prep):
         raise PreparationError(f"config.json preprocessing.steps is {steps}; this reference implements {STEPS} only")
     unknown = sorted(set(prep) - KNOWN)
     if unknown:
@@ -178,6 +195,8 @@ def check_package(prep: Any) -> None:
     if not _real(beta):
         raise _invalid("resampling.window", f"must be ['kaiser', β] with β a finite number, got {beta!r}")
     _check_decimation_filter(prep.get("decimation_filter"), q)
+    if "preparation" in prep:
+        _check_preparation(prep["preparation"], prep.get("highpass_filter"), channels, float(prep["fs"]))
     if "input_range" in prep:
         limits = prep["input_range"] if isinstance(prep["input_range"], dict) else {}
         _number(limits, "out_of_range_decades", 0, 1e6, "input_range.")
@@ -190,6 +209,40 @@ def _check_decimation_filter(fir, q: int) -> None:
     taps = fir.get("coefficients") if isinstance(fir, dict) else None
     if not isinstance(taps, list) or len(taps) != 20 * q + 1 or not all(_real(t) for t in taps):
         raise _invalid("decimation_filter.coefficients", f"must be {20 * q + 1} finite numbers (decimation {q})")
+
+
+def _check_preparation(found: Any, fir: Any, channels: list[str], fs: float) -> None:
+    """``preparation`` as the library writes it (`Preparation.to_dict`: ``drop_s`` >= 0, ``scope``
+    one of `SCOPES`, ``highpass_hz`` none or one cut-off or null per channel, each below fs / 2),
+    and for each cut-off its sections in ``highpass_filter.sos``."""
+    if not isinstance(found, dict):
+        raise _invalid("preparation", f"must be an object, got {str(found)[:80]}")
+    _number(found, "drop_s", 0, math.inf, "preparation.")
+    if found.get("scope") not in SCOPES:
+        raise _invalid("preparation.scope", f"must be one of {', '.join(SCOPES)}, got {str(found.get('scope'))[:80]!r}")
+    cutoffs = found.get("highpass_hz")
+    if not isinstance(cutoffs, list) or len(cutoffs) not in (0, len(channels)):
+        raise _invalid(
+            "preparation.highpass_hz", f"must be a list of {len(channels)} cut-offs (Hz or null), got {str(cutoffs)[:200]}"
+        )
+    for channel, cutoff in zip(channels, cutoffs, strict=False):
+        if cutoff is not None and not (_real(cutoff) and 0 < cutoff < fs / 2):
+            raise _invalid(f"preparation.highpass_hz of {channel}", f"must be null or in (0, {fs / 2:g}) Hz, got {cutoff!r}")
+    if any(c is not None for c in cutoffs):
+        sos = fir.get("sos") if isinstance(fir, dict) else None
+        if not isinstance(sos, list) or len(sos) != len(channels):
+            raise _invalid("highpass_filter.sos", f"must hold the sections of each of the {len(channels)} channels "
+                           "(a package written before the high-pass was in config.json: export it again)")  # fmt: skip
+        for channel, cutoff, sections in zip(channels, cutoffs, sos, strict=True):
+            if (cutoff is None) != (sections is None) or (sections is not None and not _sections(sections)):
+                raise _invalid(f"highpass_filter.sos of {channel}", f"must be null without a cut-off, else 1 to "
+                               f"{MAX_SECTIONS} sections [b0, b1, b2, 1, a1, a2] of finite numbers")  # fmt: skip
+
+
+def _sections(sections: Any) -> bool:
+    """Whether ``sections`` are second-order sections [b0, b1, b2, 1, a1, a2] of finite numbers."""
+    return (isinstance(sections, list) and 1 <= len(sections) <= MAX_SECTIONS and
+            all(isinstance(s, list) and len(s) == 6 and all(map(_real, s)) and s[3] == 1 for s in sections))  # fmt: skip
 
 
 def _invalid(field: str, problem: str) -> PreparationError:
@@ -215,9 +268,91 @@ def _integer(section: dict, key: str) -> int:
     return value
 
 
+def sosfilt(sos: np.ndarray, x: np.ndarray, zi: np.ndarray) -> np.ndarray:
+    """(L,) ``x`` through second-order sections ``sos`` (sections, 6) from state ``zi`` (sections, 2),
+    direct form II transposed as scipy's ``sosfilt``: y = b0·x + z1, z1' = b1·x − a1·y + z2,
+    z2' = b2·x − a2·y; float64."""
+    y = [float(v) for v in x]
+    for (b0, b1, b2, _, a1, a2), (z1, z2) in zip(sos.tolist(), zi.tolist(), strict=True):
+        for n, v in enumerate(y):
+            out = b0 * v + z1
+            z1, z2 = b1 * v - a1 * out + z2, b2 * v - a2 * out
+            y[n] = out
+    return np.asarray(y, dtype=np.float64)
+
+
+def sosfilt_zi(sos: np.ndarray) -> np.ndarray:
+    """(sections, 2) state of each section at rest under a unit step (scipy's ``sosfilt_zi``):
+    per section z = (I − Aᵀ)⁻¹ (b[1:] − a[1:]·b0), A the companion matrix of a, times the DC gain
+    of the sections before it."""
+    zi, scale = np.empty((len(sos), 2)), 1.0
+    for row, (b0, b1, b2, _, a1, a2) in enumerate(sos):
+        zi[row] = scale * np.linalg.solve(np.array([[1 + a1, -1.0], [a2, 1.0]]), np.array([b1 - a1 * b0, b2 - a2 * b0]))
+        scale *= (b0 + b1 + b2) / (1 + a1 + a2)
+    return zi
+
+
+def sosfiltfilt(sos: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """(L,) ``x`` filtered forward and backward by ``sos`` as scipy's ``sosfiltfilt`` (``padtype="odd"``):
+    x extended at both ends by p = 3 · (2 · sections + 1) samples mirrored through its end value
+    (2·x[0] − x[p..1], 2·x[−1] − x[−2..−p−1]; a section ending in b2 = a2 = 0 counts one tap less),
+    each pass started from `sosfilt_zi` times its first sample, the extension cut off; float64."""
+    pad = 3 * (2 * len(sos) + 1 - min(int((sos[:, 2] == 0).sum()), int((sos[:, 5] == 0).sum())))
+    if len(x) <= pad:
+        raise PreparationError(f"{len(x)} samples are too few for the high-pass (more than {pad} needed)")
+    x = np.asarray(x, dtype=np.float64)
+    extended = np.concatenate([2 * x[0] - x[pad:0:-1], x, 2 * x[-1] - x[-2 : -(pad + 2) : -1]])
+    zi = sosfilt_zi(sos)
+    forward = sosfilt(sos, extended, zi * extended[0])
+    backward = sosfilt(sos, forward[::-1], zi * forward[-1])[::-1]
+    return backward[pad:-pad]
+
+
+def zscore_rows(x: np.ndarray) -> np.ndarray:
+    """(C, L) ``x`` minus each row's mean, divided by its standard deviation (ddof 0); float64."""
+    x = np.asarray(x, dtype=np.float64)
+    return (x - x.mean(axis=-1, keepdims=True)) / x.std(axis=-1, keepdims=True)
+
+
+def check_spread(x: np.ndarray, channels: list[str], where: str) -> None:
+    """Refuse (C, L) ``x`` with a constant channel, which a z-score of its own cannot scale (the library's ``flat``)."""
+    flat = [channels[c] for c in np.flatnonzero(np.asarray(x, dtype=np.float64).std(axis=-1) <= 0)]
+    if flat:
+        raise PreparationError(f"{where} channel {flat} is constant, which cannot be z-scored")
+
+
+class RecordPreparation:
+    """Step 3: the package's ``preparation`` of a whole record (C, L) at ``fs`` (the library's
+    ``prepare_signal``): leading seconds dropped, zero-phase high-pass, per-record z-score."""
+
+    def __init__(self, prep: dict):
+        found, self.channels, fs = prep["preparation"], list(prep["channels"]), float(prep["fs"])
+        self.drop, self.scope = round(float(found["drop_s"]) * fs), found["scope"]
+        cutoffs = found["highpass_hz"] or [None] * len(self.channels)
+        sos = prep["highpass_filter"]["sos"] if any(c is not None for c in cutoffs) else cutoffs
+        self.sos = [None if c is None else np.asarray(s, np.float64) for c, s in zip(cutoffs, sos, strict=True)]
+        self.window = int(prep["window"])
+
+    def apply(self, x: np.ndarray) -> np.ndarray:
+        """(C, L) float32 -> the prepared (C, L − dropped) float32; a record left shorter than one
+        window is returned as it is (it has no window to encode)."""
+        x = x[:, self.drop :]
+        if x.shape[-1] < self.window:
+            return x
+        out = np.asarray(x, dtype=np.float64).copy()
+        for row, sos in enumerate(self.sos):
+            if sos is not None:
+                out[row] = sosfiltfilt(sos, out[row])
+        if self.scope == "record":
+            check_spread(out, self.channels, "the record's")
+            out = zscore_rows(out)
+        return out.astype(np.float32)
+
+
 class Preparer:
-    """Steps 1–5 for one record, fed sample by sample; `push` returns the prepared (channels,)
-    samples now final and marks window starts (``None`` before a window's first sample)."""
+    """Steps 1–6 for one record, fed sample by sample; `push` returns the prepared (channels,)
+    samples now final and marks window starts (``None`` before a window's first sample). With a
+    ``preparation`` (step 3) the samples are held until `finish`, which prepares the whole record."""
 
     def __init__(self, prep: dict, fs_in: float):
         self.window, self.q = int(prep["window"]), int(prep["decimation"])
@@ -233,17 +368,29 @@ class Preparer:
         self.taps = None if self.q == 1 else np.asarray(prep["decimation_filter"]["coefficients"], np.float64)
         self.mean = np.asarray(prep["normalisation"]["mean"], np.float64)
         self.std = np.asarray(prep["normalisation"]["std"], np.float64)
+        self.channels = list(prep["channels"])
+        self.preparation = RecordPreparation(prep) if "preparation" in prep else None
+        self.by_window = self.preparation is not None and self.preparation.scope == "window"
+        self.held: list[np.ndarray] = []  # samples at fs held for the preparation (of the record, or of a window)
         self.in_window = 0
         self.decimator: StreamingFIR | None = None
 
     def push(self, sample: np.ndarray) -> list:
         at_fs = [sample] if self.resampler is None else self.resampler.push(sample.astype(np.float64))
+        if self.preparation is not None:
+            self.held += [np.float32(x) for x in at_fs]
+            return []
         return [out for x in at_fs for out in self._windowed(np.float32(x))]
 
     def finish(self) -> list:
-        """The samples owed at the end of the record (its last window, if complete)."""
-        tail = [] if self.resampler is None else self.resampler.finish()
-        return [out for x in tail for out in self._windowed(np.float32(x))]
+        """The samples owed at the end of the record (its last window, if complete); with a
+        preparation, every sample of the record, prepared."""
+        tail = [np.float32(x) for x in ([] if self.resampler is None else self.resampler.finish())]
+        if self.preparation is None or not self.held + tail:
+            return [out for x in tail for out in self._windowed(x)]
+        record, self.held = np.stack(self.held + tail, axis=-1), []
+        prepared = self.preparation.apply(record)
+        return [out for t in range(prepared.shape[-1]) for out in self._windowed(prepared[:, t])]
 
     def _windowed(self, x: np.ndarray) -> list:
         out: list[np.ndarray | None] = []
@@ -251,11 +398,23 @@ class Preparer:
             out.append(None)
             self.decimator = None if self.taps is None else StreamingFIR(self.taps, 1, self.q)  # taps is None iff q == 1
         self.in_window += 1
-        decimated = [x] if self.decimator is None else self.decimator.push(x.astype(np.float64))
+        if self.by_window:  # the window's own z-score needs its last sample: held until then
+            self.held.append(x)
+            decimated = []
+            if self.in_window == self.window:
+                window, self.held = np.stack(self.held, axis=-1), []
+                check_spread(window, self.channels, "a window of")
+                decimated = [y for t in zscore_rows(window).astype(np.float32).T for y in self._decimated(t)]
+        else:
+            decimated = self._decimated(x)
         if self.in_window == self.window:
             decimated += [] if self.decimator is None else self.decimator.finish()
             self.in_window = 0
         return out + [self._normalise(np.float32(y)) for y in decimated]
+
+    def _decimated(self, x: np.ndarray) -> list:
+        """The decimated samples final once ``x`` (channels,) of the current window has arrived."""
+        return [x] if self.decimator is None else self.decimator.push(x.astype(np.float64))
 
     def _normalise(self, y: np.ndarray) -> np.ndarray:
         with np.errstate(over="ignore", invalid="ignore"):  # overflow is refused after the record (check_prepared)
@@ -371,7 +530,9 @@ def encode_record(signal: np.ndarray, fs: float, names: list[str], config: dict,
     per_window = int(prep["window"]) // int(prep["decimation"]) // patch
     complete = [w for w in windows if len(w[0]) == per_window]  # a shorter tail is dropped
     if not complete:
-        raise PreparationError(f"the signal lasts {x.shape[1] / fs:.2f} s, shorter than one {prep['window_s']:g} s window")
+        drop = float(prep.get("preparation", {}).get("drop_s", 0))
+        raise PreparationError(f"the signal lasts {x.shape[1] / fs:.2f} s, shorter than one {prep['window_s']:g} s window"
+                               + (f" after dropping its first {drop:g} s" if drop else ""))  # fmt: skip
     tokens = np.stack([np.stack(t) for t, _ in complete]).astype(np.float32)
     inputs = np.stack([np.stack(samples, axis=-1) for _, samples in complete])
     check_prepared(inputs, prep["channels"])
