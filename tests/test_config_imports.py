@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
-import tomllib
+import re
 from pathlib import Path
 
 import pytest
@@ -18,7 +18,8 @@ from cyclejepa.facts import data_facts
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.yaml"))
-PLUGINS = list(tomllib.loads((ROOT / "examples" / "pyproject.toml").read_text())["project"]["entry-points"]["cyclejepa.plugins"].values())
+ENTRY_POINTS = (ROOT / "examples" / "pyproject.toml").read_text().split('[project.entry-points."cyclejepa.plugins"]')[1]
+PLUGINS = re.findall(r'^[\w-]+ = "(\w+)"$', ENTRY_POINTS.split("\n[")[0], flags=re.MULTILINE)
 """The example plugins' modules (`pip install -e examples` registers them as entry points)."""
 LOADING_ONLY = ("cyclejepa.config", "cyclejepa.facts", "cyclejepa.grid", "cyclejepa.registry", "cyclejepa.version",
                 "cyclejepa.declarations")  # fmt: skip
@@ -49,7 +50,7 @@ def test_loading_every_example_imports_no_implementation():
     unimported: the modules it adds are the package's loading modules alone."""
     command = [sys.executable, "-c", LOAD_EVERY_EXAMPLE, str(ROOT / "examples"), ",".join(PLUGINS), *map(str, EXAMPLES)]
     report = json.loads(subprocess.run(command, capture_output=True, text=True, cwd=ROOT, check=True).stdout)
-    assert sorted(report["loaded"]) == sorted(map(str, EXAMPLES)) and len(EXAMPLES) >= 9
+    assert sorted(report["loaded"]) == sorted(map(str, EXAMPLES)) and len(EXAMPLES) >= 9 and len(PLUGINS) == 3
     implementations = set(report["implementations"])
     assert {"cyclejepa.data.ptbxl", "cyclejepa.phase.ecg.provider", "cyclejepa.objectives.sigreg"} <= implementations
     new = set(report["new"])
@@ -73,7 +74,8 @@ def test_a_declared_channels_option_is_the_constructors(name):
     default is then the declared channels."""
     import inspect
 
-    declared, parameter = registry.DATASETS.declared(name), inspect.signature(registry.DATASETS.get(name)).parameters.get("channels")
+    declared = registry.DATASETS.declared(name)
+    parameter = inspect.signature(registry.DATASETS.get(name)).parameters.get("channels")
     assert declared.channels_option is (parameter is not None)
     if parameter is not None:
         assert tuple(parameter.default) == declared.channels

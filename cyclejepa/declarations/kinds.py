@@ -92,7 +92,7 @@ class DatasetDeclaration:
         band = band_rates(*cycle_band_hz) if not own and cycle_band_hz else {}
         rate = fs or own or band.get("cache_fs")
         if not rate:
-            raise ValueError(f"dataset {cls.__name__} has no fixed sampling rate and the phase provider declares no cycle "
+            raise ValueError(f"dataset {cls.__name__.removesuffix('Declaration')} has no fixed sampling rate and the phase provider declares no cycle "
                              f"band to derive one from; set data.cache_fs (the cache rate in Hz)")  # fmt: skip
         values: dict[str, Any] = {
             "cache_fs": float(rate), "decimation": int(decimation or band.get("decimation", cls.decimation)),
