@@ -1,7 +1,9 @@
 """Dataset facts: what a config's data section and phase provider imply (channels, rates,
-window, tokens, folds), read from the registered dataset and provider classes (nothing is read
-from disk). The schema fills the keys a config leaves out from them; the checks compare them
-with the keys it sets."""
+window, tokens, folds), read from what the dataset and the provider declare
+(`cyclejepa.registry.Registry.declared`: a built-in's declaration in `cyclejepa.declarations`,
+so that no implementation is imported; nothing is read from disk). The schema fills the keys a
+config leaves out from them; the checks compare them with the keys it sets.
+"""
 
 from __future__ import annotations
 
@@ -37,10 +39,10 @@ class DataFacts:
 
 
 def declared_provider(dataset: str) -> str | None:
-    """The phase provider the dataset registered as ``dataset`` declares (`Dataset.phase_provider`;
+    """The phase provider the dataset registered as ``dataset`` declares (``phase_provider``;
     None for none or for an unknown name, which the schema names)."""
     try:
-        return getattr(registry.DATASETS.get(dataset), "phase_provider", None)
+        return getattr(registry.DATASETS.declared(dataset), "phase_provider", None)
     except KeyError:
         return None
 
@@ -51,34 +53,46 @@ def cycle_band(provider: str | None) -> tuple[float, float] | None:
     if provider is None:
         return None
     try:
-        return getattr(registry.PHASE_PROVIDERS.get(provider), "cycle_band_hz", None)
+        return getattr(registry.PHASE_PROVIDERS.declared(provider), "cycle_band_hz", None)
     except KeyError:
         return None
 
 
-def data_facts(data: DataKeys, cycle_band_hz: tuple[float, float] | None = None) -> DataFacts | str:
-    """The `DataFacts` of a data section, from the dataset's class and options (nothing is read
-    from disk), or one line saying which key to set when they cannot be derived; a dataset
-    without a rate of its own takes its rates from ``cycle_band_hz`` (`Dataset.rates`).
-
-    Channels are the ``channels`` option when the dataset takes one (else that parameter's
-    default), else its class's ``channels``.
-    """
+def default_channels(declared: Any) -> tuple[Any, bool]:
+    """The channels a dataset keeps when its options name none, and whether they are an option:
+    its ``channels_option`` declaration, else (a plugin's class) its constructor's ``channels``
+    parameter (its default, when it has one, else the class's ``channels``)."""
+    fixed = getattr(declared, "channels", ())
+    option = getattr(declared, "channels_option", None)
+    if option is not None:
+        return fixed, option
     import inspect
 
-    cls = registry.DATASETS.get(data.dataset)
-    parameter = inspect.signature(cls).parameters.get("channels")
+    parameter = inspect.signature(declared).parameters.get("channels")
     default = parameter.default if parameter is not None and parameter.default is not inspect.Parameter.empty else None
-    channels = data.options.get("channels", default or getattr(cls, "channels", ()))
+    return default or fixed, parameter is not None
+
+
+def data_facts(data: DataKeys, cycle_band_hz: tuple[float, float] | None = None) -> DataFacts | str:
+    """The `DataFacts` of a data section, from the dataset's declaration and options (nothing is
+    read from disk, no implementation imported), or one line saying which key to set when they
+    cannot be derived; a dataset without a rate of its own takes its rates from
+    ``cycle_band_hz`` (`DatasetDeclaration.rates`).
+
+    Channels are the ``channels`` option, else the dataset's default (`default_channels`).
+    """
+    declared = registry.DATASETS.declared(data.dataset)
+    default, is_option = default_channels(declared)
+    channels = data.options.get("channels", default)
     if not isinstance(channels, (list, tuple)) or not channels:
         return f"data.dataset: {data.dataset!r} declares no channels (a class attribute `channels` or a `channels` option)"
-    units = getattr(cls, "units", ())
-    if units and parameter is None and len(units) != len(channels):
+    units = getattr(declared, "units", ())
+    if units and not is_option and len(units) != len(channels):
         return f"data.dataset: {data.dataset!r} declares {len(units)} unit(s) {list(units)} for {len(channels)} channel(s) {list(channels)}"
     try:
-        rates = cls.rates(data.cache_fs, data.decimation, data.token_patch, data.window_s, cycle_band_hz)
+        rates = declared.rates(data.cache_fs, data.decimation, data.token_patch, data.window_s, cycle_band_hz)
     except ValueError as error:
         key = "data.cache_fs" if "data.cache_fs" in str(error) else "data.window_s"
         return f"{key}: {error}"
     return DataFacts(tuple(map(str, channels)), rates["cache_fs"], rates["decimation"], rates["token_patch"],
-                     rates["window_s"], rates["n_tokens"], cls.folds)  # fmt: skip
+                     rates["window_s"], rates["n_tokens"], declared.folds)  # fmt: skip

@@ -14,6 +14,15 @@ Each registry holds a table of its built-ins, name -> the module whose import re
 (`Registry.builtins`), so that a config's names are checked without importing any component:
 `Registry.get` imports the one module it needs, `load_builtins` all of them.
 
+An option of a component may name a component of another registry (SIGReg's ``statistic``):
+the entry declares it as `Injected`, and `Registry.build` builds that component from its name
+and options and passes the object, so that the component itself takes objects, not names.
+
+A built-in's facts that a config needs when it loads (a dataset's channels and rates, a phase
+provider's cycle band) are declared in a torch-free module of `cyclejepa.declarations` that the
+implementation inherits them from; `Registry.declared` reads them without importing the
+implementation.
+
 Third-party packages add components without touching the library by declaring an entry point
 in the ``cyclejepa.plugins`` group whose target is a module (or callable) that registers them;
 they are loaded the first time a registry is asked for a name that is not a built-in, or for
@@ -25,7 +34,8 @@ from __future__ import annotations
 import difflib
 import importlib
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
@@ -83,20 +93,70 @@ def unknown_name_message(kind: str, name: str, available: list[str]) -> str:
     return message + (f" (not loaded: {missing})" if missing else "")
 
 
+@dataclass(frozen=True)
+class Injected:
+    """An option of a registered component that names a component of ``registry``: a config
+    gives the name as ``option`` (default ``default``) and its options as ``option_options``, or
+    as the ``shorthand`` keys beside them (options of ``default`` only); `Registry.build` builds
+    that component and passes it as ``option``."""
+
+    option: str
+    registry: Registry
+    default: str
+    shorthand: tuple[str, ...] = ()
+
+    @property
+    def options_key(self) -> str:
+        """The key of the injected component's options: ``<option>_options``."""
+        return f"{self.option}_options"
+
+    def resolve(self, options: dict[str, Any]) -> dict[str, Any]:
+        """``options`` with the injected component built in place of its name and options; a
+        ValueError names an unknown component, options it refuses, or shorthand keys given with
+        another component or also among its options."""
+        options = dict(options)
+        name = options.pop(self.option, self.default)
+        nested = dict(options.pop(self.options_key, None) or {})
+        short = {key: options.pop(key) for key in self.shorthand if key in options}
+        if not isinstance(name, str):  # an object already: nothing to build
+            if short or nested:
+                raise ValueError(f"{sorted(short | nested)} are options of a {self.registry.kind} named by {self.option}")
+            return {**options, self.option: name}
+        if short and name != self.default:
+            raise ValueError(f"{', '.join(short)} are options of the {self.registry.kind} {self.default!r}, but "
+                             f"{self.option} is {name!r}; give that one's options in {self.options_key}")  # fmt: skip
+        if set(short) & set(nested):
+            raise ValueError(f"{sorted(set(short) & set(nested))} given both as options and in {self.options_key}")
+        try:
+            component = self.registry.get(name)
+        except UnknownComponentError as error:
+            raise ValueError(f"{self.option}: {error}") from None
+        try:
+            built = component(**short, **nested)
+        except TypeError as error:
+            raise ValueError(f"{self.options_key}: {self.registry.kind} {name!r} refuses {short | nested}: {error}") from None
+        return {**options, self.option: built}
+
+
 class Registry:
     """A name -> component mapping with decorator registration.
 
     ``builtins`` maps each built-in name to the module whose import registers it, so that the
     names are known without importing any component: `get` imports that one module on first use.
-    ``options`` maps a built-in name to the keyword options its constructor takes, for the
-    built-ins whose module a config check should not import (torch-backed ones); a test checks
-    both tables against the registered classes.
+    ``options`` maps a built-in name to the keyword options a config gives it, for the built-ins
+    whose module a config check should not import (torch-backed ones); a test checks them
+    against the registered classes. ``injected``: the options of a name that name a component of
+    another registry (`Injected`), built by `build`. ``declarations``: the torch-free module whose
+    ``DECLARED`` maps each built-in name to its declaration (`declared`).
     """
 
-    def __init__(self, kind: str, builtins: dict[str, str] | None = None, options: dict[str, tuple[str, ...]] | None = None):
+    def __init__(self, kind: str, builtins: dict[str, str] | None = None, options: dict[str, tuple[str, ...]] | None = None,
+                 injected: Mapping[str, Injected] | None = None, declarations: str | None = None):  # fmt: skip
         self.kind = kind
         self.builtins: dict[str, str] = dict(builtins or {})
         self.options: dict[str, tuple[str, ...]] = dict(options or {})
+        self.injected: dict[str, Injected] = dict(injected or {})
+        self.declarations = declarations
         self._entries: dict[str, Any] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
@@ -130,8 +190,21 @@ class Registry:
             raise UnknownComponentError(self.kind, name, available) from None
 
     def build(self, name: str, /, **kwargs: Any) -> Any:
-        """Call the component registered as ``name`` with ``kwargs``."""
-        return self.get(name)(**kwargs)
+        """Call the component registered as ``name`` with ``kwargs``, an `Injected` option's
+        component built from its name and options first."""
+        injected = self.injected.get(name)
+        return self.get(name)(**(injected.resolve(kwargs) if injected else kwargs))
+
+    def declared(self, name: str) -> Any:
+        """What the component registered as ``name`` declares of itself (its facts as class
+        attributes): a built-in's declaration from the `declarations` module, without importing
+        the component; else the registered component itself (a plugin's class). Unknown names
+        raise `UnknownComponentError`."""
+        if name in self.builtins and self.declarations is not None:
+            declared: Mapping[str, Any] = importlib.import_module(self.declarations).DECLARED
+            if name in declared:
+                return declared[name]
+        return self.get(name)
 
     def names(self) -> list[str]:
         """The built-in names and the plugins' (the plugins are loaded; no built-in is imported)."""
@@ -163,12 +236,13 @@ _NEUROKIT = ("neurokit", "pantompkins1985", "hamilton2002", "elgendi2010", "engz
 PHASE_PROVIDERS = Registry("phase provider", {
     **_table("cyclejepa.phase.breath", "breath"), **_table("cyclejepa.phase.composite", "composite"),
     **_table("cyclejepa.phase.ecg.provider", "ecg-rpeak"), **_table("cyclejepa.phase.pulse", "pulse"),
-})  # fmt: skip
+}, declarations="cyclejepa.declarations.providers")  # fmt: skip
 SYMMETRIES = Registry("symmetry", _table("cyclejepa.symmetry.groups", "u1", "torus"))
 BASES = Registry("basis", _table("cyclejepa.symmetry.bases", "canonical", "householder", "stiefel"))
 MODELS = Registry("model", _table("cyclejepa.models.jepa", "winder"))
 ENCODERS = Registry("encoder", _table("cyclejepa.models.encoder", "winder-conv"))
 PREDICTORS = Registry("predictor", _table("cyclejepa.models.predictor", "causal-transformer"))
+STATISTICS = Registry("univariate statistic", _table("cyclejepa.objectives.statistics", "epps-pulley", "moments"))
 REGULARISERS = Registry(
     "regulariser",
     {**_table("cyclejepa.objectives.sigreg", "sigreg"), **_table("cyclejepa.objectives.vicreg", "vicreg")},
@@ -176,8 +250,8 @@ REGULARISERS = Registry(
         "sigreg": ("num_directions", "knots", "t_max", "sample_size", "statistic", "statistic_options"),
         "vicreg": ("variance_weight", "covariance_weight", "std_target", "eps"),
     },
+    injected={"sigreg": Injected("statistic", STATISTICS, "epps-pulley", shorthand=("knots", "t_max"))},
 )
-STATISTICS = Registry("univariate statistic", _table("cyclejepa.objectives.statistics", "epps-pulley", "moments"))
 OBJECTIVES = Registry("objective", {
     **_table("cyclejepa.objectives.prediction", "prediction"), **_table("cyclejepa.objectives.transport", "transport"),
 })  # fmt: skip
@@ -196,7 +270,7 @@ AUGMENTATIONS = Registry(
 DATASETS = Registry("dataset", {
     **_table("cyclejepa.data.ptbxl", "ptbxl"), **_table("cyclejepa.data.synthetic.dataset", "synthetic"),
     **_table("cyclejepa.data.challenge", "challenge2021"), **_table("cyclejepa.data.wfdb_folder", "wfdb"),
-})  # fmt: skip
+}, declarations="cyclejepa.declarations.datasets")  # fmt: skip
 DETECTORS = Registry("detector", _table("cyclejepa.evaluation.anomaly.detectors", "transport-violation", "predictor-error"))
 RPEAK_DETECTORS = Registry("R-peak detector", _table(
     "cyclejepa.phase.ecg.detectors", "cyclejepa", "pan-tompkins", "wfdb-xqrs", *(f"neurokit2:{method}" for method in _NEUROKIT),

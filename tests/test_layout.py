@@ -1,7 +1,10 @@
 """Package layout: no module imports from a later step of the data flow (docs/index.md).
 
 Every ``import`` of every module is read with `ast`, function-local ones included, so a lazy
-import inside a function cannot hide a step reaching back up.
+import inside a function cannot hide a step reaching back up. So are the imports that run
+through a name (`runtime_imports`): ``importlib.import_module`` of a literal module, a registry
+lookup (``DATASETS.get(name)`` may import every module of the registry's built-in table) and
+``load_builtins()``.
 """
 
 import ast
@@ -10,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from cyclejepa import registry
+
 PACKAGE = Path(__file__).resolve().parents[1] / "cyclejepa"
 
 FOUNDATIONS = (
@@ -17,6 +22,7 @@ FOUNDATIONS = (
     "version",
     "config",
     "facts",
+    "declarations",
     "grid",
     "registry",
     "jsonio",
@@ -90,23 +96,140 @@ def imports(path: Path) -> list[tuple[int, str, bool]]:
     return found
 
 
+REGISTRIES = {name: value for name, value in vars(registry).items() if isinstance(value, registry.Registry)}
+"""The registries by the name the code calls them (``DATASETS``, ...)."""
+LOOKUPS = {"get": "builtins", "build": "builtins", "declared": "declarations"}
+"""Registry methods that import: ``get`` and ``build`` a built-in's module, ``declared`` the
+registry's declarations module (its built-ins' modules when it has none)."""
+
+
+def registry_targets(reg: registry.Registry, method: str) -> set[str]:
+    """The modules a call of ``reg.<method>(name)`` may import."""
+    if LOOKUPS[method] == "declarations" and reg.declarations is not None:
+        return {reg.declarations}
+    return set(reg.builtins.values())
+
+
+THROUGH_A_NAME_ON_PURPOSE = {
+    ("cyclejepa.data.cache.build", "PHASE_PROVIDERS.build"):
+        "the cache phases each record with the provider the config names, built by name (the data step running the "
+        "phase step); it goes when the cache is handed a provider object",
+    ("cyclejepa.data.cache.build", "PHASE_PROVIDERS.get"):
+        "the provider's cycle band, which `cyclejepa.facts.cycle_band` reads from its declaration without the import",
+    ("cyclejepa.phase.provider", "PHASE_PROVIDERS.get"):
+        "`rate_problem` names its own class by looking up every registered provider (each imported); a search of "
+        "the registered entries alone would import nothing",
+    ("cyclejepa.phase.records", "PHASE_PROVIDERS.get"):
+        "a record's readers: every provider asked whether it reads a channel (its channel pattern, a fact its "
+        "declaration could hold), and a provider object named by looking it up",
+    ("cyclejepa.phase.ecg.provider", "PHASE_PROVIDERS.get"):
+        "the channels other providers claim: every provider asked whether it reads a channel (as phase.records)",
+}  # fmt: skip
+"""Lookups through a registry that import a later step or close a ring, left to their owners,
+with why: each ``(importer, how)`` is left out of `violations` and `module_graph`, and must
+still occur (a fixed one is taken off this list)."""
+
+
+def runtime_imports(path: Path) -> list[tuple[int, str, str]]:
+    """(line, module, how) of each import that runs through a name in ``path``: an
+    ``importlib.import_module("cyclejepa...")`` of a literal, a lookup in a registry named by its
+    constant (``DATASETS.get(...)``, ``registry.PHASE_PROVIDERS.build(...)``; `LOOKUPS`) and
+    ``load_builtins()`` (every registry's built-ins)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if not isinstance(node, ast.Call):
+            continue
+        function = node.func
+        name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", None)
+        if name == "import_module" and node.args and isinstance(node.args[0], ast.Constant):
+            module = str(node.args[0].value)
+            found += [(node.lineno, module, "importlib")] if module.split(".")[0] == "cyclejepa" else []
+        elif name == "load_builtins":
+            found += [
+                (node.lineno, module, "load_builtins") for reg in REGISTRIES.values() for module in sorted(reg.builtins.values())
+            ]
+        elif name in LOOKUPS and isinstance(function, ast.Attribute):
+            receiver = function.value
+            constant = receiver.attr if isinstance(receiver, ast.Attribute) else getattr(receiver, "id", None)
+            if constant in REGISTRIES:
+                how = f"{constant}.{name}"
+                found += [(node.lineno, module, how) for module in sorted(registry_targets(REGISTRIES[constant], name))]
+    return found
+
+
 def violations(root: Path = PACKAGE) -> list[str]:
-    """Each import of a later step (or of a step beside it) than the importing module's own."""
+    """Each import of a later step (or of a step beside it) than the importing module's own, the
+    imports through a name (`runtime_imports`) included."""
     found = []
     for path in sorted(root.rglob("*.py")):
         importer = module_name(path, root)
         if importer == "cyclejepa":
             continue  # the facade: exposes load_encoder and load_pretrained lazily; only __version__ is imported from it
-        for line, target, _ in imports(path):
+        edges = [(line, target, "") for line, target, _ in imports(path)]
+        edges += [(line, target, f" through {how}") for line, target, how in runtime_imports(path)
+                  if (importer, how) not in THROUGH_A_NAME_ON_PURPOSE]  # fmt: skip
+        for line, target, how in edges:
             mine, theirs = unit_of(importer), unit_of(target)
             if mine == theirs or (rank(theirs) < rank(mine)) or (rank(mine) == rank(theirs) == 0):
                 continue
-            found.append(f"{path.relative_to(root.parent)}:{line}: {importer} ({mine}) imports {target} ({theirs})")
+            found.append(f"{path.relative_to(root.parent)}:{line}: {importer} ({mine}) imports {target} ({theirs}){how}")
     return found
 
 
 def test_no_module_imports_from_a_later_step():
     assert violations() == []
+
+
+def test_each_lookup_left_to_its_owner_still_occurs():
+    modules = {module_name(path): path for path in PACKAGE.rglob("*.py")}
+    for importer, how in THROUGH_A_NAME_ON_PURPOSE:
+        assert any(found == how for _, _, found in runtime_imports(modules[importer])), f"{importer}: {how} is gone"
+
+
+def test_a_step_reaching_back_up_through_a_name_is_found(tmp_path):
+    """The checker on imports that run through a name: a foundation looking a dataset up in the
+    registry (which imports the corpus modules of its built-in table), the data step building a
+    model by name, a literal ``importlib.import_module``; a lookup of a declaration is no such
+    import (the declarations are foundations)."""
+    package = tmp_path / "cyclejepa"
+    (package / "data").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "data" / "__init__.py").write_text("")
+    (package / "facts.py").write_text(
+        "from cyclejepa import registry\n\n\ndef provider(name):\n    return registry.DATASETS.get(name).phase_provider\n\n\n"
+        "def declared(name):\n    return registry.DATASETS.declared(name).phase_provider\n"
+    )
+    (package / "data" / "stage.py").write_text(
+        "import importlib\n\nfrom cyclejepa.registry import MODELS\n\nMODEL = MODELS.build('winder')\n"
+        "EVAL = importlib.import_module('cyclejepa.evaluation.report')\n"
+    )
+    found = violations(package)
+    assert (
+        "cyclejepa/data/stage.py:5: cyclejepa.data.stage (data) imports cyclejepa.models.jepa (models) through MODELS.build"
+        in found
+    )
+    assert (
+        "cyclejepa/data/stage.py:6: cyclejepa.data.stage (data) imports cyclejepa.evaluation.report (evaluation) through importlib"
+        in found
+    )
+    ptbxl = "cyclejepa/facts.py:5: cyclejepa.facts (facts) imports cyclejepa.data.ptbxl (data) through DATASETS.get"
+    assert ptbxl in found and not [hit for hit in found if "facts.py:9" in hit]
+    assert {hit.split(" imports ")[1].split(" (")[0] for hit in found if hit.startswith("cyclejepa/facts.py")} == set(
+        registry.DATASETS.builtins.values()
+    )
+
+
+def test_a_ring_through_a_registry_is_found(tmp_path):
+    """A module the registry names that looks the registry up again, closing a ring at run time."""
+    package = tmp_path / "cyclejepa"
+    (package / "models").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "models" / "__init__.py").write_text("")
+    (package / "models" / "jepa.py").write_text("from cyclejepa.models.encoder import Encoder\n")
+    (package / "models" / "encoder.py").write_text(
+        "from cyclejepa.registry import MODELS\n\nBUILD = MODELS.get\nMODELS.get('x')\n"
+    )
+    assert import_cycles(package) == [["cyclejepa.models.encoder", "cyclejepa.models.jepa"]]
 
 
 def test_a_step_reaching_back_up_is_found(tmp_path):
@@ -156,6 +279,7 @@ def module_graph(root: Path = PACKAGE) -> dict[str, set[str]]:
                 targets |= {
                     f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules else node.module for a in node.names
                 }
+        targets |= {target for _, target, how in runtime_imports(path) if (name, how) not in THROUGH_A_NAME_ON_PURPOSE}
         targets |= {package for target in targets for package in enclosing_packages(target)}
         graph[name] = {t for t in targets if t in modules and t != name and t not in enclosing_packages(name)}
     return graph

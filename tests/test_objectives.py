@@ -213,7 +213,9 @@ def test_sigreg_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match="directions must have shape"):
         sigreg(torch.randn(10, 4), torch.randn(5, 3))
     with pytest.raises(ValueError, match="knots >= 2"):
-        SIGReg(knots=1)
+        SIGReg(statistic=EppsPulley(knots=1))
+    with pytest.raises(TypeError, match="statistic must be a UnivariateStatistic object, got 'moments'"):
+        SIGReg(statistic="moments")  # a name is the config's; the regulariser takes the object
 
 
 # ---------------------------------------------------------------- the regulariser interface
@@ -257,18 +259,40 @@ def moments_numpy(x: np.ndarray, n: int) -> float:
     return n * np.sum((sample - mu) ** 2 / var)
 
 
-def test_a_second_univariate_statistic_is_a_component_selected_by_name():
-    """``statistic: moments`` slices the moment-matching statistic, against numpy."""
+def test_a_second_univariate_statistic_is_an_object_the_regulariser_takes():
+    """``SIGReg(statistic=Moments(order=4))`` slices the moment-matching statistic, against numpy."""
     assert STATISTICS.get("moments") is Moments and STATISTICS.get("epps-pulley") is EppsPulley
     gen = torch.Generator().manual_seed(12)
     z = torch.randn(6, 10, 5, generator=gen, dtype=torch.float64) * 1.2 + 0.3
     directions = sample_directions(5, 7, gen, dtype=torch.float64)
     x = (z.reshape(60, 5) @ directions).numpy()
-    module = SIGReg(num_directions=7, statistic="moments", statistic_options={"order": 4})
+    module = SIGReg(num_directions=7, statistic=Moments(order=4))
     expected = np.mean([moments_numpy(x[:, m], n=6) for m in range(7)])
     assert module(z, directions).item() == pytest.approx(expected, rel=1e-12)
     standard = torch.randn(20000, 5, generator=gen, dtype=torch.float64)
     assert module(standard, directions).item() < 10 < module(standard**2, directions).item()
+
+
+@pytest.mark.parametrize(
+    ("options", "statistic"),
+    [
+        ({}, EppsPulley(17, 3.0)),
+        ({"knots": 9, "t_max": 2.5}, EppsPulley(9, 2.5)),
+        ({"statistic": "epps-pulley", "statistic_options": {"knots": 5}}, EppsPulley(5, 3.0)),
+        ({"statistic": "moments", "statistic_options": {"order": 3}}, Moments(3)),
+    ],
+)
+def test_the_registry_builds_the_statistic_a_config_names_and_injects_it(options, statistic):
+    """A config's ``statistic`` / ``statistic_options`` (and Epps–Pulley's ``knots`` / ``t_max``)
+    become one statistic object in ``SIGReg(statistic=...)``: the same object a caller would pass."""
+    gen = torch.Generator().manual_seed(14)
+    z = torch.randn(4, 9, 6, generator=gen, dtype=torch.float64)
+    directions = sample_directions(6, 5, gen, dtype=torch.float64)
+    built = REGULARISERS.build("sigreg", num_directions=5, sample_size="tokens", **options)
+    assert type(built) is SIGReg and repr(built.statistic) == repr(statistic)
+    assert (built.num_directions, built.sample_size) == (5, "tokens")
+    direct = SIGReg(num_directions=5, statistic=statistic, sample_size="tokens")
+    assert torch.equal(built(z, directions), direct(z, directions))
 
 
 def test_moments_reduce_hook_combines_shards_into_the_full_batch_value():
@@ -293,7 +317,10 @@ def test_regularisers_share_the_interface_and_only_the_slicing_test_draws():
     ("options", "named"),
     [
         ({"statistic": "moment"}, "Did you mean 'moments'?"),
-        ({"statistic": "moments", "knots": 9}, "knots and t_max are the Epps–Pulley quadrature"),
+        (
+            {"statistic": "moments", "knots": 9},
+            "knots are options of the univariate statistic 'epps-pulley', but statistic is 'moments'",
+        ),
         ({"statistic": "moments", "statistic_options": {"ordre": 3}}, "univariate statistic 'moments' refuses {'ordre': 3}"),
         ({"knots": 9, "statistic_options": {"knots": 5}}, "['knots'] given both"),
     ],

@@ -56,10 +56,14 @@ def test_the_builtin_table_names_where_every_registered_component_lives():
 
 
 def test_the_recorded_option_names_are_the_constructors():
+    """A config's option names are the constructor's, with an `Injected` option's own keys (its
+    options and shorthand) beside the option that takes the built object."""
     recorded = [(reg, name) for reg in registry.ALL_REGISTRIES.values() for name in reg.options]
     assert {reg.kind for reg, _ in recorded} == {"regulariser", "augmentation"}
     for reg, name in recorded:
-        assert set(reg.options[name]) == _keyword_parameters(reg.get(name)), f"{reg.kind} {name!r}"
+        injected = reg.injected.get(name)
+        extra = {injected.options_key, *injected.shorthand} if injected else set()
+        assert set(reg.options[name]) == _keyword_parameters(reg.get(name)) | extra, f"{reg.kind} {name!r}"
 
 
 def test_a_name_is_known_and_found_importing_only_its_module():

@@ -32,16 +32,17 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.data.datasets import (
-    MV_PER_UNIT, Dataset, DatasetNotFound, Entry, FoldProtocol, LabelLevel, Record, RecordRejected, hash_fold, record_name,
+    MV_PER_UNIT, Dataset, DatasetNotFound, Entry, LabelLevel, Record, RecordRejected, hash_fold, record_name,
     sha256_of,
 )  # fmt: skip
 from cyclejepa.data.samples import SampleError, read_samples
 from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, check_rate, read_header, resolve_inside, to_physical
+from cyclejepa.declarations.datasets import Challenge2021Declaration
 from cyclejepa.registry import DATASETS
 
 __all__ = ["Challenge2021", "LEADS", "check_header"]
 
-LEADS = ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6")
+LEADS = Challenge2021Declaration.channels
 """The Challenge's 12 standard leads, the default channels."""
 ROOT_ENV = "CYCLEJEPA_CHALLENGE2021"
 _SEX = {"male": 0, "m": 0, "female": 1, "f": 1}
@@ -69,7 +70,7 @@ def _age(text: str | None) -> float:
 
 
 @DATASETS.register("challenge2021")
-class Challenge2021(Dataset):
+class Challenge2021(Challenge2021Declaration, Dataset):
     """A folder of PhysioNet/CinC Challenge 2020/2021 records (any depth below ``root``).
 
     Parameters
@@ -79,14 +80,6 @@ class Challenge2021(Dataset):
     channels : the leads the cache keeps (default the 12 standard leads).
     """
 
-    channels: tuple[str, ...] = LEADS
-    fs = None  # 257 Hz to 1 kHz, record by record
-    cache_fs = 500.0
-    decimation = 5
-    token_patch = 8
-    window_s = 10.0
-    folds = FoldProtocol()
-    phase_provider = "ecg-rpeak"
     root_env = ROOT_ENV
     subjects_known = False  # the headers name no patient: each record is its own
 

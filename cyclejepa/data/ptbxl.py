@@ -33,7 +33,6 @@ from cyclejepa.data.datasets import (
     Dataset,
     DownloadFailed,
     Entry,
-    FoldProtocol,
     LabelLevel,
     Record,
     RecordRejected,
@@ -41,6 +40,7 @@ from cyclejepa.data.datasets import (
 )
 from cyclejepa.data.samples import INVALID, SampleError, read_samples
 from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, read_header, regular_file, resolve_inside, to_physical
+from cyclejepa.declarations.datasets import PTBXLDeclaration
 from cyclejepa.registry import DATASETS
 
 if TYPE_CHECKING:
@@ -70,12 +70,12 @@ __all__ = [
     "resolve_root",
 ]
 
-FS = 500
-"""Sampling rate every record must declare (Hz)."""
+FS = int(PTBXLDeclaration.fs)
+"""Sampling rate every record must declare (Hz): the declared native rate, 500."""
 N_SAMPLES = 5000
 """Samples per lead of a 10 s record at `FS`."""
-LEADS = ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6")
-"""The required lead order (compared with each header case-insensitively)."""
+LEADS = PTBXLDeclaration.channels
+"""The required lead order: the declared channels, I … V6 (compared with each header case-insensitively)."""
 SUPERCLASSES = ("NORM", "MI", "STTC", "CD", "HYP")
 """The five diagnostic superclasses, in the paper's order."""
 SUBCLASSES = (
@@ -298,8 +298,9 @@ def _inside_root(name: str) -> str:
 
 
 @DATASETS.register("ptbxl")
-class PTBXL(Dataset):
-    """A PTB-XL 1.0.3 folder: metadata, labels and verified records (a `Dataset`).
+class PTBXL(PTBXLDeclaration, Dataset):
+    """A PTB-XL 1.0.3 folder: metadata, labels and verified records (a `Dataset`); its channels,
+    rates, folds and phase provider are `PTBXLDeclaration`'s.
 
     Parameters
     ----------
@@ -307,8 +308,6 @@ class PTBXL(Dataset):
         up when first needed (`root`), not when the dataset is built.
     """
 
-    channels = LEADS
-    units = ("mV",) * len(LEADS)
     licence = "CC-BY-4.0"
     citation = (
         "Wagner, P., Strodthoff, N., Bousseljot, R.-D., Kreiseler, D., Lunze, F. I., Samek, W., Schaeffter, T. (2020). "
@@ -316,12 +315,6 @@ class PTBXL(Dataset):
         "https://doi.org/10.1038/s41597-020-0495-6"
     )
     label_levels = (LabelLevel("superclass", "super", SUPERCLASSES), LabelLevel("subclass", "sub", SUBCLASSES))
-    fs = float(FS)
-    cache_fs = float(FS)
-    decimation = 5
-    token_patch = 8
-    window_s = 10.0
-    folds = FoldProtocol(train=tuple(range(1, 10)), evaluation=(10,), sealed=(10,), eligible=9, count=10)  # strat_fold
     task_titles = MappingProxyType(
         {  # the paper's names of the three probe tasks
             "superclass": "Superclass macro-AUROC, 5 classes ↑",
@@ -329,7 +322,6 @@ class PTBXL(Dataset):
             "subclass-all": "Subclass macro-AUROC, 23 classes ↑",
         }
     )
-    phase_provider = "ecg-rpeak"
     root_env: str | None = ROOT_ENV
 
     def __init__(self, root: str | os.PathLike | None = None):

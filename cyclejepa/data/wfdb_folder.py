@@ -64,13 +64,14 @@ import numpy as np
 
 from cyclejepa.data.channels import ChannelError, channel_key, match_channels
 from cyclejepa.data.datasets import (
-    MV_PER_UNIT, Dataset, DatasetNotFound, Entry, FoldProtocol, Record, RecordRejected, as_float32, fill_gaps, hash_fold,
+    MV_PER_UNIT, Dataset, DatasetNotFound, Entry, Record, RecordRejected, as_float32, fill_gaps, hash_fold,
     in_units,
     sha256_file, sha256_of,
 )  # fmt: skip
 from cyclejepa.data.preprocess import SCOPES, Preparation, resample
 from cyclejepa.data.samples import SampleError, read_samples
 from cyclejepa.data.wfdb_format import HeaderError, SignalSpec, WfdbHeader, read_header, resolve_inside
+from cyclejepa.declarations.datasets import WfdbFolderDeclaration
 from cyclejepa.registry import DATASETS
 
 __all__ = ["FORMAT_BITS", "SUBJECTS_FILE", "WfdbFolder", "adc_limits", "unwrap"]
@@ -84,7 +85,7 @@ other, for a step to be a wrap (`unwrap`)."""
 
 
 @DATASETS.register("wfdb")
-class WfdbFolder(Dataset):
+class WfdbFolder(WfdbFolderDeclaration, Dataset):
     """The WFDB records under ``root``, one entry per record (see the module docstring).
 
     Parameters
@@ -100,10 +101,6 @@ class WfdbFolder(Dataset):
     max_gap_s : longest run of missing samples filled by linear interpolation.
     unwrap : ``"auto"`` (undo ADC wrap-around at the limits, `unwrap`) or ``"off"``.
     """
-
-    fs = None
-    cache_fs = None
-    folds = FoldProtocol(sealed=())
 
     def __init__(self, root: str | os.PathLike | None = None, channels: list[str] | tuple[str, ...] = (),
                  units: list[str] | tuple[str, ...] | None = None, subjects: str | None = None,

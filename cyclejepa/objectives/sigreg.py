@@ -5,8 +5,9 @@ compared with N(0, 1) through their characteristic functions,
 
     EP(a; z) = N ∫_R |φ̂_a(t) − e^{−t²/2}|² e^{−t²/2} dt,    φ̂_a(t) = (1/R) Σ_r e^{i t x_r},
 
-and SIGReg averages EP over the directions (slicing ∘ `EppsPulley`; another registered
-univariate statistic replaces EP through the ``statistic`` option). N is the sample size.
+and SIGReg averages EP over the directions (slicing ∘ `EppsPulley`, as LeJEPA's
+``SlicingUnivariateTest(univariate_test=EppsPulley(), num_slices=M)``; another
+`UnivariateStatistic` object replaces EP through ``statistic``). N is the sample size.
 `SIGReg` takes ``sample_size="records"`` (the paper's: N = B, the records of a (B, T, K) batch,
 although all R = B × T tokens enter φ̂) or ``"tokens"`` (LeJEPA's pooled convention:
 N = R = B × T). The two differ by the factor T in front of the integral, i.e. in the effective
@@ -15,13 +16,11 @@ weight of the regulariser (docs/objectives.md).
 
 from __future__ import annotations
 
-from typing import Any
-
 from torch import Tensor
 
 from cyclejepa.objectives.regulariser import MeanReduce, SlicingTest, UnivariateStatistic, sliced_statistic
 from cyclejepa.objectives.statistics import EppsPulley
-from cyclejepa.registry import REGULARISERS, STATISTICS, UnknownComponentError
+from cyclejepa.registry import REGULARISERS
 
 
 def sigreg(
@@ -61,19 +60,6 @@ def sigreg(
     return sliced_statistic(z, directions, statistic, rows_per_sample=rows_per_sample, reduce=reduce, caller="sigreg")
 
 
-def build_statistic(name: str, options: dict[str, Any]) -> UnivariateStatistic:
-    """The registered univariate statistic ``name`` built with ``options``; a ValueError names
-    an unknown one (and the registered names) or the options it refuses."""
-    try:
-        component = STATISTICS.get(name)
-    except UnknownComponentError as error:
-        raise ValueError(f"statistic: {error}") from None
-    try:
-        return component(**options)
-    except TypeError as error:
-        raise ValueError(f"statistic_options: {STATISTICS.kind} {name!r} refuses {options}: {error}") from None
-
-
 @REGULARISERS.register("sigreg")
 class SIGReg(SlicingTest):
     """SIGReg regulariser: a univariate statistic (Epps–Pulley by default) on fresh random
@@ -83,34 +69,18 @@ class SIGReg(SlicingTest):
     ----------
     num_directions
         Directions M sampled per call (the paper: 256).
-    knots, t_max
-        Epps–Pulley quadrature (the paper: 17 knots on [0, 3], the defaults); only with
-        ``statistic="epps-pulley"``.
+    statistic
+        The `UnivariateStatistic` object (default ``EppsPulley()``: the paper's 17 knots on [0, 3]),
+        e.g. ``Moments(order=4)``. A config names it instead (``statistic``, ``statistic_options``,
+        and ``knots`` / ``t_max`` for Epps–Pulley): `cyclejepa.registry.REGULARISERS` builds it
+        from `cyclejepa.registry.STATISTICS` and passes the object (`cyclejepa.registry.Injected`).
     sample_size
         What N in front of the integral counts for a batch z of shape (B, T, K): ``"records"``
         (N = B, the paper's; under DDP the global record count) or ``"tokens"`` (N = B × T,
         LeJEPA's pooled convention). Either way φ̂ is the mean over all B × T tokens.
-    statistic, statistic_options
-        The registered univariate statistic (`cyclejepa.registry.STATISTICS`) and its options
-        (e.g. ``"moments"`` with ``{"order": 4}``).
     """
 
-    def __init__(
-        self,
-        num_directions: int = 256,
-        knots: int | None = None,
-        t_max: float | None = None,
-        sample_size: str = "records",
-        statistic: str = "epps-pulley",
-        statistic_options: dict[str, Any] | None = None,
-    ):
-        quadrature = {key: value for key, value in (("knots", knots), ("t_max", t_max)) if value is not None}
-        options = dict(statistic_options or {})
-        if quadrature and statistic != "epps-pulley":
-            raise ValueError(
-                f"SIGReg: knots and t_max are the Epps–Pulley quadrature, but statistic is {statistic!r}; "
-                f"give that statistic's options in statistic_options"
-            )
-        if set(quadrature) & set(options):
-            raise ValueError(f"SIGReg: {sorted(set(quadrature) & set(options))} given both as options and in statistic_options")
-        super().__init__(build_statistic(statistic, quadrature | options), num_directions, sample_size)
+    def __init__(self, num_directions: int = 256, statistic: UnivariateStatistic | None = None, sample_size: str = "records"):
+        if statistic is not None and not isinstance(statistic, UnivariateStatistic):
+            raise TypeError(f"SIGReg: statistic must be a UnivariateStatistic object, got {statistic!r}")
+        super().__init__(EppsPulley() if statistic is None else statistic, num_directions, sample_size)

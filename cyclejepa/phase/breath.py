@@ -27,6 +27,7 @@ import numpy as np
 from cyclejepa.phase.cycles import check_detector_options, cycle_periods, pick_with_refractory
 from cyclejepa.phase.filters import bandpass
 from cyclejepa.phase.provider import PhaseProvider, channel_row, fill_nonfinite
+from cyclejepa.declarations.providers import BreathDeclaration
 from cyclejepa.registry import PHASE_PROVIDERS
 
 __all__ = ["BREATH_CHANNEL_NAME", "BreathProvider", "breath_peaks", "onsets_before"]
@@ -39,7 +40,7 @@ POLARITIES = ("upright", "inverted")
 
 
 @PHASE_PROVIDERS.register("breath")
-class BreathProvider(PhaseProvider):
+class BreathProvider(BreathDeclaration, PhaseProvider):
     """Breathing phase: one event per breath, at the end (peak) or start (onset) of inspiration.
 
     Parameters
@@ -64,7 +65,7 @@ class BreathProvider(PhaseProvider):
 
     signal = "resp"
     event_name = "breath"
-    cycle_band_hz = (0.1, 0.7)
+    cycle_band_hz: tuple[float, float]  # the value is BreathDeclaration's
     channel_kinds = ("respiration belt", "impedance pneumography")
     channel_pattern = BREATH_CHANNEL_NAME
     too_few_reason = "too_few_breaths"

@@ -25,6 +25,7 @@ import numpy as np
 
 from cyclejepa.phase.provider import PhaseProvider
 from cyclejepa.phase.track import Convention, PhaseTrack, QCVerdict
+from cyclejepa.declarations.providers import CompositeDeclaration
 from cyclejepa.registry import PHASE_PROVIDERS, UnknownComponentError
 
 
@@ -113,7 +114,7 @@ def _build(name: str, spec: PhaseProvider | Mapping[str, Any]) -> PhaseProvider:
 
 
 @PHASE_PROVIDERS.register("composite")
-class CompositePhaseProvider:
+class CompositePhaseProvider(CompositeDeclaration):
     """Phase of several cyclic coordinates: one provider per coordinate, QC per coordinate.
 
     Parameters

@@ -37,6 +37,7 @@ import numpy as np
 from cyclejepa.phase.cycles import check_detector_options, cycle_periods, orientation, pick_with_refractory
 from cyclejepa.phase.filters import bandpass
 from cyclejepa.phase.provider import PhaseProvider, channel_row, fill_nonfinite
+from cyclejepa.declarations.providers import PulseDeclaration
 from cyclejepa.registry import PHASE_PROVIDERS
 
 __all__ = ["FIDUCIALS", "POLARITIES", "PULSE_CHANNEL_NAME", "PulseProvider", "feet", "systolic_peaks", "upstrokes"]
@@ -51,7 +52,7 @@ TYPICAL_WINDOW_S = 5.0
 
 
 @PHASE_PROVIDERS.register("pulse")
-class PulseProvider(PhaseProvider):
+class PulseProvider(PulseDeclaration, PhaseProvider):
     """Pulse phase: one event per beat at the foot, steepest rise or systolic peak of a pulse wave.
 
     Parameters
@@ -76,7 +77,7 @@ class PulseProvider(PhaseProvider):
 
     signal = "pulse"
     event_name = "pulse"
-    cycle_band_hz = (0.5, 3.5)
+    cycle_band_hz: tuple[float, float]  # the value is PulseDeclaration's
     channel_kinds = ("PPG", "arterial pressure")
     channel_pattern = PULSE_CHANNEL_NAME
     too_few_reason = "too_few_pulses"

@@ -176,7 +176,7 @@ def _component(key: str, reg: registry.Registry, name: str, options: dict[str, A
     refusal = None
     if inspect.isclass(component) and (construct or recorded is None) and (accepted is None or set(options) <= accepted):
         try:
-            component(**options)
+            reg.build(name, **options)  # its `Injected` options built too
         except (TypeError, ValueError) as error:
             refusal = str(error)
     return ComponentFacts(key, reg.kind, name, options, None if accepted is None else frozenset(accepted), refusal)

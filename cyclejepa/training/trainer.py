@@ -131,7 +131,7 @@ class JEPAObjective(nn.Module):
                 f"symmetry.spectrum has dimension {self.symmetry.dim}, but model.projector.dim is {model.projector.dim}"
             )
         reg = objectives.regulariser
-        self.regulariser = registry.REGULARISERS.get(reg.name)(**reg.options)
+        self.regulariser = registry.REGULARISERS.build(reg.name, **reg.options)  # named components built and injected
         self.weights = {
             "prediction": objectives.prediction.weight,
             "regulariser": reg.weight,

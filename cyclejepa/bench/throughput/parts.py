@@ -13,7 +13,8 @@ import torch
 from cyclejepa.bench.throughput.common import INFERENCE_BATCH, SAMPLES, TRANSPORT_TOKENS, Budget
 from cyclejepa.bench.throughput.spec import ThroughputSpec
 from cyclejepa.bench.timing import device_sync, summarise, time_calls
-from cyclejepa.objectives import SIGReg, transport_loss
+from cyclejepa.objectives import transport_loss
+from cyclejepa.registry import REGULARISERS
 from cyclejepa.symmetry import U1Symmetry
 from cyclejepa.training.trainer import build_configured_model
 
@@ -79,7 +80,7 @@ def _time_loss(loss_fn, z, phi, symmetry, warmup: int, repeats: int, sync) -> di
 def measure_sigreg(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
     """SIGReg on N = B × T random tokens with fresh directions per call (as in training)."""
     device, configured = spec.device, spec.objective.objectives.regulariser
-    regulariser = SIGReg(**(configured.options if configured.name == "sigreg" else {}))
+    regulariser = REGULARISERS.build("sigreg", **(configured.options if configured.name == "sigreg" else {}))
     tokens = spec.batch_size * spec.tokens
     generator = torch.Generator(device=device).manual_seed(0)
     z = torch.randn(tokens, spec.objective.model.projector.dim, generator=generator, device=device).requires_grad_(True)

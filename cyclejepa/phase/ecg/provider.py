@@ -17,6 +17,7 @@ from cyclejepa.data.channels import channel_key
 from cyclejepa.phase.ecg.detectors import DEFAULT_DETECTOR, get_detector
 from cyclejepa.phase.ecg.rpeak import QRS_BAND_HZ, detect_r_peaks
 from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
+from cyclejepa.declarations.providers import EcgRPeakDeclaration
 from cyclejepa.registry import PHASE_PROVIDERS
 
 __all__ = ["ECG_LEAD_NAME", "EcgRPeakProvider", "ecg_lead_rows"]
@@ -67,7 +68,7 @@ def _reader_of(name: str) -> str | None:
 
 
 @PHASE_PROVIDERS.register("ecg-rpeak")
-class EcgRPeakProvider(PhaseProvider):
+class EcgRPeakProvider(EcgRPeakDeclaration, PhaseProvider):
     """Cardiac phase from the R-peaks of a registered detector (default ``"cyclejepa"``).
 
     Parameters
@@ -95,7 +96,6 @@ class EcgRPeakProvider(PhaseProvider):
 
     signal = "ecg"
     event_name = "beat"
-    cycle_band_hz = (0.5, 3.5)
     channel_kinds = ("ECG lead",)
     channel_pattern = ECG_LEAD_NAME.pattern
     too_few_reason = "too_few_beats"

@@ -1,0 +1,161 @@
+"""What each kind of component declares of itself, torch-free and implementation-free: the facts
+a config needs when it loads (`cyclejepa.facts.data_facts`).
+
+A built-in's declaration is a class of `cyclejepa.declarations.datasets` or
+`cyclejepa.declarations.providers` that its implementation inherits, so that each fact has one
+home and a config reads it without importing the implementation (`Registry.declared`). A
+plugin's class is its own declaration: `cyclejepa.data.datasets.Dataset` is a `DatasetDeclaration`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["MODEL_RATES", "DatasetDeclaration", "FoldProtocol", "ProviderDeclaration", "band_rates", "check_window"]
+
+
+@dataclass(frozen=True)
+class FoldProtocol:
+    """A dataset's folds, 1..``count``, and which of them its stages use by default.
+
+    ``train`` and ``evaluation`` are the default ``data.train_folds`` / ``data.eval_folds`` (the
+    confirmatory stage); ``sealed`` the folds no stage reads without an audited unseal;
+    ``eligible`` the development fold where a probe counts a class's positives. Every fold named
+    lies in 1..``count`` (ValueError otherwise).
+    """
+
+    train: tuple[int, ...] = tuple(range(1, 10))
+    evaluation: tuple[int, ...] = (10,)
+    sealed: tuple[int, ...] = (10,)
+    eligible: int = 9
+    count: int = 10
+
+    def __post_init__(self) -> None:
+        named = {"train": self.train, "evaluation": self.evaluation, "sealed": self.sealed, "eligible": (self.eligible,)}
+        outside = {key: [f for f in folds if not 1 <= f <= self.count] for key, folds in named.items()}
+        if self.count < 1 or any(outside.values()):
+            raise ValueError(f"FoldProtocol: folds { ({k: v for k, v in outside.items() if v}) } outside 1..{self.count} (count)")
+
+    def to_dict(self) -> dict[str, Any]:
+        """The protocol as a cache manifest records it; ``count`` only when it is not the default
+        ten, so that the manifest of a ten-fold dataset's cache keeps its bytes."""
+        extra = {"count": self.count} if self.count != FoldProtocol.count else {}
+        return {"train": list(self.train), "evaluation": list(self.evaluation), "sealed": list(self.sealed),
+                "eligible": self.eligible, **extra}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, value: dict[str, Any]) -> FoldProtocol:
+        """The protocol `to_dict` wrote."""
+        return cls(tuple(value["train"]), tuple(value["evaluation"]), tuple(value["sealed"]), value["eligible"],
+                   value.get("count", cls.count))  # fmt: skip
+
+    @property
+    def all_folds(self) -> range:
+        """Every fold: 1..``count``."""
+        return range(1, self.count + 1)
+
+
+class DatasetDeclaration:
+    """The facts a dataset declares as class attributes (a config may override the rates and the
+    window); `cyclejepa.data.datasets.Dataset` documents each.
+
+    ``channels_option``: whether the dataset takes its channels as a ``channels`` option (whose
+    default is ``channels``); None: not declared, the constructor's signature says (a plugin's).
+    """
+
+    channels: tuple[str, ...] = ()
+    units: tuple[str, ...] = ()
+    """Each channel's unit; empty means mV throughout."""
+    channels_option: bool | None = None
+    fs: float | None = None
+    cache_fs: float | None = None
+    decimation: int = 1
+    token_patch: int = 8
+    window_s: float = 10.0
+    folds: FoldProtocol = FoldProtocol()
+    phase_provider: str | None = None
+
+    @classmethod
+    def rates(cls, fs: float | None = None, decimation: int | None = None, token_patch: int | None = None,
+              window_s: float | None = None, cycle_band_hz: tuple[float, float] | None = None) -> dict[str, Any]:  # fmt: skip
+        """The cache's rates, window and tokens per window: each argument, else the dataset's default.
+
+        Returns ``{"cache_fs", "decimation", "token_patch", "window_s", "n_tokens"}``. A dataset
+        with no rate of its own (no ``cache_fs``, no fixed ``fs``) takes every value left out
+        from the phase provider's ``cycle_band_hz`` (`band_rates`). Raises
+        ValueError when no cache rate is known ("set data.cache_fs") or the window is not a whole
+        number of tokens (`check_window`).
+        """
+        own = cls.cache_fs or cls.fs
+        band = band_rates(*cycle_band_hz) if not own and cycle_band_hz else {}
+        rate = fs or own or band.get("cache_fs")
+        if not rate:
+            raise ValueError(f"dataset {cls.__name__.removesuffix('Declaration')} has no fixed sampling rate and the phase provider declares no cycle "
+                             f"band to derive one from; set data.cache_fs (the cache rate in Hz)")  # fmt: skip
+        values: dict[str, Any] = {
+            "cache_fs": float(rate), "decimation": int(decimation or band.get("decimation", cls.decimation)),
+            "token_patch": int(token_patch or band.get("token_patch", cls.token_patch)),
+            "window_s": float(window_s or band.get("window_s", cls.window_s)),
+        }  # fmt: skip
+        return {**values, "n_tokens": check_window(**values)}
+
+
+class ProviderDeclaration:
+    """The facts a phase provider declares as class attributes: ``cycle_band_hz``, the band (Hz)
+    of the cycle it follows, from which a dataset without a rate of its own takes its rates
+    (`band_rates`); None: none declared."""
+
+    cycle_band_hz: tuple[float, float] | None = None
+
+
+MODEL_RATES = (1.0, 2.0, 5.0, 10.0, 20.0, 25.0, 50.0, 100.0, 200.0, 250.0, 500.0, 1000.0)
+"""Model rates (Hz) `band_rates` chooses from."""
+
+
+def band_rates(low_hz: float, high_hz: float) -> dict[str, Any]:
+    """Cache and token rates for a cycle between ``low_hz`` and ``high_hz`` (a provider's
+    ``cycle_band_hz``).
+
+    - model rate: the first of `MODEL_RATES` at least 6 · high_hz, so that the third harmonic
+      of the fastest cycle lies below the model's Nyquist frequency;
+    - decimation 5, cache rate 5 x the model rate (events timed to 1 / (30 · high_hz) or better);
+    - token: floor(model rate / (3 · high_hz)) samples (at least 1), three or more per fastest cycle;
+    - window: the fewest whole tokens lasting max(10, 5 / low_hz) s (five of the slowest cycles,
+      for the phase QC's four events).
+
+    A heartbeat (0.5, 3.5) Hz gives 125 Hz, 25 Hz, tokens of 2 samples (80 ms), 10 s windows;
+    breathing (0.1, 0.7) Hz gives 25 Hz, 5 Hz, tokens of 2 samples (0.4 s), 50 s windows.
+
+    >>> band_rates(0.5, 3.5)
+    {'cache_fs': 125.0, 'decimation': 5, 'token_patch': 2, 'window_s': 10.0}
+    """
+    if not (0 < low_hz < high_hz and math.isfinite(high_hz)):
+        raise ValueError(f"a cycle band needs 0 < low < high Hz, got ({low_hz}, {high_hz})")
+    model_fs = next((rate for rate in MODEL_RATES if rate >= 6 * high_hz), None)
+    if model_fs is None:
+        raise ValueError(f"a cycle of up to {high_hz:g} Hz needs a model rate above {MODEL_RATES[-1]:g} Hz; set data.cache_fs")
+    patch = max(1, int(model_fs // (3 * high_hz)))
+    tokens = math.ceil(max(10.0, 5.0 / low_hz) * model_fs / patch - 1e-9)
+    return {"cache_fs": 5 * model_fs, "decimation": 5, "token_patch": patch, "window_s": tokens * patch / model_fs}
+
+
+def check_window(cache_fs: float, decimation: int, token_patch: int, window_s: float) -> int:
+    """Tokens per window, T = window_s · cache_fs / (decimation · token_patch); ValueError unless
+    whole and at least 1."""
+    samples = window_s * cache_fs
+    per_token = decimation * token_patch
+    if not (cache_fs > 0 and decimation >= 1 and token_patch >= 1 and window_s > 0):
+        raise ValueError(f"rates must be positive (fs {cache_fs:g} Hz, decimation {decimation}, token_patch {token_patch})")
+    if round(samples) < per_token:
+        raise ValueError(
+            f"window_s {window_s:g} s at fs {cache_fs:g} Hz is {samples:g} samples, less than one token of {per_token} "
+            f"samples (decimation {decimation} x token_patch {token_patch})"
+        )
+    if abs(samples - round(samples)) > 1e-6 or round(samples) % per_token:
+        raise ValueError(
+            f"window_s {window_s:g} s at fs {cache_fs:g} Hz is {samples:g} samples, not a whole number of "
+            f"tokens of {per_token} samples (decimation {decimation} x token_patch {token_patch})"
+        )
+    return round(samples) // per_token
