@@ -36,11 +36,18 @@ import numpy as np
 
 from cyclejepa.data.channels import channel_key, match_channels
 from cyclejepa.data.preprocess import fill_nonfinite
+from cyclejepa.phase.cycles import CycleAssessment, assess_cycles
 from cyclejepa.phase.filters import UPPER_EDGE_FRACTION
 from cyclejepa.phase.track import PhaseTrack, QCVerdict
 from cyclejepa.registry import PHASE_PROVIDERS
 
 __all__ = ["PhaseProvider", "channel_indices", "channel_row", "fill_nonfinite"]
+
+MIN_CYCLE_QUALITY = 0.8
+MIN_GOOD_SHARE = 0.6
+MIN_TEMPLATE_SHARE = 0.55
+MIN_PERIODICITY = 0.1
+MIN_FUNDAMENTAL_SHARE = 0.2
 
 
 def channel_indices(channel_names: Sequence[str], wanted: str | Sequence[str]) -> list[int]:
@@ -98,6 +105,17 @@ class PhaseProvider(ABC):
     min_phase_yield
         Smallest fraction of samples with a defined phase
         (reason ``"low_phase_yield"``).
+    min_cycle_quality, min_good_share, min_template_share, min_periodicity, min_fundamental_share
+        Thresholds of the cycle quality control, applied where the provider hands back the
+        waveform it detected on (`detect`; ``pulse`` and ``breath``): a cycle is good when its
+        correlation with the median template reaches ``min_cycle_quality`` and its interval is
+        plausible; the record fails with ``"few_good_cycles"`` when the share of good cycles is
+        below ``min_good_share``, ``"aperiodic"`` when the template explains less than
+        ``min_template_share`` of the cycles' variance or the autocorrelation at the median
+        interval is below ``min_periodicity``, ``"no_fundamental"`` when the template's first
+        harmonic carries less than ``min_fundamental_share`` of its power
+        (`cyclejepa.phase.cycles.CycleAssessment`). Implausible intervals then mark their cycles
+        bad instead of failing the record.
 
     Attributes
     ----------
@@ -140,6 +158,11 @@ class PhaseProvider(ABC):
         interval_range_s: tuple[float, float] = (0.25, 2.0),
         max_interval_ratio: float | None = 2.5,
         min_phase_yield: float = 0.5,
+        min_cycle_quality: float = MIN_CYCLE_QUALITY,
+        min_good_share: float = MIN_GOOD_SHARE,
+        min_template_share: float = MIN_TEMPLATE_SHARE,
+        min_periodicity: float = MIN_PERIODICITY,
+        min_fundamental_share: float = MIN_FUNDAMENTAL_SHARE,
     ):
         low, high = interval_range_s
         if not 0 < low < high:
@@ -150,6 +173,9 @@ class PhaseProvider(ABC):
         self.interval_range_s = (float(low), float(high))
         self.max_interval_ratio = max_interval_ratio
         self.min_phase_yield = min_phase_yield
+        self.min_cycle_quality, self.min_good_share = min_cycle_quality, min_good_share
+        self.min_template_share, self.min_periodicity = min_template_share, min_periodicity
+        self.min_fundamental_share = min_fundamental_share
 
     @classmethod
     def reads_channel(cls, name: str) -> bool:
@@ -192,6 +218,12 @@ class PhaseProvider(ABC):
         ``signal`` is float64 (channels, samples) in physical units at ``fs`` Hz.
         """
 
+    def detect(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The `events` and the (samples,) waveform whose cycles quality control compares, or None
+        (the default: `events` alone, cycles not assessed). A provider that filters its channel
+        before detecting hands back the filtered wave here and implements `events` through it."""
+        return self.events(signal, fs, channel_names), None
+
     def phase(self, signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> PhaseTrack:
         """The phase track of one record: its events, per-sample phase and QC verdict.
 
@@ -213,13 +245,22 @@ class PhaseProvider(ABC):
         problem = self.rate_problem(fs)
         if problem:
             raise ValueError(f"a signal {problem}: a trend this slow is no waveform; read the waveform at its native rate")
-        events = np.asarray(self.events(signal, fs, list(channel_names)), dtype=np.int64)
-        track = PhaseTrack(events, fs, signal.shape[1])
-        track.qc = self.qc_track(track)
+        events, wave = self.detect(signal, fs, list(channel_names))
+        track = PhaseTrack(np.asarray(events, dtype=np.int64), fs, signal.shape[1])
+        cycles = None
+        if wave is not None:
+            cycles = assess_cycles(wave, track.events, fs, self.interval_range_s, self.max_interval_ratio)
+            track.cycle_quality = cycles.quality
+            track.cycle_ok = cycles.plausible & (cycles.quality >= self.min_cycle_quality)
+        track.qc = self.qc_track(track, cycles)
         return track
 
-    def qc_track(self, track: PhaseTrack) -> QCVerdict:
-        """Quality-control verdict of ``track`` under this provider's thresholds."""
+    def qc_track(self, track: PhaseTrack, cycles: CycleAssessment | None = None) -> QCVerdict:
+        """Quality-control verdict of ``track`` under this provider's thresholds; with ``cycles``
+        (and ``track.cycle_ok``) the cycle quality control (`cycle_reasons`) judges the cycles in
+        place of the interval checks."""
+        if cycles is not None and track.cycle_ok is not None:
+            return self.cycle_verdict(track, cycles)
         intervals = track.intervals_s
         ratios = np.maximum(intervals[1:] / intervals[:-1], intervals[:-1] / intervals[1:])
         low, high = self.interval_range_s
@@ -268,6 +309,58 @@ class PhaseProvider(ABC):
             "phase_yield": track.phase_yield,
         }
         return QCVerdict(ok=not reasons, reasons=reasons, metrics=metrics, details=details)
+
+    def cycle_verdict(self, track: PhaseTrack, cycles: CycleAssessment) -> QCVerdict:
+        """Verdict from the cycles' quality: too few events, the share of good cycles, the
+        periodicity of the wave (`CycleAssessment`) and the phase yield. The interval checks of
+        `qc_track` become per-cycle flags and ``metrics``."""
+        assert track.cycle_ok is not None
+        checks = [
+            (len(track.events) >= self.min_events, self.too_few_reason,
+             f"{len(track.events)} events detected, at least {self.min_events} needed"),
+            (_share(track.cycle_ok) >= self.min_good_share, "few_good_cycles",
+             f"{int(track.cycle_ok.sum())} of {len(track.cycle_ok)} cycles good ({_share(track.cycle_ok):.1%}), "
+             f"below {self.min_good_share:.0%}"),
+            (cycles.template_share >= self.min_template_share, "aperiodic",
+             f"the template explains {cycles.template_share:.2f} of the cycles' variance, below {self.min_template_share:g}"),
+            (cycles.periodicity >= self.min_periodicity, "aperiodic",
+             f"autocorrelation {cycles.periodicity:.2f} at the median interval, below {self.min_periodicity:g}"),
+            (cycles.fundamental_share >= self.min_fundamental_share, "no_fundamental",
+             f"the first harmonic carries {cycles.fundamental_share:.2f} of the template's power, "
+             f"below {self.min_fundamental_share:g}: one cycle holds several"),
+            (track.phase_yield >= self.min_phase_yield, "low_phase_yield",
+             f"phase defined on {track.phase_yield:.1%} of the record, below {self.min_phase_yield:.0%}"),
+        ]  # fmt: skip
+        reasons, details = [], []
+        for passed, reason, detail in checks:
+            if not passed:  # a NaN measure (too few cycles) fails too
+                reasons += [] if reason in reasons else [reason]
+                details.append(f"{reason}: {detail}")
+        intervals = track.intervals_s
+        metrics = {
+            "n_events": len(track.events),
+            "interval_median_s": _stat(np.median, intervals),
+            "rate_per_min": _stat(lambda x: 60.0 / np.median(x), intervals),
+            "n_cycles": len(track.cycle_ok),
+            "n_implausible_intervals": int((~cycles.plausible).sum()),
+            "good_cycle_share": _nan_none(_share(track.cycle_ok)),
+            "cycle_quality_median": _stat(np.nanmedian, track.cycle_quality) if np.isfinite(cycles.quality).any() else None,
+            "template_share": _nan_none(cycles.template_share),
+            "periodicity": _nan_none(cycles.periodicity),
+            "fundamental_share": _nan_none(cycles.fundamental_share),
+            "phase_yield": track.phase_yield,
+        }
+        return QCVerdict(ok=not reasons, reasons=reasons, metrics=metrics, details=details)
+
+
+def _share(flags: np.ndarray) -> float:
+    """Fraction of True in ``flags``; NaN when empty."""
+    return float(np.mean(flags)) if len(flags) else float("nan")
+
+
+def _nan_none(value: float) -> float | None:
+    """``value``, None when NaN (JSON has no NaN)."""
+    return None if np.isnan(value) else float(value)
 
 
 def _stat(statistic, values: np.ndarray) -> float | None:

@@ -109,10 +109,15 @@ class PulseProvider(PhaseProvider):
 
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
         """Sample indices of the fiducial point of each beat; none for a flat or short (< 3 s) channel."""
+        return self.detect(signal, fs, channel_names)[0]
+
+    def detect(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The beats (`events`) and the upright band-passed wave whose cycles quality control
+        compares (None for a flat or short channel)."""
         row = channel_row(self, self.lead, channel_names)
         wave = fill_nonfinite(signal[[row]], [channel_names[row]])[0]
         if wave.size < 3 * fs or not np.ptp(wave) > 0:
-            return np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int64), None
         y = bandpass(wave, fs, self.band_hz)
         slope = np.gradient(y) * fs
         sign = {"upright": 1.0, "inverted": -1.0}.get(self.polarity) or orientation(slope)
@@ -123,8 +128,8 @@ class PulseProvider(PhaseProvider):
         refractory = np.fmax(self.refractory * periods, shortest) * fs  # NaN periods: the shortest interval
         rises = upstrokes(slope, fs, refractory, self.min_slope)
         if self.fiducial == "max-slope":
-            return rises
-        return feet(y, slope, rises, fs) if self.fiducial == "foot" else systolic_peaks(slope, rises)
+            return rises, y
+        return (feet(y, slope, rises, fs) if self.fiducial == "foot" else systolic_peaks(slope, rises)), y
 
 
 def upstrokes(slope: np.ndarray, fs: float, refractory: np.ndarray, min_slope: float) -> np.ndarray:
