@@ -282,6 +282,13 @@ class PhaseTrack:
         interval_s[i] (`Rates`)."""
         return Rates(time_s=self.events[:-1] / self.fs, per_min=60.0 / self.intervals_s)
 
+    def mean_rate(self) -> float:
+        """Mean of `rates` ``per_min`` over the good cycles (``cycle_ok``; every cycle when not
+        assessed); NaN when there is none."""
+        per_min = self.rates().per_min
+        kept = per_min if self.cycle_ok is None else per_min[self.cycle_ok]
+        return float(np.mean(kept)) if len(kept) else float("nan")
+
     def at_tokens(
         self,
         patch: int,
