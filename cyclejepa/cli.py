@@ -154,8 +154,9 @@ def phase(
         phase_section = _load(config, None).phase
         provider, options = phase_section.provider, dict(phase_section.options)
     leads = _lead_names(lead)
-    table = Table("record", "fs", "events", "rate /min", "good cycles", "phase yield", "qc")
+    table = Table("record", "fs", "events", "rate/min", "good", "phase yield", "qc")
     table.columns[0].overflow = "fold"  # whole names: records often share a long prefix
+    table.columns[2].min_width = 15  # a coordinate's name and count ("respiratory 61") on one line
     names, failed = _short_names(records), 0
     for record, name in zip(records, names, strict=True):
         try:

@@ -350,7 +350,7 @@ class PhaseProvider(ABC):
             "n_cycles": len(track.cycle_ok),
             "n_implausible_intervals": int((~cycles.plausible).sum()),
             "good_cycle_share": _nan_none(_share(track.cycle_ok)),
-            "cycle_quality_median": _stat(np.nanmedian, track.cycle_quality) if np.isfinite(cycles.quality).any() else None,
+            "cycle_quality_median": _stat(np.nanmedian, cycles.quality) if np.isfinite(cycles.quality).any() else None,
             "template_share": _nan_none(cycles.template_share),
             "periodicity": _nan_none(cycles.periodicity),
             "fundamental_share": _nan_none(cycles.fundamental_share),

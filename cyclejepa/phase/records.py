@@ -149,10 +149,11 @@ def describe_track(phased: RecordPhase) -> dict:
             for coordinate, t in zip(track.names, track.tracks, strict=True)
         }
         return {**result, "coordinates": coordinates, **verdict}
+    (single,) = track.tracks
     if isinstance(instance, EcgRPeakProvider):
-        return {**result, "r_peaks": track.events.tolist(), **cycle_fields(track), **verdict}
-    events = {"provider": name, "event": instance.event_name, "events": track.events.tolist()}
-    return {**result, **events, **cycle_fields(track), **verdict}
+        return {**result, "r_peaks": single.events.tolist(), **cycle_fields(single), **verdict}
+    events = {"provider": name, "event": instance.event_name, "events": single.events.tolist()}
+    return {**result, **events, **cycle_fields(single), **verdict}
 
 
 def cycle_fields(track: PhaseTrack) -> dict:
