@@ -12,7 +12,9 @@ numerics (``bidmcNNn``); breaths against each annotator (``bidmcNN.breath``, ±0
 F1 = 2 TP / (detected + annotated)); the mean breathing rate against the mean over both annotators
 of 60 / their breath intervals. Then the verdict on N seeds of each generated signal (125 Hz,
 8 min: white noise, a flat line with 1e-12 jitter, quantised noise, a random walk, a chirp from 3 to
-240 per minute, a 45/min sine): the number of seeds that fail. Prints Markdown tables.
+240 per minute, a 45/min sine): the number of seeds that fail; the range of each quality measure
+over real channels and generated ones, beside its threshold; and the windows that pass QC (10 s
+of PLETH, 60 s of RESP) per record and on white noise. Prints Markdown tables.
 """
 
 from __future__ import annotations
@@ -125,6 +127,37 @@ def noise_rows(seeds: int) -> list[dict]:
     return rows
 
 
+WINDOWS_S = {"pulse": 10.0, "breath": 60.0}
+"""Window lengths of the window-level check: 10 s (a wfdb corpus's default window) for pulses, 60 s
+(about 15 breaths) for breathing."""
+
+
+def window_rows(data: Path, seeds: int) -> list[dict]:
+    """Windows passing QC (`WINDOWS_S`, back to back) per BIDMC record and channel, and on white
+    noise (`seeds` seeds of `SECONDS`)."""
+    providers = {"pulse": PulseProvider(lead="PLETH"), "breath": BreathProvider(lead="RESP")}
+
+    def passed(kind: str, x: np.ndarray, fs: float) -> tuple[int, int]:
+        length = int(WINDOWS_S[kind] * fs)
+        verdicts = [providers[kind].phase(x[None, s : s + length], fs, [providers[kind].lead]).qc.ok
+                    for s in range(0, len(x) - length + 1, length)]  # fmt: skip
+        return sum(verdicts), len(verdicts)
+
+    rows = []
+    for name in RECORDS:
+        record = read_record(data / "bidmc-samples" / name)
+        for kind, provider in providers.items():
+            x = record.signal[channel_indices(record.names, provider.lead)[0]]
+            rows.append(
+                {"source": name, "provider": kind, **dict(zip(("passed", "windows"), passed(kind, x, record.fs), strict=True))}
+            )
+    for kind in providers:
+        counts = [passed(kind, generated(seed)["white noise"], FS) for seed in range(seeds)]
+        rows.append({"source": f"white noise ({seeds} seeds)", "provider": kind,
+                     "passed": sum(c[0] for c in counts), "windows": sum(c[1] for c in counts)})  # fmt: skip
+    return rows
+
+
 def measure_ranges(data: Path, seeds: int) -> list[dict]:
     """Per provider and measure of `MEASURES`: the range over the real channels (BIDMC PLETH or
     RESP and `OTHER_CHANNELS`), over the generated noises and random walk, over the chirp, and the
@@ -192,8 +225,15 @@ def main() -> None:
     for r in ranges:
         spans = " | ".join(f"{r[f'{group}_min']:.2f} to {r[f'{group}_max']:.2f}" for group in ("real", "noise", "chirp"))
         print(f"| {r['provider']} | {r['measure']} | {spans} | {r['threshold']:g} |")
+    windows = window_rows(args.data, args.seeds)
+    print(f"\n| windows passing QC | pulse (PLETH, {WINDOWS_S['pulse']:g} s) | breath (RESP, {WINDOWS_S['breath']:g} s) |")
+    print("|---|---|---|")
+    for source in dict.fromkeys(r["source"] for r in windows):
+        cells = {r["provider"]: f"{r['passed']}/{r['windows']}" for r in windows if r["source"] == source}
+        print(f"| {source} | {cells['pulse']} | {cells['breath']} |")
     if args.json:
-        args.json.write_text(json.dumps({"records": rows, "generated": noise, "ranges": ranges}, indent=1))
+        document = {"records": rows, "generated": noise, "ranges": ranges, "windows": windows}
+        args.json.write_text(json.dumps(document, indent=1))
 
 
 if __name__ == "__main__":
