@@ -14,8 +14,10 @@
 Which way inspiration goes depends on the sensor (a belt stretches, a thermistor cools, an
 impedance rises): ``polarity: "inverted"`` turns a signal whose inspiration goes down. The
 number of breaths does not depend on it, only which end of a breath is the event. Breathing is
-irregular (sighs, pauses), so the successive-interval ratio check is off by default. QC reasons:
-``too_few_breaths``, ``implausible_breath_interval``.
+irregular (sighs, pauses), so the successive-interval ratio check is off by default. Quality
+control judges each cycle of the band-passed signal against the record's median breath and the
+signal's periodicity (`PhaseProvider.detect`, `cyclejepa.phase.cycles.assess_cycles`); reasons:
+``too_few_breaths``, ``few_good_cycles``, ``aperiodic``, ``no_fundamental``, ``low_phase_yield``.
 """
 
 from __future__ import annotations

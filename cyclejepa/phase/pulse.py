@@ -23,8 +23,11 @@ slope taken, and each beat's upstroke found as the steepest point of the rise:
    ``"max-slope"``, the steepest point itself; ``"peak"``, the systolic peak, the first maximum
    of the band-passed wave after the upstroke.
 
-The shared quality control of `PhaseProvider` then judges the intervals, under this provider's
-reason names (``too_few_pulses``, ``implausible_pulse_interval``). On a WFDB record:
+The shared quality control of `PhaseProvider` then judges each cycle of the band-passed upright
+wave against the record's median cycle and the wave's periodicity (`PhaseProvider.detect`,
+`cyclejepa.phase.cycles.assess_cycles`; an implausible interval marks its cycle bad), under this
+provider's reason name ``too_few_pulses`` and the shared ``few_good_cycles``, ``aperiodic``,
+``no_fundamental``, ``low_phase_yield``. On a WFDB record:
 ``cyclejepa phase RECORD --provider pulse --lead ABP``.
 """
 
