@@ -124,8 +124,15 @@ def phase(
     provider: Annotated[str | None, typer.Option(help="registered phase provider [default: from the channel names]")] = None,
     config: Annotated[Path | None, typer.Option(help="take provider and options from this config's phase section")] = None,
     format: Annotated[str, typer.Option("--format", help="jsonl or table")] = "jsonl",
+    plot: Annotated[
+        Path | None, typer.Option(help="write a PNG per record here: signal and events, cycle quality, rate over time")
+    ] = None,
 ) -> None:
     """Detect cycle events and phase QC for each record: one JSON object per record.
+
+    Each object carries the rate of every cycle (rates: time_s, per_min) and, for pulse and
+    breath, each cycle's quality and good flag (cycle_quality, cycle_ok); the table shows the
+    mean rate over good cycles and their share.
 
     Without --provider the channel names choose: ecg-rpeak ("r_peaks") on a record with an ECG
     lead, else the one provider that reads its channels (pulse, breath: "events"), else an error
@@ -136,7 +143,7 @@ def phase(
     """
     import json
 
-    from cyclejepa.phase import phase_record
+    from cyclejepa.phase.records import describe_track, track_record
 
     if format not in ("jsonl", "table"):
         raise typer.BadParameter(f"--format must be jsonl or table, got {format!r}")
@@ -147,21 +154,28 @@ def phase(
         phase_section = _load(config, None).phase
         provider, options = phase_section.provider, dict(phase_section.options)
     leads = _lead_names(lead)
-    table = Table("record", "fs", "events", "phase yield", "qc")
+    table = Table("record", "fs", "events", "rate/min", "good", "phase yield", "qc")
     table.columns[0].overflow = "fold"  # whole names: records often share a long prefix
+    table.columns[2].min_width = 15  # a coordinate's name and count ("respiratory 61") on one line
     names, failed = _short_names(records), 0
     for record, name in zip(records, names, strict=True):
         try:
-            result = phase_record(record, lead=leads, provider=provider, options=options)
+            phased = track_record(record, lead=leads, provider=provider, options=options)
+            result = describe_track(phased)
         except (OSError, ValueError, KeyError) as error:
             errors.print(f"[red]{escape(str(record))}[/red]: {escape(str(error))}", highlight=False)
             failed += 1
             continue
+        if plot is not None:
+            from cyclejepa.phase.plot import plot_record
+
+            plot_record(phased, plot)
         if format == "jsonl":
             print(json.dumps(result))
         else:
             verdict = "ok" if result["qc"]["ok"] else ", ".join(result["qc"]["reasons"])
-            table.add_row(name, str(result["fs"]), _event_count(result), f"{result['phase_yield']:.3f}", verdict)
+            rate, good = _rates_and_good_cycles(phased.track)
+            table.add_row(name, str(result["fs"]), _event_count(result), rate, good, f"{result['phase_yield']:.3f}", verdict)
     if format == "table" and table.row_count:
         console.print(table)
     if failed:
@@ -187,6 +201,16 @@ def _event_count(result: dict) -> str:
     if "coordinates" in result:
         return ", ".join(f"{name} {len(c['events'])}" for name, c in result["coordinates"].items())
     return str(len(result["r_peaks"])) if "r_peaks" in result else f"{len(result['events'])} ({result['event']})"
+
+
+def _rates_and_good_cycles(track) -> tuple[str, str]:
+    """Mean rate per minute over the good cycles (`PhaseTrack.mean_rate`) and the share of good
+    cycles ("-" where not assessed), per coordinate for several."""
+    import math
+
+    rates = ", ".join("-" if math.isnan(t.mean_rate()) else f"{t.mean_rate():.1f}" for t in track.tracks)
+    good = ", ".join("-" if t.cycle_ok is None or not len(t.cycle_ok) else f"{t.cycle_ok.mean():.0%}" for t in track.tracks)
+    return rates, good
 
 
 def _short_names(records: list[Path]) -> list[str]:

@@ -418,7 +418,7 @@ def test_record_100_against_reference_annotations(physionet_samples):
 
 def test_phase_record_json_contract(physionet_samples):
     result = phase_record(physionet_samples / "s0010_re")  # lead names are lower case
-    assert set(result) == {"record", "fs", "r_peaks", "qc", "phase_yield"}
+    assert set(result) == {"record", "fs", "r_peaks", "rates", "qc", "phase_yield"}  # rates: one per cycle
     decoded = json.loads(json.dumps(result, allow_nan=False))
     assert decoded == result
     assert result["fs"] == 1000 and all(type(peak) is int for peak in result["r_peaks"])

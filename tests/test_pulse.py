@@ -252,9 +252,11 @@ def test_phase_command_refuses_a_choice_it_cannot_make_and_names_the_options(tmp
 
 @real_records
 def test_phase_command_keeps_r_peaks_on_a_record_with_an_ecg_lead():
-    """03700181 (MCL1, ABP, RESP): the R-peak detector, as the acceptance contract says."""
+    """03700181 (MCL1, ABP, RESP): the R-peak detector, as the acceptance contract says, with the
+    rate of each cycle (``rates``) beside its R-peaks."""
     result, (printed,) = invoke_phase(SAMPLES / "03700181")
-    assert set(printed) == {"record", "fs", "r_peaks", "qc", "phase_yield"} and printed["qc"]["ok"]
+    assert set(printed) == {"record", "fs", "r_peaks", "rates", "qc", "phase_yield"} and printed["qc"]["ok"]
+    assert len(printed["rates"]["per_min"]) == len(printed["r_peaks"]) - 1
 
 
 def test_validate_refuses_a_provider_that_finds_none_of_the_datasets_channels():

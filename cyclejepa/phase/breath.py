@@ -14,8 +14,10 @@
 Which way inspiration goes depends on the sensor (a belt stretches, a thermistor cools, an
 impedance rises): ``polarity: "inverted"`` turns a signal whose inspiration goes down. The
 number of breaths does not depend on it, only which end of a breath is the event. Breathing is
-irregular (sighs, pauses), so the successive-interval ratio check is off by default. QC reasons:
-``too_few_breaths``, ``implausible_breath_interval``.
+irregular (sighs, pauses), so the successive-interval ratio check is off by default. Quality
+control judges each cycle of the band-passed signal against the record's median breath and the
+signal's periodicity (`PhaseProvider.detect`, `cyclejepa.phase.cycles.assess_cycles`); reasons:
+``too_few_breaths``, ``few_good_cycles``, ``aperiodic``, ``no_fundamental``, ``low_phase_yield``.
 """
 
 from __future__ import annotations
@@ -100,19 +102,24 @@ class BreathProvider(BreathDeclaration, PhaseProvider):
 
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
         """Sample indices of one point per breath; none for a flat or short (< 10 s) channel."""
+        return self.detect(signal, fs, channel_names)[0]
+
+    def detect(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The breaths (`events`) and the band-passed breathing signal whose cycles quality
+        control compares (None for a flat or short channel)."""
         from scipy.ndimage import median_filter
 
         row = channel_row(self, self.lead, channel_names)
         resp = fill_nonfinite(signal[[row]], [channel_names[row]])[0]
         if resp.size < 10 * fs or not np.ptp(resp) > 0:
-            return np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int64), None
         resp = median_filter(resp, size=round(0.2 * fs) * 2 + 1, mode="nearest")
         breathing = bandpass(resp, fs, self.band_hz) * (1.0 if self.polarity == "upright" else -1.0)
         periods = cycle_periods(breathing, fs, self.cycle_band_hz)
         periods = np.fmin(periods, np.median(periods))
         refractory = np.fmax(self.refractory * periods, self.interval_range_s[0]) * fs
         peaks = breath_peaks(breathing, refractory, self.min_prominence)
-        return peaks if self.fiducial == "peak" else onsets_before(breathing, peaks)
+        return (peaks if self.fiducial == "peak" else onsets_before(breathing, peaks)), breathing
 
 
 def breath_peaks(breathing: np.ndarray, refractory: np.ndarray, min_prominence: float) -> np.ndarray:

@@ -36,11 +36,36 @@ import numpy as np
 
 from cyclejepa.data.channels import channel_key, match_channels
 from cyclejepa.data.preprocess import fill_nonfinite
+from cyclejepa.phase.cycles import CycleAssessment, assess_cycles
 from cyclejepa.phase.filters import UPPER_EDGE_FRACTION
 from cyclejepa.phase.track import PhaseTrack, QCVerdict
 from cyclejepa.registry import PHASE_PROVIDERS
 
 __all__ = ["PhaseProvider", "channel_indices", "channel_row", "fill_nonfinite"]
+
+# Thresholds of the cycle quality control. Figures: `python benchmarks/bidmc_rates.py` (docs/phase.md,
+# "Cycle quality"): 16 real pulse channels (BIDMC PLETH, ABP; PLETH and ABP of physionet-samples)
+# and 13 real respiration channels, against 5 seeds of white, 1e-12-jittered flat, quantised noise
+# and a random walk (8 min at 125 Hz).
+MIN_CYCLE_QUALITY = 0.8
+"""A cycle is good when its correlation with the median template reaches this. The median cycle
+of the real channels correlates at 0.98-1.00 (pulse) and 0.87-1.00 (breath), of noise at 0.51-0.66
+(pulse) and 0.57-0.78 (breath)."""
+MIN_GOOD_SHARE = 0.6
+"""A record or window fails (``"few_good_cycles"``) with a smaller share of good cycles. Real
+channels keep 0.87-1.00 (pulse) and 0.68-1.00 (breath), noise 0.03-0.29 and 0.00-0.45."""
+MIN_TEMPLATE_SHARE = 0.55
+"""Fails (``"aperiodic"``) when the template explains a smaller share of the cycles' variance.
+Real channels: 0.67-0.99 (pulse), 0.61-0.99 (breath); noise 0.22-0.28 and 0.00-0.48."""
+MIN_PERIODICITY = 0.1
+"""Fails (``"aperiodic"``) below this autocorrelation at the median interval. Real pulse channels
+0.37-0.98, respiration 0.37-0.92 but for v102s RESP (0.00: artefact bursts, 5-37 breaths/min,
+which fails); noise -0.29 to -0.02 (pulse) and -0.35 to 0.08 (breath); a chirp from 3 to 240 per
+minute -0.17 and -0.11."""
+MIN_FUNDAMENTAL_SHARE = 0.2
+"""Fails (``"no_fundamental"``) when the template's first harmonic carries a smaller share of its
+power. Real channels 0.35 (an arterial pressure with its dicrotic wave) to 1.00; a 45/min sine,
+which ``breath`` reads as 22.5/min (two sine cycles per detected cycle), 0.00."""
 
 
 def channel_indices(channel_names: Sequence[str], wanted: str | Sequence[str]) -> list[int]:
@@ -98,6 +123,17 @@ class PhaseProvider(ABC):
     min_phase_yield
         Smallest fraction of samples with a defined phase
         (reason ``"low_phase_yield"``).
+    min_cycle_quality, min_good_share, min_template_share, min_periodicity, min_fundamental_share
+        Thresholds of the cycle quality control, applied where the provider hands back the
+        waveform it detected on (`detect`; ``pulse`` and ``breath``): a cycle is good when its
+        correlation with the median template reaches ``min_cycle_quality`` and its interval is
+        plausible; the record fails with ``"few_good_cycles"`` when the share of good cycles is
+        below ``min_good_share``, ``"aperiodic"`` when the template explains less than
+        ``min_template_share`` of the cycles' variance or the autocorrelation at the median
+        interval is below ``min_periodicity``, ``"no_fundamental"`` when the template's first
+        harmonic carries less than ``min_fundamental_share`` of its power
+        (`cyclejepa.phase.cycles.CycleAssessment`). Implausible intervals then mark their cycles
+        bad instead of failing the record.
 
     Attributes
     ----------
@@ -140,6 +176,11 @@ class PhaseProvider(ABC):
         interval_range_s: tuple[float, float] = (0.25, 2.0),
         max_interval_ratio: float | None = 2.5,
         min_phase_yield: float = 0.5,
+        min_cycle_quality: float = MIN_CYCLE_QUALITY,
+        min_good_share: float = MIN_GOOD_SHARE,
+        min_template_share: float = MIN_TEMPLATE_SHARE,
+        min_periodicity: float = MIN_PERIODICITY,
+        min_fundamental_share: float = MIN_FUNDAMENTAL_SHARE,
     ):
         low, high = interval_range_s
         if not 0 < low < high:
@@ -150,6 +191,9 @@ class PhaseProvider(ABC):
         self.interval_range_s = (float(low), float(high))
         self.max_interval_ratio = max_interval_ratio
         self.min_phase_yield = min_phase_yield
+        self.min_cycle_quality, self.min_good_share = min_cycle_quality, min_good_share
+        self.min_template_share, self.min_periodicity = min_template_share, min_periodicity
+        self.min_fundamental_share = min_fundamental_share
 
     @classmethod
     def reads_channel(cls, name: str) -> bool:
@@ -192,6 +236,12 @@ class PhaseProvider(ABC):
         ``signal`` is float64 (channels, samples) in physical units at ``fs`` Hz.
         """
 
+    def detect(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The `events` and the (samples,) waveform whose cycles quality control compares, or None
+        (the default: `events` alone, cycles not assessed). A provider that filters its channel
+        before detecting hands back the filtered wave here and implements `events` through it."""
+        return self.events(signal, fs, channel_names), None
+
     def phase(self, signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> PhaseTrack:
         """The phase track of one record: its events, per-sample phase and QC verdict.
 
@@ -213,13 +263,22 @@ class PhaseProvider(ABC):
         problem = self.rate_problem(fs)
         if problem:
             raise ValueError(f"a signal {problem}: a trend this slow is no waveform; read the waveform at its native rate")
-        events = np.asarray(self.events(signal, fs, list(channel_names)), dtype=np.int64)
-        track = PhaseTrack(events, fs, signal.shape[1])
-        track.qc = self.qc_track(track)
+        events, wave = self.detect(signal, fs, list(channel_names))
+        track = PhaseTrack(np.asarray(events, dtype=np.int64), fs, signal.shape[1])
+        cycles = None
+        if wave is not None:
+            cycles = assess_cycles(wave, track.events, fs, self.interval_range_s, self.max_interval_ratio)
+            track.cycle_quality = cycles.quality
+            track.cycle_ok = cycles.plausible & (cycles.quality >= self.min_cycle_quality)
+        track.qc = self.qc_track(track, cycles)
         return track
 
-    def qc_track(self, track: PhaseTrack) -> QCVerdict:
-        """Quality-control verdict of ``track`` under this provider's thresholds."""
+    def qc_track(self, track: PhaseTrack, cycles: CycleAssessment | None = None) -> QCVerdict:
+        """Quality-control verdict of ``track`` under this provider's thresholds; with ``cycles``
+        (and ``track.cycle_ok``) the cycle quality control (`cycle_verdict`) judges the cycles in
+        place of the interval checks."""
+        if cycles is not None and track.cycle_ok is not None:
+            return self.cycle_verdict(track, cycles)
         intervals = track.intervals_s
         ratios = np.maximum(intervals[1:] / intervals[:-1], intervals[:-1] / intervals[1:])
         low, high = self.interval_range_s
@@ -258,16 +317,72 @@ class PhaseProvider(ABC):
             details.append(
                 f"low_phase_yield: phase defined on {track.phase_yield:.1%} of the record, below {self.min_phase_yield:.0%}"
             )
+        return QCVerdict(ok=not reasons, reasons=reasons, metrics=interval_metrics(track), details=details)
+
+    def cycle_verdict(self, track: PhaseTrack, cycles: CycleAssessment) -> QCVerdict:
+        """Verdict from the cycles' quality: too few events, the share of good cycles, the
+        periodicity of the wave (`CycleAssessment`) and the phase yield. The interval checks of
+        `qc_track` become per-cycle flags and ``metrics``."""
+        assert track.cycle_ok is not None
+        checks = [
+            (len(track.events) >= self.min_events, self.too_few_reason,
+             f"{len(track.events)} events detected, at least {self.min_events} needed"),
+            (_share(track.cycle_ok) >= self.min_good_share, "few_good_cycles",
+             f"{int(track.cycle_ok.sum())} of {len(track.cycle_ok)} cycles good ({_share(track.cycle_ok):.1%}), "
+             f"below {self.min_good_share:.0%}"),
+            (cycles.template_share >= self.min_template_share, "aperiodic",
+             f"the template explains {cycles.template_share:.2f} of the cycles' variance, below {self.min_template_share:g}"),
+            (cycles.periodicity >= self.min_periodicity, "aperiodic",
+             f"autocorrelation {cycles.periodicity:.2f} at the median interval, below {self.min_periodicity:g}"),
+            (cycles.fundamental_share >= self.min_fundamental_share, "no_fundamental",
+             f"the first harmonic carries {cycles.fundamental_share:.2f} of the template's power, "
+             f"below {self.min_fundamental_share:g}: one cycle holds several"),
+            (track.phase_yield >= self.min_phase_yield, "low_phase_yield",
+             f"phase defined on {track.phase_yield:.1%} of the record, below {self.min_phase_yield:.0%}"),
+        ]  # fmt: skip
+        reasons, details = [], []
+        for passed, reason, detail in checks:
+            if not passed:  # a NaN measure (too few cycles) fails too
+                reasons += [] if reason in reasons else [reason]
+                details.append(f"{reason}: {detail}")
         metrics = {
-            "n_events": len(track.events),
-            "interval_min_s": _stat(np.min, intervals),
-            "interval_median_s": _stat(np.median, intervals),
-            "interval_max_s": _stat(np.max, intervals),
-            "interval_ratio_max": _stat(np.max, ratios),
-            "rate_per_min": _stat(lambda x: 60.0 / np.median(x), intervals),
-            "phase_yield": track.phase_yield,
+            **interval_metrics(track),
+            "n_cycles": len(track.cycle_ok),
+            "n_implausible_intervals": int((~cycles.plausible).sum()),
+            "good_cycle_share": _nan_none(_share(track.cycle_ok)),
+            "cycle_quality_median": _stat(np.nanmedian, cycles.quality) if np.isfinite(cycles.quality).any() else None,
+            "template_share": _nan_none(cycles.template_share),
+            "periodicity": _nan_none(cycles.periodicity),
+            "fundamental_share": _nan_none(cycles.fundamental_share),
         }
         return QCVerdict(ok=not reasons, reasons=reasons, metrics=metrics, details=details)
+
+
+def interval_metrics(track: PhaseTrack) -> dict[str, float | int | None]:
+    """The event count, shortest, median and longest interval (s), largest successive-interval
+    ratio, rate per minute (60 / median interval) and phase yield of ``track``; None where
+    undefined."""
+    intervals = track.intervals_s
+    ratios = np.maximum(intervals[1:] / intervals[:-1], intervals[:-1] / intervals[1:])
+    return {
+        "n_events": len(track.events),
+        "interval_min_s": _stat(np.min, intervals),
+        "interval_median_s": _stat(np.median, intervals),
+        "interval_max_s": _stat(np.max, intervals),
+        "interval_ratio_max": _stat(np.max, ratios),
+        "rate_per_min": _stat(lambda x: 60.0 / np.median(x), intervals),
+        "phase_yield": track.phase_yield,
+    }
+
+
+def _share(flags: np.ndarray) -> float:
+    """Fraction of True in ``flags``; NaN when empty."""
+    return float(np.mean(flags)) if len(flags) else float("nan")
+
+
+def _nan_none(value: float) -> float | None:
+    """``value``, None when NaN (JSON has no NaN)."""
+    return None if np.isnan(value) else float(value)
 
 
 def _stat(statistic, values: np.ndarray) -> float | None:

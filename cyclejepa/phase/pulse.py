@@ -23,8 +23,11 @@ slope taken, and each beat's upstroke found as the steepest point of the rise:
    ``"max-slope"``, the steepest point itself; ``"peak"``, the systolic peak, the first maximum
    of the band-passed wave after the upstroke.
 
-The shared quality control of `PhaseProvider` then judges the intervals, under this provider's
-reason names (``too_few_pulses``, ``implausible_pulse_interval``). On a WFDB record:
+The shared quality control of `PhaseProvider` then judges each cycle of the band-passed upright
+wave against the record's median cycle and the wave's periodicity (`PhaseProvider.detect`,
+`cyclejepa.phase.cycles.assess_cycles`; an implausible interval marks its cycle bad), under this
+provider's reason name ``too_few_pulses`` and the shared ``few_good_cycles``, ``aperiodic``,
+``no_fundamental``, ``low_phase_yield``. On a WFDB record:
 ``cyclejepa phase RECORD --provider pulse --lead ABP``.
 """
 
@@ -110,10 +113,15 @@ class PulseProvider(PulseDeclaration, PhaseProvider):
 
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
         """Sample indices of the fiducial point of each beat; none for a flat or short (< 3 s) channel."""
+        return self.detect(signal, fs, channel_names)[0]
+
+    def detect(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
+        """The beats (`events`) and the upright band-passed wave whose cycles quality control
+        compares (None for a flat or short channel)."""
         row = channel_row(self, self.lead, channel_names)
         wave = fill_nonfinite(signal[[row]], [channel_names[row]])[0]
         if wave.size < 3 * fs or not np.ptp(wave) > 0:
-            return np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int64), None
         y = bandpass(wave, fs, self.band_hz)
         slope = np.gradient(y) * fs
         sign = {"upright": 1.0, "inverted": -1.0}.get(self.polarity) or orientation(slope)
@@ -124,8 +132,8 @@ class PulseProvider(PulseDeclaration, PhaseProvider):
         refractory = np.fmax(self.refractory * periods, shortest) * fs  # NaN periods: the shortest interval
         rises = upstrokes(slope, fs, refractory, self.min_slope)
         if self.fiducial == "max-slope":
-            return rises
-        return feet(y, slope, rises, fs) if self.fiducial == "foot" else systolic_peaks(slope, rises)
+            return rises, y
+        return (feet(y, slope, rises, fs) if self.fiducial == "foot" else systolic_peaks(slope, rises)), y
 
 
 def upstrokes(slope: np.ndarray, fs: float, refractory: np.ndarray, min_slope: float) -> np.ndarray:

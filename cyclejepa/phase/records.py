@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from cyclejepa.data.samples import read_record
 from cyclejepa.phase.ecg.provider import EcgRPeakProvider
 from cyclejepa.phase.provider import PhaseProvider, channel_indices
-from cyclejepa.phase.track import assessed_qc
+from cyclejepa.phase.track import PhaseTrack, Track, assessed_qc
 from cyclejepa.registry import PHASE_PROVIDERS
 
 
@@ -78,14 +79,39 @@ def phase_record(
     Returns
     -------
     dict
-        ``{"record", "fs", "r_peaks", "qc", "phase_yield"}`` from ``ecg-rpeak``, with ``r_peaks``
-        the R-peak sample indices at the native rate and ``qc`` = ``{"ok", "reasons",
+        ``{"record", "fs", "r_peaks", "rates", "qc", "phase_yield"}`` from ``ecg-rpeak``, with
+        ``r_peaks`` the R-peak sample indices at the native rate, ``rates`` = ``{"time_s",
+        "per_min"}`` one per cycle (`PhaseTrack.rates`) and ``qc`` = ``{"ok", "reasons",
         **metrics}``; plain Python types. Another provider gives ``{"record", "fs", "provider",
-        "event", "events", "qc", "phase_yield"}``: its name, what one event is (``"pulse"``,
-        ``"breath"``) and the event sample indices. A provider of several coordinates
-        (``composite``) gives the joint ``qc`` and ``phase_yield`` and, instead of events,
-        ``coordinates`` = ``{name: {"events", "qc", "phase_yield"}}``.
+        "event", "events", "rates", "qc", "phase_yield"}``: its name, what one event is
+        (``"pulse"``, ``"breath"``) and the event sample indices, and where the provider assesses
+        its cycles (``pulse``, ``breath``) ``cycle_quality`` (one per cycle, null where not
+        assessed) and ``cycle_ok``. A provider of several coordinates (``composite``) gives the
+        joint ``qc`` and ``phase_yield`` and, instead of events, ``coordinates`` = ``{name:
+        {"events", "rates", "qc", "phase_yield", ...}}``.
     """
+    return describe_track(track_record(path, lead, provider, options))
+
+
+class RecordPhase(NamedTuple):
+    """One record's phase (`track_record`): its path, samples, provider (registered name and
+    instance) and track."""
+
+    path: str
+    record: Any
+    name: str
+    provider: PhaseProvider
+    track: Track
+
+
+def track_record(
+    path: str | Path,
+    lead: str | Sequence[str] | None = None,
+    provider: str | PhaseProvider | None = None,
+    options: dict | None = None,
+) -> RecordPhase:
+    """The record read from ``path`` (`cyclejepa.data.samples.read_record`) and its phase track
+    (`RecordPhase`; `phase_record` for the arguments)."""
     if provider is not None and not isinstance(provider, str) and (lead is not None or options):
         raise ValueError("pass lead= and options to the provider instance, not to phase_record")
     record = read_record(path)
@@ -102,22 +128,40 @@ def phase_record(
             (key for key in PHASE_PROVIDERS.names() if PHASE_PROVIDERS.get(key) is type(provider)), type(provider).__name__
         )
         instance = provider
-    track = instance.phase(record.signal, record.fs, record.names)
+    return RecordPhase(str(path), record, name, instance, instance.phase(record.signal, record.fs, record.names))
+
+
+def describe_track(phased: RecordPhase) -> dict:
+    """The JSON-ready object of `phase_record` from a `track_record`."""
+    path, record, name, instance, track = phased
     fs = float(record.fs)
-    result = {"record": str(path), "fs": int(fs) if fs.is_integer() else fs}
+    result = {"record": path, "fs": int(fs) if fs.is_integer() else fs}
     source = f"phase provider {name!r}"
     verdict = {"qc": assessed_qc(track, source).to_dict(), "phase_yield": track.phase_yield}
     if track.names:  # named coordinates (composite)
         coordinates = {
             coordinate: {
                 "events": t.events.tolist(),
+                **cycle_fields(t),
                 "qc": assessed_qc(t, f"{source} ({coordinate})").to_dict(),
                 "phase_yield": t.phase_yield,
             }
             for coordinate, t in zip(track.names, track.tracks, strict=True)
         }
         return {**result, "coordinates": coordinates, **verdict}
+    (single,) = track.tracks
     if isinstance(instance, EcgRPeakProvider):
-        return {**result, "r_peaks": track.events.tolist(), **verdict}
-    events = {"provider": name, "event": instance.event_name, "events": track.events.tolist()}
-    return {**result, **events, **verdict}
+        return {**result, "r_peaks": single.events.tolist(), **cycle_fields(single), **verdict}
+    events = {"provider": name, "event": instance.event_name, "events": single.events.tolist()}
+    return {**result, **events, **cycle_fields(single), **verdict}
+
+
+def cycle_fields(track: PhaseTrack) -> dict:
+    """``{"rates": {"time_s", "per_min"}}`` of ``track`` (`PhaseTrack.rates`), with
+    ``cycle_quality`` (NaN as None) and ``cycle_ok`` where the provider assessed its cycles."""
+    rates = track.rates()
+    fields: dict = {"rates": {"time_s": rates.time_s.tolist(), "per_min": rates.per_min.tolist()}}
+    if track.cycle_quality is not None and track.cycle_ok is not None:
+        fields["cycle_quality"] = [None if q != q else float(q) for q in track.cycle_quality.tolist()]
+        fields["cycle_ok"] = track.cycle_ok.tolist()
+    return fields

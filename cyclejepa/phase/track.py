@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -189,6 +189,15 @@ def assessed_qc(track: Track, source: str) -> QCVerdict:
     return track.qc
 
 
+class Rates(NamedTuple):
+    """Cycle rate over time (`PhaseTrack.rates`): one entry per cycle."""
+
+    time_s: np.ndarray
+    """(cycles,) start of each cycle, seconds from the record start: events[i] / fs."""
+    per_min: np.ndarray
+    """(cycles,) cycles per minute: 60 fs / (events[i+1] − events[i])."""
+
+
 @dataclass(eq=False)
 class PhaseTrack:
     """Detected cycle events of one record and the phase they define.
@@ -204,11 +213,12 @@ class PhaseTrack:
     qc
         Quality-control verdict; None when not assessed.
     cycle_quality
-        (len(events) - 1,) float in [0, 1]: the quality of each cycle (from one event to the
-        next) as the provider judged it; NaN where not assessed; None when the provider judges
-        no cycle.
+        (len(events) − 1,) float in [0, 1], one per cycle (between two successive events): how
+        well the cycle matches the record's typical one, NaN where not assessed; None when the
+        provider assesses no cycle (`cyclejepa.phase.cycles.assess_cycles`).
     cycle_ok
-        (len(events) - 1,) bool: whether each cycle passed the provider's quality; None as above.
+        (len(events) − 1,) bool, one per cycle: whether quality control counts it good; None
+        when the provider assesses no cycle.
     """
 
     events: np.ndarray
@@ -231,6 +241,14 @@ class PhaseTrack:
             raise ValueError("events must be strictly increasing")
         if len(self.events) and (self.events[0] < 0 or self.events[-1] >= self.n_samples):
             raise ValueError(f"events must lie in [0, {self.n_samples}), got [{self.events[0]}, {self.events[-1]}]")
+        cycles = max(len(self.events) - 1, 0)
+        for name, dtype in (("cycle_quality", np.float64), ("cycle_ok", np.bool_)):
+            value = getattr(self, name)
+            if value is not None:
+                value = np.asarray(value, dtype=dtype)
+                if value.shape != (cycles,):
+                    raise ValueError(f"{name} must have one entry per cycle, shape ({cycles},), got {value.shape}")
+                setattr(self, name, value)
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -258,6 +276,18 @@ class PhaseTrack:
     def intervals_s(self) -> np.ndarray:
         """Inter-event intervals in seconds (the cycle lengths)."""
         return np.diff(self.events) / self.fs
+
+    def rates(self) -> Rates:
+        """Rate of each cycle: its start ``time_s`` = events[i] / fs and ``per_min`` = 60 /
+        interval_s[i] (`Rates`)."""
+        return Rates(time_s=self.events[:-1] / self.fs, per_min=60.0 / self.intervals_s)
+
+    def mean_rate(self) -> float:
+        """Mean of `rates` ``per_min`` over the good cycles (``cycle_ok``; every cycle when not
+        assessed); NaN when there is none."""
+        per_min = self.rates().per_min
+        kept = per_min if self.cycle_ok is None else per_min[self.cycle_ok]
+        return float(np.mean(kept)) if len(kept) else float("nan")
 
     def at_tokens(
         self,
