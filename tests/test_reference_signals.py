@@ -123,6 +123,22 @@ def test_the_readme_command_of_a_pulse_package_gives_embeds_tokens(packages, tmp
     compare(package, signal, fs, names, tmp_path)  # both rows given, by their released names
 
 
+def test_a_pulse_packages_embeddings_carry_each_cycles_quality(packages):
+    """`embed` of a pulse package: every window's events in its own seconds of the record, each
+    cycle inside a window with the provider's quality and verdict, each window's last event none."""
+    result = cyclejepa.load_pretrained(packages("pulse")).embed(*released("pulse"))
+    ends = np.cumsum(result.window_events)
+    last = ends - 1
+    inner = np.setdiff1d(np.arange(ends[-1]), last)
+    assert (result.window_events > 5).all() and np.isfinite(result.cycle_quality[inner]).all()
+    assert np.isnan(result.cycle_quality[last]).all() and not result.cycle_ok[last].any()
+    assert result.cycle_ok[inner].mean() > 0.9  # a clean ICU pulse
+    for window, (start, stop) in enumerate(zip(ends - result.window_events, ends, strict=True)):
+        times = result.event_time_s[start:stop]
+        lower = result.window_start[window]
+        assert (np.diff(times) > 0).all() and lower <= times[0] and times[-1] < lower + 10.0
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["breath", "ecg"])
 def test_a_breath_and_an_ecg_package_give_embeds_tokens(packages, tmp_path, kind):
