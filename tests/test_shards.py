@@ -6,16 +6,21 @@ never stopped; the in-memory path is `tests/test_training.py`'s.
 """
 
 import json
+import os
+import socket
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
+from conftest import TINY_MODEL, synthetic_data
 from test_training import corpus, losses, tiny_config
 
 from cyclejepa.config import ConfigError, load_config
 from cyclejepa.pipeline import training_spec
 from cyclejepa.pipeline.pretraining import streams, training_blocks, training_phases, training_shards
-from cyclejepa.training import Distributed, Trainer
+from cyclejepa.training import Distributed, Trainer, load_checkpoint
 from cyclejepa.training.shards import StreamBatches, write_shards
 
 
@@ -135,3 +140,39 @@ def test_a_checkpoint_of_the_other_data_path_is_refused_naming_the_budget(tmp_pa
     in_memory = Trainer(training_spec(cfg, tmp_path / "memory", seed=3, transport_weight=1.0), x, phi, model_fs=100.0)
     with pytest.raises(ValueError, match="training.memory_budget_gb"):
         in_memory.resume(tmp_path / "streamed" / "checkpoints" / "step_000004.pt")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.mark.slow
+def test_two_machines_under_torchrun_train_from_streamed_shards(tmp_path):
+    """Two "machines" (torchrun --nnodes 2 --nproc_per_node 1, node ranks 0 and 1, gloo, static
+    rendezvous on 127.0.0.1) train a tiny model three steps from shards (memory budget 0)."""
+    config = tmp_path / "two.yaml"
+    config.write_text(json.dumps({
+        "name": "two-machines", "output_dir": str(tmp_path / "run"), "data": synthetic_data(tmp_path, 40), **TINY_MODEL,
+        "training": {"steps": 3, "batch_size": 4, "checkpoint_every": 3, "device": "cpu", "memory_budget_gb": 0},
+        "evaluation": {"steps": [3]},
+    }))  # fmt: skip
+    port = free_port()
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc_per_node", "1",
+                "--rdzv_backend", "static", "--master_addr", "127.0.0.1", "--master_port", str(port)]  # fmt: skip
+    machines = [
+        subprocess.Popen([*torchrun, "--node_rank", str(node), "-m", "cyclejepa", "train", str(config)],
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+        for node in (0, 1)
+    ]  # fmt: skip
+    outputs = [machine.communicate(timeout=600)[0] for machine in machines]
+    assert [m.returncode for m in machines] == [0, 0], "\n".join(out[-3000:] for out in outputs)
+    assert "winder-seed0: trained" in outputs[0]
+    rows = losses(tmp_path / "run" / "runs" / "winder-seed0")
+    assert [row["step"] for row in rows] == [1, 2, 3] and all(np.isfinite(row["loss"]) for row in rows)
+    shards = list((tmp_path / "run" / "cache-shards").glob("*/index.json"))
+    assert len(shards) == 1  # written once, by rank 0, read by both
+    state = load_checkpoint(tmp_path / "run" / "runs" / "winder-seed0" / "checkpoints" / "step_000003.pt")
+    assert state["batches"]["stream"]["dataset"]["world_size"] == 2
+    assert state["batches"]["stream"]["num_samples_yielded"] == 3 * 2  # rank 0's share: 2 records a step

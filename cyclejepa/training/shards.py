@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,15 +59,16 @@ def write_shards(blocks: Iterable[tuple[np.ndarray, np.ndarray]], folder: Path) 
     temporary = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir(parents=True)
-    writer, index = BinaryWriter(str(temporary), chunk_bytes=CHUNK_BYTES), 0
-    for signals, phases in blocks:
-        if len(signals) != len(phases):
-            raise ValueError(f"a block of {len(signals)} records has {len(phases)} phase rows")
-        for signal, phase in zip(np.asarray(signals, dtype=np.float32), np.asarray(phases, dtype=np.float32), strict=True):
-            writer[index] = {"signal": signal, "phase": phase}
-            index += 1
-    writer.done()
-    writer.merge()
+    with _sole_writer():
+        writer, index = BinaryWriter(str(temporary), chunk_bytes=CHUNK_BYTES), 0
+        for signals, phases in blocks:
+            if len(signals) != len(phases):
+                raise ValueError(f"a block of {len(signals)} records has {len(phases)} phase rows")
+            for signal, phase in zip(np.asarray(signals, dtype=np.float32), np.asarray(phases, dtype=np.float32), strict=True):
+                writer[index] = {"signal": signal, "phase": phase}
+                index += 1
+        writer.done()
+        writer.merge()
     if not (temporary / COMPLETE).is_file():
         raise RuntimeError(f"litdata wrote no {COMPLETE} for {index} records in {temporary}")
     try:
@@ -74,6 +76,25 @@ def write_shards(blocks: Iterable[tuple[np.ndarray, np.ndarray]], folder: Path) 
     except OSError:  # another process renamed a complete set into place first
         shutil.rmtree(temporary, ignore_errors=True)
     return folder
+
+
+@contextmanager
+def _sole_writer() -> Iterator[None]:
+    """litdata's writer as the only one (rank 0 of 1), also inside a process group: it takes its
+    world from these variables first, and would otherwise wait for the other ranks' indexes."""
+    saved = {key: os.environ.get(key) for key in _WRITER_WORLD}
+    os.environ.update(_WRITER_WORLD)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+_WRITER_WORLD = {"WORLD_SIZE": "1", "GLOBAL_RANK": "0", "NNODES": "1"}
 
 
 class StreamBatches:
@@ -110,6 +131,12 @@ class StreamBatches:
         self.device, self.source = indexed(device), str(source)
         seed = int(torch.randint(2**31 - 1, (1,), generator=generator, device=generator.device))
         self.dataset = StreamingDataset(self.source, shuffle=True, drop_last=True, seed=seed)
+        found = self.dataset.distributed_env
+        if (found.world_size, found.global_rank) != (dist.world, dist.rank):
+            raise RuntimeError(
+                f"litdata sees rank {found.global_rank} of {found.world_size}, the trainer rank {dist.rank} of {dist.world}: "
+                "join the process group (torchrun) before streaming, or unset WORLD_SIZE and GLOBAL_RANK"
+            )
         if len(self.dataset) * dist.world < batch_size:
             raise ValueError(f"batch size {batch_size} exceeds the {len(self.dataset) * dist.world} training records")
         self.loader = StreamingDataLoader(self.dataset, batch_size=batch_size // dist.world, num_workers=0, drop_last=True)
