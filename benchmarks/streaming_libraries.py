@@ -230,7 +230,9 @@ def attempt(row: dict, key: str, measurement: Callable) -> None:
     """``row[key]`` = the measurement's result, or the error it raised (a failing library or
     check is reported, not fatal to the others)."""
     try:
-        row[key] = measurement()
+        result = measurement()
+        if result is not None:
+            row[key] = result
     except Exception as error:
         row[key] = f"{type(error).__name__}: {str(error)[:160]}"
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -85,7 +86,17 @@ def training_blocks(cache, rows: np.ndarray, convention: str, block: int = SHARD
             signals = np.concatenate([np.asarray(cache.signals[r : r + 1]) for r in chunk])
         else:
             signals = np.asarray(cache.signals[start:stop])[chunk - start]
+        release_mapped_pages(cache.signals)
         yield signals, training_phases(cache, chunk, convention)
+
+
+def release_mapped_pages(array) -> None:
+    """Drop the pages of a memory-mapped ``array`` (a `numpy.memmap`) that this process has read
+    from its resident set (they stay in the page cache), so that reading a cache through once
+    does not count its whole size against this process's memory; nothing for other arrays."""
+    mapped = getattr(array, "_mmap", None)
+    if mapped is not None and hasattr(mmap, "MADV_DONTNEED"):
+        mapped.madvise(mmap.MADV_DONTNEED)
 
 
 class RowView:

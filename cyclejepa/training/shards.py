@@ -54,7 +54,7 @@ def write_shards(blocks: Iterable[tuple[np.ndarray, np.ndarray]], folder: Path) 
     folder = Path(folder)
     if (folder / COMPLETE).is_file():
         return folder
-    from litdata.streaming.writer import BinaryWriter
+    BinaryWriter = _litdata().streaming.writer.BinaryWriter
 
     temporary = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
     shutil.rmtree(temporary, ignore_errors=True)
@@ -76,6 +76,19 @@ def write_shards(blocks: Iterable[tuple[np.ndarray, np.ndarray]], folder: Path) 
     except OSError:  # another process renamed a complete set into place first
         shutil.rmtree(temporary, ignore_errors=True)
     return folder
+
+
+def _litdata():
+    """The litdata package (the ``stream`` extra), or an ImportError saying how to install it."""
+    try:
+        import litdata
+        import litdata.streaming.writer
+    except ImportError as error:
+        raise ImportError(
+            f"streamed training needs litdata ({error}): pip install 'cyclejepa[stream]', or raise "
+            "training.memory_budget_gb so that the training set is held in memory"
+        ) from error
+    return litdata
 
 
 @contextmanager
@@ -125,8 +138,8 @@ class StreamBatches:
         device: torch.device | str = "cpu",
         dist: Distributed | None = None,
     ):
-        from litdata import StreamingDataLoader, StreamingDataset
-
+        litdata = _litdata()
+        StreamingDataLoader, StreamingDataset = litdata.StreamingDataLoader, litdata.StreamingDataset
         dist = dist or Distributed()
         self.device, self.source = indexed(device), str(source)
         seed = int(torch.randint(2**31 - 1, (1,), generator=generator, device=generator.device))
