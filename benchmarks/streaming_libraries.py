@@ -237,24 +237,30 @@ def attempt(row: dict, key: str, measurement: Callable) -> None:
         row[key] = f"{type(error).__name__}: {str(error)[:160]}"
 
 
+def measure_library(name: str, cache: PreparedCache, records: int, batch_sizes: list[int], batches: int) -> dict:
+    """One row of the table: ``name``'s write time, throughput, resumption and shares."""
+    write, reader, resume = LIBRARIES[name]
+    folder = Path(tempfile.mkdtemp(prefix=f"shards-{name}-"))
+    shards, row = folder / "shards", {"library": name}
+    try:
+        start = time.perf_counter()
+        attempt(row, "write", lambda: write(cache, records, shards))
+        row["write_s"] = round(time.perf_counter() - start, 3)
+        for batch in batch_sizes:
+            attempt(row, f"batches_per_s_b{batch}", lambda b=batch: round(throughput(reader, shards, b, batches), 1))
+        if resume is not None:
+            attempt(row, "exact_resume", lambda: resume(shards, batch_sizes[0]) == straight(reader, shards, batch_sizes[0]))
+        attempt(row, "shares", lambda: shares(reader, shards, batch_sizes[0]))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return row
+
+
 def measure(cache: PreparedCache, records: int, batch_sizes: list[int], batches: int) -> list[dict]:
     rows = []
-    for name, (write, reader, resume) in LIBRARIES.items():
-        folder = Path(tempfile.mkdtemp(prefix=f"shards-{name}-"))
-        shards, row = folder / "shards", {"library": name}
-        try:
-            start = time.perf_counter()
-            attempt(row, "write", lambda: write(cache, records, shards))
-            row["write_s"] = round(time.perf_counter() - start, 3)
-            for batch in batch_sizes:
-                attempt(row, f"batches_per_s_b{batch}", lambda b=batch: round(throughput(reader, shards, b, batches), 1))
-            if resume is not None:
-                attempt(row, "exact_resume", lambda: resume(shards, batch_sizes[0]) == straight(reader, shards, batch_sizes[0]))
-            attempt(row, "shares", lambda: shares(reader, shards, batch_sizes[0]))
-        finally:
-            shutil.rmtree(folder, ignore_errors=True)
-        print(json.dumps(row), flush=True)
-        rows.append(row)
+    for name in LIBRARIES:
+        rows.append(measure_library(name, cache, records, batch_sizes, batches))
+        print(json.dumps(rows[-1]), flush=True)
     return rows
 
 

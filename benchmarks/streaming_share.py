@@ -6,9 +6,10 @@
                                          [--steps 10] [--set key=value ...]
 
 ``share``: the model and recipe of ``--config`` train ``steps`` steps (after 20 untimed ones) on
-the first ``records`` training rows of the prepared cache ``CACHE``, once from memory
-(`BatchSampler`) and once streamed from shards (`StreamBatches`); each step and each call of the
-data path (``batches.next``) is timed on its own. Prints per path the median step and data-path
+the first ``records`` training rows of the prepared cache ``CACHE``, from memory (`BatchSampler`)
+and streamed from shards (`StreamBatches`), the two taking turns every 10 steps (so that the
+machine's load drifts hit both); each step and each call of the data path (``batches.next``) is
+timed on its own. Prints per path the median step and data-path
 times (ms) and the data path's share of the step, and the streamed step's excess over the
 in-memory one.
 
@@ -37,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 WARMUP = 20
+BLOCK = 10  # steps each path takes in turn
 
 
 def load(config: Path, sets: list[str], cache: Path):
@@ -47,8 +49,8 @@ def load(config: Path, sets: list[str], cache: Path):
     return cfg, configured_cache(cfg, corpus=False)
 
 
-def timed_steps(trainer, steps: int) -> tuple[list[float], list[float]]:
-    """Milliseconds of each of ``steps`` training steps and of the data-path call inside it."""
+def timed_data_path(trainer) -> list[float]:
+    """Wrap ``trainer.batches.next`` so that each call's milliseconds are appended to the list returned."""
     data_ms: list[float] = []
     fetch = trainer.batches.next
 
@@ -59,12 +61,13 @@ def timed_steps(trainer, steps: int) -> tuple[list[float], list[float]]:
         return batch
 
     trainer.batches.next = timed_next
-    step_ms = []
-    for _ in range(WARMUP + steps):
-        start = time.perf_counter()
-        trainer.train_step()
-        step_ms.append((time.perf_counter() - start) * 1e3)
-    return step_ms[WARMUP:], data_ms[WARMUP:]
+    return data_ms
+
+
+def timed_step(trainer) -> float:
+    start = time.perf_counter()
+    trainer.train_step()
+    return (time.perf_counter() - start) * 1e3
 
 
 def share(args) -> dict:
@@ -80,14 +83,23 @@ def share(args) -> dict:
         shards = write_shards(training_blocks(cache, rows, cfg.phase.convention), folder / "shards")
         signals, phases = np.asarray(cache.signals[rows]), training_phases(cache, rows, cfg.phase.convention)
         result: dict = {"records": len(rows), "steps": args.steps, "batch_size": cfg.training.batch_size}
-        for path in ("memory", "streamed"):
-            spec = training_spec(cfg, folder / path, seed=0, transport_weight=1.0)
-            trainer = (Trainer(spec, signals, phases, model_fs=cache.model_fs) if path == "memory"
-                       else Trainer(spec, None, None, model_fs=cache.model_fs, shards=shards))  # fmt: skip
-            step_ms, data_ms = timed_steps(trainer, args.steps)
-            step, data = statistics.median(step_ms), statistics.median(data_ms)
-            result[path] = {"step_ms": round(step, 3), "data_ms": round(data, 4), "data_share": round(data / step, 4),
-                            "data_ms_mean": round(statistics.mean(data_ms), 4)}  # fmt: skip
+        trainers = {
+            "memory": Trainer(training_spec(cfg, folder / "memory", seed=0, transport_weight=1.0), signals, phases,
+                              model_fs=cache.model_fs),
+            "streamed": Trainer(training_spec(cfg, folder / "streamed", seed=0, transport_weight=1.0), None, None,
+                                model_fs=cache.model_fs, shards=shards),
+        }  # fmt: skip
+        data_ms = {path: timed_data_path(trainer) for path, trainer in trainers.items()}
+        step_ms: dict[str, list[float]] = {path: [] for path in trainers}
+        for _ in range((WARMUP + args.steps) // BLOCK):  # the paths take turns, so that load drifts hit both
+            for path, trainer in trainers.items():
+                step_ms[path] += [timed_step(trainer) for _ in range(BLOCK)]
+        for path in trainers:
+            steps, data = step_ms[path][WARMUP:], data_ms[path][WARMUP:]
+            result[path] = {"step_ms": round(statistics.median(steps), 3), "data_ms": round(statistics.median(data), 4),
+                            "data_ms_mean": round(statistics.mean(data), 4),
+                            "data_share": round(statistics.median(data) / statistics.median(steps), 4),
+                            "data_share_of_mean": round(statistics.mean(data) / statistics.mean(steps), 4)}  # fmt: skip
         memory, streamed = result["memory"], result["streamed"]
         result["streamed_data_share_of_memory_step"] = round(streamed["data_ms"] / memory["step_ms"], 4)
         result["streamed_step_excess"] = round(streamed["step_ms"] / memory["step_ms"] - 1, 4)

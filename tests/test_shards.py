@@ -46,7 +46,8 @@ class FakeCache:
 
     def __init__(self, folder, records=10):
         x, phi = corpus(records)
-        self.signals, self.phase_centre = SliceOnly(x), phi.astype(np.float32)
+        self.signals: SliceOnly | np.ndarray = SliceOnly(x)
+        self.phase_centre = phi.astype(np.float32)
         self.columns = {"qc_ok": np.arange(records) % 3 != 1}
         self.manifest = {"files": {"signals.npy": "abc"}, "counts": {"kept": records}}
         self.path = folder / "cache"
@@ -176,3 +177,18 @@ def test_two_machines_under_torchrun_train_from_streamed_shards(tmp_path):
     state = load_checkpoint(tmp_path / "run" / "runs" / "winder-seed0" / "checkpoints" / "step_000003.pt")
     assert state["batches"]["stream"]["dataset"]["world_size"] == 2
     assert state["batches"]["stream"]["num_samples_yielded"] == 3 * 2  # rank 0's share: 2 records a step
+
+
+def resident_mb() -> float:
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/statm"), reason="reads the resident set from /proc (Linux)")
+def test_reading_a_mapped_cache_through_for_shards_leaves_its_pages_out_of_the_resident_set(tmp_path):
+    np.save(tmp_path / "signals.npy", np.ones((800, 12, 1000), dtype=np.float32))  # 38 MB
+    cache = FakeCache(tmp_path, records=800)
+    cache.signals = np.load(tmp_path / "signals.npy", mmap_mode="r")
+    before = resident_mb()
+    total = sum(float(signals.sum()) for signals, _ in training_blocks(cache, np.arange(800), "centre", block=100))
+    assert total == 800 * 12 * 1000  # every record read
+    assert resident_mb() - before < 10  # one 4.8 MB block at a time, not the 38 MB mapped

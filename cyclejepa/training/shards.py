@@ -178,6 +178,8 @@ class StreamBatches:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "stream" not in state:
-            raise ValueError("the checkpoint was taken on batches held in memory; resume it with the same training.memory_budget_gb")
+            raise ValueError(
+                "the checkpoint was taken on batches held in memory; resume it with the same training.memory_budget_gb"
+            )
         self.loader.load_state_dict(state["stream"])
         self._batches, self.epoch = None, int(state["epoch"])
