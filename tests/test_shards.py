@@ -19,7 +19,7 @@ from test_training import corpus, losses, tiny_config
 
 from cyclejepa.config import ConfigError, load_config
 from cyclejepa.pipeline import training_spec
-from cyclejepa.pipeline.pretraining import streams, training_blocks, training_phases, training_shards
+from cyclejepa.pipeline.pretraining import RowView, streams, training_blocks, training_phases, training_shards
 from cyclejepa.training import Distributed, Trainer, load_checkpoint
 from cyclejepa.training.shards import StreamBatches, write_shards
 
@@ -192,3 +192,17 @@ def test_reading_a_mapped_cache_through_for_shards_leaves_its_pages_out_of_the_r
     total = sum(float(signals.sum()) for signals, _ in training_blocks(cache, np.arange(800), "centre", block=100))
     assert total == 800 * 12 * 1000  # every record read
     assert resident_mb() - before < 10  # one 4.8 MB block at a time, not the 38 MB mapped
+
+
+def test_a_streamed_run_holds_its_diagnostic_batch_through_row_views(tmp_path):
+    from cyclejepa.evaluation.watch import HeldBatch
+
+    cache, rows = FakeCache(tmp_path, records=10), np.array([1, 2, 4, 5, 8, 9])
+    cache.signals = cache.signals.array  # the memmap's row indexing
+    views = RowView(lambda i: cache.signals[i], rows), RowView(lambda i: training_phases(cache, i, "centre"), rows)
+    held, expected = (
+        HeldBatch(*views, records=4),
+        HeldBatch(cache.signals[rows], training_phases(cache, rows, "centre"), records=4),
+    )
+    assert torch.equal(held.signals, expected.signals)
+    assert torch.allclose(held.phases, expected.phases, equal_nan=True) and held.phases.isnan().any()
