@@ -189,6 +189,11 @@ class TrainingConfig(Section):
     )
     tensorboard: bool = Field(False, description="write TensorBoard events beside metrics.jsonl (the tensorboard extra)")
     diagnostics_every: int = Field(250, ge=1, description="steps between the held-batch diagnostics in the TensorBoard events")
+    memory_budget_gb: float = Field(
+        2.0, ge=0, le=1e6, allow_inf_nan=False,
+        description="host memory (GB) the training set may take; a larger one streams from shards beside the cache "
+        "(each rank reads its share); 0: always stream",
+    )  # fmt: skip
     skip_nonfinite_steps: int = Field(
         0, ge=0, description="steps with a non-finite loss or gradient norm to skip (no update) before training stops; "
         "above 0 every step is checked on the host (one synchronisation per step)",

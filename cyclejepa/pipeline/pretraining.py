@@ -4,7 +4,9 @@ the config (`training_spec`, `objective_spec`)."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
+import mmap
 from pathlib import Path
 
 import numpy as np
@@ -44,6 +46,73 @@ def training_phases(cache, rows, convention: str):
     return phases
 
 
+def streams(cfg: ExperimentConfig, cache, rows: np.ndarray) -> bool:
+    """Whether the training set (``rows`` of ``cache``) takes more host memory than
+    ``training.memory_budget_gb`` (`training_set_bytes`), so that it streams from shards."""
+    from cyclejepa.training.shards import training_set_bytes
+
+    size = training_set_bytes(len(rows), cache.signals.shape[1:], cache.phase_centre.shape[1:])
+    return size > cfg.training.memory_budget_gb * 1e9
+
+
+def training_shards(cache, rows: np.ndarray, convention: str, dist) -> Path:
+    """The shard folder of the training set ``rows`` of ``cache`` (token phases as `training_phases`):
+    ``<cache>-shards/<key>``, keyed by the cache's manifest (file hashes included), the rows and
+    the convention, so a rebuilt cache or other folds never read stale shards. Written once, by
+    rank 0, reading the cache in contiguous blocks; the other ranks wait for it (shared storage)."""
+    from cyclejepa.training.shards import shard_key, write_shards
+
+    rows_hash = hashlib.sha256(np.ascontiguousarray(rows, dtype=np.int64).tobytes()).hexdigest()
+    key = shard_key({"manifest": cache.manifest, "rows": rows_hash, "convention": convention})
+    folder = cache.path.with_name(f"{cache.path.name}-shards") / key
+    if dist.is_main:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        write_shards(training_blocks(cache, rows, convention), folder)
+    dist.barrier()
+    return folder
+
+
+SHARD_BLOCK = 512
+"""Cache rows read at once when writing shards (512 PTB-XL windows: 25 MB)."""
+
+
+def training_blocks(cache, rows: np.ndarray, convention: str, block: int = SHARD_BLOCK):
+    """(signals, phases) of ``rows`` (ascending) in order, each block read from one contiguous
+    slice ``cache.signals[start:stop]`` of at most ``block`` rows."""
+    for first in range(0, len(rows), block):
+        chunk = rows[first : first + block]
+        start, stop = int(chunk[0]), int(chunk[-1]) + 1
+        if stop - start > 4 * block:  # rows far apart: read them one contiguous run at a time
+            signals = np.concatenate([np.asarray(cache.signals[r : r + 1]) for r in chunk])
+        else:
+            signals = np.asarray(cache.signals[start:stop])[chunk - start]
+        release_mapped_pages(cache.signals)
+        yield signals, training_phases(cache, chunk, convention)
+
+
+def release_mapped_pages(array) -> None:
+    """Drop the pages of a memory-mapped ``array`` (a `numpy.memmap`) that this process has read
+    from its resident set (they stay in the page cache), so that reading a cache through once
+    does not count its whole size against this process's memory; nothing for other arrays."""
+    mapped = getattr(array, "_mmap", None)
+    if mapped is not None and hasattr(mmap, "MADV_DONTNEED"):
+        mapped.madvise(mmap.MADV_DONTNEED)
+
+
+class RowView:
+    """Rows of the cache read on demand: ``view[i]`` is ``read(rows[i])`` (the held batch of a
+    streamed run reads its few windows through it, not the whole training set)."""
+
+    def __init__(self, read, rows: np.ndarray):
+        self.read, self.rows = read, rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitem__(self, index):
+        return self.read(self.rows[index])
+
+
 def train_run(
     cfg: ExperimentConfig, cache, directory: Path, *, seed: int, transport_weight: float, dist=None, progress: bool = True
 ):
@@ -52,9 +121,15 @@ def train_run(
 
     spec = training_spec(cfg, directory, seed=seed, transport_weight=transport_weight)
     folds = use_folds(cfg, "pre-training", "data.train_folds")  # before the cache is read
-    rows = cache.select(folds)
-    signals, phases = cache.signals[rows], training_phases(cache, rows, cfg.phase.convention)
-    trainer = Trainer(spec, signals, phases, model_fs=cache.model_fs, dist=dist or Distributed())
+    rows, dist = cache.select(folds), dist or Distributed()
+    if streams(cfg, cache, rows):
+        signals = RowView(lambda index: cache.signals[index], rows)
+        phases = RowView(lambda index: training_phases(cache, index, cfg.phase.convention), rows)
+        shards = training_shards(cache, rows, cfg.phase.convention, dist)
+        trainer = Trainer(spec, None, None, model_fs=cache.model_fs, dist=dist, shards=shards)
+    else:
+        signals, phases = cache.signals[rows], training_phases(cache, rows, cfg.phase.convention)
+        trainer = Trainer(spec, signals, phases, model_fs=cache.model_fs, dist=dist)
     last = latest_checkpoint(RunFolder(Path(directory)))
     if last is not None:
         trainer.resume(last)

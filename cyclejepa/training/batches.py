@@ -21,6 +21,8 @@ class BatchSampler:
     drawn.
     """
 
+    local = False  # each batch is the global one (under torchrun, ranks keep their shard of it)
+
     def __init__(
         self,
         signals: np.ndarray | torch.Tensor,
@@ -69,6 +71,8 @@ class BatchSampler:
         return {"order": self.order.cpu(), "cursor": self.cursor, "epoch": self.epoch}
 
     def load_state_dict(self, state: dict) -> None:
+        if "order" not in state:
+            raise ValueError("the checkpoint was taken on streamed batches; resume it with the same training.memory_budget_gb")
         if len(state["order"]) != len(self.signals):
             raise ValueError(f"checkpoint was taken on {len(state['order'])} records, this corpus has {len(self.signals)}")
         self.order = state["order"].to(self.generator.device)

@@ -30,6 +30,7 @@ from cyclejepa.training.batches import BatchSampler
 from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint, require_finite, save_checkpoint
 from cyclejepa.training.distributed import Distributed
 from cyclejepa.training.rng import RNGStreams
+from cyclejepa.training.shards import StreamBatches
 from cyclejepa.training.schedule import build_optimisers, learning_rate, set_learning_rate
 from cyclejepa.training.spec import ObjectiveSpec, TrainingSpec
 
@@ -208,16 +209,21 @@ class Trainer:
     model_fs
         Sampling rate of ``signals`` in Hz (the model's input rate, cache rate / decimation), for
         the augmentations that act in time or frequency.
+    shards
+        Stream the training records from this shard folder or URL (`write_shards`; each rank
+        reads its own share, `StreamBatches`) instead of holding ``signals`` and ``phases``
+        (then unused) in memory.
     """
 
     def __init__(
         self,
         spec: TrainingSpec,
-        signals: np.ndarray | torch.Tensor,
-        phases: np.ndarray | torch.Tensor,
+        signals: np.ndarray | torch.Tensor | None,
+        phases: np.ndarray | torch.Tensor | None,
         *,
         model_fs: float,
         dist: Distributed | None = None,
+        shards: str | Path | None = None,
     ):
         dist = dist or Distributed()
         self.spec, self.directory, self.dist = spec, Path(spec.directory), dist
@@ -236,7 +242,13 @@ class Trainer:
         self.augmenter = Augmenter.from_config([{"name": a.name, "p": a.p, **a.options} for a in spec.augmentations], fs=model_fs)
         self.augment = self._compiled(self.augmenter.apply)
         self.optimisers = build_optimisers(self.objective, spec.optimiser)
-        self.batches = BatchSampler(signals, phases, settings.batch_size, self.streams["data"], self.device)
+        self.batches: BatchSampler | StreamBatches
+        if shards is None:
+            if signals is None or phases is None:
+                raise ValueError("the trainer needs signals and phases, or shards to stream them from")
+            self.batches = BatchSampler(signals, phases, settings.batch_size, self.streams["data"], self.device)
+        else:
+            self.batches = StreamBatches(shards, settings.batch_size, self.streams["data"], self.device, dist)
         self.step = 0
         self.skipped: list[int] = []  # steps skipped for non-finite values (training.skip_nonfinite_steps)
         self.watchers: list[Callable[[Trainer, list[dict[str, float]]], None]] = []  # called with each flush's rows, rank 0
@@ -315,13 +327,14 @@ class Trainer:
     def step_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
         """This step's inputs of the objective, each from the run's own stream: the next batch
         augmented, its token phases, the prediction cutoffs and the regulariser's draws (under
-        torchrun, this rank's shard of the batch)."""
+        torchrun, this rank's shard of the batch; streamed batches are this rank's already)."""
         x, phi = self.batches.next()
         draws = self.augmenter.draw(x, self.streams["augment"])
-        cutoff = sample_cutoffs(x.shape[0], phi.shape[1], self.streams["mask"], self.device)
+        cutoff = sample_cutoffs(self.spec.training.batch_size, phi.shape[1], self.streams["mask"], self.device)
         x = self.augment(x, draws.rms, draws.applied, draws.params)
-        x, phi, cutoff = (self.dist.shard(t) for t in (x, phi, cutoff))
-        return x, phi, cutoff, self.regulariser_inputs()
+        if not self.batches.local:
+            x, phi = self.dist.shard(x), self.dist.shard(phi)
+        return x, phi, self.dist.shard(cutoff), self.regulariser_inputs()
 
     def regulariser_inputs(self) -> dict[str, torch.Tensor]:
         """This step's random inputs of the regulariser, from the ``sigreg`` stream."""
