@@ -15,8 +15,11 @@ $(VENV)/.installed: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e .
 	touch $@
 
+# litdata (the stream extra) declares torchvision, which it never imports and whose pins could
+# replace the torch above: installed without it, its other dependencies come with the dev extra.
 $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev,docs]"
+	$(BIN)/pip install --quiet --no-deps "litdata>=0.2.50"
 	touch $@ $(VENV)/.installed
 
 quickstart: $(VENV)/.installed

@@ -68,7 +68,7 @@ COVERED = {
     "cyclejepa report RUN_DIR": "test_report_rebuilds_what_evaluate_wrote",
     "cyclejepa embed RUN_DIR RECORD... --out FILE.npz|.parquet": "test_embed_a_run_writes_the_documented_arrays",
     "cyclejepa export RUN_DIR --out DIR [--onnx] [--torchscript]": "test_export_writes_the_package_with_its_graphs",
-    "cyclejepa embed DIR ...": "test_embed_a_package_as_the_run_and_its_reference_refuses_the_preparation",
+    "cyclejepa embed DIR ...": "test_embed_a_package_as_the_run_and_its_reference_applies_the_preparation",
     "cyclejepa benchmark throughput|allocations [...]": "test_benchmark_throughput_and_allocations",
     "cyclejepa benchmark ptbxl CONFIG_OR_RUN [--unseal] [...]": "test_benchmark_ptbxl_scores_a_run",
     # README.md, "Documentation"
@@ -78,6 +78,9 @@ COVERED = {
     "cyclejepa embed runs/my-ppg path/to/new/record --out new.npz": "test_the_minimal_config_of_your_signal_runs_and_embeds",
     "python docs/scripts/raw_pulse_corpus.py --out runs/raw_pulse --sources ../shared/data/physionet-samples": (
         "test_the_raw_pulse_corpus_script_writes_twenty_recordings"
+    ),
+    "cyclejepa phase ../shared/data/bidmc-samples/bidmc44 --provider pulse --lead PLETH --format table --plot figures": (
+        "test_phase_table_and_plot_of_a_pulse_as_your_signal_shows_them"
     ),
     "cyclejepa run examples/wfdb_pulse.yaml": "test_the_pulse_example_runs_and_reports",
     "cyclejepa run examples/wfdb_breath.yaml": "test_the_breath_example_runs_on_the_shared_records",
@@ -422,6 +425,19 @@ def test_phase_takes_a_channel_named_as_physionet_names_it(lead):
     the name as the header writes it, and as docs/your-signal.md writes it."""
     (line,) = ok(cyclejepa("phase", BIDMC / "bidmc44", "--lead", lead)).strip().splitlines()
     assert len(json.loads(line)["events"]) > 400  # 8 min of a pulse
+
+
+@pytest.mark.skipif(not BIDMC.is_dir(), reason=f"BIDMC samples not found at {BIDMC}")
+def test_phase_table_and_plot_of_a_pulse_as_your_signal_shows_them(tmp_path):
+    """docs/your-signal.md: `cyclejepa phase ../shared/data/bidmc-samples/bidmc44 --provider pulse
+    --lead PLETH --format table --plot figures`, run from a folder of one's own: one table row
+    with the pulse rate and the share of good cycles, QC ok, and the figure in ``figures``."""
+    words = ["phase", BIDMC / "bidmc44", "--provider", "pulse", "--lead", "PLETH", "--format", "table", "--plot", "figures"]
+    table = ok(cyclejepa(*words, cwd=tmp_path))
+    rate, good = re.search(r"\(pulse\)\W+([\d.]+)\W+(\d+)%\W+[\d.]+\W+ok\b", table).groups()
+    assert 80 < float(rate) < 100 and int(good) >= 90, table  # the monitor's HR: about 90/min
+    figure = tmp_path / "figures" / "bidmc44.png"
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and figure.stat().st_size > 20_000
 
 
 @pytest.mark.skipif(not CINC.is_dir(), reason=f"CinC 2021 samples not found at {CINC}")
