@@ -578,6 +578,10 @@ def _fold_remedy(present: list[int]) -> str:
             "or add records (folds are a hash of each record's name or subject)")  # fmt: skip
 
 
+PHASE_QC_FOLDS = {"train": ("train_folds", "training"), "eval": ("eval_folds", "evaluation")}
+"""The fold sets whose windows the phase QC check counts: key -> (``data`` key, word)."""
+
+
 def prepared_cache_verdict(
     cfg: ExperimentConfig, cache: Any, folds: tuple[str, ...] = ("train", "eval")
 ) -> tuple[list[str], list[str]]:
@@ -587,10 +591,6 @@ def prepared_cache_verdict(
     problems = cache_fold_problems(cfg, cache, tuple(PHASE_QC_FOLDS[key][0] for key in folds))
     refusals, flags = phase_qc_verdict(cfg, cache_phase_qc(cfg, cache, folds))
     return problems + refusals, flags
-
-
-PHASE_QC_FOLDS = {"train": ("train_folds", "training"), "eval": ("eval_folds", "evaluation")}
-"""The fold sets whose windows the phase QC check counts: key -> (``data`` key, word)."""
 
 
 def cache_phase_qc(cfg: ExperimentConfig, cache: Any, keys: tuple[str, ...] = ("train", "eval")) -> dict[str, Any]:
