@@ -21,13 +21,13 @@ first in their cycle; no annotator there).
 
 Methods (`PULSE_METHODS`, `BREATH_METHODS`): cyclejepa's ``pulse`` and ``breath`` with their
 defaults; NeuroKit2's ``ppg_clean`` + ``ppg_findpeaks`` with ``elgendi`` and with ``bishop``
-(on `BISHOP_PIECE_S` pieces: its cost grows with the square of the samples, see `bishop_peaks`),
+(on overlapping 12 s pieces: its cost grows with the square of the samples, see `bishop_peaks`),
 ``rsp_clean`` + ``rsp_findpeaks`` with ``khodadad2018``, ``biosppy`` and ``scipy`` (cleaned as
 ``khodadad2018``, NeuroKit2's default: ``rsp_clean`` has no ``scipy`` method). A method that
 raises on a record is reported as crashed there, with its error, and counted as such.
 
 ``--span-s S`` scores the first S seconds of every channel only (the beats and annotated breaths
-in them): ``bishop`` over whole records takes about 150 s of one core per 8-minute BIDMC record.
+in them): ``bishop`` over a whole 8-minute BIDMC record takes about 3 minutes of one core.
 
 Prints Markdown tables (per record, then a summary: pulse counts within 5 % of the ECG's beats;
 breath F1 median and the records with F1 ≥ 0.9); ``--json`` writes every figure. Needs
@@ -56,11 +56,11 @@ BREATH_TOLERANCE_S = 0.5
 """Half-width of the window in which a breath matches an annotated one."""
 GOOD_F1 = 0.9
 """The breath F1 a record counts as well detected at."""
-BISHOP_PIECE_S = 12.0
-"""NeuroKit2's ``bishop`` runs on consecutive pieces of this length: on a whole 8-minute record at
-125 Hz its scalogram needs about 3.7 GB; on 12 s pieces it takes about 3.7 s a piece on one core
-(a quarter of that at 6 s: quadratic in the samples), so about 150 s per 8-minute record.
-A pulse at a piece's edge may be missed or found twice."""
+BISHOP_PIECE_S, BISHOP_MARGIN_S = 12.0, 1.0
+"""NeuroKit2's ``bishop`` runs on pieces of 12 s overlapping by 2 s, each keeping the peaks of its
+central 10 s (`bishop_peaks`): on a whole 8-minute record at 125 Hz its scalogram needs about
+3.7 GB, and its time grows with the square of the samples (about 3.7 s of one core for a 12 s
+piece at 125 Hz, a quarter of that for 6 s)."""
 BREATH_CHANNELS = (("v102s", "RESP"), ("03700181", "RESP"), ("mixedsignals", "Resp"))
 """(record, respiration channel) of ``physionet-samples``."""
 
@@ -80,15 +80,20 @@ def elgendi_peaks(wave: np.ndarray, fs: float) -> np.ndarray:
     return np.asarray(nk.ppg_findpeaks(cleaned, sampling_rate=fs, method="elgendi")["PPG_Peaks"], dtype=np.int64)
 
 
-def bishop_peaks(wave: np.ndarray, fs: float, piece_s: float = BISHOP_PIECE_S) -> np.ndarray:
-    """``bishop`` on consecutive `BISHOP_PIECE_S` pieces of the ``elgendi``-cleaned wave (a last
-    piece under 2 s is left out), their peaks put back at their record positions."""
+def bishop_peaks(wave: np.ndarray, fs: float, piece_s: float = BISHOP_PIECE_S, margin_s: float = BISHOP_MARGIN_S) -> np.ndarray:
+    """``bishop`` on pieces of the ``elgendi``-cleaned wave: each ``piece_s`` long, each keeping
+    the peaks of its central ``piece_s`` − 2 ``margin_s`` seconds (the first and last piece also
+    their outer margin), so that a pulse at a piece's edge is found once."""
     import neurokit2 as nk
 
-    cleaned, length = nk.ppg_clean(wave, sampling_rate=fs, method="elgendi"), int(round(piece_s * fs))
-    peaks = [start + np.asarray(nk.ppg_findpeaks(cleaned[start : start + length], sampling_rate=fs, method="bishop")["PPG_Peaks"])
-             for start in range(0, len(cleaned), length) if len(cleaned) - start >= 2 * fs]  # fmt: skip
-    return np.concatenate(peaks).astype(np.int64) if peaks else np.zeros(0, np.int64)
+    cleaned = nk.ppg_clean(wave, sampling_rate=fs, method="elgendi")
+    step, margin, length = (int(round(seconds * fs)) for seconds in (piece_s - 2 * margin_s, margin_s, piece_s))
+    peaks = []
+    for start in range(0, len(cleaned), step):
+        low = max(min(start - margin, len(cleaned) - length), 0)  # the last piece reaches back to a whole length
+        found = low + np.asarray(nk.ppg_findpeaks(cleaned[low : low + length], sampling_rate=fs, method="bishop")["PPG_Peaks"])
+        peaks.append(found[(found >= start) & (found < start + step)].astype(np.int64))
+    return np.concatenate(peaks) if peaks else np.zeros(0, np.int64)
 
 
 def rsp_peaks(method: str, cleaning: str | None = None) -> Callable[[np.ndarray, float], np.ndarray]:
@@ -252,6 +257,8 @@ def print_tables(result: dict) -> None:
     pulse_names = list(result["summary"]["pulse"])
     breath_names = list(result["summary"]["breath"])
     for title, rows in (("bidmc-samples", result["bidmc"]["pulses"]), ("physionet-samples", result["physionet"]["pulses"])):
+        if not rows:
+            continue
         print(f"\n**Pulses, {title}** (count, within 5 % of the ECG's beats ✓; Se / PPV against them)\n")
         print("| record | channels | ECG beats | " + " | ".join(pulse_names) + " |")
         print("|---|---|---:|" + "---|" * len(pulse_names))
@@ -260,24 +267,38 @@ def print_tables(result: dict) -> None:
                            f"({r['sensitivity']:.3f} / {r['ppv']:.3f})") if n in row["methods"] else "not run"
                      for n in pulse_names]  # fmt: skip
             print(f"| {row['record']} | {row['channels']} | {row['beats']} | " + " | ".join(cells) + " |")
+    if result["bidmc"]["breaths"] and breath_names:
+        print_bidmc_breaths(result["bidmc"]["breaths"], breath_names)
+    if result["physionet"]["breaths"] and breath_names:
+        print_zero_crossing_breaths(result["physionet"]["breaths"], breath_names)
+    print_summary(result["summary"])
+
+
+def print_bidmc_breaths(rows: list[dict], breath_names: list[str]) -> None:
     print("\n**Breaths, bidmc-samples** (F1 within ±0.5 s, the better of the two annotators)\n")
     print("| record | ann1 | ann2 | ann1 vs ann2 | " + " | ".join(breath_names) + " |")
     print("|---|---:|---:|---:|" + "---:|" * len(breath_names))
-    for row in result["bidmc"]["breaths"]:
+    for row in rows:
         cells = [_cell(row["methods"][n], lambda r: f"{r['f1']:.3f}") for n in breath_names]
         print(f"| {row['record']} | {row['ann1']} | {row['ann2']} | {row['annotators_f1']:.3f} | " + " | ".join(cells) + " |")
+
+
+def print_zero_crossing_breaths(rows: list[dict], breath_names: list[str]) -> None:
     print("\n**Breaths, physionet-samples** (Se / PPV against the zero-crossing cycles)\n")
     print("| record | channel | cycles | " + " | ".join(breath_names) + " |")
     print("|---|---|---:|" + "---|" * len(breath_names))
-    for row in result["physionet"]["breaths"]:
+    for row in rows:
         cells = [_cell(row["methods"][n], lambda r: f"{r['sensitivity']:.3f} / {r['ppv']:.3f}") for n in breath_names]
         print(f"| {row['record']} | {row['channel']} | {row['cycles']} | " + " | ".join(cells) + " |")
+
+
+def print_summary(summary: dict) -> None:
     print("\n**Summary, bidmc-samples**\n")
     print("| method | pulse counts within 5 % of the ECG's beats | breath F1 median | records with F1 ≥ 0.9 | crashed |")
     print("|---|---:|---:|---:|---:|")
-    for name, s in result["summary"]["pulse"].items():
+    for name, s in summary["pulse"].items():
         print(f"| {name} | {s['within_5pct']}/{s['records']} | | | {s['crashed']} |")
-    for name, s in result["summary"]["breath"].items():
+    for name, s in summary["breath"].items():
         print(f"| {name} | | {s['median_f1']:.3f} | {s['f1_at_least_0.9']}/{s['records']} | {s['crashed']} |")
 
 
