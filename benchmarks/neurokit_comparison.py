@@ -30,8 +30,7 @@ raises on a record is reported as crashed there, with its error, and counted as 
 in them): ``bishop`` over a whole 8-minute BIDMC record takes about 3 minutes of one core.
 
 Prints Markdown tables (per record, then a summary: pulse counts within 5 % of the ECG's beats;
-breath F1 median and the records with F1 ≥ 0.9); ``--json`` writes every figure. Needs
-NeuroKit2 (the ``dev`` extra).
+breath F1 median and the records with F1 ≥ 0.9); ``--json`` writes every figure.
 """
 
 from __future__ import annotations
