@@ -19,7 +19,7 @@ from rich.text import Text
 from cyclejepa import registry
 from cyclejepa.version import __version__
 from cyclejepa.config import ConfigError, load_config
-from cyclejepa.pipeline.checks import cache_fold_problems, consistency_problems, preflight
+from cyclejepa.pipeline.checks import consistency_problems, prepared_cache_verdict, preflight
 from cyclejepa.pipeline.identity import config_hash
 
 app = typer.Typer(
@@ -264,7 +264,9 @@ def prepare(config: ConfigPath, set_: Overrides = None, overwrite_cache: Overwri
     windows = f" as {counts['kept']} windows" if counts["kept"] != counts["records_kept"] else ""
     console.print(_line(f"cache {cache.path}: {counts['records_kept']} records kept{windows}, {counts['rejected']} rejected"),
                   highlight=False)  # fmt: skip
-    for problem in cache_fold_problems(cfg, cache):  # what `run` and `train` will refuse
+    problems, flags = prepared_cache_verdict(cfg, cache)  # what `run` and `train` will refuse, and flag
+    flagged = [] if problems else [f"phase QC: {flag}; the report will mark no figure best" for flag in flags]
+    for problem in problems + flagged:
         errors.print(_line(("warning", "yellow"), f" {problem}"), highlight=False)
 
 
@@ -312,7 +314,7 @@ def train(
             prepare_stage(cfg)
         dist.barrier()  # the other ranks read the cache rank 0 prepared
         cache = configured_cache(cfg)
-        if problems := cache_fold_problems(cfg, cache, ("train_folds",)):
+        if problems := prepared_cache_verdict(cfg, cache, ("train",))[0]:
             raise ConfigError(problems, source="prepare")
         directory = pretrain(cfg, cache, plan, progress=dist.is_main, dist=dist)
     if dist.is_main:

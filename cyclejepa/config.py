@@ -63,6 +63,25 @@ MAX_WORKERS = 256
 """Most worker processes ``data.workers`` may ask for (a pool never starts more than its tasks)."""
 
 
+class PhaseQcConfig(Section):
+    """The shares of windows that must pass phase QC once the cache is prepared, before any
+    training (`cyclejepa.pipeline.checks.phase_qc_verdict`): below ``refuse_below`` of the
+    training windows, `run` and `train` refuse; below ``flag_below`` of the training or the
+    evaluation windows, the run is flagged and its report marks no figure best."""
+
+    refuse_below: float = Field(0.5, ge=0, le=1, description="share of training windows passing phase QC under which run refuses")
+    flag_below: float = Field(
+        0.8, ge=0, le=1, description="share of training or evaluation windows under which the run is flagged"
+    )
+
+    @model_validator(mode="after")
+    def _refuse_not_above_flag(self) -> PhaseQcConfig:
+        if self.refuse_below > self.flag_below:
+            raise ValueError(f"refuse_below {self.refuse_below:g} is above flag_below {self.flag_below:g}; a share that "
+                             "refuses a run must also flag it")  # fmt: skip
+        return self
+
+
 class DataConfig(Section):
     """The corpus and its cache. Keys left out (None) take the dataset's own facts
     (`cyclejepa.data.datasets.Dataset`): its rates, window and fold protocol."""
@@ -84,6 +103,7 @@ class DataConfig(Section):
         default_factory=dict,
         description="unit -> largest sample magnitude, over the defaults (mV: 200, mmHg: 1000, other units: 1e8)",
     )
+    phase_qc: PhaseQcConfig = Field(default_factory=PhaseQcConfig)
 
 
 class PhaseConfig(Section):

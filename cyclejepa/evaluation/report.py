@@ -19,7 +19,9 @@ figures rest on too few windows or patients keeps its number, followed in its ow
 data: n windows, m patients)" (`qualified`; "recordings" when the dataset does not know whose
 each recording is), and is never bold; the detail tables head such an arm's raw figures with the
 same words (`arm_label`; the anomaly battery's table counts its own windows). Notes under the
-bottom line name collapse, degenerate probes and few data. Every result is read through its checksum
+bottom line name collapse, degenerate probes and few data. A run whose training or evaluation
+windows mostly fail phase QC (`ReportSpec.phase_qc_flags`, under ``data.phase_qc.flag_below``)
+gets a warning at the top and no bold figure at all (`phase_qc_markdown`). Every result is read through its checksum
 (`cyclejepa.evaluation.integrity`): an altered one is refused, one without a checksum is marked
 in the report's first lines, and results of another evaluation's settings are refused
 (`require_one_evaluation`). What the report needs besides the results (title, arm order, headline
@@ -247,8 +249,9 @@ def write_report(spec: ReportSpec, output_dir: str | Path) -> Path:
     sections = [
         f"# {spec.name}: report\n\nConfig hash `{spec.config_hash}`; headline cell: seed {headline[0]['seed']}, "
         f"step {headline[0]['step']} (first seed; `evaluation.headline_step` or the first evaluated step).",
+        phase_qc_markdown(spec.phase_qc_flags),
         integrity_markdown(files),
-        bottom_line_markdown(headline, over_seeds),
+        bottom_line_markdown(headline, over_seeds, comparable=not spec.phase_qc_flags),
         grid_markdown(results),
         per_class_markdown(headline),
         mechanism_markdown(headline),
@@ -271,6 +274,7 @@ def write_report(spec: ReportSpec, output_dir: str | Path) -> Path:
                 "headline_cell": {"seed": headline[0]["seed"], "step": headline[0]["step"]},
                 "bottom_line_seeds": [cell[0]["seed"] for cell in over_seeds],
                 "validity": {r["arm"]: cell_validity(r) for r in headline},
+                "phase_qc_flags": list(spec.phase_qc_flags),
                 "probe_rows": [row.label for row in rows if row.section == "Diagnostic accuracy"],
                 "grid": [_grid_entry(r) for r in results],
                 "figures": sorted(p.name for p in (report_dir / "figures").glob("*.png")),
@@ -320,6 +324,17 @@ def require_one_evaluation(evaluation: Path, files: dict[str, dict]) -> None:
 def _hash_text(result: dict) -> str:
     found = result.get("evaluation_hash")
     return f"evaluation_hash {found}" if found else "no evaluation_hash: written by an older version"
+
+
+def phase_qc_markdown(flags: tuple[str, ...]) -> str:
+    """The warning at the top of the report of a run whose windows mostly fail phase QC
+    (``flags``: `ReportSpec.phase_qc_flags`); empty when they pass."""
+    if not flags:
+        return ""
+    sentences = " ".join(f"{flag[0].upper()}{flag[1:]}." for flag in flags)
+    return ("> **Warning: the phase is mostly missing.** " + sentences + " The figures below rest on a signal "
+            "whose cycles the phase provider mostly did not find (noise, a flat or wrong channel, a provider that does not "
+            "fit the signal): no figure is marked best. Check the channel with `cyclejepa phase RECORD`.")  # fmt: skip
 
 
 def integrity_markdown(files: dict[str, dict]) -> str:
@@ -381,10 +396,12 @@ def column_title(result: dict) -> str:
     return f"{result['arm']} (λ_trans={result['transport_weight']:g})"
 
 
-def bottom_line_markdown(cell: list[dict], over_seeds: list[list[dict]] | None = None) -> str:
+def bottom_line_markdown(cell: list[dict], over_seeds: list[list[dict]] | None = None, *, comparable: bool = True) -> str:
     """The bottom-line table of ``cell`` (one result per arm) with its notes; with ``over_seeds``
     of several seeds (`seed_cells`, ``cell`` the first), each figure as the mean ± SD over the
-    seeds and G1 as "passes in k of n seeds" (`seeds_row`)."""
+    seeds and G1 as "passes in k of n seeds" (`seeds_row`). Not ``comparable`` (a run whose
+    windows mostly fail phase QC, `phase_qc_markdown`): no figure is bold, as beside an arm on
+    few data."""
     several = over_seeds is not None and len(over_seeds) > 1
     header = "| Metric | " + " | ".join(column_title(r) for r in cell) + " |"
     lines = ["## Bottom line", "", header, "|---|" + "---|" * len(cell)]
@@ -396,10 +413,10 @@ def bottom_line_markdown(cell: list[dict], over_seeds: list[list[dict]] | None =
             section = row.section
             lines.append(f"| **{section}** |" + " |" * len(cell))
         if several:
-            lines.append(f"| {row.label} | " + " | ".join(seeds_row(row, columns)) + " |")
+            lines.append(f"| {row.label} | " + " | ".join(seeds_row(row, columns, comparable)) + " |")
             continue
         values = [row.value(r) for r in cell]
-        best = None if any(v["too_few"] for v in validity) else _best_valid(row, values, validity)
+        best = None if not comparable or any(v["too_few"] for v in validity) else _best_valid(row, values, validity)
         cells = [_cell(row, r, v, i == best, w) for i, (r, v, w) in enumerate(zip(cell, values, validity, strict=True))]
         lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
     word = subject_word(cell[0])
@@ -411,6 +428,8 @@ def bottom_line_markdown(cell: list[dict], over_seeds: list[list[dict]] | None =
             "",
             f"Intervals: 95 % {word}-clustered percentile bootstrap. Bold: the better arm where the comparison is non-degenerate.",
         ]
+    if not comparable:
+        lines += ["", "**No figure is bold:** the run's windows mostly fail phase QC (the warning at the top of the report)."]
     lines += random_note(cell)
     patients = min(r["mechanism"]["patients"] for r in cell)
     if patients < 2:
@@ -445,11 +464,11 @@ def random_note(cell: list[dict]) -> list[str]:
                  "(`evaluation.random_baseline: false` leaves it out).")]  # fmt: skip
 
 
-def seeds_row(row: Row, columns: list[list[dict]]) -> list[str]:
+def seeds_row(row: Row, columns: list[list[dict]], comparable: bool = True) -> list[str]:
     """A bottom-line row over several seeds, one cell per arm (``columns``: each arm's results,
     one per seed): G1 as "passes in k of n seeds", labels with their counts, numbers as the mean
     ± SD (`seeds_cell`), the best mean bold (`_best`, among the arms that collapsed in no seed and
-    rest on enough data in every seed)."""
+    rest on enough data in every seed; none when not ``comparable``)."""
     if row.value is g1_cell:
         return [g1_seeds_text(results) for results in columns]
     values = [[row.value(r) for r in results] for results in columns]
@@ -459,7 +478,7 @@ def seeds_row(row: Row, columns: list[list[dict]]) -> list[str]:
     means = [_mean(ns) if all(_finite(n) for n in ns) else math.nan for ns in numbers]
     validity = [[cell_validity(r) for r in results] for results in columns]
     valid = [i for i, vs in enumerate(validity) if not any(v["collapsed"] for v in vs)]
-    enough = not any(v["too_few"] for vs in validity for v in vs)
+    enough = comparable and not any(v["too_few"] for vs in validity for v in vs)
     best = _best(row, [means[i] for i in valid]) if enough else None
     best = None if best is None else valid[best]
     return [seeds_cell(ns, vs, i == best) for i, (ns, vs) in enumerate(zip(numbers, validity, strict=True))]

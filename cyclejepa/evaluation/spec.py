@@ -80,6 +80,10 @@ class ReportSpec:
     """The unseal audit log's entries, in the order they were written."""
     audit_log: str
     """The audit log's file name in the output directory, as the report names it."""
+    phase_qc_flags: tuple[str, ...] = ()
+    """Why the run's windows mostly fail phase QC, one line per fold set flagged
+    (`cyclejepa.pipeline.checks.phase_qc_verdict`): then the report says so at its top and marks
+    no figure best. Empty: the windows pass."""
     random_baseline: bool = True
     """Whether the report shows the random baseline's results (``evaluation.random_baseline``):
     off, results of it left in ``evaluation/`` from an earlier run are not shown."""

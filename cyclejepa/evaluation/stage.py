@@ -345,7 +345,8 @@ def write_protocol(
 ) -> None:
     """``protocol.json``: the cache, its counts and rejections, the cohort table of the folds
     (without a "Patients" row when the dataset does not know whose each recording is: it would
-    count recordings) and the evaluation's hash."""
+    count recordings), the phase QC of the training and evaluation windows (``phase_qc``: the
+    event word and `PreparedCache.phase_qc_counts` of each) and the evaluation's hash."""
     table = cohort_table(cache, train_folds, eval_folds, event=data.event)
     if not data.subjects_known:
         table = table.drop(index="Patients")
@@ -354,6 +355,7 @@ def write_protocol(
         "counts": cache.manifest["counts"],
         "rejections": [{"record": str(r.record_id), "check": r.check, "detail": r.detail} for r in cache.rejections],
         "cohort_markdown": cohort_markdown(table),
+        "phase_qc": {"event": data.event, "train": cache.phase_qc_counts(train_folds), "eval": cache.phase_qc_counts(eval_folds)},
         "evaluation_hash": evaluation_hash,
     }
     write_json(out / "protocol.json", with_checksum(protocol))

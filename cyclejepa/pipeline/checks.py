@@ -576,3 +576,69 @@ def _fold_remedy(present: list[int]) -> str:
     train, evaluation = present[:-1], present[-1:]
     return (f"set folds the cache has, e.g. --set 'data.train_folds={train}' --set 'data.eval_folds={evaluation}', "
             "or add records (folds are a hash of each record's name or subject)")  # fmt: skip
+
+
+PHASE_QC_FOLDS = {"train": ("train_folds", "training"), "eval": ("eval_folds", "evaluation")}
+"""The fold sets whose windows the phase QC check counts: key -> (``data`` key, word)."""
+
+
+def prepared_cache_verdict(
+    cfg: ExperimentConfig, cache: Any, folds: tuple[str, ...] = ("train", "eval")
+) -> tuple[list[str], list[str]]:
+    """(refusals, flags) of the prepared ``cache`` for the fold sets ``folds`` (keys of
+    `PHASE_QC_FOLDS`): what `run` and `train` refuse before any training (`cache_fold_problems`,
+    then the phase QC refusals of `phase_qc_verdict`), and what they flag."""
+    problems = cache_fold_problems(cfg, cache, tuple(PHASE_QC_FOLDS[key][0] for key in folds))
+    refusals, flags = phase_qc_verdict(cfg, cache_phase_qc(cfg, cache, folds))
+    return problems + refusals, flags
+
+
+def cache_phase_qc(cfg: ExperimentConfig, cache: Any, keys: tuple[str, ...] = ("train", "eval")) -> dict[str, Any]:
+    """What `phase_qc_verdict` reads of the prepared ``cache``: the phase provider's event word
+    and, for each fold set of ``keys`` (`PHASE_QC_FOLDS`), `PreparedCache.phase_qc_counts`."""
+    counts = {key: cache.phase_qc_counts(getattr(cfg.data, PHASE_QC_FOLDS[key][0]) or ()) for key in keys}
+    return {"event": event_word(cfg), **counts}
+
+
+def event_word(cfg: ExperimentConfig) -> str:
+    """What one cycle of the config's phase provider is called (`PhaseProvider.event_name`)."""
+    if cfg.phase.provider is None:
+        return "event"
+    return getattr(registry.PHASE_PROVIDERS.build(cfg.phase.provider, **cfg.phase.options), "event_name", "event")
+
+
+def phase_qc_verdict(cfg: ExperimentConfig, phase_qc: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """(refusals, flags) of a prepared cache's phase QC (``phase_qc``: `cache_phase_qc`, as the
+    evaluation's protocol.json also records it) under ``data.phase_qc``.
+
+    Refused: a share p = passed / windows of the training windows below ``refuse_below`` (most
+    windows would train without a phase). Flagged: p of the training or the evaluation windows
+    below ``flag_below`` (the report then marks no figure best); a refused share is also flagged,
+    as ``refuse_below`` ≤ ``flag_below``. A fold set without windows is left to
+    `cache_fold_problems`."""
+    thresholds, refusals, flags = cfg.data.phase_qc, [], []
+    for key, (_, word) in PHASE_QC_FOLDS.items():
+        counts = phase_qc.get(key)
+        if not counts or not counts["windows"]:
+            continue
+        share = counts["passed"] / counts["windows"]
+        found = _not_found(phase_qc["event"], counts, word)
+        if key == "train" and share < thresholds.refuse_below:
+            refusals.append(
+                f"data.phase_qc.refuse_below: {found}, below data.phase_qc.refuse_below = {thresholds.refuse_below:g}: "
+                f"most windows would train without a {phase_qc['event']} phase. Check with `cyclejepa phase RECORD` that the phase "
+                "provider finds its cycles on the channel it reads (phase.provider, phase.options.lead), or lower "
+                "data.phase_qc.refuse_below to train anyway"
+            )
+        if share < thresholds.flag_below:
+            flags.append(f"{found}, below data.phase_qc.flag_below = {thresholds.flag_below:g}")
+    return refusals, flags
+
+
+def _not_found(event: str, counts: dict[str, Any], word: str) -> str:
+    """The words of a fold set whose windows fail phase QC: "no pulse found in 20 of 30 training
+    windows (33 % pass phase QC; failed for: reason ×n, …)"."""
+    failed, reasons = counts["windows"] - counts["passed"], counts.get("reasons") or {}
+    why = "; failed for: " + ", ".join(f"{reason} ×{n}" for reason, n in list(reasons.items())[:3]) if reasons else ""
+    share = 100 * counts["passed"] / counts["windows"]
+    return f"no {event} found in {failed} of {counts['windows']} {word} windows ({share:.0f} % pass phase QC{why})"

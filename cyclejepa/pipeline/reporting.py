@@ -19,19 +19,29 @@ from cyclejepa.evaluation.integrity import read_result
 from cyclejepa.evaluation.report import figure_cell, write_report
 from cyclejepa.evaluation.spec import ReportSpec
 from cyclejepa.outputs import OutputFolder
+from cyclejepa.pipeline.checks import phase_qc_verdict
 from cyclejepa.pipeline.identity import config_hash
 from cyclejepa.pipeline.seal import AUDIT_FILE, FOLDS_FILE, read_lines
 
 
 def report_spec(cfg: ExperimentConfig) -> ReportSpec:
-    """What the report reads of ``cfg`` and of its output directory's fold-use and audit logs."""
+    """What the report reads of ``cfg`` and of its output directory's fold-use and audit logs,
+    and the phase QC flags of its evaluation's windows (`phase_qc_flags`)."""
     out = Path(cfg.output_dir)
     return ReportSpec(
         name=cfg.name, config_hash=config_hash(cfg), arms=tuple(arm.name for arm in cfg.runs.arms),
         headline_seed=cfg.runs.seeds[0], headline_step=cfg.evaluation.headline_step,
         folds_used=tuple(read_lines(out / FOLDS_FILE)), unseal_audit=tuple(read_lines(out / AUDIT_FILE)), audit_log=AUDIT_FILE,
-        random_baseline=cfg.evaluation.random_baseline,
+        phase_qc_flags=phase_qc_flags(cfg), random_baseline=cfg.evaluation.random_baseline,
     )  # fmt: skip
+
+
+def phase_qc_flags(cfg: ExperimentConfig) -> tuple[str, ...]:
+    """The flags of `phase_qc_verdict` under ``data.phase_qc`` on the phase QC counts the
+    evaluation's ``protocol.json`` records (none before it records them)."""
+    protocol = OutputFolder(Path(cfg.output_dir)).evaluation / "protocol.json"
+    counts = read_result(protocol).get("phase_qc") if protocol.is_file() else None
+    return tuple(phase_qc_verdict(cfg, counts)[1]) if counts else ()
 
 
 def report_experiment(output_dir: str | Path) -> Path:

@@ -12,16 +12,19 @@ can be checked from the config and the files on disk before any work starts.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from cyclejepa.config import ConfigError, ExperimentConfig
 from cyclejepa.lock import output_lock
 from cyclejepa.pipeline.evaluation import evaluate_stage, evaluation_steps, random_baseline_seeds
 from cyclejepa.pipeline.plans import plan_runs, write_resolved_config
-from cyclejepa.pipeline.checks import cache_fold_problems, preflight
+from cyclejepa.pipeline.checks import prepared_cache_verdict, preflight
 from cyclejepa.pipeline.preparation import cache_dir, prepare
 from cyclejepa.pipeline.pretraining import pretrain_all
 from cyclejepa.pipeline.seal import require_unsealed, sealed_folds
+
+log = logging.getLogger(__name__)
 
 
 def run_experiment(cfg: ExperimentConfig, progress: bool = True, *, overwrite_cache: bool = False) -> Path:
@@ -47,13 +50,16 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, *, overwrite_ca
 
 def _run_stages(cfg: ExperimentConfig, progress: bool, overwrite_cache: bool = False) -> Path:
     """The stages of one experiment (no grid): the seal, the resolved config, prepare (then the
-    configured folds checked against the cache, before any training), pre-train, evaluate and
-    report."""
+    configured folds and their windows' phase QC checked against the cache, before any training:
+    `prepared_cache_verdict`), pre-train, evaluate and report."""
     require_unsealed(cfg)
     config, plans = write_resolved_config(cfg), plan_runs(cfg)
     cache = prepare(cfg, progress=progress, overwrite_cache=overwrite_cache)
-    if problems := cache_fold_problems(cfg, cache):  # before any run trains
+    problems, flags = prepared_cache_verdict(cfg, cache)  # before any run trains (a refused share is flagged too)
+    if problems:
         raise ConfigError(problems, source="prepare")
+    for flag in flags:
+        log.warning("phase QC: %s; the report will mark no figure best", flag)
     pretrain_all(cfg, cache, config, plans, progress=progress)
     return evaluate_stage(cfg, cache, plans, evaluation_steps(cfg), progress)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
@@ -132,6 +133,17 @@ class PreparedCache:
     def select(self, folds: Iterable[int]) -> np.ndarray:
         """Row indices of the records in ``folds``, ascending."""
         return np.flatnonzero(np.isin(self.columns["fold"], list(folds)))
+
+    def phase_qc_counts(self, folds: Iterable[int]) -> dict[str, int | dict[str, int]]:
+        """The windows of ``folds`` against the phase QC verdict meta.csv records: ``windows``,
+        ``passed`` (``qc_ok``) and, for the others, how often each reason (``qc_reason``, ``;``
+        separated) fails them, commonest first."""
+        rows = self.select(folds)
+        passed = self.columns["qc_ok"][rows]
+        reasons = Counter(
+            reason for text in self.columns["qc_reason"][rows][~passed] for reason in str(text).split(";") if reason
+        )
+        return {"windows": len(rows), "passed": int(passed.sum()), "reasons": dict(reasons.most_common())}
 
     def labels(self, level: str) -> np.ndarray:
         """(N, C) uint8 multi-hot of the label level named ``level`` (PTB-XL: ``"superclass"``,
