@@ -27,11 +27,16 @@ def report_spec(cfg: ExperimentConfig) -> ReportSpec:
     """What the report reads of ``cfg`` and of its output directory's fold-use and audit logs."""
     out = Path(cfg.output_dir)
     return ReportSpec(
-        name=cfg.name, config_hash=config_hash(cfg), arms=tuple(arm.name for arm in cfg.runs.arms),
-        headline_seed=cfg.runs.seeds[0], headline_step=cfg.evaluation.headline_step,
-        folds_used=tuple(read_lines(out / FOLDS_FILE)), unseal_audit=tuple(read_lines(out / AUDIT_FILE)), audit_log=AUDIT_FILE,
+        name=cfg.name,
+        config_hash=config_hash(cfg),
+        arms=tuple(arm.name for arm in cfg.runs.arms),
+        headline_seed=cfg.runs.seeds[0],
+        headline_step=cfg.evaluation.headline_step,
+        folds_used=tuple(read_lines(out / FOLDS_FILE)),
+        unseal_audit=tuple(read_lines(out / AUDIT_FILE)),
+        audit_log=AUDIT_FILE,
         random_baseline=cfg.evaluation.random_baseline,
-    )  # fmt: skip
+    )
 
 
 def report_experiment(output_dir: str | Path) -> Path:
