@@ -40,10 +40,22 @@ from cyclejepa.outputs import RunFolder, checkpoint_step
 from cyclejepa.progress import progress_bar
 
 __all__ = [
-    "OUT_OF_RANGE", "OUT_OF_RANGE_DECADES", "Embeddings", "Encoder", "NothingEmbedded", "Preprocessing", "check_channel_names",
-    "check_finite_weights", "check_fs", "check_output", "check_signal", "escaped_name", "find_checkpoint",
-    "input_distance", "write_atomically",
-]  # fmt: skip
+    "OUT_OF_RANGE",
+    "OUT_OF_RANGE_DECADES",
+    "Embeddings",
+    "Encoder",
+    "NothingEmbedded",
+    "Preprocessing",
+    "check_channel_names",
+    "check_finite_weights",
+    "check_fs",
+    "check_output",
+    "check_signal",
+    "escaped_name",
+    "find_checkpoint",
+    "input_distance",
+    "write_atomically",
+]
 
 FORMATS = (".npz", ".parquet")
 """Output formats of `Embeddings.save`, by file suffix."""
@@ -285,10 +297,14 @@ class _Events:
         """The events of one window's `RecordOutcome`, timed from the record's start (``start_s``);
         each event carries the cycle it starts (none for the last of each coordinate)."""
         parts = [
-            (start_s + events / cache_fs, np.full(len(events), c), np.append(quality, np.nan)[: len(events)],
-             np.append(ok, False)[: len(events)])
+            (
+                start_s + events / cache_fs,
+                np.full(len(events), c),
+                np.append(quality, np.nan)[: len(events)],
+                np.append(ok, False)[: len(events)],
+            )
             for c, (events, quality, ok) in enumerate(zip(outcome.events, outcome.cycle_quality, outcome.cycle_ok, strict=True))
-        ]  # fmt: skip
+        ]
         time_s, coordinate, quality, ok = (np.concatenate([p[i] for p in parts]) for i in range(4))
         return cls(time_s.astype(np.float64), coordinate.astype(np.int64), quality.astype(np.float64), ok.astype(bool))
 
@@ -353,10 +369,19 @@ class Preprocessing:
         arguments = cache.manifest["arguments"]
         window = round(cache.signals.shape[-1] * cache.cache_fs / cache.model_fs)
         return cls(
-            cache.channels, cache.cache_fs, window, arguments["phase_provider"], dict(arguments["phase_options"]),
-            cache.norm, round(cache.cache_fs / cache.model_fs), cache.token_patch, dataset, dict(dataset_options), cache.units,
+            cache.channels,
+            cache.cache_fs,
+            window,
+            arguments["phase_provider"],
+            dict(arguments["phase_options"]),
+            cache.norm,
+            round(cache.cache_fs / cache.model_fs),
+            cache.token_patch,
+            dataset,
+            dict(dataset_options),
+            cache.units,
             Preparation.from_dict(arguments.get("preparation")),
-        )  # fmt: skip
+        )
 
     def to_dict(self) -> dict:
         """JSON form: these fields (``cache_fs`` under the package format's key ``fs``), the
@@ -381,11 +406,19 @@ class Preprocessing:
     def from_dict(cls, data: dict) -> Preprocessing:
         """The `to_dict` form back (a package's ``config.json`` ``preprocessing``)."""
         return cls(
-            tuple(data["channels"]), float(data["fs"]), int(data["window"]), data["phase_provider"],
-            dict(data["phase_options"]), Normalisation.from_dict(data["normalisation"]), int(data["decimation"]),
-            int(data["token_patch"]), data["dataset"]["name"], dict(data["dataset"]["options"]), tuple(data["units"]),
+            tuple(data["channels"]),
+            float(data["fs"]),
+            int(data["window"]),
+            data["phase_provider"],
+            dict(data["phase_options"]),
+            Normalisation.from_dict(data["normalisation"]),
+            int(data["decimation"]),
+            int(data["token_patch"]),
+            data["dataset"]["name"],
+            dict(data["dataset"]["options"]),
+            tuple(data["units"]),
             Preparation.from_dict(data.get("preparation")),
-        )  # fmt: skip
+        )
 
 
 class Encoder:
@@ -485,9 +518,13 @@ class Encoder:
         signals, phases, outcomes = [], [], []
         for segment in windows:
             decimated, outcome, _ = prepare_record(
-                segment, self.provider, cache_fs=self.cache_fs, channels=self.channels, decimation=self.preprocessing.decimation,
+                segment,
+                self.provider,
+                cache_fs=self.cache_fs,
+                channels=self.channels,
+                decimation=self.preprocessing.decimation,
                 token_patch=self.preprocessing.token_patch,
-            )  # fmt: skip
+            )
             assert outcome.phase_centre is not None, "prepare_record gives every window its token phases"
             signals.append(self.preprocessing.norm.apply(decimated))
             phases.append(outcome.phase_centre)
@@ -620,9 +657,12 @@ class Encoder:
     ) -> Embeddings:
         """Tokens of every window, then each record's mean over its phase-valid, QC-passing windows."""
         tokens = extract_tokens(
-            self.model, np.concatenate([p.signals for p in prepared]), batch_size=batch_size,
-            device=self.device, progress=progress,
-        )  # fmt: skip
+            self.model,
+            np.concatenate([p.signals for p in prepared]),
+            batch_size=batch_size,
+            device=self.device,
+            progress=progress,
+        )
         windows = np.array([len(p.qc_ok) for p in prepared], dtype=np.int64)
         finite = np.add.reduceat(np.isfinite(tokens).all(axis=(1, 2)), np.cumsum(windows) - windows) == windows
         if not finite.all():
@@ -630,8 +670,12 @@ class Encoder:
         phases = np.concatenate([p.phases for p in prepared])
         window_qc = np.concatenate([p.qc_ok for p in prepared])
         embeddings = np.full((len(prepared), tokens.shape[-1]), np.nan)
-        mean_tokens = np.stack([tokens[s : s + n].reshape(-1, tokens.shape[-1]).astype(np.float64).mean(axis=0)
-                                for s, n in zip(np.cumsum(windows) - windows, windows, strict=True)])  # fmt: skip
+        mean_tokens = np.stack(
+            [
+                tokens[s : s + n].reshape(-1, tokens.shape[-1]).astype(np.float64).mean(axis=0)
+                for s, n in zip(np.cumsum(windows) - windows, windows, strict=True)
+            ]
+        )
         distances = [input_distance(p.signals) for p in prepared]
         reasons = np.full(len(prepared), "", dtype=object)
         for i, (start, p) in enumerate(zip(np.cumsum(windows) - windows, prepared, strict=True)):
@@ -673,8 +717,10 @@ class Encoder:
         """The `OUT_OF_RANGE` reason of a record at ``distance`` (its furthest channel ``row``), or ''."""
         if distance <= OUT_OF_RANGE_DECADES:
             return ""
-        return (f"{OUT_OF_RANGE}: channel {self.channels[row]} is {distance:.2f} decades from the run's normalisation "
-                f"(limit {OUT_OF_RANGE_DECADES:g})")  # fmt: skip
+        return (
+            f"{OUT_OF_RANGE}: channel {self.channels[row]} is {distance:.2f} decades from the run's normalisation "
+            f"(limit {OUT_OF_RANGE_DECADES:g})"
+        )
 
 
 def check_signal(signal) -> np.ndarray:
@@ -685,8 +731,15 @@ def check_signal(signal) -> np.ndarray:
     except (TypeError, ValueError) as error:
         raise ValueError(f"signal must be a numeric array: {str(error)[:200]}") from None
     if array.dtype.kind not in "iuf":
-        kind = {"b": "booleans", "c": "complex numbers (an imaginary part would be dropped)", "O": "Python objects",
-                "U": "text", "S": "bytes", "M": "dates", "m": "time spans"}.get(array.dtype.kind, "not real numbers")  # fmt: skip
+        kind = {
+            "b": "booleans",
+            "c": "complex numbers (an imaginary part would be dropped)",
+            "O": "Python objects",
+            "U": "text",
+            "S": "bytes",
+            "M": "dates",
+            "m": "time spans",
+        }.get(array.dtype.kind, "not real numbers")
         raise ValueError(f"signal must be an array of real numbers (integers or floats), got dtype {array.dtype}: {kind}")
     return array
 

@@ -94,5 +94,12 @@ def data_facts(data: DataKeys, cycle_band_hz: tuple[float, float] | None = None)
     except ValueError as error:
         key = "data.cache_fs" if "data.cache_fs" in str(error) else "data.window_s"
         return f"{key}: {error}"
-    return DataFacts(tuple(map(str, channels)), rates["cache_fs"], rates["decimation"], rates["token_patch"],
-                     rates["window_s"], rates["n_tokens"], declared.folds)  # fmt: skip
+    return DataFacts(
+        tuple(map(str, channels)),
+        rates["cache_fs"],
+        rates["decimation"],
+        rates["token_patch"],
+        rates["window_s"],
+        rates["n_tokens"],
+        declared.folds,
+    )

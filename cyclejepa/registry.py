@@ -123,8 +123,10 @@ class Injected:
                 raise ValueError(f"{sorted(short | nested)} are options of a {self.registry.kind} named by {self.option}")
             return {**options, self.option: name}
         if short and name != self.default:
-            raise ValueError(f"{', '.join(short)} are options of the {self.registry.kind} {self.default!r}, but "
-                             f"{self.option} is {name!r}; give that one's options in {self.options_key}")  # fmt: skip
+            raise ValueError(
+                f"{', '.join(short)} are options of the {self.registry.kind} {self.default!r}, but "
+                f"{self.option} is {name!r}; give that one's options in {self.options_key}"
+            )
         if set(short) & set(nested):
             raise ValueError(f"{sorted(set(short) & set(nested))} given both as options and in {self.options_key}")
         try:
@@ -150,8 +152,14 @@ class Registry:
     ``DECLARED`` maps each built-in name to its declaration (`declared`).
     """
 
-    def __init__(self, kind: str, builtins: dict[str, str] | None = None, options: dict[str, tuple[str, ...]] | None = None,
-                 injected: Mapping[str, Injected] | None = None, declarations: str | None = None):  # fmt: skip
+    def __init__(
+        self,
+        kind: str,
+        builtins: dict[str, str] | None = None,
+        options: dict[str, tuple[str, ...]] | None = None,
+        injected: Mapping[str, Injected] | None = None,
+        declarations: str | None = None,
+    ):
         self.kind = kind
         self.builtins: dict[str, str] = dict(builtins or {})
         self.options: dict[str, tuple[str, ...]] = dict(options or {})
@@ -233,10 +241,16 @@ _NEUROKIT = ("neurokit", "pantompkins1985", "hamilton2002", "elgendi2010", "engz
 """The neurokit2 methods registered as R-peak detectors ``neurokit2:<method>``
 (`cyclejepa.phase.ecg.detectors.NEUROKIT_METHODS`; `tests/test_registry.py` keeps the two equal)."""
 
-PHASE_PROVIDERS = Registry("phase provider", {
-    **_table("cyclejepa.phase.breath", "breath"), **_table("cyclejepa.phase.composite", "composite"),
-    **_table("cyclejepa.phase.ecg.provider", "ecg-rpeak"), **_table("cyclejepa.phase.pulse", "pulse"),
-}, declarations="cyclejepa.declarations.providers")  # fmt: skip
+PHASE_PROVIDERS = Registry(
+    "phase provider",
+    {
+        **_table("cyclejepa.phase.breath", "breath"),
+        **_table("cyclejepa.phase.composite", "composite"),
+        **_table("cyclejepa.phase.ecg.provider", "ecg-rpeak"),
+        **_table("cyclejepa.phase.pulse", "pulse"),
+    },
+    declarations="cyclejepa.declarations.providers",
+)
 SYMMETRIES = Registry("symmetry", _table("cyclejepa.symmetry.groups", "u1", "torus"))
 BASES = Registry("basis", _table("cyclejepa.symmetry.bases", "canonical", "householder", "stiefel"))
 MODELS = Registry("model", _table("cyclejepa.models.jepa", "winder"))
@@ -252,9 +266,13 @@ REGULARISERS = Registry(
     },
     injected={"sigreg": Injected("statistic", STATISTICS, "epps-pulley", shorthand=("knots", "t_max"))},
 )
-OBJECTIVES = Registry("objective", {
-    **_table("cyclejepa.objectives.prediction", "prediction"), **_table("cyclejepa.objectives.transport", "transport"),
-})  # fmt: skip
+OBJECTIVES = Registry(
+    "objective",
+    {
+        **_table("cyclejepa.objectives.prediction", "prediction"),
+        **_table("cyclejepa.objectives.transport", "transport"),
+    },
+)
 AUGMENTATIONS = Registry(
     "augmentation",
     _table("cyclejepa.data.augment", "gaussian-noise", "tone", "drift", "amplitude-modulation", "lead-dropout", "lead-gain"),
@@ -267,18 +285,39 @@ AUGMENTATIONS = Registry(
         "lead-gain": ("gain",),
     },
 )
-DATASETS = Registry("dataset", {
-    **_table("cyclejepa.data.ptbxl", "ptbxl"), **_table("cyclejepa.data.synthetic.dataset", "synthetic"),
-    **_table("cyclejepa.data.challenge", "challenge2021"), **_table("cyclejepa.data.wfdb_folder", "wfdb"),
-}, declarations="cyclejepa.declarations.datasets")  # fmt: skip
+DATASETS = Registry(
+    "dataset",
+    {
+        **_table("cyclejepa.data.ptbxl", "ptbxl"),
+        **_table("cyclejepa.data.synthetic.dataset", "synthetic"),
+        **_table("cyclejepa.data.challenge", "challenge2021"),
+        **_table("cyclejepa.data.wfdb_folder", "wfdb"),
+    },
+    declarations="cyclejepa.declarations.datasets",
+)
 DETECTORS = Registry("detector", _table("cyclejepa.evaluation.anomaly.detectors", "transport-violation", "predictor-error"))
-RPEAK_DETECTORS = Registry("R-peak detector", _table(
-    "cyclejepa.phase.ecg.detectors", "cyclejepa", "pan-tompkins", "wfdb-xqrs", *(f"neurokit2:{method}" for method in _NEUROKIT),
-))  # fmt: skip
-PERTURBATIONS = Registry("anomaly family", _table(
-    "cyclejepa.evaluation.anomaly.perturbations",
-    "ectopic", "t-inversion", "st-shift", "attenuation", "lead-dropout", "baseline-wander",
-))  # fmt: skip
+RPEAK_DETECTORS = Registry(
+    "R-peak detector",
+    _table(
+        "cyclejepa.phase.ecg.detectors",
+        "cyclejepa",
+        "pan-tompkins",
+        "wfdb-xqrs",
+        *(f"neurokit2:{method}" for method in _NEUROKIT),
+    ),
+)
+PERTURBATIONS = Registry(
+    "anomaly family",
+    _table(
+        "cyclejepa.evaluation.anomaly.perturbations",
+        "ectopic",
+        "t-inversion",
+        "st-shift",
+        "attenuation",
+        "lead-dropout",
+        "baseline-wander",
+    ),
+)
 
 ALL_REGISTRIES: dict[str, Registry] = {
     "phase_providers": PHASE_PROVIDERS,

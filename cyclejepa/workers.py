@@ -109,8 +109,12 @@ def process_pool(
         raise ValueError(f"a process pool needs at least one worker, got {workers}")
     workers = min(workers, max(1, tasks)) if tasks is not None else workers
     context = _start_context(threads is not None, preload)
-    pool = WorkerPool(workers, mp_context=context, initializer=_start_worker,
-                      initargs=(threads, _device_counter(context, gpus), initializer, initargs))  # fmt: skip
+    pool = WorkerPool(
+        workers,
+        mp_context=context,
+        initializer=_start_worker,
+        initargs=(threads, _device_counter(context, gpus), initializer, initargs),
+    )
     with _environment(thread_environment(threads) if threads is not None else {}):
         try:
             yield pool

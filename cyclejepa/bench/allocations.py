@@ -176,7 +176,9 @@ def allocation_arguments() -> argparse.ArgumentParser:
     parser.add_argument("--config", default=str(QUICKSTART), help="base experiment (default: the quickstart)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], help="override a base config key")
     parser.add_argument(
-        "--no-random-baseline", dest="random_baseline", action="store_false",
+        "--no-random-baseline",
+        dest="random_baseline",
+        action="store_false",
         help="leave out the rows of the untrained (random) encoder of each allocation and seed",
-    )  # fmt: skip
+    )
     return parser

@@ -191,7 +191,7 @@ def _ensemble(report) -> list[str]:
             f"{r['stacked']['steps_per_s']:.1f}",
             f"{r['stacked / in turn']:.2f}",
             f"{r['stacked']['peak_memory']['bytes'] / 2**30:.2f}",
-        ]  # fmt: skip
+        ]
         for r in s["rows"]
     ]
     header = ["runs", "in turn: run-steps/s", "stacked: run-steps/s", "stacked / in turn", "stacked peak GiB"]
@@ -206,7 +206,7 @@ def _prepare_table(s) -> list[str]:
             f"{r['records_per_s']:.1f}",
             f"{r['records_per_s_per_worker']:.1f}",
             f"{r['records_per_cpu_s']:.1f}" if "records_per_cpu_s" in r else "–",
-        ]  # fmt: skip
+        ]
         for r in s["rows"]
     ]
     header = ["workers", "seconds", "records/s", "records/s per worker", "records per CPU-second"]
@@ -214,8 +214,11 @@ def _prepare_table(s) -> list[str]:
     split = s.get("split")
     if split:
         stages = " / ".join(f"{name} {ms:.2f}" for name, ms in split["ms"].items())
-        lines += ["", f"CPU time per record, one process ({split['records']} records): {stages} ms, "
-                      f"total {split['total_ms']:.2f} ms = {split['records_per_cpu_s']:.0f} records per CPU-second."]  # fmt: skip
+        lines += [
+            "",
+            f"CPU time per record, one process ({split['records']} records): {stages} ms, "
+            f"total {split['total_ms']:.2f} ms = {split['records_per_cpu_s']:.0f} records per CPU-second.",
+        ]
     return lines
 
 

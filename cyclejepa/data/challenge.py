@@ -32,9 +32,17 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.data.datasets import (
-    MV_PER_UNIT, Dataset, DatasetNotFound, Entry, LabelLevel, Record, RecordRejected, hash_fold, record_name,
+    MV_PER_UNIT,
+    Dataset,
+    DatasetNotFound,
+    Entry,
+    LabelLevel,
+    Record,
+    RecordRejected,
+    hash_fold,
+    record_name,
     sha256_of,
-)  # fmt: skip
+)
 from cyclejepa.data.samples import SampleError, read_samples
 from cyclejepa.data.wfdb_format import HeaderError, WfdbHeader, check_rate, read_header, resolve_inside, to_physical
 from cyclejepa.declarations.datasets import Challenge2021Declaration

@@ -28,10 +28,19 @@ def rows(level: LabelLevel | None, event: str = "beat", windowed: bool = False) 
     unit = "window" if windowed else "recording"
     labelled = (*(f"{c}, %" for c in level.classes), f"Unlabeled {unit}s") if level else ()
     return (
-        "Recordings", *(("Windows",) if windowed else ()), "Patients", "Age, median (years)",
-        "Age, lower quartile", "Age, upper quartile", "Age sentinel (age=300)", "Male, %", *labelled,
-        f"{event.capitalize()}s per {unit}, median", "Phase yield, median", f"{unit.capitalize()}s failing phase QC",
-    )  # fmt: skip
+        "Recordings",
+        *(("Windows",) if windowed else ()),
+        "Patients",
+        "Age, median (years)",
+        "Age, lower quartile",
+        "Age, upper quartile",
+        "Age sentinel (age=300)",
+        "Male, %",
+        *labelled,
+        f"{event.capitalize()}s per {unit}, median",
+        "Phase yield, median",
+        f"{unit.capitalize()}s failing phase QC",
+    )
 
 
 def cohort_column(meta: pd.DataFrame, level: LabelLevel | None, event: str = "beat", windowed: bool = False) -> dict[str, float]:

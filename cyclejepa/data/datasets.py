@@ -33,10 +33,30 @@ from cyclejepa.data.preprocess import Preparation, fill_nonfinite, resample, res
 from cyclejepa.declarations.kinds import MODEL_RATES, DatasetDeclaration, FoldProtocol, band_rates, check_window
 
 __all__ = [
-    "AMPLITUDE_LIMITS", "MV_PER_UNIT", "Dataset", "DatasetNotFound", "DownloadFailed", "Entry", "FoldProtocol", "LabelLevel", "Record", "RecordRejected",
-    "amplitude_limit", "band_rates", "check_amplitudes", "check_window", "conform", "corpus_listing", "fill_gaps", "hash_fold", "in_units",
-    "record_name", "sha256_file", "sha256_of", "MODEL_RATES",
-]  # fmt: skip
+    "AMPLITUDE_LIMITS",
+    "MV_PER_UNIT",
+    "Dataset",
+    "DatasetNotFound",
+    "DownloadFailed",
+    "Entry",
+    "FoldProtocol",
+    "LabelLevel",
+    "Record",
+    "RecordRejected",
+    "amplitude_limit",
+    "band_rates",
+    "check_amplitudes",
+    "check_window",
+    "conform",
+    "corpus_listing",
+    "fill_gaps",
+    "hash_fold",
+    "in_units",
+    "record_name",
+    "sha256_file",
+    "sha256_of",
+    "MODEL_RATES",
+]
 
 
 class RecordRejected(Exception):
@@ -290,8 +310,9 @@ MAX_RECORD_BYTES = 1 << 30
 """The most memory one conformed record may take (float32); a longer one is rejected (``extent``)."""
 
 
-def in_units(record_id: int | str, signal: np.ndarray, channels: Sequence[str], units: Sequence[str | None],
-             declared: Sequence[str | None]) -> np.ndarray:  # fmt: skip
+def in_units(
+    record_id: int | str, signal: np.ndarray, channels: Sequence[str], units: Sequence[str | None], declared: Sequence[str | None]
+) -> np.ndarray:
     """(C, L) float64 ``signal`` with row c converted from ``units[c]`` to ``declared[c]``: the
     same unit (any case) is kept, a voltage scaled to another (`MV_PER_UNIT`: µV or V to mV),
     any other pair refused (`RecordRejected`, check ``units``, naming the channel and both units).
@@ -331,8 +352,11 @@ def check_amplitudes(record_id: int | str, windows: np.ndarray, channels: Sequen
     """`RecordRejected` (check ``amplitude``) naming each channel of ``windows`` (..., C, L) with a
     sample whose magnitude exceeds its limit (`amplitude_limit`), with the largest found."""
     peaks = np.abs(np.asarray(windows, dtype=np.float64)).reshape(-1, len(channels), np.shape(windows)[-1]).max(axis=(0, 2))
-    over = [f"{channel} reaches {peak:.3g} (limit {limit:g})" for channel, peak, limit in zip(channels, peaks, limits, strict=True)
-            if not peak <= limit]  # fmt: skip
+    over = [
+        f"{channel} reaches {peak:.3g} (limit {limit:g})"
+        for channel, peak, limit in zip(channels, peaks, limits, strict=True)
+        if not peak <= limit
+    ]
     if over:
         raise RecordRejected(record_id, "amplitude", f"{'; '.join(over)}: not a physiological amplitude (data.amplitude_limits)")
 
@@ -352,8 +376,12 @@ def fill_gaps(record_id: int | str, signal: np.ndarray, fs: float, max_gap_s: fl
         starts, lengths = edges[::2], edges[1::2] - edges[::2]
         if len(lengths) and lengths.max() > max_gap_s * fs:
             k = int(np.argmax(lengths))
-            raise RecordRejected(record_id, "non_finite", f"{lengths[k]} missing samples in a row on {channels[row]} from "
-                                 f"{starts[k] / fs:.2f} s, more than {max_gap_s:g} s")  # fmt: skip
+            raise RecordRejected(
+                record_id,
+                "non_finite",
+                f"{lengths[k]} missing samples in a row on {channels[row]} from "
+                f"{starts[k] / fs:.2f} s, more than {max_gap_s:g} s",
+            )
     return fill_nonfinite(signal, list(channels))
 
 
@@ -372,8 +400,12 @@ def conform(record: Record, channels: tuple[str, ...], fs: float) -> np.ndarray:
     except (TypeError, ValueError) as error:
         raise RecordRejected(record.id, "sampling_rate", str(error)) from None
     if float(fs) > MAX_UPSAMPLING * float(record.fs):
-        raise RecordRejected(record.id, "sampling_rate", f"{float(record.fs):g} Hz is more than {MAX_UPSAMPLING} times "
-                             f"below the cache rate {float(fs):g} Hz: not a rate this record can be resampled from")  # fmt: skip
+        raise RecordRejected(
+            record.id,
+            "sampling_rate",
+            f"{float(record.fs):g} Hz is more than {MAX_UPSAMPLING} times "
+            f"below the cache rate {float(fs):g} Hz: not a rate this record can be resampled from",
+        )
     length = np.shape(record.signal)[-1] * float(fs) / float(record.fs)
     if 4.0 * len(channels) * length > MAX_RECORD_BYTES:
         raise RecordRejected(

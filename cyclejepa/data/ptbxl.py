@@ -79,10 +79,30 @@ LEADS = PTBXLDeclaration.channels
 SUPERCLASSES = ("NORM", "MI", "STTC", "CD", "HYP")
 """The five diagnostic superclasses, in the paper's order."""
 SUBCLASSES = (
-    "AMI", "CLBBB", "CRBBB", "ILBBB", "IMI", "IRBBB", "ISCA", "ISCI", "ISC_", "IVCD",
-    "LAFB/LPFB", "LAO/LAE", "LMI", "LVH", "NORM", "NST_", "PMI", "RAO/RAE", "RVH", "SEHYP",
-    "STTC", "WPW", "_AVB",
-)  # fmt: skip
+    "AMI",
+    "CLBBB",
+    "CRBBB",
+    "ILBBB",
+    "IMI",
+    "IRBBB",
+    "ISCA",
+    "ISCI",
+    "ISC_",
+    "IVCD",
+    "LAFB/LPFB",
+    "LAO/LAE",
+    "LMI",
+    "LVH",
+    "NORM",
+    "NST_",
+    "PMI",
+    "RAO/RAE",
+    "RVH",
+    "SEHYP",
+    "STTC",
+    "WPW",
+    "_AVB",
+)
 """The 23 diagnostic subclasses of PTB-XL 1.0.3, sorted."""
 CHECKS = (
     "metadata",
@@ -339,10 +359,17 @@ class PTBXL(PTBXLDeclaration, Dataset):
         hot = {level.name: (level.classes, meta[list(level.columns())].to_numpy(bool)) for level in self.label_levels}
         columns = ("ecg_id", "filename_hr", "patient_id", "fold", "age", "sex")
         return [
-            Entry(int(ecg_id), name, int(patient), int(fold), float(age), int(sex),
-                  {level: frozenset(np.asarray(classes)[rows[i]]) for level, (classes, rows) in hot.items()})
+            Entry(
+                int(ecg_id),
+                name,
+                int(patient),
+                int(fold),
+                float(age),
+                int(sex),
+                {level: frozenset(np.asarray(classes)[rows[i]]) for level, (classes, rows) in hot.items()},
+            )
             for i, (ecg_id, name, patient, fold, age, sex) in enumerate(zip(*(meta[c] for c in columns), strict=True))
-        ]  # fmt: skip
+        ]
 
     def rejection_id(self, entry: Entry) -> int:
         """PTB-XL names a record by its ``ecg_id`` (the entry's id)."""

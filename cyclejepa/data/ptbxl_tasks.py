@@ -37,8 +37,13 @@ __all__ = ["TASKS", "TaskLabels", "statement_map", "task_labels", "task_vocabula
 
 TASKS = ("all", "diagnostic", "subdiagnostic", "superdiagnostic", "form", "rhythm")
 """The benchmark's tasks, in the order of its results table."""
-_FLAG = {"diagnostic": "diagnostic", "subdiagnostic": "diagnostic", "superdiagnostic": "diagnostic",
-         "form": "form", "rhythm": "rhythm"}  # fmt: skip
+_FLAG = {
+    "diagnostic": "diagnostic",
+    "subdiagnostic": "diagnostic",
+    "superdiagnostic": "diagnostic",
+    "form": "form",
+    "rhythm": "rhythm",
+}
 _CLASS = {"subdiagnostic": "diagnostic_subclass", "superdiagnostic": "diagnostic_class"}
 
 

@@ -64,8 +64,21 @@ if TYPE_CHECKING:
 
 __all__ = ["DECODED", "INVALID", "MAX_MAT_EXPANSION", "SampleError", "Samples", "WfdbRecord", "read_record", "read_samples"]
 
-INVALID = {8: None, 16: -32768, 24: -(2**23), 32: -(2**31), 61: -32768, 80: -128, 160: -32768, 212: -2048,
-           310: -512, 311: -512, 508: -128, 516: -32768, 524: -(2**23)}  # fmt: skip
+INVALID = {
+    8: None,
+    16: -32768,
+    24: -(2**23),
+    32: -(2**31),
+    61: -32768,
+    80: -128,
+    160: -32768,
+    212: -2048,
+    310: -512,
+    311: -512,
+    508: -128,
+    516: -32768,
+    524: -(2**23),
+}
 """Each format's invalid-sample value (a missing sample); format 8 has none."""
 DECODED = {8: 1, 16: 2, 24: 3, 32: 4, 61: 2, 80: 1, 160: 2, 212: 1.5, 310: 4 / 3, 311: 4 / 3}
 """Bytes per sample of the formats decoded here (the others go to the ``wfdb`` package)."""
@@ -156,13 +169,16 @@ def read_samples(
     files = dict.fromkeys(header.signals[r].file for r in rows)
     declared = (header.samples or 0) * sum(s.samples_per_frame for s in header.signals if s.file in files)
     if declared > MAX_RECORD_SAMPLES:
-        raise HeaderError(f"record {header.record!r} declares {declared} samples, more than the {MAX_RECORD_SAMPLES} a "
-                          "record may hold")  # fmt: skip
+        raise HeaderError(
+            f"record {header.record!r} declares {declared} samples, more than the {MAX_RECORD_SAMPLES} a record may hold"
+        )
     layouts = [_layout(header, path.parent, root, name) for name in files]
     total = sum(layout.frames * layout.per_frame for layout in layouts)
     if total > MAX_RECORD_SAMPLES:
-        raise HeaderError(f"record {header.record!r}: signal file(s) {', '.join(map(repr, files))} hold {total} samples, "
-                          f"more than the {MAX_RECORD_SAMPLES} a record may hold")  # fmt: skip
+        raise HeaderError(
+            f"record {header.record!r}: signal file(s) {', '.join(map(repr, files))} hold {total} samples, "
+            f"more than the {MAX_RECORD_SAMPLES} a record may hold"
+        )
     decoded: dict[int, np.ndarray] = {}
     for layout in layouts:
         decoded |= layout.read(path)
@@ -233,8 +249,11 @@ def _layout(header: WfdbHeader, folder: Path, root: Path, name: str) -> _Layout:
         offset, level5, frames = _mat_layout(path, size, header, fmt, spf, offset)
     if frames is None:
         if fmt not in DECODED:
-            raise SampleError("extent", f"record {header.record!r} declares no sample count; its compressed format {fmt} "
-                              "cannot be bounded before it is decoded")  # fmt: skip
+            raise SampleError(
+                "extent",
+                f"record {header.record!r} declares no sample count; its compressed format {fmt} "
+                "cannot be bounded before it is decoded",
+            )
         frames = max(0, math.floor((size - offset) / (DECODED[fmt] * sum(spf))))
     initial = {r: header.signals[r].initial_value or 0 for r in rows}
     layout = _Layout(path, rows, fmt, spf, skew, offset, frames, size, initial, level5)
@@ -258,9 +277,12 @@ def _check_size(layout: _Layout, record: str) -> None:
         return
     needed = layout.offset + stored_bytes(layout.format, layout.frames * layout.per_frame)
     if layout.size < needed:
-        raise SampleError("extent", f"signal file {layout.path.name!r} has {layout.size} bytes; the header of {record!r} "
-                          f"declares {layout.frames} frames of {layout.per_frame} samples in format {layout.format}, "
-                          f"{needed} bytes")  # fmt: skip
+        raise SampleError(
+            "extent",
+            f"signal file {layout.path.name!r} has {layout.size} bytes; the header of {record!r} "
+            f"declares {layout.frames} frames of {layout.per_frame} samples in format {layout.format}, "
+            f"{needed} bytes",
+        )
 
 
 def stored_bytes(fmt: int, n: int) -> int:
@@ -294,11 +316,23 @@ def _decode(path: Path, fmt: int, offset: int, n: int) -> np.ndarray:
         values = np.stack([b[:, 0] | ((b[:, 1] & 0x0F) << 8), b[:, 2] | ((b[:, 1] & 0xF0) << 4)], axis=1)
         return _signed(values.reshape(-1)[:n], 12)
     if fmt == 310:
-        values = np.stack([(b[:, 0] >> 1) | ((b[:, 1] & 0x07) << 7), (b[:, 2] >> 1) | ((b[:, 3] & 0x07) << 7),
-                           ((b[:, 1] >> 3) & 0x1F) | (((b[:, 3] >> 3) & 0x1F) << 5)], axis=1)  # fmt: skip
+        values = np.stack(
+            [
+                (b[:, 0] >> 1) | ((b[:, 1] & 0x07) << 7),
+                (b[:, 2] >> 1) | ((b[:, 3] & 0x07) << 7),
+                ((b[:, 1] >> 3) & 0x1F) | (((b[:, 3] >> 3) & 0x1F) << 5),
+            ],
+            axis=1,
+        )
     else:  # 311
-        values = np.stack([b[:, 0] | ((b[:, 1] & 0x03) << 8), (b[:, 1] >> 2) | ((b[:, 2] & 0x0F) << 6),
-                           (b[:, 2] >> 4) | ((b[:, 3] & 0x3F) << 4)], axis=1)  # fmt: skip
+        values = np.stack(
+            [
+                b[:, 0] | ((b[:, 1] & 0x03) << 8),
+                (b[:, 1] >> 2) | ((b[:, 2] & 0x0F) << 6),
+                (b[:, 2] >> 4) | ((b[:, 3] & 0x3F) << 4),
+            ],
+            axis=1,
+        )
     return _signed(values.reshape(-1)[:n], 10)
 
 
@@ -329,12 +363,18 @@ def _mat4_layout(path: Path, head: bytes, header: WfdbHeader, fmt: int, spf: tup
     byte_order, precision, kind = mopt // 1000, (mopt // 10) % 10, mopt % 10
     expected = _MAT4_TYPES.get((fmt, byte_order))
     if kind != 0 or imaginary or precision != expected:
-        raise SampleError("format", f"{path.name} stores a MATLAB Level 4 matrix of type code {mopt} (imaginary part: "
-                          f"{bool(imaginary)}); the header's format {fmt} needs type code {byte_order * 1000 + (expected or 0) * 10} "
-                          "(a real full matrix of that integer type)")  # fmt: skip
+        raise SampleError(
+            "format",
+            f"{path.name} stores a MATLAB Level 4 matrix of type code {mopt} (imaginary part: "
+            f"{bool(imaginary)}); the header's format {fmt} needs type code {byte_order * 1000 + (expected or 0) * 10} "
+            "(a real full matrix of that integer type)",
+        )
     if rows != sum(spf) or (header.samples is not None and columns != header.samples) or columns < 0:
-        raise SampleError("extent", f"{path.name} stores a {rows} x {columns} matrix; the header of {header.record!r} "
-                          f"declares {sum(spf)} x {header.samples}")  # fmt: skip
+        raise SampleError(
+            "extent",
+            f"{path.name} stores a {rows} x {columns} matrix; the header of {header.record!r} "
+            f"declares {sum(spf)} x {header.samples}",
+        )
     data = 20 + name_length
     if not 0 < name_length <= 64 or offset != data:
         raise SampleError("format", f"{path.name}: its matrix starts at byte {data}, the header's byte offset is {offset}")
@@ -407,8 +447,9 @@ def _mat5_val(path: Path, samples: int | None, fmt: int, spf: tuple[int, ...], r
     raise SampleError("unreadable", f"{path.name} holds no MATLAB matrix named 'val'")
 
 
-def _mat5_matrix(element: _Mat5Element, order: str, name: str, samples: int | None, fmt: int, spf: tuple[int, ...],
-                 read: bool) -> tuple[int, np.ndarray | None] | None:  # fmt: skip
+def _mat5_matrix(
+    element: _Mat5Element, order: str, name: str, samples: int | None, fmt: int, spf: tuple[int, ...], read: bool
+) -> tuple[int, np.ndarray | None] | None:
     """`_mat5_val` of one matrix element; None when it is not named ``val``."""
     flags = struct.unpack(order + "II", element.field(order))[0]
     raw = element.field(order)
@@ -417,14 +458,20 @@ def _mat5_matrix(element: _Mat5Element, order: str, name: str, samples: int | No
         return None
     kind = _MX_CLASSES.get(flags & 0xFF, f"class {flags & 0xFF}")
     if any(n != 1 for n in spf) or kind != _MAT5_CLASSES.get(fmt):
-        raise SampleError("format", f"{name} stores 'val' as {kind}, the header's format {fmt} as {_MAT5_CLASSES.get(fmt)}"
-                          + ("" if set(spf) == {1} else f" with one sample per frame, not {list(spf)}"))  # fmt: skip
+        raise SampleError(
+            "format",
+            f"{name} stores 'val' as {kind}, the header's format {fmt} as {_MAT5_CLASSES.get(fmt)}"
+            + ("" if set(spf) == {1} else f" with one sample per frame, not {list(spf)}"),
+        )
     if len(dims) != 2 or dims[0] != len(spf) or (samples is not None and dims[1] != samples):
         raise SampleError("extent", f"{name} declares 'val' of shape {dims}; the header {(len(spf), samples)}")
     needed = np.dtype(kind).itemsize * dims[0] * dims[1]
     if needed > MAX_MAT_EXPANSION * element.file_size:
-        raise SampleError("extent", f"{name} declares {needed} bytes of samples in a file of {element.file_size} bytes, "
-                          f"more than {MAX_MAT_EXPANSION} times its size")  # fmt: skip
+        raise SampleError(
+            "extent",
+            f"{name} declares {needed} bytes of samples in a file of {element.file_size} bytes, "
+            f"more than {MAX_MAT_EXPANSION} times its size",
+        )
     if not read:
         return dims[1], None
     stored, size, small = element.tag(order)

@@ -64,10 +64,19 @@ import numpy as np
 
 from cyclejepa.data.channels import ChannelError, channel_key, match_channels
 from cyclejepa.data.datasets import (
-    MV_PER_UNIT, Dataset, DatasetNotFound, Entry, Record, RecordRejected, as_float32, fill_gaps, hash_fold,
+    MV_PER_UNIT,
+    Dataset,
+    DatasetNotFound,
+    Entry,
+    Record,
+    RecordRejected,
+    as_float32,
+    fill_gaps,
+    hash_fold,
     in_units,
-    sha256_file, sha256_of,
-)  # fmt: skip
+    sha256_file,
+    sha256_of,
+)
 from cyclejepa.data.preprocess import SCOPES, Preparation, resample
 from cyclejepa.data.samples import SampleError, read_samples
 from cyclejepa.data.wfdb_format import HeaderError, SignalSpec, WfdbHeader, read_header, resolve_inside
@@ -102,10 +111,18 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
     unwrap : ``"auto"`` (undo ADC wrap-around at the limits, `unwrap`) or ``"off"``.
     """
 
-    def __init__(self, root: str | os.PathLike | None = None, channels: list[str] | tuple[str, ...] = (),
-                 units: list[str] | tuple[str, ...] | None = None, subjects: str | None = None,
-                 highpass_hz: Any = "auto", normalisation: str = "auto", drop_s: Any = "auto", max_gap_s: float = 0.5,
-                 unwrap: str = "auto"):  # fmt: skip
+    def __init__(
+        self,
+        root: str | os.PathLike | None = None,
+        channels: list[str] | tuple[str, ...] = (),
+        units: list[str] | tuple[str, ...] | None = None,
+        subjects: str | None = None,
+        highpass_hz: Any = "auto",
+        normalisation: str = "auto",
+        drop_s: Any = "auto",
+        max_gap_s: float = 0.5,
+        unwrap: str = "auto",
+    ):
         super().__init__(root)
         if isinstance(channels, str) or not channels or not all(isinstance(c, str) and channel_key(c) for c in channels):
             raise ValueError(f"data.options.channels: give the channel names to keep as a list, e.g. [PLETH]; got {channels!r}")
@@ -235,9 +252,15 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
     def fingerprint(self) -> dict:
         """The root, the options, one sha256 over every header and the subjects file's."""
         subjects = self._folder / (self.subjects or SUBJECTS_FILE)
-        return {"root": str(self._folder.resolve()), "headers_sha256": sha256_of(self._headers, self._folder),
-                "subjects_sha256": sha256_file(subjects) if subjects.is_file() else None, "channels": list(self.channels),
-                "units": list(self.units), "max_gap_s": self.max_gap_s, "unwrap": self.unwrap}  # fmt: skip
+        return {
+            "root": str(self._folder.resolve()),
+            "headers_sha256": sha256_of(self._headers, self._folder),
+            "subjects_sha256": sha256_file(subjects) if subjects.is_file() else None,
+            "channels": list(self.channels),
+            "units": list(self.units),
+            "max_gap_s": self.max_gap_s,
+            "unwrap": self.unwrap,
+        }
 
     def read(self, entry: Entry) -> Record:
         """The record of ``entry`` (module docstring), its id the entry's."""
@@ -287,8 +310,13 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
             channels.append(x if rate == fs else _resample_gappy(x, rate, fs))
         length = min(len(x) for x in channels)
         units = [spec.units if spec.units_stated else None for spec in specs]
-        signal = in_units(name, np.stack([x[:length] for x in channels]), [spec.name for spec in specs], units,
-                          self.units or [None] * len(specs))  # fmt: skip
+        signal = in_units(
+            name,
+            np.stack([x[:length] for x in channels]),
+            [spec.name for spec in specs],
+            units,
+            self.units or [None] * len(specs),
+        )
         present = np.flatnonzero(np.isfinite(signal).all(axis=0))
         if not len(present):
             raise RecordRejected(name, "non_finite", f"no sample with every channel of {list(self.channels)} present")

@@ -43,10 +43,25 @@ if TYPE_CHECKING:
     import os
 
 __all__ = [
-    "FORMATS", "MAX_RECORD_SAMPLES", "RATE_RANGE", "HeaderError", "SampleError", "Samples", "SignalSpec", "WfdbHeader",
-    "WfdbRecord", "check_rate", "parse_header", "read_annotation", "read_header", "read_record", "read_samples",
-    "regular_file", "resolve_inside", "to_physical",
-]  # fmt: skip
+    "FORMATS",
+    "MAX_RECORD_SAMPLES",
+    "RATE_RANGE",
+    "HeaderError",
+    "SampleError",
+    "Samples",
+    "SignalSpec",
+    "WfdbHeader",
+    "WfdbRecord",
+    "check_rate",
+    "parse_header",
+    "read_annotation",
+    "read_header",
+    "read_record",
+    "read_samples",
+    "regular_file",
+    "resolve_inside",
+    "to_physical",
+]
 
 
 def read_annotation(path: str | os.PathLike[str], extension: str):

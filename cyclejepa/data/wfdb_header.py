@@ -36,9 +36,19 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = [
-    "FORMATS", "MAX_RECORD_SAMPLES", "RATE_RANGE", "HeaderError", "SignalSpec", "WfdbHeader", "check_rate", "parse_header",
-    "read_header", "regular_file", "resolve_inside", "to_physical",
-]  # fmt: skip
+    "FORMATS",
+    "MAX_RECORD_SAMPLES",
+    "RATE_RANGE",
+    "HeaderError",
+    "SignalSpec",
+    "WfdbHeader",
+    "check_rate",
+    "parse_header",
+    "read_header",
+    "regular_file",
+    "resolve_inside",
+    "to_physical",
+]
 
 FORMATS = (8, 16, 24, 32, 61, 80, 160, 212, 310, 311, 508, 516, 524)
 """The storage formats the specification defines."""
@@ -186,8 +196,13 @@ def _signal_line(line: str, number: int) -> SignalSpec:
     fmt = int(storage["format"])
     if fmt not in FORMATS:
         raise HeaderError(f"line {number}: format {fmt} is not a WFDB storage format ({', '.join(map(str, FORMATS))})")
-    values: dict = {"file": fields[0], "format": fmt, "samples_per_frame": int(storage["spf"] or 1),
-                    "skew": int(storage["skew"] or 0), "byte_offset": int(storage["offset"] or 0)}  # fmt: skip
+    values: dict = {
+        "file": fields[0],
+        "format": fmt,
+        "samples_per_frame": int(storage["spf"] or 1),
+        "skew": int(storage["skew"] or 0),
+        "byte_offset": int(storage["offset"] or 0),
+    }
     if values["samples_per_frame"] < 1:
         raise HeaderError(f"line {number}: samples per frame must be at least 1 (format field {fields[1]!r})")
     names = ("adc_resolution", "adc_zero", "initial_value", "checksum", "block_size")
@@ -236,8 +251,9 @@ def check_rate(header: WfdbHeader) -> None:
     """`HeaderError` when the header's rate is outside `RATE_RANGE` (e.g. ``1e12``, ``0.12``)."""
     low, high = RATE_RANGE
     if not low <= header.fs <= high:
-        raise HeaderError(f"record {header.record!r} declares {header.fs:g} Hz, outside the {low:g} Hz to {high:g} Hz a "
-                          "biosignal is read at")  # fmt: skip
+        raise HeaderError(
+            f"record {header.record!r} declares {header.fs:g} Hz, outside the {low:g} Hz to {high:g} Hz a biosignal is read at"
+        )
 
 
 def to_physical(

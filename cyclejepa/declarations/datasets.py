@@ -54,10 +54,12 @@ class WfdbFolderDeclaration(DatasetDeclaration):
     folds = FoldProtocol(sealed=())
 
 
-DECLARED: Mapping[str, type[DatasetDeclaration]] = MappingProxyType({
-    "ptbxl": PTBXLDeclaration,
-    "synthetic": PTBXLDeclaration,  # written in PTB-XL's layout, read by PTB-XL's reader: its facts
-    "challenge2021": Challenge2021Declaration,
-    "wfdb": WfdbFolderDeclaration,
-})  # fmt: skip
+DECLARED: Mapping[str, type[DatasetDeclaration]] = MappingProxyType(
+    {
+        "ptbxl": PTBXLDeclaration,
+        "synthetic": PTBXLDeclaration,  # written in PTB-XL's layout, read by PTB-XL's reader: its facts
+        "challenge2021": Challenge2021Declaration,
+        "wfdb": WfdbFolderDeclaration,
+    }
+)
 """Registered name -> declaration (`cyclejepa.registry.DATASETS`)."""

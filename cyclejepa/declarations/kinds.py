@@ -42,14 +42,24 @@ class FoldProtocol:
         """The protocol as a cache manifest records it; ``count`` only when it is not the default
         ten, so that the manifest of a ten-fold dataset's cache keeps its bytes."""
         extra = {"count": self.count} if self.count != FoldProtocol.count else {}
-        return {"train": list(self.train), "evaluation": list(self.evaluation), "sealed": list(self.sealed),
-                "eligible": self.eligible, **extra}  # fmt: skip
+        return {
+            "train": list(self.train),
+            "evaluation": list(self.evaluation),
+            "sealed": list(self.sealed),
+            "eligible": self.eligible,
+            **extra,
+        }
 
     @classmethod
     def from_dict(cls, value: dict[str, Any]) -> FoldProtocol:
         """The protocol `to_dict` wrote."""
-        return cls(tuple(value["train"]), tuple(value["evaluation"]), tuple(value["sealed"]), value["eligible"],
-                   value.get("count", cls.count))  # fmt: skip
+        return cls(
+            tuple(value["train"]),
+            tuple(value["evaluation"]),
+            tuple(value["sealed"]),
+            value["eligible"],
+            value.get("count", cls.count),
+        )
 
     @property
     def all_folds(self) -> range:
@@ -78,8 +88,14 @@ class DatasetDeclaration:
     phase_provider: str | None = None
 
     @classmethod
-    def rates(cls, fs: float | None = None, decimation: int | None = None, token_patch: int | None = None,
-              window_s: float | None = None, cycle_band_hz: tuple[float, float] | None = None) -> dict[str, Any]:  # fmt: skip
+    def rates(
+        cls,
+        fs: float | None = None,
+        decimation: int | None = None,
+        token_patch: int | None = None,
+        window_s: float | None = None,
+        cycle_band_hz: tuple[float, float] | None = None,
+    ) -> dict[str, Any]:
         """The cache's rates, window and tokens per window: each argument, else the dataset's default.
 
         Returns ``{"cache_fs", "decimation", "token_patch", "window_s", "n_tokens"}``. A dataset
@@ -92,13 +108,16 @@ class DatasetDeclaration:
         band = band_rates(*cycle_band_hz) if not own and cycle_band_hz else {}
         rate = fs or own or band.get("cache_fs")
         if not rate:
-            raise ValueError(f"dataset {cls.__name__.removesuffix('Declaration')} has no fixed sampling rate and the phase provider declares no cycle "
-                             f"band to derive one from; set data.cache_fs (the cache rate in Hz)")  # fmt: skip
+            raise ValueError(
+                f"dataset {cls.__name__.removesuffix('Declaration')} has no fixed sampling rate and the phase provider declares no cycle "
+                f"band to derive one from; set data.cache_fs (the cache rate in Hz)"
+            )
         values: dict[str, Any] = {
-            "cache_fs": float(rate), "decimation": int(decimation or band.get("decimation", cls.decimation)),
+            "cache_fs": float(rate),
+            "decimation": int(decimation or band.get("decimation", cls.decimation)),
             "token_patch": int(token_patch or band.get("token_patch", cls.token_patch)),
             "window_s": float(window_s or band.get("window_s", cls.window_s)),
-        }  # fmt: skip
+        }
         return {**values, "n_tokens": check_window(**values)}
 
 

@@ -32,10 +32,12 @@ class CompositeDeclaration(ProviderDeclaration):
     providers' coordinates, no cycle band of its own."""
 
 
-DECLARED: Mapping[str, type[ProviderDeclaration]] = MappingProxyType({
-    "ecg-rpeak": EcgRPeakDeclaration,
-    "pulse": PulseDeclaration,
-    "breath": BreathDeclaration,
-    "composite": CompositeDeclaration,
-})  # fmt: skip
+DECLARED: Mapping[str, type[ProviderDeclaration]] = MappingProxyType(
+    {
+        "ecg-rpeak": EcgRPeakDeclaration,
+        "pulse": PulseDeclaration,
+        "breath": BreathDeclaration,
+        "composite": CompositeDeclaration,
+    }
+)
 """Registered name -> declaration (`cyclejepa.registry.PHASE_PROVIDERS`)."""

@@ -151,8 +151,9 @@ def _stratum(
     positives = y.sum(axis=0)
     defined = (positives > 0) & (positives < len(y))
     scores = {arm: np.asarray(s)[mask][:, defined] for arm, s in scores_by_arm.items()}
-    auroc = {arm: float(weighted_auroc(y[:, defined], s)[0].mean()) if defined.any() else float("nan")
-             for arm, s in scores.items()}  # fmt: skip
+    auroc = {
+        arm: float(weighted_auroc(y[:, defined], s)[0].mean()) if defined.any() else float("nan") for arm, s in scores.items()
+    }
     first, second = scores
     gap = auroc[first] - auroc[second]
     gap_ci = None

@@ -421,9 +421,16 @@ def evaluate_probe(
     `score_probe` on the test data."""
     probe = LinearProbe(C).fit(train_X, train_Y, groups=train_groups)
     return score_probe(
-        probe, test_X, test_Y, test_groups,
-        classes=classes, replicates=replicates, seed=seed, level=level, task=task,
-    )  # fmt: skip
+        probe,
+        test_X,
+        test_Y,
+        test_groups,
+        classes=classes,
+        replicates=replicates,
+        seed=seed,
+        level=level,
+        task=task,
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -477,9 +484,15 @@ class DiagnosticTask:
             "eval": len(eval_rows),
         }
         return TaskSplit(
-            train_X, self.labels[train_rows], groups[train_rows],
-            eval_X, self.labels[eval_rows], groups[eval_rows], eval_rows, counts,
-        )  # fmt: skip
+            train_X,
+            self.labels[train_rows],
+            groups[train_rows],
+            eval_X,
+            self.labels[eval_rows],
+            groups[eval_rows],
+            eval_rows,
+            counts,
+        )
 
 
 def diagnostic_tasks(
@@ -515,10 +528,18 @@ def diagnostic_tasks(
     for name, classes, labels in tasks:
         labelled = np.any(labels, axis=1)
         yield DiagnosticTask(
-            name, tuple(classes), labels, train[labelled[train]], evaluation[labelled[evaluation]],
-            {"train_records": len(train), "train_unlabelled": int((~labelled[train]).sum()),
-             "eval_records": len(evaluation), "eval_unlabelled": int((~labelled[evaluation]).sum())},
-        )  # fmt: skip
+            name,
+            tuple(classes),
+            labels,
+            train[labelled[train]],
+            evaluation[labelled[evaluation]],
+            {
+                "train_records": len(train),
+                "train_unlabelled": int((~labelled[train]).sum()),
+                "eval_records": len(evaluation),
+                "eval_unlabelled": int((~labelled[evaluation]).sum()),
+            },
+        )
 
 
 def evaluate_task(
@@ -537,9 +558,18 @@ def evaluate_task(
     """
     split = task.split(representations, groups)
     result = evaluate_probe(
-        split.train_X, split.train_Y, split.eval_X, split.eval_Y, split.eval_groups,
-        classes=task.classes, C=C, replicates=replicates, seed=seed, level=level,
-        train_groups=split.train_groups, task=task.name,
-    )  # fmt: skip
+        split.train_X,
+        split.train_Y,
+        split.eval_X,
+        split.eval_Y,
+        split.eval_groups,
+        classes=task.classes,
+        C=C,
+        replicates=replicates,
+        seed=seed,
+        level=level,
+        train_groups=split.train_groups,
+        task=task.name,
+    )
     result.counts |= split.counts
     return result

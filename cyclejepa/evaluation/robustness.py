@@ -88,9 +88,16 @@ def channel_zeroing(
     if len(channels) != np.shape(signals)[1]:
         raise ValueError(f"{len(channels)} channel names for signals with {np.shape(signals)[1]} channels")
     embed = partial(
-        embed_records, model, signals, phases, qc_ok,
-        rows=rows, device=device, batch_size=batch_size, progress=progress,
-    )  # fmt: skip
+        embed_records,
+        model,
+        signals,
+        phases,
+        qc_ok,
+        rows=rows,
+        device=device,
+        batch_size=batch_size,
+        progress=progress,
+    )
     intact = embed()
     Y, groups = np.asarray(Y)[intact.rows], np.asarray(groups)[intact.rows]
     weights, patients = patient_bootstrap_weights(groups, replicates, seed), n_clusters(groups)

@@ -129,8 +129,10 @@ def data_section(data: DataDescription) -> dict[str, Any]:
 
 def no_eligible_class(task: str, spec: EvaluationSpec) -> str:
     """Why the eligible task ``task`` has no class: none reaches the positives it needs."""
-    return (f"no class has {spec.eligible_min_positives} positive windows in the fold where eligibility is counted "
-            f"(evaluation.eligible_min_positives: {spec.eligible_min_positives}); lower it or add records")  # fmt: skip
+    return (
+        f"no class has {spec.eligible_min_positives} positive windows in the fold where eligibility is counted "
+        f"(evaluation.eligible_min_positives: {spec.eligible_min_positives}); lower it or add records"
+    )
 
 
 def probe_metrics(spec: EvaluationSpec, cache: PreparedCache, reps: Representations):
@@ -295,8 +297,10 @@ def draw_run_figures(
     rows = cache.select(folds)
     rows = rows[cache.columns["qc_ok"][rows]][:2000]
     phases = cache.phases("centre")[rows]
-    runs = {name: (extract_tokens(objective.model, cache.signals[rows], device=device), phases, objective.symmetry)
-            for name, objective in objectives.items()}  # fmt: skip
+    runs = {
+        name: (extract_tokens(objective.model, cache.signals[rows], device=device), phases, objective.symmetry)
+        for name, objective in objectives.items()
+    }
     for c, ring in enumerate(rings):
         if names:  # coordinate c's phases and its own U(1) sub-representation
             views = {k: coordinate_view(*v, c) for k, v in runs.items()}
@@ -304,8 +308,9 @@ def draw_run_figures(
         else:
             phase_ring_figure(runs, bins=24, path=ring)
     if umap is not None:  # coloured by the first coordinate's phase
-        umap_figure({k: (v[0], v[1][..., 0] if names else v[1]) for k, v in runs.items()},
-                    max_points=umap_points, seed=seed, path=umap)  # fmt: skip
+        umap_figure(
+            {k: (v[0], v[1][..., 0] if names else v[1]) for k, v in runs.items()}, max_points=umap_points, seed=seed, path=umap
+        )
 
 
 def write_hr_strata(

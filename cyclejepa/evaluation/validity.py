@@ -70,5 +70,10 @@ def few_data(result: dict[str, Any]) -> dict[str, int] | None:
     windows, patients = min(c[0] for c in counts), min(c[1] for c in counts)
     if windows >= MIN_WINDOWS and patients >= MIN_PATIENTS:
         return None
-    return {"windows": windows, "patients": patients, "min_windows": MIN_WINDOWS, "min_patients": MIN_PATIENTS,
-            "subject": subject_word(result)}  # fmt: skip
+    return {
+        "windows": windows,
+        "patients": patients,
+        "min_windows": MIN_WINDOWS,
+        "min_patients": MIN_PATIENTS,
+        "subject": subject_word(result),
+    }

@@ -18,10 +18,19 @@ from cyclejepa.data.channels import channel_key
 __all__ = ["MAX_ABS_MEAN", "MAX_SIZE", "MIN_STD", "PackageError", "check_channels_known", "check_config", "check_files"]
 
 MAX_SIZE = {
-    "leads": 1024, "patch": 4096, "width": 16384, "hidden": 65536, "kernel": 64, "dilation": 4096,
-    "dilations": 64, "in_dim": 16384, "out_dim": 16384, "window": 100_000_000, "decimation": 1000,
+    "leads": 1024,
+    "patch": 4096,
+    "width": 16384,
+    "hidden": 65536,
+    "kernel": 64,
+    "dilation": 4096,
+    "dilations": 64,
+    "in_dim": 16384,
+    "out_dim": 16384,
+    "window": 100_000_000,
+    "decimation": 1000,
     "token_patch": 4096,
-}  # fmt: skip
+}
 """Largest value of each size a package may declare (the paper model: 12 channels, width 256, hidden 512)."""
 MIN_STD = 1e-9
 """Smallest normalisation std, in the data's units: below it a z-score overflows float32 on ordinary input."""
@@ -131,8 +140,11 @@ def _check_preprocessing(prep: dict, channel_count: int, patch: int) -> None:
     keys = [channel_key(c) for c in channels]
     repeated = sorted({c for c in channels if keys.count(channel_key(c)) > 1})
     if repeated:
-        raise _fail(f"{field}.channels", f"names {repeated} more than once (channels match by channel_key: case, "
-                    "surrounding space and trailing punctuation aside)")  # fmt: skip
+        raise _fail(
+            f"{field}.channels",
+            f"names {repeated} more than once (channels match by channel_key: case, "
+            "surrounding space and trailing punctuation aside)",
+        )
     _strings(prep, "units", field, channel_count)
     from cyclejepa.data.preprocess import MAX_FS, MIN_FS
 

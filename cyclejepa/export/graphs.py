@@ -135,9 +135,15 @@ def export_onnx(
     path = Path(path)
     with _quiet():
         torch.onnx.export(
-            module, inputs, str(path), input_names=names, output_names=outputs, opset_version=OPSET,
-            dynamic_axes=axes, dynamo=False,
-        )  # fmt: skip
+            module,
+            inputs,
+            str(path),
+            input_names=names,
+            output_names=outputs,
+            opset_version=OPSET,
+            dynamic_axes=axes,
+            dynamo=False,
+        )
     if metadata:
         _describe(path, metadata)
     return path

@@ -56,9 +56,18 @@ from cyclejepa.training.checkpoint import load_checkpoint
 from cyclejepa.version import __version__
 
 __all__ = [
-    "FORMAT", "FORMAT_VERSION", "READABLE", "PackageError", "check_target", "from_pretrained", "load_pretrained",
-    "read_package_config", "remove_stale_staging", "source_run", "write_package",
-]  # fmt: skip
+    "FORMAT",
+    "FORMAT_VERSION",
+    "READABLE",
+    "PackageError",
+    "check_target",
+    "from_pretrained",
+    "load_pretrained",
+    "read_package_config",
+    "remove_stale_staging",
+    "source_run",
+    "write_package",
+]
 
 FORMAT = "cyclejepa-encoder"
 FORMAT_VERSION = 3
@@ -107,9 +116,14 @@ def source_run(encoder: Encoder) -> RunFolder:
 
 
 def write_package(
-    encoder: Encoder, spec: ExportSpec, out: str | os.PathLike, *, onnx: bool = False, torchscript: bool = False,
+    encoder: Encoder,
+    spec: ExportSpec,
+    out: str | os.PathLike,
+    *,
+    onnx: bool = False,
+    torchscript: bool = False,
     overwrite: bool = False,
-) -> Path:  # fmt: skip
+) -> Path:
     """Write the package of ``encoder`` (its weights as they are now) to the folder ``out``, from
     the run ``spec`` describes; returns ``out``.
 
@@ -139,9 +153,15 @@ def write_package(
         "torch_version": torch.__version__,
         "versions": _versions(onnx),
         "run": {
-            "experiment": spec.experiment, "run": spec.run, "arm": spec.arm, "seed": meta["seed"],
-            "transport_weight": meta["transport_weight"], "step": step, "run_hash": meta["run_hash"],
-            "identity": meta["identity"], "weights": CHANGED if changed else "checkpoint",
+            "experiment": spec.experiment,
+            "run": spec.run,
+            "arm": spec.arm,
+            "seed": meta["seed"],
+            "transport_weight": meta["transport_weight"],
+            "step": step,
+            "run_hash": meta["run_hash"],
+            "identity": meta["identity"],
+            "weights": CHANGED if changed else "checkpoint",
         },
         "model": _architecture(spec, model),
         "symmetry": spec.symmetry,
@@ -150,18 +170,25 @@ def write_package(
             "chunk": ["batch", model.encoder.leads, model.encoder.patch],
             "state": [
                 {"input": name, "output": f"next_{name}", "module": module, "shape": ["batch", model.encoder.width, frames]}
-                for (name, module), frames in zip(state_names(model).items(), StreamingEncoder(model).state_layout().values(), strict=True)
+                for (name, module), frames in zip(
+                    state_names(model).items(), StreamingEncoder(model).state_layout().values(), strict=True
+                )
             ],
         },
-    }  # fmt: skip
+    }
     result = None if changed else spec.evaluation
     out.parent.mkdir(parents=True, exist_ok=True)
     remove_stale_staging(out)
     staging = Path(tempfile.mkdtemp(dir=out.parent, prefix=f"{_staging_prefix(out)}{os.getpid()}-"))
     try:
-        metadata = {"format": "pt", "package_format": FORMAT, "format_version": str(FORMAT_VERSION),
-                    "model": json.dumps(config["model"]), "symmetry": json.dumps(config["symmetry"]),
-                    "cyclejepa_version": __version__}  # fmt: skip
+        metadata = {
+            "format": "pt",
+            "package_format": FORMAT,
+            "format_version": str(FORMAT_VERSION),
+            "model": json.dumps(config["model"]),
+            "symmetry": json.dumps(config["symmetry"]),
+            "cyclejepa_version": __version__,
+        }
         safetensors.save_file(weights, staging / WEIGHTS, metadata=metadata)
         (staging / CARD).write_text(model_card(config, spec.card, result))
         shutil.copyfile(reference.__file__, staging / REFERENCE)
@@ -242,14 +269,23 @@ def _onnx_metadata(config: dict[str, Any]) -> dict[str, str]:
     """What an ONNX file says about itself (``metadata_props``): the input it expects and who wrote it."""
     prep = config["preprocessing"]
     return {
-        "package_format": FORMAT, "format_version": str(FORMAT_VERSION),
-        "channels": ",".join(prep["channels"]), "units": ",".join(prep["units"]),
-        "fs": f"{prep['fs']:g}", "model_fs": f"{prep['model_fs']:g}", "decimation": str(prep["decimation"]),
-        "window": str(prep["window"]), "window_s": f"{prep['window_s']:g}", "token_patch": str(prep["token_patch"]),
-        "normalisation": json.dumps(prep["normalisation"]), "cyclejepa_version": config["cyclejepa_version"],
-        "torch_version": config["torch_version"], "onnx_opset": str(OPSET), "run": config["run"]["run"],
+        "package_format": FORMAT,
+        "format_version": str(FORMAT_VERSION),
+        "channels": ",".join(prep["channels"]),
+        "units": ",".join(prep["units"]),
+        "fs": f"{prep['fs']:g}",
+        "model_fs": f"{prep['model_fs']:g}",
+        "decimation": str(prep["decimation"]),
+        "window": str(prep["window"]),
+        "window_s": f"{prep['window_s']:g}",
+        "token_patch": str(prep["token_patch"]),
+        "normalisation": json.dumps(prep["normalisation"]),
+        "cyclejepa_version": config["cyclejepa_version"],
+        "torch_version": config["torch_version"],
+        "onnx_opset": str(OPSET),
+        "run": config["run"]["run"],
         "step": str(config["run"]["step"]),
-    }  # fmt: skip
+    }
 
 
 def _readable(folder: Path) -> None:
@@ -501,9 +537,15 @@ def _compare(expected: dict[str, tuple], found: dict[str, tuple], source: Path) 
     those of another shape."""
     missing = sorted(expected.keys() - found.keys())
     extra = sorted(found.keys() - expected.keys())
-    shapes = [f"{k} {found[k]} (the architecture has {expected[k]})" for k in sorted(expected.keys() & found.keys())
-              if found[k] != expected[k]]  # fmt: skip
+    shapes = [
+        f"{k} {found[k]} (the architecture has {expected[k]})"
+        for k in sorted(expected.keys() & found.keys())
+        if found[k] != expected[k]
+    ]
     if missing or extra or shapes:
-        problems = [f"{label}: {', '.join(keys[:10])}" for label, keys in
-                    (("missing", missing), ("unexpected", extra), ("wrong shape", shapes)) if keys]  # fmt: skip
+        problems = [
+            f"{label}: {', '.join(keys[:10])}"
+            for label, keys in (("missing", missing), ("unexpected", extra), ("wrong shape", shapes))
+            if keys
+        ]
         raise PackageError(f"{source} does not fit the architecture in config.json; " + "; ".join(problems))

@@ -68,10 +68,29 @@ STEPS = ["channels", "resample", "prepare", "cut_windows", "decimate", "normalis
 STEPS_WITHOUT_PREPARATION = [step for step in STEPS if step != "prepare"]
 """The steps of packages written before the ``prepare`` step existed (read when they have no ``preparation``)."""
 KNOWN = {
-    "steps", "channels", "units", "fs", "window", "window_s", "decimation", "model_fs", "token_patch",
-    "normalisation", "resampling", "decimation_filter", "phase_provider", "phase_options", "phase_convention",
-    "phase_coordinates", "phase_revision", "cache_hash", "dataset", "input_range", "preparation", "highpass_filter",
-}  # fmt: skip
+    "steps",
+    "channels",
+    "units",
+    "fs",
+    "window",
+    "window_s",
+    "decimation",
+    "model_fs",
+    "token_patch",
+    "normalisation",
+    "resampling",
+    "decimation_filter",
+    "phase_provider",
+    "phase_options",
+    "phase_convention",
+    "phase_coordinates",
+    "phase_revision",
+    "cache_hash",
+    "dataset",
+    "input_range",
+    "preparation",
+    "highpass_filter",
+}
 """Keys of ``preprocessing`` this reference understands; any other is a step it would skip."""
 
 
@@ -231,18 +250,27 @@ def _check_preparation(found: Any, fir: Any, channels: list[str], fs: float) -> 
     if any(c is not None for c in cutoffs):
         sos = fir.get("sos") if isinstance(fir, dict) else None
         if not isinstance(sos, list) or len(sos) != len(channels):
-            raise _invalid("highpass_filter.sos", f"must hold the sections of each of the {len(channels)} channels "
-                           "(a package written before the high-pass was in config.json: export it again)")  # fmt: skip
+            raise _invalid(
+                "highpass_filter.sos",
+                f"must hold the sections of each of the {len(channels)} channels "
+                "(a package written before the high-pass was in config.json: export it again)",
+            )
         for channel, cutoff, sections in zip(channels, cutoffs, sos, strict=True):
             if (cutoff is None) != (sections is None) or (sections is not None and not _sections(sections)):
-                raise _invalid(f"highpass_filter.sos of {channel}", f"must be null without a cut-off, else 1 to "
-                               f"{MAX_SECTIONS} sections [b0, b1, b2, 1, a1, a2] of finite numbers")  # fmt: skip
+                raise _invalid(
+                    f"highpass_filter.sos of {channel}",
+                    f"must be null without a cut-off, else 1 to "
+                    f"{MAX_SECTIONS} sections [b0, b1, b2, 1, a1, a2] of finite numbers",
+                )
 
 
 def _sections(sections: Any) -> bool:
     """Whether ``sections`` are second-order sections [b0, b1, b2, 1, a1, a2] of finite numbers."""
-    return (isinstance(sections, list) and 1 <= len(sections) <= MAX_SECTIONS and
-            all(isinstance(s, list) and len(s) == 6 and all(map(_real, s)) and s[3] == 1 for s in sections))  # fmt: skip
+    return (
+        isinstance(sections, list)
+        and 1 <= len(sections) <= MAX_SECTIONS
+        and all(isinstance(s, list) and len(s) == 6 and all(map(_real, s)) and s[3] == 1 for s in sections)
+    )
 
 
 def _invalid(field: str, problem: str) -> PreparationError:
@@ -362,9 +390,11 @@ class Preparer:
                 f"resampling {fs_in:g} Hz to {prep['fs']:g} Hz needs factors {scale} (at most {MAX_RATIO_TERM})"
             )
         beta = float(prep["resampling"]["window"][1])
-        self.resampler = None if scale == 1 else StreamingFIR(
-            design_taps(scale.numerator, scale.denominator, beta), scale.numerator, scale.denominator
-        )  # fmt: skip
+        self.resampler = (
+            None
+            if scale == 1
+            else StreamingFIR(design_taps(scale.numerator, scale.denominator, beta), scale.numerator, scale.denominator)
+        )
         self.taps = None if self.q == 1 else np.asarray(prep["decimation_filter"]["coefficients"], np.float64)
         self.mean = np.asarray(prep["normalisation"]["mean"], np.float64)
         self.std = np.asarray(prep["normalisation"]["std"], np.float64)
@@ -531,8 +561,10 @@ def encode_record(signal: np.ndarray, fs: float, names: list[str], config: dict,
     complete = [w for w in windows if len(w[0]) == per_window]  # a shorter tail is dropped
     if not complete:
         drop = float(prep.get("preparation", {}).get("drop_s", 0))
-        raise PreparationError(f"the signal lasts {x.shape[1] / fs:.2f} s, shorter than one {prep['window_s']:g} s window"
-                               + (f" after dropping its first {drop:g} s" if drop else ""))  # fmt: skip
+        raise PreparationError(
+            f"the signal lasts {x.shape[1] / fs:.2f} s, shorter than one {prep['window_s']:g} s window"
+            + (f" after dropping its first {drop:g} s" if drop else "")
+        )
     tokens = np.stack([np.stack(t) for t, _ in complete]).astype(np.float32)
     inputs = np.stack([np.stack(samples, axis=-1) for _, samples in complete])
     check_prepared(inputs, prep["channels"])
@@ -565,8 +597,9 @@ def out_of_range(prepared: np.ndarray, prep: dict) -> str:
     distance, row = distance_from_normalisation(prepared)
     if distance <= limit:
         return ""
-    return (f"out_of_range: channel {prep['channels'][row]} is {distance:.2f} decades from the run's normalisation "
-            f"(limit {limit:g})")  # fmt: skip
+    return (
+        f"out_of_range: channel {prep['channels'][row]} is {distance:.2f} decades from the run's normalisation (limit {limit:g})"
+    )
 
 
 def check_tokens(tokens: np.ndarray, reason: str) -> None:
@@ -596,9 +629,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("signal", type=Path, help="(channels, samples) .npy in the dataset's units")
     parser.add_argument("--fs", type=float, required=True, help="its sampling rate, Hz")
     parser.add_argument(
-        "--channels", required=True, action="append",
+        "--channels",
+        required=True,
+        action="append",
         help="the name of a row, once per row in order (--channels I --channels II); A,B,C once is split at commas",
-    )  # fmt: skip
+    )
     parser.add_argument("--out", type=Path, required=True, help="tokens, (windows, tokens, K) .npy")
     parser.add_argument("--mean-tokens", type=Path, help="also write the mean of all tokens, (K,) .npy")
     args = parser.parse_args(argv)

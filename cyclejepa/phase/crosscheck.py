@@ -29,9 +29,19 @@ from cyclejepa.data.wfdb_format import read_header
 from cyclejepa.phase.track import assessed_qc, match_events, score_events
 
 __all__ = [
-    "MAX_DELAY_S", "PAIRS", "TOLERANCE_S", "VARIANTS", "Channel", "check_pulses", "read_channel", "reference_windows", "score_breaths", "score_pulses",
-    "stretch", "zero_crossing_breaths",
-]  # fmt: skip
+    "MAX_DELAY_S",
+    "PAIRS",
+    "TOLERANCE_S",
+    "VARIANTS",
+    "Channel",
+    "check_pulses",
+    "read_channel",
+    "reference_windows",
+    "score_breaths",
+    "score_pulses",
+    "stretch",
+    "zero_crossing_breaths",
+]
 
 MAX_DELAY_S = 0.8
 """Longest delay from QRS to pulse looked for (`pulse_delay`): the transit delay (0.1–0.45 s)
@@ -97,8 +107,12 @@ def pulse_delay(qrs_s: np.ndarray, pulses_s: np.ndarray, longest_s: float, toler
     return float(np.median(pulses_s[detected] - qrs_s[reference])) if len(detected) else best
 
 
-def score_pulses(qrs_s: np.ndarray, pulses_s: np.ndarray, stretch_factor: float = 1.0,
-                 reliable: Callable[[np.ndarray], np.ndarray] | None = None) -> dict[str, float | int]:  # fmt: skip
+def score_pulses(
+    qrs_s: np.ndarray,
+    pulses_s: np.ndarray,
+    stretch_factor: float = 1.0,
+    reliable: Callable[[np.ndarray], np.ndarray] | None = None,
+) -> dict[str, float | int]:
     """Sensitivity and PPV of pulse times against QRS times (s), matched one to one within the
     record's delay ± `TOLERANCE_S` (`pulse_delay` up to `MAX_DELAY_S`, `score_events`); both
     times ``stretch_factor`` for a record played slower (`stretch`). With ``delay_ms``.
@@ -118,8 +132,13 @@ def reference_windows(ecg: Channel, provider) -> Callable[[np.ndarray], np.ndarr
     """Record times (s) -> whether they fall in a `QC_WINDOW_S` window of ``ecg`` whose R-peaks
     pass ``provider``'s own quality control (the reference is a reference there)."""
     length = int(round(QC_WINDOW_S * ecg.fs))
-    passed = np.array([provider.phase(ecg.samples[None, start : start + length], ecg.fs, [provider.lead]).qc.ok
-                       for start in range(0, len(ecg.samples) - length + 1, length)], dtype=bool)  # fmt: skip
+    passed = np.array(
+        [
+            provider.phase(ecg.samples[None, start : start + length], ecg.fs, [provider.lead]).qc.ok
+            for start in range(0, len(ecg.samples) - length + 1, length)
+        ],
+        dtype=bool,
+    )
 
     def reliable(times_s: np.ndarray) -> np.ndarray:
         window = np.floor((np.asarray(times_s) - ecg.start_s) / QC_WINDOW_S).astype(int)
@@ -151,14 +170,22 @@ def check_pulses(path: str | Path, ecg_name: str, wave_name: str) -> list[dict]:
         pulses_s = wave.start_s * factor + track.events / wave.fs
         scores = score_pulses(qrs_s * factor, pulses_s, factor)
         gated = score_pulses(qrs_s * factor, pulses_s, factor, reliable)
-        rows.append({
-            "record": Path(path).name, "channels": f"{ecg_name} + {wave_name}", "variant": variant,
-            "rate_per_min": round(rate / factor, 1), "qrs": len(qrs_s), "pulses": len(track.events),
-            "reference_qc": ";".join(assessed_qc(qrs, "the ECG reference").reasons) or "ok",
-            "pulse_qc": ";".join(assessed_qc(track, "the pulse provider").reasons) or "ok", **scores,
-            "reliable_qrs": gated["tp"] + gated["fn"], "reliable_sensitivity": gated["sensitivity"],
-            "reliable_ppv": gated["ppv"],
-        })  # fmt: skip
+        rows.append(
+            {
+                "record": Path(path).name,
+                "channels": f"{ecg_name} + {wave_name}",
+                "variant": variant,
+                "rate_per_min": round(rate / factor, 1),
+                "qrs": len(qrs_s),
+                "pulses": len(track.events),
+                "reference_qc": ";".join(assessed_qc(qrs, "the ECG reference").reasons) or "ok",
+                "pulse_qc": ";".join(assessed_qc(track, "the pulse provider").reasons) or "ok",
+                **scores,
+                "reliable_qrs": gated["tp"] + gated["fn"],
+                "reliable_sensitivity": gated["sensitivity"],
+                "reliable_ppv": gated["ppv"],
+            }
+        )
     return rows
 
 

@@ -96,8 +96,14 @@ def pick_with_refractory(candidates: np.ndarray, heights: np.ndarray, refractory
     return np.asarray(kept, dtype=np.int64)
 
 
-def check_detector_options(fiducial: str, fiducials: tuple[str, ...], polarity: str, polarities: tuple[str, ...],
-                           band_hz: tuple[float, float], fractions: dict[str, float]) -> None:  # fmt: skip
+def check_detector_options(
+    fiducial: str,
+    fiducials: tuple[str, ...],
+    polarity: str,
+    polarities: tuple[str, ...],
+    band_hz: tuple[float, float],
+    fractions: dict[str, float],
+) -> None:
     """ValueError naming the first bad option of a cycle detector: ``fiducial`` and ``polarity``
     outside their choices, a band without 0 < low < high, a fraction outside (0, 1)."""
     if fiducial not in fiducials:
@@ -176,8 +182,9 @@ def autocorrelation_at(x: np.ndarray, lag: int) -> float:
     return float(x[:-lag] @ x[lag:]) / energy
 
 
-def plausible_intervals(intervals_s: np.ndarray, interval_range_s: tuple[float, float],
-                        max_interval_ratio: float | None) -> np.ndarray:  # fmt: skip
+def plausible_intervals(
+    intervals_s: np.ndarray, interval_range_s: tuple[float, float], max_interval_ratio: float | None
+) -> np.ndarray:
     """Whether each interval lies in ``interval_range_s`` and, unless ``max_interval_ratio`` is
     None, within that ratio (either way round) of the running median of `LOCAL_INTERVAL_CYCLES`
     intervals."""
@@ -191,8 +198,9 @@ def plausible_intervals(intervals_s: np.ndarray, interval_range_s: tuple[float, 
     return ok
 
 
-def assess_cycles(wave: np.ndarray, events: np.ndarray, fs: float, interval_range_s: tuple[float, float],
-                  max_interval_ratio: float | None) -> CycleAssessment:  # fmt: skip
+def assess_cycles(
+    wave: np.ndarray, events: np.ndarray, fs: float, interval_range_s: tuple[float, float], max_interval_ratio: float | None
+) -> CycleAssessment:
     """Quality of each cycle of ``wave`` between successive ``events`` and the periodicity of
     ``wave`` (`CycleAssessment`).
 

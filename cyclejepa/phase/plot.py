@@ -29,8 +29,11 @@ def plot_record(phased: RecordPhase, folder: str | Path) -> list[Path]:
         title = f"{stem} ({coordinate})" if coordinate else stem
         path = folder / (f"{stem}.{coordinate}.png" if coordinate else f"{stem}.png")
         channel = phased.record.names[row]
-        written.append(plot_track(phased.record.signal[row], part, path, title, channel=channel,
-                                  event_name=getattr(provider, "event_name", "event")))  # fmt: skip
+        written.append(
+            plot_track(
+                phased.record.signal[row], part, path, title, channel=channel, event_name=getattr(provider, "event_name", "event")
+            )
+        )
     return written
 
 
@@ -45,8 +48,9 @@ def plotted_row(provider, channel_names) -> int:
         return 0
 
 
-def plot_track(wave: np.ndarray, track: PhaseTrack, path: str | Path, title: str, *, channel: str = "",
-               event_name: str = "event") -> Path:  # fmt: skip
+def plot_track(
+    wave: np.ndarray, track: PhaseTrack, path: str | Path, title: str, *, channel: str = "", event_name: str = "event"
+) -> Path:
     """Write a PNG of ``wave`` (the channel the events were detected on, at ``track.fs``) to
     ``path``: three panels over time, the wave with a dot at each event, each cycle's quality
     (`PhaseTrack.cycle_quality`; bad cycles, ``cycle_ok`` False, shaded in every panel) and the

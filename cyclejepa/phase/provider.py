@@ -325,21 +325,39 @@ class PhaseProvider(ABC):
         `qc_track` become per-cycle flags and ``metrics``."""
         assert track.cycle_ok is not None
         checks = [
-            (len(track.events) >= self.min_events, self.too_few_reason,
-             f"{len(track.events)} events detected, at least {self.min_events} needed"),
-            (_share(track.cycle_ok) >= self.min_good_share, "few_good_cycles",
-             f"{int(track.cycle_ok.sum())} of {len(track.cycle_ok)} cycles good ({_share(track.cycle_ok):.1%}), "
-             f"below {self.min_good_share:.0%}"),
-            (cycles.template_share >= self.min_template_share, "aperiodic",
-             f"the template explains {cycles.template_share:.2f} of the cycles' variance, below {self.min_template_share:g}"),
-            (cycles.periodicity >= self.min_periodicity, "aperiodic",
-             f"autocorrelation {cycles.periodicity:.2f} at the median interval, below {self.min_periodicity:g}"),
-            (cycles.fundamental_share >= self.min_fundamental_share, "no_fundamental",
-             f"the first harmonic carries {cycles.fundamental_share:.2f} of the template's power, "
-             f"below {self.min_fundamental_share:g}: one cycle holds several"),
-            (track.phase_yield >= self.min_phase_yield, "low_phase_yield",
-             f"phase defined on {track.phase_yield:.1%} of the record, below {self.min_phase_yield:.0%}"),
-        ]  # fmt: skip
+            (
+                len(track.events) >= self.min_events,
+                self.too_few_reason,
+                f"{len(track.events)} events detected, at least {self.min_events} needed",
+            ),
+            (
+                _share(track.cycle_ok) >= self.min_good_share,
+                "few_good_cycles",
+                f"{int(track.cycle_ok.sum())} of {len(track.cycle_ok)} cycles good ({_share(track.cycle_ok):.1%}), "
+                f"below {self.min_good_share:.0%}",
+            ),
+            (
+                cycles.template_share >= self.min_template_share,
+                "aperiodic",
+                f"the template explains {cycles.template_share:.2f} of the cycles' variance, below {self.min_template_share:g}",
+            ),
+            (
+                cycles.periodicity >= self.min_periodicity,
+                "aperiodic",
+                f"autocorrelation {cycles.periodicity:.2f} at the median interval, below {self.min_periodicity:g}",
+            ),
+            (
+                cycles.fundamental_share >= self.min_fundamental_share,
+                "no_fundamental",
+                f"the first harmonic carries {cycles.fundamental_share:.2f} of the template's power, "
+                f"below {self.min_fundamental_share:g}: one cycle holds several",
+            ),
+            (
+                track.phase_yield >= self.min_phase_yield,
+                "low_phase_yield",
+                f"phase defined on {track.phase_yield:.1%} of the record, below {self.min_phase_yield:.0%}",
+            ),
+        ]
         reasons, details = [], []
         for passed, reason, detail in checks:
             if not passed:  # a NaN measure (too few cycles) fails too

@@ -128,29 +128,52 @@ def benchmark_ptbxl(
         split = benchmark_split(cache, train, test, validation_fold)
         spec = ptbxl_spec(cfg, tasks, protocols, fractions, seeds, step, settings)
         corpus = corpus_description(cfg.data.dataset, cfg.data.options, cfg.data.root, len(cache))
-        return run_benchmark(spec, cache, split, build_dataset(cfg), experiment=cfg.name, corpus=corpus, began=began,
-                             at_once=at_once, progress=progress)  # fmt: skip
+        return run_benchmark(
+            spec,
+            cache,
+            split,
+            build_dataset(cfg),
+            experiment=cfg.name,
+            corpus=corpus,
+            began=began,
+            at_once=at_once,
+            progress=progress,
+        )
 
 
-def ptbxl_spec(cfg: ExperimentConfig, tasks: Sequence[str], protocols: Sequence[str], fractions: Sequence[float],
-               seeds: Sequence[int], step: int, settings: FinetuneSettings) -> BenchmarkSpec:  # fmt: skip
+def ptbxl_spec(
+    cfg: ExperimentConfig,
+    tasks: Sequence[str],
+    protocols: Sequence[str],
+    fractions: Sequence[float],
+    seeds: Sequence[int],
+    step: int,
+    settings: FinetuneSettings,
+) -> BenchmarkSpec:
     """The `BenchmarkSpec` of ``cfg``: its runs' checkpoints at ``step`` and hashes, its scoring and
     training sections, its folder (`cyclejepa.bench.ptbxl.benchmark_folder`)."""
 
     runs = tuple(
         PretrainedRun(plan.name, plan.arm.name, plan.folder.checkpoint(step), identity_hash(plan.identity))
         for plan in plan_runs(cfg)
-    )  # fmt: skip
+    )
     random_runs = tuple(_random_run(cfg, seed) for seed in cfg.runs.seeds)
     ev, training = cfg.evaluation, cfg.training
     return BenchmarkSpec(
-        tasks=tuple(tasks), protocols=tuple(protocols), fractions=tuple(fractions), seeds=tuple(seeds), step=step,
-        runs=runs, load_model=partial(_trained_model, cfg), model=cfg.model,
-        random_runs=random_runs, initial_model=partial(_initial_model, cfg),
+        tasks=tuple(tasks),
+        protocols=tuple(protocols),
+        fractions=tuple(fractions),
+        seeds=tuple(seeds),
+        step=step,
+        runs=runs,
+        load_model=partial(_trained_model, cfg),
+        model=cfg.model,
+        random_runs=random_runs,
+        initial_model=partial(_initial_model, cfg),
         scoring=Scoring(probe_c=ev.probe_c, bootstrap=ev.bootstrap, seed=ev.seed, device=ev.device),
         training=Training(settings=settings, device=training.device, precision=training.precision, compile=training.compile),
         out=benchmark_folder(Path(cfg.output_dir)),
-    )  # fmt: skip
+    )
 
 
 def _random_run(cfg: ExperimentConfig, seed: int) -> PretrainedRun:
@@ -183,9 +206,17 @@ def ptbxl_main(argv: Sequence[str] | None = None) -> Path:
     args = ptbxl_arguments().parse_args(argv)
     try:
         cfg = load_target(args.target, args.overrides, args.unseal)
-        report = benchmark_ptbxl(cfg, tasks=args.tasks, protocols=args.protocols, fractions=args.fractions, seeds=args.seeds,
-                                 step=args.step, settings=finetune_settings(args, cfg.training.batch_size),
-                                 validation_fold=args.validation_fold, at_once=args.at_once)  # fmt: skip
+        report = benchmark_ptbxl(
+            cfg,
+            tasks=args.tasks,
+            protocols=args.protocols,
+            fractions=args.fractions,
+            seeds=args.seeds,
+            step=args.step,
+            settings=finetune_settings(args, cfg.training.batch_size),
+            validation_fold=args.validation_fold,
+            at_once=args.at_once,
+        )
     except (ConfigError, SealedFoldError, FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2 if isinstance(error, ConfigError) else 1) from None
@@ -259,17 +290,27 @@ def benchmark_allocations(
         return allocation_metrics(core_metrics(spec, cache, initial_objective(objective_spec(cfg), seed, device), device).result)
 
     steps_run = next(iter(configs.values())).training.steps
-    return allocation_table(out, score, allocations=allocations or ALLOCATIONS, seeds=seeds, steps=steps_run,
-                            untrained=untrained if random_baseline else None)  # fmt: skip
+    return allocation_table(
+        out,
+        score,
+        allocations=allocations or ALLOCATIONS,
+        seeds=seeds,
+        steps=steps_run,
+        untrained=untrained if random_baseline else None,
+    )
 
 
 def allocations_main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     """Command line: ``cyclejepa benchmark allocations [options]``."""
     args = allocation_arguments().parse_args(argv)
     summary = benchmark_allocations(
-        args.out, seeds=args.seeds, steps=args.steps, base_config=args.config, overrides=args.overrides,
+        args.out,
+        seeds=args.seeds,
+        steps=args.steps,
+        base_config=args.config,
+        overrides=args.overrides,
         random_baseline=args.random_baseline,
-    )  # fmt: skip
+    )
     print(markdown_table(summary["table"]))
     return summary
 
@@ -300,12 +341,21 @@ def time_experiment(
     corpus = out / "corpus"
     sets = [*stand_in_overrides(corpus, records), f"output_dir={out / 'run'}", *overrides]
     cfg = load_config(config, sets + (["evaluation.unseal=true"] if unseal else []))
-    clock = StageClock(out, log, {
-        "config": str(config), "overrides": list(overrides), "records": records,
-        "runs": [plan.name for plan in plan_runs(cfg)], "steps": cfg.training.steps,
-        "at_once": cfg.runs.at_once, "machine": machine_info(resolve_device(cfg.training.device)),
-        "versions": versions(), "stages": {},
-    })  # fmt: skip
+    clock = StageClock(
+        out,
+        log,
+        {
+            "config": str(config),
+            "overrides": list(overrides),
+            "records": records,
+            "runs": [plan.name for plan in plan_runs(cfg)],
+            "steps": cfg.training.steps,
+            "at_once": cfg.runs.at_once,
+            "machine": machine_info(resolve_device(cfg.training.device)),
+            "versions": versions(),
+            "stages": {},
+        },
+    )
     with clock.stage("synthetic corpus (stand-in, not timed in the experiment)"):
         write_stand_in_corpus(corpus, records, cfg.data.options["seed"], workers)
     require_unsealed(cfg)
@@ -326,7 +376,8 @@ def time_experiment(
 def experiment_time_main(argv: Sequence[str] | None = None) -> None:
     """Command line: ``python benchmarks/experiment_time.py [options]``."""
     args = experiment_time_arguments().parse_args(argv)
-    result = time_experiment(args.config, args.out, records=args.records, overrides=args.overrides, unseal=args.unseal,
-                             workers=args.workers)  # fmt: skip
+    result = time_experiment(
+        args.config, args.out, records=args.records, overrides=args.overrides, unseal=args.unseal, workers=args.workers
+    )
     print((Path(args.out) / "stages.md").read_text())
     print(f"report: {result['report']}")

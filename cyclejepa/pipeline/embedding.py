@@ -72,10 +72,7 @@ def locate_run(path: Path, arm: str | None = None, seed: int | None = None) -> t
     if cfg.grid:
         raise ValueError(f"{output} holds a grid of experiments: give one cell, {output / 'grid'}/<label>")
     plans = plan_runs(cfg)
-    wanted = [
-        p for p in plans
-        if (name is None or p.name == name) and arm in (None, p.arm.name) and seed in (None, p.seed)
-    ]  # fmt: skip
+    wanted = [p for p in plans if (name is None or p.name == name) and arm in (None, p.arm.name) and seed in (None, p.seed)]
     if not wanted:
         asked = name or f"arm {arm or 'any'}, seed {'any' if seed is None else seed}"
         raise ValueError(f"{output} has no run {asked}; its runs are {[p.name for p in plans]}")
@@ -132,10 +129,16 @@ def embed_corpus(
     count = -(-len(entries) // records_per_shard)
     folder = Path(out)
     manifest = {
-        "format": 1, "source": encoder.source, "dataset": encoder.preprocessing.dataset, "root": str(dataset.root),
-        "records": len(entries), "records_per_shard": records_per_shard, "keep_tokens": keep_tokens,
-        "first": entries[0].name, "last": entries[-1].name,
-    }  # fmt: skip
+        "format": 1,
+        "source": encoder.source,
+        "dataset": encoder.preprocessing.dataset,
+        "root": str(dataset.root),
+        "records": len(entries),
+        "records_per_shard": records_per_shard,
+        "keep_tokens": keep_tokens,
+        "first": entries[0].name,
+        "last": entries[-1].name,
+    }
     _claim_folder(folder, manifest)
     todo = [k for k in range(count) if _shard_file(folder, k, count) is None]
     shards = [(k, entries[k * records_per_shard : (k + 1) * records_per_shard]) for k in todo]

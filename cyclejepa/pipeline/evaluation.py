@@ -152,11 +152,20 @@ def checkpoint_spec(
     why the strata do not apply (``strata``) and the evaluation hash ``current``."""
     ev = cfg.evaluation
     return EvaluationSpec(
-        train_folds=folds[0], eval_folds=folds[1], bootstrap=ev.bootstrap, seed=ev.seed,
-        probe_c=ev.probe_c, eligible_min_positives=ev.eligible_min_positives, detector=ev.detector,
-        families=tuple(ev.families), severities=tuple(ev.severities), anomaly_records=ev.anomaly_records,
-        data=data, strata_not_applying=strata, evaluation_hash=current,
-    )  # fmt: skip
+        train_folds=folds[0],
+        eval_folds=folds[1],
+        bootstrap=ev.bootstrap,
+        seed=ev.seed,
+        probe_c=ev.probe_c,
+        eligible_min_positives=ev.eligible_min_positives,
+        detector=ev.detector,
+        families=tuple(ev.families),
+        severities=tuple(ev.severities),
+        anomaly_records=ev.anomaly_records,
+        data=data,
+        strata_not_applying=strata,
+        evaluation_hash=current,
+    )
 
 
 def evaluation_folds(cfg: ExperimentConfig, labelled: bool, checkpoints: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -192,8 +201,12 @@ def evaluate_grid(
 
     placement, out, objective = place(cfg.evaluation.device), OutputFolder(Path(cfg.output_dir)), objective_spec(cfg)
     device, current, labelled = placement.device, evaluation_hash(cfg), bool(cache.label_levels)
-    cells = [(plan, step) for plan in plans for step in steps
-             if not is_current(result_file(out, plan, step), current, plan.folder.checkpoint(step))]  # fmt: skip
+    cells = [
+        (plan, step)
+        for plan in plans
+        for step in steps
+        if not is_current(result_file(out, plan, step), current, plan.folder.checkpoint(step))
+    ]
     randoms = random_seeds_to_evaluate(cfg, objective, out, current)
     train_folds, eval_folds = evaluation_folds(cfg, labelled, len(cells) + len(randoms))
     data = describe_data(cfg, cache)
@@ -232,8 +245,14 @@ def evaluate_run_step(
 
     checkpoint = plan.folder.checkpoint(step)
     trained = load_trained(objective, checkpoint, device)  # refuses non-finite weights by name
-    run = {"run": plan.name, "arm": plan.arm.name, "seed": plan.seed, "step": step, "transport_weight": plan.arm.transport_weight,
-           "checkpoint": {"path": str(checkpoint.relative_to(out.path)), "model_sha256": model_digest(checkpoint)}}  # fmt: skip
+    run = {
+        "run": plan.name,
+        "arm": plan.arm.name,
+        "seed": plan.seed,
+        "step": step,
+        "transport_weight": plan.arm.transport_weight,
+        "checkpoint": {"path": str(checkpoint.relative_to(out.path)), "model_sha256": model_digest(checkpoint)},
+    }
     write_checkpoint_evaluation(spec, cache, trained, checkpoint, result_file(out, plan, step), run, device, progress)
 
 
@@ -247,8 +266,11 @@ def random_seeds_to_evaluate(cfg: ExperimentConfig, objective: ObjectiveSpec, ou
     def current_weights(seed: int) -> str:
         return state_digest(initial_objective(objective, seed).state_dict())
 
-    return [seed for seed in random_baseline_seeds(cfg)
-            if not is_current_untrained(random_file(out, seed), current, current_weights(seed))]  # fmt: skip
+    return [
+        seed
+        for seed in random_baseline_seeds(cfg)
+        if not is_current_untrained(random_file(out, seed), current, current_weights(seed))
+    ]
 
 
 def evaluate_random_seed(
@@ -270,8 +292,15 @@ def evaluate_random_seed(
 
     untrained = initial_objective(objective, seed, device)
     target = random_file(out, seed)
-    run = {"run": f"{RANDOM_ARM}-seed{seed}", "arm": RANDOM_ARM, "seed": seed, "step": 0,
-           "transport_weight": None, "untrained": True, "weights": {"model_sha256": state_digest(untrained.state_dict())}}  # fmt: skip
+    run = {
+        "run": f"{RANDOM_ARM}-seed{seed}",
+        "arm": RANDOM_ARM,
+        "seed": seed,
+        "step": 0,
+        "transport_weight": None,
+        "untrained": True,
+        "weights": {"model_sha256": state_digest(untrained.state_dict())},
+    }
     write_checkpoint_evaluation(spec, cache, untrained, target, target, run, device, progress)
 
 
@@ -297,8 +326,10 @@ def _evaluate_in_processes(
         process_pool(at_once, threads=shared_threads(at_once), gpus=len(placement.gpus), tasks=len(cells)) as pool,
         progress_bar(len(cells), f"evaluating {len(cells)} checkpoints, {at_once} at a time", enabled=progress) as update,
     ):
-        futures = [pool.submit(_evaluate_run_step_process, spec, objective, str(cache.path), out, plan, step,
-                               placement.setting) for plan, step in cells]  # fmt: skip
+        futures = [
+            pool.submit(_evaluate_run_step_process, spec, objective, str(cache.path), out, plan, step, placement.setting)
+            for plan, step in cells
+        ]
         for future in as_completed(futures):
             future.result()  # re-raises a cell's error here
             update(1)

@@ -42,9 +42,14 @@ def export_run(
 
 
 def save_pretrained(
-    model_or_run, out: str | os.PathLike, *, onnx: bool = False, torchscript: bool = False, overwrite: bool = False,
+    model_or_run,
+    out: str | os.PathLike,
+    *,
+    onnx: bool = False,
+    torchscript: bool = False,
+    overwrite: bool = False,
     **checkpoint,
-) -> Path:  # fmt: skip
+) -> Path:
     """Write a package to ``out``: of a run folder's checkpoint (`export_run`; ``checkpoint``:
     its ``step``, ``arm``, ``seed``), or of an `Encoder` from `load_encoder` with the weights it
     holds now (changed in memory after loading, e.g. fine-tuned, they are saved as they are, and
@@ -69,19 +74,32 @@ def export_spec(cfg: ExperimentConfig, plan: RunPlan, step: int) -> ExportSpec:
     manifest = configured_cache(cfg).manifest
     dataset = DATASETS.get(cfg.data.dataset)
     card = CardSpec(
-        dataset=cfg.data.dataset, dataset_options=dict(cfg.data.options), data_licence=dataset.licence,
-        data_citation=dataset.citation, train_folds=tuple(folds_of(cfg, "data.train_folds")),
+        dataset=cfg.data.dataset,
+        dataset_options=dict(cfg.data.options),
+        data_licence=dataset.licence,
+        data_citation=dataset.citation,
+        train_folds=tuple(folds_of(cfg, "data.train_folds")),
         eval_folds=tuple(folds_of(cfg, "data.eval_folds")),
-        steps=cfg.training.steps, batch_size=cfg.training.batch_size, lr=cfg.optimiser.lr,
-        augmentations=tuple(a.name for a in cfg.augmentations), counts=dict(manifest["counts"]),
-    )  # fmt: skip
+        steps=cfg.training.steps,
+        batch_size=cfg.training.batch_size,
+        lr=cfg.optimiser.lr,
+        augmentations=tuple(a.name for a in cfg.augmentations),
+        counts=dict(manifest["counts"]),
+    )
     return ExportSpec(
-        experiment=cfg.name, run=plan.name, arm=plan.arm.name, model_name=cfg.model.name,
-        encoder=cfg.model.encoder.model_dump(mode="json"), symmetry=cfg.symmetry.model_dump(mode="json"),
-        phase_convention=cfg.phase.convention, phase_coordinates=list(manifest.get("phase_coordinates", [])),
-        phase_revision=manifest["arguments"]["phase_revision"], cache_hash=manifest["config_hash"],
-        evaluation=evaluation_result(cfg, plan, step), card=card,
-    )  # fmt: skip
+        experiment=cfg.name,
+        run=plan.name,
+        arm=plan.arm.name,
+        model_name=cfg.model.name,
+        encoder=cfg.model.encoder.model_dump(mode="json"),
+        symmetry=cfg.symmetry.model_dump(mode="json"),
+        phase_convention=cfg.phase.convention,
+        phase_coordinates=list(manifest.get("phase_coordinates", [])),
+        phase_revision=manifest["arguments"]["phase_revision"],
+        cache_hash=manifest["config_hash"],
+        evaluation=evaluation_result(cfg, plan, step),
+        card=card,
+    )
 
 
 def evaluation_result(cfg: ExperimentConfig, plan: RunPlan, step: int) -> dict | None:

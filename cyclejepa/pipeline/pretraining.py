@@ -32,10 +32,16 @@ def training_spec(cfg: ExperimentConfig, directory: Path, *, seed: int, transpor
     and its identity (`cyclejepa.pipeline.identity.training_identity`)."""
     objective, identity = objective_spec(cfg), training_identity(cfg, transport_weight, seed)
     return TrainingSpec(
-        objective=objective, optimiser=cfg.optimiser, augmentations=tuple(cfg.augmentations),
-        training=cfg.training, transport_weight=transport_weight, seed=seed,
-        identity=identity, run_hash=identity_hash(identity), directory=Path(directory),
-    )  # fmt: skip
+        objective=objective,
+        optimiser=cfg.optimiser,
+        augmentations=tuple(cfg.augmentations),
+        training=cfg.training,
+        transport_weight=transport_weight,
+        seed=seed,
+        identity=identity,
+        run_hash=identity_hash(identity),
+        directory=Path(directory),
+    )
 
 
 def training_phases(cache, rows, convention: str):
@@ -154,8 +160,11 @@ def watch_run(trainer, signals, phases):
     from cyclejepa.training.tensorboard import TensorBoardLog
 
     board = TensorBoardLog(
-        trainer.directory, start_step=trainer.step, diagnose=HeldBatch(signals, phases), every=training.diagnostics_every,
-    )  # fmt: skip
+        trainer.directory,
+        start_step=trainer.step,
+        diagnose=HeldBatch(signals, phases),
+        every=training.diagnostics_every,
+    )
     trainer.watchers.append(board)
     return board
 

@@ -29,11 +29,17 @@ def report_spec(cfg: ExperimentConfig) -> ReportSpec:
     and the phase QC flags of its evaluation's windows (`phase_qc_flags`)."""
     out = Path(cfg.output_dir)
     return ReportSpec(
-        name=cfg.name, config_hash=config_hash(cfg), arms=tuple(arm.name for arm in cfg.runs.arms),
-        headline_seed=cfg.runs.seeds[0], headline_step=cfg.evaluation.headline_step,
-        folds_used=tuple(read_lines(out / FOLDS_FILE)), unseal_audit=tuple(read_lines(out / AUDIT_FILE)), audit_log=AUDIT_FILE,
-        phase_qc_flags=phase_qc_flags(cfg), random_baseline=cfg.evaluation.random_baseline,
-    )  # fmt: skip
+        name=cfg.name,
+        config_hash=config_hash(cfg),
+        arms=tuple(arm.name for arm in cfg.runs.arms),
+        headline_seed=cfg.runs.seeds[0],
+        headline_step=cfg.evaluation.headline_step,
+        folds_used=tuple(read_lines(out / FOLDS_FILE)),
+        unseal_audit=tuple(read_lines(out / AUDIT_FILE)),
+        audit_log=AUDIT_FILE,
+        phase_qc_flags=phase_qc_flags(cfg),
+        random_baseline=cfg.evaluation.random_baseline,
+    )
 
 
 def phase_qc_flags(cfg: ExperimentConfig) -> tuple[str, ...]:

@@ -32,9 +32,16 @@ def timed_training_spec(cfg: ExperimentConfig, directory: str | Path, *, seed: i
     """The trainer's spec of a timed run of ``cfg``: the sections `training_spec` gives a run,
     ``seed`` and λ_trans, and no identity (the benchmark's trainers are never saved nor resumed)."""
     return TrainingSpec(
-        objective=objective_spec(cfg), optimiser=cfg.optimiser, augmentations=tuple(cfg.augmentations), training=cfg.training,
-        transport_weight=transport_weight, seed=seed, identity={}, run_hash="", directory=Path(directory),
-    )  # fmt: skip
+        objective=objective_spec(cfg),
+        optimiser=cfg.optimiser,
+        augmentations=tuple(cfg.augmentations),
+        training=cfg.training,
+        transport_weight=transport_weight,
+        seed=seed,
+        identity={},
+        run_hash="",
+        directory=Path(directory),
+    )
 
 
 def throughput_spec(config: dict[str, Any] | None, device: torch.device) -> ThroughputSpec:
@@ -45,8 +52,10 @@ def throughput_spec(config: dict[str, Any] | None, device: torch.device) -> Thro
     cfg = parse_config(raw, source="benchmark config")
     channels, patch = cfg.model.encoder.leads, cfg.model.encoder.patch
     if channels is None or patch is None:
-        raise ConfigError([f"model.encoder needs leads and patch for the synthetic training arrays, got {channels} and {patch}"],
-                          source="benchmark config")  # fmt: skip
+        raise ConfigError(
+            [f"model.encoder needs leads and patch for the synthetic training arrays, got {channels} and {patch}"],
+            source="benchmark config",
+        )
 
     def trainer(precision: str, compile_mode: str | bool) -> TrainingSpec:
         training = {"device": str(device), "precision": precision, "compile": compile_mode}
@@ -54,12 +63,16 @@ def throughput_spec(config: dict[str, Any] | None, device: torch.device) -> Thro
         return timed_training_spec(parse_config(variant, source="benchmark config"), Path(), seed=0, transport_weight=1.0)
 
     return ThroughputSpec(
-        device=device, objective=objective_spec(cfg), batch_size=cfg.training.batch_size, channels=channels,
+        device=device,
+        objective=objective_spec(cfg),
+        batch_size=cfg.training.batch_size,
+        channels=channels,
         tokens=SAMPLES // patch,
         trainers={name: trainer(variant.precision, variant.compile_mode or False) for name, variant in VARIANTS.items()},
         ensemble=trainer("bf16" if device.type == "cuda" else "float32", False),
-        config_hash=short_hash(cfg.model_dump(mode="json")), config_overrides=raw,
-    )  # fmt: skip
+        config_hash=short_hash(cfg.model_dump(mode="json")),
+        config_overrides=raw,
+    )
 
 
 def benchmark_throughput(
@@ -79,8 +92,17 @@ def benchmark_throughput(
     paper's) on ``device`` (``"auto"``: CUDA when present) and return its results; the other
     arguments are those of `cyclejepa.bench.throughput.measure_throughput`."""
     spec = throughput_spec(config, resolve_device(device))
-    return measure_throughput(spec, quick, out, sections=sections, variants=variants, prepare_records=prepare_records,
-                              deadline_s=deadline_s, threads=threads, log=log)  # fmt: skip
+    return measure_throughput(
+        spec,
+        quick,
+        out,
+        sections=sections,
+        variants=variants,
+        prepare_records=prepare_records,
+        deadline_s=deadline_s,
+        threads=threads,
+        log=log,
+    )
 
 
 def throughput_main(argv: Sequence[str] | None = None) -> dict[str, Any]:
@@ -89,8 +111,17 @@ def throughput_main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     try:
         config = load_config(args.config).model_dump(mode="json") if args.config else None
         out = args.out or Path("runs/benchmarks") / f"throughput-{_device_tag(args.device)}.json"
-        report = benchmark_throughput(args.device, args.quick, out, config=config, sections=args.sections, variants=args.variants,
-                                      prepare_records=args.prepare_records, deadline_s=args.deadline_s, threads=args.threads)  # fmt: skip
+        report = benchmark_throughput(
+            args.device,
+            args.quick,
+            out,
+            config=config,
+            sections=args.sections,
+            variants=args.variants,
+            prepare_records=args.prepare_records,
+            deadline_s=args.deadline_s,
+            threads=args.threads,
+        )
     except ValueError as error:  # a ConfigError (exit status 2), an unknown section or variant
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2 if isinstance(error, ConfigError) else 1) from None

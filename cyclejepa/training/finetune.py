@@ -71,17 +71,29 @@ class FinetuneSettings:
         positive = {"steps": self.steps, "batch_size": self.batch_size, "eval_every": self.eval_every, "patience": self.patience}
         bad = [f"{name} = {value}" for name, value in positive.items() if value < 1]
         bad += [f"{name} = {value}" for name, value in (("lr", self.lr), ("grad_clip", self.grad_clip)) if not value > 0]
-        bad += [f"{name} = {value}" for name, value in (("backbone_scale", self.backbone_scale),
-                ("weight_decay", self.weight_decay), ("warmup_steps", self.warmup_steps)) if value < 0]  # fmt: skip
+        bad += [
+            f"{name} = {value}"
+            for name, value in (
+                ("backbone_scale", self.backbone_scale),
+                ("weight_decay", self.weight_decay),
+                ("warmup_steps", self.warmup_steps),
+            )
+            if value < 0
+        ]
         if bad:
             raise ValueError(f"fine-tuning settings out of range: {', '.join(bad)}")
 
     def schedule(self) -> OptimiserConfig:
         """The learning-rate schedule: warm-up to ``lr``, cosine to lr / 100 at ``steps``."""
-        return OptimiserConfig.model_validate({
-            "lr": self.lr, "min_lr": self.lr / 100, "warmup_steps": self.warmup_steps,
-            "weight_decay": self.weight_decay, "grad_clip": self.grad_clip,
-        })  # fmt: skip
+        return OptimiserConfig.model_validate(
+            {
+                "lr": self.lr,
+                "min_lr": self.lr / 100,
+                "warmup_steps": self.warmup_steps,
+                "weight_decay": self.weight_decay,
+                "grad_clip": self.grad_clip,
+            }
+        )
 
 
 class Classifier(nn.Module):
@@ -239,11 +251,15 @@ class FineTuner:
 
     def state_dict(self) -> dict[str, Any]:
         return {
-            "step": self.step, "classifier": self.classifier.state_dict(), "optimiser": self.optimiser.state_dict(),
-            "rng": self.streams.state_dict(), "batches": self.batches.state_dict(), "identity": self.identity,
+            "step": self.step,
+            "classifier": self.classifier.state_dict(),
+            "optimiser": self.optimiser.state_dict(),
+            "rng": self.streams.state_dict(),
+            "batches": self.batches.state_dict(),
+            "identity": self.identity,
             "best": {"score": self.best_score, "step": self.best_step, "stale": self.stale, "state": self.best_state},
             "history": copy.deepcopy(self.history),
-        }  # fmt: skip
+        }
 
     def save(self) -> Path:
         """Write the checkpoint of the current step and remove the older ones."""

@@ -51,9 +51,13 @@ class StackedRuns:
         self.weights = first.objective.weights
         settings = first.spec.optimiser
         self.optimiser = torch.optim.AdamW(
-            list(self.params.values()), lr=settings.lr, betas=settings.betas, eps=settings.eps,
-            weight_decay=settings.weight_decay, fused=self.device.type == "cuda" or None,
-        )  # fmt: skip
+            list(self.params.values()),
+            lr=settings.lr,
+            betas=settings.betas,
+            eps=settings.eps,
+            weight_decay=settings.weight_decay,
+            fused=self.device.type == "cuda" or None,
+        )
         self._stack_optimiser_state()
 
     @property

@@ -146,9 +146,13 @@ class JEPAObjective(nn.Module):
     def from_spec(cls, spec: ObjectiveSpec, transport_weight: float, init_seed: int) -> JEPAObjective:
         """The objective of ``spec``'s ``model``, ``symmetry``, ``objectives`` and precision."""
         return cls(
-            spec.model, spec.symmetry, spec.objectives,
-            transport_weight=transport_weight, init_seed=init_seed, precision=spec.precision,
-        )  # fmt: skip
+            spec.model,
+            spec.symmetry,
+            spec.objectives,
+            transport_weight=transport_weight,
+            init_seed=init_seed,
+            precision=spec.precision,
+        )
 
     def _autocast(self, device_type: str):
         if not uses_bf16(self.precision, device_type):
@@ -320,8 +324,14 @@ class Trainer:
             return False
         self.skipped.append(self.step + 1)
         what = _nonfinite(dict(zip((*TERMS, "grad_norm"), values.tolist(), strict=True)))
-        log.warning("%s: step %d has a non-finite %s; its update skipped (%d of training.skip_nonfinite_steps=%d)",
-                    self.directory.name, self.step + 1, what, len(self.skipped), self.spec.training.skip_nonfinite_steps)  # fmt: skip
+        log.warning(
+            "%s: step %d has a non-finite %s; its update skipped (%d of training.skip_nonfinite_steps=%d)",
+            self.directory.name,
+            self.step + 1,
+            what,
+            len(self.skipped),
+            self.spec.training.skip_nonfinite_steps,
+        )
         return True
 
     def step_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:

@@ -43,9 +43,19 @@ from cyclejepa.jsonio import write_json
 from cyclejepa.training.finetune import FinetuneSettings
 
 __all__ = [
-    "FRACTIONS", "PROTOCOLS", "argument_problems", "at_once_argument", "benchmark_folder", "cells_at_once",
-    "corpus_description", "dataset_problems", "finetune_settings", "planned_cells", "ptbxl_arguments", "run_benchmark",
-]  # fmt: skip
+    "FRACTIONS",
+    "PROTOCOLS",
+    "argument_problems",
+    "at_once_argument",
+    "benchmark_folder",
+    "cells_at_once",
+    "corpus_description",
+    "dataset_problems",
+    "finetune_settings",
+    "planned_cells",
+    "ptbxl_arguments",
+    "run_benchmark",
+]
 
 PTBXL_LAYOUT = ("ptbxl", "synthetic")
 """Datasets whose root holds PTB-XL's two tables."""
@@ -91,9 +101,11 @@ def fraction_problems(tasks: dict, fractions: Sequence[float], seeds: Sequence[i
                 subset = labels[label_subset(labels, fraction, seed)]
                 positives = subset.sum(axis=0)
                 if not ((positives >= MIN_FIT_RECORDS) & (len(subset) - positives >= MIN_FIT_RECORDS)).any():
-                    problems.append(f"label fraction {fraction:g} leaves task {name} {len(subset)} of {len(labels)} fit "
-                                    f"records, in which no class has {MIN_FIT_RECORDS} positive and {MIN_FIT_RECORDS} "
-                                    "negative records: its scores would be a constant's; choose a larger --fractions")  # fmt: skip
+                    problems.append(
+                        f"label fraction {fraction:g} leaves task {name} {len(subset)} of {len(labels)} fit "
+                        f"records, in which no class has {MIN_FIT_RECORDS} positive and {MIN_FIT_RECORDS} "
+                        "negative records: its scores would be a constant's; choose a larger --fractions"
+                    )
                     break
     return problems
 
@@ -113,8 +125,18 @@ def corpus_description(dataset: str, options: dict, root: str | Path | None, cac
     return f"{kind} at {root if root is not None else 'its default root'}, {cached} cached records"
 
 
-def run_benchmark(spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, experiment: str, corpus: str,
-                  began: float, at_once: int | str = 1, progress: bool = True) -> Path:  # fmt: skip
+def run_benchmark(
+    spec: BenchmarkSpec,
+    cache,
+    split: Split,
+    dataset: PTBXL,
+    *,
+    experiment: str,
+    corpus: str,
+    began: float,
+    at_once: int | str = 1,
+    progress: bool = True,
+) -> Path:
     """Compute (or keep) every cell of ``spec``, write each task × protocol's JSON (once its cells
     are done), the summary ``benchmark.json`` and its tables ``benchmark.md``; returns benchmark.md.
 
@@ -146,11 +168,17 @@ def run_benchmark(spec: BenchmarkSpec, cache, split: Split, dataset: PTBXL, *, e
     summary = summarise_cells(cells)
     settings = spec.training.settings
     meta = {
-        "name": experiment, "corpus": corpus, "step": spec.step, "seeds": list(spec.seeds), "settings": _settings_text(settings),
+        "name": experiment,
+        "corpus": corpus,
+        "step": spec.step,
+        "seeds": list(spec.seeds),
+        "settings": _settings_text(settings),
         "folds": {"fit": split.fit_folds, "validation": split.validation_fold, "test": split.test_folds},
-        "runs": [run.name for run in spec.runs], "wall_s": time.perf_counter() - began,
-        "cells_wall_s": sum(c["wall_s"] for c in cells), "at_once": workers,
-    }  # fmt: skip
+        "runs": [run.name for run in spec.runs],
+        "wall_s": time.perf_counter() - began,
+        "cells_wall_s": sum(c["wall_s"] for c in cells),
+        "at_once": workers,
+    }
     write_json(spec.out / "benchmark.json", {"meta": meta, "settings": asdict(settings), "summary": summary})
     (spec.out / "benchmark.md").write_text(benchmark_markdown(summary, meta))
     return spec.out / "benchmark.md"
@@ -160,19 +188,25 @@ def _write_when_done(out: Path, group: list[Planned], results: dict[Cell, dict])
     """``<task>/<protocol>.json`` of a task × protocol's cells (``group``), once each has its result."""
     if all(cell in results for cell, _ in group):
         cell, found = group[0][0], [results[cell] for cell, _ in group]
-        write_json(out / cell.task / f"{cell.protocol}.json",
-                   {"task": cell.task, "protocol": cell.protocol, "summary": summarise_cells(found), "cells": found})  # fmt: skip
+        write_json(
+            out / cell.task / f"{cell.protocol}.json",
+            {"task": cell.task, "protocol": cell.protocol, "summary": summarise_cells(found), "cells": found},
+        )
 
 
 def planned_cells(spec: BenchmarkSpec) -> dict[tuple[str, str], list[Planned]]:
     """The cells of ``spec`` per (task, protocol), each with its pre-trained run (None from
     scratch), in the report's order: task, protocol, run, fraction, seed."""
     return {
-        (task, protocol): [(Cell(task, protocol, run.name if run else SCRATCH, seed, fraction), run)
-                           for run in _protocol_runs(spec, protocol)
-                           for fraction in spec.fractions for seed in spec.seeds]
-        for task in spec.tasks for protocol in spec.protocols
-    }  # fmt: skip
+        (task, protocol): [
+            (Cell(task, protocol, run.name if run else SCRATCH, seed, fraction), run)
+            for run in _protocol_runs(spec, protocol)
+            for fraction in spec.fractions
+            for seed in spec.seeds
+        ]
+        for task in spec.tasks
+        for protocol in spec.protocols
+    }
 
 
 def _protocol_runs(spec: BenchmarkSpec, protocol: str) -> tuple[PretrainedRun | None, ...]:
@@ -195,8 +229,10 @@ def cells_at_once(setting: int | str, device: str, cells: int) -> int:
 
 
 def _settings_text(settings: FinetuneSettings) -> str:
-    return (f"≤ {settings.steps} steps at batch {settings.batch_size}, lr {settings.lr:g} (encoder and projector × "
-            f"{settings.backbone_scale:g}), early stopping every {settings.eval_every} steps, patience {settings.patience}")  # fmt: skip
+    return (
+        f"≤ {settings.steps} steps at batch {settings.batch_size}, lr {settings.lr:g} (encoder and projector × "
+        f"{settings.backbone_scale:g}), early stopping every {settings.eval_every} steps, patience {settings.patience}"
+    )
 
 
 def ptbxl_arguments() -> argparse.ArgumentParser:
@@ -221,9 +257,12 @@ def ptbxl_arguments() -> argparse.ArgumentParser:
     parser.add_argument("--eval-every", type=int, default=defaults.eval_every, help="steps between early-stopping evaluations")
     parser.add_argument("--patience", type=int, default=defaults.patience, help="evaluations without improvement before stopping")
     parser.add_argument(
-        "--at-once", type=at_once_argument, default=1, metavar="N|auto",
+        "--at-once",
+        type=at_once_argument,
+        default=1,
+        metavar="N|auto",
         help="cells that train a network computed side by side in N worker processes (auto: half the cores on CUDA, 1 on the CPU)",
-    )  # fmt: skip
+    )
     return parser
 
 
@@ -238,5 +277,11 @@ def at_once_argument(text: str) -> int | str:
 
 def finetune_settings(args: argparse.Namespace, batch_size: int) -> FinetuneSettings:
     """The fine-tuning settings of parsed `arguments`; ``batch_size`` when ``--batch-size`` is not given."""
-    return FinetuneSettings(steps=args.steps, batch_size=args.batch_size or batch_size, lr=args.lr,
-                            backbone_scale=args.backbone_scale, eval_every=args.eval_every, patience=args.patience)  # fmt: skip
+    return FinetuneSettings(
+        steps=args.steps,
+        batch_size=args.batch_size or batch_size,
+        lr=args.lr,
+        backbone_scale=args.backbone_scale,
+        eval_every=args.eval_every,
+        patience=args.patience,
+    )

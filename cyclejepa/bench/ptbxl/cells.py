@@ -60,8 +60,14 @@ def _side_by_side(
 
     spec = bench.spec
     initargs = (spec, str(bench.cache.path), bench.split, bench.fingerprint, tasks)
-    with process_pool(at_once, initializer=_start_worker, initargs=initargs, threads=shared_threads(at_once),
-                      gpus=len(child_gpus(spec.training.device)), tasks=len(trained)) as pool:  # fmt: skip
+    with process_pool(
+        at_once,
+        initializer=_start_worker,
+        initargs=initargs,
+        threads=shared_threads(at_once),
+        gpus=len(child_gpus(spec.training.device)),
+        tasks=len(trained),
+    ) as pool:
         futures = {pool.submit(_computed_in_worker, cell, run): cell for cell, run in trained}
         for cell, run in todo:
             if cell.protocol in LINEAR_PROTOCOLS:

@@ -43,10 +43,18 @@ class Published:
 
 PUBLISHED = (
     Published(
-        "supervised, best of the benchmark", "supervised", "strodthoff2021",
+        "supervised, best of the benchmark",
+        "supervised",
+        "strodthoff2021",
         {"all": 0.925, "diagnostic": 0.937, "subdiagnostic": 0.930, "superdiagnostic": 0.930, "form": 0.899, "rhythm": 0.957},
-        {"all": "inception1d, xresnet1d101", "diagnostic": "xresnet1d101", "subdiagnostic": "inception1d",
-         "superdiagnostic": "resnet1d_wang", "form": "inception1d", "rhythm": "xresnet1d101"},
+        {
+            "all": "inception1d, xresnet1d101",
+            "diagnostic": "xresnet1d101",
+            "subdiagnostic": "inception1d",
+            "superdiagnostic": "resnet1d_wang",
+            "form": "inception1d",
+            "rhythm": "xresnet1d101",
+        },
     ),
     Published("SimCLR (xresnet1d50)", "linear", "mehari2022", {"all": 0.883}),
     Published("SimCLR (xresnet1d50)", "finetune", "mehari2022", {"all": 0.927}),
@@ -56,4 +64,4 @@ PUBLISHED = (
     Published("CPC (4FC+2LSTM+2FC)", "finetune", "mehari2022", {"all": 0.942}),
     Published("JEPA (ViT-S)", "linear", "weimann2024", {"all": 0.938}),
     Published("JEPA (ViT-S)", "finetune", "weimann2024", {"all": 0.945}),
-)  # fmt: skip
+)

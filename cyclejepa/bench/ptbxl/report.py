@@ -25,20 +25,32 @@ def summarise_cells(cells: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     table = []
     for (task, protocol, arm, fraction), group in groups.items():
         done = [c for c in group if "scores" in c]
-        entry = {"task": task, "protocol": protocol, "arm": arm, "fraction": fraction, "runs": len(done),
-                 "errors": [c["error"] for c in group if "error" in c]}  # fmt: skip
+        entry = {
+            "task": task,
+            "protocol": protocol,
+            "arm": arm,
+            "fraction": fraction,
+            "runs": len(done),
+            "errors": [c["error"] for c in group if "error" in c],
+        }
         if done:
             scores = done[0]["scores"]
-            entry |= {"records": scores["records"], "patients": scores["patients"],
-                      "classes_scored": len(scores["per_class"]), "classes": len(scores["classes"])}  # fmt: skip
+            entry |= {
+                "records": scores["records"],
+                "patients": scores["patients"],
+                "classes_scored": len(scores["per_class"]),
+                "classes": len(scores["classes"]),
+            }
             for metric in METRICS:
                 points = np.array([c["scores"][metric]["point"] for c in done])
                 entry[metric] = {
-                    "mean": float(points.mean()), "sd": float(points.std(ddof=1)) if len(points) > 1 else 0.0,
-                    "min": float(points.min()), "max": float(points.max()),
+                    "mean": float(points.mean()),
+                    "sd": float(points.std(ddof=1)) if len(points) > 1 else 0.0,
+                    "min": float(points.min()),
+                    "max": float(points.max()),
                     "low": float(np.mean([c["scores"][metric]["low"] for c in done])),
                     "high": float(np.mean([c["scores"][metric]["high"] for c in done])),
-                }  # fmt: skip
+                }
         table.append(entry)
     return table
 
@@ -114,8 +126,11 @@ def benchmark_markdown(summary: list[dict[str, Any]], meta: dict[str, Any]) -> s
         "are several, and the mean 95 % patient-clustered bootstrap interval.",
     ]
     if folds["test"] != [10]:
-        lines += ["", f"The published figures are test-fold-10 scores on all 21,799 PTB-XL records; this run scores "
-                      f"folds {folds['test']}, so they are context, not a comparison."]  # fmt: skip
+        lines += [
+            "",
+            f"The published figures are test-fold-10 scores on all 21,799 PTB-XL records; this run scores "
+            f"folds {folds['test']}, so they are context, not a comparison.",
+        ]
     for fraction in sorted({e["fraction"] for e in summary}, reverse=True):
         for metric, title in (("macro_auroc", "macro-AUROC"), ("fmax", "Fmax")):
             lines += ["", f"## {title}, {fraction:.0%} of the fit records", ""]

@@ -104,8 +104,14 @@ def task_data(dataset: PTBXL, task: str, cache, split: Split) -> TaskData:
     """The task's labels for the cache rows (by their record_id, PTB-XL's ecg_id); unlabelled rows leave the task."""
     found = task_labels(dataset, task, cache.columns["record_id"])
     keep = found.labelled
-    return TaskData(task, found.classes, found.labels, split.fit[keep[split.fit]],
-                    split.validation[keep[split.validation]], split.test[keep[split.test]])  # fmt: skip
+    return TaskData(
+        task,
+        found.classes,
+        found.labels,
+        split.fit[keep[split.fit]],
+        split.validation[keep[split.validation]],
+        split.test[keep[split.test]],
+    )
 
 
 @dataclass(frozen=True)
@@ -139,8 +145,13 @@ class Bench:
     def identity(self, cell: Cell, run: PretrainedRun | None) -> dict[str, Any]:
         """What a cell's result depends on; a stored cell with another identity is recomputed."""
         scoring, training = self.spec.scoring, self.spec.training
-        identity = {**asdict(cell), "folds": [self.split.fit_folds, self.split.validation_fold, self.split.test_folds],
-                    "bootstrap": scoring.bootstrap, "evaluation_seed": scoring.seed, "dataset": self.fingerprint}  # fmt: skip
+        identity = {
+            **asdict(cell),
+            "folds": [self.split.fit_folds, self.split.validation_fold, self.split.test_folds],
+            "bootstrap": scoring.bootstrap,
+            "evaluation_seed": scoring.seed,
+            "dataset": self.fingerprint,
+        }
         if cell.protocol in (*LINEAR_PROTOCOLS, "linear-finetune"):
             identity["probe_c"] = scoring.probe_c
         if cell.protocol not in LINEAR_PROTOCOLS:
@@ -187,8 +198,14 @@ class Bench:
         else:
             logits, extra = self._finetune(cell, data, rows, run)
         scoring = self.spec.scoring
-        scores = score_multilabel(data.labels[data.test], logits, self.patients[data.test], classes=data.classes,
-                                  replicates=scoring.bootstrap, seed=scoring.seed)  # fmt: skip
+        scores = score_multilabel(
+            data.labels[data.test],
+            logits,
+            self.patients[data.test],
+            classes=data.classes,
+            replicates=scoring.bootstrap,
+            seed=scoring.seed,
+        )
         counts = {"fit": len(rows), "fit_available": len(data.fit), "validation": len(data.validation), "test": len(data.test)}
         return {"scores": asdict(scores), "counts": counts, **extra}
 
@@ -217,9 +234,13 @@ class Bench:
             every = np.concatenate([self.split.fit, self.split.validation, self.split.test])
             tokens = self.cache.phase_centre.shape[1]
             self._features[run.name] = embed_records(
-                self._model(run, 0), self.cache.signals, np.zeros((len(self.cache), tokens), np.float32),
-                rows=every, device=self.device, progress=self.progress,
-            )  # fmt: skip
+                self._model(run, 0),
+                self.cache.signals,
+                np.zeros((len(self.cache), tokens), np.float32),
+                rows=every,
+                device=self.device,
+                progress=self.progress,
+            )
         features, found = self._features[run.name].lookup(rows)
         assert found.all(), "every benchmark row has features"
         return features
@@ -246,11 +267,19 @@ class Bench:
             return float(replicate_macro_auroc(validation_y, logits, np.ones((1, len(logits))))[0])
 
         tuner = FineTuner(
-            classifier, np.asarray(self.cache.signals[rows]), data.labels[rows], self.out / "finetune" / cell.name,
-            validate=validate, settings=training.settings, backbone_scale=1.0 if run is None else None, seed=cell.seed,
-            device=training.device, precision=training.precision, compile=training.compile,
+            classifier,
+            np.asarray(self.cache.signals[rows]),
+            data.labels[rows],
+            self.out / "finetune" / cell.name,
+            validate=validate,
+            settings=training.settings,
+            backbone_scale=1.0 if run is None else None,
+            seed=cell.seed,
+            device=training.device,
+            precision=training.precision,
+            compile=training.compile,
             identity=self.identity(cell, run),
-        )  # fmt: skip
+        )
         try:
             tuner.resume()
         except CheckpointMismatch as stale:  # the cell is recomputed with other settings: start afresh

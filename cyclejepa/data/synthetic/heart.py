@@ -36,9 +36,16 @@ _CHEST_ANGLES = np.deg2rad([115.0, 95.0, 72.0, 52.0, 25.0, 0.0])
 _CHEST_GAINS = np.array([1.7, 2.8, 2.8, 2.55, 2.05, 1.55])
 # Leads from electrode potentials (RA, LA, LL, V1…V6); V_i is taken against Wilson's terminal.
 _LEAD_MATRIX = np.zeros((12, 9))
-_LEAD_MATRIX[:6, :3] = np.array([
-    [-1, 1, 0], [-1, 0, 1], [0, -1, 1], [1, -0.5, -0.5], [-0.5, 1, -0.5], [-0.5, -0.5, 1],
-])  # fmt: skip
+_LEAD_MATRIX[:6, :3] = np.array(
+    [
+        [-1, 1, 0],
+        [-1, 0, 1],
+        [0, -1, 1],
+        [1, -0.5, -0.5],
+        [-0.5, 1, -0.5],
+        [-0.5, -0.5, 1],
+    ]
+)
 _LEAD_MATRIX[6:, :3] = -1 / 3
 _LEAD_MATRIX[6:, 3:] = np.eye(6)
 _TO_LEADS = np.ascontiguousarray(_LEAD_MATRIX.T, dtype=np.float32)  # right-multiplies frames
@@ -134,7 +141,12 @@ def _normal_plan(n: int, rng: np.random.Generator) -> _SignalPlan:
     burst_sd = (rng.random(n) < 0.03) * 0.05
     burst = np.stack([rng.uniform(0, 8, n), rng.uniform(0.5, 2, n), burst_sd], 1)
     return _SignalPlan(
-        vec=vec, mu=mu, sd=sd, pvec=pvec, pmu=pmu, psd=psd,
+        vec=vec,
+        mu=mu,
+        sd=sd,
+        pvec=pvec,
+        pmu=pmu,
+        psd=psd,
         width=rng.uniform(0.92, 1.08, n),
         pr=rng.uniform(0.13, 0.17, n),
         block=np.zeros(n, dtype=int),
@@ -153,4 +165,4 @@ def _normal_plan(n: int, rng: np.random.Generator) -> _SignalPlan:
         mains_mv=np.where(rng.random(n) < 0.15, rng.uniform(0.005, 0.03, n), 0.0),
         burst=burst,
         fwave_mv=rng.uniform(0.02, 0.07, n),
-    )  # fmt: skip
+    )
