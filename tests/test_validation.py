@@ -188,7 +188,9 @@ def test_run_preflights_once_before_anything_is_written(tmp_path, monkeypatch):
     checked = run.preflight
     monkeypatch.setattr(run, "preflight", lambda cfg: calls.append(cfg.name) or checked(cfg))
     monkeypatch.setattr(run, "prepare", lambda cfg, progress=True, **_: None)
-    monkeypatch.setattr(run, "prepared_cache_verdict", lambda cfg, cache: ([], []))  # the cache check after prepare: its own tests
+    monkeypatch.setattr(
+        run, "prepared_cache_verdict", lambda cfg, cache: ([], [])
+    )  # the cache check after prepare: its own tests
     monkeypatch.setattr(run, "pretrain_all", lambda cfg, cache, config, plans, progress=True: None)
     monkeypatch.setattr(run, "evaluate_stage", lambda cfg, cache, plans, steps, progress: tmp_path / "out" / "report.md")
     result = invoke("run", write(tmp_path, {"data": {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]}}))
