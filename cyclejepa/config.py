@@ -77,8 +77,10 @@ class PhaseQcConfig(Section):
     @model_validator(mode="after")
     def _refuse_not_above_flag(self) -> PhaseQcConfig:
         if self.refuse_below > self.flag_below:
-            raise ValueError(f"refuse_below {self.refuse_below:g} is above flag_below {self.flag_below:g}; a share that "
-                             "refuses a run must also flag it")  # fmt: skip
+            raise ValueError(
+                f"refuse_below {self.refuse_below:g} is above flag_below {self.flag_below:g}; a share that "
+                "refuses a run must also flag it"
+            )
         return self
 
 
@@ -210,14 +212,19 @@ class TrainingConfig(Section):
     tensorboard: bool = Field(False, description="write TensorBoard events beside metrics.jsonl (the tensorboard extra)")
     diagnostics_every: int = Field(250, ge=1, description="steps between the held-batch diagnostics in the TensorBoard events")
     memory_budget_gb: float = Field(
-        2.0, ge=0, le=1e6, allow_inf_nan=False,
+        2.0,
+        ge=0,
+        le=1e6,
+        allow_inf_nan=False,
         description="host memory (GB) the training set may take; a larger one streams from shards beside the cache "
         "(each rank reads its share); 0: always stream",
-    )  # fmt: skip
+    )
     skip_nonfinite_steps: int = Field(
-        0, ge=0, description="steps with a non-finite loss or gradient norm to skip (no update) before training stops; "
+        0,
+        ge=0,
+        description="steps with a non-finite loss or gradient norm to skip (no update) before training stops; "
         "above 0 every step is checked on the host (one synchronisation per step)",
-    )  # fmt: skip
+    )
 
 
 class AugmentationConfig(Section):
@@ -245,8 +252,10 @@ def _folder_safe(name: str) -> str:
     if len(name) > MAX_ARM_NAME:
         raise ValueError(f"an arm name has at most {MAX_ARM_NAME} characters, got {len(name)}")
     if not _ARM_NAME.fullmatch(name) or ".." in name:
-        raise ValueError(f"arm name {name!r} cannot name a folder inside output_dir: use letters, digits and _ . + - "
-                         "(a letter, digit or _ first; no path separator, no '..')")  # fmt: skip
+        raise ValueError(
+            f"arm name {name!r} cannot name a folder inside output_dir: use letters, digits and _ . + - "
+            "(a letter, digit or _ first; no path separator, no '..')"
+        )
     return name
 
 
@@ -325,11 +334,16 @@ class ExperimentConfig(Section):
         if isinstance(facts, str):
             return self
         derived = {
-            "data.cache_fs": facts.cache_fs, "data.decimation": facts.decimation, "data.token_patch": facts.token_patch,
-            "data.window_s": facts.window_s, "data.train_folds": list(facts.folds.train),
-            "data.eval_folds": list(facts.folds.evaluation), "model.encoder.leads": len(facts.channels),
-            "model.encoder.patch": facts.token_patch, "model.predictor.max_relative_position": 2 * facts.n_tokens - 1,
-        }  # fmt: skip
+            "data.cache_fs": facts.cache_fs,
+            "data.decimation": facts.decimation,
+            "data.token_patch": facts.token_patch,
+            "data.window_s": facts.window_s,
+            "data.train_folds": list(facts.folds.train),
+            "data.eval_folds": list(facts.folds.evaluation),
+            "model.encoder.leads": len(facts.channels),
+            "model.encoder.patch": facts.token_patch,
+            "model.predictor.max_relative_position": 2 * facts.n_tokens - 1,
+        }
         for key, value in derived.items():
             *parents, leaf = key.split(".")
             section = self
@@ -419,8 +433,10 @@ class _Loader(yaml.SafeLoader):
             size = 1
         sizes[id(node)] = size
         if size > MAX_YAML_NODES:
-            raise yaml.YAMLError(f"more than {MAX_YAML_NODES} nodes once its aliases are expanded "
-                                 f"({size} at line {node.start_mark.line + 1}); a config needs a few hundred")  # fmt: skip
+            raise yaml.YAMLError(
+                f"more than {MAX_YAML_NODES} nodes once its aliases are expanded "
+                f"({size} at line {node.start_mark.line + 1}); a config needs a few hundred"
+            )
 
     def construct_yaml_int(self, node):
         try:
@@ -466,8 +482,13 @@ def parse_config(raw: dict[str, Any], source: str = "config") -> ExperimentConfi
     cells = grid_size(cfg.grid)
     runs = len(cfg.runs.arms) * len(cfg.runs.seeds) * cells
     if runs > MAX_RUNS:
-        raise ConfigError([f"runs: {len(cfg.runs.arms)} arms × {len(cfg.runs.seeds)} seeds × {cells} grid cells = {runs} "
-                           f"runs, more than the {MAX_RUNS} one config may train; split it"], source)  # fmt: skip
+        raise ConfigError(
+            [
+                f"runs: {len(cfg.runs.arms)} arms × {len(cfg.runs.seeds)} seeds × {cells} grid cells = {runs} "
+                f"runs, more than the {MAX_RUNS} one config may train; split it"
+            ],
+            source,
+        )
     expand_grid(cfg)  # every combination must validate too
     return cfg
 
@@ -501,8 +522,10 @@ def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, 
             node[leaf] = read_yaml(text)
         except yaml.YAMLError as error:
             reason = " ".join((getattr(error, "problem", None) or str(error)).split())
-            raise ConfigError([f"{key}: value {_abbreviated(text)} is not valid YAML ({reason}); quote it or fix it"],
-                              f"--set {_abbreviated(item, quote=False)}") from None  # fmt: skip
+            raise ConfigError(
+                [f"{key}: value {_abbreviated(text)} is not valid YAML ({reason}); quote it or fix it"],
+                f"--set {_abbreviated(item, quote=False)}",
+            ) from None
     return result
 
 

@@ -332,22 +332,28 @@ def phase_qc_markdown(flags: tuple[str, ...]) -> str:
     if not flags:
         return ""
     sentences = " ".join(f"{flag[0].upper()}{flag[1:]}." for flag in flags)
-    return ("> **Warning: the phase is mostly missing.** " + sentences + " The figures below rest on a signal "
-            "whose cycles the phase provider mostly did not find (noise, a flat or wrong channel, a provider that does not "
-            "fit the signal): no figure is marked best. Check the channel with `cyclejepa phase RECORD`.")  # fmt: skip
+    return (
+        "> **Warning: the phase is mostly missing.** " + sentences + " The figures below rest on a signal "
+        "whose cycles the phase provider mostly did not find (noise, a flat or wrong channel, a provider that does not "
+        "fit the signal): no figure is marked best. Check the channel with `cyclejepa phase RECORD`."
+    )
 
 
 def integrity_markdown(files: dict[str, dict]) -> str:
     """One line on the results' checksums; a loud warning naming any result that carries none."""
     unchecked = sorted(name for name, result in files.items() if CHECKSUM not in result)
     checked = len(files) - len(unchecked)
-    line = (f"Results: {checked} file{'s' if checked != 1 else ''} of `evaluation/`, each matching its content "
-            "checksum (and the weights of its checkpoint, where still present; checksums in `report.json`).")  # fmt: skip
+    line = (
+        f"Results: {checked} file{'s' if checked != 1 else ''} of `evaluation/`, each matching its content "
+        "checksum (and the weights of its checkpoint, where still present; checksums in `report.json`)."
+    )
     if not unchecked:
         return line
-    return (f"{line}\n\n> **Warning: unverified results.** {', '.join(f'`{n}`' for n in unchecked)} carry no "
-            "checksum (written before results carried one): nothing shows they are the evaluation's own. "
-            "Re-run `cyclejepa evaluate CONFIG` to recompute them.")  # fmt: skip
+    return (
+        f"{line}\n\n> **Warning: unverified results.** {', '.join(f'`{n}`' for n in unchecked)} carry no "
+        "checksum (written before results carried one): nothing shows they are the evaluation's own. "
+        "Re-run `cyclejepa evaluate CONFIG` to recompute them."
+    )
 
 
 def _order(arms: tuple[str, ...]):
@@ -433,10 +439,15 @@ def bottom_line_markdown(cell: list[dict], over_seeds: list[list[dict]] | None =
     lines += random_note(cell)
     patients = min(r["mechanism"]["patients"] for r in cell)
     if patients < 2:
-        lines += ["", (f"**Not testable:** the evaluation set holds {_plural(patients, word)}. "
-                       f"A {word}-clustered resample of fewer than two {word}s is the sample itself, so every "
-                       "interval collapses to its point and the G1 gate's interval condition tests nothing; "
-                       "intervals and G1 read \"not testable\" instead of a range or pass/fail.")]  # fmt: skip
+        lines += [
+            "",
+            (
+                f"**Not testable:** the evaluation set holds {_plural(patients, word)}. "
+                f"A {word}-clustered resample of fewer than two {word}s is the sample itself, so every "
+                "interval collapses to its point and the G1 gate's interval condition tests nothing; "
+                'intervals and G1 read "not testable" instead of a range or pass/fail.'
+            ),
+        ]
     every = [r for seeds in over_seeds for r in seeds] if several and over_seeds else cell
     return "\n".join(lines + validity_markdown(every, several) + subjects_markdown(cell[0]) + not_run_markdown(cell[0]))
 
@@ -448,10 +459,12 @@ SPREAD = "SD"
 def seeds_note(cell: list[dict], seeds: int) -> str:
     """What the bottom line of several seeds shows."""
     step = next(r["step"] for r in cell if not is_untrained(r))
-    return (f"Each figure: the mean ± {SPREAD} (sample standard deviation) over the {seeds} seeds at step {step}, "
-            f"with the number of seeds that give it; G1: the seeds whose gate passes. Each seed's figures are in the "
-            f"full grid; the intervals and the detail tables below are seed {cell[0]['seed']}'s. Bold: the best mean "
-            "among the arms whose tokens did not collapse in any seed.")  # fmt: skip
+    return (
+        f"Each figure: the mean ± {SPREAD} (sample standard deviation) over the {seeds} seeds at step {step}, "
+        f"with the number of seeds that give it; G1: the seeds whose gate passes. Each seed's figures are in the "
+        f"full grid; the intervals and the detail tables below are seed {cell[0]['seed']}'s. Bold: the best mean "
+        "among the arms whose tokens did not collapse in any seed."
+    )
 
 
 def random_note(cell: list[dict]) -> list[str]:
@@ -459,9 +472,14 @@ def random_note(cell: list[dict]) -> list[str]:
     names = sorted({r["arm"] for r in cell if is_untrained(r)})
     if not names:
         return []
-    return ["", (f"**{names[0]}**: the same network at the weights each seed's runs start from (the trainer's step-0 "
-                 "weights of that seed), frozen, probed and measured as the trained arms are. It costs no training "
-                 "(`evaluation.random_baseline: false` leaves it out).")]  # fmt: skip
+    return [
+        "",
+        (
+            f"**{names[0]}**: the same network at the weights each seed's runs start from (the trainer's step-0 "
+            "weights of that seed), frozen, probed and measured as the trained arms are. It costs no training "
+            "(`evaluation.random_baseline: false` leaves it out)."
+        ),
+    ]
 
 
 def seeds_row(row: Row, columns: list[list[dict]], comparable: bool = True) -> list[str]:
@@ -528,17 +546,21 @@ def validity_markdown(cell: list[dict], seeds: bool = False) -> list[str]:
         validity = cell_validity(r)
         name = f"{r['arm']} (seed {r['seed']})" if seeds else r["arm"]
         if validity["collapsed"]:
-            lines.append(f"**{name}: collapsed.** Its tokens are {validity['token_similarity']:.3f} alike on average "
-                         f"(untransported similarity E[c_I] ≥ {validity['collapse_similarity']}): the gain fraction "
-                         "divides by E[1 − c_I] ≈ 0 and means nothing, and G1 cannot be tested. Give the regulariser "
-                         "or the transport term a weight, or check the inputs' normalisation.")  # fmt: skip
+            lines.append(
+                f"**{name}: collapsed.** Its tokens are {validity['token_similarity']:.3f} alike on average "
+                f"(untransported similarity E[c_I] ≥ {validity['collapse_similarity']}): the gain fraction "
+                "divides by E[1 − c_I] ≈ 0 and means nothing, and G1 cannot be tested. Give the regulariser "
+                "or the transport term a weight, or check the inputs' normalisation."
+            )
         for task, why in validity["degenerate_probes"].items():
             lines.append(f"**{name}: the `{task}` probe is degenerate** ({why}): its macro-AUROC means nothing.")
         if few := validity["too_few"]:
-            lines.append(f"**{name}: few data.** {few['windows']} evaluation windows of "
-                         f"{_plural(few['patients'], subject_word(r))} (fewer than {few['min_windows']} windows or "
-                         f"{few['min_patients']} {subject_word(r)}s): one window moves these figures, and the intervals rest on few distinct resamples. "
-                         f"Each reads \"({few_data_words(validity)})\" in its cell and is never bold.")  # fmt: skip
+            lines.append(
+                f"**{name}: few data.** {few['windows']} evaluation windows of "
+                f"{_plural(few['patients'], subject_word(r))} (fewer than {few['min_windows']} windows or "
+                f"{few['min_patients']} {subject_word(r)}s): one window moves these figures, and the intervals rest on few distinct resamples. "
+                f'Each reads "({few_data_words(validity)})" in its cell and is never bold.'
+            )
     return [line for text in lines for line in ("", text)]
 
 
@@ -546,8 +568,11 @@ def subjects_markdown(result: dict) -> list[str]:
     """The sentence a report owes when the dataset does not know whose each recording is."""
     if subject_word(result) == "patient":
         return []
-    return ["", "The dataset does not say which person each recording comes from: every recording counts as its "
-                "own subject (intervals resample recordings), so the same person may sit in training and in evaluation."]  # fmt: skip
+    return [
+        "",
+        "The dataset does not say which person each recording comes from: every recording counts as its "
+        "own subject (intervals resample recordings), so the same person may sit in training and in evaluation.",
+    ]
 
 
 def not_run_markdown(result: dict) -> list[str]:
@@ -555,10 +580,18 @@ def not_run_markdown(result: dict) -> list[str]:
     not_run = result.get("not_run", {})
     if not not_run:
         return []
-    names = {"probes": "Diagnostic probes", "robustness": f"Single-{channel_word(result)} zeroing",
-             "heart_rate_strata": "Heart-rate strata", "anomaly": "Anomaly battery"}  # fmt: skip
-    return ["", "Not run, as they do not apply to this data:", "",
-            *(f"- {names.get(part, part)}: {why}." for part, why in not_run.items())]  # fmt: skip
+    names = {
+        "probes": "Diagnostic probes",
+        "robustness": f"Single-{channel_word(result)} zeroing",
+        "heart_rate_strata": "Heart-rate strata",
+        "anomaly": "Anomaly battery",
+    }
+    return [
+        "",
+        "Not run, as they do not apply to this data:",
+        "",
+        *(f"- {names.get(part, part)}: {why}." for part, why in not_run.items()),
+    ]
 
 
 def _best_valid(row: Row, values: list, validity: list[dict]) -> int | None:
@@ -617,8 +650,14 @@ def grid_markdown(results: list[dict]) -> str:
     tasks = grid_tasks(results[0])
     robustness = "robustness" in results[0]
     word = channel_word(results[0])
-    columns = [*(f"{_task_column(t)} AUROC" for t in tasks), "gain fraction", "G1",
-               *([f"mean Δ {word} dropout"] if robustness else []), "amplitude", "coherence"]  # fmt: skip
+    columns = [
+        *(f"{_task_column(t)} AUROC" for t in tasks),
+        "gain fraction",
+        "G1",
+        *([f"mean Δ {word} dropout"] if robustness else []),
+        "amplitude",
+        "coherence",
+    ]
     lines = [
         "## Full grid",
         "",
@@ -628,10 +667,14 @@ def grid_markdown(results: list[dict]) -> str:
     for r in results:
         entry = _grid_entry(r)
         validity = entry["validity"]
-        cells = [*(figure_cell(entry["auroc"].get(t, math.nan), validity) for t in tasks),
-                 figure_cell(entry["gain_fraction"], validity), g1_cell(r),
-                 *([figure_cell(entry["mean_channel_delta"], validity)] if robustness else []),
-                 figure_cell(entry["amplitude"], validity), figure_cell(entry["coherence"], validity)]  # fmt: skip
+        cells = [
+            *(figure_cell(entry["auroc"].get(t, math.nan), validity) for t in tasks),
+            figure_cell(entry["gain_fraction"], validity),
+            g1_cell(r),
+            *([figure_cell(entry["mean_channel_delta"], validity)] if robustness else []),
+            figure_cell(entry["amplitude"], validity),
+            figure_cell(entry["coherence"], validity),
+        ]
         step = f"{r['step']} (untrained)" if is_untrained(r) else r["step"]
         lines.append(f"| {r['arm']} | {r['seed']} | {step} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

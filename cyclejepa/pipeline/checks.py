@@ -95,7 +95,7 @@ def gather_facts(cfg: ExperimentConfig, *, construct: bool = True) -> ConfigFact
         components=tuple(
             _component(key, reg, name, options, classes.get((reg.kind, name)), construct)
             for key, reg, name, options in _named_components(cfg)
-        ),  # fmt: skip
+        ),
     )
 
 
@@ -112,8 +112,11 @@ def _parsed_spectrum(text: str) -> HarmonicSpectrum | str:
 def _unknown_families(families: list[str]) -> dict[int, str]:
     """The registry's message for each of ``families`` it does not know, by index."""
     known = registry.PERTURBATIONS
-    return {index: registry.unknown_name_message("anomaly family", family, known.names())
-            for index, family in enumerate(families) if family not in known}  # fmt: skip
+    return {
+        index: registry.unknown_name_message("anomaly family", family, known.names())
+        for index, family in enumerate(families)
+        if family not in known
+    }
 
 
 def _phase_readers(cfg: ExperimentConfig) -> list[tuple[str, str | None, dict[str, Any]]]:
@@ -121,8 +124,11 @@ def _phase_readers(cfg: ExperimentConfig) -> list[tuple[str, str | None, dict[st
     provider, or each coordinate's for ``composite``."""
     coordinates = cfg.phase.options.get("coordinates")
     if cfg.phase.provider == "composite" and isinstance(coordinates, dict):
-        return [(f"phase.options.coordinates.{name}", spec.get("provider"), spec)
-                for name, spec in coordinates.items() if isinstance(spec, dict)]  # fmt: skip
+        return [
+            (f"phase.options.coordinates.{name}", spec.get("provider"), spec)
+            for name, spec in coordinates.items()
+            if isinstance(spec, dict)
+        ]
     return [("phase.options", cfg.phase.provider, cfg.phase.options)]
 
 
@@ -132,8 +138,10 @@ def _named_components(cfg: ExperimentConfig) -> list[tuple[str, registry.Registr
     regulariser = cfg.objectives.regulariser
     named = [("phase.options", registry.PHASE_PROVIDERS, cfg.phase.provider, cfg.phase.options)] if cfg.phase.provider else []
     named.append(("objectives.regulariser.options", registry.REGULARISERS, regulariser.name, regulariser.options))
-    return named + [(f"augmentations[{index}].options", registry.AUGMENTATIONS, augmentation.name, augmentation.options)
-                    for index, augmentation in enumerate(cfg.augmentations)]  # fmt: skip
+    return named + [
+        (f"augmentations[{index}].options", registry.AUGMENTATIONS, augmentation.name, augmentation.options)
+        for index, augmentation in enumerate(cfg.augmentations)
+    ]
 
 
 def _component_classes(cfg: ExperimentConfig, construct: bool) -> dict[tuple[str, str], Any]:
@@ -151,8 +159,9 @@ def _component_classes(cfg: ExperimentConfig, construct: bool) -> dict[tuple[str
     return classes
 
 
-def _skipped_families(cfg: ExperimentConfig, data: DataFacts | str, providers: dict[str, Any],
-                      unknown: dict[int, str]) -> dict[str, str]:  # fmt: skip
+def _skipped_families(
+    cfg: ExperimentConfig, data: DataFacts | str, providers: dict[str, Any], unknown: dict[int, str]
+) -> dict[str, str]:
     """Anomaly families of a list of the config's own that cannot apply to the phase provider's
     signal (`PhaseProvider.signal`) or to the dataset's channel count, with why. The default list
     is the battery's to filter (it skips what does not apply and says so in the report); a
@@ -166,8 +175,9 @@ def _skipped_families(cfg: ExperimentConfig, data: DataFacts | str, providers: d
     return skipped
 
 
-def _component(key: str, reg: registry.Registry, name: str, options: dict[str, Any], component: Any,
-               construct: bool) -> ComponentFacts:  # fmt: skip
+def _component(
+    key: str, reg: registry.Registry, name: str, options: dict[str, Any], component: Any, construct: bool
+) -> ComponentFacts:
     """The `ComponentFacts` of ``component`` (None: not imported; its option names are the ones
     `Registry.options` records); a class is constructed with ``options`` when it takes their
     names, and one whose option names are recorded only with ``construct``."""
@@ -415,8 +425,9 @@ def _lead_problems(cfg: ExperimentConfig, data: DataFacts, providers: dict[str, 
     return problems
 
 
-def _provider_lead_problems(cfg: ExperimentConfig, key: str, provider: Any, name: str, options: dict[str, Any],
-                            channels: list[str]) -> list[str]:  # fmt: skip
+def _provider_lead_problems(
+    cfg: ExperimentConfig, key: str, provider: Any, name: str, options: dict[str, Any], channels: list[str]
+) -> list[str]:
     """`_lead_problems` of one phase provider (class ``provider``, registered as ``name``)."""
     parameter = inspect.signature(provider).parameters.get("lead")
     default = None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
@@ -469,8 +480,14 @@ def preflight(cfg: ExperimentConfig, *, construct: bool = True) -> list[tuple[st
         cells.append((label, cell))
         where, plans = f"grid {label}: " if label else "", plan_runs(cell)
         facts = gather_facts(cell, construct=construct)
-        problems += [where + problem for problem in _config_problems(cell, facts) + _device_problems(cell, plans)
-                     + _corpus_problems(cell) + identity_problems(plans) + _extra_problems(cell)]  # fmt: skip
+        problems += [
+            where + problem
+            for problem in _config_problems(cell, facts)
+            + _device_problems(cell, plans)
+            + _corpus_problems(cell)
+            + identity_problems(plans)
+            + _extra_problems(cell)
+        ]
     if problems:
         raise ConfigError(problems, source="preflight")
     return cells
@@ -564,8 +581,10 @@ def cache_fold_problems(cfg: ExperimentConfig, cache: Any, keys: tuple[str, ...]
     for key in keys:
         folds = sorted(getattr(cfg.data, key) or ())
         if folds and not len(cache.select(folds)):
-            problems.append(f"data.{key}: the cache at {cache.path} keeps no record in folds {folds} (its "
-                            f"{len(cache.columns['fold'])} windows lie in folds {present}); {_fold_remedy(present)}")  # fmt: skip
+            problems.append(
+                f"data.{key}: the cache at {cache.path} keeps no record in folds {folds} (its "
+                f"{len(cache.columns['fold'])} windows lie in folds {present}); {_fold_remedy(present)}"
+            )
     return problems
 
 
@@ -574,8 +593,10 @@ def _fold_remedy(present: list[int]) -> str:
     if len(present) < 2:
         return f"add records: every kept record lies in fold {present[0] if present else '(none)'}, and training and evaluation need two"
     train, evaluation = present[:-1], present[-1:]
-    return (f"set folds the cache has, e.g. --set 'data.train_folds={train}' --set 'data.eval_folds={evaluation}', "
-            "or add records (folds are a hash of each record's name or subject)")  # fmt: skip
+    return (
+        f"set folds the cache has, e.g. --set 'data.train_folds={train}' --set 'data.eval_folds={evaluation}', "
+        "or add records (folds are a hash of each record's name or subject)"
+    )
 
 
 PHASE_QC_FOLDS = {"train": ("train_folds", "training"), "eval": ("eval_folds", "evaluation")}

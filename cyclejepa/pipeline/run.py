@@ -107,5 +107,7 @@ def _corpus_line(cfg: ExperimentConfig) -> str:
     assert data.cache_fs is not None and data.decimation is not None, "preflight, before the plan, derives the rates"
     options = f" {data.options}" if data.options else ""
     root = data.root if data.root is not None else "its default root"
-    return (f"dataset {data.dataset}{options} at {root}: {data.cache_fs:g} Hz cache, model at "
-            f"{data.cache_fs / data.decimation:g} Hz, {data.window_s:g} s windows of {data.token_patch}-sample tokens")  # fmt: skip
+    return (
+        f"dataset {data.dataset}{options} at {root}: {data.cache_fs:g} Hz cache, model at "
+        f"{data.cache_fs / data.decimation:g} Hz, {data.window_s:g} s windows of {data.token_patch}-sample tokens"
+    )
