@@ -496,7 +496,11 @@ def test_the_pulse_example_runs_and_reports(pulse):
     ok(steps["run"])
     report = (folder / "runs" / "wfdb_pulse" / "report" / "report.md").read_text()
     page = (ROOT / "docs" / "your-signal.md").read_text()
-    shown = page[page.index("Its report (revision 526d0b1") : page.index("Two recordings are scored")]
+    shown = page[
+        page.index("Its report (`OMP_NUM_THREADS=1`, `--set output_dir=...`, with the per-cycle quality control") : page.index(
+            "Two recordings are scored"
+        )
+    ]
     for label in re.findall(r"^\| ([A-Z][^|]+?) \|", shown, re.M)[1:]:
         assert re.search(rf"^\| {re.escape(label)} \| .*\(few data: 6 windows, 2 recordings\)", report, re.M), label
     gain = re.search(r"^\| Transport gain fraction ↑ \| (-?[\d.]+)", report, re.M)
