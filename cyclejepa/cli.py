@@ -238,7 +238,7 @@ def prepare(config: ConfigPath, set_: Overrides = None, overwrite_cache: Overwri
     --shard I/N, then one runs --merge."""
     from cyclejepa.data.cache.shards import parse_shard
     from cyclejepa.lock import output_lock
-    from cyclejepa.pipeline.preparation import prepare as prepare_stage, prepare_shard
+    from cyclejepa.pipeline.preparation import prepare as prepare_stage, prepare_shard_stage
 
     if shard is not None and merge:
         raise typer.BadParameter("--shard prepares one share and --merge writes the cache of all of them; give one")
@@ -253,7 +253,7 @@ def prepare(config: ConfigPath, set_: Overrides = None, overwrite_cache: Overwri
     again = ["prepare", str(config), *_set_words(set_), *(["--shard", shard] if shard else []), *(["--merge"] if merge else [])]
     if share is not None:  # shards run side by side: each holds its own lock, not the experiment's
         with _user_errors(again=again):
-            info = prepare_shard(cfg, *share)
+            info = prepare_shard_stage(cfg, *share)
         counts = info["counts"]
         console.print(_line(f"shard {share[0]}/{share[1]}: {counts['records_kept']} of {counts['records']} records kept as "
                             f"{counts['windows']} windows, {counts['rejected']} rejected; merge with `cyclejepa prepare "

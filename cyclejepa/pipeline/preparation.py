@@ -82,7 +82,7 @@ def prepare(cfg: ExperimentConfig, progress: bool = True, *, overwrite_cache: bo
     return cache
 
 
-def prepare_shard(cfg: ExperimentConfig, index: int, count: int, progress: bool = True) -> dict:
+def prepare_shard_stage(cfg: ExperimentConfig, index: int, count: int, progress: bool = True) -> dict:
     """Share ``index`` of ``count`` of the config's cache prepared on its own
     (`cyclejepa.data.cache.shards.prepare_shard`); returns its ``share.json``."""
     from cyclejepa.data.cache.shards import prepare_shard as prepare_one
