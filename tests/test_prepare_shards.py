@@ -229,3 +229,18 @@ def test_prepare_shards_then_merge_from_the_command_line(corpus, one_step, tmp_p
     np.testing.assert_allclose(physical(cache), physical(one_step), atol=1e-5)
     assert (cache.path / "meta.csv").read_bytes() == (one_step.path / "meta.csv").read_bytes()
     assert json.loads((cache.path / ".experiment.json").read_text())["name"] == "shards"
+
+
+def test_meta_read_in_blocks_equals_meta_read_whole(one_step):
+    from cyclejepa.data.cache.files import meta_columns, read_meta
+
+    expected = meta_columns(one_step.label_levels)
+    whole, blocks = (
+        read_meta(one_step.path / "meta.csv", expected),
+        read_meta(one_step.path / "meta.csv", expected, rows_at_once=3),
+    )
+    assert list(whole) == list(blocks)
+    for name in whole:
+        assert whole[name].dtype == blocks[name].dtype, name
+        np.testing.assert_array_equal(whole[name], blocks[name])
+    assert len(whole["record_id"]) == RECORDS - len(CORRUPTED) and whole["record"].dtype.kind == "U"

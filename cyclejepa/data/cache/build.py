@@ -3,7 +3,10 @@
 `prepare_cache` is idempotent (a cache whose manifest matches the arguments and whose files
 match their sha256 is reused) and atomic (built in a folder beside ``cache_dir``, validated,
 then renamed into place). Records are read inline or by worker processes in chunks; each chunk
-writes its decimated windows to a scratch file, gathered in order before normalisation.
+writes its results to scratch files, appended in record order to a share folder (`build_share`,
+`cyclejepa.data.cache.shares.ShareWriter`), from which the cache is written (`assemble`): the
+one-step cache is the cache of one share holding every record (`cyclejepa.data.cache.shards`
+prepares N shares on N machines).
 """
 
 from __future__ import annotations

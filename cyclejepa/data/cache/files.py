@@ -7,6 +7,7 @@ Every writer takes what the build computed and writes one file; `read_meta` and
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -213,23 +214,32 @@ def write_manifest(
         (build_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
 
 
-def read_meta(path: Path, expected: tuple[str, ...]) -> dict[str, np.ndarray]:
+def read_meta(path: Path, expected: tuple[str, ...], rows_at_once: int = 65536) -> dict[str, np.ndarray]:
+    """meta.csv as one numpy array per column, converted ``rows_at_once`` rows at a time (the
+    text of a large cache is never held whole)."""
     with path.open(newline="") as stream:
         reader = csv.reader(stream)
         header = next(reader)
         if tuple(header) != expected:
             raise ValueError(f"{path}: columns {header} differ from {list(expected)}")
-        values = list(zip(*reader, strict=True)) or [()] * len(header)
-    columns = {}
-    for name, column in zip(header, values, strict=True):
-        if name in _TEXT_COLUMNS:
-            columns[name] = np.array(column, dtype=str)
-        elif name in _FLOAT_COLUMNS:
-            columns[name] = np.array([float(v) if v else np.nan for v in column], dtype=np.float64)
-        else:
-            columns[name] = np.array([int(v) for v in column], dtype=np.int64)
+        blocks: dict[str, list[np.ndarray]] = {name: [] for name in header}
+        while True:
+            rows = list(itertools.islice(reader, rows_at_once))
+            for name, column in zip(header, list(zip(*rows, strict=True)) or [()] * len(header), strict=True):
+                blocks[name].append(_meta_column(name, column))
+            if len(rows) < rows_at_once:
+                break
+    columns = {name: np.concatenate(parts) for name, parts in blocks.items()}
     columns["qc_ok"] = columns["qc_ok"].astype(bool)
     return columns
+
+
+def _meta_column(name: str, column: Sequence[str]) -> np.ndarray:
+    if name in _TEXT_COLUMNS:
+        return np.array(column, dtype=str)
+    if name in _FLOAT_COLUMNS:
+        return np.array([float(v) if v else np.nan for v in column], dtype=np.float64)
+    return np.array([int(v) for v in column], dtype=np.int64)
 
 
 def read_rejections(path: Path) -> list[RecordRejected]:

@@ -91,9 +91,9 @@ def merge_shards(dataset: Dataset, spec: CacheSpec) -> PreparedCache:
     each missing one and the command that prepares it) and prepared with this cache's arguments
     (`ShardMismatch` naming a foreign one and the arguments that differ); the normalisation fitted
     from their statistics, then the cache published as `prepare_cache` does. A current cache is
-    reused; the shard folders are removed once the cache is in place."""
+    reused (the shards left as they are); merged shards are removed once the cache is in place."""
     arguments = cache_arguments(dataset, spec)
-    folder = shards_dir(spec.directory)
+    folder, merged = shards_dir(spec.directory), []
 
     def write(build_dir: Path) -> None:
         shares = _complete_shares(folder, arguments)
@@ -101,9 +101,10 @@ def merge_shards(dataset: Dataset, spec: CacheSpec) -> PreparedCache:
         if records != len(dataset.entries()):
             raise ShardMismatch(f"the shards in {folder} hold {records} records, the corpus lists {len(dataset.entries())}")
         assemble(dataset, shares, build_dir, arguments, spec.directory)
+        merged.append(True)
 
     cache = publish(spec.directory, arguments, write)
-    if folder.is_dir():
+    if merged:
         shutil.rmtree(folder)
     return cache
 
