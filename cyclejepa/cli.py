@@ -248,18 +248,43 @@ OverwriteCache = Annotated[
 ]
 
 
-@app.command()
-def prepare(config: ConfigPath, set_: Overrides = None, overwrite_cache: OverwriteCache = False) -> None:
-    """Build the preprocessing cache of a config's corpus (idempotent)."""
-    from cyclejepa.lock import output_lock
-    from cyclejepa.pipeline.preparation import prepare as prepare_stage
+Shard = Annotated[
+    str | None,
+    typer.Option("--shard", metavar="I/N", help="prepare only share I of N of the records (I = 0 … N-1), then --merge"),
+]
+Merge = Annotated[bool, typer.Option("--merge", help="write the cache of the shards --shard I/N prepared")]
 
+
+@app.command()
+def prepare(config: ConfigPath, set_: Overrides = None, overwrite_cache: OverwriteCache = False, shard: Shard = None,
+            merge: Merge = False) -> None:  # fmt: skip
+    """Build the preprocessing cache of a config's corpus (idempotent); on N machines, each runs
+    --shard I/N, then one runs --merge."""
+    from cyclejepa.data.cache.shards import parse_shard
+    from cyclejepa.lock import output_lock
+    from cyclejepa.pipeline.preparation import prepare as prepare_stage, prepare_shard_stage
+
+    if shard is not None and merge:
+        raise typer.BadParameter("--shard prepares one share and --merge writes the cache of all of them; give one")
+    try:
+        share = parse_shard(shard) if shard is not None else None
+    except ValueError as error:
+        raise typer.BadParameter(str(error)) from None
     cfg = _load(config, set_)
     problems = consistency_problems(cfg)  # the config against its dataset's facts, before the corpus is touched
     if problems:
         _invalid(ConfigError(problems, source=str(config)))
-    with _user_errors(again=["prepare", str(config), *_set_words(set_)]), output_lock(cfg.output_dir):
-        cache = prepare_stage(cfg, overwrite_cache=overwrite_cache)
+    again = ["prepare", str(config), *_set_words(set_), *(["--shard", shard] if shard else []), *(["--merge"] if merge else [])]
+    if share is not None:  # shards run side by side: each holds its own lock, not the experiment's
+        with _user_errors(again=again):
+            info = prepare_shard_stage(cfg, *share)
+        counts = info["counts"]
+        console.print(_line(f"shard {share[0]}/{share[1]}: {counts['records_kept']} of {counts['records']} records kept as "
+                            f"{counts['windows']} windows, {counts['rejected']} rejected; merge with `cyclejepa prepare "
+                            f"{config} --merge` once every shard is done"), highlight=False)  # fmt: skip
+        return
+    with _user_errors(again=again), output_lock(cfg.output_dir):
+        cache = prepare_stage(cfg, overwrite_cache=overwrite_cache, merge=merge)
     counts = cache.manifest["counts"]
     windows = f" as {counts['kept']} windows" if counts["kept"] != counts["records_kept"] else ""
     console.print(_line(f"cache {cache.path}: {counts['records_kept']} records kept{windows}, {counts['rejected']} rejected"),

@@ -13,6 +13,7 @@ import pytest
 
 from cyclejepa.data.cache import build as cache_build
 from cyclejepa.data.cache import files as cache_files
+from cyclejepa.data.cache import shares as cache_shares
 from cyclejepa.data.cache import CacheSpec, PreparedCache, prepare_cache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.datasets import RecordRejected
@@ -286,7 +287,7 @@ def test_a_cache_in_the_older_layout_is_refused_by_readers_and_rebuilt_by_prepar
     manifest = json.loads((old / "manifest.json").read_text())
     manifest["arguments"]["cache_format"] = 2
     (old / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ValueError, match=r"format 2; this cyclejepa reads format 4: rebuild it with `cyclejepa prepare CONFIG`"):
+    with pytest.raises(ValueError, match=r"format 2; this cyclejepa reads format 5: rebuild it with `cyclejepa prepare CONFIG`"):
         PreparedCache(old)
     rebuilt = prepare_cache(PTBXL(corpus), CacheSpec(old), progress=False)
     assert sorted(p.name for p in old.iterdir()) == sorted(p.name for p in prepared.path.iterdir())
@@ -304,7 +305,7 @@ def test_a_cache_of_format_3_is_refused_naming_the_command_that_rebuilds_it(prep
     manifest["arguments"]["fs"] = manifest["arguments"].pop("cache_fs")
     manifest["arguments"]["cache_format"] = 3
     (old / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ValueError, match=r"format 3; this cyclejepa reads format 4: rebuild it with `cyclejepa prepare CONFIG`"):
+    with pytest.raises(ValueError, match=r"format 3; this cyclejepa reads format 5: rebuild it with `cyclejepa prepare CONFIG`"):
         PreparedCache(old)
 
 
@@ -411,21 +412,26 @@ def test_a_broken_build_is_never_published(prepared, corpus, tmp_path, monkeypat
     target = tmp_path / "published"
     shutil.copytree(prepared.path, target)
     before = {p.name: p.read_bytes() for p in target.iterdir()}
-    real_write_meta = cache_files.write_meta
+    real_meta_row = cache_files.meta_row
 
-    def sex_as_text(path, entries, levels, kept):  # what the reader once let through from sex='male'
-        real_write_meta(path, [dataclasses.replace(entries[0], sex="male")] + entries[1:], levels, kept)
+    def sex_as_text(entry, levels, outcome):  # what the reader once let through from sex='male'
+        row = real_meta_row(entry, levels, outcome)
+        return row[:6] + ["male"] + row[7:] if entry.id == prepared.columns["record_id"][0] else row
 
-    monkeypatch.setattr(cache_files, "write_meta", sex_as_text)
+    monkeypatch.setattr(cache_files, "meta_row", sex_as_text)
     with pytest.raises(ValueError, match=r"not published .* does not load: .*'male'"):
         prepare_cache(PTBXL(corpus), CacheSpec(target, train_folds=range(1, 9)), progress=False)
     assert {p.name: p.read_bytes() for p in target.iterdir()} == before  # the old cache is intact
     assert not list(tmp_path.glob(".published.*"))  # no build folder left behind
+    monkeypatch.undo()
+    real_append = cache_shares._append
 
-    def one_row_short(path, entries, levels, kept):
-        real_write_meta(path, entries[:-1], levels, kept[:-1])
+    def one_row_short(path, sources):
+        real_append(path, sources)
+        if path.name == "meta.csv":
+            path.write_bytes(path.read_bytes().rstrip(b"\r\n").rsplit(b"\r\n", 1)[0] + b"\r\n")
 
-    monkeypatch.setattr(cache_files, "write_meta", one_row_short)
-    with pytest.raises(ValueError, match=r"signals\.npy has 35 rows, meta\.csv 34"):
+    monkeypatch.setattr(cache_shares, "_append", one_row_short)
+    with pytest.raises(ValueError, match=r"signals has 35 rows, meta\.csv 34"):
         prepare_cache(PTBXL(corpus), CacheSpec(tmp_path / "fresh"), progress=False)
     assert not (tmp_path / "fresh").exists()

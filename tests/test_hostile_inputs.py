@@ -289,7 +289,7 @@ def test_a_full_disk_fails_with_enospc_naming_the_file_and_leaves_nothing_behind
     monkeypatch.setattr(os, "posix_fallocate", full, raising=False)
     with pytest.raises(OSError) as caught:
         prepare_cache(Challenge2021(root), CacheSpec(tmp_path / "cache", train_folds=range(1, 11)), progress=False)
-    assert caught.value.errno == errno.ENOSPC and caught.value.filename.endswith("decimated_mv.npy")
+    assert caught.value.errno == errno.ENOSPC and caught.value.filename.endswith("signals-00000.npy")
     assert "cannot reserve" in str(caught.value) and "No space left on device" in str(caught.value)
     assert _no_leftovers(tmp_path, "cache") == [] and not (tmp_path / "cache").exists()
 

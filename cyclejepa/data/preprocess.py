@@ -14,7 +14,7 @@ extends the record at both ends by its boundary value, so a non-zero baseline ma
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -24,6 +24,7 @@ __all__ = [
     "DECIMATION",
     "KAISER_BETA",
     "SCOPES",
+    "NormStatistics",
     "Normalisation",
     "Preparation",
     "cut_windows",
@@ -144,15 +145,88 @@ class Normalisation:
         return cls(*(np.asarray(data[key], dtype=np.float64) for key in ("mean", "std")))
 
 
+@dataclass(frozen=True)
+class NormStatistics:
+    """Sufficient statistics of a per-channel z-score over a set of windows, in float64:
+    ``count`` samples per channel, their ``total`` (C,) and ``m2`` (C,), the sum of squared
+    deviations from their own mean ``total / count``.
+
+    `fit` computes them in two passes (the mean, then the squared deviations from it);
+    `combine` merges the statistics of disjoint sets (Chan et al.'s parallel update)::
+
+        mean = sum_i total_i / n,   m2 = sum_i [m2_i + n_i (total_i / n_i - mean)^2],   n = sum_i n_i
+
+    which equals the two-pass fit over the union to float64 rounding, and is that fit bit for
+    bit when one set holds every window.
+    """
+
+    count: int
+    total: np.ndarray
+    m2: np.ndarray
+
+    @classmethod
+    def fit(cls, blocks: Callable[[], Iterable[np.ndarray]], channels: int) -> NormStatistics:
+        """The statistics of the (k, C, L) arrays ``blocks()`` yields (called once per pass)."""
+        total, count = np.zeros(channels), 0
+        for block in blocks():
+            block = np.asarray(block, dtype=np.float64)
+            total = total + block.sum(axis=(0, 2))
+            count += block.shape[0] * block.shape[2]
+        if count == 0:
+            return cls(0, total, np.zeros(channels))
+        mean, m2 = total / count, np.zeros(channels)
+        for block in blocks():
+            m2 = m2 + ((np.asarray(block, dtype=np.float64) - mean[:, None]) ** 2).sum(axis=(0, 2))
+        return cls(count, total, m2)
+
+    @classmethod
+    def combine(cls, parts: Sequence[NormStatistics]) -> NormStatistics:
+        """The statistics of the union of disjoint sets (Chan's update, see the class); a part
+        with no sample counts for nothing."""
+        parts = [p for p in parts if p.count > 0]
+        if len(parts) <= 1:
+            return parts[0] if parts else cls(0, np.zeros(0), np.zeros(0))
+        count = sum(p.count for p in parts)
+        total = sum((p.total for p in parts[1:]), start=parts[0].total)
+        mean = total / count
+        m2 = sum((p.m2 + p.count * (p.total / p.count - mean) ** 2 for p in parts[1:]),
+                 start=parts[0].m2 + parts[0].count * (parts[0].total / parts[0].count - mean) ** 2)  # fmt: skip
+        return cls(count, total, m2)
+
+    def normalisation(self, windows: int, channels: Sequence[str] | None = None) -> Normalisation:
+        """mean = total / count, std = sqrt(m2 / count); ValueError naming each channel
+        (``channels``, else its position) whose std is zero or not finite over the ``windows``
+        training windows: a channel dead across them cannot be z-scored, the remedy is to leave it out."""
+        if self.count == 0:
+            raise ValueError("no training record to fit the normalisation on")
+        mean, std = self.total / self.count, np.sqrt(self.m2 / self.count)
+        dead = np.flatnonzero(~(np.isfinite(std) & (std > 0)))
+        if dead.size:
+            names = list(channels) if channels is not None else [f"channel {c + 1} of {len(std)}" for c in range(len(std))]
+            found = ", ".join(f"{names[c]} (std {std[c]:g})" for c in dead)
+            raise ValueError(
+                f"cannot normalise {found}: constant (or not finite) over all {windows} training records; drop "
+                f"{'it' if dead.size == 1 else 'them'} from the dataset's channels (data.options.channels) or fix the recordings"
+            )
+        return Normalisation(mean, std)
+
+    def to_dict(self) -> dict:
+        return {"count": self.count, "total": self.total.tolist(), "m2": self.m2.tolist()}
+
+    @classmethod
+    def from_dict(cls, data: dict) -> NormStatistics:
+        return cls(int(data["count"]), np.asarray(data["total"], dtype=np.float64), np.asarray(data["m2"], dtype=np.float64))
+
+
 def fit_normalisation(signals: np.ndarray, mask_train: np.ndarray, chunk: int = 512,
                       channels: Sequence[str] | None = None) -> Normalisation:  # fmt: skip
     """Per-channel mean and std over the records selected by ``mask_train``.
 
     ``signals`` is (N, channels, samples) (a memmap is fine: it is read ``chunk`` records at a
-    time); ``mask_train`` is a boolean (N,) mask. Two passes in float64: the mean, then the mean
-    squared deviation from it. ValueError naming each channel (``channels``, else its position)
-    whose std is zero or not finite: a channel dead across the training records cannot be
-    z-scored, and the remedy is to leave it out.
+    time); ``mask_train`` is a boolean (N,) mask. Two passes in float64 (`NormStatistics.fit`):
+    the mean, then the mean squared deviation from it. ValueError naming each channel
+    (``channels``, else its position) whose std is zero or not finite: a channel dead across
+    the training records cannot be z-scored, and the remedy is to leave it out.
     """
     mask_train = np.asarray(mask_train, dtype=bool)
     if mask_train.shape != (len(signals),):
@@ -160,21 +234,9 @@ def fit_normalisation(signals: np.ndarray, mask_train: np.ndarray, chunk: int = 
     rows = np.flatnonzero(mask_train)
     if rows.size == 0:
         raise ValueError("no training record to fit the normalisation on")
-    count = rows.size * signals.shape[-1]
     blocks = [rows[i : i + chunk] for i in range(0, rows.size, chunk)]
-    total = sum(np.asarray(signals[b], dtype=np.float64).sum(axis=(0, 2)) for b in blocks)
-    mean = total / count
-    squares = sum(((np.asarray(signals[b], dtype=np.float64) - mean[:, None]) ** 2).sum(axis=(0, 2)) for b in blocks)
-    std = np.sqrt(squares / count)
-    dead = np.flatnonzero(~(np.isfinite(std) & (std > 0)))
-    if dead.size:
-        names = list(channels) if channels is not None else [f"channel {c + 1} of {len(std)}" for c in range(len(std))]
-        found = ", ".join(f"{names[c]} (std {std[c]:g})" for c in dead)
-        raise ValueError(
-            f"cannot normalise {found}: constant (or not finite) over all {rows.size} training records; drop "
-            f"{'it' if dead.size == 1 else 'them'} from the dataset's channels (data.options.channels) or fix the recordings"
-        )
-    return Normalisation(mean, std)
+    statistics = NormStatistics.fit(lambda: (signals[b] for b in blocks), signals.shape[1])
+    return statistics.normalisation(rows.size, channels)
 
 
 def fill_nonfinite(signal: np.ndarray, channel_names: Sequence[str]) -> np.ndarray:

@@ -65,22 +65,39 @@ OWNER = ".experiment.json"
 """The file in a cache folder naming the experiment (its output directory) that last prepared it."""
 
 
-def prepare(cfg: ExperimentConfig, progress: bool = True, *, overwrite_cache: bool = False):
+def prepare(cfg: ExperimentConfig, progress: bool = True, *, overwrite_cache: bool = False, merge: bool = False):
     """Stage 1: build the configured dataset (writing the synthetic corpus when configured and
-    missing), then the cache of its windows. A cache that another experiment prepared (a shared
-    ``data.cache_dir``) and that this one would rebuild is refused (`refuse_foreign_cache`)
-    unless ``overwrite_cache``."""
+    missing), then the cache of its windows; with ``merge`` the cache of the shards `prepare_shard`
+    prepared (`cyclejepa.data.cache.shards.merge_shards`). A cache that another experiment
+    prepared (a shared ``data.cache_dir``) and that this one would rebuild is refused
+    (`refuse_foreign_cache`) unless ``overwrite_cache``."""
     from cyclejepa.data.cache import prepare_cache
+    from cyclejepa.data.cache.shards import merge_shards
 
+    dataset, spec = _ready(cfg, progress)
+    if not overwrite_cache:
+        refuse_foreign_cache(cfg)
+    cache = merge_shards(dataset, spec) if merge else prepare_cache(dataset, spec, progress=progress)
+    write_json(cache.path / OWNER, {"output_dir": _experiment(cfg), "name": cfg.name})
+    return cache
+
+
+def prepare_shard_stage(cfg: ExperimentConfig, index: int, count: int, progress: bool = True) -> dict:
+    """Share ``index`` of ``count`` of the config's cache prepared on its own
+    (`cyclejepa.data.cache.shards.prepare_shard`); returns its ``share.json``."""
+    from cyclejepa.data.cache.shards import prepare_shard as prepare_one
+
+    dataset, spec = _ready(cfg, progress)
+    return prepare_one(dataset, spec, index, count, progress=progress)
+
+
+def _ready(cfg: ExperimentConfig, progress: bool):
+    """The configured dataset, fetched, and the cache's spec with the folds its normalisation uses."""
     dataset, spec = build_dataset(cfg, progress), cache_spec(cfg)
     refuse_sealed(cfg, "normalisation statistics", "data.train_folds")
     dataset.fetch()  # a missing corpus is named before any fold is recorded as used
-    if not overwrite_cache:
-        refuse_foreign_cache(cfg)
     train_folds = use_folds(cfg, "normalisation statistics", "data.train_folds")
-    cache = prepare_cache(dataset, dataclasses.replace(spec, train_folds=tuple(train_folds)), progress=progress)
-    write_json(cache.path / OWNER, {"output_dir": _experiment(cfg), "name": cfg.name})
-    return cache
+    return dataset, dataclasses.replace(spec, train_folds=tuple(train_folds))
 
 
 def _experiment(cfg: ExperimentConfig) -> str:

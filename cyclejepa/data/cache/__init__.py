@@ -10,7 +10,8 @@ model's length (`cut_windows`), decimates each window to the model rate
 the manifest, which every later stage reads (`PreparedCache.model_fs`, `cache_fs`,
 `token_patch`, `channels`, `units`, `folds`). It writes::
 
-    CACHE/signals.npy        (N, C, L) float32 windows, z-scored, channel-major (PTB-XL: 12 x 1000)
+    CACHE/signals-NNNNN.npy  (N, C, L) float32 windows, z-scored, channel-major (PTB-XL: 12 x 1000),
+                             in row order, in parts of at most `PART_BYTES` (read as one: `SignalParts`)
     CACHE/phase_centre.npy   (N, T) float32 token phases in radians, centre convention (training)
     CACHE/phase_causal.npy   (N, T) float32 token phases in radians, causal convention (reporting)
     CACHE/events.npz         the provider's events at ``cache_fs`` from each window's start, ragged: ``indices``, ``offsets`` (N+1)
@@ -35,8 +36,10 @@ only numpy (pandas only for `PreparedCache.meta`).
 
 Modules: `spec` (`CacheSpec`: what building, naming and opening a cache needs), `record` (one
 record through the chain), `files` (file names, meta.csv columns, writers and readers),
-`prepared` (`PreparedCache`), `build` (`prepare_cache`), `identity` (`open_cache`: a cache is
-read only by the experiment it was built for).
+`prepared` (`PreparedCache`, `SignalParts`), `build` (`prepare_cache`), `shares` (a share of the
+records prepared into a folder, and the cache assembled from shares), `shards` (`prepare_shard`,
+`merge_shards`: one cache on N machines), `identity` (`open_cache`: a cache is read only by the
+experiment it was built for).
 """
 
 from typing import TYPE_CHECKING
@@ -51,7 +54,7 @@ if TYPE_CHECKING:
         PHASE_REVISION as PHASE_REVISION,
     )
     from cyclejepa.data.cache.identity import CacheMismatch as CacheMismatch, open_cache as open_cache
-    from cyclejepa.data.cache.prepared import PreparedCache as PreparedCache
+    from cyclejepa.data.cache.prepared import PreparedCache as PreparedCache, SignalParts as SignalParts
     from cyclejepa.data.cache.record import (
         cut_record as cut_record,
         decimate_fast as decimate_fast,
@@ -59,6 +62,7 @@ if TYPE_CHECKING:
         record_windows as record_windows,
         RecordOutcome as RecordOutcome,
     )
+    from cyclejepa.data.cache.shards import merge_shards as merge_shards, prepare_shard as prepare_shard
     from cyclejepa.data.cache.spec import CacheSpec as CacheSpec
 
 _HOMES = {
@@ -69,6 +73,9 @@ _HOMES = {
     "CacheMismatch": "identity",
     "open_cache": "identity",
     "PreparedCache": "prepared",
+    "SignalParts": "prepared",
+    "merge_shards": "shards",
+    "prepare_shard": "shards",
     "RecordOutcome": "record",
     "cut_record": "record",
     "decimate_fast": "record",

@@ -3,17 +3,20 @@
 `prepare_cache` is idempotent (a cache whose manifest matches the arguments and whose files
 match their sha256 is reused) and atomic (built in a folder beside ``cache_dir``, validated,
 then renamed into place). Records are read inline or by worker processes in chunks; each chunk
-writes its decimated windows to a scratch file, gathered in order before normalisation.
+writes its results to scratch files, appended in record order to a share folder (`build_share`,
+`cyclejepa.data.cache.shares.ShareWriter`), from which the cache is written (`assemble`): the
+one-step cache is the cache of one share holding every record (`cyclejepa.data.cache.shards`
+prepares N shares on N machines).
 """
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import os
 import shutil
 import tempfile
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import as_completed
 from pathlib import Path
@@ -22,14 +25,15 @@ from typing import Any
 import numpy as np
 
 from cyclejepa.data.cache import files
-from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PHASE_REVISION, arguments_hash, as_json
+from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PART_BYTES, PHASE_REVISION, arguments_hash, as_json
 from cyclejepa.data.cache.prepared import PreparedCache, inconsistencies
 from cyclejepa.data.cache.record import RecordOutcome, prepare_record, record_windows
+from cyclejepa.data.cache.shares import ChunkResult, ShareWriter, assemble_cache, share_rows
 from cyclejepa.data.cache.spec import CacheSpec
 from cyclejepa.data.datasets import (
     Dataset, Entry, RecordRejected, amplitude_limit, check_window, corpus_listing, sha256_file,
 )  # fmt: skip
-from cyclejepa.data.preprocess import SPREAD_RATIO_MIN, Preparation, fit_normalisation, spread_ratio
+from cyclejepa.data.preprocess import Preparation
 from cyclejepa.jsonio import writing
 from cyclejepa.lock import file_lock
 from cyclejepa.progress import progress_bar
@@ -73,11 +77,24 @@ def prepare_cache(dataset: Dataset, spec: CacheSpec, *, progress: bool = True) -
     non-empty folder at ``spec.directory`` is refused; a record with a channel beyond its unit's
     amplitude limit is rejected (check ``amplitude``).
     """
+    arguments = cache_arguments(dataset, spec)
+
+    def write(build_dir: Path) -> None:
+        share = build_dir / "share"
+        build_share(dataset, arguments, share, workers=spec.workers, progress=progress, part_bytes=spec.part_bytes)
+        assemble(dataset, [share], build_dir, arguments, spec.directory)
+        shutil.rmtree(share)
+
+    return publish(spec.directory, arguments, write)
+
+
+def cache_arguments(dataset: Dataset, spec: CacheSpec) -> dict[str, Any]:
+    """Everything the cache ``spec`` describes depends on (`_arguments`), the phase provider, rates,
+    folds and preparation checked against ``dataset`` first."""
     if not isinstance(dataset, Dataset):
         raise TypeError(f"prepare_cache needs a Dataset (e.g. DATASETS.build(name, root=...)), got {dataset!r}")
     if spec.workers < 1:
         raise ValueError(f"workers must be >= 1, got {spec.workers}")
-    cache_dir = spec.directory
     phase_provider = _phase_provider(dataset, spec.phase_provider)
     dataset.require_rate(_rate_check(phase_provider, spec.phase_options))
     band = _cycle_band(phase_provider)
@@ -85,8 +102,14 @@ def prepare_cache(dataset: Dataset, spec: CacheSpec, *, progress: bool = True) -
     folds = dataset.folds.train if spec.train_folds is None else spec.train_folds
     preparation = dataset.preparation(band)
     preparation.check_rate(rates["cache_fs"])
-    arguments = _arguments(dataset, folds, phase_provider, spec.phase_options, rates, spec.amplitude_limits,
-                           spec.dataset_options, preparation)  # fmt: skip
+    return _arguments(dataset, folds, phase_provider, spec.phase_options, rates, spec.amplitude_limits,
+                      spec.dataset_options, preparation)  # fmt: skip
+
+
+def publish(cache_dir: Path, arguments: dict[str, Any], write: Callable[[Path], None]) -> PreparedCache:
+    """The cache at ``cache_dir`` when it is current for ``arguments``; else, under the cache's
+    lock, ``write(build_dir)`` into a folder beside it, validated and renamed into place
+    (nothing is left behind when it fails)."""
     current = _current_cache(cache_dir, arguments, quiet=True)  # reused without the lock (training processes read it at once)
     if current is not None:
         return current
@@ -99,7 +122,7 @@ def prepare_cache(dataset: Dataset, spec: CacheSpec, *, progress: bool = True) -
         _remove_stale_builds(cache_dir)
         build_dir = Path(tempfile.mkdtemp(prefix=f".{cache_dir.name}.build-{os.getpid()}-", dir=cache_dir.parent))
         try:
-            _build(dataset, build_dir, arguments, spec.workers, progress, cache_dir)
+            write(build_dir)
             _validate(build_dir)
             _swap_in(build_dir, cache_dir)
         except BaseException:
@@ -242,8 +265,13 @@ def _validate(build_dir: Path) -> None:
 
 def _remove_stale_builds(cache_dir: Path) -> None:
     """Remove build folders of ``cache_dir`` left by a process that no longer runs (killed mid-build)."""
-    for folder in cache_dir.parent.glob(f".{cache_dir.name}.build-*"):
-        pid = folder.name.removeprefix(f".{cache_dir.name}.build-").split("-")[0]
+    remove_stale_builds(cache_dir.parent, f".{cache_dir.name}.build-")
+
+
+def remove_stale_builds(parent: Path, prefix: str) -> None:
+    """Remove the folders ``<prefix><pid>-*`` in ``parent`` whose process no longer runs (killed mid-build)."""
+    for folder in parent.glob(f"{prefix}*"):
+        pid = folder.name.removeprefix(prefix).split("-")[0]
         if pid.isdigit() and not _alive(int(pid)):
             log.info("removing %s, left by a prepare that did not finish (process %s)", folder, pid)
             shutil.rmtree(folder, ignore_errors=True)
@@ -259,61 +287,32 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _build(dataset: Dataset, build_dir: Path, arguments: dict[str, Any], workers: int, progress: bool, cache_dir: Path) -> None:
+def build_share(dataset: Dataset, arguments: dict[str, Any], directory: Path, *, workers: int = 1, progress: bool = True,
+                part_bytes: int | None = None, index: int = 0, count: int = 1) -> dict[str, Any]:  # fmt: skip
+    """Prepare share ``index`` of ``count`` of the dataset's records (`share_rows`) into the share
+    folder ``directory`` (`ShareWriter`); returns its `SHARE_FILE` contents."""
     entries = dataset.entries()
-    outcomes = sorted(
-        _run_jobs(dataset, list(enumerate(entries)), build_dir, arguments, workers, progress),
-        key=lambda o: (o.row, o.window),
-    )
-    kept = [o for o in outcomes if o.rejection is None]
-    rejections = dataset.rejected() + [o.rejection for o in outcomes if o.rejection is not None]
-    n_records = len(entries) + len(dataset.rejected())
-    folds = np.array([entries[o.row].fold for o in kept], dtype=np.int64)
-    in_train = np.isin(folds, arguments["train_folds"])
-    if not in_train.any():
-        checks = Counter(r.check for r in rejections)
-        report = cache_dir.with_name(f"{cache_dir.name}.rejections.csv")
-        files.write_rejections(report, rejections)
-        raise ValueError(
-            f"no record of train_folds {arguments['train_folds']} passed verification "
-            f"({len(rejections)} of {n_records} records rejected: {dict(checks)}); each record's reason is in {report}"
-        )
-    scratch = _gather_scratch(build_dir / "decimated_mv.npy", kept)
-    spread = spread_warnings(scratch, arguments)
-    norm = fit_normalisation(scratch, in_train, channels=arguments["channels"])
-    files.write_signals(build_dir / "signals.npy", scratch, norm)
-    del scratch
-    (build_dir / "decimated_mv.npy").unlink()
-    files.write_phases(build_dir, kept, _n_tokens(arguments))
-    levels = dataset.label_levels
-    files.write_meta(build_dir / "meta.csv", [entries[o.row] for o in kept], levels, kept)
-    with writing(build_dir / "norm.json"):
-        (build_dir / "norm.json").write_text(
-            json.dumps(
-                {**norm.to_dict(arguments["channels"]), "train_folds": arguments["train_folds"], "windows": int(in_train.sum())},
-                indent=2,
-            )  # fmt: skip
-        )
-    files.write_rejections(build_dir / "rejections.csv", rejections)
+    jobs = [(row, entries[row]) for row in share_rows(len(entries), index, count)]
+    del entries
+    writer = ShareWriter(directory, _part_rows(arguments, part_bytes), arguments["train_folds"])
+    _run_jobs(dataset, jobs, directory, arguments, workers, progress, writer.add)
+    return writer.finish(arguments, index, count)
+
+
+def assemble(dataset: Dataset, shares: Sequence[Path], out: Path, arguments: dict[str, Any], cache_dir: Path) -> None:
+    """The cache of the share folders ``shares`` written into ``out`` (`assemble_cache`), with the
+    dataset's facts and its rejections while indexing; a build with no training window names
+    each rejection in ``<cache_dir>.rejections.csv`` beside the cache."""
     facts = {"name": _registered_name(dataset), "units": [dataset.unit_of(c) for c in dataset.channels],
-             "folds": dataset.folds.to_dict(), **({"spread_warnings": spread} if spread else {})}  # fmt: skip
-    files.write_manifest(build_dir, arguments, facts, levels, n_records, kept, rejections)
+             "folds": dataset.folds.to_dict()}  # fmt: skip
+    report = cache_dir.with_name(f"{cache_dir.name}.rejections.csv")
+    assemble_cache(shares, out, arguments, facts, dataset.label_levels, dataset.rejected(), report)
 
 
-def spread_warnings(windows: np.ndarray, arguments: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """One entry per channel whose `spread_ratio` over ``windows`` is below `SPREAD_RATIO_MIN`,
-    each logged as a warning naming the channel and the remedy."""
-    found = []
-    for channel, ratio in zip(arguments["channels"], spread_ratio(windows), strict=True):
-        if ratio < SPREAD_RATIO_MIN:
-            found.append({"channel": channel, "ratio": round(float(ratio), 4)})
-            log.warning(
-                "channel %s: the median spread within a window is %.3g of the spread of the window means (below %g): "
-                "a constant offset or slow drift the corpus z-score cannot remove dominates it; high-pass it or "
-                "normalise per record or per window (data.options highpass_hz / normalisation, see docs/your-signal.md)",
-                channel, ratio, SPREAD_RATIO_MIN,
-            )  # fmt: skip
-    return found
+def _part_rows(arguments: Mapping[str, Any], part_bytes: int | None) -> int:
+    """Windows per signal part: as many float32 windows as fit ``part_bytes`` (default `PART_BYTES`), at least one."""
+    window_bytes = len(arguments["channels"]) * _n_tokens(arguments) * arguments["token_patch"] * 4
+    return max(1, (PART_BYTES if part_bytes is None else part_bytes) // window_bytes)
 
 
 def _n_tokens(arguments: Mapping[str, Any]) -> int:
@@ -327,22 +326,6 @@ def _registered_name(dataset: Dataset) -> str | None:
     return next((name for name in DATASETS.names() if DATASETS.get(name) is type(dataset)), None)
 
 
-def _gather_scratch(path: Path, kept: list[RecordOutcome]) -> np.ndarray:
-    """The decimated windows of ``kept`` in order, from the chunks' scratch files into one memmap."""
-    chunks = {name: np.load(name, mmap_mode="r") for name in dict.fromkeys(o.scratch for o in kept)}
-    first = next(iter(chunks.values()))
-    out = files.allocated_memmap(path, (len(kept), *first.shape[1:]))
-    for i, o in enumerate(kept):
-        out[i] = chunks[o.scratch][o.slot]
-    out.flush()
-    del chunks
-    for name in dict.fromkeys(o.scratch for o in kept):
-        Path(name).unlink()
-    for leftover in path.parent.glob("scratch-*.npy"):  # chunks whose every record was rejected
-        leftover.unlink()
-    return np.load(path, mmap_mode="r")
-
-
 def _run_jobs(
     dataset: Dataset,
     jobs: list[tuple[int, Entry]],
@@ -350,25 +333,30 @@ def _run_jobs(
     arguments: Mapping[str, Any],
     workers: int,
     progress: bool,
-) -> list[RecordOutcome]:
-    """Every record through `_process_chunk`, inline or over ``workers`` processes."""
+    consume: Callable[[ChunkResult], None],
+) -> None:
+    """Every record through `_process_chunk`, inline or over ``workers`` processes; each chunk's
+    result handed to ``consume`` in record order as soon as the chunks before it are done."""
     size = min(64, max(1, len(jobs) // (8 * workers)))
     chunks = [jobs[i : i + size] for i in range(0, len(jobs), size)]
-    outcomes: list[RecordOutcome] = []
     with progress_bar(len(jobs), "preparing records", enabled=progress) as advance:
         if workers == 1:
             _set_worker_dataset(dataset)
             for chunk in chunks:
-                outcomes += _process_chunk(chunk, build_dir, arguments)
+                consume(_process_chunk(chunk, build_dir, arguments))
                 advance(len(chunk))
-            return outcomes
+            return
         preload = [__name__, "cyclejepa.phase", "scipy.signal"]
         with process_pool(workers, initializer=_set_worker_dataset, initargs=(dataset,), preload=preload) as pool:
-            futures = {pool.submit(_process_chunk, chunk, build_dir, arguments): len(chunk) for chunk in chunks}
+            futures = {pool.submit(_process_chunk, chunk, build_dir, arguments): i for i, chunk in enumerate(chunks)}
+            done: dict[int, ChunkResult] = {}
+            following = 0
             for future in as_completed(futures):
-                outcomes += future.result()
-                advance(futures[future])
-    return outcomes
+                done[futures[future]] = future.result()
+                advance(done[futures[future]].records)
+                while following in done:
+                    consume(done.pop(following))
+                    following += 1
 
 
 _WORKER: dict[str, Dataset] = {}
@@ -400,8 +388,9 @@ def _prepare_entry(dataset: Dataset, entry: Entry, provider, channels: tuple[str
         raise RecordRejected(name, "unreadable", f"{type(error).__name__}: {error}") from None
 
 
-def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments: Mapping[str, Any]) -> list[RecordOutcome]:
-    """Read, verify, window, decimate (into the chunk's scratch file) and phase-tag one chunk."""
+def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments: Mapping[str, Any]) -> ChunkResult:
+    """Read, verify, window, decimate and phase-tag one chunk, written beside the stem
+    ``scratch-<first row>`` in ``build_dir`` (`ChunkResult`)."""
     from cyclejepa.registry import PHASE_PROVIDERS
 
     dataset = _WORKER["dataset"]
@@ -410,21 +399,50 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
     shape = {"decimation": arguments["decimation"], "token_patch": arguments["token_patch"]}
     window = round(arguments["window_s"] * cache_fs)
     preparation = Preparation.from_dict(arguments.get("preparation"))
-    scratch = str(Path(build_dir) / f"scratch-{jobs[0][0]:09d}.npy")
-    outcomes: list[RecordOutcome] = []
-    signals: list[np.ndarray] = []
+    stem = Path(build_dir) / f"scratch-{jobs[0][0]:09d}"
+    result = ChunkResult(str(stem), records=len(jobs))
+    kept: list[tuple[Entry, np.ndarray, RecordOutcome]] = []
+    rejections: list[RecordRejected] = []
     limits = [arguments["amplitude_limits"][c] for c in channels]
-    for row, entry in jobs:
+    for _row, entry in jobs:
         try:
             prepared = _prepare_entry(dataset, entry, provider, channels, cache_fs, window, preparation, limits, shape)
         except RecordRejected as rejection:
-            outcomes.append(RecordOutcome(row, rejection=rejection))
+            rejections.append(rejection)
             continue
         for w, (decimated, outcome) in enumerate(prepared):
-            outcome.row, outcome.window, outcome.slot, outcome.scratch = row, w, len(signals), scratch
-            signals.append(decimated)
-            outcomes.append(outcome)
-    if signals:
-        with writing(Path(scratch)):
-            np.save(scratch, np.stack(signals))
-    return outcomes
+            outcome.window = w
+            kept.append((entry, decimated, outcome))
+        result.records_kept += bool(prepared)
+    result.checks.update(r.check for r in rejections)
+    if rejections:
+        files.write_rejections(stem.with_suffix(".rejections.csv"), rejections, header=False)
+    if kept:
+        _write_chunk(stem, kept, dataset.label_levels, result)
+    return result
+
+
+def _write_chunk(stem: Path, kept: list[tuple[Entry, np.ndarray, RecordOutcome]], levels, result: ChunkResult) -> None:
+    """The chunk's windows: decimated (``.npy``), phases, folds, window statistics and events per
+    coordinate (``.npz``), meta rows (``.csv``)."""
+    outcomes = [o for _, _, o in kept]
+    signals = np.stack([d for _, d, _ in kept])
+    result.windows, result.qc_failed = len(kept), sum(not o.qc_ok for o in outcomes)
+    result.coordinates, result.n_coordinates = outcomes[0].coordinates, len(outcomes[0].events)
+    with writing(stem.with_suffix(".npy")):
+        np.save(stem.with_suffix(".npy"), signals)
+    wide = signals.astype(np.float64)
+    arrays = {
+        "phase_centre": np.stack([np.asarray(o.phase_centre) for o in outcomes]),
+        "phase_causal": np.stack([np.asarray(o.phase_causal) for o in outcomes]),
+        "fold": np.array([e.fold for e, _, _ in kept], dtype=np.int64),
+        "means": wide.mean(axis=-1),
+        "stds": wide.std(axis=-1),
+    }
+    for c in range(result.n_coordinates):
+        arrays[f"events_{c}"] = np.concatenate([o.events[c] for o in outcomes]).astype(np.int64)
+        arrays[f"counts_{c}"] = np.array([len(o.events[c]) for o in outcomes], dtype=np.int64)
+    with writing(stem.with_suffix(".npz")):
+        np.savez(stem.with_suffix(".npz"), **arrays)
+    with writing(stem.with_suffix(".csv")), stem.with_suffix(".csv").open("w", newline="") as stream:
+        csv.writer(stream).writerows(files.meta_row(e, levels, o) for e, _, o in kept)

@@ -7,6 +7,7 @@ Every writer takes what the build computed and writes one file; `read_meta` and
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 import os
 from collections.abc import Iterable, Mapping, Sequence
@@ -17,11 +18,11 @@ import numpy as np
 
 from cyclejepa.data.cache.record import RecordOutcome
 from cyclejepa.data.datasets import Entry, LabelLevel, RecordRejected, sha256_file
-from cyclejepa.data.preprocess import Normalisation
 from cyclejepa.jsonio import json_sha256, writing
 
-CACHE_FORMAT = 4
-"""Version of the cache layout; part of the manifest hash (4: the rates named ``cache_fs`` and
+CACHE_FORMAT = 5
+"""Version of the cache layout; part of the manifest hash (5: the signals in parts of bounded
+size, `SIGNAL_PARTS`; 4: the rates named ``cache_fs`` and
 ``model_fs`` and the channels ``channels`` in the manifest, 3 called them ``fs_native``, ``fs``
 and ``leads``; 3: the signal-neutral names `EVENTS_FILE`, ``record_id`` and ``events``; 2 wrote
 them in the words of one signal)."""
@@ -32,8 +33,11 @@ by an older detector is rebuilt rather than reused."""
 MANIFEST = "manifest.json"
 EVENTS_FILE = "events.npz"
 """The phase provider's events of every window, ragged (``indices``, ``offsets``)."""
+SIGNAL_PARTS = "signals-{:05d}.npy"
+"""The signals' part files, in row order; the manifest lists each with its rows (``signal_parts``)."""
+PART_BYTES = 1 << 30
+"""Default largest size of one signal part (1 GiB: about 22,000 windows of 12 x 1000 float32)."""
 DATA_FILES = (
-    "signals.npy",
     "phase_centre.npy",
     "phase_causal.npy",
     EVENTS_FILE,
@@ -53,48 +57,96 @@ _FLOAT_COLUMNS = ("age", "phase_yield")
 _TEXT_COLUMNS = ("record", "qc_reason")
 
 
-def allocated_memmap(path: Path, shape: tuple[int, ...]) -> np.memmap:
-    """A float32 ``.npy`` memmap of ``shape`` written at ``path``, its blocks reserved on disk
-    first (``posix_fallocate`` where the platform has it): a disk too small fails here with
-    OSError(ENOSPC) naming the file, not later with SIGBUS when a page of a sparse file is
-    written."""
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=np.float32, shape=shape)
-    if hasattr(os, "posix_fallocate"):
-        size = path.stat().st_size
-        handle = os.open(path, os.O_RDWR)
-        try:
-            os.posix_fallocate(handle, 0, size)
-        except OSError as error:
-            del out
-            raise OSError(error.errno, f"cannot reserve {size} bytes ({error.strerror or error})", str(path)) from None
-        finally:
-            os.close(handle)
-    return out
+class NpyAppender:
+    """A ``.npy`` file of rows of ``row_shape`` written by appending blocks (`append`), never
+    mapped into memory; the header, a fixed `HEADER_BYTES`, gets the final row count on `close`."""
+
+    HEADER_BYTES = 128
+
+    def __init__(self, path: Path, row_shape: tuple[int, ...], dtype: Any = np.float32):
+        self.path, self.row_shape, self.dtype, self.rows = Path(path), tuple(row_shape), np.dtype(dtype), 0
+        with writing(self.path):
+            self.stream = self.path.open("wb")
+            self.stream.write(self._header())
+
+    def _header(self) -> bytes:
+        text = f"{{'descr': {self.dtype.str!r}, 'fortran_order': False, 'shape': {(self.rows, *self.row_shape)!r}, }}"
+        body = text.ljust(self.HEADER_BYTES - 11) + "\n"
+        if len(body) != self.HEADER_BYTES - 10:
+            raise ValueError(f"{self.path}: shape {(self.rows, *self.row_shape)} does not fit a {self.HEADER_BYTES}-byte header")
+        return b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body.encode("latin1")
+
+    def append(self, block: np.ndarray) -> None:
+        block = np.ascontiguousarray(block, dtype=self.dtype)
+        if block.shape[1:] != self.row_shape:
+            raise ValueError(f"{self.path}: rows of shape {block.shape[1:]}, expected {self.row_shape}")
+        with writing(self.path):
+            self.stream.write(block.tobytes())
+        self.rows += len(block)
+
+    def close(self) -> None:
+        with writing(self.path):
+            self.stream.seek(0)
+            self.stream.write(self._header())
+            self.stream.close()
 
 
-def write_signals(path: Path, scratch: np.ndarray, norm: Normalisation) -> None:
-    out = allocated_memmap(path, scratch.shape)
-    for start in range(0, len(scratch), 512):
-        out[start : start + 512] = norm.apply(scratch[start : start + 512])
-    out.flush()
+def npy_layout(path: Path) -> tuple[tuple[int, ...], np.dtype, int]:
+    """(shape, dtype, offset of the data) of the ``.npy`` file at ``path``."""
+    with path.open("rb") as stream:
+        version = np.lib.format.read_magic(stream)
+        read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, fortran, dtype = read(stream)
+        if fortran:
+            raise ValueError(f"{path}: Fortran-ordered arrays are not read by rows")
+        return shape, dtype, stream.tell()
 
 
-def write_phases(build_dir: Path, kept: list[RecordOutcome], n_tokens: int) -> None:
-    """phase_{centre,causal}.npy ((N, T), or (N, T, C) for C coordinates) and `EVENTS_FILE`."""
-    n_coordinates = len(kept[0].events) if kept else 1
-    shape = (0, n_tokens) if n_coordinates == 1 else (0, n_tokens, n_coordinates)
-    for convention in ("centre", "causal"):
-        stack = [getattr(o, f"phase_{convention}") for o in kept]
-        with writing(build_dir / f"phase_{convention}.npy"):
-            np.save(build_dir / f"phase_{convention}.npy", np.stack(stack) if stack else np.zeros(shape, np.float32))
-    arrays: dict[str, Any] = {}
-    for c in range(n_coordinates):
-        events = [o.events[c] for o in kept]
-        suffix = f"_{c}" if c else ""
-        arrays[f"indices{suffix}"] = np.concatenate(events).astype(np.int64) if events else np.zeros(0, np.int64)
-        arrays[f"offsets{suffix}"] = np.concatenate([[0], np.cumsum([len(e) for e in events])]).astype(np.int64)
-    with writing(build_dir / EVENTS_FILE):
-        np.savez(build_dir / EVENTS_FILE, **arrays)
+def read_rows(path: Path, start: int, stop: int) -> np.ndarray:
+    """Rows ``start:stop`` of the ``.npy`` file at ``path``, read (not mapped: the pages of a
+    memmap stay in the process's resident memory until it is closed)."""
+    shape, dtype, offset = npy_layout(path)
+    stop = min(stop, shape[0])
+    row = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+    with path.open("rb") as stream:
+        stream.seek(offset + start * row)
+        data = np.frombuffer(stream.read(max(stop - start, 0) * row), dtype=dtype)
+    return data.reshape((max(stop - start, 0), *shape[1:]))
+
+
+def row_blocks(path: Path, size: int = 512):
+    """The rows of the ``.npy`` file at ``path`` in consecutive blocks of ``size`` (`read_rows`)."""
+    rows = npy_layout(path)[0][0]
+    for start in range(0, rows, size):
+        yield read_rows(path, start, start + size)
+
+
+def reserve(path: Path, size: int) -> None:
+    """Reserve ``size`` bytes for ``path`` (``posix_fallocate`` where the platform has it): a disk
+    too small fails here with OSError(ENOSPC) naming the file, not later in a write."""
+    if not hasattr(os, "posix_fallocate"):
+        return
+    handle = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        os.posix_fallocate(handle, 0, size)
+    except OSError as error:
+        raise OSError(error.errno, f"cannot reserve {size} bytes ({error.strerror or error})", str(path)) from None
+    finally:
+        os.close(handle)
+
+
+def write_npy(target: Any, shape: tuple[int, ...], dtype: Any, blocks: Iterable[np.ndarray]) -> None:
+    """Write a ``.npy`` of ``shape`` to the open binary ``target`` from consecutive ``blocks``
+    (numpy's own header, so the file is what `np.save` would write)."""
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False, "shape": tuple(shape)}
+    np.lib.format.write_array_header_1_0(target, header)
+    written = 0
+    for block in blocks:
+        block = np.ascontiguousarray(block, dtype=dtype)
+        target.write(block.tobytes())
+        written += len(block)
+    if written != shape[0]:
+        raise ValueError(f"wrote {written} rows, expected {shape[0]}")
 
 
 def meta_columns(levels: Sequence[LabelLevel]) -> tuple[str, ...]:
@@ -102,22 +154,18 @@ def meta_columns(levels: Sequence[LabelLevel]) -> tuple[str, ...]:
     return ENTRY_COLUMNS + tuple(c for level in levels for c in level.columns()) + QC_COLUMNS
 
 
-def write_meta(path: Path, entries: list[Entry], levels: Sequence[LabelLevel], kept: list[RecordOutcome]) -> None:
-    rows = []
-    for e, o in zip(entries, kept, strict=True):
-        labels = [int(c in e.labels.get(level.name, ())) for level in levels for c in level.classes]
-        rows.append([e.id, e.name, o.window, e.patient_id, e.fold, "" if np.isnan(e.age) else e.age, e.sex,
-                     *labels, len(o.events[0]), o.phase_yield, int(o.qc_ok), o.qc_reason])  # fmt: skip
-    with writing(path), path.open("w", newline="") as stream:
-        writer = csv.writer(stream)
-        writer.writerow(meta_columns(levels))
-        writer.writerows(rows)
+def meta_row(entry: Entry, levels: Sequence[LabelLevel], outcome: RecordOutcome) -> list:
+    """One window's row of meta.csv (`meta_columns`)."""
+    labels = [int(c in entry.labels.get(level.name, ())) for level in levels for c in level.classes]
+    return [entry.id, entry.name, outcome.window, entry.patient_id, entry.fold, "" if np.isnan(entry.age) else entry.age,
+            entry.sex, *labels, len(outcome.events[0]), outcome.phase_yield, int(outcome.qc_ok), outcome.qc_reason]  # fmt: skip
 
 
-def write_rejections(path: Path, rejections: Iterable[RecordRejected]) -> None:
+def write_rejections(path: Path, rejections: Iterable[RecordRejected], header: bool = True) -> None:
     with writing(path), path.open("w", newline="") as stream:
         writer = csv.writer(stream)
-        writer.writerow(("id", "check", "detail"))
+        if header:
+            writer.writerow(("id", "check", "detail"))
         writer.writerows((r.record_id, r.check, r.detail) for r in rejections)
 
 
@@ -136,13 +184,15 @@ def write_manifest(
     arguments: dict[str, Any],
     dataset: dict[str, Any],
     levels: Sequence[LabelLevel],
-    n_records: int,
-    kept: list[RecordOutcome],
-    rejections: list[RecordRejected],
+    counts: dict[str, int],
+    parts: list[dict[str, Any]],
+    coordinates: Sequence[str] = (),
 ) -> None:
     """manifest.json: the arguments and their hash, the dataset's facts (``dataset``: its name,
     channel units and fold protocol), the rates and shapes every later stage reads, the label
-    vocabularies, the counts and the sha256 of every data file."""
+    vocabularies, the ``counts`` (records, records_kept, kept, rejected, qc_failed), the signal
+    ``parts`` (file and rows of each, in row order) and the sha256 of every data file."""
+    names = [part["file"] for part in parts] + list(DATA_FILES)
     manifest = {
         "config_hash": arguments_hash(arguments),
         "arguments": arguments,
@@ -154,38 +204,42 @@ def write_manifest(
         "window_s": arguments["window_s"],
         "token_patch": arguments["token_patch"],
         "label_levels": [{"name": lv.name, "prefix": lv.prefix, "classes": list(lv.classes)} for lv in levels],
-        "counts": {
-            "records": n_records,
-            "records_kept": len({o.row for o in kept}),
-            "kept": len(kept),
-            "rejected": len(rejections),
-            "qc_failed": sum(not o.qc_ok for o in kept),
-        },
-        "files": {name: sha256_file(build_dir / name) for name in DATA_FILES},
+        "counts": counts,
+        "signal_parts": parts,
+        "files": {name: sha256_file(build_dir / name) for name in names},
     }
-    if kept and kept[0].coordinates:
-        manifest["phase_coordinates"] = list(kept[0].coordinates)
+    if coordinates:
+        manifest["phase_coordinates"] = list(coordinates)
     with writing(build_dir / MANIFEST):
         (build_dir / MANIFEST).write_text(json.dumps(manifest, indent=2))
 
 
-def read_meta(path: Path, expected: tuple[str, ...]) -> dict[str, np.ndarray]:
+def read_meta(path: Path, expected: tuple[str, ...], rows_at_once: int = 65536) -> dict[str, np.ndarray]:
+    """meta.csv as one numpy array per column, converted ``rows_at_once`` rows at a time (the
+    text of a large cache is never held whole)."""
     with path.open(newline="") as stream:
         reader = csv.reader(stream)
         header = next(reader)
         if tuple(header) != expected:
             raise ValueError(f"{path}: columns {header} differ from {list(expected)}")
-        values = list(zip(*reader, strict=True)) or [()] * len(header)
-    columns = {}
-    for name, column in zip(header, values, strict=True):
-        if name in _TEXT_COLUMNS:
-            columns[name] = np.array(column, dtype=str)
-        elif name in _FLOAT_COLUMNS:
-            columns[name] = np.array([float(v) if v else np.nan for v in column], dtype=np.float64)
-        else:
-            columns[name] = np.array([int(v) for v in column], dtype=np.int64)
+        blocks: dict[str, list[np.ndarray]] = {name: [] for name in header}
+        while True:
+            rows = list(itertools.islice(reader, rows_at_once))
+            for name, column in zip(header, list(zip(*rows, strict=True)) or [()] * len(header), strict=True):
+                blocks[name].append(_meta_column(name, column))
+            if len(rows) < rows_at_once:
+                break
+    columns = {name: np.concatenate(parts) for name, parts in blocks.items()}
     columns["qc_ok"] = columns["qc_ok"].astype(bool)
     return columns
+
+
+def _meta_column(name: str, column: Sequence[str]) -> np.ndarray:
+    if name in _TEXT_COLUMNS:
+        return np.array(column, dtype=str)
+    if name in _FLOAT_COLUMNS:
+        return np.array([float(v) if v else np.nan for v in column], dtype=np.float64)
+    return np.array([int(v) for v in column], dtype=np.int64)
 
 
 def read_rejections(path: Path) -> list[RecordRejected]:

@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -25,8 +25,8 @@ class PreparedCache:
 
     Attributes
     ----------
-    signals : (N, C, L) float32 memmap of N windows at `model_fs`, z-scored, channel-major
-        (PTB-XL: 12 x 1000).
+    signals : (N, C, L) float32 windows at `model_fs`, z-scored, channel-major (PTB-XL: 12 x
+        1000), memory-mapped: the memmap of the one signal part, or a `SignalParts` over several.
     phase_centre, phase_causal : (N, T) float32 token phases, NaN undefined (PTB-XL: T = 125);
         (N, T, C) for a provider of C coordinates (`coordinates`).
     event_indices, event_offsets : the phase provider's ragged events at `cache_fs`; row i's are
@@ -50,7 +50,7 @@ class PreparedCache:
             )
         self.manifest = json.loads(manifest_path.read_text())
         _check_format(self.path, self.manifest)
-        self.signals = np.load(self.path / "signals.npy", mmap_mode="r")
+        self.signals: np.ndarray = cast(np.ndarray, open_signals(self.path, self.manifest["signal_parts"]))  # ndarray-like
         self.phase_centre = np.load(self.path / "phase_centre.npy")
         self.phase_causal = np.load(self.path / "phase_causal.npy")
         self.coordinates = tuple(self.manifest.get("phase_coordinates", ()))
@@ -157,6 +157,84 @@ class PreparedCache:
         return np.stack([self.columns[c] for c in columns], axis=1).astype(np.uint8)
 
 
+def open_signals(path: Path, parts: list[dict]) -> np.ndarray | SignalParts:
+    """The signal ``parts`` (manifest ``signal_parts``) of the cache at ``path``: the memmap of a
+    single part, else a `SignalParts` over them."""
+    paths = [path / part["file"] for part in parts]
+    return np.load(paths[0], mmap_mode="r") if len(paths) == 1 else SignalParts(paths)
+
+
+class SignalParts:
+    """The rows of several ``.npy`` files (one trailing shape and dtype) as one read-only (N, ...)
+    array-like, each file memory-mapped and never read whole: ``len``, ``shape``, ``dtype``,
+    ``ndim``, ``size``, ``nbytes``; indexing by an integer, a slice, an integer array or a boolean
+    mask of the rows (then any further indices) returns a numpy array, as a memmap's fancy
+    indexing does; ``np.asarray`` reads every row."""
+
+    def __init__(self, paths: Iterable[str | os.PathLike]):
+        paths = list(paths)
+        self.parts = [np.load(p, mmap_mode="r") for p in paths]
+        if not self.parts:
+            raise ValueError("SignalParts needs at least one part")
+        first = self.parts[0]
+        for path, part in zip(paths, self.parts, strict=True):
+            if part.shape[1:] != first.shape[1:] or part.dtype != first.dtype:
+                raise ValueError(
+                    f"{path}: rows {part.shape[1:]} {part.dtype}, the first part's are {first.shape[1:]} {first.dtype}"
+                )
+        self.bounds = np.cumsum([0] + [len(p) for p in self.parts])
+        self.shape = (int(self.bounds[-1]), *first.shape[1:])
+        self.dtype = first.dtype
+
+    ndim = property(lambda self: len(self.shape))
+    size = property(lambda self: int(np.prod(self.shape, dtype=np.int64)))
+    nbytes = property(lambda self: self.size * self.dtype.itemsize)
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"SignalParts(shape={self.shape}, dtype={self.dtype}, parts={len(self.parts)})"
+
+    def __getitem__(self, key):
+        rows, rest = (key[0], key[1:]) if isinstance(key, tuple) else (key, ())
+        if isinstance(rows, (int, np.integer)):
+            index = int(rows) + len(self) if rows < 0 else int(rows)
+            if not 0 <= index < len(self):
+                raise IndexError(f"index {rows} is out of bounds for {len(self)} rows")
+            part = int(np.searchsorted(self.bounds, index, side="right")) - 1
+            return np.asarray(self.parts[part][index - self.bounds[part]])[rest]
+        if isinstance(rows, slice):
+            picked = np.arange(len(self))[rows]
+        else:
+            picked = np.asarray(rows)
+            if picked.dtype == bool:
+                if picked.shape != (len(self),):
+                    raise IndexError(f"boolean index of shape {picked.shape} does not match {len(self)} rows")
+                picked = np.flatnonzero(picked)
+            elif not np.issubdtype(picked.dtype, np.integer) and picked.size:
+                raise IndexError(f"rows must be integers, a slice or a boolean mask, got {picked.dtype}")
+        return self._gather(picked.astype(np.int64))[(slice(None),) * picked.ndim + tuple(rest)]
+
+    def _gather(self, rows: np.ndarray) -> np.ndarray:
+        flat = np.where(rows < 0, rows + len(self), rows).ravel()
+        if flat.size and (flat.min() < 0 or flat.max() >= len(self)):
+            raise IndexError(f"row index out of bounds for {len(self)} rows")
+        out = np.empty((flat.size, *self.shape[1:]), dtype=self.dtype)
+        owner = np.searchsorted(self.bounds, flat, side="right") - 1
+        for part in np.unique(owner):
+            chosen = owner == part
+            out[chosen] = self.parts[part][flat[chosen] - self.bounds[part]]
+        return out.reshape((*rows.shape, *self.shape[1:]))
+
+    def __array__(self, dtype=None, copy=None) -> np.ndarray:
+        whole = self[:]
+        return whole if dtype is None else whole.astype(dtype)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+
 def _check_format(path: Path, manifest: dict) -> None:
     """Refuse a cache written in another layout (`CACHE_FORMAT`), naming the command that rebuilds it."""
     found = manifest.get("arguments", {}).get("cache_format")
@@ -170,7 +248,7 @@ def _check_format(path: Path, manifest: dict) -> None:
 def inconsistencies(cache: PreparedCache) -> list[str]:
     """What is wrong with a loaded cache: lengths, ragged offsets, ids, folds, sex, statistics."""
     n, columns, problems = len(cache.columns["record_id"]), cache.columns, []
-    lengths = {"signals.npy": len(cache.signals), "phase_centre.npy": len(cache.phase_centre),
+    lengths = {"signals": len(cache.signals), "phase_centre.npy": len(cache.phase_centre),
                "phase_causal.npy": len(cache.phase_causal), f"{EVENTS_FILE} offsets": len(cache.event_offsets) - 1}  # fmt: skip
     problems += [f"{name} has {length} rows, meta.csv {n}" for name, length in lengths.items() if length != n]
     offsets = cache.event_offsets

@@ -46,6 +46,9 @@ class CacheSpec:
     """The folds the normalisation statistics are fitted on (None: the dataset's ``folds.train``)."""
     workers: int = 1
     """Processes reading records in parallel while building (1: this process); not in the identity."""
+    part_bytes: int | None = None
+    """Largest size of one signal part file (None: `cyclejepa.data.cache.files.PART_BYTES`, 1 GiB);
+    not in the identity."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "directory", Path(self.directory))
