@@ -55,8 +55,9 @@ IMAGE_MODULES=(torch numpy scipy sklearn pandas matplotlib yaml typer rich reque
 WHEEL_MODULES=(pydantic pydantic_core wfdb geoopt)       # from REQUIREMENTS
 # imported only on paths the jobs do not take: umap (evaluation.umap=false below), neurokit2
 # (its R-peak detectors; the configs use ecg-rpeak), pyarrow (`cyclejepa embed --format parquet`),
-# safetensors, onnx and onnxruntime (`cyclejepa export`), tensorboard (training.tensorboard: true)
-UNUSED_MODULES=(umap neurokit2 pyarrow safetensors onnx onnxruntime tensorboard)
+# safetensors, onnx and onnxruntime (`cyclejepa export`), tensorboard (training.tensorboard: true),
+# litdata (a training set above training.memory_budget_gb; the jobs' sets fit in memory)
+UNUSED_MODULES=(umap neurokit2 pyarrow safetensors onnx onnxruntime tensorboard litdata)
 
 if [[ "${1:-}" == "--fetch-wheels" ]]; then
     exclude=$(git rev-parse --git-path info/exclude)

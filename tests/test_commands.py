@@ -368,8 +368,12 @@ def test_make_test_and_make_docs_run_what_ci_runs():
     """README "Set-up": `make test` (this suite, under -n 2, but its `slow` process-level tests),
     `make test-slow` (those) and "Documentation": `make docs` (`mkdocs build --strict`): all run by
     .ci/run; neither the slow tests nor the documentation build are repeated inside the suite."""
-    assert re.search(r'^test: .*\n\tOMP_NUM_THREADS=1 \$\(BIN\)/python -m pytest -q -n 2 -m "not slow"$', make_file(), re.M)
-    assert re.search(r"^test-slow: .*\n\tOMP_NUM_THREADS=1 \$\(BIN\)/python -m pytest -q -n 2 -m slow$", make_file(), re.M)
+    assert re.search(
+        r'^test: .*\n\tOMP_NUM_THREADS=1 \$\(BIN\)/python -m pytest -q -n 2 --dist loadgroup -m "not slow"$', make_file(), re.M
+    )
+    assert re.search(
+        r"^test-slow: .*\n\tOMP_NUM_THREADS=1 \$\(BIN\)/python -m pytest -q -n 2 --dist loadgroup -m slow$", make_file(), re.M
+    )
     assert re.search(r"^docs: .*\n\t\$\(BIN\)/mkdocs build --strict$", make_file(), re.M)
     ci = (ROOT / ".ci" / "run").read_text()
     assert "\nmake test\nmake test-slow\n" in ci and "mkdocs build --strict" in ci
