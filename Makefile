@@ -25,8 +25,8 @@ $(VENV)/.installed-dev: $(BIN)/python pyproject.toml
 quickstart: $(VENV)/.installed
 	$(BIN)/cyclejepa run examples/quickstart.yaml
 
-# The suite but its few process-level tests (signals, torchrun, worker pools, processes side by side,
-# torch.compile traces: `slow`), which `make test-slow` runs; CI (.ci/run) runs both. `loadgroup`:
+# The suite but its slower tests (signals, torchrun, worker pools, processes side by side, scripts run
+# whole, torch.compile traces, whole benchmark runs: `slow`), which `make test-slow` runs; CI (.ci/run) runs both. `loadgroup`:
 # a test module with costly module fixtures runs on one worker (its `xdist_group`), built once.
 test: $(VENV)/.installed-dev
 	OMP_NUM_THREADS=1 $(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not slow"

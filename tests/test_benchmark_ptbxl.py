@@ -49,6 +49,7 @@ def folder(tmp_path_factory):
     return tmp_path_factory.mktemp("bench")
 
 
+@pytest.mark.slow
 def test_one_command_writes_every_task_and_protocol_and_keeps_finished_cells(folder, monkeypatch):
     config = write_config(folder / "dev", {"train_folds": [1, 2, 3, 4, 5, 6, 7, 8], "eval_folds": [9]})
     result = invoke(config, "--tasks", "all", "superdiagnostic", "--fractions", "1", "0.5", *FAST)

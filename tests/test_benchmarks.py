@@ -195,6 +195,7 @@ def test_synthetic_phases_have_undefined_ends_and_advance_per_token():
     assert np.all((steps > 2 * np.pi / 12.5 - 1e-5) & (steps < 2 * np.pi / 10 + 1e-5))
 
 
+@pytest.mark.slow
 def test_quick_tiny_run_writes_every_section(tmp_path):
     out = tmp_path / "throughput.json"
     report = benchmark_throughput(
@@ -239,6 +240,7 @@ def test_quick_tiny_run_writes_every_section(tmp_path):
     assert "| float32 |" in markdown and "## Transport loss" in markdown and "## Stacked ensemble" in markdown
 
 
+@pytest.mark.slow
 def test_experiment_benchmark_times_every_stage_and_writes_the_report(tmp_path):
     import yaml
 

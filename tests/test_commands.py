@@ -37,6 +37,10 @@ SAMPLES = SHARED / "data" / "physionet-samples"
 BIDMC = SHARED / "data" / "bidmc-samples"
 CINC = SHARED / "data" / "cinc2021-samples"
 pytestmark = pytest.mark.skipif(not SAMPLES.is_dir(), reason=f"real PhysioNet samples not found at {SAMPLES}")
+QUICKSTART_CHAIN = pytest.mark.xdist_group("quickstart-chain")
+PULSE_CHAIN = pytest.mark.xdist_group("pulse-chain")
+"""The tests of one chain run on one worker (`--dist loadgroup`), which builds it while the other
+worker runs the rest: neither waits on the other's build."""
 
 # ---- the documented commands and the test that runs each ------------------------------------
 
@@ -230,6 +234,7 @@ def quickstart(tmp_path_factory) -> tuple[Path, dict]:
     return once(tmp_path_factory, "quickstart", build_quickstart)
 
 
+@QUICKSTART_CHAIN
 def test_synth_writes_the_ptbxl_layout_and_overwrite_replaces_it(quickstart):
     """README table: `cyclejepa synth --out DIR --records N --seed S [--overwrite]`."""
     folder, steps = quickstart
@@ -242,6 +247,7 @@ def test_synth_writes_the_ptbxl_layout_and_overwrite_replaces_it(quickstart):
     assert again["rc"] != 0 and "--overwrite" in again["out"] + again["err"]  # the documented remedy is named
 
 
+@QUICKSTART_CHAIN
 def test_validate_accepts_the_config_and_names_a_wrong_key(quickstart):
     """README table: `cyclejepa validate CONFIG [--set key.path=value ...]`: "the key path, the
     allowed values and the closest match for every problem"."""
@@ -252,6 +258,7 @@ def test_validate_accepts_the_config_and_names_a_wrong_key(quickstart):
     assert wrong["rc"] != 0 and "training.stpes" in message and "steps" in message.replace("stpes", "")
 
 
+@QUICKSTART_CHAIN
 def test_prepare_counts_the_records_it_keeps(quickstart):
     """README table: `cyclejepa prepare CONFIG`: the preprocessing cache of the 100 records."""
     folder, steps = quickstart
@@ -259,6 +266,7 @@ def test_prepare_counts_the_records_it_keeps(quickstart):
     assert (folder / "run" / "cache").is_dir()
 
 
+@QUICKSTART_CHAIN
 def test_train_one_arm_the_other_under_torchrun_then_evaluate(quickstart):
     """README table: `cyclejepa train CONFIG --arm A --seed S` (one arm); README, "The paper's
     experiment": `torchrun --nproc_per_node N -m cyclejepa train ... --arm winder --seed 0` (the
@@ -274,6 +282,7 @@ def test_train_one_arm_the_other_under_torchrun_then_evaluate(quickstart):
     }
 
 
+@QUICKSTART_CHAIN
 def test_make_quickstart_runs_the_quickstart_config(quickstart):
     """README "Set-up": `make quickstart`; docs/quickstart.md: `make quickstart` (that is,
     `cyclejepa run examples/quickstart.yaml`), here resuming the runs trained and evaluated above,
@@ -296,6 +305,7 @@ def test_make_quickstart_runs_the_quickstart_config(quickstart):
     assert len(figures) == 2 and all(np.isfinite(float(f)) for f in figures), figures
 
 
+@QUICKSTART_CHAIN
 def test_report_rebuilds_what_evaluate_wrote(quickstart):
     """README table: `cyclejepa evaluate CONFIG` / `cyclejepa report RUN_DIR`."""
     folder, steps = quickstart
@@ -305,6 +315,7 @@ def test_report_rebuilds_what_evaluate_wrote(quickstart):
     assert steps["rebuilt text"]["text"] == steps["report text"]["text"] != ""
 
 
+@QUICKSTART_CHAIN
 def test_benchmark_ptbxl_scores_a_run(quickstart):
     """README table: `cyclejepa benchmark ptbxl CONFIG_OR_RUN [--unseal] [...]` on a run folder of
     a PTB-XL-layout corpus, one task, the linear probe."""
@@ -335,6 +346,7 @@ def make_file() -> str:
     return (ROOT / "Makefile").read_text()
 
 
+@QUICKSTART_CHAIN
 def test_the_papers_config_plans_its_runs_on_a_corpus_named_by_the_environment(quickstart, tmp_path):
     """README "The paper's experiment": `cyclejepa run examples/winder_ptbxl.yaml` and, after
     training elsewhere, `cyclejepa run examples/winder_ptbxl.yaml --unseal`, PTB-XL found through
@@ -483,6 +495,7 @@ def pulse(tmp_path_factory) -> tuple[Path, dict]:
     return once(tmp_path_factory, "pulse", build_pulse)
 
 
+@PULSE_CHAIN
 def test_the_raw_pulse_corpus_script_writes_twenty_recordings(pulse):
     """docs/your-signal.md, "A raw camera PPG": `python docs/scripts/raw_pulse_corpus.py --out
     runs/raw_pulse --sources ../shared/data/physionet-samples`."""
@@ -493,6 +506,7 @@ def test_the_raw_pulse_corpus_script_writes_twenty_recordings(pulse):
     assert re.search(r"a103l-2-slow: 40 s, level [\d.]+, range [\d.]+ units", text), text
 
 
+@PULSE_CHAIN
 def test_the_pulse_example_runs_and_reports(pulse):
     """docs/your-signal.md, "A raw camera PPG": `cyclejepa run examples/wfdb_pulse.yaml` writes the
     report the page shows: the same rows, each cell with its few-data words (2 recordings scored)."""
@@ -511,6 +525,7 @@ def test_the_pulse_example_runs_and_reports(pulse):
     assert gain and np.isfinite(float(gain[1]))
 
 
+@PULSE_CHAIN
 def test_embed_a_run_writes_the_documented_arrays(pulse):
     """README table: `cyclejepa embed RUN_DIR RECORD... --out FILE.npz|.parquet`; docs/your-signal.md,
     "Embeddings": `cyclejepa embed runs/wfdb_pulse runs/raw_pulse/a103l-2-slow runs/raw_pulse/v102s-1
@@ -530,6 +545,7 @@ def test_embed_a_run_writes_the_documented_arrays(pulse):
     assert arrays["tokens"].shape == (6, 125, 24) and np.isfinite(arrays["tokens"]).all()
 
 
+@PULSE_CHAIN
 def test_export_writes_the_package_with_its_graphs(pulse):
     """README table: `cyclejepa export RUN_DIR --out DIR [--onnx] [--torchscript]`."""
     folder, steps = pulse
@@ -539,6 +555,7 @@ def test_export_writes_the_package_with_its_graphs(pulse):
     assert any(n.endswith(".onnx") for n in names) and any(n.endswith(".pt") for n in names), names
 
 
+@PULSE_CHAIN
 def test_embed_a_package_as_the_run_and_its_reference_applies_the_preparation(pulse, tmp_path):
     """README table: `cyclejepa embed DIR ...` (an exported package; parquet output) gives the run's
     `mean_tokens`; the package's `reference.py` applies the `wfdb` dataset's preparation (3 s
@@ -590,6 +607,7 @@ def test_the_breath_example_runs_on_the_shared_records(tmp_path):
     assert 'mixedsignals,units,"channel Resp is in Ohm' in rejections  # rejected by name, as the page says
 
 
+@PULSE_CHAIN
 def test_the_minimal_config_of_your_signal_runs_and_embeds(pulse, tmp_path):
     """docs/your-signal.md, "The config": its YAML block as written (root set to a one-channel
     folder of PLETH records), small model sizes, then `cyclejepa run my-ppg.yaml` and

@@ -50,6 +50,7 @@ def test_every_block_is_found_and_each_skipped_one_says_why():
     assert runnable()["streaming.md"], "the streaming example is meant to run"
 
 
+@pytest.mark.slow
 def test_the_runnable_examples_run(tmp_path):
     pages = {name: found for name, found in runnable().items() if found}
     result = subprocess.run(

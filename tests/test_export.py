@@ -353,6 +353,7 @@ def reference(package, signal, fs, names, folder, *options, repeated=False, out=
     return done, imported
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fs", [500, 250], ids=["native-rate", "resampled"])
 def test_the_reference_streams_a_real_record_to_embeds_tokens_without_torch(run, onnx_package, real_records, tmp_path, fs):
     """27.3 s of real ECG (three PTB-XL records end to end: two windows and a dropped tail), fed

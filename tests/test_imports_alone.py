@@ -107,6 +107,7 @@ def test_the_package_has_modules_to_check():
     assert "cyclejepa.phase.records" in names and "cyclejepa.cli" in names and len(names) > 100
 
 
+@pytest.mark.slow  # a process per module: make test-slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="forks a child per module")
 def test_every_module_imports_alone_in_a_fresh_interpreter():
     result = subprocess.run(

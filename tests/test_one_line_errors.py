@@ -58,6 +58,7 @@ main()
 """
 
 
+@pytest.mark.slow
 def test_a_full_disk_at_a_checkpoint_is_one_line_naming_it(trained):
     cfg, _ = trained
     config = cfg.output_dir / "config.yaml"
