@@ -235,8 +235,13 @@ def synth(
     from cyclejepa.data.synthetic import DATABASE_CSV, write_synthetic_corpus
 
     if (out / DATABASE_CSV).exists() and not overwrite:
-        errors.print(_line(("error", "red"), f" {out} already holds a corpus ({DATABASE_CSV}); pass --overwrite to "
-                           "replace it, or choose another --out"), highlight=False)  # fmt: skip
+        errors.print(
+            _line(
+                ("error", "red"),
+                f" {out} already holds a corpus ({DATABASE_CSV}); pass --overwrite to replace it, or choose another --out",
+            ),
+            highlight=False,
+        )
         raise typer.Exit(code=1)
     with _user_errors():
         path = write_synthetic_corpus(out, records, seed=seed, workers=workers, overwrite=overwrite)
@@ -256,8 +261,9 @@ Merge = Annotated[bool, typer.Option("--merge", help="write the cache of the sha
 
 
 @app.command()
-def prepare(config: ConfigPath, set_: Overrides = None, overwrite_cache: OverwriteCache = False, shard: Shard = None,
-            merge: Merge = False) -> None:  # fmt: skip
+def prepare(
+    config: ConfigPath, set_: Overrides = None, overwrite_cache: OverwriteCache = False, shard: Shard = None, merge: Merge = False
+) -> None:
     """Build the preprocessing cache of a config's corpus (idempotent); on N machines, each runs
     --shard I/N, then one runs --merge."""
     from cyclejepa.data.cache.shards import parse_shard
@@ -279,16 +285,23 @@ def prepare(config: ConfigPath, set_: Overrides = None, overwrite_cache: Overwri
         with _user_errors(again=again):
             info = prepare_shard_stage(cfg, *share)
         counts = info["counts"]
-        console.print(_line(f"shard {share[0]}/{share[1]}: {counts['records_kept']} of {counts['records']} records kept as "
-                            f"{counts['windows']} windows, {counts['rejected']} rejected; merge with `cyclejepa prepare "
-                            f"{config} --merge` once every shard is done"), highlight=False)  # fmt: skip
+        console.print(
+            _line(
+                f"shard {share[0]}/{share[1]}: {counts['records_kept']} of {counts['records']} records kept as "
+                f"{counts['windows']} windows, {counts['rejected']} rejected; merge with `cyclejepa prepare "
+                f"{config} --merge` once every shard is done"
+            ),
+            highlight=False,
+        )
         return
     with _user_errors(again=again), output_lock(cfg.output_dir):
         cache = prepare_stage(cfg, overwrite_cache=overwrite_cache, merge=merge)
     counts = cache.manifest["counts"]
     windows = f" as {counts['kept']} windows" if counts["kept"] != counts["records_kept"] else ""
-    console.print(_line(f"cache {cache.path}: {counts['records_kept']} records kept{windows}, {counts['rejected']} rejected"),
-                  highlight=False)  # fmt: skip
+    console.print(
+        _line(f"cache {cache.path}: {counts['records_kept']} records kept{windows}, {counts['rejected']} rejected"),
+        highlight=False,
+    )
     problems, flags = prepared_cache_verdict(cfg, cache)  # what `run` and `train` will refuse, and flag
     flagged = [] if problems else [f"phase QC: {flag}; the report will mark no figure best" for flag in flags]
     for problem in problems + flagged:
@@ -479,8 +492,13 @@ def embed(
     for record, reason in result.failed.items():
         errors.print(_line((str(record), "red"), f": {reason}"), highlight=False)
     far = int((result.input_distance > OUT_OF_RANGE_DECADES).sum())
-    console.print(_line(f"{out}: {len(result)} records embedded ({int(result.qc_ok.sum())} pass phase QC, {far} out of the "
-                        f"run's input range), {len(result.failed)} failed; {encoder}"), highlight=False)  # fmt: skip
+    console.print(
+        _line(
+            f"{out}: {len(result)} records embedded ({int(result.qc_ok.sum())} pass phase QC, {far} out of the "
+            f"run's input range), {len(result.failed)} failed; {encoder}"
+        ),
+        highlight=False,
+    )
     if result.failed:
         raise typer.Exit(code=1)
 
@@ -507,8 +525,12 @@ def _embed_corpus(encoder, out: Path, root: Path | None, per_shard: int, workers
     for record, reason in done.failed.items():
         errors.print(_line((str(record), "red"), f": {reason}"), highlight=False)
     resumed = f" ({done.resumed} already there)" if done.resumed else ""
-    console.print(_line(f"{out}: {done.embedded} records embedded in {len(done.shards)} shards{resumed}, "
-                        f"{len(done.failed)} failed; {encoder}"), highlight=False)  # fmt: skip
+    console.print(
+        _line(
+            f"{out}: {done.embedded} records embedded in {len(done.shards)} shards{resumed}, {len(done.failed)} failed; {encoder}"
+        ),
+        highlight=False,
+    )
     if done.failed:
         raise typer.Exit(code=1)
 

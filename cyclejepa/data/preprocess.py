@@ -93,9 +93,13 @@ def resample(x: np.ndarray, fs: float, fs_out: float) -> np.ndarray:
     if ratio == 1:
         return x.astype(np.float32)
     y = resample_poly(
-        x.astype(np.float64), ratio.numerator, ratio.denominator, axis=-1,
-        window=("kaiser", KAISER_BETA), padtype="edge",
-    )  # fmt: skip
+        x.astype(np.float64),
+        ratio.numerator,
+        ratio.denominator,
+        axis=-1,
+        window=("kaiser", KAISER_BETA),
+        padtype="edge",
+    )
     return y.astype(np.float32)
 
 
@@ -189,8 +193,10 @@ class NormStatistics:
         count = sum(p.count for p in parts)
         total = sum((p.total for p in parts[1:]), start=parts[0].total)
         mean = total / count
-        m2 = sum((p.m2 + p.count * (p.total / p.count - mean) ** 2 for p in parts[1:]),
-                 start=parts[0].m2 + parts[0].count * (parts[0].total / parts[0].count - mean) ** 2)  # fmt: skip
+        m2 = sum(
+            (p.m2 + p.count * (p.total / p.count - mean) ** 2 for p in parts[1:]),
+            start=parts[0].m2 + parts[0].count * (parts[0].total / parts[0].count - mean) ** 2,
+        )
         return cls(count, total, m2)
 
     def normalisation(self, windows: int, channels: Sequence[str] | None = None) -> Normalisation:
@@ -218,8 +224,9 @@ class NormStatistics:
         return cls(int(data["count"]), np.asarray(data["total"], dtype=np.float64), np.asarray(data["m2"], dtype=np.float64))
 
 
-def fit_normalisation(signals: np.ndarray, mask_train: np.ndarray, chunk: int = 512,
-                      channels: Sequence[str] | None = None) -> Normalisation:  # fmt: skip
+def fit_normalisation(
+    signals: np.ndarray, mask_train: np.ndarray, chunk: int = 512, channels: Sequence[str] | None = None
+) -> Normalisation:
     """Per-channel mean and std over the records selected by ``mask_train``.
 
     ``signals`` is (N, channels, samples) (a memmap is fine: it is read ``chunk`` records at a

@@ -31,8 +31,14 @@ from cyclejepa.data.cache.record import RecordOutcome, prepare_record, record_wi
 from cyclejepa.data.cache.shares import ChunkResult, ShareWriter, assemble_cache, share_rows
 from cyclejepa.data.cache.spec import CacheSpec
 from cyclejepa.data.datasets import (
-    Dataset, Entry, RecordRejected, amplitude_limit, check_window, corpus_listing, sha256_file,
-)  # fmt: skip
+    Dataset,
+    Entry,
+    RecordRejected,
+    amplitude_limit,
+    check_window,
+    corpus_listing,
+    sha256_file,
+)
 from cyclejepa.data.preprocess import Preparation
 from cyclejepa.jsonio import writing
 from cyclejepa.lock import file_lock
@@ -102,8 +108,9 @@ def cache_arguments(dataset: Dataset, spec: CacheSpec) -> dict[str, Any]:
     folds = dataset.folds.train if spec.train_folds is None else spec.train_folds
     preparation = dataset.preparation(band)
     preparation.check_rate(rates["cache_fs"])
-    return _arguments(dataset, folds, phase_provider, spec.phase_options, rates, spec.amplitude_limits,
-                      spec.dataset_options, preparation)  # fmt: skip
+    return _arguments(
+        dataset, folds, phase_provider, spec.phase_options, rates, spec.amplitude_limits, spec.dataset_options, preparation
+    )
 
 
 def publish(cache_dir: Path, arguments: dict[str, Any], write: Callable[[Path], None]) -> PreparedCache:
@@ -141,8 +148,9 @@ def _phase_provider(dataset: Dataset, named: str | None) -> str:
     """``named``, else the provider the dataset declares (`Dataset.phase_provider`)."""
     provider = named if named is not None else dataset.phase_provider
     if provider is None:
-        raise ValueError(f"phase_provider: {type(dataset).__name__} declares no default phase provider "
-                         "(Dataset.phase_provider); name one")  # fmt: skip
+        raise ValueError(
+            f"phase_provider: {type(dataset).__name__} declares no default phase provider (Dataset.phase_provider); name one"
+        )
     return provider
 
 
@@ -177,8 +185,9 @@ def _arguments(
     preparation only when it does anything, so that a cache of the paper's chain keeps its hash."""
     folds, protocol = sorted({int(f) for f in train_folds}), dataset.folds
     if not folds or not set(folds) <= set(protocol.all_folds):
-        raise ValueError(f"train_folds must be a non-empty subset of {type(dataset).__name__}'s folds "
-                         f"1..{protocol.count}, got {train_folds!r}")  # fmt: skip
+        raise ValueError(
+            f"train_folds must be a non-empty subset of {type(dataset).__name__}'s folds 1..{protocol.count}, got {train_folds!r}"
+        )
     root = getattr(dataset, "root", None)
     return {
         "dataset": dataset.fingerprint(),
@@ -287,8 +296,17 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def build_share(dataset: Dataset, arguments: dict[str, Any], directory: Path, *, workers: int = 1, progress: bool = True,
-                part_bytes: int | None = None, index: int = 0, count: int = 1) -> dict[str, Any]:  # fmt: skip
+def build_share(
+    dataset: Dataset,
+    arguments: dict[str, Any],
+    directory: Path,
+    *,
+    workers: int = 1,
+    progress: bool = True,
+    part_bytes: int | None = None,
+    index: int = 0,
+    count: int = 1,
+) -> dict[str, Any]:
     """Prepare share ``index`` of ``count`` of the dataset's records (`share_rows`) into the share
     folder ``directory`` (`ShareWriter`); returns its `SHARE_FILE` contents."""
     entries = dataset.entries()
@@ -303,8 +321,11 @@ def assemble(dataset: Dataset, shares: Sequence[Path], out: Path, arguments: dic
     """The cache of the share folders ``shares`` written into ``out`` (`assemble_cache`), with the
     dataset's facts and its rejections while indexing; a build with no training window names
     each rejection in ``<cache_dir>.rejections.csv`` beside the cache."""
-    facts = {"name": _registered_name(dataset), "units": [dataset.unit_of(c) for c in dataset.channels],
-             "folds": dataset.folds.to_dict()}  # fmt: skip
+    facts = {
+        "name": _registered_name(dataset),
+        "units": [dataset.unit_of(c) for c in dataset.channels],
+        "folds": dataset.folds.to_dict(),
+    }
     report = cache_dir.with_name(f"{cache_dir.name}.rejections.csv")
     assemble_cache(shares, out, arguments, facts, dataset.label_levels, dataset.rejected(), report)
 
@@ -367,8 +388,17 @@ def _set_worker_dataset(dataset: Dataset) -> None:
     _WORKER["dataset"] = dataset
 
 
-def _prepare_entry(dataset: Dataset, entry: Entry, provider, channels: tuple[str, ...], cache_fs: float, window: int,
-                   preparation: Preparation, limits: list, shape: Mapping[str, int]) -> list[tuple[np.ndarray, RecordOutcome]]:  # fmt: skip
+def _prepare_entry(
+    dataset: Dataset,
+    entry: Entry,
+    provider,
+    channels: tuple[str, ...],
+    cache_fs: float,
+    window: int,
+    preparation: Preparation,
+    limits: list,
+    shape: Mapping[str, int],
+) -> list[tuple[np.ndarray, RecordOutcome]]:
     """One record's decimated windows and outcomes. Any failure of this record is its rejection,
     named as the dataset names it (`Dataset.rejection_id`), never the end of the batch: the
     dataset's `RecordRejected`; ``phase`` when the provider refuses it (ValueError, KeyError);

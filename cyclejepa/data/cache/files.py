@@ -157,8 +157,20 @@ def meta_columns(levels: Sequence[LabelLevel]) -> tuple[str, ...]:
 def meta_row(entry: Entry, levels: Sequence[LabelLevel], outcome: RecordOutcome) -> list:
     """One window's row of meta.csv (`meta_columns`)."""
     labels = [int(c in entry.labels.get(level.name, ())) for level in levels for c in level.classes]
-    return [entry.id, entry.name, outcome.window, entry.patient_id, entry.fold, "" if np.isnan(entry.age) else entry.age,
-            entry.sex, *labels, len(outcome.events[0]), outcome.phase_yield, int(outcome.qc_ok), outcome.qc_reason]  # fmt: skip
+    return [
+        entry.id,
+        entry.name,
+        outcome.window,
+        entry.patient_id,
+        entry.fold,
+        "" if np.isnan(entry.age) else entry.age,
+        entry.sex,
+        *labels,
+        len(outcome.events[0]),
+        outcome.phase_yield,
+        int(outcome.qc_ok),
+        outcome.qc_reason,
+    ]
 
 
 def write_rejections(path: Path, rejections: Iterable[RecordRejected], header: bool = True) -> None:

@@ -53,10 +53,11 @@ def spec_identity(spec: CacheSpec) -> dict[str, Any]:
         "window_s": float(spec.window_s) if spec.window_s is not None else None,
         "train_folds": sorted(spec.train_folds) if spec.train_folds is not None else None,
         "amplitude_limits": {c: amplitude_limit(dataset.unit_of(c), spec.amplitude_limits) for c in dataset.channels}
-        if dataset is not None else None,
+        if dataset is not None
+        else None,
         "phase_provider": spec.phase_provider,
         "phase_options": dict(spec.phase_options),
-    }  # fmt: skip
+    }
 
 
 def cache_identity(cache: PreparedCache) -> dict[str, Any]:
@@ -100,5 +101,8 @@ def cache_differences(cache: PreparedCache, spec: CacheSpec, *, corpus: bool = T
     built, wanted = cache_identity(cache), spec_identity(spec)
     if not corpus:
         wanted["corpus"] = None
-    return [f"{key}: cache {built[key]!r}, config {wanted[key]!r}" for key in wanted
-            if wanted[key] is not None and built[key] != wanted[key]]  # fmt: skip
+    return [
+        f"{key}: cache {built[key]!r}, config {wanted[key]!r}"
+        for key in wanted
+        if wanted[key] is not None and built[key] != wanted[key]
+    ]

@@ -248,8 +248,12 @@ def _check_format(path: Path, manifest: dict) -> None:
 def inconsistencies(cache: PreparedCache) -> list[str]:
     """What is wrong with a loaded cache: lengths, ragged offsets, ids, folds, sex, statistics."""
     n, columns, problems = len(cache.columns["record_id"]), cache.columns, []
-    lengths = {"signals": len(cache.signals), "phase_centre.npy": len(cache.phase_centre),
-               "phase_causal.npy": len(cache.phase_causal), f"{EVENTS_FILE} offsets": len(cache.event_offsets) - 1}  # fmt: skip
+    lengths = {
+        "signals": len(cache.signals),
+        "phase_centre.npy": len(cache.phase_centre),
+        "phase_causal.npy": len(cache.phase_causal),
+        f"{EVENTS_FILE} offsets": len(cache.event_offsets) - 1,
+    }
     problems += [f"{name} has {length} rows, meta.csv {n}" for name, length in lengths.items() if length != n]
     offsets = cache.event_offsets
     if len(offsets) and (offsets[0] != 0 or np.any(np.diff(offsets) < 0) or offsets[-1] != len(cache.event_indices)):
@@ -263,8 +267,9 @@ def inconsistencies(cache: PreparedCache) -> list[str]:
         if np.any(same & (np.diff(columns[name]) != 0)):
             problems.append(f"meta.csv windows of one record differ in {name}")
     checks = {"fold": cache.folds.all_folds, "sex": range(-1, 2)}
-    problems += [f"meta.csv {name} outside {allowed}" for name, allowed in checks.items()
-                 if np.any(~np.isin(columns[name], list(allowed)))]  # fmt: skip
+    problems += [
+        f"meta.csv {name} outside {allowed}" for name, allowed in checks.items() if np.any(~np.isin(columns[name], list(allowed)))
+    ]
     rank = max(len(cache.coordinates), 1)
     for name, phases in (("phase_centre.npy", cache.phase_centre), ("phase_causal.npy", cache.phase_causal)):
         if phases.ndim != (2 if rank == 1 else 3) or (rank > 1 and phases.shape[-1] != rank):

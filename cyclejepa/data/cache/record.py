@@ -48,19 +48,34 @@ class RecordOutcome:
     scratch: str = ""
 
 
-def record_windows(dataset: Dataset, entry: Entry, channels: tuple[str, ...], cache_fs: float, window: int,
-                   preparation: Preparation = Preparation(), amplitude_limits: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
+def record_windows(
+    dataset: Dataset,
+    entry: Entry,
+    channels: tuple[str, ...],
+    cache_fs: float,
+    window: int,
+    preparation: Preparation = Preparation(),
+    amplitude_limits: Sequence[float] | None = None,
+) -> np.ndarray:
     """(W, C, window) float32: ``entry``'s verified record (`Dataset.read`), fast enough for the
     phase provider (`Dataset.check_native_rate`), through `cut_record`; its rejections name it as
     the dataset does (`Dataset.rejection_id`)."""
     record, name = dataset.read(entry), dataset.rejection_id(entry)
     dataset.check_native_rate(name, record.fs)
-    return cut_record(record, channels, cache_fs, window, record_id=name, preparation=preparation,
-                      amplitude_limits=amplitude_limits)  # fmt: skip
+    return cut_record(
+        record, channels, cache_fs, window, record_id=name, preparation=preparation, amplitude_limits=amplitude_limits
+    )
 
 
-def cut_record(record: Record, channels: Sequence[str], cache_fs: float, window: int, record_id: int | str | None = None,
-               preparation: Preparation = Preparation(), amplitude_limits: Sequence[float] | None = None) -> np.ndarray:  # fmt: skip
+def cut_record(
+    record: Record,
+    channels: Sequence[str],
+    cache_fs: float,
+    window: int,
+    record_id: int | str | None = None,
+    preparation: Preparation = Preparation(),
+    amplitude_limits: Sequence[float] | None = None,
+) -> np.ndarray:
     """(W, C, window) float32: ``record`` conformed to ``channels`` at ``cache_fs`` (`conform`), prepared
     (`prepare_signal`) and cut by `cut_windows`; in the record's units under the default
     preparation. Raises `RecordRejected` naming ``record_id`` (by default the record's id):
@@ -88,8 +103,9 @@ def cut_record(record: Record, channels: Sequence[str], cache_fs: float, window:
     return windows
 
 
-def prepare_signal(x: np.ndarray, fs: float, channels: Sequence[str], preparation: Preparation, record_id: int | str,
-                   window: int) -> np.ndarray:  # fmt: skip
+def prepare_signal(
+    x: np.ndarray, fs: float, channels: Sequence[str], preparation: Preparation, record_id: int | str, window: int
+) -> np.ndarray:
     """(C, L) ``x`` at ``fs`` with ``preparation``'s steps before windowing: the first ``drop_s``
     seconds dropped, channel c high-passed at ``highpass_hz[c]`` (`highpass`), and with scope
     ``record`` each channel z-scored (`standardise`); float32. A record left shorter than one
@@ -131,9 +147,13 @@ def decimate_fast(signal: np.ndarray, factor: int) -> np.ndarray:
     if factor == 1:
         return np.asarray(signal, dtype=np.float32).copy()
     y = resample_poly(
-        signal.astype(np.float64), 1, factor, axis=-1, window=_decimation_taps(factor),
+        signal.astype(np.float64),
+        1,
+        factor,
+        axis=-1,
+        window=_decimation_taps(factor),
         padtype="edge",
-    )  # fmt: skip
+    )
     return y.astype(np.float32)
 
 

@@ -75,8 +75,16 @@ def prepare_shard(dataset: Dataset, spec: CacheSpec, index: int, count: int, *, 
         remove_stale_builds(target.parent, f".{target.name}.build-")
         build = Path(tempfile.mkdtemp(prefix=f".{target.name}.build-{os.getpid()}-", dir=target.parent))
         try:
-            info = build_share(dataset, arguments, build, workers=spec.workers, progress=progress,
-                               part_bytes=spec.part_bytes, index=index, count=count)  # fmt: skip
+            info = build_share(
+                dataset,
+                arguments,
+                build,
+                workers=spec.workers,
+                progress=progress,
+                part_bytes=spec.part_bytes,
+                index=index,
+                count=count,
+            )
             if target.exists():
                 shutil.rmtree(target)
             build.rename(target)

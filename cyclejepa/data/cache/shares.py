@@ -86,8 +86,13 @@ class ShareWriter:
 
     def add(self, chunk: ChunkResult) -> None:
         stem = Path(chunk.stem)
-        self.counts.update(records=chunk.records, windows=chunk.windows, records_kept=chunk.records_kept,
-                           qc_failed=chunk.qc_failed, rejected=sum(chunk.checks.values()))  # fmt: skip
+        self.counts.update(
+            records=chunk.records,
+            windows=chunk.windows,
+            records_kept=chunk.records_kept,
+            qc_failed=chunk.qc_failed,
+            rejected=sum(chunk.checks.values()),
+        )
         self.checks.update(chunk.checks)
         for name in ("meta.csv", "rejections.csv"):
             source = stem.with_suffix(".csv" if name == "meta.csv" else ".rejections.csv")
@@ -220,11 +225,19 @@ def assemble_cache(
     _append(out / "meta.csv", [share / "meta.csv" for share, _ in windowed])
     _write_rejections(out / "rejections.csv", shares, index_rejections)
     with writing(out / "norm.json"):
-        (out / "norm.json").write_text(json.dumps(
-            {**norm.to_dict(arguments["channels"]), "train_folds": arguments["train_folds"], "windows": train_windows}, indent=2
-        ))  # fmt: skip
-    counts = {"records": n_records, "records_kept": counts["records_kept"], "kept": kept,
-              "rejected": sum(checks.values()), "qc_failed": counts["qc_failed"]}  # fmt: skip
+        (out / "norm.json").write_text(
+            json.dumps(
+                {**norm.to_dict(arguments["channels"]), "train_folds": arguments["train_folds"], "windows": train_windows},
+                indent=2,
+            )
+        )
+    counts = {
+        "records": n_records,
+        "records_kept": counts["records_kept"],
+        "kept": kept,
+        "rejected": sum(checks.values()),
+        "qc_failed": counts["qc_failed"],
+    }
     coordinates = windowed[0][1]["coordinates"] if windowed else []
     facts = {**facts, **({"spread_warnings": spread} if spread else {})}
     files.write_manifest(out, arguments, facts, levels, counts, parts, coordinates)
@@ -300,8 +313,10 @@ def spread_warnings(shares: Sequence[Path], arguments: Mapping[str, Any]) -> lis
     channel at a time), each logged as a warning naming the channel and the remedy."""
     found = []
     for c, channel in enumerate(arguments["channels"]):
-        within, means = (np.concatenate([b[:, c] for s in shares for b in row_blocks(s / name, BLOCK * 64)])
-                         for name in ("stds.npy", "means.npy"))  # fmt: skip
+        within, means = (
+            np.concatenate([b[:, c] for s in shares for b in row_blocks(s / name, BLOCK * 64)])
+            for name in ("stds.npy", "means.npy")
+        )
         between = means.std()
         ratio = np.median(within) / between if between > 0 else np.inf
         if ratio < SPREAD_RATIO_MIN:
@@ -310,6 +325,8 @@ def spread_warnings(shares: Sequence[Path], arguments: Mapping[str, Any]) -> lis
                 "channel %s: the median spread within a window is %.3g of the spread of the window means (below %g): "
                 "a constant offset or slow drift the corpus z-score cannot remove dominates it; high-pass it or "
                 "normalise per record or per window (data.options highpass_hz / normalisation, see docs/your-signal.md)",
-                channel, ratio, SPREAD_RATIO_MIN,
-            )  # fmt: skip
+                channel,
+                ratio,
+                SPREAD_RATIO_MIN,
+            )
     return found
