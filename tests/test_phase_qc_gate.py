@@ -5,6 +5,7 @@ marks no figure best (`cyclejepa.evaluation.report`)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -179,9 +180,9 @@ def test_a_report_of_a_run_whose_windows_mostly_fail_phase_qc_says_so_first_and_
 
 @pytest.mark.slow
 def test_run_refuses_a_corpus_whose_windows_fail_phase_qc_before_any_training(tmp_path):
-    """Six PLETH records of a clean 0.2 Hz sine (one cycle per 5 s): every window fails the
-    ``pulse`` provider's QC, today's (too few pulses, implausible intervals) as much as a QC
-    that measures periodicity, so the test does not hang on how QC judges white noise. `run`
+    """Six PLETH records of a clean 0.2 Hz sine (one cycle per 5 s): most windows fail the
+    ``pulse`` provider's QC (a few high-passed and quantised windows pass the periodicity QC),
+    so the test does not hang on how QC judges white noise. `run`
     stops after prepare, naming the provider's event, the counts and the key that lowers the
     threshold; no run folder is trained."""
     root = tmp_path / "sine"
@@ -191,7 +192,9 @@ def test_run_refuses_a_corpus_whose_windows_fail_phase_qc_before_any_training(tm
     result = cyclejepa("run", str(config(tmp_path, root, folds[:-1], folds[-1:])))
     assert result.returncode != 0
     error = result.stderr.replace("\n", " ")
-    assert "data.phase_qc.refuse_below: no pulse found in" in error and "training windows (0 % pass phase QC" in error
+    assert "data.phase_qc.refuse_below: no pulse found in" in error
+    passing = re.search(r"training windows \((\d+) % pass phase QC", error)
+    assert passing and int(passing[1]) < 50, error  # below refuse_below (a few high-passed windows may pass)
     assert "lower data.phase_qc.refuse_below to train anyway" in error
     assert (tmp_path / "out" / "cache" / "meta.csv").is_file() and not list((tmp_path / "out").glob("runs/*/checkpoints/*"))
 
