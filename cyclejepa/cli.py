@@ -205,10 +205,16 @@ def _event_count(result: dict) -> str:
 
 def _rates_and_good_cycles(track) -> tuple[str, str]:
     """Mean rate per minute over the good cycles (`PhaseTrack.mean_rate`) and the share of good
-    cycles ("-" where not assessed), per coordinate for several."""
+    cycles ("-" where not assessed), per coordinate for several. A coordinate that fails its QC
+    has no rate to speak of: "n/a" (the qc column says why), never the rate of noise."""
     import math
 
-    rates = ", ".join("-" if math.isnan(t.mean_rate()) else f"{t.mean_rate():.1f}" for t in track.tracks)
+    def rate(t) -> str:
+        if t.qc is not None and not t.qc.ok:
+            return "n/a"
+        return "-" if math.isnan(t.mean_rate()) else f"{t.mean_rate():.1f}"
+
+    rates = ", ".join(rate(t) for t in track.tracks)
     good = ", ".join("-" if t.cycle_ok is None or not len(t.cycle_ok) else f"{t.cycle_ok.mean():.0%}" for t in track.tracks)
     return rates, good
 

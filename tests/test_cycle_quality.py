@@ -45,6 +45,22 @@ def test_noise_flat_lines_and_aperiodic_signals_fail_for_every_seed(provider, ki
         assert {"few_good_cycles", "aperiodic"} & set(track.qc.reasons), track.qc.reasons
 
 
+@pytest.mark.parametrize("provider", sorted(PROVIDERS))
+def test_the_phase_table_gives_noise_no_rate(provider):
+    """White noise passes a few cycles as good, whose mean would read as a rate (about 100/min
+    for pulse): the table says n/a where QC fails, and gives a passing track its good cycles'
+    mean rate."""
+    from cyclejepa.cli import _rates_and_good_cycles
+
+    make, lead = PROVIDERS[provider]
+    noise = make(lead=lead).phase(generated("white", 0)[None], FS, [lead])
+    assert np.isfinite(noise.mean_rate()) and _rates_and_good_cycles(noise)[0] == "n/a"
+    t = np.arange(int(FS * 120)) / FS
+    clean = make(lead=lead).phase(np.sin(2 * np.pi * (1.2 if provider == "pulse" else 0.25) * t)[None], FS, [lead])
+    assert clean.qc.ok, clean.qc.reasons
+    assert _rates_and_good_cycles(clean)[0] == f"{clean.mean_rate():.1f}"
+
+
 def test_a_45_per_minute_sine_is_no_breathing_at_half_its_rate():
     """``breath`` reads a 45/min sine (above its 42/min band) as 22.5/min, two sine cycles per
     detected cycle: the template's first harmonic is empty. ``pulse`` takes it as 45 beats/min."""
