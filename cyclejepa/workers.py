@@ -115,7 +115,7 @@ def process_pool(
         initializer=_start_worker,
         initargs=(threads, _device_counter(context, gpus), initializer, initargs),
     )
-    with _environment(thread_environment(threads) if threads is not None else {}):
+    with environment(thread_environment(threads) if threads is not None else {}):
         try:
             yield pool
         except BaseException:
@@ -168,7 +168,7 @@ def _start_worker(
 
 
 @contextmanager
-def _environment(variables: dict[str, str]) -> Iterator[None]:
+def environment(variables: dict[str, str]) -> Iterator[None]:
     """``variables`` set in ``os.environ`` for the block, then restored."""
     saved = {name: os.environ.get(name) for name in variables}
     os.environ.update(variables)

@@ -17,7 +17,6 @@ import json
 import os
 import shutil
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import torch
 
 from cyclejepa.devices import indexed
 from cyclejepa.training.distributed import Distributed
+from cyclejepa.workers import environment
 
 CHUNK_BYTES = "64MB"
 """Bytes per shard (litdata chunk): what a rank's reader holds in memory at a time is a few of these."""
@@ -59,7 +59,7 @@ def write_shards(blocks: Iterable[tuple[np.ndarray, np.ndarray]], folder: Path) 
     temporary = folder.with_name(f".{folder.name}.{os.getpid()}.tmp")
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir(parents=True)
-    with _sole_writer():
+    with environment(_WRITER_WORLD):  # litdata's writer as rank 0 of 1, also inside a process group
         writer, index = BinaryWriter(str(temporary), chunk_bytes=CHUNK_BYTES), 0
         for signals, phases in blocks:
             if len(signals) != len(phases):
@@ -91,23 +91,9 @@ def _litdata():
     return litdata
 
 
-@contextmanager
-def _sole_writer() -> Iterator[None]:
-    """litdata's writer as the only one (rank 0 of 1), also inside a process group: it takes its
-    world from these variables first, and would otherwise wait for the other ranks' indexes."""
-    saved = {key: os.environ.get(key) for key in _WRITER_WORLD}
-    os.environ.update(_WRITER_WORLD)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 _WRITER_WORLD = {"WORLD_SIZE": "1", "GLOBAL_RANK": "0", "NNODES": "1"}
+"""litdata's writer takes its world from these first: set, it writes alone instead of waiting for
+the other ranks' indexes."""
 
 
 class StreamBatches:
