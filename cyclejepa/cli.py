@@ -74,23 +74,21 @@ def _invalid(error: ConfigError) -> NoReturn:
     raise typer.Exit(code=2) from None
 
 
-def _preflight(cfg, construct: bool = True) -> None:
+def _preflight(cfg) -> None:
     """Run `pipeline.preflight` (every check the config and the files on disk allow) or exit with its problems."""
     try:
-        preflight(cfg, construct=construct)
+        preflight(cfg)
     except ConfigError as error:
         _invalid(error)
 
 
 @app.command()
 def validate(config: ConfigPath, set_: Overrides = None) -> None:
-    """Check a config: keys, types, component names and options, spectrum, steps, folds, devices,
-    the corpus on disk and the runs already trained in its output directory. The regulariser's and
-    augmentations' options are checked by name; their values when a stage builds them (no torch here)."""
+    """Check a config: keys, types, component names and their typed options, spectrum, steps,
+    folds, devices, the corpus on disk and the runs already trained in its output directory."""
     cfg = _load(config, set_)
-    _preflight(cfg, construct=False)
+    _preflight(cfg)
     console.print(_line(("valid", "green"), f" {config} (hash {config_hash(cfg)})"), highlight=False)
-    console.print("the regulariser's and augmentations' option values are checked when a stage starts (or run --dry-run)")
 
 
 @app.command()
@@ -152,7 +150,7 @@ def phase(
         if provider is not None or lead is not None:
             raise typer.BadParameter("--config sets the provider and its options: drop --provider and --lead")
         phase_section = _load(config, None).phase
-        provider, options = phase_section.provider, dict(phase_section.options)
+        provider, options = phase_section.provider, phase_section.options.model_dump()
     leads = _lead_names(lead)
     table = Table("record", "fs", "events", "rate/min", "good", "phase yield", "qc")
     table.columns[0].overflow = "fold"  # whole names: records often share a long prefix

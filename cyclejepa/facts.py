@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from cyclejepa import registry
+from cyclejepa.declarations.options import Options
 
 
 class DataKeys(Protocol):
     """The keys of a data section (`cyclejepa.config.DataConfig`) the facts are derived from."""
 
     dataset: str
-    options: dict[str, Any]
+    options: Options
     cache_fs: float | None
     decimation: int | None
     token_patch: int | None
@@ -58,32 +59,17 @@ def cycle_band(provider: str | None) -> tuple[float, float] | None:
         return None
 
 
-def default_channels(declared: Any) -> tuple[Any, bool]:
-    """The channels a dataset keeps when its options name none, and whether they are an option:
-    its ``channels_option`` declaration, else (a plugin's class) its constructor's ``channels``
-    parameter (its default, when it has one, else the class's ``channels``)."""
-    fixed = getattr(declared, "channels", ())
-    option = getattr(declared, "channels_option", None)
-    if option is not None:
-        return fixed, option
-    import inspect
-
-    parameter = inspect.signature(declared).parameters.get("channels")
-    default = parameter.default if parameter is not None and parameter.default is not inspect.Parameter.empty else None
-    return default or fixed, parameter is not None
-
-
 def data_facts(data: DataKeys, cycle_band_hz: tuple[float, float] | None = None) -> DataFacts | str:
     """The `DataFacts` of a data section, from the dataset's declaration and options (nothing is
     read from disk, no implementation imported), or one line saying which key to set when they
     cannot be derived; a dataset without a rate of its own takes its rates from
     ``cycle_band_hz`` (`DatasetDeclaration.rates`).
 
-    Channels are the ``channels`` option, else the dataset's default (`default_channels`).
+    Channels are the ``channels`` option, else the dataset's declared ``channels``.
     """
     declared = registry.DATASETS.declared(data.dataset)
-    default, is_option = default_channels(declared)
-    channels = data.options.get("channels", default)
+    is_option = "channels" in type(data.options).model_fields or "channels" in (data.options.model_extra or {})
+    channels = getattr(data.options, "channels", None) or getattr(declared, "channels", ())
     if not isinstance(channels, (list, tuple)) or not channels:
         return f"data.dataset: {data.dataset!r} declares no channels (a class attribute `channels` or a `channels` option)"
     units = getattr(declared, "units", ())

@@ -14,14 +14,13 @@ Each registry holds a table of its built-ins, name -> the module whose import re
 (`Registry.builtins`), so that a config's names are checked without importing any component:
 `Registry.get` imports the one module it needs, `load_builtins` all of them.
 
-An option of a component may name a component of another registry (SIGReg's ``statistic``):
-the entry declares it as `Injected`, and `Registry.build` builds that component from its name
-and options and passes the object, so that the component itself takes objects, not names.
-
 A built-in's facts that a config needs when it loads (a dataset's channels and rates, a phase
-provider's cycle band) are declared in a torch-free module of `cyclejepa.declarations` that the
-implementation inherits them from; `Registry.declared` reads them without importing the
-implementation.
+provider's cycle band) and its typed options (`cyclejepa.declarations.options.Options`) are
+declared in a torch-free module of `cyclejepa.declarations`; `Registry.declared` reads them
+without importing the implementation, and `Registry.build` validates the options into the
+component's model before calling it. An option that names a component of another registry
+(SIGReg's ``statistic``) reaches `build` as a `Choice`, which it builds and passes as an object,
+so that the component itself takes objects, not names.
 
 Third-party packages add components without touching the library by declaring an entry point
 in the ``cyclejepa.plugins`` group whose target is a module (or callable) that registers them;
@@ -35,9 +34,11 @@ import difflib
 import importlib
 import logging
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from importlib.metadata import entry_points
 from typing import Any, TypeVar
+
+from cyclejepa.declarations.options import Choice, OpenOptions, Options
+from cyclejepa.declarations.providers import RPEAK_DETECTORS as BUILTIN_RPEAK_DETECTORS
 
 log = logging.getLogger(__name__)
 
@@ -93,77 +94,19 @@ def unknown_name_message(kind: str, name: str, available: list[str]) -> str:
     return message + (f" (not loaded: {missing})" if missing else "")
 
 
-@dataclass(frozen=True)
-class Injected:
-    """An option of a registered component that names a component of ``registry``: a config
-    gives the name as ``option`` (default ``default``) and its options as ``option_options``, or
-    as the ``shorthand`` keys beside them (options of ``default`` only); `Registry.build` builds
-    that component and passes it as ``option``."""
-
-    option: str
-    registry: Registry
-    default: str
-    shorthand: tuple[str, ...] = ()
-
-    @property
-    def options_key(self) -> str:
-        """The key of the injected component's options: ``<option>_options``."""
-        return f"{self.option}_options"
-
-    def resolve(self, options: dict[str, Any]) -> dict[str, Any]:
-        """``options`` with the injected component built in place of its name and options; a
-        ValueError names an unknown component, options it refuses, or shorthand keys given with
-        another component or also among its options."""
-        options = dict(options)
-        name = options.pop(self.option, self.default)
-        nested = dict(options.pop(self.options_key, None) or {})
-        short = {key: options.pop(key) for key in self.shorthand if key in options}
-        if not isinstance(name, str):  # an object already: nothing to build
-            if short or nested:
-                raise ValueError(f"{sorted(short | nested)} are options of a {self.registry.kind} named by {self.option}")
-            return {**options, self.option: name}
-        if short and name != self.default:
-            raise ValueError(
-                f"{', '.join(short)} are options of the {self.registry.kind} {self.default!r}, but "
-                f"{self.option} is {name!r}; give that one's options in {self.options_key}"
-            )
-        if set(short) & set(nested):
-            raise ValueError(f"{sorted(set(short) & set(nested))} given both as options and in {self.options_key}")
-        try:
-            component = self.registry.get(name)
-        except UnknownComponentError as error:
-            raise ValueError(f"{self.option}: {error}") from None
-        try:
-            built = component(**short, **nested)
-        except TypeError as error:
-            raise ValueError(f"{self.options_key}: {self.registry.kind} {name!r} refuses {short | nested}: {error}") from None
-        return {**options, self.option: built}
-
-
 class Registry:
     """A name -> component mapping with decorator registration.
 
     ``builtins`` maps each built-in name to the module whose import registers it, so that the
     names are known without importing any component: `get` imports that one module on first use.
-    ``options`` maps a built-in name to the keyword options a config gives it, for the built-ins
-    whose module a config check should not import (torch-backed ones); a test checks them
-    against the registered classes. ``injected``: the options of a name that name a component of
-    another registry (`Injected`), built by `build`. ``declarations``: the torch-free module whose
-    ``DECLARED`` maps each built-in name to its declaration (`declared`).
+    ``declarations``: ``"module"`` or ``"module:MAPPING"``, a torch-free mapping (``DECLARED`` by
+    default) of each built-in name to its declaration (`declared`), whose ``Options`` model types
+    the component's options (`options_model`).
     """
 
-    def __init__(
-        self,
-        kind: str,
-        builtins: dict[str, str] | None = None,
-        options: dict[str, tuple[str, ...]] | None = None,
-        injected: Mapping[str, Injected] | None = None,
-        declarations: str | None = None,
-    ):
+    def __init__(self, kind: str, builtins: dict[str, str] | None = None, declarations: str | None = None):
         self.kind = kind
         self.builtins: dict[str, str] = dict(builtins or {})
-        self.options: dict[str, tuple[str, ...]] = dict(options or {})
-        self.injected: dict[str, Injected] = dict(injected or {})
         self.declarations = declarations
         self._entries: dict[str, Any] = {}
 
@@ -197,11 +140,27 @@ class Registry:
             available = [known for known in self.names() if self.builtins.get(known) not in UNAVAILABLE]
             raise UnknownComponentError(self.kind, name, available) from None
 
-    def build(self, name: str, /, **kwargs: Any) -> Any:
-        """Call the component registered as ``name`` with ``kwargs``, an `Injected` option's
-        component built from its name and options first."""
-        injected = self.injected.get(name)
-        return self.get(name)(**(injected.resolve(kwargs) if injected else kwargs))
+    def build(self, name: str, options: Options | Mapping[str, Any] | None = None, /, **keywords: Any) -> Any:
+        """The component registered as ``name``, called with its options and ``keywords``.
+
+        The options (``options`` and those of ``keywords`` that are fields of the component's
+        `options_model`) are validated into that model (a `pydantic.ValidationError`, a
+        ValueError, names each bad one); a `Choice` among them is built first and passed as an
+        object. The other ``keywords`` (a dataset's ``root``, a basis's ``dim``) pass as given."""
+        model = self.options_model(name)
+        own = {key: keywords.pop(key) for key in list(keywords) if key in model.model_fields}
+        if isinstance(options, Options) and not own:
+            typed = options
+        else:
+            given = options.model_dump() if isinstance(options, Options) else dict(options or {})
+            typed = model.model_validate(given | own)
+        arguments = {key: _built(value) for key, value in typed.arguments().items()}
+        return self.get(name)(**arguments, **keywords)
+
+    def options_model(self, name: str) -> type[Options]:
+        """The options model the component registered as ``name`` declares (`OpenOptions` for one
+        that declares none); `UnknownComponentError` for an unknown name."""
+        return getattr(self.declared(name), "Options", OpenOptions)
 
     def declared(self, name: str) -> Any:
         """What the component registered as ``name`` declares of itself (its facts as class
@@ -209,7 +168,8 @@ class Registry:
         the component; else the registered component itself (a plugin's class). Unknown names
         raise `UnknownComponentError`."""
         if name in self.builtins and self.declarations is not None:
-            declared: Mapping[str, Any] = importlib.import_module(self.declarations).DECLARED
+            module, _, mapping = self.declarations.partition(":")
+            declared: Mapping[str, Any] = getattr(importlib.import_module(module), mapping or "DECLARED")
             if name in declared:
                 return declared[name]
         return self.get(name)
@@ -232,14 +192,15 @@ class Registry:
         return f"Registry({self.kind!r}, {sorted(set(self.builtins) | set(self._entries))})"
 
 
+def _built(value: Any) -> Any:
+    """``value``, or the component a `Choice` names, built from its registry."""
+    return ALL_REGISTRIES[value.registry].build(value.name, value.options) if isinstance(value, Choice) else value
+
+
 def _table(module: str, *names: str) -> dict[str, str]:
     """``{name: module}`` for the built-ins that ``module`` registers."""
     return dict.fromkeys(names, module)
 
-
-_NEUROKIT = ("neurokit", "pantompkins1985", "hamilton2002", "elgendi2010", "engzeemod2012", "kalidas2017")
-"""The neurokit2 methods registered as R-peak detectors ``neurokit2:<method>``
-(`cyclejepa.phase.ecg.detectors.NEUROKIT_METHODS`; `tests/test_registry.py` keeps the two equal)."""
 
 PHASE_PROVIDERS = Registry(
     "phase provider",
@@ -252,19 +213,21 @@ PHASE_PROVIDERS = Registry(
     declarations="cyclejepa.declarations.providers",
 )
 SYMMETRIES = Registry("symmetry", _table("cyclejepa.symmetry.groups", "u1", "torus"))
-BASES = Registry("basis", _table("cyclejepa.symmetry.bases", "canonical", "householder", "stiefel"))
+BASES = Registry(
+    "basis", _table("cyclejepa.symmetry.bases", "canonical", "householder", "stiefel"), "cyclejepa.declarations.symmetry"
+)
 MODELS = Registry("model", _table("cyclejepa.models.jepa", "winder"))
 ENCODERS = Registry("encoder", _table("cyclejepa.models.encoder", "winder-conv"))
 PREDICTORS = Registry("predictor", _table("cyclejepa.models.predictor", "causal-transformer"))
-STATISTICS = Registry("univariate statistic", _table("cyclejepa.objectives.statistics", "epps-pulley", "moments"))
+STATISTICS = Registry(
+    "univariate statistic",
+    _table("cyclejepa.objectives.statistics", "epps-pulley", "moments"),
+    "cyclejepa.declarations.objectives:STATISTICS",
+)
 REGULARISERS = Registry(
     "regulariser",
     {**_table("cyclejepa.objectives.sigreg", "sigreg"), **_table("cyclejepa.objectives.vicreg", "vicreg")},
-    options={
-        "sigreg": ("num_directions", "knots", "t_max", "sample_size", "statistic", "statistic_options"),
-        "vicreg": ("variance_weight", "covariance_weight", "std_target", "eps"),
-    },
-    injected={"sigreg": Injected("statistic", STATISTICS, "epps-pulley", shorthand=("knots", "t_max"))},
+    "cyclejepa.declarations.objectives:REGULARISERS",
 )
 OBJECTIVES = Registry(
     "objective",
@@ -276,14 +239,7 @@ OBJECTIVES = Registry(
 AUGMENTATIONS = Registry(
     "augmentation",
     _table("cyclejepa.data.augment", "gaussian-noise", "tone", "drift", "amplitude-modulation", "lead-dropout", "lead-gain"),
-    options={
-        "gaussian-noise": ("std",),
-        "tone": ("amplitude", "frequency"),
-        "drift": ("amplitude", "components", "frequency"),
-        "amplitude-modulation": ("depth", "frequency"),
-        "lead-dropout": ("count",),
-        "lead-gain": ("gain",),
-    },
+    "cyclejepa.declarations.augmentations",
 )
 DATASETS = Registry(
     "dataset",
@@ -298,13 +254,7 @@ DATASETS = Registry(
 DETECTORS = Registry("detector", _table("cyclejepa.evaluation.anomaly.detectors", "transport-violation", "predictor-error"))
 RPEAK_DETECTORS = Registry(
     "R-peak detector",
-    _table(
-        "cyclejepa.phase.ecg.detectors",
-        "cyclejepa",
-        "pan-tompkins",
-        "wfdb-xqrs",
-        *(f"neurokit2:{method}" for method in _NEUROKIT),
-    ),
+    _table("cyclejepa.phase.ecg.detectors", *BUILTIN_RPEAK_DETECTORS),
 )
 PERTURBATIONS = Registry(
     "anomaly family",

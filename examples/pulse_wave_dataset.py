@@ -38,14 +38,27 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 from functools import cached_property
+from typing import Literal
+
+from pydantic import Field
 
 from cyclejepa.data.datasets import Entry, Record, RecordRejected, hash_fold, sha256_of
 from cyclejepa.data.wfdb_folder import WfdbFolder
 from cyclejepa.data.wfdb_format import read_header
+from cyclejepa.declarations.options import Options
 from cyclejepa.registry import DATASETS
 
 UNITS = {"PLETH": "NU", "ABP": "mmHg"}
 """The unit each pulse-wave channel is declared in."""
+
+
+class PulseWaveOptions(Options):
+    """The options a config gives ``pulse-wave`` (checked when the config loads)."""
+
+    channels: tuple[str, ...] = Field(("PLETH",), min_length=1)
+    max_gap_s: float = Field(0.5, ge=0)
+    segment_s: float | None = Field(None, gt=0)
+    split: Literal["subject", "segment"] = "subject"
 
 
 @DATASETS.register("pulse-wave")
@@ -67,6 +80,7 @@ class PulseWaves(WfdbFolder):
     decimation = 5
     token_patch = 2
     window_s = 10.0
+    Options = PulseWaveOptions  # its own options, not the WFDB folder's it inherits
 
     def __init__(self, root: str | os.PathLike | None = None, channels: list[str] | tuple[str, ...] = ("PLETH",),
                  max_gap_s: float = 0.5, segment_s: float | None = None, split: str = "subject"):  # fmt: skip

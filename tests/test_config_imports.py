@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cyclejepa import registry
-from cyclejepa.config import parse_config
+from cyclejepa.config import ConfigError, parse_config
 from cyclejepa.declarations.kinds import DatasetDeclaration, ProviderDeclaration
 from cyclejepa.facts import data_facts
 
@@ -68,26 +68,17 @@ def test_a_builtin_implementation_inherits_its_declaration():
             assert issubclass(declared, kind) and issubclass(reg.get(name), declared), f"{reg.kind} {name!r}"
 
 
-@pytest.mark.parametrize("name", sorted(registry.DATASETS.builtins))
-def test_a_declared_channels_option_is_the_constructors(name):
-    """``channels_option`` says whether the dataset's constructor takes ``channels``, whose
-    default is then the declared channels."""
-    import inspect
-
-    declared = registry.DATASETS.declared(name)
-    parameter = inspect.signature(registry.DATASETS.get(name)).parameters.get("channels")
-    assert declared.channels_option is (parameter is not None)
-    if parameter is not None:
-        assert tuple(parameter.default) == declared.channels
-
-
 def test_a_plugin_class_is_its_own_declaration(monkeypatch):
-    """A dataset registered outside the core is read from its class (its constructor's
-    ``channels`` default), as before there were declarations."""
+    """A dataset registered outside the core is read from its class: its facts, and its options
+    model (the ``channels`` option's default are the channels), which types a config's options."""
     from cyclejepa.data.datasets import Dataset
+    from cyclejepa.declarations.options import Options
+
+    class BeltOptions(Options):
+        channels: tuple[str, ...] = ("THORAX", "ABDOMEN")
 
     class Belts(Dataset):
-        cache_fs, token_patch = 25.0, 5
+        cache_fs, token_patch, Options = 25.0, 5, BeltOptions
 
         def __init__(self, root=None, channels=("THORAX", "ABDOMEN")):
             super().__init__(root)
@@ -96,3 +87,18 @@ def test_a_plugin_class_is_its_own_declaration(monkeypatch):
     assert registry.DATASETS.declared("belts-example") is Belts
     facts = data_facts(parse_config({"data": {"dataset": "belts-example"}, "phase": {"provider": "breath"}}).data)
     assert facts.channels == ("THORAX", "ABDOMEN") and facts.cache_fs == 25.0 and facts.n_tokens == 50
+    with pytest.raises(ConfigError, match=r"data\.options\.chanels: unknown option of dataset 'belts-example'; allowed: channels\. Did you mean 'channels'\?"):
+        parse_config({"data": {"dataset": "belts-example", "options": {"chanels": ["THORAX"]}}, "phase": {"provider": "breath"}})
+
+
+def test_a_plugin_without_an_options_model_takes_any_options(monkeypatch):
+    """A plugin that declares no model takes `OpenOptions`: any keywords, passed to its constructor."""
+    from cyclejepa.data.datasets import Dataset
+    from cyclejepa.declarations.options import OpenOptions
+
+    class Belts(Dataset):
+        channels, cache_fs, token_patch = ("THORAX",), 25.0, 5
+
+    monkeypatch.setitem(registry.DATASETS._entries, "belts-example", Belts)
+    cfg = parse_config({"data": {"dataset": "belts-example", "options": {"anything": 1}}, "phase": {"provider": "breath"}})
+    assert isinstance(cfg.data.options, OpenOptions) and cfg.data.options.model_dump() == {"anything": 1}

@@ -3,6 +3,7 @@ lazy package faces."""
 
 import ast
 import importlib
+import inspect
 import json
 import pkgutil
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 import cyclejepa
 from cyclejepa import registry
-from cyclejepa.pipeline.checks import _keyword_parameters
+from cyclejepa.declarations.options import Choice
 
 ROOT = Path(__file__).resolve().parents[1]
 FACES = ("data", "data.cache", "evaluation", "export", "models", "phase", "pipeline", "symmetry", "training")
@@ -55,15 +56,55 @@ def test_the_builtin_table_names_where_every_registered_component_lives():
         assert registered <= set(reg.builtins), f"{kind}: registered but not in the table: {registered - set(reg.builtins)}"
 
 
-def test_the_recorded_option_names_are_the_constructors():
-    """A config's option names are the constructor's, with an `Injected` option's own keys (its
-    options and shorthand) beside the option that takes the built object."""
-    recorded = [(reg, name) for reg in registry.ALL_REGISTRIES.values() for name in reg.options]
-    assert {reg.kind for reg, _ in recorded} == {"regulariser", "augmentation"}
-    for reg, name in recorded:
-        injected = reg.injected.get(name)
-        extra = {injected.options_key, *injected.shorthand} if injected else set()
-        assert set(reg.options[name]) == _keyword_parameters(reg.get(name)) | extra, f"{reg.kind} {name!r}"
+REQUIRED = {"composite": {"coordinates": {"cardiac": {"provider": "pulse"}}}}
+"""Options without a default, as a config gives them."""
+CONTEXT = {"root", "dim", "generator"}
+"""Constructor arguments a stage passes beside a component's options (not options of a config)."""
+
+
+def _constructor_defaults(cls) -> dict[str, object]:
+    """Keyword parameters of a class's constructor and their defaults, through ``**kwargs`` to its bases."""
+    found: dict[str, object] = {}
+    for klass in inspect.getmro(cls):
+        init = vars(klass).get("__init__")
+        if init is None or klass is object:
+            continue
+        parameters = list(inspect.signature(init).parameters.values())
+        for p in parameters:
+            if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name not in CONTEXT | {"self"}:
+                found.setdefault(p.name, p.default)
+        if all(p.kind is not p.VAR_KEYWORD for p in parameters):
+            return found
+    return found
+
+
+@pytest.mark.parametrize(
+    "reg, name",
+    [(reg, name) for reg in registry.ALL_REGISTRIES.values() if reg.declarations for name in sorted(reg.builtins)],
+    ids=lambda value: getattr(value, "kind", value),
+)
+def test_a_declared_options_model_is_the_constructors(reg, name):
+    """Each built-in's options model takes exactly its constructor's keywords, with the same
+    defaults, so that a config's defaults build the component the constructor's defaults build
+    (a `Choice`, built and injected, stands for an object: SIGReg's statistic)."""
+    model, defaults = reg.options_model(name), _constructor_defaults(reg.get(name))
+    required = REQUIRED.get(name, {})
+    arguments = {key: value for key, value in model.model_validate(required).arguments().items() if key not in required}
+    assert set(arguments) | set(required) == set(defaults), f"{reg.kind} {name!r}"
+    for key, value in arguments.items():
+        if not isinstance(value, Choice):
+            assert value == defaults[key], f"{reg.kind} {name!r}: {key} {value!r} != {defaults[key]!r}"
+
+
+def test_options_are_validated_when_a_component_is_built():
+    """`Registry.build` types the options it is given, by mapping or keyword, and builds a
+    `Choice` into the object it names (SIGReg's statistic, from the shorthand ``knots``)."""
+    built = registry.REGULARISERS.build("sigreg", {"knots": 9}, num_directions=3)
+    assert (built.num_directions, built.statistic.knots, built.statistic.t_max) == (3, 9, 3.0)
+    with pytest.raises(ValueError, match=r"fiducial\n  Input should be 'foot', 'max-slope' or 'peak'"):
+        registry.PHASE_PROVIDERS.build("pulse", fiducial="notch")
+    with pytest.raises(ValueError, match=r"knots\n  Extra inputs are not permitted"):
+        registry.REGULARISERS.build("vicreg", {"knots": 9})
 
 
 def test_a_name_is_known_and_found_importing_only_its_module():

@@ -212,4 +212,4 @@ def test_a_dataset_without_a_phase_provider_and_own_families_is_named_not_a_cras
     monkeypatch.setattr(DATASETS, "_entries", {**DATASETS._entries, "unphased": Unphased})
     cfg = parse_config({"output_dir": str(tmp_path), "data": {"dataset": "unphased"}, "evaluation": {"families": ["ectopic"]}})
     with pytest.raises(ConfigError, match=r"phase\.provider: dataset 'unphased' declares no default phase provider; name one"):
-        preflight(cfg, construct=False)
+        preflight(cfg)

@@ -142,8 +142,8 @@ class Dataset(DatasetDeclaration):
     config is read without importing the dataset (`cyclejepa.registry.Registry.declared`).
 
     - ``channels``: the channels the cache keeps, in order (matched to a record's names
-      case-insensitively); a dataset whose channels are an option takes a ``channels`` keyword
-      (``channels_option``: True; None, the default: read from the constructor).
+      case-insensitively); a dataset whose channels are an option declares a ``channels`` field
+      in its ``Options`` model (`cyclejepa.declarations.options.Options`).
     - ``units``: each channel's physical unit (``"mV"`` for ECG, ``"NU"`` for a pulse wave);
       a record file whose channel is in another unit is refused (`read_path`).
     - ``fs``: the native rate in Hz (None when it varies from record to record).

@@ -5,11 +5,46 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
+from typing import Literal
+
+from pydantic import Field
 
 from cyclejepa.declarations.kinds import DatasetDeclaration, FoldProtocol
+from cyclejepa.declarations.options import NoOptions, Options
 
 STANDARD_LEADS = ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6")
 """The twelve standard ECG leads, in their conventional order."""
+
+
+MAX_SYNTHETIC_RECORDS = 99_999
+"""Most records of a synthetic corpus (its ``ecg_id`` has five digits)."""
+
+
+class SyntheticOptions(Options):
+    """``records`` to write when the root holds no corpus (None: read the one there), and the seed."""
+
+    records: int | None = Field(None, ge=1, le=MAX_SYNTHETIC_RECORDS)
+    seed: int = Field(0, ge=0, lt=2**32)
+    progress: bool = False
+
+
+class ChannelOptions(Options):
+    """The channels kept, in this order (matched by name in any case)."""
+
+    channels: tuple[str, ...] = Field(STANDARD_LEADS, min_length=1)
+
+
+class WfdbFolderOptions(Options):
+    """A WFDB folder's reading (`cyclejepa.data.wfdb_folder.WfdbFolder` says what each does)."""
+
+    channels: tuple[str, ...] = ()
+    units: tuple[str, ...] | None = None
+    subjects: str | None = None
+    highpass_hz: Literal["auto"] | None | float | tuple[float | None, ...] = "auto"
+    normalisation: Literal["auto", "corpus", "record", "window"] = "auto"
+    drop_s: Literal["auto"] | float = "auto"
+    max_gap_s: float = Field(0.5, ge=0)
+    unwrap: Literal["auto", "off"] = "auto"
 
 
 class PTBXLDeclaration(DatasetDeclaration):
@@ -18,7 +53,6 @@ class PTBXLDeclaration(DatasetDeclaration):
 
     channels: tuple[str, ...] = STANDARD_LEADS
     units: tuple[str, ...] = ("mV",) * len(STANDARD_LEADS)
-    channels_option = False
     fs = 500.0
     cache_fs = 500.0
     decimation = 5
@@ -26,6 +60,14 @@ class PTBXLDeclaration(DatasetDeclaration):
     window_s = 10.0
     folds = FoldProtocol(train=tuple(range(1, 10)), evaluation=(10,), sealed=(10,), eligible=9, count=10)  # strat_fold
     phase_provider = "ecg-rpeak"
+    Options = NoOptions
+
+
+class SyntheticDeclaration(PTBXLDeclaration):
+    """The synthetic corpus (`cyclejepa.data.synthetic.dataset.SyntheticPTBXL`): written in
+    PTB-XL's layout and read by PTB-XL's reader, so PTB-XL's facts; its options say what to write."""
+
+    Options = SyntheticOptions
 
 
 class Challenge2021Declaration(DatasetDeclaration):
@@ -34,7 +76,6 @@ class Challenge2021Declaration(DatasetDeclaration):
     500 Hz."""
 
     channels: tuple[str, ...] = STANDARD_LEADS
-    channels_option = True
     fs = None  # 257 Hz to 1 kHz, record by record
     cache_fs = 500.0
     decimation = 5
@@ -42,22 +83,23 @@ class Challenge2021Declaration(DatasetDeclaration):
     window_s = 10.0
     folds = FoldProtocol()
     phase_provider = "ecg-rpeak"
+    Options = ChannelOptions
 
 
 class WfdbFolderDeclaration(DatasetDeclaration):
     """Any folder of WFDB records (`cyclejepa.data.wfdb_folder.WfdbFolder`): channels are an
     option, rates come from the phase provider's cycle band unless set, no fold is sealed."""
 
-    channels_option = True
     fs = None
     cache_fs = None
     folds = FoldProtocol(sealed=())
+    Options = WfdbFolderOptions
 
 
 DECLARED: Mapping[str, type[DatasetDeclaration]] = MappingProxyType(
     {
         "ptbxl": PTBXLDeclaration,
-        "synthetic": PTBXLDeclaration,  # written in PTB-XL's layout, read by PTB-XL's reader: its facts
+        "synthetic": SyntheticDeclaration,
         "challenge2021": Challenge2021Declaration,
         "wfdb": WfdbFolderDeclaration,
     }

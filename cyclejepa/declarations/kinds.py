@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from cyclejepa.declarations.options import Declaration
+
 __all__ = ["MODEL_RATES", "DatasetDeclaration", "FoldProtocol", "ProviderDeclaration", "band_rates", "check_window"]
 
 
@@ -67,18 +69,13 @@ class FoldProtocol:
         return range(1, self.count + 1)
 
 
-class DatasetDeclaration:
+class DatasetDeclaration(Declaration):
     """The facts a dataset declares as class attributes (a config may override the rates and the
-    window); `cyclejepa.data.datasets.Dataset` documents each.
-
-    ``channels_option``: whether the dataset takes its channels as a ``channels`` option (whose
-    default is ``channels``); None: not declared, the constructor's signature says (a plugin's).
-    """
+    window) and its options model (``Options``); `cyclejepa.data.datasets.Dataset` documents each."""
 
     channels: tuple[str, ...] = ()
     units: tuple[str, ...] = ()
     """Each channel's unit; empty means mV throughout."""
-    channels_option: bool | None = None
     fs: float | None = None
     cache_fs: float | None = None
     decimation: int = 1
@@ -121,12 +118,19 @@ class DatasetDeclaration:
         return {**values, "n_tokens": check_window(**values)}
 
 
-class ProviderDeclaration:
-    """The facts a phase provider declares as class attributes: ``cycle_band_hz``, the band (Hz)
-    of the cycle it follows, from which a dataset without a rate of its own takes its rates
-    (`band_rates`); None: none declared."""
+class ProviderDeclaration(Declaration):
+    """The facts a phase provider declares as class attributes (`cyclejepa.phase.provider.PhaseProvider`
+    documents each): the kind of ``signal`` it reads ("any" claims none), what one cycle is called
+    (``event_name``), ``cycle_band_hz``, the band (Hz) of the cycle it follows, from which a dataset
+    without a rate of its own takes its rates (`band_rates`; None: none declared), and the
+    channels it reads, in words (``channel_kinds``) and as a pattern of their names
+    (``channel_pattern``; None: claims no channel by name)."""
 
+    signal: str = "any"
+    event_name: str = "event"
     cycle_band_hz: tuple[float, float] | None = None
+    channel_kinds: tuple[str, ...] = ()
+    channel_pattern: str | None = None
 
 
 MODEL_RATES = (1.0, 2.0, 5.0, 10.0, 20.0, 25.0, 50.0, 100.0, 200.0, 250.0, 500.0, 1000.0)

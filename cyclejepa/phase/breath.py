@@ -34,7 +34,7 @@ from cyclejepa.registry import PHASE_PROVIDERS
 
 __all__ = ["BREATH_CHANNEL_NAME", "BreathProvider", "breath_peaks", "onsets_before"]
 
-BREATH_CHANNEL_NAME = r".*(resp|breath|thor|abdo|chest|airflow|nasal|impedance).*|rip|flow"
+BREATH_CHANNEL_NAME = BreathDeclaration.channel_pattern
 """Channel names of respiration (the whole name, any case): RESP, Resp, respiration, breathing,
 thoracic or abdominal belts (THOR, ABDO, chest), airflow, nasal pressure, impedance, RIP."""
 FIDUCIALS = ("peak", "onset")
@@ -65,11 +65,7 @@ class BreathProvider(BreathDeclaration, PhaseProvider):
         intervals, no successive-interval ratio check).
     """
 
-    signal = "resp"
-    event_name = "breath"
     cycle_band_hz: tuple[float, float]  # the value is BreathDeclaration's
-    channel_kinds = ("respiration belt", "impedance pneumography")
-    channel_pattern = BREATH_CHANNEL_NAME
     too_few_reason = "too_few_breaths"
     interval_reason = "implausible_breath_interval"
 

@@ -47,7 +47,7 @@ __all__ = ["FIDUCIALS", "POLARITIES", "PULSE_CHANNEL_NAME", "PulseProvider", "fe
 
 FIDUCIALS = ("foot", "max-slope", "peak")
 POLARITIES = ("auto", "upright", "inverted")
-PULSE_CHANNEL_NAME = r".*(pleth|ppg|bvp).*|a?bp|art\w*|ibp\d*|fap"
+PULSE_CHANNEL_NAME = PulseDeclaration.channel_pattern
 """Channel names of pulse waves (the whole name, any case): photoplethysmograms (PLETH, Pleth,
 PPG, BVP and names containing them) and arterial pressure (ABP, BP, ART, ART1, IBP1, FAP)."""
 TYPICAL_WINDOW_S = 5.0
@@ -78,11 +78,7 @@ class PulseProvider(PulseDeclaration, PhaseProvider):
         Quality-control thresholds of `PhaseProvider`, with pulse defaults (0.27–2 s intervals).
     """
 
-    signal = "pulse"
-    event_name = "pulse"
     cycle_band_hz: tuple[float, float]  # the value is PulseDeclaration's
-    channel_kinds = ("PPG", "arterial pressure")
-    channel_pattern = PULSE_CHANNEL_NAME
     too_few_reason = "too_few_pulses"
     interval_reason = "implausible_pulse_interval"
 

@@ -127,7 +127,7 @@ def benchmark_ptbxl(
         test = use_folds(cfg, "benchmark scoring", "data.eval_folds")
         split = benchmark_split(cache, train, test, validation_fold)
         spec = ptbxl_spec(cfg, tasks, protocols, fractions, seeds, step, settings)
-        corpus = corpus_description(cfg.data.dataset, cfg.data.options, cfg.data.root, len(cache))
+        corpus = corpus_description(cfg.data.dataset, cfg.data.options.model_dump(), cfg.data.root, len(cache))
         return run_benchmark(
             spec,
             cache,
@@ -357,7 +357,7 @@ def time_experiment(
         },
     )
     with clock.stage("synthetic corpus (stand-in, not timed in the experiment)"):
-        write_stand_in_corpus(corpus, records, cfg.data.options["seed"], workers)
+        write_stand_in_corpus(corpus, records, cfg.data.options.model_dump()["seed"], workers)
     require_unsealed(cfg)
     config_file = write_resolved_config(cfg)
     with clock.stage("prepare"):

@@ -1,30 +1,27 @@
 """One preflight per command (`preflight`): every check the config and the files on disk allow,
-before any work starts. `consistency_problems` finds from the config alone what makes a
-valid-looking config fail later (spectrum and phase coordinates, evaluated steps and
-checkpoints, folds, the dataset's options and facts, channels the phase provider reads, anomaly
-families that cannot apply, augmentation options the data's channels and rate refuse, names,
-component options); `preflight` adds devices, optional
-packages, the corpus on disk and the runs already in the output directory.
+before any work starts. The schema has checked each key and each component's typed options when
+the config loaded; `consistency_problems` finds from the config alone what makes a valid-looking
+config fail later (spectrum and phase coordinates, evaluated steps and checkpoints, folds, the
+dataset's facts, channels the phase provider reads, anomaly families that cannot apply,
+augmentation options the data's channels and rate refuse, names); `preflight` adds devices,
+optional packages, the corpus on disk and the runs already in the output directory.
 
 The config checks read what they need from the lower layers once, up front (`gather_facts`: the
-parsed spectrum, the dataset's facts, each named component's class, the anomaly families that
-cannot apply), then check the config against those `ConfigFacts` without calling them again.
-
-Gathering imports the modules of the components the config names only where it needs their
-facts (the dataset's and the phase provider's classes); a built-in whose option names the
-registry records (`Registry.options`: the torch-backed regulariser and augmentations) has its
-options checked by name, and is constructed with them (their values) only with ``construct``,
-which `cyclejepa validate` leaves off so that it never imports torch."""
+parsed spectrum, the dataset's facts, the phase providers' declarations, the anomaly families
+that cannot apply), then check the config against those `ConfigFacts`. No component is imported
+or constructed: a built-in's facts are its declaration (`cyclejepa.declarations`)."""
 
 from __future__ import annotations
 
-import inspect
+import re
+from collections import Counter
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cyclejepa import registry
 from cyclejepa.config import PAPER_SPECTRUM, ConfigError, EvaluationConfig, ExperimentConfig, expand_grid
 from cyclejepa.data.channels import channel_key
+from cyclejepa.declarations.options import Options
 from cyclejepa.facts import DataFacts, cycle_band, data_facts
 from cyclejepa.jsonio import read_json
 from cyclejepa.pipeline.identity import identity_differences
@@ -37,65 +34,47 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class ComponentFacts:
-    """A component the config names at ``key`` with ``options``: ``accepted``, the option names its
-    constructor takes (None: any); ``refusal``, its error when constructed with ``options`` (None:
-    it took them, or it was not constructed)."""
+class PhaseReader:
+    """A phase provider that reads a channel: its options' key, its name, its declaration and its
+    typed options (the phase provider, or each torus coordinate's)."""
 
     key: str
-    kind: str
     name: str
-    options: dict[str, Any]
-    accepted: frozenset[str] | None
-    refusal: str | None
+    declared: Any
+    options: Options
 
 
 @dataclass(frozen=True)
 class ConfigFacts:
     """What the lower layers say of one config (a grid cell), read once by `gather_facts`.
 
-    ``spectrum``: the parsed `HarmonicSpectrum`, or why it does not parse. ``dataset_options``: the
-    keyword options the dataset's constructor takes, ``root`` aside (None: any). ``data``: the `DataFacts`, or the
-    line saying why they cannot be derived. ``provider_names``: the registered phase providers,
-    read only when the config names none. ``providers``: the class of each registered phase
-    provider the config names (a composite's coordinates' too). ``unknown_families``: the
-    registry's message for each anomaly family it does not know, by index. ``skipped_families``:
-    the config's own families that cannot apply, with why. ``components``: the phase provider,
-    regulariser and augmentations, in that order.
-    """
+    ``spectrum``: the parsed `HarmonicSpectrum`, or why it does not parse. ``data``: the
+    `DataFacts`, or the line saying why they cannot be derived. ``provider_names``: the registered
+    phase providers, read only when the config names none. ``readers``: the `PhaseReader` of each
+    registered provider that reads a channel. ``unknown_families``: the registry's message for
+    each anomaly family it does not know, by index. ``skipped_families``: the config's own
+    families that cannot apply, with why."""
 
     spectrum: HarmonicSpectrum | str
-    dataset_options: frozenset[str] | None
     data: DataFacts | str
     provider_names: tuple[str, ...]
-    providers: dict[str, Any]
+    readers: tuple[PhaseReader, ...]
     unknown_families: dict[int, str]
     skipped_families: dict[str, str]
-    components: tuple[ComponentFacts, ...]
 
 
-def gather_facts(cfg: ExperimentConfig, *, construct: bool = True) -> ConfigFacts:
-    """The `ConfigFacts` of ``cfg`` (no grid): every lower layer a config check needs, asked once.
-    ``construct``: as in `consistency_problems`."""
-    spectrum = _parsed_spectrum(cfg.symmetry.spectrum)
+def gather_facts(cfg: ExperimentConfig) -> ConfigFacts:
+    """The `ConfigFacts` of ``cfg`` (no grid): every lower layer a config check needs, asked once."""
     data = data_facts(cfg.data, cycle_band(cfg.phase.provider))
     unknown_families = _unknown_families(cfg.evaluation.families)
-    dataset_options = _keyword_parameters(registry.DATASETS.get(cfg.data.dataset))
-    provider_names = tuple(registry.PHASE_PROVIDERS.names()) if cfg.phase.provider is None else ()
-    classes = _component_classes(cfg, construct)
-    providers = {name: cls for (kind, name), cls in classes.items() if kind == registry.PHASE_PROVIDERS.kind}
+    readers = _phase_readers(cfg)
     return ConfigFacts(
-        spectrum=spectrum,
-        dataset_options=None if dataset_options is None else frozenset(dataset_options - {"root"}),
+        spectrum=_parsed_spectrum(cfg.symmetry.spectrum),
         data=data,
-        provider_names=provider_names,
-        providers=providers,
+        provider_names=tuple(registry.PHASE_PROVIDERS.names()) if cfg.phase.provider is None else (),
+        readers=readers,
         unknown_families=unknown_families,
-        skipped_families=_skipped_families(cfg, data, providers, unknown_families),
-        components=tuple(
-            _component(key, reg, name, options, classes.get((reg.kind, name)), construct)
-            for key, reg, name, options in _named_components(cfg)
-        ),
+        skipped_families=_skipped_families(cfg, data, unknown_families),
     )
 
 
@@ -119,102 +98,43 @@ def _unknown_families(families: list[str]) -> dict[int, str]:
     }
 
 
-def _phase_readers(cfg: ExperimentConfig) -> list[tuple[str, str | None, dict[str, Any]]]:
-    """(key, phase provider, its options) of each provider that reads a channel: the phase
-    provider, or each coordinate's for ``composite``."""
-    coordinates = cfg.phase.options.get("coordinates")
-    if cfg.phase.provider == "composite" and isinstance(coordinates, dict):
-        return [
-            (f"phase.options.coordinates.{name}", spec.get("provider"), spec)
-            for name, spec in coordinates.items()
-            if isinstance(spec, dict)
-        ]
-    return [("phase.options", cfg.phase.provider, cfg.phase.options)]
+def _phase_readers(cfg: ExperimentConfig) -> tuple[PhaseReader, ...]:
+    """The `PhaseReader` of each registered provider that reads a channel: the phase provider, or
+    each of its coordinates when its options name them (``readers()``)."""
+    options, provider = cfg.phase.options, cfg.phase.provider
+    named = getattr(options, "readers", None)
+    pairs = [(f"phase.options.{key}", name, typed) for key, name, typed in named()] if named else [("phase.options", provider, options)]
+    return tuple(
+        PhaseReader(key, name, registry.PHASE_PROVIDERS.declared(name), typed)
+        for key, name, typed in pairs
+        if name is not None and name in registry.PHASE_PROVIDERS
+    )
 
 
-def _named_components(cfg: ExperimentConfig) -> list[tuple[str, registry.Registry, str, dict[str, Any]]]:
-    """(options key, registry, name, options) of the phase provider (when named), the regulariser
-    and each augmentation."""
-    regulariser = cfg.objectives.regulariser
-    named = [("phase.options", registry.PHASE_PROVIDERS, cfg.phase.provider, cfg.phase.options)] if cfg.phase.provider else []
-    named.append(("objectives.regulariser.options", registry.REGULARISERS, regulariser.name, regulariser.options))
-    return named + [
-        (f"augmentations[{index}].options", registry.AUGMENTATIONS, augmentation.name, augmentation.options)
-        for index, augmentation in enumerate(cfg.augmentations)
-    ]
-
-
-def _component_classes(cfg: ExperimentConfig, construct: bool) -> dict[tuple[str, str], Any]:
-    """The class of each component ``cfg`` names, by (registry kind, name), each looked up once:
-    the registered phase providers (``phase.provider`` and those of `_phase_readers`), then
-    `_named_components`, but not those whose option names the registry records when not
-    ``construct`` (their modules stay unimported)."""
-    phase = [cfg.phase.provider] + [name for _, name, _ in _phase_readers(cfg)]
-    readers = [(registry.PHASE_PROVIDERS, name) for name in phase if name is not None and name in registry.PHASE_PROVIDERS]
-    named = [(reg, name) for _, reg, name, _ in _named_components(cfg) if construct or name not in reg.options]
-    classes: dict[tuple[str, str], Any] = {}
-    for reg, name in readers + named:
-        if (reg.kind, name) not in classes:
-            classes[reg.kind, name] = reg.get(name)
-    return classes
-
-
-def _skipped_families(
-    cfg: ExperimentConfig, data: DataFacts | str, providers: dict[str, Any], unknown: dict[int, str]
-) -> dict[str, str]:
+def _skipped_families(cfg: ExperimentConfig, data: DataFacts | str, unknown: dict[int, str]) -> dict[str, str]:
     """Anomaly families of a list of the config's own that cannot apply to the phase provider's
-    signal (`PhaseProvider.signal`) or to the dataset's channel count, with why. The default list
+    signal (its declared ``signal``) or to the dataset's channel count, with why. The default list
     is the battery's to filter (it skips what does not apply and says so in the report); a
     missing provider, unknown names or underivable data facts are named by other checks."""
     provider, families = cfg.phase.provider, cfg.evaluation.families
-    if families == EvaluationConfig.model_fields["families"].default or provider is None or unknown or isinstance(data, str):
+    if families == EvaluationConfig.model_fields["families"].default or provider not in registry.PHASE_PROVIDERS:
+        return {}
+    if unknown or isinstance(data, str) or provider is None:
         return {}
     from cyclejepa.evaluation.anomaly.perturbations import applicable_families  # the families' own facts
 
-    _, skipped = applicable_families(families, getattr(providers[provider], "signal", "any"), len(data.channels))
+    signal = getattr(registry.PHASE_PROVIDERS.declared(provider), "signal", "any")
+    _, skipped = applicable_families(families, signal, len(data.channels))
     return skipped
 
 
-def _component(
-    key: str, reg: registry.Registry, name: str, options: dict[str, Any], component: Any, construct: bool
-) -> ComponentFacts:
-    """The `ComponentFacts` of ``component`` (None: not imported; its option names are the ones
-    `Registry.options` records); a class is constructed with ``options`` when it takes their
-    names, and one whose option names are recorded only with ``construct``."""
-    recorded = reg.options.get(name)
-    accepted = set(recorded) if recorded is not None else _keyword_parameters(component)
-    refusal = None
-    if inspect.isclass(component) and (construct or recorded is None) and (accepted is None or set(options) <= accepted):
-        try:
-            reg.build(name, **options)  # its `Injected` options built too
-        except (TypeError, ValueError) as error:
-            refusal = str(error)
-    return ComponentFacts(key, reg.kind, name, options, None if accepted is None else frozenset(accepted), refusal)
-
-
-def _keyword_parameters(component: Any) -> set[str] | None:
-    """Keyword names a class's constructor (through ``**kwargs`` to its bases) accepts; None: any."""
-    classes = inspect.getmro(component) if inspect.isclass(component) else ()
-    functions = [vars(cls)["__init__"] for cls in classes if "__init__" in vars(cls) and cls is not object] or [component]
-    names: set[str] = set()
-    for function in functions:
-        parameters = list(inspect.signature(function).parameters.values())
-        kinds = {p.kind for p in parameters}
-        names |= {p.name for p in parameters if p.kind not in (p.VAR_KEYWORD, p.VAR_POSITIONAL) and p.name != "self"}
-        if inspect.Parameter.VAR_KEYWORD not in kinds:
-            return names
-    return None
-
-
-def consistency_problems(cfg: ExperimentConfig, *, construct: bool = True) -> list[str]:
+def consistency_problems(cfg: ExperimentConfig) -> list[str]:
     """What makes a valid-looking config fail later, checked from the config alone: one line per
     problem with its key path, the allowed values and the closest match. A grid is checked cell
-    by cell (`expand_grid`), each against its own `gather_facts`. ``construct``: also build the
-    components whose option names the registry records, to check their option values (imports
-    their modules)."""
+    by cell (`expand_grid`), each against its own `gather_facts`."""
     problems = []
     for label, cell in expand_grid(cfg):
-        facts = gather_facts(cell, construct=construct)
+        facts = gather_facts(cell)
         problems += [f"grid {label}: {problem}" if label else problem for problem in _config_problems(cell, facts)]
     return problems
 
@@ -226,8 +146,6 @@ def _config_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
     if cfg.phase.provider is None:
         names = ", ".join(facts.provider_names)
         problems.append(f"phase.provider: dataset {cfg.data.dataset!r} declares no default phase provider; name one ({names})")
-    for component in facts.components:
-        problems += _option_problems(component)
     return problems
 
 
@@ -242,8 +160,8 @@ def _spectrum_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
             f"symmetry.spectrum: {cfg.symmetry.spectrum!r} has dimension {spectrum.dim}, "
             f"but model.projector.dim is {cfg.model.projector.dim}; the two must be equal"
         ]
-    coordinates = cfg.phase.options.get("coordinates") if cfg.phase.provider == "composite" else None
-    n_phase = len(coordinates) if isinstance(coordinates, dict) else 1
+    named = getattr(cfg.phase.options, "readers", None)
+    n_phase = len(named()) if named else 1
     if spectrum.rank != n_phase:
         return [
             f"symmetry.spectrum: {cfg.symmetry.spectrum!r} has rank {spectrum.rank} (torus coordinates), but "
@@ -308,8 +226,6 @@ def _fold_problems(cfg: ExperimentConfig) -> list[str]:
 def _name_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
     """Anomaly families the registry does not know; arm names and seeds named twice; an arm named
     as the random baseline while it is on."""
-    from collections import Counter
-
     problems = [f"evaluation.families[{index}]: {message}" for index, message in facts.unknown_families.items()]
     arms = Counter(arm.name for arm in cfg.runs.arms)
     problems += [f"runs.arms: arm name {name!r} appears {n} times; arm names must be unique" for name, n in arms.items() if n > 1]
@@ -319,62 +235,52 @@ def _name_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
         )
     seeds = Counter(cfg.runs.seeds)
     problems += [f"runs.seeds: seed {seed} appears {n} times; seeds must be unique" for seed, n in seeds.items() if n > 1]
+    regulariser = cfg.objectives.regulariser.options
+    statistic = getattr(regulariser, "statistic", None)
+    if statistic is not None and statistic not in registry.STATISTICS:
+        problems.append("objectives.regulariser.options.statistic: " + registry.unknown_name_message(
+            registry.STATISTICS.kind, statistic, registry.STATISTICS.names()))
     return problems
 
 
 def _dataset_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
-    """data.options the dataset's constructor does not take; data facts that cannot be derived or
-    that the config contradicts (`_fold_range_problems`, `_shape_problems`, `_lead_problems`,
-    `_family_problems`)."""
-    problems = []
-    if facts.dataset_options is not None:
-        allowed = sorted(facts.dataset_options)
-        problems += [
-            f"data.options.{option}: unknown option of dataset {cfg.data.dataset!r}; allowed: {', '.join(allowed) or '(none)'}"
-            + did_you_mean(option, allowed)
-            for option in cfg.data.options
-            if option not in facts.dataset_options
-        ]
+    """Data facts that cannot be derived or that the config contradicts (`_fold_range_problems`,
+    `_shape_problems`, `_lead_problems`, `_family_problems`, `_augmentation_problems`)."""
     data = facts.data
     if isinstance(data, str):
-        return problems + [data]
+        return [data]
     return (
-        problems
-        + _fold_range_problems(cfg, data)
+        _fold_range_problems(cfg, data)
         + _shape_problems(cfg, data)
-        + _lead_problems(cfg, data, facts.providers)
+        + _lead_problems(cfg, data, facts.readers)
         + _family_problems(cfg, facts.skipped_families)
         + _augmentation_problems(cfg, data)
     )
 
 
-_FREQUENCY_AUGMENTATIONS = ("tone", "drift", "amplitude-modulation")
-"""The built-in augmentations whose ``frequency`` option (Hz, one value or a range) must lie below
-the model rate's Nyquist frequency."""
-
-
 def _augmentation_problems(cfg: ExperimentConfig, data: DataFacts) -> list[str]:
     """Augmentation options the data refuses once training starts (`cyclejepa.data.augment`):
-    a lead-dropout ``count`` above the dataset's channel count, a ``frequency`` not below the
-    model rate's Nyquist frequency (cache_fs / decimation / 2). Options left out fit the data."""
+    a ``count`` of channels above the dataset's channel count, a ``frequency`` (Hz) not below
+    the model rate's Nyquist frequency (cache_fs / decimation / 2). Options left out fit the data."""
     channels, problems = list(data.channels), []
     rates = (cfg.data.cache_fs, cfg.data.decimation)
     nyquist = rates[0] / rates[1] / 2 if rates[0] is not None and rates[1] is not None else None
     for index, augmentation in enumerate(cfg.augmentations):
-        key, options = f"augmentations[{index}].options", augmentation.options
-        count = _numbers(options.get("count"))
-        if augmentation.name == "lead-dropout" and count and max(count) > len(channels):
+        key, options, name = f"augmentations[{index}].options", augmentation.options, augmentation.name
+        count = _numbers(getattr(options, "count", None))
+        if count and max(count) > len(channels):
             problems.append(
-                f"{key}.count: lead-dropout drops up to {max(count):g} channels, but dataset {cfg.data.dataset!r} "
+                f"{key}.count: {name} drops up to {max(count):g} channels, but dataset {cfg.data.dataset!r} "
                 f"has {len(channels)} ({', '.join(channels)}); leave count out (it fits the channels: at most "
-                "C - 1, none of one channel) or leave lead-dropout out"
+                f"C - 1, none of one channel) or leave {name} out"
             )
-        frequency = _numbers(options.get("frequency"))
-        if augmentation.name in _FREQUENCY_AUGMENTATIONS and frequency and nyquist is not None and max(frequency) >= nyquist:
+        frequency = _numbers(getattr(options, "frequency", None))
+        if frequency and nyquist is not None and max(frequency) >= nyquist:
+            fits = getattr(type(options).model_fields.get("frequency"), "default", 0) is None
             problems.append(
-                f"{key}.frequency: {augmentation.name} at up to {max(frequency):g} Hz is not below the Nyquist "
+                f"{key}.frequency: {name} at up to {max(frequency):g} Hz is not below the Nyquist "
                 f"frequency {nyquist:g} Hz of the model rate {2 * nyquist:g} Hz; choose a lower frequency"
-                + (" or leave it out (it fits the rate)" if augmentation.name == "tone" else "")
+                + (" or leave it out (it fits the rate)" if fits else "")
             )
     return problems
 
@@ -414,36 +320,29 @@ def _shape_problems(cfg: ExperimentConfig, data: DataFacts) -> list[str]:
     return problems
 
 
-def _lead_problems(cfg: ExperimentConfig, data: DataFacts, providers: dict[str, Any]) -> list[str]:
-    """Channels each phase provider of `_phase_readers` reads (its ``lead`` option, else that
-    option's default) that the dataset does not keep; with neither, a provider that picks its
-    channel by name (`PhaseProvider.reads_channel`) and finds none of the dataset's."""
-    problems = []
-    for key, name, options in _phase_readers(cfg):
-        if name in providers:  # else named by consistency_problems or by the composite provider's own check
-            problems += _provider_lead_problems(cfg, key, providers[name], name, options, list(data.channels))
-    return problems
+def _lead_problems(cfg: ExperimentConfig, data: DataFacts, readers: tuple[PhaseReader, ...]) -> list[str]:
+    """Channels each phase reader reads (its ``lead`` option, given or default) that the dataset
+    does not keep; with none, a provider that picks its channel by name (its declared
+    ``channel_pattern``) and finds none of the dataset's."""
+    return [problem for reader in readers for problem in _reader_lead_problems(cfg, reader, list(data.channels))]
 
 
-def _provider_lead_problems(
-    cfg: ExperimentConfig, key: str, provider: Any, name: str, options: dict[str, Any], channels: list[str]
-) -> list[str]:
-    """`_lead_problems` of one phase provider (class ``provider``, registered as ``name``)."""
-    parameter = inspect.signature(provider).parameters.get("lead")
-    default = None if parameter is None or parameter.default is inspect.Parameter.empty else parameter.default
-    lead = options.get("lead", default)
-    wanted = [lead] if isinstance(lead, str) and lead != "all" else lead if isinstance(lead, (list, tuple)) else []
-    origin = "" if "lead" in options else f" (the default of phase provider {name!r})"
+def _reader_lead_problems(cfg: ExperimentConfig, reader: PhaseReader, channels: list[str]) -> list[str]:
+    """`_lead_problems` of one phase reader."""
+    lead, pattern = getattr(reader.options, "lead", None), getattr(reader.declared, "channel_pattern", None)
+    wanted = [lead] if isinstance(lead, str) and lead != "all" else list(lead) if isinstance(lead, (list, tuple)) else []
+    origin = "" if "lead" in reader.options.model_fields_set else f" (the default of phase provider {reader.name!r})"
     problems = []
-    if lead is None and getattr(provider, "channel_pattern", None) and not any(map(provider.reads_channel, channels)):
+    if lead is None and pattern and not any(re.fullmatch(pattern, channel_key(c), re.IGNORECASE) for c in channels):
+        kinds = ", ".join(getattr(reader.declared, "channel_kinds", ()))
         problems.append(
-            f"{key}.lead: phase provider {name!r} reads {', '.join(provider.channel_kinds)} channels by name, and "
-            f"dataset {cfg.data.dataset!r} has none ({', '.join(channels)}); name its channel with {key}.lead"
+            f"{reader.key}.lead: phase provider {reader.name!r} reads {kinds} channels by name, and "
+            f"dataset {cfg.data.dataset!r} has none ({', '.join(channels)}); name its channel with {reader.key}.lead"
         )
     for channel in wanted:
         if channel_key(str(channel)) not in {channel_key(c) for c in channels}:
             problems.append(
-                f"{key}.lead: {channel!r}{origin} is not a channel of dataset {cfg.data.dataset!r}; its channels: "
+                f"{reader.key}.lead: {channel!r}{origin} is not a channel of dataset {cfg.data.dataset!r}; its channels: "
                 f"{', '.join(channels)}" + did_you_mean(str(channel), channels)
             )
     return problems
@@ -455,31 +354,15 @@ def _family_problems(cfg: ExperimentConfig, skipped: dict[str, str]) -> list[str
     return [f"evaluation.families[{families.index(name)}]: {name!r} {reason}; leave it out" for name, reason in skipped.items()]
 
 
-def _option_problems(component: ComponentFacts) -> list[str]:
-    """Options that the component's constructor does not take, else the values it refuses."""
-    accepted = sorted(component.accepted or ())
-    unknown = [option for option in component.options if component.accepted is not None and option not in accepted]
-    if unknown:
-        return [
-            f"{component.key}.{option}: unknown option of {component.kind} {component.name!r}; allowed: {', '.join(accepted)}"
-            + did_you_mean(option, accepted)
-            for option in unknown
-        ]
-    if component.refusal is not None:
-        return [f"{component.key}: {component.kind} {component.name!r} refuses {component.options}: {component.refusal}"]
-    return []
-
-
-def preflight(cfg: ExperimentConfig, *, construct: bool = True) -> list[tuple[str, ExperimentConfig]]:
+def preflight(cfg: ExperimentConfig) -> list[tuple[str, ExperimentConfig]]:
     """Every check that the config and the files on disk allow, before any work: raises one
     `ConfigError` listing each problem with its key path (a grid: each cell's, cell by cell).
-    ``construct``: as in `consistency_problems` (off: no torch-backed module is imported).
     Returns the checked cells, (label, config), as `expand_grid` gives them."""
     problems, cells = [], []
     for label, cell in expand_grid(cfg):
         cells.append((label, cell))
         where, plans = f"grid {label}: " if label else "", plan_runs(cell)
-        facts = gather_facts(cell, construct=construct)
+        facts = gather_facts(cell)
         problems += [
             where + problem
             for problem in _config_problems(cell, facts)
@@ -625,7 +508,7 @@ def event_word(cfg: ExperimentConfig) -> str:
     """What one cycle of the config's phase provider is called (`PhaseProvider.event_name`)."""
     if cfg.phase.provider is None:
         return "event"
-    return getattr(registry.PHASE_PROVIDERS.build(cfg.phase.provider, **cfg.phase.options), "event_name", "event")
+    return getattr(registry.PHASE_PROVIDERS.build(cfg.phase.provider, cfg.phase.options), "event_name", "event")
 
 
 def phase_qc_verdict(cfg: ExperimentConfig, phase_qc: dict[str, Any]) -> tuple[list[str], list[str]]:

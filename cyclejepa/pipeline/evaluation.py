@@ -99,8 +99,8 @@ def describe_data(cfg: ExperimentConfig, cache: PreparedCache) -> DataDescriptio
     every channel is in mV, as ECG leads are, else "channel"), the phase provider's signal kind
     and event word (`PhaseProvider.signal`, `PhaseProvider.event_name`)."""
     assert cfg.phase.provider is not None, "preflight refuses a config without a phase provider"
-    provider = PHASE_PROVIDERS.build(cfg.phase.provider, **cfg.phase.options)
-    dataset = DATASETS.build(cfg.data.dataset, root=cfg.data.root, **cfg.data.options)
+    provider = PHASE_PROVIDERS.build(cfg.phase.provider, cfg.phase.options)
+    dataset = DATASETS.build(cfg.data.dataset, cfg.data.options, root=cfg.data.root)
     units = tuple(cache.units)
     return DataDescription(
         dataset=cfg.data.dataset,

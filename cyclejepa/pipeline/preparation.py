@@ -26,13 +26,13 @@ def cache_spec(cfg: ExperimentConfig, directory: Path | None = None) -> CacheSpe
         directory=Path(directory) if directory is not None else cache_dir(cfg),
         dataset=data.dataset,
         root=data.root,
-        dataset_options=dict(data.options),
+        dataset_options=data.options.model_dump(),
         cache_fs=data.cache_fs,
         decimation=data.decimation,
         token_patch=data.token_patch,
         window_s=data.window_s,
         phase_provider=cfg.phase.provider,
-        phase_options=dict(cfg.phase.options),
+        phase_options=cfg.phase.options.model_dump(),
         amplitude_limits=dict(data.amplitude_limits),
         train_folds=tuple(data.train_folds) if data.train_folds is not None else None,
         workers=data.workers,
@@ -51,14 +51,12 @@ def configured_cache(cfg: ExperimentConfig, directory: Path | None = None, *, co
 def build_dataset(cfg: ExperimentConfig, progress: bool = False):
     """The configured `Dataset`: ``data.dataset`` built with ``data.root`` and ``data.options``
     (nothing is read or written; `prepare` calls its `fetch`)."""
-    import inspect
-
     from cyclejepa.registry import DATASETS
 
-    options, cls = dict(cfg.data.options), DATASETS.get(cfg.data.dataset)
-    if "progress" in inspect.signature(cls).parameters:  # a dataset that writes its corpus shows its progress
+    options = cfg.data.options.model_dump()
+    if "progress" in type(cfg.data.options).model_fields:  # a dataset that writes its corpus shows its progress
         options.setdefault("progress", progress)
-    return cls(root=cfg.data.root, **options)
+    return DATASETS.build(cfg.data.dataset, options, root=cfg.data.root)
 
 
 OWNER = ".experiment.json"

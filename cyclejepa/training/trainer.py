@@ -125,14 +125,14 @@ class JEPAObjective(nn.Module):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(init_seed + 1)
             self.symmetry = registry.SYMMETRIES.get(symmetry.name)(
-                symmetry.spectrum, basis=symmetry.basis, **symmetry.basis_options
+                symmetry.spectrum, basis=symmetry.basis, **symmetry.basis_options.model_dump()
             )
         if self.symmetry.dim != model.projector.dim:
             raise ValueError(
                 f"symmetry.spectrum has dimension {self.symmetry.dim}, but model.projector.dim is {model.projector.dim}"
             )
         reg = objectives.regulariser
-        self.regulariser = registry.REGULARISERS.build(reg.name, **reg.options)  # named components built and injected
+        self.regulariser = registry.REGULARISERS.build(reg.name, reg.options)  # its statistic built and injected
         self.weights = {
             "prediction": objectives.prediction.weight,
             "regulariser": reg.weight,
@@ -243,7 +243,7 @@ class Trainer:
         self.objective.dist = dist
         self.compile_mode = compile_mode(settings.compile, self.device.type, dist.enabled)
         self.step_module = self._wrap(self.objective)
-        self.augmenter = Augmenter.from_config([{"name": a.name, "p": a.p, **a.options} for a in spec.augmentations], fs=model_fs)
+        self.augmenter = Augmenter.from_config([{"name": a.name, "p": a.p, **a.options.model_dump()} for a in spec.augmentations], fs=model_fs)
         self.augment = self._compiled(self.augmenter.apply)
         self.optimisers = build_optimisers(self.objective, spec.optimiser)
         self.batches: BatchSampler | StreamBatches

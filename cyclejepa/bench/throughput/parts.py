@@ -80,7 +80,7 @@ def _time_loss(loss_fn, z, phi, symmetry, warmup: int, repeats: int, sync) -> di
 def measure_sigreg(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
     """SIGReg on N = B × T random tokens with fresh directions per call (as in training)."""
     device, configured = spec.device, spec.objective.objectives.regulariser
-    regulariser = REGULARISERS.build("sigreg", **(configured.options if configured.name == "sigreg" else {}))
+    regulariser = REGULARISERS.build("sigreg", configured.options if configured.name == "sigreg" else None)
     tokens = spec.batch_size * spec.tokens
     generator = torch.Generator(device=device).manual_seed(0)
     z = torch.randn(tokens, spec.objective.model.projector.dim, generator=generator, device=device).requires_grad_(True)

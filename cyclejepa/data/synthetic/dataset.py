@@ -8,11 +8,12 @@ from pathlib import Path
 
 from cyclejepa.data.ptbxl import DATABASE_CSV, PTBXL, resolve_root
 from cyclejepa.data.synthetic.corpus import RPEAKS_FILENAME, write_synthetic_corpus
+from cyclejepa.declarations.datasets import SyntheticDeclaration
 from cyclejepa.registry import DATASETS
 
 
 @DATASETS.register("synthetic")
-class SyntheticPTBXL(PTBXL):
+class SyntheticPTBXL(SyntheticDeclaration, PTBXL):
     """The synthetic corpus as a dataset: PTB-XL's reader (and facts) on a corpus root.
 
     With ``records``, `fetch` writes a corpus of that size and ``seed`` at ``root`` when it

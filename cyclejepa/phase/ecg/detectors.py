@@ -24,19 +24,11 @@ import numpy as np
 
 from cyclejepa.phase.ecg.pantompkins import detect_r_peaks_pan_tompkins
 from cyclejepa.phase.ecg.rpeak import detect_r_peaks
+from cyclejepa.declarations.providers import NEUROKIT_METHODS
 from cyclejepa.registry import RPEAK_DETECTORS
 
 Detector = Callable[[np.ndarray, float, int], np.ndarray]
 
-NEUROKIT_METHODS = (
-    "neurokit",
-    "pantompkins1985",
-    "hamilton2002",
-    "elgendi2010",
-    "engzeemod2012",
-    "kalidas2017",
-)
-"""NeuroKit2 methods offered as ``neurokit2:METHOD`` (each has a matching ``ecg_clean``)."""
 
 DEFAULT_DETECTOR = "cyclejepa"
 

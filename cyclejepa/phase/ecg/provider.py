@@ -22,18 +22,8 @@ from cyclejepa.registry import PHASE_PROVIDERS
 
 __all__ = ["ECG_LEAD_NAME", "EcgRPeakProvider", "ecg_lead_rows"]
 
-_LEAD = r"i{1,3}|d(i{1,3}|[1-3])|a?v[rlf]|v\d{0,2}r?|v?[xyz]|ml(i{1,3}|\d)?|mcl\d?|c[mc]\d"
-ECG_LEAD_NAME = re.compile(
-    rf"-?(mod\.?\s*)?({_LEAD})(\s*-\s*({_LEAD}))?|.*(ecg|ekg).*|lead.+",
-    re.IGNORECASE,
-)
-"""Channel names of ECG leads (the whole `channel_key` of a name: any case, trailing punctuation
-aside, so ``II,`` is II): the limb and augmented leads (I, II, III, aVR, aVL, aVF; DI-DIII,
-D1-D3), the chest leads (V, V1-V9, V3R-V6R), the orthogonal leads (X, Y, Z, VX-VZ), the
-monitoring and Holter leads (MLI-MLIII, ML5, MCL1-MCL6, CM5, CC5), a modified lead (``mod.V1``),
-a bipolar pair of them (``V1-V2``, ``V4-V5``), and any name containing ECG/EKG (``ECG1``) or
-starting with "lead" (``Lead I``). Arterial pressure, pleth, respiration or EEG channel names
-are not."""
+ECG_LEAD_NAME = re.compile(EcgRPeakDeclaration.channel_pattern or "", re.IGNORECASE)
+"""Channel names of ECG leads (the whole `channel_key` of a name; `EcgRPeakDeclaration.channel_pattern`)."""
 
 
 def ecg_lead_rows(channel_names: Sequence[str]) -> list[int]:
@@ -94,10 +84,6 @@ class EcgRPeakProvider(EcgRPeakDeclaration, PhaseProvider):
         Quality-control thresholds of `PhaseProvider`.
     """
 
-    signal = "ecg"
-    event_name = "beat"
-    channel_kinds = ("ECG lead",)
-    channel_pattern = ECG_LEAD_NAME.pattern
     too_few_reason = "too_few_beats"
     interval_reason = "implausible_rr"
 
