@@ -15,7 +15,6 @@ This module is the schema and its loading only: what a config's data implies is
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import re
 import sys
@@ -24,7 +23,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import yaml
-from pydantic_core import PydanticCustomError
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -39,7 +37,7 @@ from pydantic import (
 )
 
 from cyclejepa import registry
-from cyclejepa.declarations.options import OpenOptions, Options
+from cyclejepa.declarations.options import UNKNOWN_OPTION, OpenOptions, Options, typed_options
 from cyclejepa.facts import cycle_band, data_facts, declared_provider
 from cyclejepa.grid import grid_cells, grid_size, grid_size_problem
 from cyclejepa.registry import did_you_mean
@@ -67,47 +65,12 @@ def _registered(reg: registry.Registry):
     return AfterValidator(check)
 
 
-def _typed_options(reg: registry.Registry, name: str | None, value: Any, where: tuple[str | int, ...] = ()) -> Options:
-    """``value`` validated into the options model the component ``name`` of ``reg`` declares
-    (`Registry.options_model`); an unknown or missing name (said by its own check) leaves them
-    `OpenOptions`. Errors name the option under ``where`` (a field's own key path is pydantic's),
-    an unknown one with the component's options and the closest of them."""
-    if isinstance(value, Options) and not isinstance(value, OpenOptions):
-        return value
-    model: type[Options] = OpenOptions
-    if name is not None and name in reg:
-        with contextlib.suppress(KeyError):  # a plugin's name that failed to load: named by the name's check
-            model = reg.options_model(name)
-    try:
-        return model.model_validate(value.model_dump() if isinstance(value, Options) else value)
-    except ValidationError as error:
-        component = f"{reg.kind} {name!r}"
-        lines = [_option_error(e, where, component, sorted(model.model_fields)) for e in error.errors()]
-        raise ValidationError.from_exception_data(error.title, lines) from None  # type: ignore[arg-type]
-
-
-def _option_error(error: ErrorDetails, where: tuple[str | int, ...], component: str, allowed: list[str]) -> dict[str, Any]:
-    """One error of a component's options, under ``where``; an unknown option as `UNKNOWN_OPTION`,
-    with the ``allowed`` ones and the closest of them."""
-    line: dict[str, Any] = {"type": error["type"], "loc": (*where, *error["loc"]), "input": error["input"]}
-    if error["type"] == "extra_forbidden" and len(error["loc"]) == 1:
-        hint = did_you_mean(str(error["loc"][0]), allowed)
-        message = f"unknown option of {component}; allowed: {', '.join(allowed) or '(none)'}{hint}"
-        line["type"] = PydanticCustomError(UNKNOWN_OPTION, message)
-    elif "ctx" in error:
-        line["ctx"] = error["ctx"]
-    return line
-
-
-UNKNOWN_OPTION = "unknown_option"
-"""The error type of an option its component does not take (`_option_error`)."""
-
-
-def _options_of(reg: registry.Registry, name_field: str) -> Any:
-    """A field validator typing a section's options by the component its ``name_field`` names."""
+def _options_of(key: str, name_field: str) -> Any:
+    """A field validator typing a section's options by the component its ``name_field`` names in
+    the registry ``key`` of `cyclejepa.registry.ALL_REGISTRIES` (`typed_options`)."""
 
     def typed(cls: type, value: Any, info: ValidationInfo) -> Options:
-        return _typed_options(reg, info.data.get(name_field), value)
+        return typed_options(key, info.data.get(name_field), value)
 
     return field_validator("options", "basis_options", mode="before", check_fields=False)(classmethod(typed))
 
@@ -153,7 +116,9 @@ class DataConfig(Section):
     (`cyclejepa.data.datasets.Dataset`): its rates, window and fold protocol."""
 
     dataset: Annotated[str, _registered(registry.DATASETS)] = "ptbxl"
-    options: TypedOptions = Field(default_factory=OpenOptions, validate_default=True, description="keyword options of the dataset")
+    options: TypedOptions = Field(
+        default_factory=OpenOptions, validate_default=True, description="keyword options of the dataset"
+    )
     root: Path | None = Field(None, description="dataset root; None: the dataset's own environment variable")
     cache_fs: float | None = Field(None, gt=0, description="cache rate (Hz): records are resampled to it and phased at it")
     decimation: int | None = Field(None, ge=1, description="the model sees its rate model_fs = cache_fs / decimation")
@@ -171,7 +136,7 @@ class DataConfig(Section):
     )
     phase_qc: PhaseQcConfig = Field(default_factory=PhaseQcConfig)
 
-    _options = _options_of(registry.DATASETS, "dataset")
+    _options = _options_of("datasets", "dataset")
 
 
 class PhaseConfig(Section):
@@ -181,7 +146,7 @@ class PhaseConfig(Section):
     options: TypedOptions = Field(default_factory=OpenOptions, validate_default=True)
     convention: Literal["centre", "causal"] = "centre"
 
-    _options = _options_of(registry.PHASE_PROVIDERS, "provider")
+    _options = _options_of("phase_providers", "provider")
 
 
 class SymmetryConfig(Section):
@@ -190,7 +155,7 @@ class SymmetryConfig(Section):
     basis: Annotated[str, _registered(registry.BASES)] = "canonical"
     basis_options: TypedOptions = Field(default_factory=OpenOptions, validate_default=True)
 
-    _options = _options_of(registry.BASES, "basis")
+    _options = _options_of("bases", "basis")
 
 
 class EncoderConfig(Section):
@@ -230,7 +195,7 @@ class RegulariserConfig(Section):
     weight: float = Field(0.15, ge=0)
     options: TypedOptions = Field(default_factory=OpenOptions, validate_default=True)
 
-    _options = _options_of(registry.REGULARISERS, "name")
+    _options = _options_of("regularisers", "name")
 
 
 class PredictionConfig(Section):
@@ -304,7 +269,7 @@ class AugmentationConfig(Section):
     p: float = Field(0.5, ge=0, le=1)
     options: TypedOptions = Field(default_factory=OpenOptions, validate_default=True)
 
-    _options = _options_of(registry.AUGMENTATIONS, "name")
+    _options = _options_of("augmentations", "name")
 
 
 def _paper_augmentations() -> list[AugmentationConfig]:
@@ -404,7 +369,7 @@ class ExperimentConfig(Section):
         if self.phase.provider is None and declared is not None:
             self.phase.provider = declared
             self._derived.add("phase.provider")
-            self.phase.options = _typed_options(registry.PHASE_PROVIDERS, declared, self.phase.options, ("phase", "options"))
+            self.phase.options = typed_options("phase_providers", declared, self.phase.options, ("phase", "options"))
         facts = data_facts(self.data, cycle_band(self.phase.provider))
         if isinstance(facts, str):
             return self

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import entry_points
 from typing import Any, TypeVar
 
-from cyclejepa.declarations.options import Choice, OpenOptions, Options
+from cyclejepa.declarations.options import REGISTRIES, Choice, OpenOptions, Options
 from cyclejepa.declarations.providers import RPEAK_DETECTORS as BUILTIN_RPEAK_DETECTORS
 
 log = logging.getLogger(__name__)
@@ -222,12 +222,12 @@ PREDICTORS = Registry("predictor", _table("cyclejepa.models.predictor", "causal-
 STATISTICS = Registry(
     "univariate statistic",
     _table("cyclejepa.objectives.statistics", "epps-pulley", "moments"),
-    "cyclejepa.declarations.objectives:STATISTICS",
+    "cyclejepa.declarations.objectives:DECLARED_STATISTICS",
 )
 REGULARISERS = Registry(
     "regulariser",
     {**_table("cyclejepa.objectives.sigreg", "sigreg"), **_table("cyclejepa.objectives.vicreg", "vicreg")},
-    "cyclejepa.declarations.objectives:REGULARISERS",
+    "cyclejepa.declarations.objectives:DECLARED_REGULARISERS",
 )
 OBJECTIVES = Registry(
     "objective",
@@ -285,6 +285,8 @@ ALL_REGISTRIES: dict[str, Registry] = {
     "rpeak_detectors": RPEAK_DETECTORS,
     "perturbations": PERTURBATIONS,
 }
+
+REGISTRIES.update(ALL_REGISTRIES)  # the declarations check the names their options give against these
 
 _plugins_loaded = False
 

@@ -23,12 +23,23 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import Field
 
+from cyclejepa.declarations.providers import PhaseQcOptions
 from cyclejepa.phase import PhaseProvider, channel_indices, fill_nonfinite
 from cyclejepa.registry import PHASE_PROVIDERS
 
 SHARED = Path(os.environ.get("CYCLEJEPA_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 DEFAULT_RECORD = SHARED / "data" / "physionet-samples" / "v102s"
+
+
+class BreathPhaseOptions(PhaseQcOptions):
+    """The options a config gives ``resp-breath`` (checked when the config loads): the channel,
+    and the QC thresholds of every provider with breathing defaults."""
+
+    lead: str = "RESP"
+    interval_range_s: tuple[float, float] = (1.5, 15.0)
+    max_interval_ratio: float | None = Field(None, ge=1)
 
 
 @PHASE_PROVIDERS.register("resp-breath")
@@ -53,6 +64,7 @@ class BreathPhase(PhaseProvider):
     cycle_band_hz = (0.1, 0.7)  # 6-42 breaths per minute: datasets derive their rates from it
     too_few_reason = "too_few_breaths"  # the QC reasons in the provider's own words
     interval_reason = "implausible_breath_interval"
+    Options = BreathPhaseOptions
 
     def __init__(
         self,

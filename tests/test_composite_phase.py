@@ -95,15 +95,16 @@ def test_bad_coordinates_are_named(example):
 
 def test_validate_reports_a_bad_coordinate_under_phase_options(example):
     from cyclejepa.pipeline.checks import consistency_problems
-    from cyclejepa.config import parse_config
+    from cyclejepa.config import ConfigError, parse_config
 
     torus = {"name": "torus", "spectrum": "64x(0,0)+48x(1,0)+48x(0,1)"}  # rank 2, K = 256
     # both coordinates on channels of the default dataset (PTB-XL), so that the refusal is the only problem
     coordinates = {**COORDINATES, "respiratory": {"provider": "resp-breath", "lead": "V1"}}
     options = {"coordinates": {**coordinates, "respiratory": {"provider": "resp-breath", "lead": "V1", "channel": "RESP"}}}
-    (problem,) = consistency_problems(parse_config({"phase": {"provider": "composite", "options": options}, "symmetry": torus}))
-    assert problem.startswith("phase.options: phase provider 'composite' refuses")
-    assert "coordinates.respiratory" in problem and "channel" in problem
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"phase": {"provider": "composite", "options": options}, "symmetry": torus})
+    (problem,) = caught.value.problems
+    assert problem.startswith("phase.options.coordinates.respiratory.channel: unknown option of phase provider 'resp-breath'")
     good = parse_config({"phase": {"provider": "composite", "options": {"coordinates": coordinates}}, "symmetry": torus})
     assert consistency_problems(good) == []
 

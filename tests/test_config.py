@@ -171,7 +171,9 @@ def test_validate_checks_the_regularisers_option_names_and_values(tmp_path):
     path = write(tmp_path, {"output_dir": str(tmp_path / "out")})
     misspelt = runner.invoke(app, ["validate", str(path), "--set", "objectives.regulariser.options.num_direction=3"])
     assert misspelt.exit_code == 2 and "Did you mean 'num_directions'?" in misspelt.output
-    zero = runner.invoke(app, ["validate", str(path), "--set", "objectives.regulariser.options.num_directions=0"], terminal_width=400)
+    zero = runner.invoke(
+        app, ["validate", str(path), "--set", "objectives.regulariser.options.num_directions=0"], terminal_width=400
+    )
     assert zero.exit_code == 2
     assert "objectives.regulariser.options.num_directions: Input should be greater than or equal to 1 (got 0)" in zero.output
 

@@ -87,7 +87,10 @@ def test_a_plugin_class_is_its_own_declaration(monkeypatch):
     assert registry.DATASETS.declared("belts-example") is Belts
     facts = data_facts(parse_config({"data": {"dataset": "belts-example"}, "phase": {"provider": "breath"}}).data)
     assert facts.channels == ("THORAX", "ABDOMEN") and facts.cache_fs == 25.0 and facts.n_tokens == 50
-    with pytest.raises(ConfigError, match=r"data\.options\.chanels: unknown option of dataset 'belts-example'; allowed: channels\. Did you mean 'channels'\?"):
+    with pytest.raises(
+        ConfigError,
+        match=r"data\.options\.chanels: unknown option of dataset 'belts-example'; allowed: channels\. Did you mean 'channels'\?",
+    ):
         parse_config({"data": {"dataset": "belts-example", "options": {"chanels": ["THORAX"]}}, "phase": {"provider": "breath"}})
 
 

@@ -55,15 +55,16 @@ def test_every_channel_reading_provider_names_its_channel_option_lead(example):
     assert example.BreathPhase(lead="resp").lead == "resp"
 
 
-def test_validate_checks_resp_breath_options_against_its_signature(example):
+def test_a_config_checks_resp_breath_options_against_its_declared_model(example):
     from cyclejepa.pipeline.checks import consistency_problems
-    from cyclejepa.config import parse_config
+    from cyclejepa.config import ConfigError, parse_config
 
     with_resp = {"dataset": "challenge2021", "options": {"channels": ["II", "RESP"]}}
     good = parse_config({"data": with_resp, "phase": {"provider": "resp-breath", "options": {"lead": "RESP", "min_events": 6}}})
     assert consistency_problems(good) == []
-    bad = parse_config({"data": with_resp, "phase": {"provider": "resp-breath", "options": {"channel": "RESP"}}})
-    (problem,) = consistency_problems(bad)
+    with pytest.raises(ConfigError) as caught:
+        parse_config({"data": with_resp, "phase": {"provider": "resp-breath", "options": {"channel": "RESP"}}})
+    (problem,) = caught.value.problems
     assert problem.startswith("phase.options.channel: unknown option of phase provider 'resp-breath'")
     assert "lead" in problem and "min_phase_yield" in problem  # its own and the shared QC options
 

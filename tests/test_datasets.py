@@ -24,11 +24,17 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.data.datasets import Dataset, Entry, LabelLevel, Record, RecordRejected, sha256_of
+from cyclejepa.declarations.options import Options
 from cyclejepa.registry import DATASETS
+
+
+class NpzOptions(Options):
+    channels: tuple[str, ...] = ("I", "II", "III", "aVR", "aVL", "aVF", "V1", "V2", "V3", "V4", "V5", "V6")
 
 
 @DATASETS.register("npz-ecg")
 class NpzECG(Dataset):
+    Options = NpzOptions  # the options a config gives it, checked when the config loads
     label_levels = (LabelLevel("rhythm", "rhythm", ("ABN", "NORM")),)
     cache_fs, decimation = 500.0, 5  # records at any rate, phased at 500 Hz, the model at 100 Hz
     phase_provider = "ecg-rpeak"  # what a config that names no phase provider uses
@@ -152,7 +158,7 @@ def test_plugin_dataset_is_prepared_and_run(plugin):
     root.mkdir()
     index = write_npz_corpus(root)
     with pytest.raises(ConfigError, match=r"data.options.channel: unknown option of dataset 'npz-ecg'.*'channels'"):
-        pipeline.preflight(tiny_config(root, plugin / "bad", options={"channel": ["I"]}))
+        tiny_config(root, plugin / "bad", options={"channel": ["I"]})
     cfg = tiny_config(root, plugin / "run")
     cache = pipeline.prepare(cfg, progress=False)
     assert [(r.record_id, r.check) for r in cache.rejections] == [("rec003", "extent")]  # rec003 lasts 4 s: named, not numbered

@@ -142,7 +142,7 @@ def test_a_flat_channel_fails_qc_in_the_providers_words_and_bad_input_is_named()
         PHASE_PROVIDERS.build("pulse", lead="ABP").phase(np.ones((1, 1250)), 125.0, ["PLETH"])
     with pytest.raises(KeyError, match=r"no channel named as PPG or arterial pressure.*'II', 'RESP'"):
         PHASE_PROVIDERS.build("pulse").phase(np.ones((2, 1250)), 125.0, ["II", "RESP"])
-    with pytest.raises(ValueError, match="fiducial must be one of foot, max-slope, peak"):
+    with pytest.raises(ValueError, match="fiducial\n  Input should be 'foot', 'max-slope' or 'peak'"):
         PHASE_PROVIDERS.build("pulse", fiducial="notch")
 
 

@@ -28,6 +28,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from pydantic import ValidationError
+
 from cyclejepa.devices import same_device
 from cyclejepa.registry import AUGMENTATIONS
 
@@ -446,6 +448,13 @@ class Augmenter:
         return f"Augmenter([{steps}], fs={self.fs})"
 
 
+def _reason(error: Exception) -> str:
+    """One line for a refused option: each of a `ValidationError`'s errors as ``key: message``."""
+    if isinstance(error, ValidationError):
+        return "; ".join(f"{'.'.join(map(str, e['loc'])) or 'options'}: {e['msg']}" for e in error.errors())
+    return str(error)
+
+
 def _step_from_spec(index: int, spec: Mapping[str, Any]) -> AugmentationStep:
     """An `AugmentationStep` from one config entry; errors name the entry."""
     if "name" not in spec:
@@ -454,7 +463,7 @@ def _step_from_spec(index: int, spec: Mapping[str, Any]) -> AugmentationStep:
     name = spec["name"]
     try:
         transform = AUGMENTATIONS.build(name, **params)
-    except TypeError as error:
-        message = f"augmentations[{index}] ({name}): bad parameters {params!r}: {error}"
-        raise ValueError(message) from None
+    except (TypeError, ValueError) as error:
+        reason = _reason(error)
+        raise ValueError(f"augmentations[{index}] ({name}): bad parameters {params!r}: {reason}") from None
     return AugmentationStep(name, transform, float(spec.get("p", 0.5)))

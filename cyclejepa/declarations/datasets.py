@@ -60,7 +60,7 @@ class PTBXLDeclaration(DatasetDeclaration):
     window_s = 10.0
     folds = FoldProtocol(train=tuple(range(1, 10)), evaluation=(10,), sealed=(10,), eligible=9, count=10)  # strat_fold
     phase_provider = "ecg-rpeak"
-    Options = NoOptions
+    Options: type[Options] = NoOptions
 
 
 class SyntheticDeclaration(PTBXLDeclaration):

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SerializeAsAny, ValidationInfo, field_validator, model_validator
+from pydantic import AfterValidator, Field, SerializeAsAny, field_validator, model_validator
 
-from cyclejepa.declarations.options import Choice, Declaration, OpenOptions, Options
+from cyclejepa.declarations.options import Choice, Declaration, Options, registered, typed_options
 
 
 class EppsPulleyOptions(Options):
@@ -32,7 +32,9 @@ class MomentsDeclaration(Declaration):
     Options = MomentsOptions
 
 
-STATISTICS: Mapping[str, type[Declaration]] = MappingProxyType({"epps-pulley": EppsPulleyDeclaration, "moments": MomentsDeclaration})
+DECLARED_STATISTICS: Mapping[str, type[Declaration]] = MappingProxyType(
+    {"epps-pulley": EppsPulleyDeclaration, "moments": MomentsDeclaration}
+)
 """Registered name -> declaration (`cyclejepa.registry.STATISTICS`)."""
 
 SAMPLE_SIZES = ("records", "tokens")
@@ -46,23 +48,22 @@ class SIGRegOptions(Options):
 
     num_directions: int = Field(256, ge=1)
     sample_size: Literal["records", "tokens"] = "records"
-    statistic: str = "epps-pulley"
-    statistic_options: SerializeAsAny[Options] = Field(default_factory=dict, validate_default=True)  # type: ignore[arg-type]
+    statistic: Annotated[str, AfterValidator(lambda name: registered("statistics", name))] = "epps-pulley"
+    statistic_options: SerializeAsAny[Options] = Field(default_factory=dict, validate_default=True)
     knots: int | None = Field(None, ge=2)
     t_max: float | None = Field(None, gt=0)
 
     @field_validator("statistic_options", mode="before")
     @classmethod
-    def _typed(cls, value: Any, info: ValidationInfo) -> Any:
-        declared = STATISTICS.get(info.data.get("statistic", ""))
-        return (declared.Options if declared else OpenOptions).model_validate(value)
+    def _typed(cls, value: Any, info: Any) -> Options:
+        return typed_options("statistics", info.data.get("statistic"), value)
 
     @model_validator(mode="after")
     def _shorthand(self) -> SIGRegOptions:
         short = [key for key in ("knots", "t_max") if getattr(self, key) is not None]
         if short and self.statistic != "epps-pulley":
             raise ValueError(
-                f"{', '.join(short)} are options of the statistic 'epps-pulley', but statistic is "
+                f"{', '.join(short)} are options of the univariate statistic 'epps-pulley', but statistic is "
                 f"{self.statistic!r}; give that one's options in statistic_options"
             )
         both = sorted(set(short) & self.statistic_options.model_fields_set)
@@ -98,5 +99,7 @@ class VICRegDeclaration(Declaration):
     Options = VICRegOptions
 
 
-REGULARISERS: Mapping[str, type[Declaration]] = MappingProxyType({"sigreg": SIGRegDeclaration, "vicreg": VICRegDeclaration})
+DECLARED_REGULARISERS: Mapping[str, type[Declaration]] = MappingProxyType(
+    {"sigreg": SIGRegDeclaration, "vicreg": VICRegDeclaration}
+)
 """Registered name -> declaration (`cyclejepa.registry.REGULARISERS`)."""

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from cyclejepa.declarations.kinds import ProviderDeclaration
-from cyclejepa.declarations.options import NoOptions, OpenOptions, Options, Pair
+from cyclejepa.declarations.options import NoOptions, OpenOptions, Options, Pair, registered, typed_options
 
 # Thresholds of the cycle quality control. Figures: `python benchmarks/bidmc_rates.py` (docs/phase.md,
 # "Cycle quality"): 16 real pulse channels (BIDMC PLETH, ABP; PLETH and ABP of physionet-samples)
@@ -74,7 +74,7 @@ class EcgRPeakOptions(PhaseQcOptions):
     ``refine_window_s``: half-width (s) of the peak refinement."""
 
     lead: Lead = None
-    detector: Literal[RPEAK_DETECTORS] = "cyclejepa"  # type: ignore[valid-type]
+    detector: Annotated[str, AfterValidator(lambda name: registered("rpeak_detectors", name))] = "cyclejepa"
     detection_leads: Literal["all"] | tuple[str, ...] = "all"
     refine_window_s: float = Field(0.06, gt=0)
 
@@ -129,23 +129,24 @@ class CompositeOptions(Options):
         """(key, phase provider, its typed options) of each coordinate: the providers that read a
         channel, one per torus coordinate."""
         return [
-            (f"coordinates.{name}", spec["provider"], _options_of(spec["provider"], spec)) for name, spec in self.coordinates.items()
+            (f"coordinates.{name}", spec["provider"], _coordinate_options(name, spec)) for name, spec in self.coordinates.items()
         ]
 
-    @model_validator(mode="after")
-    def _coordinates_named(self) -> CompositeOptions:
-        for name, spec in self.coordinates.items():
-            if "provider" not in spec:
+    @field_validator("coordinates")
+    @classmethod
+    def _coordinates_typed(cls, coordinates: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        for name, spec in coordinates.items():
+            if not isinstance(spec.get("provider"), str):
                 raise ValueError(f"coordinates.{name}: name its phase provider (provider: NAME)")
-            _options_of(spec["provider"], spec)
-        return self
+            registered("phase_providers", spec["provider"])
+            _coordinate_options(name, spec)
+        return coordinates
 
 
-def _options_of(provider: str, spec: Mapping[str, Any]) -> Options:
-    """A composite coordinate's options (``spec`` but its ``provider``), typed by the built-in
-    provider's model; a plugin's stay `OpenOptions`."""
-    declared = DECLARED.get(provider)
-    return (declared.Options if declared else OpenOptions).model_validate({k: v for k, v in spec.items() if k != "provider"})
+def _coordinate_options(name: str, spec: Mapping[str, Any]) -> Options:
+    """A composite coordinate's options (``spec`` but its ``provider``), typed by its provider's model."""
+    options = {key: value for key, value in spec.items() if key != "provider"}
+    return typed_options("phase_providers", spec["provider"], options, (name,))
 
 
 class EcgRPeakDeclaration(ProviderDeclaration):

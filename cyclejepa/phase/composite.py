@@ -144,8 +144,8 @@ class CompositePhaseProvider(CompositeDeclaration):
     def names(self) -> tuple[str, ...]:
         return tuple(self.providers)
 
-    @property
-    def event_name(self) -> str:
+    @property  # the first coordinate's word, known once its providers are built
+    def event_name(self) -> str:  # type: ignore[override]
         """The first coordinate's event word (its events are the cache's ``beats`` column)."""
         return getattr(next(iter(self.providers.values())), "event_name", "event")
 

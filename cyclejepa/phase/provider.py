@@ -52,7 +52,6 @@ from cyclejepa.registry import PHASE_PROVIDERS
 __all__ = ["PhaseProvider", "channel_indices", "channel_row", "fill_nonfinite"]
 
 
-
 def channel_indices(channel_names: Sequence[str], wanted: str | Sequence[str]) -> list[int]:
     """Rows of the ``wanted`` channel name(s), matched by `cyclejepa.data.channels.channel_key`
     (case, surrounding space and trailing punctuation aside: ``II`` finds ``II,``).

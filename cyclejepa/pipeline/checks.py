@@ -103,7 +103,11 @@ def _phase_readers(cfg: ExperimentConfig) -> tuple[PhaseReader, ...]:
     each of its coordinates when its options name them (``readers()``)."""
     options, provider = cfg.phase.options, cfg.phase.provider
     named = getattr(options, "readers", None)
-    pairs = [(f"phase.options.{key}", name, typed) for key, name, typed in named()] if named else [("phase.options", provider, options)]
+    pairs = (
+        [(f"phase.options.{key}", name, typed) for key, name, typed in named()]
+        if named
+        else [("phase.options", provider, options)]
+    )
     return tuple(
         PhaseReader(key, name, registry.PHASE_PROVIDERS.declared(name), typed)
         for key, name, typed in pairs
@@ -238,8 +242,10 @@ def _name_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
     regulariser = cfg.objectives.regulariser.options
     statistic = getattr(regulariser, "statistic", None)
     if statistic is not None and statistic not in registry.STATISTICS:
-        problems.append("objectives.regulariser.options.statistic: " + registry.unknown_name_message(
-            registry.STATISTICS.kind, statistic, registry.STATISTICS.names()))
+        problems.append(
+            "objectives.regulariser.options.statistic: "
+            + registry.unknown_name_message(registry.STATISTICS.kind, statistic, registry.STATISTICS.names())
+        )
     return problems
 
 

@@ -243,7 +243,9 @@ class Trainer:
         self.objective.dist = dist
         self.compile_mode = compile_mode(settings.compile, self.device.type, dist.enabled)
         self.step_module = self._wrap(self.objective)
-        self.augmenter = Augmenter.from_config([{"name": a.name, "p": a.p, **a.options.model_dump()} for a in spec.augmentations], fs=model_fs)
+        self.augmenter = Augmenter.from_config(
+            [{"name": a.name, "p": a.p, **a.options.model_dump()} for a in spec.augmentations], fs=model_fs
+        )
         self.augment = self._compiled(self.augmenter.apply)
         self.optimisers = build_optimisers(self.objective, spec.optimiser)
         self.batches: BatchSampler | StreamBatches
