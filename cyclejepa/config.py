@@ -32,6 +32,7 @@ from pydantic import (
     SerializeAsAny,
     ValidationError,
     ValidationInfo,
+    JsonValue,
     field_validator,
     model_validator,
 )
@@ -357,7 +358,9 @@ class ExperimentConfig(Section):
     augmentations: list[AugmentationConfig] = Field(default_factory=_paper_augmentations)
     runs: RunsConfig = Field(default_factory=RunsConfig)
     evaluation: EvaluationConfig = Field(default_factory=EvaluationConfig)
-    grid: dict[str, list[Any]] = Field(default_factory=dict, description="key.path -> values: `run` trains every combination")
+    grid: dict[str, list[JsonValue]] = Field(
+        default_factory=dict, description="key.path -> values: `run` trains every combination"
+    )
     _derived: set[str] = PrivateAttr(default_factory=set)
     """Key paths filled from the dataset's facts (left out of a grid cell's base)."""
 
