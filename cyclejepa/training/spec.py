@@ -1,5 +1,4 @@
-"""What pre-training reads: `ObjectiveSpec` (the objective a checkpoint holds) and
-`TrainingSpec` (one arm × seed), both built from the experiment config by the pre-training stage."""
+"""What pre-training reads, built from the experiment config: the objective and one arm × seed."""
 
 from __future__ import annotations
 
