@@ -32,7 +32,7 @@ from cyclejepa.training.batches import BatchSampler
 from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from cyclejepa.training.rng import RNGStreams
 from cyclejepa.training.schedule import learning_rate, set_learning_rate
-from cyclejepa.training.trainer import bf16_autocast, compile_mode, uses_bf16
+from cyclejepa.training.trainer import bf16_autocast, compile_mode, replays_cuda_graphs, uses_bf16
 
 __all__ = ["CheckpointMismatch", "Classifier", "FineTuner", "FinetuneSettings", "label_subset", "predict_logits"]
 
@@ -159,7 +159,7 @@ class FineTuner:
         self.classifier = classifier.to(self.device)
         self.bf16 = uses_bf16(precision, self.device.type)
         mode = compile_mode(compile, self.device.type)
-        self.cuda_graphs = self.device.type == "cuda" and mode in ("reduce-overhead", "max-autotune")
+        self.cuda_graphs = replays_cuda_graphs(mode, self.device.type)
         self.step_model = classifier if mode is None else torch.compile(classifier, mode=mode)
         self.streams = RNGStreams(seed, self.device)
         batch = min(settings.batch_size, len(signals))

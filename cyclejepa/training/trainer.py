@@ -83,6 +83,11 @@ def compile_mode(setting: bool | str, device_type: str, distributed: bool = Fals
     return setting
 
 
+def replays_cuda_graphs(mode: str | None, device_type: str) -> bool:
+    """Whether a module compiled in ``mode`` on ``device_type`` replays CUDA graphs."""
+    return device_type == "cuda" and mode in ("reduce-overhead", "max-autotune")
+
+
 def build_configured_model(model: ModelConfig, seed: int) -> nn.Module:
     """The model of the ``model`` section (encoder, projector, predictor), its weights drawn from ``seed``."""
     return build_model(
@@ -257,8 +262,7 @@ class Trainer:
 
     @property
     def cuda_graphs(self) -> bool:
-        """Whether the step module replays CUDA graphs (compile modes with cudagraphs, on CUDA)."""
-        return self.device.type == "cuda" and self.compile_mode in ("reduce-overhead", "max-autotune")
+        return replays_cuda_graphs(self.compile_mode, self.device.type)
 
     @property
     def model(self) -> nn.Module:
