@@ -52,9 +52,7 @@ def _derived(config: dict[str, Any], key: str, value: int, section: str, source:
 
 @MODELS.register("winder")
 def winder_model(
-    encoder: dict[str, Any] | None = None,
-    projector: dict[str, Any] | None = None,
-    predictor: dict[str, Any] | None = None,
+    encoder: dict[str, Any] | None = None, projector: dict[str, Any] | None = None, predictor: dict[str, Any] | None = None
 ) -> JEPAModel:
     """The paper's model; each dict overrides that component's constructor arguments (``"name"``
     picks another registered encoder or predictor). Unless overridden the projector is

@@ -86,8 +86,4 @@ def pairwise_similarities(z: Tensor, phi: Tensor, symmetry: Canonicalizer) -> tu
     transported, pairs = _mean_pair_inner_product(symmetry.canonicalize(unit, phases), valid)
     untransported, _ = _mean_pair_inner_product(unit, valid)
     undefined = pairs == 0
-    return (
-        transported.masked_fill(undefined, float("nan")),
-        untransported.masked_fill(undefined, float("nan")),
-        pairs,
-    )
+    return (transported.masked_fill(undefined, float("nan")), untransported.masked_fill(undefined, float("nan")), pairs)

@@ -54,13 +54,7 @@ def vicreg(
 class VICReg(Regulariser):
     """`vicreg` of all tokens of ``z`` (..., K): a `Regulariser` like `SIGReg` that draws nothing."""
 
-    def __init__(
-        self,
-        variance_weight: float = 25.0,
-        covariance_weight: float = 1.0,
-        std_target: float = 1.0,
-        eps: float = 1e-4,
-    ):
+    def __init__(self, variance_weight: float = 25.0, covariance_weight: float = 1.0, std_target: float = 1.0, eps: float = 1e-4):
         super().__init__()
         self.variance_weight, self.covariance_weight = variance_weight, covariance_weight
         self.std_target, self.eps = std_target, eps

@@ -51,13 +51,7 @@ def runs_at_once(setting: int | str, device_type: str, runs: int) -> int:
 
 
 def train_concurrently(
-    config: Path,
-    jobs: Sequence[RunJob],
-    at_once: int,
-    steps: int,
-    *,
-    gpus: Sequence[str] = (),
-    progress: bool = True,
+    config: Path, jobs: Sequence[RunJob], at_once: int, steps: int, *, gpus: Sequence[str] = (), progress: bool = True
 ) -> None:
     """Train ``jobs`` from the resolved config file ``config``, ``at_once`` processes at a time, each
     on the one of ``gpus`` (`cyclejepa.devices.child_gpus`; none: the environment's) running the
