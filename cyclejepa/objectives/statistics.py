@@ -34,9 +34,9 @@ def _trapezoid(
 class EppsPulley(UnivariateStatistic):
     """Epps–Pulley statistic: N ∫_R |φ̂(t) − e^{−t²/2}|² e^{−t²/2} dt, φ̂(t) = (1/R) Σ_r e^{i t x_r}.
 
-    The integrand is even, so the integral is twice the one over [0, t_max], by the trapezoid rule
-    on ``knots`` points: weights Δ·[1, 2, …, 2, 1], Δ = t_max / (knots − 1). The sample means are
-    the empirical characteristic function (2, knots, M): the means of cos(t x) and sin(t x).
+    The integrand is even: twice the integral over [0, ∞), truncated to [0, t_max], by the trapezoid
+    rule on ``knots`` points (weights Δ·[1, 2, …, 2, 1], Δ = t_max / (knots − 1)). The sample means
+    are the empirical characteristic function (2, knots, M): the means of cos(t x) and sin(t x).
     """
 
     def __init__(self, knots: int = 17, t_max: float = 3.0):

@@ -80,10 +80,9 @@ class HouseholderBasis(Basis):
 
 @BASES.register("stiefel")
 class StiefelBasis(Basis):
-    """Q as a geoopt `ManifoldParameter` on O(K) (`EuclideanStiefel`, K x K points), initialised to I.
-
-    Step it with `geoopt.optim.RiemannianAdam` (`manifold_parameters`), whose QR retraction keeps Q
-    orthogonal to rounding error; a Euclidean optimiser would leave the manifold.
+    """Q as a geoopt `ManifoldParameter` on O(K), initialised to I: `EuclideanStiefel` with K x K
+    points, whose QR retraction keeps Q orthogonal to rounding error. Step it with
+    `geoopt.optim.RiemannianAdam` (`manifold_parameters`); a Euclidean optimiser leaves the manifold.
     """
 
     def __init__(self, dim: int):
