@@ -13,11 +13,8 @@ from cyclejepa.registry import ENCODERS
 
 
 class CausalConv1d(nn.Conv1d):
-    """Bias-free channels → channels Conv1D over tokens, padded on the left only.
-
-    Takes and returns token-major tensors (B, T, C). The left padding of
-    ``(kernel - 1) * dilation`` zeros makes output t depend on inputs t - (kernel-1)·d … t.
-    """
+    """Bias-free Conv1D over token-major (B, T, C), left-padded with (k − 1)·d zeros: output t
+    depends on inputs t − (k − 1)·d … t."""
 
     def __init__(self, channels: int, kernel: int, dilation: int):
         super().__init__(channels, channels, kernel, dilation=dilation, bias=False)
@@ -29,11 +26,8 @@ class CausalConv1d(nn.Conv1d):
 
 
 class ContextBlock(nn.Module):
-    """x + conv₂(GELU(LN₂(conv₁(GELU(LN₁(x)))))): one identity skip, nothing after the sum.
-
-    LN is a LayerNorm over channels at each token ("channel LayerNorm"); both convolutions
-    share the block's dilation. Parameters: 2·2C (norms) + 2·k·C² (convolutions).
-    """
+    """x + conv₂(GELU(LN₂(conv₁(GELU(LN₁(x)))))), LN over channels per token, one dilation:
+    2·2C + 2·k·C² parameters, one identity skip, nothing after the sum."""
 
     def __init__(self, channels: int, kernel: int, dilation: int):
         super().__init__()
@@ -51,26 +45,10 @@ class ContextBlock(nn.Module):
 class CausalConvEncoder(nn.Module):
     """The Winder encoder: (B, leads, samples) → (B, samples / patch, width) tokens.
 
-    Each patch of ``patch`` samples of all leads is flattened lead-major (sample s of lead l
-    goes to index ``l * patch + s``), mapped by a per-patch MLP
-    ``leads·patch → hidden → width`` and then through one `ContextBlock` per dilation.
-    With the defaults (the paper) a 12 × 1000 record gives 125 tokens of width 256 and the
-    encoder has 969,472 parameters.
-
-    Parameters
-    ----------
-    leads
-        Number of input channels.
-    patch
-        Samples per token.
-    width
-        Token width (channels of the context blocks).
-    hidden
-        Hidden width of the patch MLP.
-    kernel
-        Kernel size of every causal convolution.
-    dilations
-        One context block per entry, in order.
+    Each patch of ``patch`` samples of all leads is flattened lead-major (sample s of lead l at
+    ``l * patch + s``), mapped by a per-patch MLP ``leads·patch → hidden → width``, then through
+    one `ContextBlock` (convolutions of size ``kernel``) per entry of ``dilations``. With the
+    defaults (the paper) a 12 × 1000 record gives 125 tokens of width 256, and 969,472 parameters.
     """
 
     def __init__(

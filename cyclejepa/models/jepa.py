@@ -13,8 +13,7 @@ from cyclejepa.registry import ENCODERS, MODELS, PREDICTORS
 
 
 class JEPAModel(nn.Module):
-    """Encoder + projector (the deployed path) and the training-only predictor (None in a
-    deployed model, e.g. one loaded by `cyclejepa.load_pretrained`)."""
+    """Encoder + projector (the deployed path) and the training-only predictor (None when deployed)."""
 
     def __init__(self, encoder: nn.Module, projector: nn.Module, predictor: nn.Module | None):
         super().__init__()
@@ -53,17 +52,12 @@ def _derived(config: dict[str, Any], key: str, value: int, section: str, source:
 
 @MODELS.register("winder")
 def winder_model(
-    encoder: dict[str, Any] | None = None,
-    projector: dict[str, Any] | None = None,
-    predictor: dict[str, Any] | None = None,
+    encoder: dict[str, Any] | None = None, projector: dict[str, Any] | None = None, predictor: dict[str, Any] | None = None
 ) -> JEPAModel:
-    """The paper's model; each dict overrides that component's constructor arguments.
-
-    ``encoder`` and ``predictor`` may name another registered component with ``"name"``.
-    Unless overridden, the projector is width → 2·width → width and the predictor has
-    ``dim`` = projector output and ``ffn`` = 4·dim, so the defaults give the paper's
-    256 → 512 → 256 projector and FFN 1,024.
-    """
+    """The paper's model; each dict overrides that component's constructor arguments (``"name"``
+    picks another registered encoder or predictor). Unless overridden the projector is
+    width → 2·width → width and the predictor has ``dim`` = projector output and ``ffn`` = 4·dim:
+    the paper's 256 → 512 → 256 projector and FFN 1,024."""
     enc = _build(ENCODERS, "encoder", {"name": "winder-conv", **(encoder or {})})
     width = cast(int, enc.width)  # every registered encoder states its token width
     proj_cfg = {"hidden": 2 * width, "out_dim": width, **(projector or {})}
@@ -77,9 +71,8 @@ def winder_model(
 def build_model(name: str = "winder", *, seed: int | None = None, **overrides: Any) -> JEPAModel:
     """Build the registered model ``name`` (e.g. ``build_model("winder", encoder={"width": 32})``).
 
-    Initialisation draws from torch's default CPU generator. With ``seed`` the model is built
-    inside ``torch.random.fork_rng`` seeded with it: the weights depend only on ``seed`` and
-    the global RNG state is left untouched (this is the trainer's "init" stream).
+    With ``seed`` it is built under ``torch.random.fork_rng`` seeded with it: the weights depend on
+    ``seed`` alone and the global RNG is untouched; without, they draw from torch's global generator.
     """
     builder = MODELS.get(name)
     if seed is None:

@@ -16,9 +16,8 @@ INIT_STD = 0.02
 class PredictorBlock(nn.Module):
     """Pre-LN Transformer block: x + Attn(LN₁(x)), then + MLP(LN₂(x)).
 
-    ``qkv`` is one Linear dim → 3·dim with bias whose output splits as (3, heads, dim/heads):
-    the first ``dim`` features are the queries (head-major), then keys, then values. The
-    additive attention mask (relative bias + causal −inf) comes from the predictor.
+    ``qkv`` (dim → 3·dim, bias) splits as (3, heads, dim/heads): queries (head-major), keys,
+    values. The additive attention mask (relative bias + causal −inf) comes from the predictor.
     """
 
     def __init__(self, dim: int, heads: int, ffn: int):
@@ -48,27 +47,12 @@ class CausalTransformerPredictor(nn.Module):
     one table is shared by all blocks. A final Linear dim → dim (bias, no LayerNorm) gives the
     prediction. With the defaults (the paper) the predictor has 3,227,084 parameters:
     4 × 789,760 (blocks) + 65,792 (output) + 256 (mask token) + 1,996 (bias table, 4 × 499).
-    Under causal attention only offsets ≤ 0 are ever used; the positive half of the table is
-    kept to match the paper's count and receives no gradient.
-
-    Parameters
-    ----------
-    dim
-        Token width (the projector's output width; there is no input projection).
-    depth, heads, ffn
-        Number of blocks, attention heads and the hidden width of each block's MLP.
-    max_relative_position
-        Offsets beyond ±this share the end entries of the bias table.
+    Causal attention uses only offsets ≤ 0; the positive half of the table is kept to match the
+    paper's count and gets no gradient. ``dim`` is the projector's output width (no input
+    projection); offsets beyond ±``max_relative_position`` share the table's end entries.
     """
 
-    def __init__(
-        self,
-        dim: int = 256,
-        depth: int = 4,
-        heads: int = 4,
-        ffn: int = 1024,
-        max_relative_position: int = 249,
-    ):
+    def __init__(self, dim: int = 256, depth: int = 4, heads: int = 4, ffn: int = 1024, max_relative_position: int = 249):
         super().__init__()
         if dim % heads:
             raise ValueError(f"predictor dim {dim} is not divisible by heads {heads}")
@@ -98,11 +82,8 @@ class CausalTransformerPredictor(nn.Module):
         return torch.where(hidden[..., None], self.mask_token.to(z.dtype), z)
 
     def forward(self, z: torch.Tensor, cutoff: torch.Tensor | None = None) -> torch.Tensor:
-        """Predictions (B, T, dim); output t is the prediction of z_{t+1} from tokens ≤ t.
-
-        ``cutoff`` (B,) integer: inputs at positions > cutoff[b] are replaced by the mask
-        token before the blocks (None: no masking).
-        """
+        """Predictions (B, T, dim): output t predicts z_{t+1} from tokens ≤ t; inputs after the
+        integer ``cutoff[b]`` (B,) become the mask token (None: no masking)."""
         if z.ndim != 3 or z.shape[-1] != self.dim:
             raise ValueError(f"predictor input must be (batch, tokens, {self.dim}), got {tuple(z.shape)}")
         x = z if cutoff is None else self.apply_mask(z, cutoff)

@@ -6,14 +6,7 @@ from torch import nn
 
 
 class TokenMLP(nn.Sequential):
-    """Linear → GELU → Linear applied to the last dimension (each token independently).
-
-    Parameters
-    ----------
-    in_dim, hidden, out_dim
-        Input, hidden and output widths. Both linear layers have a bias; GELU is the exact
-        (erf) form.
-    """
+    """Linear → GELU (exact, erf) → Linear, both with bias, on the last dimension (each token alone)."""
 
     def __init__(self, in_dim: int, hidden: int, out_dim: int):
         super().__init__(nn.Linear(in_dim, hidden), nn.GELU(), nn.Linear(hidden, out_dim))
@@ -21,11 +14,8 @@ class TokenMLP(nn.Sequential):
 
 
 class ProjectorMLP(TokenMLP):
-    """Projector head: encoder token h_t → projected token z_t, no mixing across time.
-
-    The paper's projector is 256 → 512 → 256 (262,912 parameters). Its output is left
-    unnormalised so that SIGReg controls the scale of z.
-    """
+    """Projector head h_t → z_t per token: the paper's 256 → 512 → 256 (262,912 parameters), its
+    output unnormalised so that SIGReg controls the scale of z."""
 
     def __init__(self, in_dim: int = 256, hidden: int = 512, out_dim: int = 256):
         super().__init__(in_dim, hidden, out_dim)

@@ -1,13 +1,10 @@
 """Token-by-token encoding for bedside monitoring and the causal transport monitor.
 
-`StreamingEncoder` runs the deployed path (encoder + projector) on one 80 ms chunk at a time.
-The patch MLP, the channel LayerNorms, GELU and the projector act on each token alone, so the
-only state is, for every causal convolution, its last (k − 1)·d inputs, a fixed-size buffer
-that starts at zero: the same zeros the offline convolution pads on the left. Every streamed
-token therefore equals the offline ``model(x)`` at that token.
-
-`CausalPhaseTracker` gives the cardiac phase at the current time from the beats confirmed so
-far, and `TransportMonitor` scores each token against a running template of dephased tokens.
+`StreamingEncoder` runs the deployed path on one chunk (one token) at a time. Everything but
+the causal convolutions acts on each token alone, so the only state is each convolution's last
+(k − 1)·d inputs, starting at the zeros the offline convolution pads with: every streamed token
+equals the offline ``model(x)`` at that token. `CausalPhaseTracker` gives the phase from the
+beats confirmed so far; `TransportMonitor` scores each token against a template of dephased ones.
 """
 
 from __future__ import annotations
@@ -28,32 +25,21 @@ from cyclejepa.symmetry import PhaseSymmetry
 
 
 def conv_step(conv: CausalConv1d, u: Tensor, past: Tensor) -> tuple[Tensor, Tensor]:
-    """Output of ``conv`` at the current token, and its next ``past``.
-
-    ``u`` (batch, channels) is the convolution's current input and ``past`` (batch, channels,
-    (k − 1)·d) its last (k − 1)·d inputs, oldest first. The window [past | u] holds
-    u_{t−(k−1)d} … u_t; every d-th frame of it is a tap, in the kernel's order, and the kernel
-    is applied as one matrix product. The next past is the window without its oldest frame.
-    """
+    """Output of ``conv`` at the current input ``u`` (batch, channels) after ``past`` (batch,
+    channels, (k − 1)·d; oldest first), and the next past: the window [past | u] holds
+    u_{t−(k−1)d} … u_t, its every d-th frame is a tap (one matrix product with the kernel)."""
     window = torch.cat((past, u.unsqueeze(-1)), dim=-1)
     taps = window[:, :, :: conv.dilation[0]]
     return F.linear(taps.flatten(1), conv.weight.flatten(1), conv.bias), window[:, :, 1:]
 
 
 class StreamingEncoder(nn.Module):
-    """Streams a `JEPAModel` with a `CausalConvEncoder`: one chunk in, one projected token out.
+    """Streams ``model(x)`` of a `JEPAModel` with a `CausalConvEncoder`: one chunk in, one token out.
 
-    Adds no parameters. ``forward(chunk, state)`` is one step as a pure function of the chunk
-    and an explicit state (what `cyclejepa.export` exports to TorchScript and ONNX); `reset`
-    and `step` keep the state in the object. Call `reset` before a stream (and after moving
-    the model to another device or dtype); `step` then takes chunks (batch, leads, patch),
-    i.e. (B, 12, 8) for the paper at 100 Hz, vectorised over the batch (several monitored
-    patients at once).
-
-    Parameters
-    ----------
-    model
-        The model whose deployed path (``model(x)``) is streamed.
+    Adds no parameters. ``forward(chunk, state)`` is one step as a pure function of an explicit
+    state (what `cyclejepa.export` exports); `reset` (before a stream, and after moving the model
+    to another device or dtype) and `step` keep the state in the object. Chunks are (batch, leads,
+    patch), e.g. (B, 12, 8) for the paper at 100 Hz, several patients at once.
     """
 
     def __init__(self, model: JEPAModel):
@@ -67,8 +53,7 @@ class StreamingEncoder(nn.Module):
 
     @property
     def _encoder(self) -> CausalConvEncoder:
-        """The model's encoder (a `CausalConvEncoder`, checked at construction)."""
-        return cast(CausalConvEncoder, self.model.encoder)
+        return cast(CausalConvEncoder, self.model.encoder)  # checked at construction
 
     @property
     def patch(self) -> int:
@@ -84,20 +69,15 @@ class StreamingEncoder(nn.Module):
 
     @property
     def state(self) -> dict[str, Tensor]:
-        """The kept inputs, (batch, channels, frames) per convolution; the whole state (empty
-        before `reset`)."""
+        """The whole state: the kept inputs (batch, channels, frames) per convolution (empty before `reset`)."""
         return dict(zip(self._convs(), self._state, strict=True)) if self._state else {}
 
     def initial_state(self, batch: int) -> list[Tensor]:
-        """The state before the first chunk: zeros (batch, channels, (k − 1)·d) per convolution
-        in `state_layout` order, the offline convolutions' left padding."""
+        """Zeros (batch, channels, (k − 1)·d) per convolution in `state_layout` order (the offline padding)."""
         return [conv.weight.new_zeros(batch, conv.in_channels, conv.left_pad) for conv in self._convs().values()]
 
     def forward(self, chunk: Tensor, state: list[Tensor]) -> tuple[Tensor, Tensor, list[Tensor]]:
-        """(z_t, h_t, next state) of ``chunk`` (batch, leads, patch) after ``state``.
-
-        ``state`` is `initial_state` at the first chunk, then the state this returned.
-        """
+        """(z_t, h_t, next state) of ``chunk`` (batch, leads, patch) after ``state`` (`initial_state` first)."""
         encoder = self._encoder
         h = encoder.patch_mlp(encoder.patchify(chunk)[:, 0])
         after = []
@@ -145,10 +125,8 @@ class StreamingEncoder(nn.Module):
         return (z, h) if return_h else z
 
     def encode_stream(self, chunks: Iterable[Tensor], *, return_h: bool = False) -> Iterator[Tensor | tuple[Tensor, Tensor]]:
-        """Yield `step` of each chunk; resets to the first chunk's batch before it.
-
-        ``encode_stream(x.split(patch, dim=-1))`` streams a stored record x (B, leads, samples).
-        """
+        """Yield `step` of each chunk, after a `reset` to the first one's batch; e.g.
+        ``encode_stream(x.split(patch, dim=-1))`` for a stored record x (B, leads, samples)."""
         for index, chunk in enumerate(chunks):
             if index == 0:
                 self.reset(chunk.shape[0])
@@ -158,16 +136,9 @@ class StreamingEncoder(nn.Module):
 class CausalPhaseTracker:
     """Cycle phase at the current time from the beats confirmed so far, for ``batch`` records.
 
-    φ(t) = 2π (t − R_last) / (R_last − R_prev), clipped below 2π (`cyclejepa.phase.causal_phase`),
-    where R_last and R_prev are the last two confirmed beats: NaN until two beats are seen. For
-    a regular rhythm this is the offline phase map; it never uses a beat that has not been
-    confirmed. Times are in any unit shared by peaks and queries (`TransportMonitor` uses
-    samples of the streamed signal).
-
-    Parameters
-    ----------
-    batch
-        Number of records tracked at once.
+    φ(t) = 2π (t − R_last) / (R_last − R_prev), clipped below 2π (`cyclejepa.phase.causal_phase`)
+    with R_last, R_prev the last two confirmed beats; NaN until two are seen. Times are in any
+    unit shared by peaks and queries (`TransportMonitor`: samples of the streamed signal).
     """
 
     def __init__(self, batch: int = 1):
@@ -206,11 +177,8 @@ def _per_record(peaks: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
 
 
 def peaks_due(peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray) -> Iterator[list[tuple[int, float]]]:
-    """Replay offline detections in causal order.
-
-    For each query time yields the (record, peak) pairs first known then: the peaks in
-    (previous time, time], all peaks up to the first time at the first.
-    """
+    """Offline detections in causal order: per query time, the (record, peak) pairs first known
+    then (peaks in (previous time, time]; all up to the first time at the first)."""
     per_record = _per_record(peaks)
     known = np.stack([np.searchsorted(p, times, side="right") for p in per_record])
     fed = np.zeros(len(per_record), dtype=np.int64)
@@ -232,13 +200,8 @@ def _confirming(tracker: CausalPhaseTracker, peaks: np.ndarray | Sequence[np.nda
 
 
 def causal_phases(peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray) -> np.ndarray:
-    """Phase a `CausalPhaseTracker` reports at each of ``times`` when fed ``peaks`` causally.
-
-    Returns
-    -------
-    np.ndarray
-        (records, len(times)) float64 radians, NaN where undefined.
-    """
+    """(records, len(times)) float64 phase a `CausalPhaseTracker` fed ``peaks`` causally reports at
+    ``times`` (radians, NaN where undefined)."""
     times = np.asarray(times, dtype=np.float64)
     tracker = CausalPhaseTracker(len(_per_record(peaks)))
     phases = [tracker.phase(time) for time in _confirming(tracker, peaks, times)]
@@ -248,21 +211,11 @@ def causal_phases(peaks: np.ndarray | Sequence[np.ndarray], times: np.ndarray) -
 class TransportMonitor(nn.Module):
     """Per-token transport-violation score of a streamed model, for bedside monitoring.
 
-    At token t with phase φ_t (`CausalPhaseTracker`, causal token clock) the dephased unit
-    token is w_t = ρ(φ_t)⁻¹ z_t / ‖z_t‖ and the score is 1 − cos(w_t, m_t), where the template
-    m_t is the mean of the w_s of all earlier phase-valid tokens of the stream. For a model
-    that is exactly equivariant (z_t = ρ(φ_t) v) every w_t is v/‖v‖ and the score is 0. The
-    score is NaN where φ_t is undefined and during warm-up: until ``2 + warmup_beats`` beats
-    are confirmed (so the template spans ``warmup_beats`` whole cycles).
-
-    Parameters
-    ----------
-    model
-        The model to stream (see `StreamingEncoder`).
-    symmetry
-        The phase action ρ on the projected tokens (rank 1, dim = projector output).
-    warmup_beats
-        Whole cycles the template accumulates before the first score.
+    At token t with phase φ_t (`CausalPhaseTracker`, causal token clock) the dephased unit token
+    is w_t = ρ(φ_t)⁻¹ z_t / ‖z_t‖ and the score 1 − cos(w_t, m_t), with the template m_t the mean
+    of the w_s of all earlier phase-valid tokens: 0 for an exactly equivariant model
+    (z_t = ρ(φ_t) v). NaN where φ_t is undefined and until ``2 + warmup_beats`` beats are
+    confirmed. ``symmetry`` is ρ on the projected tokens (rank 1, dim = projector output).
     """
 
     def __init__(self, model: JEPAModel, symmetry: PhaseSymmetry, *, warmup_beats: int = 2):
@@ -293,8 +246,7 @@ class TransportMonitor(nn.Module):
 
     @torch.inference_mode()
     def update(self, z: Tensor, phi: Tensor) -> Tensor:
-        """Scores (batch,) of tokens ``z`` (batch, K) at phases ``phi`` (batch,); then the tokens
-        join the template."""
+        """Scores (batch,) of tokens ``z`` (batch, K) at phases ``phi`` (batch,), which then join the template."""
         if z.shape != self.template_sum.shape or phi.shape != z.shape[:1]:
             raise ValueError(
                 f"update needs z {tuple(self.template_sum.shape)} and phi "
@@ -318,10 +270,8 @@ class TransportMonitor(nn.Module):
         return self.update(z, self.tracker.phase(clock))
 
     def replay(self, x: Tensor, peaks: np.ndarray | Sequence[np.ndarray]) -> Tensor:
-        """Scores (batch, T) of stored records x (batch, leads, samples) streamed chunk by chunk.
-
-        ``peaks`` (one array per record, samples of x) are confirmed as the stream reaches them.
-        """
+        """Scores (batch, T) of stored records x (batch, leads, samples) streamed chunk by chunk,
+        ``peaks`` (one array per record, samples of x) confirmed as the stream reaches them."""
         self.reset(x.shape[0])
         chunks = x.split(self.encoder.patch, dim=-1)
         times = token_times(len(chunks), self.encoder.patch, "causal")

@@ -1,8 +1,7 @@
 """Latent next-token prediction after a random causal cutoff.
 
-Per record a cutoff ``c`` is drawn uniformly from the admissible indices {0, …, T−2}; the
-predictor sees z_0 … z_c (later inputs replaced by its learned mask token) and its output at
-``c + 1`` is compared with z_{c+1} by the mean squared error over dimensions and records.
+Per record a cutoff c is drawn uniformly from {0, …, T−2}; the predictor sees z_0 … z_c (later
+inputs are its mask token) and its output at c + 1 is compared with z_{c+1} by the MSE.
 """
 
 from __future__ import annotations
@@ -19,20 +18,10 @@ Predictor = Callable[[Tensor, Tensor], Tensor]
 
 
 def sample_cutoffs(
-    batch: int,
-    tokens: int,
-    generator: torch.Generator | None = None,
-    device: torch.device | str | None = None,
+    batch: int, tokens: int, generator: torch.Generator | None = None, device: torch.device | str | None = None
 ) -> Tensor:
-    """Cutoffs drawn independently per record, uniform over {0, …, tokens − 2}.
-
-    Drawn on the generator's device, then moved to ``device``.
-
-    Returns
-    -------
-    Tensor
-        Shape (batch,), int64.
-    """
+    """(batch,) int64 cutoffs, uniform over {0, …, tokens − 2} per record; drawn on the generator's
+    device, then moved to ``device``."""
     if tokens < 2:
         raise ValueError(f"sample_cutoffs: a cutoff needs a next token (tokens >= 2), got {tokens}")
     draw_device = generator.device if generator is not None else device
@@ -52,31 +41,9 @@ def check_cutoffs(cutoff: Tensor, tokens: int) -> None:
 
 
 @OBJECTIVES.register("prediction")
-def prediction_loss(
-    predictor: Predictor,
-    z: Tensor,
-    cutoff: Tensor,
-    *,
-    stop_gradient: bool = False,
-) -> Tensor:
-    """MSE between the predictor output at ``cutoff + 1`` and z at ``cutoff + 1``.
-
-    Parameters
-    ----------
-    predictor
-        Called as ``predictor(z, cutoff)``; returns (B, T, K).
-    z
-        Projected tokens, shape (B, T, K).
-    cutoff
-        Per-record cutoffs, shape (B,), each in {0, …, T − 2}.
-    stop_gradient
-        Detach the target z_{c+1} (the paper does not).
-
-    Returns
-    -------
-    Tensor
-        Scalar: squared error averaged over dimensions and records.
-    """
+def prediction_loss(predictor: Predictor, z: Tensor, cutoff: Tensor, *, stop_gradient: bool = False) -> Tensor:
+    """(1/(B·K)) Σ_b ‖predictor(z, c)[b, c_b + 1] − z[b, c_b + 1]‖² for z (B, T, K) and cutoffs c (B,)
+    in {0, …, T − 2}; ``stop_gradient`` detaches the target (the paper does not)."""
     if z.dim() != 3:
         raise ValueError(f"prediction_loss: z must have shape (B, T, K), got {tuple(z.shape)}")
     if cutoff.shape != z.shape[:1]:

@@ -1,15 +1,11 @@
 """The regulariser interface, and the slicing test that lifts a univariate statistic to K dimensions.
 
-A regulariser is an ``nn.Module`` whose random inputs are drawn by ``draw`` (outside compiled
-code: ``torch.compile`` cannot trace a ``torch.Generator``) and passed to ``forward`` as
-keywords; ``forward(z, **draws, reduce=None)`` returns a scalar. `SlicingTest` is the one that
-draws: M unit directions a_m per step, the projections x_{r,m} = a_mᵀ z_r of the R rows of z,
-and the mean over directions of a `UnivariateStatistic` of each column of projections against
-N(0, 1) (LeJEPA's sliced test; SIGReg is slicing ∘ Epps–Pulley).
-
-A univariate statistic is a function of sample means of per-sample features, S(m̂, N) with
-m̂ = (1/R) Σ_r f(x_r), so that under DDP the ranks' means are combined (``reduce``) before S is
-taken and every rank computes the statistic of the global batch.
+A regulariser's random inputs are drawn by ``draw`` (outside compiled code: ``torch.compile``
+cannot trace a ``torch.Generator``) and passed to ``forward(z, **draws, reduce=None)``, a scalar.
+`SlicingTest` draws M unit directions a_m per step and averages a `UnivariateStatistic` of the
+projections x_{r,m} = a_mᵀ z_r against N(0, 1) over them (LeJEPA's sliced test; SIGReg is
+slicing ∘ Epps–Pulley). A statistic is S(m̂, N) of sample means m̂ = (1/R) Σ_r f(x_r), so that
+under DDP the ranks' means are combined (``reduce``) and every rank scores the global batch.
 """
 
 from __future__ import annotations
@@ -35,17 +31,8 @@ def sample_directions(
     device: torch.device | str | None = None,
     dtype: torch.dtype | None = None,
 ) -> Tensor:
-    """Uniform random unit directions on the sphere S^{dim−1}.
-
-    Gaussian draws normalised to unit length. They are drawn on the generator's device (so a
-    CPU generator gives the same directions whatever the training device) and then moved to
-    ``device``.
-
-    Returns
-    -------
-    Tensor
-        Shape (dim, num); each column has unit Euclidean norm.
-    """
+    """(dim, num) uniform unit directions on S^{dim−1} as columns: normalised Gaussian draws on the
+    generator's device (a CPU generator gives the same whatever the training device), then moved to ``device``."""
     if dim < 1 or num < 1:
         raise ValueError(f"sample_directions needs dim >= 1 and num >= 1, got dim={dim}, num={num}")
     draw_device = generator.device if generator is not None else device
@@ -54,10 +41,7 @@ def sample_directions(
 
 
 class Regulariser(nn.Module):
-    """A regulariser of projected tokens: ``draw`` this step's random inputs, then ``forward``.
-
-    The base draws nothing (an empty dict); subclasses that need random inputs override `draw`.
-    """
+    """A regulariser of projected tokens: ``draw`` this step's random inputs (here none), then ``forward``."""
 
     def draw(
         self,
@@ -72,13 +56,8 @@ class Regulariser(nn.Module):
 
 
 class UnivariateStatistic(ABC):
-    """A test statistic of univariate samples against N(0, 1), computed per column.
-
-    ``sample_means`` maps projections x (R, M) to the means over rows of per-sample features,
-    shape (..., M); ``statistic`` maps those means (after any DDP reduction) and the sample size
-    N to the statistic of each column, shape (M,). Subclasses register in
-    `cyclejepa.registry.STATISTICS` to be selectable by name.
-    """
+    """A test statistic of univariate samples against N(0, 1), per column; subclasses register in
+    `cyclejepa.registry.STATISTICS` to be selectable by name."""
 
     @abstractmethod
     def sample_means(self, projections: Tensor) -> Tensor:
@@ -98,29 +77,11 @@ def sliced_statistic(
     reduce: MeanReduce | None = None,
     caller: str = "sliced_statistic",
 ) -> Tensor:
-    """Mean over directions a_m of ``statistic`` of the projections aᵀz_r of the rows of ``z``.
+    """(1/M) Σ_m S(a_mᵀ z_r over rows r; N) for rows z (R, K) and unit directions a (K, M) as columns.
 
-    Parameters
-    ----------
-    z
-        Rows (tokens), shape (R, K).
-    directions
-        Unit projection directions as columns, shape (K, M).
-    statistic
-        The univariate statistic (e.g. `EppsPulley`).
-    rows_per_sample
-        Rows of ``z`` that make one sample of the size N = R / rows_per_sample (1: every row is
-        a sample; T: the T tokens of a record).
-    reduce
-        Optional ``reduce(means, n) -> (means, n)`` applied to the statistic's sample means and
-        the count ``n`` of rows (under DDP: the row-weighted average over ranks and the total).
-    caller
-        Name used in error messages.
-
-    Returns
-    -------
-    Tensor
-        Scalar, in the promoted dtype of ``z`` and ``directions`` (at least float32).
+    N = R / ``rows_per_sample`` (1: each row a sample; T: a record's T tokens). ``reduce`` maps the
+    sample means and the row count (under DDP: to the row-weighted mean over ranks and the total).
+    A scalar in the promoted dtype of ``z`` and ``directions`` (at least float32); errors name ``caller``.
     """
     if z.dim() != 2 or z.shape[0] < 1:
         raise ValueError(f"{caller}: z must have shape (N, K) with N >= 1, got {tuple(z.shape)}")
@@ -137,18 +98,10 @@ def sliced_statistic(
 
 
 class SlicingTest(Regulariser):
-    """Sliced univariate test with M fresh random unit directions at every step.
+    """Sliced univariate ``statistic`` on M = ``num_directions`` fresh unit directions per step.
 
-    Parameters
-    ----------
-    statistic
-        The univariate statistic applied to each direction's projections.
-    num_directions
-        Directions M sampled per step.
-    sample_size
-        What N counts for a batch z of shape (B, T, K): ``"records"`` (N = B; under DDP the
-        global record count) or ``"tokens"`` (N = B × T). Either way the sample means pool all
-        B × T tokens.
+    ``sample_size``: N for a batch (B, T, K) is ``"records"`` (B; under DDP the global count) or
+    ``"tokens"`` (B × T); either way the sample means pool all B × T tokens.
     """
 
     def __init__(self, statistic: UnivariateStatistic, num_directions: int = 256, sample_size: str = "records"):
@@ -178,9 +131,8 @@ class SlicingTest(Regulariser):
         generator: torch.Generator | None = None,
         reduce: MeanReduce | None = None,
     ) -> Tensor:
-        """The sliced statistic of all tokens of ``z`` (shape (B, T, K), or (N, K) for N records
-        of one token). ``directions`` come from `draw`; without them, fresh ones are drawn from
-        ``generator``."""
+        """The sliced statistic of all tokens of ``z`` ((B, T, K), or (N, K) for N one-token records),
+        on ``directions`` from `draw` (None: fresh ones from ``generator``)."""
         tokens = z.reshape(-1, z.shape[-1])
         per_record = z.shape[-2] if z.dim() > 2 and self.sample_size == "records" else 1
         if directions is None:

@@ -1,16 +1,12 @@
 """SIGReg: the sketched Epps–Pulley test of isotropic Gaussianity (LeJEPA), a `SlicingTest`.
 
-For each unit direction ``a`` the projections ``x_r = aᵀz_r`` of the R rows (tokens) of z are
-compared with N(0, 1) through their characteristic functions,
+For each unit direction a the projections x_r = aᵀz_r of the R rows (tokens) of z give
 
     EP(a; z) = N ∫_R |φ̂_a(t) − e^{−t²/2}|² e^{−t²/2} dt,    φ̂_a(t) = (1/R) Σ_r e^{i t x_r},
 
-and SIGReg averages EP over the directions (slicing ∘ `EppsPulley`, as LeJEPA's
-``SlicingUnivariateTest(univariate_test=EppsPulley(), num_slices=M)``; another
-`UnivariateStatistic` object replaces EP through ``statistic``). N is the sample size.
-`SIGReg` takes ``sample_size="records"`` (the paper's: N = B, the records of a (B, T, K) batch,
-although all R = B × T tokens enter φ̂) or ``"tokens"`` (LeJEPA's pooled convention:
-N = R = B × T). The two differ by the factor T in front of the integral, i.e. in the effective
+averaged over the directions (LeJEPA's ``SlicingUnivariateTest(EppsPulley(), num_slices=M)``).
+N is B, the records of a (B, T, K) batch, for ``sample_size="records"`` (the paper's, although
+all B × T tokens enter φ̂) or B × T for ``"tokens"`` (LeJEPA's): a factor T in the effective
 weight of the regulariser (docs/objectives.md).
 """
 
@@ -32,52 +28,20 @@ def sigreg(
     rows_per_sample: int = 1,
     reduce: MeanReduce | None = None,
 ) -> Tensor:
-    """SIGReg statistic: the Epps–Pulley statistic averaged over projection directions.
-
-    Parameters
-    ----------
-    z
-        Rows (tokens), shape (R, K).
-    directions
-        Unit projection directions as columns, shape (K, M).
-    knots, t_max
-        Trapezoid quadrature on ``knots`` equally spaced points of [0, t_max].
-    rows_per_sample
-        Rows of ``z`` that make one sample of the factor N in front of the integral:
-        N = R / rows_per_sample (1: every row is a sample; T: the T tokens of a record).
-    reduce
-        Optional ``reduce(ecf, n) -> (ecf, n)`` applied to the empirical characteristic function
-        ``ecf`` (shape (2, knots, M): the means of cos(t aᵀz) and sin(t aᵀz)) and the count
-        ``n`` of rows. Under DDP it returns the row-weighted average of the ranks' ECFs and the
-        total count of rows, so that every rank computes the statistic of the global batch.
-
-    Returns
-    -------
-    Tensor
-        Scalar, in the promoted dtype of ``z`` (at least float32).
-    """
+    """Mean EP over the directions (K, M) of rows z (R, K), with ``knots`` trapezoid knots on
+    [0, t_max] and N = R / ``rows_per_sample``: `sliced_statistic` of `EppsPulley`, whose ``reduce``
+    sees the empirical characteristic function (2, knots, M) and the row count."""
     statistic = EppsPulley(knots, t_max)
     return sliced_statistic(z, directions, statistic, rows_per_sample=rows_per_sample, reduce=reduce, caller="sigreg")
 
 
 @REGULARISERS.register("sigreg")
 class SIGReg(SlicingTest):
-    """SIGReg regulariser: a univariate statistic (Epps–Pulley by default) on fresh random
-    directions at every step.
-
-    Parameters
-    ----------
-    num_directions
-        Directions M sampled per call (the paper: 256).
-    statistic
-        The `UnivariateStatistic` object (default ``EppsPulley()``: the paper's 17 knots on [0, 3]),
-        e.g. ``Moments(order=4)``. A config names it instead (``statistic``, ``statistic_options``,
-        and ``knots`` / ``t_max`` for Epps–Pulley): `cyclejepa.registry.REGULARISERS` builds it
-        from `cyclejepa.registry.STATISTICS` and passes the object (`cyclejepa.registry.Injected`).
-    sample_size
-        What N in front of the integral counts for a batch z of shape (B, T, K): ``"records"``
-        (N = B, the paper's; under DDP the global record count) or ``"tokens"`` (N = B × T,
-        LeJEPA's pooled convention). Either way φ̂ is the mean over all B × T tokens.
+    """SIGReg: a `SlicingTest` of ``statistic`` (default ``EppsPulley()``, the paper's 17 knots on
+    [0, 3]; e.g. ``Moments(order=4)``) on ``num_directions`` fresh directions per step (the paper:
+    256), N as ``sample_size`` says (module docstring). A config names the statistic instead
+    (``statistic``, ``statistic_options``; ``knots`` / ``t_max`` for Epps–Pulley), built from
+    `cyclejepa.registry.STATISTICS` and passed as an object (`cyclejepa.registry.Injected`).
     """
 
     def __init__(self, num_directions: int = 256, statistic: UnivariateStatistic | None = None, sample_size: str = "records"):

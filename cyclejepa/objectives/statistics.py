@@ -1,8 +1,7 @@
 """Univariate statistics of samples against N(0, 1), the components of a `SlicingTest`.
 
-Each is a function of sample means of per-sample features (see `UnivariateStatistic`) and is
-registered in `cyclejepa.registry.STATISTICS` under the name a config gives as
-``objectives.regulariser.options.statistic``.
+Each is a function of sample means of per-sample features (`UnivariateStatistic`), registered in
+`cyclejepa.registry.STATISTICS` under the name ``objectives.regulariser.options.statistic`` gives.
 """
 
 from __future__ import annotations
@@ -19,11 +18,7 @@ from cyclejepa.registry import STATISTICS
 
 
 def _trapezoid(
-    knots: int,
-    t_max: float,
-    *,
-    device: torch.device | None = None,
-    dtype: torch.dtype | None = None,
+    knots: int, t_max: float, *, device: torch.device | None = None, dtype: torch.dtype | None = None
 ) -> tuple[Tensor, Tensor]:
     """Knots on [0, t_max] and weights Δ·[1, 2, …, 2, 1] for an even integrand on [−t_max, t_max]."""
     if knots < 2 or t_max <= 0:
@@ -39,10 +34,9 @@ def _trapezoid(
 class EppsPulley(UnivariateStatistic):
     """Epps–Pulley statistic: N ∫_R |φ̂(t) − e^{−t²/2}|² e^{−t²/2} dt, φ̂(t) = (1/R) Σ_r e^{i t x_r}.
 
-    The integrand is even in ``t``, so the integral over R is twice the one over [0, ∞),
-    truncated to [0, t_max] and evaluated by the trapezoid rule on ``knots`` equally spaced
-    points: weights Δ·[1, 2, …, 2, 1] with Δ = t_max / (knots − 1). The sample means are the
-    empirical characteristic function, shape (2, knots, M): the means of cos(t x) and sin(t x).
+    The integrand is even: twice the integral over [0, ∞), truncated to [0, t_max], by the trapezoid
+    rule on ``knots`` points (weights Δ·[1, 2, …, 2, 1], Δ = t_max / (knots − 1)). The sample means
+    are the empirical characteristic function (2, knots, M): the means of cos(t x) and sin(t x).
     """
 
     def __init__(self, knots: int = 17, t_max: float = 3.0):
@@ -74,10 +68,8 @@ def normal_moment(order: int) -> int:
 class Moments(UnivariateStatistic):
     """Standardised moment matching: N Σ_{k=1}^{order} (m̂_k − μ_k)² / (μ_{2k} − μ_k²).
 
-    m̂_k = (1/R) Σ_r x_r^k are the sample moments, μ_k = E[X^k] those of N(0, 1) and
-    μ_{2k} − μ_k² = Var(X^k), so each term is the squared z-score of m̂_k under N(0, 1) for N
-    independent samples. Sees only the first ``order`` moments (a distribution that matches them
-    scores 0), and the higher powers make it sensitive to outliers.
+    m̂_k = (1/R) Σ_r x_r^k, μ_k = E[X^k] under N(0, 1) and μ_{2k} − μ_k² = Var(X^k): each term is
+    the squared z-score of m̂_k for N samples. Blind beyond ``order`` moments; outlier-sensitive.
     """
 
     def __init__(self, order: int = 4):

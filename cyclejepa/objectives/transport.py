@@ -9,10 +9,9 @@ pairs t ≠ t' of the n valid tokens,
 
 so the mean over the n(n − 1) pairs costs one canonicalisation and two sums per record.
 
-Token phases have shape (B, T) for one cyclic coordinate or (B, T, C) for C coordinates (a
-point of the torus U(1)^C per token, e.g. cardiac and respiratory phase), with C the rank of
-the symmetry's spectrum; (B, T, 1) and (B, T) give bit-identical results. A token takes part
-when all its coordinates are finite.
+Token phases are (B, T), or (B, T, C) for C cyclic coordinates (the rank of the symmetry's
+spectrum; (B, T, 1) and (B, T) give bit-identical results); a token takes part when all its
+coordinates are finite.
 """
 
 from __future__ import annotations
@@ -27,8 +26,7 @@ from cyclejepa.registry import OBJECTIVES
 
 
 class Canonicalizer(Protocol):
-    """What the transport needs of a symmetry (a `PhaseSymmetry`): the group element of
-    per-token phase coordinates, and ρ(g)⁻¹ z batched over leading dimensions."""
+    """What the transport needs of a symmetry (a `PhaseSymmetry`): ``element`` and ρ(g)⁻¹ z."""
 
     def element(self, coordinates: Tensor) -> Tensor: ...
 
@@ -62,21 +60,8 @@ def _unit_tokens(z: Tensor, phi: Tensor, symmetry: Canonicalizer, caller: str) -
 
 
 def _mean_pair_inner_product(w: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
-    """Mean of ⟨w_t, w_t'⟩ over the ordered pairs t ≠ t' of valid tokens, per record.
-
-    Parameters
-    ----------
-    w
-        Token vectors, shape (B, T, K).
-    valid
-        Mask of the tokens that take part, shape (B, T).
-
-    Returns
-    -------
-    tuple of Tensor
-        The means (B,), 0 where a record has fewer than two valid tokens, and the number of
-        ordered pairs n(n − 1) (B,), int64.
-    """
+    """Per record (B,): the mean of ⟨w_t, w_t'⟩ over ordered pairs t ≠ t' of ``valid`` (B, T) tokens
+    of w (B, T, K), (‖Σ w‖² − Σ‖w‖²) / (n(n − 1)) (0 for n < 2), and the int64 pair count n(n − 1)."""
     w = w * valid.unsqueeze(-1)
     off_diagonal = w.sum(1).square().sum(-1) - w.square().sum((1, 2))
     count = valid.sum(1)
@@ -86,23 +71,8 @@ def _mean_pair_inner_product(w: Tensor, valid: Tensor) -> tuple[Tensor, Tensor]:
 
 @OBJECTIVES.register("transport")
 def transport_loss(z: Tensor, phi: Tensor, symmetry: Canonicalizer) -> Tensor:
-    """Transport loss: mean over records of 1 − (mean transported cosine over valid pairs).
-
-    Parameters
-    ----------
-    z
-        Projected tokens, shape (B, T, K).
-    phi
-        Token phases in radians, shape (B, T) or (B, T, C); NaN marks an undefined phase.
-    symmetry
-        Provides ``element`` and ``canonicalize(z, g)`` = ρ(g)⁻¹ z.
-
-    Returns
-    -------
-    Tensor
-        Scalar averaged over the records with at least two valid tokens; a zero attached to the
-        graph of ``z`` when there are none. Never NaN.
-    """
+    """Mean over records with ≥ 2 valid tokens of 1 − c_R (mean transported cosine) of z (B, T, K)
+    at phases ``phi`` (radians, NaN undefined); a zero on the graph of ``z`` when none. Never NaN."""
     unit, valid, phases = _unit_tokens(z, phi, symmetry, "transport_loss")
     cosine, pairs = _mean_pair_inner_product(symmetry.canonicalize(unit, phases), valid)
     counted = (pairs > 0).to(cosine.dtype)
@@ -110,22 +80,10 @@ def transport_loss(z: Tensor, phi: Tensor, symmetry: Canonicalizer) -> Tensor:
 
 
 def pairwise_similarities(z: Tensor, phi: Tensor, symmetry: Canonicalizer) -> tuple[Tensor, Tensor, Tensor]:
-    """Per-record mean transported (c_R) and untransported (c_I) cosine similarity.
-
-    Both are averaged over the same ordered pairs t ≠ t' of valid tokens.
-
-    Returns
-    -------
-    tuple of Tensor
-        ``c_R`` (B,), ``c_I`` (B,) (NaN for records with fewer than two valid tokens) and
-        ``n_pairs`` (B,) int64, the number of ordered pairs n(n − 1).
-    """
+    """Per record (B,): mean transported (c_R) and untransported (c_I) cosine similarity over the
+    ordered pairs of valid tokens (NaN with fewer than two), and the int64 pair count n(n − 1)."""
     unit, valid, phases = _unit_tokens(z, phi, symmetry, "pairwise_similarities")
     transported, pairs = _mean_pair_inner_product(symmetry.canonicalize(unit, phases), valid)
     untransported, _ = _mean_pair_inner_product(unit, valid)
     undefined = pairs == 0
-    return (
-        transported.masked_fill(undefined, float("nan")),
-        untransported.masked_fill(undefined, float("nan")),
-        pairs,
-    )
+    return (transported.masked_fill(undefined, float("nan")), untransported.masked_fill(undefined, float("nan")), pairs)

@@ -27,25 +27,11 @@ def vicreg(
     eps: float = 1e-4,
     reduce: MeanReduce | None = None,
 ) -> Tensor:
-    """VICReg regulariser ``variance_weight · v(z) + covariance_weight · c(z)``.
+    """``variance_weight`` · v(z) + ``covariance_weight`` · c(z) (μ, ν) of samples z (N ≥ 2, K), with
+    γ = ``std_target`` and ε = ``eps``; a scalar in z's dtype (at least float32).
 
-    Parameters
-    ----------
-    z
-        Samples, shape (N, K) with N >= 2.
-    variance_weight, covariance_weight
-        μ and ν (VICReg's defaults 25 and 1).
-    std_target, eps
-        Hinge target γ and the ε inside the square root.
-    reduce
-        Optional ``reduce(moments, n) -> (moments, n)`` applied to the first and second sample
-        moments (concatenated into one vector of length K + K²) and N; under DDP it returns their
-        n-weighted average over ranks so that every rank regularises the global batch.
-
-    Returns
-    -------
-    Tensor
-        Scalar, in the promoted dtype of ``z`` (at least float32).
+    ``reduce`` maps the first and second moments (one vector of K + K²) and N; under DDP to their
+    n-weighted mean over ranks, so that every rank regularises the global batch.
     """
     if z.dim() != 2 or z.shape[0] < 2:
         raise ValueError(f"vicreg: z must have shape (N, K) with N >= 2, got {tuple(z.shape)}")
@@ -66,19 +52,9 @@ def vicreg(
 
 @REGULARISERS.register("vicreg")
 class VICReg(Regulariser):
-    """VICReg variance + covariance regulariser on all tokens of ``z`` (shape (..., K)).
+    """`vicreg` of all tokens of ``z`` (..., K): a `Regulariser` like `SIGReg` that draws nothing."""
 
-    A `Regulariser` like `SIGReg`, so the trainer can swap them; it draws no random numbers
-    (`Regulariser.draw`'s empty dict).
-    """
-
-    def __init__(
-        self,
-        variance_weight: float = 25.0,
-        covariance_weight: float = 1.0,
-        std_target: float = 1.0,
-        eps: float = 1e-4,
-    ):
+    def __init__(self, variance_weight: float = 25.0, covariance_weight: float = 1.0, std_target: float = 1.0, eps: float = 1e-4):
         super().__init__()
         self.variance_weight, self.covariance_weight = variance_weight, covariance_weight
         self.std_target, self.eps = std_target, eps

@@ -33,14 +33,11 @@ def generic_elements(symmetry: PhaseSymmetry, count: int = 3) -> Tensor:
 def is_admissible(sigma: Tensor, symmetry: PhaseSymmetry, atol: float = 1e-5) -> bool:
     """Whether R(g) Sigma R(g)^T = Sigma for all g, to ``atol`` (max absolute entry).
 
-    Checked at three generic elements g. One generic g already suffices in exact arithmetic:
-    the torus is connected and abelian, so Sigma is invariant iff it commutes with every R(g),
-    iff it maps each isotypic component (eigenspace pair e^{+-i<n,g>} of the canonical blocks,
-    rotated by Q) into itself and commutes with the rotation there. For a generic g (angles
-    rationally independent of pi and of each other) the eigenvalues e^{i<n,g>} of distinct
-    frequency vectors n are distinct, so commuting with that single R(g) already imposes both
-    conditions. The extra elements guard against near-coincidences <n - m, g> ~ 2 pi k,
-    which would make a violation small in floating point.
+    Checked at three generic elements g (angles rationally independent of pi and of each other).
+    One suffices in exact arithmetic: distinct frequency vectors n then have distinct eigenvalues
+    e^{i<n,g>}, so commuting with that R(g) means preserving each isotypic component and commuting
+    with its rotation, i.e. invariance under the whole (connected, abelian) torus. The others guard
+    against near-coincidences <n - m, g> ~ 2 pi k, which would make a violation small in floating point.
     """
     k = symmetry.dim
     if sigma.shape != (k, k):
@@ -51,17 +48,12 @@ def is_admissible(sigma: Tensor, symmetry: PhaseSymmetry, atol: float = 1e-5) ->
 
 
 def admissible_covariance_projection(sigma: Tensor, symmetry: PhaseSymmetry) -> Tensor:
-    """Group average (Reynolds operator) of R(g) Sigma R(g)^T, in closed form.
+    """Group average (Reynolds operator) of R(g) Sigma R(g)^T, in closed form, batched over leading dims.
 
-    In the canonical basis S = Q^T Sigma Q, the average keeps the entries between coordinates
-    of equal frequency vector and zeroes the rest (their integrands oscillate at n - m != 0 or
-    n + m != 0). Between two pairs a, b of one harmonic it keeps the part of the 2 x 2 block
-    S_ab in span{I, J}, J = [[0, -1], [1, 0]]:
-
-        P_ab = (S_ab + J S_ab J^T) / 2,
-
-    which yields the paper's form S_0 + sum_n (A_n (x) I + C_n (x) J) with A_n = A_n^T and
-    C_n = -C_n^T whenever Sigma is symmetric. Batched over leading dimensions of ``sigma``.
+    In the canonical basis S = Q^T Sigma Q it keeps the entries between coordinates of equal
+    frequency vector (the others average out) and, between two pairs a, b of one harmonic, the part
+    P_ab = (S_ab + J S_ab J^T) / 2 of the 2 x 2 block in span{I, J}, J = [[0, -1], [1, 0]]: the
+    paper's form S_0 + sum_n (A_n (x) I + C_n (x) J) with A_n = A_n^T and C_n = -C_n^T for symmetric Sigma.
     """
     k = symmetry.dim
     if sigma.shape[-2:] != (k, k):

@@ -54,15 +54,8 @@ class CanonicalBasis(Basis):
 class HouseholderBasis(Basis):
     """Q = H(v_1) ... H(v_J) with H(v) = I - 2 v v^T / v^T v; orthogonal for any v_j.
 
-    Parameters
-    ----------
-    dim
-        K.
-    reflections
-        J, the number of reflections (default K). By Cartan-Dieudonne, K reflections reach
-        every orthogonal matrix of determinant (-1)^K.
-    generator
-        Seeds the standard-normal initialisation of the v_j.
+    J = ``reflections`` (default K: by Cartan-Dieudonne, K reflections reach every orthogonal
+    matrix of determinant (-1)^K); ``generator`` seeds the standard-normal v_j.
     """
 
     def __init__(self, dim: int, reflections: int | None = None, generator: torch.Generator | None = None):
@@ -73,11 +66,8 @@ class HouseholderBasis(Basis):
         self.vectors = nn.Parameter(torch.randn(count, dim, generator=generator))
 
     def matrix(self) -> Tensor:
-        """Q = I - U^T T^{-1} U with unit rows u_j of U and T = triu(U U^T, 1) + I / 2.
-
-        This "UT transform" (Joffrain et al., 2006) equals the product of the J reflections,
-        built with one triangular solve instead of J sequential updates.
-        """
+        """Q = I - U^T T^{-1} U with unit rows u_j of U and T = triu(U U^T, 1) + I / 2: the product
+        of the J reflections in one triangular solve (the "UT transform", Joffrain et al., 2006)."""
         u = nn.functional.normalize(self.vectors, dim=-1)
         eye_j = torch.eye(u.shape[0], dtype=u.dtype, device=u.device)
         t = torch.triu(u @ u.mT, diagonal=1) + 0.5 * eye_j
@@ -90,11 +80,9 @@ class HouseholderBasis(Basis):
 
 @BASES.register("stiefel")
 class StiefelBasis(Basis):
-    """Q as a geoopt `ManifoldParameter` on the orthogonal group O(K), initialised to I.
-
-    The manifold is geoopt's `EuclideanStiefel` with K x K points, whose QR retraction keeps
-    Q orthogonal to rounding error. Step it with `geoopt.optim.RiemannianAdam`
-    (see `manifold_parameters`); a Euclidean optimiser would leave the manifold.
+    """Q as a geoopt `ManifoldParameter` on O(K), initialised to I: `EuclideanStiefel` with K x K
+    points, whose QR retraction keeps Q orthogonal to rounding error. Step it with
+    `geoopt.optim.RiemannianAdam` (`manifold_parameters`); a Euclidean optimiser leaves the manifold.
     """
 
     def __init__(self, dim: int):
@@ -110,10 +98,8 @@ class StiefelBasis(Basis):
 
 
 def manifold_parameters(module: nn.Module) -> list[nn.Parameter]:
-    """The geoopt manifold parameters of ``module`` (to be stepped by RiemannianAdam).
-
-    Never imports geoopt: if it has not been imported, no manifold parameter can exist.
-    """
+    """The geoopt manifold parameters of ``module`` (for RiemannianAdam); never imports geoopt
+    (if it has not been imported, no manifold parameter can exist)."""
     geoopt = sys.modules.get("geoopt")
     if geoopt is None:
         return []

@@ -1,13 +1,10 @@
 """Cross-check of the closed-form U(1) action against escnn's SO(2) representations.
 
-escnn is an optional extra (``pip install cyclejepa[escnn]``; it needs numpy < 2 and a
-Fortran compiler), so it is imported inside the functions and never by the core.
-
-Conventions: escnn's ``so2_group().irrep(n)`` for n > 0 is ``[[cos n t, -sin n t],
-[sin n t, cos n t]]`` (counter-clockwise, first basis vector the cosine-like one), and
-``irrep(0)`` is the 1 x 1 identity. That is the paper's rho(n t) on an ``(x, y)`` pair, so the
-direct sum of the irreps in spectrum order equals ``U1Symmetry(spectrum).matrix(t)`` exactly,
-with no sign flip or permutation.
+escnn is an optional extra (``pip install cyclejepa[escnn]``: numpy < 2, a Fortran compiler),
+imported inside the functions only. escnn's ``so2_group().irrep(n)`` is ``[[cos n t, -sin n t],
+[sin n t, cos n t]]`` for n > 0 and the 1 x 1 identity for n = 0: the paper's rho(n t) on an
+``(x, y)`` pair, so the direct sum in spectrum order equals ``U1Symmetry(spectrum).matrix(t)``
+exactly, with no sign flip or permutation.
 """
 
 from __future__ import annotations

@@ -45,19 +45,11 @@ class PhaseSymmetry(nn.Module):
     """
 
     basis: Basis
-    frequencies: Tensor
-    """(K, rank) integer frequency vector n_k of each latent coordinate (a buffer)."""
+    frequencies: Tensor  # buffers of `pair_tables`: (K, rank) n_k, (K,) p_k and (K,) s_k
     partner: Tensor
-    """(K,) index of each coordinate's rotation partner (a buffer)."""
     sign: Tensor
-    """(K,) sign of the sine term of each coordinate (a buffer)."""
 
-    def __init__(
-        self,
-        spectrum: str | HarmonicSpectrum,
-        basis: str | Basis = "canonical",
-        **basis_kwargs: object,
-    ):
+    def __init__(self, spectrum: str | HarmonicSpectrum, basis: str | Basis = "canonical", **basis_kwargs: object):
         super().__init__()
         self._spectrum = HarmonicSpectrum(spectrum)
         if isinstance(basis, str):
@@ -90,11 +82,8 @@ class PhaseSymmetry(nn.Module):
         raise NotImplementedError
 
     def element(self, coordinates: Tensor) -> Tensor:
-        """The group element ``g`` (as `act` takes it) with the (..., rank) ``coordinates``.
-
-        The inverse of `_group_coordinates`: the identity on a torus; on U(1) it drops the
-        last axis, so that token phases stored as (..., T, 1) act like (..., T).
-        """
+        """The group element ``g`` (as `act` takes it) of (..., rank) ``coordinates``: the inverse of
+        `_group_coordinates` (on U(1) it drops the last axis, so (..., T, 1) phases act like (..., T))."""
         if coordinates.shape[-1:] != (self.rank,):
             raise ValueError(
                 f"group coordinates have shape {tuple(coordinates.shape)}; spectrum "
@@ -155,14 +144,8 @@ class PhaseSymmetry(nn.Module):
 class U1Symmetry(PhaseSymmetry):
     """Action of U(1) (one cyclic coordinate): rho(g) = Q B(g) Q^T with g in radians.
 
-    Parameters
-    ----------
-    spectrum
-        A rank-1 `HarmonicSpectrum` or its string, e.g. ``"4x0+24x1+24x2"``.
-    basis
-        A registered basis name (``"canonical"``, ``"householder"``, ``"stiefel"``) or a `Basis`.
-    **basis_kwargs
-        Options of the named basis (e.g. ``reflections``, ``generator``).
+    ``spectrum`` is a rank-1 `HarmonicSpectrum` or its string (``"4x0+24x1+24x2"``), ``basis`` a
+    registered basis name or a `Basis`, ``basis_kwargs`` the named basis's options.
 
     Examples
     --------
@@ -177,12 +160,7 @@ class U1Symmetry(PhaseSymmetry):
     True
     """
 
-    def __init__(
-        self,
-        spectrum: str | HarmonicSpectrum,
-        basis: str | Basis = "canonical",
-        **basis_kwargs: object,
-    ):
+    def __init__(self, spectrum: str | HarmonicSpectrum, basis: str | Basis = "canonical", **basis_kwargs: object):
         super().__init__(spectrum, basis, **basis_kwargs)
         if self.rank != 1:
             raise ValueError(f"U1Symmetry needs a rank-1 spectrum; {self._spectrum} has rank {self.rank}: use TorusSymmetry")
@@ -196,11 +174,8 @@ class U1Symmetry(PhaseSymmetry):
 
 @SYMMETRIES.register("torus")
 class TorusSymmetry(PhaseSymmetry):
-    """Action of the torus U(1)^rank: g has shape (..., rank), theta_k = <n_k, g>.
-
-    Parameters are those of `U1Symmetry`; the spectrum has integer-vector frequencies, e.g.
-    ``"4x(0,0)+8x(1,0)+8x(0,1)+4x(1,-1)"``.
-    """
+    """Action of the torus U(1)^rank: g has shape (..., rank), theta_k = <n_k, g>; parameters as
+    `U1Symmetry`'s, with integer-vector frequencies (``"4x(0,0)+8x(1,0)+8x(0,1)+4x(1,-1)"``)."""
 
     def _group_coordinates(self, g: Tensor) -> Tensor:
         if g.shape[-1:] != (self.rank,):

@@ -60,8 +60,7 @@ def _parse_term(text: str, index: int, spec: str) -> SpectrumTerm:
         parts = [p.strip() for p in match.group(3).split(",")]
         if not all(re.fullmatch(r"-?\d+", p) for p in parts):
             raise ValueError(f"malformed {where}: frequency vector must be integers like (1,-1)")
-        vector = tuple(int(p) for p in parts)
-        frequency = vector if len(vector) > 1 else vector[0]
+        frequency = _as_frequency(int(p) for p in parts)
     return _checked_term(multiplicity, frequency, where)
 
 
@@ -93,17 +92,9 @@ def _checked_term(multiplicity: int, frequency: Frequency, where: str) -> Spectr
 class HarmonicSpectrum:
     """A direct sum of real irreps of U(1) (rank 1) or of a torus (rank > 1).
 
-    Parameters
-    ----------
-    spec
-        A string such as ``"4x0+24x1+24x2"`` or ``"4x(0,0)+8x(1,0)"``, another
-        ``HarmonicSpectrum``, or an iterable of ``(multiplicity, frequency)`` pairs.
-
-    Raises
-    ------
-    ValueError
-        Malformed or non-canonical terms (naming the term), mixed ranks, repeated frequencies
-        or an empty spectrum.
+    ``spec`` is a string (``"4x0+24x1+24x2"``, ``"4x(0,0)+8x(1,0)"``), another spectrum or an
+    iterable of ``(multiplicity, frequency)`` pairs. Raises a ValueError for a malformed or
+    non-canonical term (naming it), mixed ranks, a repeated frequency or an empty spectrum.
 
     Examples
     --------
@@ -135,10 +126,8 @@ class HarmonicSpectrum:
 
     @classmethod
     def from_multiplicities(cls, invariant_dim: int, multiplicities: Mapping[Frequency, int]) -> HarmonicSpectrum:
-        """Spectrum with ``invariant_dim`` invariant coordinates then ``c_n`` blocks per ``n``.
-
-        Frequencies follow the mapping's order; zero multiplicities are skipped.
-        """
+        """``invariant_dim`` invariant coordinates, then ``c_n`` blocks per ``n`` in the mapping's
+        order (zero multiplicities skipped)."""
         terms = [(c, n) for n, c in multiplicities.items() if c]
         if invariant_dim:
             rank = len(SpectrumTerm(1, terms[0][1]).vector) if terms else 1

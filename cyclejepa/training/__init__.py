@@ -1,7 +1,6 @@
 """Pre-training: trainer, schedule, checkpoints, RNG streams, distributed data parallel.
 
-Names are imported on first use (PEP 562), so that importing one module does not import
-its siblings and their dependencies.
+Names are imported on first use (PEP 562).
 """
 
 from typing import TYPE_CHECKING
@@ -9,15 +8,9 @@ from typing import TYPE_CHECKING
 from cyclejepa.registry import lazy_names
 
 if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: re-exported); nothing imported at run time
-    from cyclejepa.training.checkpoint import (
-        latest_checkpoint as latest_checkpoint,
-    )
-    from cyclejepa.training.checkpoint import (
-        load_checkpoint as load_checkpoint,
-    )
-    from cyclejepa.training.checkpoint import (
-        save_checkpoint as save_checkpoint,
-    )
+    from cyclejepa.training.checkpoint import latest_checkpoint as latest_checkpoint
+    from cyclejepa.training.checkpoint import load_checkpoint as load_checkpoint
+    from cyclejepa.training.checkpoint import save_checkpoint as save_checkpoint
     from cyclejepa.training.distributed import Distributed as Distributed
     from cyclejepa.training.distributed import process_group as process_group
     from cyclejepa.training.rng import STREAMS as STREAMS

@@ -7,18 +7,15 @@ import torch
 
 from cyclejepa.devices import indexed
 
-# Keep the corpus on an accelerator when it takes less than this fraction of free memory.
-_RESIDENT_FRACTION = 0.5
+_RESIDENT_FRACTION = 0.5  # the corpus stays on an accelerator below this fraction of its free memory
 
 
 class BatchSampler:
-    """Epoch-wise shuffled batches of (signals, token phases), drawn without a host round trip.
+    """Epoch-wise shuffled batches of (signals, token phases) in the order of ``generator``.
 
-    The arrays are copied once to ``device`` when they fit (a 21,799-record PTB-XL cache is
-    about 1 GB), otherwise they stay in (pinned) host memory and each batch is copied over.
-    The order comes from the ``data`` RNG stream; the permutation and the position in it are
-    part of `state_dict`, so a resumed run continues with exactly the batches it would have
-    drawn.
+    The arrays are copied once to ``device`` when they fit (a 21,799-record PTB-XL cache is about
+    1 GB), else each batch from pinned host memory. The permutation and position are in
+    `state_dict`, so a resumed run draws exactly the batches it would have drawn.
     """
 
     local = False  # each batch is the global one (under torchrun, ranks keep their shard of it)

@@ -29,8 +29,7 @@ class NonFiniteWeights(ValueError):
 
 
 def nonfinite_tensors(state: Mapping[str, Any] | list | tuple, prefix: str = "") -> list[str]:
-    """Dotted names of the floating-point tensors in ``state`` (a state dict, nested dicts and
-    lists as in a checkpoint or an optimiser state) that hold a NaN or an infinite value."""
+    """Dotted names of the floating-point tensors in ``state`` (nested dicts and lists) holding NaN or inf."""
     items = state.items() if isinstance(state, Mapping) else enumerate(state)
     found = []
     for key, value in items:
@@ -43,8 +42,7 @@ def nonfinite_tensors(state: Mapping[str, Any] | list | tuple, prefix: str = "")
 
 
 def require_finite(state: Mapping[str, Any], source: str) -> None:
-    """Raise `NonFiniteWeights` naming ``source`` and the first tensors of ``state`` that hold
-    NaN or infinite values (`nonfinite_tensors`)."""
+    """Raise `NonFiniteWeights` naming ``source`` and the first `nonfinite_tensors` of ``state``."""
     bad = nonfinite_tensors(state)
     if bad:
         shown = ", ".join(bad[:3]) + (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
@@ -52,11 +50,8 @@ def require_finite(state: Mapping[str, Any], source: str) -> None:
 
 
 def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
-    """Write ``state`` to ``path`` atomically: a temporary file in the same folder, then rename.
-
-    It is serialised in memory first, so that a failed write (full disk, read-only folder)
-    raises the system's `OSError`, naming ``path``, not an opaque error from torch's writer.
-    """
+    """Write ``state`` to ``path`` atomically (a temporary file, then rename), serialised in memory first
+    so that a failed write raises the system's `OSError` naming ``path``, not torch's opaque one."""
     path = Path(path)
     buffer = io.BytesIO()
     torch.save(state, buffer)
@@ -78,10 +73,7 @@ def save_checkpoint(state: dict[str, Any], path: str | Path) -> Path:
 
 
 def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") -> dict[str, Any]:
-    """Read a checkpoint written by `save_checkpoint` (tensors and plain Python values only).
-
-    Raises `CheckpointDamaged`, naming the file, when it is truncated or corrupt.
-    """
+    """Read a `save_checkpoint` file (tensors and plain values only); `CheckpointDamaged` names a damaged one."""
     path = Path(path)
     damage = _damage(path)
     if damage:
@@ -90,10 +82,7 @@ def load_checkpoint(path: str | Path, map_location: str | torch.device = "cpu") 
 
 
 def latest_checkpoint(run: RunFolder) -> Path | None:
-    """The intact checkpoint of ``run`` with the highest step, or None.
-
-    A damaged later one (a copy cut short, a full disk) is skipped with a warning naming it.
-    """
+    """The intact checkpoint of ``run`` with the highest step, or None; damaged later ones skipped with a warning."""
     for path in reversed(run.checkpoint_files()):
         damage = _damage(path)
         if not damage:

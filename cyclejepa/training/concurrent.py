@@ -1,19 +1,13 @@
 """Several pre-training runs side by side on one machine, one process each.
 
-The paper-size model leaves most of an H100 idle (a step is a few milliseconds of small kernels),
-so the arm × seed runs of an experiment can share the GPU: `train_concurrently` starts one
-``python -m cyclejepa train CONFIG --arm A --seed S`` process per run, at most ``at_once`` at a
-time, logs each to ``<run dir>/train.log``, shows one bar over the steps of all runs (read from
-their ``metrics.jsonl``), and raises naming every run that failed with the end of its log.
-Stopped (SIGINT, or SIGTERM under the command line), it passes a SIGTERM on to each process and
-waits while each writes a checkpoint at its next step.
-On a machine with several GPUs each process sees one (``CUDA_VISIBLE_DEVICES``), the one that
-runs the fewest of the others, and each gets an equal share of the CPU threads.
-A process computes what the in-process trainer computes from the same seed (bit for bit on the
-CPU; on CUDA up to the run-to-run nondeterminism of cuDNN and atomic additions).
-The runs are commands, not tasks of the library's process pool (`cyclejepa.workers`): each is
-a run one could start by hand, with its own log file, its own stop signal and checkpoint on
-SIGTERM, its GPU chosen while it starts (the least used), and its end read from its exit status.
+The paper-size model leaves most of a GPU idle, so the arm × seed runs of an experiment can share
+it: `train_concurrently` starts one ``python -m cyclejepa train CONFIG --arm A --seed S`` process
+per run, at most ``at_once`` at a time, logs each to ``<run dir>/train.log``, shows one bar over
+all runs' steps and raises naming every failed run with the end of its log. Stopped, it passes a
+SIGTERM on to each process and waits while each checkpoints. Each process sees the least busy GPU
+(``CUDA_VISIBLE_DEVICES``) and an equal share of the CPU threads, and computes what the in-process
+trainer computes (bit for bit on the CPU; on CUDA up to cuDNN's and atomics' nondeterminism).
+They are commands one could start by hand, not tasks of the process pool (`cyclejepa.workers`).
 """
 
 from __future__ import annotations
@@ -57,26 +51,11 @@ def runs_at_once(setting: int | str, device_type: str, runs: int) -> int:
 
 
 def train_concurrently(
-    config: Path,
-    jobs: Sequence[RunJob],
-    at_once: int,
-    steps: int,
-    *,
-    gpus: Sequence[str] = (),
-    progress: bool = True,
+    config: Path, jobs: Sequence[RunJob], at_once: int, steps: int, *, gpus: Sequence[str] = (), progress: bool = True
 ) -> None:
-    """Train ``jobs`` from the resolved config file ``config``, ``at_once`` processes at a time.
-
-    ``gpus`` (`cyclejepa.devices.child_gpus`): each process is started with
-    ``CUDA_VISIBLE_DEVICES`` set to the one running the fewest processes (the first of those on
-    a tie); none: the environment's.
-
-    Raises
-    ------
-    RuntimeError
-        After every process has ended, when any exited with an error: names each and quotes
-        the end of its log.
-    """
+    """Train ``jobs`` from the resolved config file ``config``, ``at_once`` processes at a time, each
+    on the one of ``gpus`` (`cyclejepa.devices.child_gpus`; none: the environment's) running the
+    fewest. Raises a RuntimeError, once all have ended, naming each failed run with its log's end."""
     pending, failed = list(jobs), []
     running: dict[RunJob, tuple[subprocess.Popen, str | None]] = {}
     with progress_bar(steps * len(jobs), f"{len(jobs)} runs, {at_once} at a time", enabled=progress) as update:
@@ -108,8 +87,7 @@ def _start(config: Path, job: RunJob, env: dict[str, str]) -> subprocess.Popen:
 
 
 def _stop(processes: list[subprocess.Popen]) -> None:
-    """Pass a SIGTERM on to each running training process and wait for it: each writes a
-    checkpoint at its next step boundary (`cyclejepa.stops`) and ends."""
+    """SIGTERM each running process and wait while it checkpoints and ends (`cyclejepa.stops`)."""
     for process in processes:
         if process.poll() is None:
             process.terminate()
@@ -123,8 +101,7 @@ def _least_busy(gpus: Sequence[str], held: list[str | None]) -> str | None:
 
 
 def _child_environment(at_once: int, gpu: str | None) -> dict[str, str]:
-    """The parent's environment with the CPU threads shared out between the processes (each of
-    `cyclejepa.devices.THREAD_VARIABLES` the user has not set) and, given a ``gpu``, that one GPU visible."""
+    """The parent's environment with the CPU threads shared out (where the user set none) and only ``gpu`` visible."""
     env = dict(os.environ)
     for name, value in thread_environment(max(1, (os.cpu_count() or 1) // at_once)).items():
         env.setdefault(name, value)

@@ -1,10 +1,9 @@
 """Data-parallel training: the process group's lifetime and the global-batch SIGReg reduction.
 
-``torchrun --nproc_per_node N -m cyclejepa train CONFIG`` starts N processes; each draws the
-same global batch (same data, augmentation and mask streams), keeps its contiguous shard of
-``B / N`` records, and DDP averages the gradients. SIGReg sees the global batch through an
-all-reduced empirical characteristic function, and the transport loss is re-weighted so that
-the average over ranks is the mean over all records of the global batch.
+Under ``torchrun --nproc_per_node N -m cyclejepa train CONFIG`` each process draws the same global
+batch, keeps its contiguous shard of ``B / N`` records, and DDP averages the gradients. SIGReg sees
+the global batch through an all-reduced characteristic function; the transport loss is re-weighted
+so that the average over ranks is the mean over the global batch's records.
 """
 
 from __future__ import annotations
@@ -70,12 +69,8 @@ class Distributed:
         return value / self.world
 
     def ecf_reduce(self, ecf: torch.Tensor, n: int | torch.Tensor):
-        """Regulariser hook: the n-weighted mean of the ranks' per-sample means, and the total n
-        (SIGReg: characteristic functions over token rows; VICReg: moments).
-
-        Differentiable: the backward of the sum all-reduce is an all-reduce of the gradients,
-        which DDP's averaging turns back into the gradient of the global statistic.
-        """
+        """Regulariser hook: the n-weighted mean of the ranks' sample means, and the total n.
+        Differentiable: DDP's averaging of the all-reduced gradients gives the global statistic's."""
         count = torch.as_tensor(float(n), device=ecf.device, dtype=ecf.dtype)
         total = count.clone()
         dist.all_reduce(total)
@@ -100,13 +95,10 @@ class _SumOverRanks(torch.autograd.Function):
 
 @contextmanager
 def process_group(device: str) -> Iterator[Distributed]:
-    """Join the process group torchrun describes in the environment, and leave it at exit.
+    """Join the process group torchrun describes (none when ``WORLD_SIZE`` is unset or 1); leave it at exit.
 
-    Outside torchrun (``WORLD_SIZE`` unset or 1) there is nothing to join. On CUDA this rank's
-    GPU, ``cuda:<LOCAL_RANK>``, becomes the current device before anything else, and NCCL is
-    bound to it (``device_id``, where torch has it), so no rank opens a context on GPU 0 and every
-    collective runs on the rank's own GPU; on the CPU the backend is gloo. The group is destroyed
-    when the block ends, normally or by an error.
+    On CUDA, ``cuda:<LOCAL_RANK>`` becomes the current device first and NCCL is bound to it
+    (``device_id``, where torch has it), so no rank opens a context on GPU 0; on the CPU, gloo.
     """
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:

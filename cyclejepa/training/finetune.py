@@ -1,25 +1,17 @@
-"""Supervised multi-label training of the deployed path: fine-tuning a pre-trained encoder, or
-training the same network from scratch, with early stopping; and nested label subsets.
+"""Supervised multi-label training of the deployed path (fine-tuning, or from scratch) with early
+stopping; nested label subsets.
 
-`Classifier` puts a linear head on the deployed path: a record x gives tokens
-z = projector(encoder(x)), their mean z̄ over all T tokens, and logits W z̄ + b, one per class.
-`FineTuner` minimises the mean binary cross-entropy of every class with AdamW; the head learns at
-the rate of the schedule (linear warm-up, cosine decay; `learning_rate`), the encoder and the
-projector at ``backbone_scale`` times it (discriminative learning rates; 1 trains every layer
-alike, the from-scratch baseline). Every ``eval_every`` steps a caller-given ``validate``
-scores the classifier on held-out records (the benchmark: macro-AUROC on the validation fold);
-the best state is kept, and training stops after ``patience`` evaluations without improvement
-or at ``steps``. Device, bf16 autocast and ``torch.compile`` follow ``training.device``,
-``training.precision`` and ``training.compile`` as in pre-training (`uses_bf16`, `compile_mode`).
-A checkpoint is written at every evaluation (the latest only), and `FineTuner.resume` goes on
-exactly where it stopped.
-
-`label_subset` draws the label fractions: nested, stratified subsets fixed by a seed.
+`Classifier`: logits W z̄ + b of the mean z̄ of the tokens z = projector(encoder(x)). `FineTuner`
+minimises the mean binary cross-entropy with AdamW, the head at the schedule's rate
+(`learning_rate`), the backbone at ``backbone_scale`` times it (1: from scratch). Every
+``eval_every`` steps ``validate`` scores held-out records; the best state is kept, and training
+stops after ``patience`` evaluations without improvement or at ``steps``. Device, bf16 and
+compilation follow ``training.*`` as in pre-training. A checkpoint at every evaluation (the latest
+only) lets `FineTuner.resume` go on exactly. `label_subset` draws nested, stratified label fractions.
 """
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 from collections.abc import Callable
@@ -34,13 +26,13 @@ from torch import nn
 
 from cyclejepa.config import OptimiserConfig
 from cyclejepa.devices import resolve_device
-from cyclejepa.jsonio import identity_differences
+from cyclejepa.jsonio import flat_json, identity_differences
 from cyclejepa.outputs import RunFolder
 from cyclejepa.training.batches import BatchSampler
 from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint, save_checkpoint
 from cyclejepa.training.rng import RNGStreams
 from cyclejepa.training.schedule import learning_rate, set_learning_rate
-from cyclejepa.training.trainer import compile_mode, uses_bf16
+from cyclejepa.training.trainer import bf16_autocast, compile_mode, replays_cuda_graphs, uses_bf16
 
 __all__ = ["CheckpointMismatch", "Classifier", "FineTuner", "FinetuneSettings", "label_subset", "predict_logits"]
 
@@ -68,39 +60,26 @@ class FinetuneSettings:
     grad_clip: float = 1.0
 
     def __post_init__(self):
-        positive = {"steps": self.steps, "batch_size": self.batch_size, "eval_every": self.eval_every, "patience": self.patience}
-        bad = [f"{name} = {value}" for name, value in positive.items() if value < 1]
-        bad += [f"{name} = {value}" for name, value in (("lr", self.lr), ("grad_clip", self.grad_clip)) if not value > 0]
-        bad += [
-            f"{name} = {value}"
-            for name, value in (
-                ("backbone_scale", self.backbone_scale),
-                ("weight_decay", self.weight_decay),
-                ("warmup_steps", self.warmup_steps),
-            )
-            if value < 0
-        ]
+        bad = [name for name in ("steps", "batch_size", "eval_every", "patience") if getattr(self, name) < 1]
+        bad += [name for name in ("lr", "grad_clip") if not getattr(self, name) > 0]
+        bad += [name for name in ("backbone_scale", "weight_decay", "warmup_steps") if getattr(self, name) < 0]
         if bad:
-            raise ValueError(f"fine-tuning settings out of range: {', '.join(bad)}")
+            raise ValueError(f"fine-tuning settings out of range: {', '.join(f'{name} = {getattr(self, name)}' for name in bad)}")
 
     def schedule(self) -> OptimiserConfig:
         """The learning-rate schedule: warm-up to ``lr``, cosine to lr / 100 at ``steps``."""
-        return OptimiserConfig.model_validate(
-            {
-                "lr": self.lr,
-                "min_lr": self.lr / 100,
-                "warmup_steps": self.warmup_steps,
-                "weight_decay": self.weight_decay,
-                "grad_clip": self.grad_clip,
-            }
+        return OptimiserConfig(
+            lr=self.lr,
+            min_lr=self.lr / 100,
+            warmup_steps=self.warmup_steps,
+            weight_decay=self.weight_decay,
+            grad_clip=self.grad_clip,
         )
 
 
 class Classifier(nn.Module):
-    """Encoder → projector → mean over tokens → linear head: (B, channels, samples) → (B, C) logits.
-
-    The head is drawn from ``seed`` (torch's default initialisation, the global RNG untouched).
-    """
+    """Encoder → projector → mean over tokens → linear head: (B, channels, samples) → (B, C) logits;
+    the head drawn from ``seed`` (torch's default initialisation, the global RNG untouched)."""
 
     def __init__(self, encoder: nn.Module, projector: nn.Module, classes: int, seed: int = 0):
         super().__init__()
@@ -126,10 +105,6 @@ class Classifier(nn.Module):
         self.head.bias.copy_(torch.as_tensor(bias, dtype=self.head.bias.dtype))
 
 
-def _autocast(bf16: bool, device: torch.device):
-    return torch.autocast(device.type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-
-
 def predict_logits(
     classifier: Classifier, signals: np.ndarray, *, device: torch.device | str = "cpu", batch_size: int = 256, bf16: bool = False
 ) -> np.ndarray:
@@ -139,7 +114,7 @@ def predict_logits(
     classifier.eval()
     out = []
     try:
-        with torch.inference_mode(), _autocast(bf16, device):
+        with torch.inference_mode(), bf16_autocast(bf16, device.type):
             for start in range(0, len(signals), batch_size):
                 x = torch.from_numpy(np.asarray(signals[start : start + batch_size], dtype=np.float32)).to(device)
                 out.append(classifier(x).double().cpu().numpy())
@@ -149,7 +124,7 @@ def predict_logits(
 
 
 class FineTuner:
-    """Trains a `Classifier` on (signals, labels) with early stopping; see the module docstring.
+    """Trains a `Classifier` on (signals, labels) with early stopping (module docstring).
 
     Parameters
     ----------
@@ -184,7 +159,7 @@ class FineTuner:
         self.classifier = classifier.to(self.device)
         self.bf16 = uses_bf16(precision, self.device.type)
         mode = compile_mode(compile, self.device.type)
-        self.cuda_graphs = self.device.type == "cuda" and mode in ("reduce-overhead", "max-autotune")
+        self.cuda_graphs = replays_cuda_graphs(mode, self.device.type)
         self.step_model = classifier if mode is None else torch.compile(classifier, mode=mode)
         self.streams = RNGStreams(seed, self.device)
         batch = min(settings.batch_size, len(signals))
@@ -210,7 +185,7 @@ class FineTuner:
         set_learning_rate([self.optimiser], learning_rate(self.step, self.settings.steps, self.settings.schedule()))
         if self.cuda_graphs:  # a new step: the graphs may overwrite the last step's outputs
             torch.compiler.cudagraph_mark_step_begin()
-        with _autocast(self.bf16, self.device):
+        with bf16_autocast(self.bf16, self.device.type):
             logits = self.step_model(x)
         loss = F.binary_cross_entropy_with_logits(logits.float(), y)
         self.optimiser.zero_grad(set_to_none=True)
@@ -290,26 +265,19 @@ class FineTuner:
         return True
 
 
-def _flat(identity: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{a.b: value}`` of a nested identity."""
-    flat: dict[str, Any] = {}
-    for key, value in identity.items():
-        if isinstance(value, dict):
-            flat.update(_flat(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
+def _flat(identity: dict[str, Any]) -> dict[str, Any]:
+    """``{a.b: value}`` of a nested identity (`flat_json` of each top-level key)."""
+    return {path: leaf for key, value in identity.items() for path, leaf in flat_json(key, value).items()}
 
 
 def label_subset(labels: np.ndarray, fraction: float, seed: int) -> np.ndarray:
     """Rows of a ``fraction`` of the records of ``labels`` (N, C): nested in ``fraction``, fixed by ``seed``.
 
-    The records are put in one seeded order and a fraction f takes its first ⌈f·N⌉, so a smaller
-    fraction is a subset of a larger one. The order is stratified: each record's stratum is its
-    rarest class (by count in ``labels``; records without a label form their own stratum); the
-    n_s records of stratum s, shuffled, get the keys (j + u_s) / n_s, j = 0 … n_s − 1, with a
-    seeded offset u_s ∈ [0, 1), and the order sorts the keys. Every prefix of k records then holds
-    k·n_s/N ± 1 records of each stratum. Returns the rows in ascending order.
+    A fraction f takes the first ⌈f·N⌉ records of one seeded order (so smaller fractions nest). Each
+    record's stratum is its rarest class (unlabelled records form their own); the n_s shuffled
+    records of stratum s get keys (j + u_s) / n_s, j = 0 … n_s − 1, with a seeded u_s ∈ [0, 1), and
+    the order sorts the keys: every prefix of k records holds k·n_s/N ± 1 of each stratum.
+    Returns the rows in ascending order.
     """
     labels = np.asarray(labels)
     if labels.ndim != 2 or not len(labels):

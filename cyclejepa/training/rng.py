@@ -11,12 +11,8 @@ STREAMS = ("init", "mask", "sigreg", "augment", "data")
 
 
 class RNGStreams:
-    """One `torch.Generator` per source of randomness, seeded independently from one seed.
-
-    The seeds come from `numpy.random.SeedSequence(seed).spawn`, so the streams are
-    statistically independent and adding a stream later would not shift the others. ``init``
-    lives on the CPU (parameter initialisation); the others on the training device.
-    """
+    """One `torch.Generator` per source of randomness, seeded by `numpy.random.SeedSequence(seed).spawn`
+    (independent streams); ``init`` on the CPU, the others on the training device."""
 
     def __init__(self, seed: int, device: torch.device | str = "cpu"):
         children = np.random.SeedSequence(seed).spawn(len(STREAMS))
@@ -34,8 +30,8 @@ class RNGStreams:
         return {name: g.get_state() for name, g in self.generators.items()}
 
     def load_state_dict(self, states: dict[str, torch.Tensor]) -> None:
-        """Continue every stream where ``states`` left it; a state from another kind of device
-        (a CUDA generator's for a CPU one, or the reverse) raises a ValueError naming the stream."""
+        """Continue every stream where ``states`` left it; a state from another kind of device raises
+        a ValueError naming the stream."""
         missing = set(STREAMS) - set(states)
         if missing:
             raise KeyError(f"checkpoint lacks RNG stream(s) {sorted(missing)}")

@@ -11,11 +11,8 @@ from cyclejepa.symmetry.bases import manifold_parameters
 
 
 def learning_rate(step: int, total_steps: int, optimiser: OptimiserConfig) -> float:
-    """The learning rate at ``step`` (0-based): linear warm-up to ``lr``, cosine to ``min_lr``.
-
-    Warm-up takes ``warmup_steps`` steps (step 0 runs at lr / warmup_steps); the cosine then
-    runs over the remaining steps and reaches ``min_lr`` at the last step.
-    """
+    """The rate at 0-based ``step``: lr·(step + 1)/W for the W = ``warmup_steps`` first steps, then
+    min_lr + (lr − min_lr)(1 + cos πp)/2, p = min((step − W) / max(total_steps − W − 1, 1), 1)."""
     if step < optimiser.warmup_steps:
         return optimiser.lr * (step + 1) / optimiser.warmup_steps
     decay_steps = max(total_steps - optimiser.warmup_steps - 1, 1)
@@ -24,11 +21,7 @@ def learning_rate(step: int, total_steps: int, optimiser: OptimiserConfig) -> fl
 
 
 def build_optimisers(model: torch.nn.Module, optimiser: OptimiserConfig) -> list[torch.optim.Optimizer]:
-    """AdamW for Euclidean parameters and geoopt's Riemannian Adam for manifold parameters.
-
-    On CUDA, AdamW is the fused kernel (one launch for all parameters instead of a few per
-    tensor); elsewhere torch's default implementation.
-    """
+    """AdamW (fused on CUDA) for Euclidean parameters, geoopt's Riemannian Adam for manifold ones."""
     on_manifold = {id(p) for p in manifold_parameters(model)}
     euclidean = [p for p in model.parameters() if p.requires_grad and id(p) not in on_manifold]
     fused = bool(euclidean) and all(p.is_cuda for p in euclidean)

@@ -1,13 +1,10 @@
 """Training batches streamed from shards on disk (or an object store), through Lightning ``litdata``.
 
-When a training set does not fit ``training.memory_budget_gb``, its records are written once, in
-contiguous blocks, as litdata chunks (`write_shards`), and every rank streams its own share of
-each epoch from them (`StreamBatches`): host memory holds a few chunks, not the corpus. The
-order is litdata's seeded shuffle (chunk order, then records within a window of chunks, drawn
-again each epoch from ``seed + epoch``); the seed is the first draw of the run's ``data`` stream,
-and the position is litdata's loader state, saved in every checkpoint, so a resumed run draws
-exactly the batches it would have drawn. docs/scale.md says why litdata (measured against
-MosaicML ``streaming`` and WebDataset by ``benchmarks/streaming_libraries.py``).
+A training set above ``training.memory_budget_gb`` is written once as litdata chunks
+(`write_shards`) and each rank streams its share of each epoch (`StreamBatches`), holding a few
+chunks in memory. The order is litdata's shuffle seeded by ``seed + epoch`` (the seed: the first
+draw of the ``data`` stream); litdata's loader state travels in every checkpoint, so a resumed run
+draws exactly the batches it would have drawn. Why litdata: docs/scale.md.
 """
 
 from __future__ import annotations
@@ -45,12 +42,9 @@ def shard_key(identity: dict[str, Any]) -> str:
 
 
 def write_shards(blocks: Iterable[tuple[np.ndarray, np.ndarray]], folder: Path) -> Path:
-    """Write the records of ``blocks`` ((signals (n, C, L), phases (n, T…)) pairs, in order) as
-    litdata chunks in ``folder``, unless a complete set is there already; returns ``folder``.
-
-    Memory holds one block and one chunk. Written to a temporary folder beside ``folder`` and
-    renamed into place, so a killed writer leaves no half-written set under the name.
-    """
+    """Write the records of ``blocks`` ((signals (n, C, L), phases (n, T…)) pairs) as litdata chunks in
+    ``folder`` unless a complete set is there; via a temporary folder renamed into place (a killed
+    writer leaves no half-written set), holding one block and one chunk in memory."""
     folder = Path(folder)
     if (folder / COMPLETE).is_file():
         return folder
@@ -97,21 +91,11 @@ the other ranks' indexes."""
 
 
 class StreamBatches:
-    """This rank's share of each epoch's shuffled batches, streamed from a shard folder or URL.
+    """This rank's share of each epoch's shuffled batches, streamed from a `write_shards` folder (or an
+    ``s3://``, ``gs://``, ``azure://`` URL of a copy); ``generator``'s first draw seeds the shuffle.
 
-    Drop-in for `BatchSampler` (``next``, ``state_dict``, ``load_state_dict``, ``len``), except
-    that under torchrun each rank reads only its own share: ``next`` gives ``batch_size / world``
-    records (``local`` is True), and the ranks' batches together are the global batch. Records
-    are read in the main process (no loader workers), so the state is exact at every step.
-
-    Parameters
-    ----------
-    source
-        The shard folder of `write_shards` (or a ``s3://``, ``gs://``, ``azure://`` URL of a copy).
-    batch_size
-        The global batch size.
-    generator
-        The run's ``data`` stream: its first draw seeds litdata's shuffle.
+    A `BatchSampler` drop-in, except that ``next`` gives this rank's ``batch_size / world`` records
+    (``local``). Read in the main process (no loader workers), so the state is exact at every step.
     """
 
     local = True
@@ -147,8 +131,7 @@ class StreamBatches:
         return len(self.dataset)
 
     def next(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """This rank's next batch (signals (b, channels, samples), phases (b, tokens…)); a new
-        epoch (reshuffled) when the last one is used up."""
+        """This rank's next batch (signals (b, channels, samples), phases (b, tokens…)), reshuffled per epoch."""
         if self._batches is None:
             self._batches = iter(self.loader)
         try:

@@ -1,5 +1,4 @@
-"""What pre-training reads: `ObjectiveSpec` (the objective a checkpoint holds) and
-`TrainingSpec` (one arm × seed), both built from the experiment config by the pre-training stage."""
+"""What pre-training reads, built from the experiment config: the objective and one arm × seed."""
 
 from __future__ import annotations
 
@@ -15,11 +14,8 @@ class ObjectiveSpec:
     """The sections the training objective (`JEPAObjective`) is built from."""
 
     model: ModelConfig
-    """The networks: encoder, projector, predictor."""
     symmetry: SymmetryConfig
-    """The group action on the projected tokens."""
     objectives: ObjectivesConfig
-    """Weights and options of the prediction and regulariser terms."""
     precision: str
     """``training.precision``: float32, bf16 or auto (bf16 autocast on CUDA)."""
 
@@ -29,11 +25,9 @@ class TrainingSpec:
     """One pre-training run: its objective, optimisation, data augmentation and identity."""
 
     objective: ObjectiveSpec
-    """What the trained module is built from."""
     optimiser: OptimiserConfig
-    """AdamW settings, schedule and gradient clipping."""
     augmentations: tuple[AugmentationConfig, ...]
-    """The augmentations applied to each batch, in order."""
+    """Applied to each batch, in order."""
     training: TrainingConfig
     """Steps, batch size, checkpoints, device, compile mode, non-finite step skipping."""
     transport_weight: float

@@ -8,15 +8,11 @@ along a new leading axis i (``torch.func.stack_module_state``) and one step comp
     g_i     ← g_i · min(1, clip / (‖g_i‖ + 10⁻⁶))      (each run's own norm, as clip_grad_norm_)
     θ       ← AdamW(θ, g)                              (elementwise: each run's own AdamW)
 
-Each run keeps its `Trainer`'s RNG streams, batches, augmentations and cutoffs
-(`Trainer.step_inputs`), so the ensemble computes what the separate runs compute, to float
-tolerance (tested on the CPU). `StackedRuns.unstack` writes the parameters and the AdamW state
-back into each trainer, whose `Trainer.save` then writes an ordinary checkpoint.
-
-On one GPU this is the alternative to side-by-side processes (`runs.at_once`) for a model that
-leaves the GPU idle: one launch per kernel for all runs instead of one per run. It is not yet a
-`runs` mode: `cyclejepa benchmark throughput` measures it against one run, and it becomes one
-if it is clearly faster (see the performance docs).
+Each run keeps its `Trainer`'s streams, batches, augmentations and cutoffs (`Trainer.step_inputs`),
+so the ensemble computes what the separate runs compute, to float tolerance (tested on the CPU);
+`StackedRuns.unstack` hands the state back for `Trainer.save`. On one GPU it is the alternative to
+side-by-side processes (`runs.at_once`): one launch per kernel for all runs. Not yet a `runs` mode:
+`cyclejepa benchmark throughput` measures it against one run (see the performance docs).
 """
 
 from __future__ import annotations
@@ -97,8 +93,7 @@ class StackedRuns:
         return torch.cat([rows, torch.full((len(self.trainers), 1), lr, device=rows.device)], dim=1)
 
     def _clip_each_run(self, max_norm: float) -> torch.Tensor:
-        """Scale each run's gradient to norm ≤ ``max_norm`` as `clip_grad_norm_` does for one
-        run; returns the norms before clipping, (runs,)."""
+        """Scale each run's gradient to norm ≤ ``max_norm`` as `clip_grad_norm_`; the (runs,) norms before."""
         grads = [p.grad for p in self.params.values() if p.grad is not None]
         norms = torch.linalg.vector_norm(torch.stack([g.flatten(1).norm(dim=1) for g in grads]), dim=0)
         scale = (max_norm / (norms + 1e-6)).clamp(max=1.0)
@@ -122,8 +117,7 @@ class StackedRuns:
         return [t.objective.get_parameter(name) for t in self.trainers]
 
     def unstack(self) -> None:
-        """Write each run's slice of the parameters and of the AdamW state (and the learning
-        rate) back into its trainer, so that `Trainer.save` writes the run's own checkpoint."""
+        """Write each run's slice of the parameters, the AdamW state and the rate back into its trainer."""
         lr = self.optimiser.param_groups[0]["lr"]
         with torch.no_grad():
             for name, stacked in self.params.items():

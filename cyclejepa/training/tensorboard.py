@@ -1,13 +1,9 @@
 """TensorBoard event files of a training run, written beside its ``metrics.jsonl``.
 
-`TensorBoardLog` is a trainer watcher (``Trainer.watchers``, called with the rows of every
-flush of the metrics, on rank 0 only). Each step gets the scalars `TAGS` (the loss terms, the
-learning rate, the gradient norm before clipping); every ``every`` steps, at the first flush
-at or after a multiple of it (and at the first flush), the scalars ``diagnose(objective)``
-returns, e.g. the held batch's effective rank and transport gain fraction
-(`cyclejepa.evaluation.watch.HeldBatch`, which the runner passes). Events written after the
-checkpoint a run resumes from are dropped from view (``purge_step``), as the rows of
-``metrics.jsonl`` after it are. Needs the ``tensorboard`` extra.
+`TensorBoardLog` is a trainer watcher (``Trainer.watchers``, rank 0). Each step gets the scalars
+`TAGS`; at the first flush and the first at or after each multiple of ``every`` steps, those of
+``diagnose(objective)`` (e.g. `cyclejepa.evaluation.watch.HeldBatch`). Events after the checkpoint
+a run resumes from are purged from view, as metrics rows are. Needs the ``tensorboard`` extra.
 """
 
 from __future__ import annotations
@@ -31,20 +27,8 @@ TAGS = {
 
 
 class TensorBoardLog:
-    """Writes a run's metrics rows, and periodic diagnostics, as TensorBoard scalars.
-
-    Parameters
-    ----------
-    directory
-        The run's folder (where ``metrics.jsonl`` lies); the event files go there.
-    start_step
-        The step training starts from (a resumed run's checkpoint step): later events of an
-        earlier session are purged from view.
-    diagnose
-        objective (``.model``, ``.symmetry``) → {tag: value}; None for none.
-    every
-        Steps between diagnostics.
-    """
+    """Writes a run's metrics rows and diagnostics (``diagnose``: objective → {tag: value}) as
+    TensorBoard scalars into its ``directory``; events after ``start_step`` are purged from view."""
 
     def __init__(
         self,

@@ -38,20 +38,15 @@ log = logging.getLogger(__name__)
 
 TERMS = ("loss", "prediction", "regulariser", "transport")
 COMPONENTS = ("prediction", "regulariser", "transport")
-# Metrics are gathered on the device and written every this many steps (one host sync); they are
-# checked for non-finite values there, and before every checkpoint (one more sync; see `Diverged`).
-FLUSH_EVERY = 25
+FLUSH_EVERY = 25  # steps between host syncs, where metrics are written and checked (`Diverged`)
 
 
 class Diverged(ValueError):
     """Training met a non-finite loss term or gradient norm (or weights, at a checkpoint).
 
-    Raised at the first flush of the metrics after it, or at the next checkpoint, whichever
-    comes first (the metrics are brought to the host every `FLUSH_EVERY` steps and checked
-    before every checkpoint, so no step adds a host synchronisation):
-    ``metrics.jsonl`` then ends with the first bad step, its non-finite values written as
-    strings ("nan", "inf", "-inf"), no checkpoint is written after it, and the last one on disk
-    (finite: every checkpoint is checked when written) is ``checkpoint``. With
+    Raised at the next flush of the metrics or checkpoint, whichever comes first (no step adds a
+    host sync): ``metrics.jsonl`` ends with the first bad step (non-finite values as "nan", "inf",
+    "-inf"), and ``checkpoint`` is the last (finite) one on disk. With
     ``training.skip_nonfinite_steps`` the first ``skipped`` bad steps were skipped instead.
     """
 
@@ -70,13 +65,15 @@ def uses_bf16(precision: str, device_type: str) -> bool:
     return resolved_precision(precision, device_type) == "bf16"
 
 
-def compile_mode(setting: bool | str, device_type: str, distributed: bool = False) -> str | None:
-    """The ``torch.compile`` mode of ``training.compile`` on ``device_type`` (None: eager).
+def bf16_autocast(bf16: bool, device_type: str):
+    """bf16 autocast on ``device_type`` when ``bf16``, else a context that does nothing."""
+    return torch.autocast(device_type, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
-    ``true`` is torch's ``default`` mode; ``auto`` is ``reduce-overhead`` (CUDA graphs) on one
-    CUDA device, ``default`` (no CUDA graphs) on CUDA under torchrun (``distributed``), and eager
-    elsewhere.
-    """
+
+def compile_mode(setting: bool | str, device_type: str, distributed: bool = False) -> str | None:
+    """The ``torch.compile`` mode of ``training.compile`` on ``device_type`` (None: eager): ``true``
+    is ``default``; ``auto`` is ``reduce-overhead`` (CUDA graphs) on one CUDA device, ``default``
+    on CUDA under torchrun (``distributed``), eager elsewhere."""
     if setting == "auto":
         if device_type != "cuda":
             return None
@@ -84,6 +81,11 @@ def compile_mode(setting: bool | str, device_type: str, distributed: bool = Fals
     if isinstance(setting, bool):
         return "default" if setting else None
     return setting
+
+
+def replays_cuda_graphs(mode: str | None, device_type: str) -> bool:
+    """Whether a module compiled in ``mode`` on ``device_type`` replays CUDA graphs."""
+    return device_type == "cuda" and mode in ("reduce-overhead", "max-autotune")
 
 
 def build_configured_model(model: ModelConfig, seed: int) -> nn.Module:
@@ -103,12 +105,9 @@ def draw_init_seed(streams: RNGStreams) -> int:
 
 
 class JEPAObjective(nn.Module):
-    """The weighted three-term objective of one training step, as one module (DDP wraps it):
-    ``L = w_pred L_pred + w_reg L_reg + transport_weight L_transport``.
-
-    Built from its own sections of the experiment (``model``, ``symmetry``, ``objectives``) and
-    ``training.precision``; `from_spec` takes them from an `ObjectiveSpec`.
-    """
+    """One training step's objective as one module (DDP wraps it), from the experiment's ``model``,
+    ``symmetry``, ``objectives`` and ``training.precision``:
+    ``L = w_pred L_pred + w_reg L_reg + transport_weight L_transport``."""
 
     def __init__(
         self,
@@ -133,18 +132,14 @@ class JEPAObjective(nn.Module):
             )
         reg = objectives.regulariser
         self.regulariser = registry.REGULARISERS.build(reg.name, reg.options)  # its statistic built and injected
-        self.weights = {
-            "prediction": objectives.prediction.weight,
-            "regulariser": reg.weight,
-            "transport": transport_weight,
-        }
+        self.weights = {"prediction": objectives.prediction.weight, "regulariser": reg.weight, "transport": transport_weight}
         self.stop_gradient = objectives.prediction.stop_gradient
         self.precision = precision
         self.dist = Distributed()
 
     @classmethod
     def from_spec(cls, spec: ObjectiveSpec, transport_weight: float, init_seed: int) -> JEPAObjective:
-        """The objective of ``spec``'s ``model``, ``symmetry``, ``objectives`` and precision."""
+        """The objective of an `ObjectiveSpec`."""
         return cls(
             spec.model,
             spec.symmetry,
@@ -155,23 +150,17 @@ class JEPAObjective(nn.Module):
         )
 
     def _autocast(self, device_type: str):
-        if not uses_bf16(self.precision, device_type):
-            return contextlib.nullcontext()
-        return torch.autocast(device_type, dtype=torch.bfloat16)
+        return bf16_autocast(uses_bf16(self.precision, device_type), device_type)
 
     def _predict(self, z: torch.Tensor, cutoff: torch.Tensor) -> torch.Tensor:
         with self._autocast(z.device.type):
             return cast(nn.Module, self.model.predictor)(z, cutoff).float()
 
     def forward(
-        self,
-        x: torch.Tensor,
-        phi: torch.Tensor,
-        cutoff: torch.Tensor,
-        regulariser_inputs: dict[str, torch.Tensor],
+        self, x: torch.Tensor, phi: torch.Tensor, cutoff: torch.Tensor, regulariser_inputs: dict[str, torch.Tensor]
     ) -> dict[str, torch.Tensor]:
-        """Loss terms of one batch; ``regulariser_inputs`` from ``regulariser.draw`` (SIGReg's
-        directions), drawn by the caller so that no random generator runs in compiled code."""
+        """Loss terms of one batch; ``regulariser_inputs`` from ``regulariser.draw``, drawn by the
+        caller so that no random generator runs in compiled code."""
         with self._autocast(x.device.type):
             z = self.model(x)
         z = z.float()  # the objectives always run in float32
@@ -202,21 +191,9 @@ class JEPAObjective(nn.Module):
 class Trainer:
     """Pre-trains one arm × seed and writes checkpoints and ``metrics.jsonl`` to ``spec.directory``.
 
-    Parameters
-    ----------
-    spec
-        The run: ``spec.training`` and ``spec.optimiser`` drive the loop; its seed (all five RNG
-        streams derive from it), λ_trans and identity (written into every checkpoint).
-    signals, phases
-        Training records (N, channels, samples) and their token phases (N, tokens), or
-        (N, tokens, C) for C cyclic coordinates (a torus symmetry of rank C); NaN undefined.
-    model_fs
-        Sampling rate of ``signals`` in Hz (the model's input rate, cache rate / decimation), for
-        the augmentations that act in time or frequency.
-    shards
-        Stream the training records from this shard folder or URL (`write_shards`; each rank
-        reads its own share, `StreamBatches`) instead of holding ``signals`` and ``phases``
-        (then unused) in memory.
+    ``signals`` (N, channels, samples) at ``model_fs`` Hz and their token phases (N, tokens), or
+    (N, tokens, C) for a torus of rank C (NaN undefined), are held in memory, unless ``shards``
+    names a shard folder or URL to stream them from (`write_shards`, `StreamBatches`).
     """
 
     def __init__(
@@ -266,14 +243,10 @@ class Trainer:
         }
 
     def _wrap(self, objective: JEPAObjective) -> nn.Module:
-        """The module a step calls: in one process, the objective compiled whole (one graph).
-
-        Under torchrun no collective may lie in a compiled region: neither DDP's gradient
-        hooks nor the objective's cross-rank reductions (SIGReg's all-reduced characteristic
-        function, the transport loss's record count), which CUDA graphs cannot capture safely.
-        So DDP wraps the eager objective, and only the model's two networks, which hold no
-        collective, are compiled, in place (their parameter names are unchanged).
-        """
+        """The module a step calls: in one process, the objective compiled whole (one graph). Under
+        torchrun no collective (DDP's hooks, the objective's cross-rank reductions) may lie in a
+        compiled region, so DDP wraps the eager objective and only the model's two networks are
+        compiled, in place (parameter names unchanged)."""
         if not self.dist.enabled:
             return self._compiled(objective)
         from torch.nn.parallel import DistributedDataParallel
@@ -291,8 +264,7 @@ class Trainer:
 
     @property
     def cuda_graphs(self) -> bool:
-        """Whether the step module replays CUDA graphs (compile modes with cudagraphs, on CUDA)."""
-        return self.device.type == "cuda" and self.compile_mode in ("reduce-overhead", "max-autotune")
+        return replays_cuda_graphs(self.compile_mode, self.device.type)
 
     @property
     def model(self) -> nn.Module:
@@ -319,9 +291,8 @@ class Trainer:
         return torch.cat([values, torch.full((1,), lr, device=values.device)])
 
     def _skip(self, values: torch.Tensor) -> bool:
-        """Whether to drop this step's update: with ``training.skip_nonfinite_steps`` left, when
-        a term or the gradient norm (``values``, the same on every rank) is non-finite. Checks
-        on the host, so only when the option is on; a bad step past it is left to `_flush`."""
+        """Whether to drop this step's update: a term or the gradient norm (``values``, the same on
+        every rank) is non-finite and ``training.skip_nonfinite_steps`` has some left (host check)."""
         if len(self.skipped) >= self.spec.training.skip_nonfinite_steps or bool(torch.isfinite(values).all()):
             return False
         self.skipped.append(self.step + 1)
@@ -337,9 +308,8 @@ class Trainer:
         return True
 
     def step_inputs(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-        """This step's inputs of the objective, each from the run's own stream: the next batch
-        augmented, its token phases, the prediction cutoffs and the regulariser's draws (under
-        torchrun, this rank's shard of the batch; streamed batches are this rank's already)."""
+        """This step's objective inputs, each from the run's own stream: the next batch augmented,
+        its token phases, the cutoffs and the regulariser's draws (under torchrun, this rank's shard)."""
         x, phi = self.batches.next()
         draws = self.augmenter.draw(x, self.streams["augment"])
         cutoff = sample_cutoffs(self.spec.training.batch_size, phi.shape[1], self.streams["mask"], self.device)
@@ -356,11 +326,9 @@ class Trainer:
     def fit(self, until: int | None = None, progress: bool = True) -> Path:
         """Train up to step ``until`` (default: the configured steps); returns the last checkpoint.
 
-        ``metrics.jsonl`` first loses its rows after the current step (logged by a session that
-        stopped before its next checkpoint, or before its first) and any torn line. A SIGTERM or
-        SIGINT ends training at the next step boundary (under torchrun, the next flush of the
-        metrics, where the ranks agree): the metrics are flushed, a checkpoint is written and
-        `cyclejepa.stops.Stopped` is raised naming both.
+        ``metrics.jsonl`` first loses its rows after the current step and any torn line. A SIGTERM
+        or SIGINT ends training at the next step boundary (under torchrun, the next flush): metrics
+        flushed, a checkpoint written, `cyclejepa.stops.Stopped` raised naming both.
         """
         until = self.spec.training.steps if until is None else until
         if self.dist.is_main:
@@ -389,8 +357,7 @@ class Trainer:
         return last
 
     def _stop_signal(self, stop: StopRequest, flush: bool) -> int | None:
-        """The signal to stop on after this step, if any (under torchrun: received by any rank,
-        agreed at flushes)."""
+        """The signal to stop on after this step, if any (under torchrun: any rank's, agreed at flushes)."""
         if not self.dist.enabled:
             return stop.signum
         if not flush:
@@ -398,8 +365,7 @@ class Trainer:
         return self.dist.largest(stop.signum or 0) or None
 
     def _flush(self, pending: list[tuple[int, torch.Tensor]]) -> dict[str, float]:
-        """Write the ``pending`` steps' metrics; raise `Diverged` at the first non-finite one,
-        after writing the rows up to it."""
+        """Write the ``pending`` steps' metrics, up to and raising `Diverged` at a non-finite one."""
         rows = torch.stack([values for _, values in pending]).tolist()
         records = [
             {"step": step + 1, **dict(zip((*TERMS, "grad_norm", "lr"), row, strict=True)), "time": time.time()}
@@ -453,8 +419,7 @@ class Trainer:
         self.skipped = [int(step) for step in state.get("skipped", [])]
 
     def save(self) -> Path:
-        """Write the checkpoint of the current step (rank 0; its weights are checked for non-finite
-        values on every rank, `Diverged`); returns its path."""
+        """Write the current step's checkpoint (rank 0; every rank raises `Diverged` on non-finite weights)."""
         run = RunFolder(self.directory)
         path = run.checkpoint(self.step)
         try:  # on every rank (they hold the same weights), so that all of them stop
@@ -471,8 +436,8 @@ class Trainer:
 
 
 def keep_metrics_until(path: Path, step: int) -> None:
-    """Keep the rows of the metrics file ``path`` up to ``step``; drop a torn line (a write cut
-    short) with a warning naming the file and the line. Rewritten atomically, when it changes."""
+    """Keep the metrics rows of ``path`` up to ``step``, dropping a torn line with a warning naming
+    it; rewritten atomically when it changes."""
     if not path.exists():
         return
     text = path.read_text(errors="replace")
@@ -496,8 +461,7 @@ def _all_finite(pending: list[tuple[int, torch.Tensor]]) -> bool:
 
 
 def _nonfinite(record: dict[str, Any]) -> str:
-    """What is non-finite in a metrics row: the loss components ("prediction, transport"),
-    else the gradient norm; empty when all is finite."""
+    """What is non-finite in a metrics row ("prediction, transport loss", ...); empty when all is finite."""
     components = [name for name in COMPONENTS if not np.isfinite(record[name])]
     if components:
         return ", ".join(components) + " loss"
@@ -517,19 +481,16 @@ def _terms_text(metrics: dict[str, float]) -> str:
 
 
 def initial_objective(spec: ObjectiveSpec, seed: int, device: str | torch.device = "cpu") -> JEPAObjective:
-    """The untrained objective of a run of ``seed``, in eval mode: the weights `Trainer` starts
-    that run from (step 0; `draw_init_seed` of the run's fresh streams), whatever its λ_trans."""
+    """The untrained objective, in eval mode, that `Trainer` starts a run of ``seed`` from (any λ_trans)."""
     init_seed = draw_init_seed(RNGStreams(seed, "cpu"))
     return JEPAObjective.from_spec(spec, 0.0, init_seed).to(device).eval()
 
 
 def load_trained(spec: ObjectiveSpec, path: str | Path, device: str | torch.device = "cpu") -> JEPAObjective:
-    """The trained model and symmetry of a checkpoint, in eval mode (``.model``, ``.symmetry``).
+    """The trained objective of a checkpoint (``.model``, ``.symmetry``), in eval mode.
 
-    Raises a `ValueError` when the checkpoint's tensors do not fit the model ``spec`` builds,
-    naming the ``model`` and ``symmetry`` keys of ``spec`` that differ from the run's and the
-    first tensors that differ, and `NonFiniteWeights` naming the checkpoint when its weights hold
-    NaN or infinite values.
+    Raises a ValueError when its tensors do not fit the model ``spec`` builds (naming the changed
+    ``model`` and ``symmetry`` keys and the first misfit tensors), `NonFiniteWeights` on NaN or inf.
     """
     state = load_checkpoint(path, map_location=device)
     require_finite(state["model"], f"checkpoint {path}")
@@ -553,7 +514,7 @@ def load_trained(spec: ObjectiveSpec, path: str | Path, device: str | torch.devi
 
 
 def _misfits(saved: dict[str, torch.Tensor], built: dict[str, torch.Tensor]) -> list[str]:
-    """The tensors of a checkpoint's ``saved`` state that the ``built`` model lacks, or has in another shape."""
+    """How a checkpoint's ``saved`` tensors misfit the ``built`` model's: missing, extra, another shape."""
     misfits = [f"{name} missing from the checkpoint" for name in built if name not in saved]
     misfits += [f"{name} not in the config's model" for name in saved if name not in built]
     return misfits + [
