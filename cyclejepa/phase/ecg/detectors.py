@@ -53,13 +53,8 @@ def detector_names() -> list[str]:
 
 
 def get_detector(name: str) -> Detector:
-    """The detector registered as ``name``.
-
-    Raises
-    ------
-    cyclejepa.registry.UnknownComponentError
-        A `KeyError` listing the registered names and the closest match.
-    """
+    """The detector registered as ``name``; `UnknownComponentError` (a KeyError) naming the
+    closest match."""
     return RPEAK_DETECTORS.get(name)
 
 
