@@ -83,6 +83,17 @@ def channel_row(provider: PhaseProvider, lead: str | None, channel_names: Sequen
     return rows[0]
 
 
+def registered_name(provider: object) -> str:
+    """The name ``provider``'s class is registered under, else the class name."""
+    return next((key for key in PHASE_PROVIDERS.names() if PHASE_PROVIDERS.get(key) is type(provider)), type(provider).__name__)
+
+
+def provider_classes() -> list[tuple[str, type[PhaseProvider]]]:
+    """(name, class) of each registered `PhaseProvider` subclass, in registry order."""
+    classes = ((name, PHASE_PROVIDERS.get(name)) for name in PHASE_PROVIDERS.names())
+    return [(name, cls) for name, cls in classes if isinstance(cls, type) and issubclass(cls, PhaseProvider)]
+
+
 def _as_signal(signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> np.ndarray:
     """``signal`` as float64 (channels, samples), checked against ``fs`` and ``channel_names``."""
     signal = np.asarray(signal, dtype=np.float64)
@@ -175,9 +186,8 @@ class PhaseProvider(ABC):
         need = self.min_fs
         if need is None or fs >= need:
             return None
-        name = next((key for key in PHASE_PROVIDERS.names() if PHASE_PROVIDERS.get(key) is type(self)), type(self).__name__)
         return (
-            f"sampled at {fs:g} Hz, below the {need:.3g} Hz phase provider {name!r} needs (its detection reaches "
+            f"sampled at {fs:g} Hz, below the {need:.3g} Hz phase provider {registered_name(self)!r} needs (its detection reaches "
             f"{self.highest_hz:g} Hz, which must lie below {UPPER_EDGE_FRACTION:g} x the rate)"
         )
 

@@ -12,7 +12,7 @@ import numpy as np
 from cyclejepa.data.channels import channel_key
 from cyclejepa.phase.ecg.detectors import DEFAULT_DETECTOR, get_detector
 from cyclejepa.phase.ecg.rpeak import QRS_BAND_HZ, detect_r_peaks
-from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
+from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite, provider_classes
 from cyclejepa.declarations.providers import EcgRPeakDeclaration
 from cyclejepa.registry import PHASE_PROVIDERS
 
@@ -44,13 +44,9 @@ def ecg_lead_rows(channel_names: Sequence[str]) -> list[int]:
 
 
 def _reader_of(name: str) -> str | None:
-    """The first registered provider (other than this one) whose channel pattern matches ``name``."""
-    for provider_name in PHASE_PROVIDERS.names():
-        provider = PHASE_PROVIDERS.get(provider_name)
-        other = provider is not EcgRPeakProvider and isinstance(provider, type) and issubclass(provider, PhaseProvider)
-        if other and provider.reads_channel(name):
-            return provider_name
-    return None
+    """The first other registered provider whose channel pattern matches ``name``."""
+    readers = (key for key, cls in provider_classes() if cls is not EcgRPeakProvider and cls.reads_channel(name))
+    return next(readers, None)
 
 
 @PHASE_PROVIDERS.register("ecg-rpeak")
