@@ -3,28 +3,19 @@
 Every reader of samples goes through `read_samples` (or `read_record`: physical units, one
 rate; `read_matlab_variable` for a plain MATLAB file). In order, before any sample is read:
 
-1. the header is parsed (`cyclejepa.data.wfdb_format.read_header`); a header or signal file that
-   is not a regular file (a FIFO, a device, a folder) is refused at once, never opened;
+1. the header is parsed; a header or signal file that is not a regular file is never opened;
 2. every signal file lies inside ``root`` (by default the record's folder);
-3. each file's frame count is the header's sample count, or with none the frames the file holds;
-   the samples to be decoded (frames x Σ samples per frame, over every file read) are bounded by
-   `MAX_RECORD_SAMPLES`, and a file shorter than its declared frames need is refused;
-4. a ``.mat`` file's own header bytes are checked against the WFDB header: MATLAB Level 4 (what
-   PhysioNet's ``wfdb2mat`` writes, every file of the PhysioNet/CinC 2021 release: a 20-byte
-   header, type code ``MOPT``, rows, columns, name ``val``) must store the format's type (16:
-   int16, 32: int32, 80: uint8, 160: uint16, 61: big-endian int16), one row per sample of a
-   frame and one column per frame, its samples at the header's byte offset; MATLAB Level 5 (what
-   ``scipy.io.savemat`` writes) must hold ``val`` of that integer class and shape (read from the
-   matrix's own first bytes), declaring at most `MAX_MAT_EXPANSION` times the file's size, and
-   a compressed matrix is inflated no further than the bytes its shape declares.
+3. the frames (the header's count, else what the file holds) × Σ samples per frame are at most
+   `MAX_RECORD_SAMPLES`, and a file shorter than they need is refused;
+4. a ``.mat`` file's header bytes match the WFDB header: MATLAB Level 4 (``wfdb2mat``, the
+   Challenge 2021 release) the format's type (16: int16, 32: int32, 80: uint8, 160: uint16, 61:
+   big-endian int16), rows Σ samples per frame, columns frames, data at the byte offset; Level 5
+   (``scipy.io.savemat``) ``val`` of that class and shape, at most `MAX_MAT_EXPANSION` × the
+   file's size, inflated no further than its shape declares.
 
-Formats decoded here: 8 (first differences from the initial value), 16, 24, 32, 61, 80, 160,
-212, 310, 311, with samples per frame (each signal at its own rate, as ``wfdb.rdrecord(...,
-smooth_frames=False)``), skew and byte offsets. The FLAC formats 508, 516 and 524 are decoded
-by the ``wfdb`` package after the same checks (they need a declared sample count, which bounds
-them). A stored sample equal to the format's invalid-sample value (`INVALID`: -32768 in format
-16, -2048 in 212, ...) is missing: NaN in physical units (`Samples.physical`); a dataset that
-needs every sample rejects the record (check ``non_finite``).
+Decoded here: formats 8, 16, 24, 32, 61, 80, 160, 212, 310, 311 with samples per frame (each
+signal at its own rate), skew and byte offsets; FLAC (508, 516, 524) by ``wfdb`` after the same
+checks. A stored `INVALID` value is missing: NaN in physical units (`Samples.physical`).
 
 Memory: at most 20 bytes per sample (stored bytes, int32 twice while frames are split, float64),
 so 2.5 GiB for `MAX_RECORD_SAMPLES` = 2^27; a record that still runs out of memory is rejected

@@ -15,7 +15,6 @@ __all__ = [
     "cycle_periods",
     "orientation",
     "pick_with_refractory",
-    "rising_fraction",
 ]
 
 PERIOD_WINDOW_S = 10.0
@@ -24,15 +23,10 @@ HARMONIC_ACCEPT = 0.8
 """A shorter-lag autocorrelation peak is the cycle when ≥ this × the highest (which may be two)."""
 
 
-def rising_fraction(slope: np.ndarray) -> float:
-    """Fraction of samples on which ``slope`` is positive."""
-    return float(np.mean(slope > 0))
-
-
 def orientation(slope: np.ndarray) -> float:
     """+1 when the wave rises in at most half of its samples (a pulse rises in systole, breath
     in a fast inspiration), else −1; unlike the slope's extremes, robust to artefacts."""
-    return 1.0 if rising_fraction(slope) <= 0.5 else -1.0
+    return 1.0 if float(np.mean(slope > 0)) <= 0.5 else -1.0
 
 
 def window_period(x: np.ndarray, fs: float, band_hz: tuple[float, float]) -> float:

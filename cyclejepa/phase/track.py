@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -281,11 +281,18 @@ def score_events(detected: np.ndarray, reference: np.ndarray, fs: float, toleran
     det_index, ref_index = match_events(detected, reference, tolerance_s * fs)
     tp = len(det_index)
     errors = (np.asarray(detected)[det_index] - np.asarray(reference)[ref_index]) / fs
+    error_ms = float(np.median(np.abs(errors)) * 1e3) if tp else float("nan")
+    return detection_rates(tp, len(reference) - tp, len(detected) - tp, median_abs_error_ms=error_ms)
+
+
+def detection_rates(tp: int, fn: int, fp: int, **extra: Any) -> dict:
+    """``{"sensitivity": TP / (TP + FN), "ppv": TP / (TP + FP), "tp", "fn", "fp", **extra}``
+    (NaN for an empty denominator)."""
     return {
-        "sensitivity": tp / len(reference) if len(reference) else float("nan"),
-        "ppv": tp / len(detected) if len(detected) else float("nan"),
+        "sensitivity": tp / (tp + fn) if tp + fn else float("nan"),
+        "ppv": tp / (tp + fp) if tp + fp else float("nan"),
         "tp": tp,
-        "fn": len(reference) - tp,
-        "fp": len(detected) - tp,
-        "median_abs_error_ms": float(np.median(np.abs(errors)) * 1e3) if tp else float("nan"),
+        "fn": fn,
+        "fp": fp,
+        **extra,
     }

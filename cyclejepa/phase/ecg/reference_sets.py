@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.phase.ecg.annotations import read_beat_annotations
-from cyclejepa.phase.track import match_events
+from cyclejepa.phase.track import detection_rates, match_events
 
 __all__ = [
     "ReferenceRecord",
@@ -138,19 +138,6 @@ def score_set(
         fn += len(reference) - len(matched)
         fp += len(detected) - len(matched)
     return detection_rates(tp, fn, fp, records=len(results))
-
-
-def detection_rates(tp: int, fn: int, fp: int, **extra) -> dict:
-    """``{"sensitivity": TP / (TP + FN), "ppv": TP / (TP + FP), "tp", "fn", "fp", **extra}``
-    (NaN for an empty denominator)."""
-    return {
-        "sensitivity": tp / (tp + fn) if tp + fn else float("nan"),
-        "ppv": tp / (tp + fp) if tp + fp else float("nan"),
-        "tp": tp,
-        "fn": fn,
-        "fp": fp,
-        **extra,
-    }
 
 
 def arterial_pulses(pressure: np.ndarray, fs: float, min_interval_s: float = 0.25, min_prominence: float = 5.0) -> np.ndarray:
