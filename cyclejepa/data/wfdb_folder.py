@@ -181,7 +181,9 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
             try:
                 _check_text(name)
                 resolve_inside(self._folder, path.relative_to(self._folder).as_posix(), self._folder)
-                specs = self._specs(name, self._fast_enough(name, read_header(path)))
+                header = read_header(path)
+                self._check_rate(name, header)
+                specs = [header.signals[row] for row in self._rows(name, header)]
                 for c, spec in enumerate(specs):
                     units[c] = units[c] or (spec.units if spec.units_stated else None)
                     _check_unit(name, spec, units[c])
@@ -239,8 +241,8 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
             raise FileNotFoundError(f"WFDB record {str(path)!r} not found (give the path without extension)")
         return self._read(path, str(path))
 
-    def _fast_enough(self, name: str, header: WfdbHeader) -> WfdbHeader:
-        """``header`` after `check_native_rate` of its slowest kept channel (lacking one: its fastest)."""
+    def _check_rate(self, name: str, header: WfdbHeader) -> None:
+        """`check_native_rate` of the record's slowest kept channel (lacking one: its fastest)."""
         rates = [header.fs * spec.samples_per_frame for spec in header.signals]
         try:
             rows = match_channels(self.channels, header.names)
@@ -248,11 +250,6 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
             rows = []
         if rates:
             self.check_native_rate(name, min(rates[row] for row in rows) if rows else max(rates))
-        return header
-
-    def _specs(self, name: str, header: WfdbHeader) -> list[SignalSpec]:
-        """The header's signal lines of the channels, in their order (`_rows`)."""
-        return [header.signals[row] for row in self._rows(name, header)]
 
     def _rows(self, name: str, header: WfdbHeader) -> list[int]:
         """The header's rows of the channels; `RecordRejected` (``channel_order``) otherwise."""
