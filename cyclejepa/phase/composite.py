@@ -133,11 +133,11 @@ class CompositePhaseProvider(CompositeDeclaration):
     @property
     def event_name(self) -> str:
         """The first coordinate's event word (its events are the cache's ``beats`` column)."""
-        return getattr(next(iter(self.providers.values())), "event_name", "event")
+        return next(iter(self.providers.values())).event_name
 
     def rate_problem(self, fs: float) -> str | None:
         """The first coordinate's `PhaseProvider.rate_problem` at ``fs`` Hz; None if none has one."""
-        problems = (getattr(provider, "rate_problem", lambda _: None)(fs) for provider in self.providers.values())
+        problems = (provider.rate_problem(fs) for provider in self.providers.values())
         return next((problem for problem in problems if problem), None)
 
     def phase(self, signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> CompositeTrack:
