@@ -1,15 +1,8 @@
-"""The ``"breath"`` phase provider: one event per breath of a respiration belt or impedance channel.
-
-1. Median filter (0.4 s: spikes go), zero-phase band-pass 0.05–0.7 Hz (up to 42 per minute).
-2. **Breath length** (`cycle_periods`): the autocorrelation peak in the cycle band (0.1–0.7 Hz),
-   in 30 s windows, never above the record's median.
-3. **Breaths**: peaks (end of inspiration, ``fiducial: "peak"``) ≥ ``refractory`` × the local
-   breath length apart (never under the shortest plausible interval), prominent by
-   ``min_prominence`` of the 5–95 % range; or the trough before each (``"onset"``).
-
-``polarity: "inverted"`` turns a sensor whose inspiration goes down (it changes which end of a
-breath is the event, not their number). Breathing is irregular, so the successive-interval
-ratio check is off by default; the cycle QC of `PhaseProvider` judges the band-passed signal.
+"""The ``"breath"`` phase provider: one event per breath of a respiration belt or impedance
+channel (docs/phase.md). Median filter (0.4 s), zero-phase band-pass 0.05–0.7 Hz, the breath
+length from the autocorrelation (`cycle_periods`), peaks prominent by ``min_prominence`` of the
+5–95 % range a refractory span apart (``fiducial: "peak"``) or the trough before each
+(``"onset"``). ``polarity: "inverted"`` turns a sensor whose inspiration goes down.
 """
 
 from __future__ import annotations
@@ -37,7 +30,8 @@ POLARITIES = ("upright", "inverted")
 class BreathProvider(BreathDeclaration, PhaseProvider):
     """Breathing phase: one event per breath of the ``lead`` channel (None: the first matching
     `BREATH_CHANNEL_NAME`), at the module's ``fiducial``; ``band_hz``: the order-2 Butterworth
-    pass band; ``**qc``: `PhaseProvider`'s thresholds (here 1.4–15 s, no ratio check)."""
+    pass band; ``refractory``: the shortest distance between breaths, × the local breath length;
+    ``**qc``: `PhaseProvider`'s thresholds (here 1.4–15 s, no ratio check)."""
 
     signal = "resp"
     event_name = "breath"

@@ -1,20 +1,9 @@
-"""The ``"pulse"`` phase provider: one event per heartbeat of a pulse wave (PPG or arterial pressure).
-
-On the 0.5–8 Hz zero-phase band-passed channel and its slope:
-
-1. **Polarity** (`orientation`): an upright wave rises in under half its samples; one that
-   rises in more (an inverted camera PPG) is turned over.
-2. **Cycle length** (`cycle_periods`): the autocorrelation peak in the cycle band (0.5–3.5 Hz),
-   in 10 s windows, of max(slope, 0)² (one sharp upstroke per beat; breathing's slower swing
-   and a dicrotic wave weigh less); never above the record's median.
-3. **Upstrokes**: slope maxima, highest first, ≥ ``refractory`` × the local cycle length apart
-   (never under the shortest plausible interval), those under ``min_slope`` × the median
-   upstroke of the surrounding 10 s dropped; a dicrotic notch falls inside the refractory span.
-4. **Fiducial**: ``"foot"`` (the intersecting-tangent foot, default), ``"max-slope"`` or
-   ``"peak"`` (systolic peak).
-
-The cycle QC of `PhaseProvider` judges the band-passed upright wave (`assess_cycles`). On a
-WFDB record: ``cyclejepa phase RECORD --provider pulse --lead ABP``.
+"""The ``"pulse"`` phase provider: one event per heartbeat of a pulse wave (PPG or arterial
+pressure; docs/phase.md). On the 0.5–8 Hz zero-phase band-passed channel: polarity from the
+share of rising samples (`orientation`), the cycle length from the autocorrelation of
+max(slope, 0)² (`cycle_periods`), upstrokes as slope maxima a refractory span apart (a dicrotic
+notch falls inside it), then the ``fiducial``: ``"foot"`` (intersecting tangent), ``"max-slope"``
+or ``"peak"``. On a WFDB record: ``cyclejepa phase RECORD --provider pulse --lead ABP``.
 """
 
 from __future__ import annotations
@@ -44,8 +33,9 @@ TYPICAL_WINDOW_S = 5.0
 class PulseProvider(PulseDeclaration, PhaseProvider):
     """Pulse phase: one event per beat of the ``lead`` channel (None: the first matching
     `PULSE_CHANNEL_NAME`), at the module's ``fiducial``, with ``polarity`` ``"auto"``,
-    ``"upright"`` or ``"inverted"``; ``band_hz``: the order-2 Butterworth pass band; ``min_slope``
-    and ``refractory`` as in the module; ``**qc``: `PhaseProvider`'s thresholds."""
+    ``"upright"`` or ``"inverted"``; ``band_hz``: the order-2 Butterworth pass band; ``min_slope``:
+    the smallest upstroke kept, × the median within ±5 s; ``refractory``: the shortest distance
+    between upstrokes, × the local cycle length; ``**qc``: `PhaseProvider`'s thresholds."""
 
     signal = "pulse"
     event_name = "pulse"

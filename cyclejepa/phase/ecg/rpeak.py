@@ -1,24 +1,14 @@
-"""The library's default R-peak detector: multi-lead fusion, robust adaptive thresholds.
+"""The library's default R-peak detector, `detect_r_peaks` (docs/phase.md, "R-peaks"), at the
+record's native rate:
 
-`detect_r_peaks` finds one R-peak per beat in a (leads, samples) ECG at its native rate:
-
-1. **Per-lead QRS envelope**: zero-phase 5–25 Hz band-pass, derivative, RMS of the slope over
-   100 ms (centred). Linear in amplitude (unlike Pan–Tompkins' squared energy), so a ventricular
-   beat five times taller peaks five, not 25, times higher.
-2. **Lead fusion**: each envelope divided by its beat height (median of per-second maxima),
-   weighted by its quality (height / envelope median); leads under half the best quality get
-   no weight.
-3. **Robust adaptive thresholds** over local maxima ≥ 200 ms apart: signal and noise levels are
-   the *medians* of the last 8 accepted and rejected heights, started from the whole record.
-   Threshold = noise + 0.4 (signal − noise), never below 0.15 × signal.
-4. **T wave by slope**: a peak within 360 ms of the last beat is a T wave unless its steepest
-   slope is ≥ 0.6 × that beat's.
-5. **Search-back**: after 1.5 × the median of the last 8 RR intervals without a beat, the
-   largest skipped peak above half the threshold (not a T wave, a refractory distance from
-   both neighbours) is taken, until the gap closes; also before the record end.
-6. **Refinement** on the timing lead (``timing_row``; default the best quality), 0.5–45 Hz
-   zero-phase, within ±``refine_window_s``: the R-wave peak where the record's QRS has a
-   positive deflection, else the nadir (`refine_to_qrs_fiducial`).
+1. per-lead QRS envelope: RMS over 100 ms of the 5–25 Hz zero-phase band-passed slope (linear
+   in amplitude, unlike Pan–Tompkins' squared energy);
+2. lead fusion: envelopes over their beat heights, weighted by quality (height / median);
+3. thresholds from the medians of the last 8 beat and noise heights: noise + 0.4 (signal −
+   noise), at least 0.15 × signal;
+4. a T wave within 360 ms of a beat has under 0.6 × its slope;
+5. search-back after 1.5 median RR intervals at half the threshold;
+6. refinement to the R-wave peak (or the nadir) of the timing lead (`refine_to_qrs_fiducial`).
 """
 
 from __future__ import annotations
