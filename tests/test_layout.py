@@ -117,13 +117,9 @@ THROUGH_A_NAME_ON_PURPOSE = {
     ("cyclejepa.data.cache.build", "PHASE_PROVIDERS.get"):
         "the provider's cycle band, which `cyclejepa.facts.cycle_band` reads from its declaration without the import",
     ("cyclejepa.phase.provider", "PHASE_PROVIDERS.get"):
-        "`rate_problem` names its own class by looking up every registered provider (each imported); a search of "
-        "the registered entries alone would import nothing",
-    ("cyclejepa.phase.records", "PHASE_PROVIDERS.get"):
-        "a record's readers: every provider asked whether it reads a channel (its channel pattern, a fact its "
-        "declaration could hold), and a provider object named by looking it up",
-    ("cyclejepa.phase.ecg.provider", "PHASE_PROVIDERS.get"):
-        "the channels other providers claim: every provider asked whether it reads a channel (as phase.records)",
+        "`registered_name` names a provider's class and `provider_classes` asks every provider whether it reads a "
+        "channel (its channel pattern, a fact its declaration could hold), each provider imported; a search of the "
+        "registered entries alone would import nothing",
 }  # fmt: skip
 """Lookups through a registry that import a later step or close a ring, left to their owners,
 with why: each ``(importer, how)`` is left out of `violations` and `module_graph`, and must

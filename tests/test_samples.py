@@ -21,7 +21,7 @@ import yaml
 
 from conftest import SAMPLES, SHARED
 from cyclejepa.data.datasets import RecordRejected
-from cyclejepa.data.samples import SampleError, read_record, read_samples
+from cyclejepa.data.samples import SampleError, read_matlab_variable, read_record, read_samples
 from cyclejepa.data.wfdb_format import MAX_RECORD_SAMPLES, HeaderError
 
 DATA = SHARED / "data"
@@ -78,6 +78,16 @@ def test_the_cinc2021_release_reads_as_loadmat_and_wfdb_read_it(name):
 def test_the_rpeak_sets_read_as_wfdb_reads_them():
     for header in sorted(CPSC.glob("*.hea"))[:4]:
         same_as_wfdb(header.with_suffix(""))
+
+
+def test_a_plain_matlab_variable_is_read_and_a_missing_one_named(tmp_path):
+    """A MATLAB file without a WFDB header (the CPSC 2019 layout: ``ecg`` in mV) reads as written;
+    a variable it lacks is a KeyError naming the file and the variable."""
+    ecg = np.linspace(-1.0, 2.0, 50)[:, None]
+    scipy.io.savemat(tmp_path / "data_00001.mat", {"ecg": ecg})
+    np.testing.assert_array_equal(read_matlab_variable(tmp_path / "data_00001.mat", "ecg"), ecg)
+    with pytest.raises(KeyError, match="data_00001.mat holds no MATLAB variable 'R_peak'"):
+        read_matlab_variable(tmp_path / "data_00001.mat", "R_peak")
 
 
 pytestmark = pytest.mark.xdist_group("samples")  # one worker builds the module's fixtures (`--dist loadgroup`)

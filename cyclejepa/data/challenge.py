@@ -11,15 +11,10 @@ layout: per record a header ``NAME.hea`` and a signal file, ``NAME.mat`` (MATLAB
     # Sex: Male
     # Dx: 59118001,164889003
 
-Headers are parsed by the library's one WFDB header reader (`cyclejepa.data.wfdb_format`), which
-accepts every format-field form of the specification (``16``, ``16x1``, ``16+24``, ``16x1+24``);
-samples are read by the library's one sample reader (`cyclejepa.data.samples`): signal files
-must lie inside the root (check ``outside_root``), and a ``.mat`` file's own header bytes (MATLAB
-Level 4 as the release writes them, or Level 5) are checked against the WFDB header before its
-samples are loaded. Records run at 257 Hz to 1 kHz and last 6 s to many minutes; the cache resamples them and
-cuts them into windows. The sources give no patient ids, so every record is its own patient and
-its fold is `hash_fold` of its name (relative path without extension). The label level ``dx``
-holds the SNOMED-CT codes present in the corpus, sorted.
+Headers and samples are read by the library's one reader of each (`cyclejepa.data.wfdb_format`,
+`cyclejepa.data.samples`: signal files inside the root, a ``.mat`` file's own header checked).
+Records run at 257 Hz to 1 kHz, 6 s to many minutes. No patient ids: each record is its own
+patient, its fold `hash_fold` of its name. Label level ``dx``: the corpus's SNOMED-CT codes, sorted.
 """
 
 from __future__ import annotations
@@ -57,8 +52,7 @@ _SEX = {"male": 0, "m": 0, "female": 1, "f": 1}
 
 
 def check_header(header: WfdbHeader) -> list[str]:
-    """The SNOMED-CT codes of a Challenge header's ``# Dx:`` line; `HeaderError` when the header
-    is not a Challenge record's (no samples count, no ``# Dx:`` codes, codes that are not numbers)."""
+    """SNOMED-CT codes of the ``# Dx:`` line; `HeaderError` without a sample count or numeric codes."""
     if header.samples is None or header.samples < 1:
         raise HeaderError(f"record line of {header.record!r} declares no samples")
     dx = [code.strip() for code in (header.comment("dx") or "").split(",") if code.strip()]
@@ -79,14 +73,8 @@ def _age(text: str | None) -> float:
 
 @DATASETS.register("challenge2021")
 class Challenge2021(Challenge2021Declaration, Dataset):
-    """A folder of PhysioNet/CinC Challenge 2020/2021 records (any depth below ``root``).
-
-    Parameters
-    ----------
-    root : the folder searched for ``*.hea`` headers (when the index is first needed); None reads
-        ``$CYCLEJEPA_CHALLENGE2021``.
-    channels : the leads the cache keeps (default the 12 standard leads).
-    """
+    """The Challenge 2020/2021 records at any depth below ``root`` (None:
+    ``$CYCLEJEPA_CHALLENGE2021``), keeping ``channels`` (default the 12 standard leads)."""
 
     root_env = ROOT_ENV
     subjects_known = False  # the headers name no patient: each record is its own
@@ -128,8 +116,7 @@ class Challenge2021(Challenge2021Declaration, Dataset):
         return entries, headers, rejected
 
     def _entry(self, number: int, path: Path) -> tuple[Entry, WfdbHeader]:
-        """The entry and header of the header file ``path``; `RecordRejected` (``name``,
-        ``outside_root``, ``unreadable``) naming the record."""
+        """The entry and header of header file ``path``; `RecordRejected` naming the record."""
         name = record_name(path.relative_to(self._folder).with_suffix("").as_posix())
         try:
             resolve_inside(path.parent, path.name, self._folder, "header")
@@ -188,10 +175,8 @@ class Challenge2021(Challenge2021Declaration, Dataset):
 
 
 def _samples(header: WfdbHeader, path: Path, root: Path, name: str) -> np.ndarray:
-    """(leads, samples) float64 stored values of the record at ``path`` (`read_samples`: sizes,
-    files and a ``.mat`` file's own header checked before any sample is read); `RecordRejected`
-    (``format`` for several samples per frame, ``non_finite`` for a missing sample, else the
-    reader's check)."""
+    """(leads, samples) float64 stored values (`read_samples`); `RecordRejected` (``format``: several
+    samples per frame, ``non_finite``: a missing sample, else the reader's check)."""
     layouts = sorted({s.samples_per_frame for s in header.signals})
     if layouts != [1]:
         raise RecordRejected(name, "format", f"samples per frame {layouts}: a Challenge record has one per frame")

@@ -1,12 +1,6 @@
-"""Channel names as releases write them: one rule for choosing channels by name.
-
-A channel name is compared by its key (`channel_key`): case-folded, surrounding white space and
-trailing punctuation removed, so that ``PLETH``, ``pleth`` and ``PLETH,`` (the trailing comma of
-PhysioNet's MIMIC-derived releases, e.g. BIDMC) are one channel. A name whose key is empty
-(``","``) names nothing. Every place that picks a channel by name (the ``wfdb`` folder's
-``channels``, a phase provider's ``lead``, ``cyclejepa phase --lead``) goes through
-`match_channels`, which refuses a wanted name that matches two channels of a record, naming both.
-"""
+"""Channel names as releases write them: one rule (`match_channels`) for choosing channels by
+name, compared by `channel_key`, so ``PLETH``, ``pleth`` and ``PLETH,`` (BIDMC's trailing
+comma) are one channel."""
 
 from __future__ import annotations
 
@@ -19,18 +13,14 @@ _TRAILING = string.punctuation + string.whitespace
 
 
 class ChannelError(KeyError):
-    """A wanted channel name that a record lacks, or that matches two of its channels.
-
-    A `KeyError` (the exception callers of a channel lookup catch) whose text is the message
-    itself, not its quoted form."""
+    """A wanted channel name a record lacks or matches twice (a `KeyError`, its message unquoted)."""
 
     def __str__(self) -> str:
         return str(self.args[0]) if self.args else ""
 
 
 def channel_key(name: str) -> str:
-    """The form two channel names are compared in: case-folded, surrounding white space and
-    trailing punctuation stripped.
+    """Case-folded, white space and trailing punctuation stripped.
 
     >>> channel_key(" PLETH, "), channel_key("II,"), channel_key("mod.V1"), channel_key("V1-V2")
     ('pleth', 'ii', 'mod.v1', 'v1-v2')
@@ -39,16 +29,9 @@ def channel_key(name: str) -> str:
 
 
 def match_channels(wanted: str | Sequence[str], available: Sequence[str]) -> list[int]:
-    """Indices in ``available`` of the ``wanted`` channel name(s), in the order wanted, matched by
-    `channel_key`.
-
-    Raises
-    ------
-    ChannelError
-        Wanted names that no channel matches (listing them and the available channels), or one
-        that two channels match (naming both).
-    ValueError
-        A wanted name with an empty key, or two wanted names with the same key.
+    """Indices in ``available`` of the ``wanted`` name(s), in order, matched by `channel_key`;
+    `ChannelError` for a name no channel or two channels match, ValueError for an empty key or
+    two wanted names with one key.
 
     >>> match_channels(["PLETH", "ii"], ["PLETH,", "RESP,", "II,"])
     [0, 2]

@@ -21,10 +21,8 @@ AGE_SENTINEL = 300
 
 
 def rows(level: LabelLevel | None, event: str = "beat", windowed: bool = False) -> tuple[str, ...]:
-    """The table's rows: one prevalence row per class of ``level`` (none for an unlabelled
-    dataset); events counted in the phase provider's word ``event`` (`PhaseProvider.event_name`);
-    per window, with a "Windows" row, when ``windowed`` (records cut into several windows),
-    else per recording."""
+    """The table's rows: a prevalence row per class of ``level``, events in the provider's word
+    ``event``, counted per window (with a "Windows" row) when ``windowed``, else per recording."""
     unit = "window" if windowed else "recording"
     labelled = (*(f"{c}, %" for c in level.classes), f"Unlabeled {unit}s") if level else ()
     return (
@@ -44,15 +42,11 @@ def rows(level: LabelLevel | None, event: str = "beat", windowed: bool = False) 
 
 
 def cohort_column(meta: pd.DataFrame, level: LabelLevel | None, event: str = "beat", windowed: bool = False) -> dict[str, float]:
-    """Composition of the windows in ``meta`` (columns as in the cache's meta.csv), in the rows of
-    `rows` (``event``, ``windowed``).
+    """Composition of the windows in ``meta`` (the cache's meta.csv columns), in the rows of `rows`.
 
-    Recordings are distinct ``record_id`` s; age and sex are counted once per recording. Age
-    statistics exclude the sentinel and missing ages (the sentinel is counted on its own row);
-    quartiles interpolate linearly; NaN when no age is known. Male = ``sex == 0`` among the
-    recordings whose sex is known (NaN when none is). Prevalences, event counts and phase QC are
-    per row of meta.csv (a window; one per recording unless ``windowed``); "unlabeled" rows carry
-    no class of ``level``.
+    Age and sex once per recording (distinct ``record_id``); age statistics without the
+    sentinel or missing ages (NaN when none); Male = ``sex == 0`` among known sexes.
+    Prevalences, event counts and phase QC per row of meta.csv.
     """
     unit = "window" if windowed else "recording"
     recordings = meta.drop_duplicates("record_id")
@@ -89,14 +83,9 @@ def cohort_table(
     level: LabelLevel | None = None,
     event: str = "beat",
 ) -> pd.DataFrame:
-    """The cohort-composition table: one row per quantity (`rows`), one column per fold group.
-
-    ``cache_or_meta`` is a `PreparedCache` (prevalences of its dataset's first label level, none
-    for an unlabelled dataset) or a table with the cache's meta.csv columns (prevalences of
-    ``level``). ``event`` is the phase provider's word for one event. The table counts windows
-    (with a "Windows" row) when some record was cut into several (a ``window`` index above 0),
-    recordings otherwise. Columns are named like "Folds 1–9" and "Fold 10".
-    """
+    """The cohort-composition table: a row per quantity (`rows`), a column per fold group
+    ("Folds 1–9", "Fold 10"), of a `PreparedCache` (its first label level) or a meta.csv table
+    (``level``); windows are counted when some record has several."""
     import pandas as pd
 
     bare = isinstance(cache_or_meta, pd.DataFrame)
@@ -115,8 +104,7 @@ def cohort_table(
 
 
 def cohort_markdown(table: pd.DataFrame) -> str:
-    """The table as Markdown in the paper's layout (quartiles merged into one IQR row; the age
-    sentinel's row only when some recording carries it)."""
+    """The table as Markdown in the paper's layout (one IQR row; the sentinel's row if non-zero)."""
     lines = ["| | " + " | ".join(table.columns) + " |", "|---|" + "---:|" * len(table.columns)]
     for row in table.index:
         if row == "Age, upper quartile":

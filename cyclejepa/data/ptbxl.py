@@ -8,9 +8,8 @@ The layout is PhysioNet's release of PTB-XL 1.0.3::
     ROOT/records500/00000/00001_hr.{hea,dat}   WFDB format 16, 12 leads, 5,000 samples
     ROOT/records100/...          the 100 Hz release (unused: decimation happens locally)
 
-`read_ptbxl_record` implements steps 1-3 of the paper's preprocessing chain (read in physical mV,
-verify checksum, extent, sampling rate and lead order). A record that fails a check raises
-`RecordRejected` naming the record, the check and what was found; nothing is repaired.
+`read_verified` is steps 1-3 of the paper's preprocessing chain (physical mV; checksum, extent,
+rate and lead order verified); a failed check raises `RecordRejected`; nothing is repaired.
 """
 
 from __future__ import annotations
@@ -115,8 +114,7 @@ CHECKS = (
     "calibration",
     "non_finite",
 )
-"""Names a `RecordRejected.check` can take, in the order the checks run (``metadata``: the
-record's row of ptbxl_database.csv, see `check_database`)."""
+"""`RecordRejected.check` names, in the order the checks run (``metadata``: `check_database`)."""
 
 DATABASE_CSV = "ptbxl_database.csv"
 STATEMENTS_CSV = "scp_statements.csv"
@@ -180,21 +178,15 @@ def diagnostic_map(statements: pd.DataFrame) -> dict[str, tuple[str, str]]:
 
 
 def diagnostic_labels(scp_codes: Mapping[str, float], diagnostic: Mapping[str, tuple[str, str]]) -> tuple[set[str], set[str]]:
-    """Diagnostic superclasses and subclasses of one record.
-
-    PTB-XL benchmark convention: every diagnostic statement present in ``scp_codes`` counts,
-    whatever its likelihood (0 % included); form and rhythm statements carry no diagnostic
-    class. ``diagnostic`` is `diagnostic_map` of scp_statements.csv.
-    """
+    """(superclasses, subclasses) of one record: every diagnostic statement in ``scp_codes``
+    counts, whatever its likelihood (PTB-XL benchmark convention); ``diagnostic``: `diagnostic_map`."""
     present = [diagnostic[code] for code in scp_codes if code in diagnostic]
     return {sup for sup, _ in present}, {sub for _, sub in present}
 
 
 def eligible_subclasses(meta: pd.DataFrame, fold: int = 9, min_positives: int = 20) -> list[str]:
-    """Subclasses with at least ``min_positives`` positive records in ``fold`` (the "17-class" set).
-
-    ``meta`` needs a ``fold`` column and the ``sub_<SUBCLASS>`` multi-hot columns.
-    """
+    """Subclasses with ≥ ``min_positives`` positives in ``fold`` of ``meta`` (``fold``,
+    ``sub_<SUBCLASS>`` columns): the "17-class" set."""
     in_fold = meta["fold"].to_numpy() == fold
     if not in_fold.any():
         raise ValueError(f"no record in fold {fold}; folds present: {sorted(set(meta['fold']))}")
@@ -206,18 +198,11 @@ REQUIRED_COLUMNS = ("ecg_id", "patient_id", "age", "sex", "scp_codes", "strat_fo
 
 
 def check_database(path: Path, codes: set[str]) -> tuple[pd.DataFrame, list[RecordRejected]]:
-    """The rows of a ptbxl_database.csv that pass every check, and a rejection per other row.
-
-    A row is rejected (check ``metadata``, id its ecg_id or ``line N`` when that is unusable,
-    detail ``column: reason (line N)``) at its first failing check: ``ecg_id`` a positive
-    integer that no other row repeats; ``patient_id`` a non-negative integer; ``strat_fold``
-    an integer 1..10; ``sex`` 0 or 1; ``age`` empty or a non-negative number; ``scp_codes`` a
-    dict literal of statement -> number whose statements are all in ``codes`` (the index of
-    scp_statements.csv); ``filename_hr`` a relative path that stays inside the root; every cell
-    UTF-8 text. A file
-    missing a required column raises ValueError. Returns the kept rows indexed by ``ecg_id``
-    (``patient_id``, ``sex``, ``strat_fold`` as integers, ``age`` as float, the rest as read)
-    and the rejections.
+    """The rows of a ptbxl_database.csv indexed by ``ecg_id``, converted, and a `RecordRejected`
+    (``metadata``, detail ``column: reason (line N)``) per row failing a check: ``ecg_id`` a
+    positive unrepeated integer; ``patient_id`` ≥ 0; ``strat_fold`` 1..10; ``sex`` 0 or 1;
+    ``age`` empty or ≥ 0; ``scp_codes`` a dict literal of statements in ``codes``;
+    ``filename_hr`` relative, inside the root; every cell UTF-8. ValueError for a missing column.
     """
     import pandas as pd
 
@@ -319,14 +304,8 @@ def _inside_root(name: str) -> str:
 
 @DATASETS.register("ptbxl")
 class PTBXL(PTBXLDeclaration, Dataset):
-    """A PTB-XL 1.0.3 folder: metadata, labels and verified records (a `Dataset`); its channels,
-    rates, folds and phase provider are `PTBXLDeclaration`'s.
-
-    Parameters
-    ----------
-    root : the folder holding ptbxl_database.csv; None reads ``$CYCLEJEPA_PTBXL``. It is looked
-        up when first needed (`root`), not when the dataset is built.
-    """
+    """A PTB-XL 1.0.3 folder (a `Dataset`; facts `PTBXLDeclaration`'s): ``root`` holds
+    ptbxl_database.csv (None: ``$CYCLEJEPA_PTBXL``), looked up when first needed."""
 
     licence = "CC-BY-4.0"
     citation = (
@@ -429,12 +408,8 @@ class PTBXL(PTBXLDeclaration, Dataset):
 
     @cached_property
     def metadata(self) -> pd.DataFrame:
-        """One row per record, sorted by ecg_id.
-
-        Columns: ecg_id, patient_id, age (300 = de-identified age over 89), sex (0 male,
-        1 female), fold (``strat_fold``), filename_hr, filename_lr, then multi-hot
-        ``super_<CLASS>`` for `SUPERCLASSES` and ``sub_<CLASS>`` for `SUBCLASSES`.
-        """
+        """One row per record by ecg_id: ecg_id, patient_id, age (300: over 89), sex (0 male, 1
+        female), fold, filename_hr, filename_lr, multi-hot ``super_<CLASS>``, ``sub_<CLASS>``."""
         import pandas as pd
 
         db = self.database.sort_index()
@@ -472,11 +447,8 @@ class PTBXL(PTBXLDeclaration, Dataset):
 
 
 def read_ptbxl_record(root: str | os.PathLike | None, record: int | str) -> np.ndarray:
-    """A verified PTB-XL record: (12, 5000) float32 mV, leads in `LEADS` order.
-
-    ``record`` is an ecg_id (looked up in ptbxl_database.csv) or a filename relative to
-    ``root`` such as ``"records500/00000/00001_hr"``. Raises `RecordRejected`.
-    """
+    """Verified (12, 5000) float32 mV record ``record``: an ecg_id or a filename relative to
+    ``root`` (``"records500/00000/00001_hr"``). Raises `RecordRejected`."""
     if isinstance(record, (int, np.integer)):
         return PTBXL(root).read_id(int(record))
     return read_verified(resolve_root(root) / record, record_id=record)
@@ -487,31 +459,19 @@ def read_ptbxl_record(root: str | os.PathLike | None, record: int | str) -> np.n
 
 
 def checksum16(digital: np.ndarray) -> np.ndarray:
-    """WFDB checksum per signal: the sum of a signal's stored samples modulo 2**16.
-
-    ``digital`` is (samples, signals) of stored integers; returns values in [0, 65536).
-    """
+    """WFDB checksum per signal of (samples, signals) stored integers: Σ samples mod 2¹⁶."""
     return np.mod(np.asarray(digital).sum(axis=0, dtype=np.int64), 65536)
 
 
 def read_verified(path: str | os.PathLike, record_id: object = None, root: str | os.PathLike | None = None) -> np.ndarray:
-    """Steps 1-3 of the chain on the WFDB record at ``path`` (no extension), its samples read by
-    the library's one sample reader (`cyclejepa.data.samples.read_samples`).
+    """Steps 1-3 of the chain on the WFDB record at ``path`` (no extension): (12, 5000) float32
+    mV, (stored − baseline) / gain × unit factor in float64, rounded once.
 
-    The first failed check raises `RecordRejected` with its name. In order: ``unreadable``
-    (header cannot be parsed), ``outside_root`` (with ``root``: a signal file outside it),
-    ``sampling_rate`` (header fs != 500), ``extent`` (header not 12 signals x 5,000 samples),
-    ``lead_order`` (names differ from `LEADS`, compared case-insensitively; never reordered),
-    ``format`` (not WFDB format 16 with one sample per frame), ``extent`` (a .dat file whose
-    size differs from what the header implies, e.g. truncated), ``unreadable`` (samples cannot
-    be read), ``checksum`` (header checksum absent or different from the stored samples'),
-    ``calibration`` (unknown unit, or a gain that is not finite and positive), ``non_finite``
-    (an invalid sample, -32768 in format 16, or a non-finite value).
-
-    Returns
-    -------
-    (12, 5000) float32 array in mV: (stored - baseline) / gain x unit factor, computed in
-    float64 and rounded once.
+    The first failed check raises `RecordRejected`: ``unreadable`` header, ``outside_root``
+    signal file, ``sampling_rate`` ≠ 500, ``extent`` ≠ 12 × 5,000, ``lead_order`` ≠ `LEADS`
+    (any case; never reordered), ``format`` ≠ 16 with one sample per frame, ``extent`` (file
+    size), ``unreadable`` samples, ``checksum`` absent or different, ``calibration`` (unit,
+    gain), ``non_finite`` (-32768 or a non-finite value).
     """
     path = Path(path)
     record_id = path.name if record_id is None else record_id
@@ -540,7 +500,7 @@ def read_verified(path: str | os.PathLike, record_id: object = None, root: str |
 
 
 read_record_fast = read_verified
-"""The name the dataset's reader had when PTB-XL had a second, faster reader: `read_verified`."""
+"""`read_verified` under its former name."""
 
 
 def _verify_header(header: WfdbHeader, reject) -> None:
@@ -612,14 +572,8 @@ def _physical_mv(header: WfdbHeader, digital: np.ndarray, reject) -> np.ndarray:
 
 
 def download_ptbxl(dest: str | os.PathLike, *, timeout: float = 10.0) -> Path:
-    """Download PTB-XL from PhysioNet into ``dest`` and return ``dest``.
-
-    Fetches ptbxl_database.csv and scp_statements.csv with `wfdb.dl_files`, then every record
-    with ``wfdb.dl_database("ptb-xl", dest)`` (the latest PhysioNet version, 1.0.3 at the time
-    of writing; about 3 GB, resumable: files already complete are skipped). PhysioNet is probed
-    first with a ``timeout``-second request, so an offline machine fails fast with
-    `DownloadFailed` instead of hanging.
-    """
+    """Download PTB-XL (about 3 GB, resumable) from PhysioNet into ``dest`` and return it; an
+    unreachable PhysioNet (probed with a ``timeout``-second request) raises `DownloadFailed`."""
     import requests
     import wfdb
 

@@ -16,8 +16,7 @@ task                a record's labels                                           
 ``rhythm``          its statements with ``rhythm == 1``                           12
 ==================  ==========================================================  ====
 
-A record with no label of a task is left out of that task. Classes are sorted by name (the
-column order of the benchmark's multi-label binariser).
+A record with no label of a task is left out of it; classes are sorted by name.
 """
 
 from __future__ import annotations
@@ -55,10 +54,7 @@ def _check_task(task: str) -> None:
 
 
 def statement_map(statements: pd.DataFrame, task: str) -> dict[str, str]:
-    """Statement code -> the class it gives in ``task``, for the statements that give one.
-
-    ``statements`` is scp_statements.csv indexed by code (`PTBXL.statements`).
-    """
+    """Statement code → its class in ``task``, from `PTBXL.statements`."""
     _check_task(task)
     if task == "all":
         return {str(code): str(code) for code in statements.index}
@@ -75,11 +71,7 @@ def task_vocabulary(statements: pd.DataFrame, task: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class TaskLabels:
-    """Multi-hot labels of one task for a list of records.
-
-    ``labels`` is (N, C) uint8 over ``classes``, row i for ``ecg_ids[i]``; ``labelled`` marks the
-    rows with at least one label (the others leave the task).
-    """
+    """(N, C) uint8 multi-hot ``labels`` of one task over ``classes``, row i for ``ecg_ids[i]``."""
 
     task: str
     classes: tuple[str, ...]
@@ -88,14 +80,12 @@ class TaskLabels:
 
     @property
     def labelled(self) -> np.ndarray:
+        """Rows with at least one label (the others leave the task)."""
         return np.any(self.labels, axis=1)
 
 
 def task_labels(dataset: PTBXL, task: str, ecg_ids: Sequence[int]) -> TaskLabels:
-    """The labels of ``task`` for the records ``ecg_ids`` (repeats allowed: one row per window).
-
-    Raises KeyError naming the ids that ptbxl_database.csv does not hold.
-    """
+    """Labels of ``task`` for ``ecg_ids`` (repeats allowed); KeyError naming ids not in the database."""
     mapping = statement_map(dataset.statements, task)
     classes = task_vocabulary(dataset.statements, task)
     ids = np.asarray(ecg_ids, dtype=np.int64)

@@ -1,38 +1,25 @@
 """The one reader of stored samples: WFDB signal files (``.dat``) and MATLAB ``.mat`` files.
 
-Every dataset, ``cyclejepa phase``, ``cyclejepa embed`` and the pulse cross-check read samples
-through `read_samples` (or `read_record`, which converts them to one rate in physical units).
-In order, before any sample is read:
+Every reader of samples goes through `read_samples` (or `read_record`: physical units, one
+rate; `read_matlab_variable` for a plain MATLAB file). In order, before any sample is read:
 
-1. the header is parsed (`cyclejepa.data.wfdb_format.read_header`); a header or signal file that
-   is not a regular file (a FIFO, a device, a folder) is refused at once, never opened;
+1. the header is parsed; a header or signal file that is not a regular file is never opened;
 2. every signal file lies inside ``root`` (by default the record's folder);
-3. each file's frame count is the header's sample count, or with none the frames the file holds;
-   the samples to be decoded (frames x Σ samples per frame, over every file read) are bounded by
-   `MAX_RECORD_SAMPLES`, and a file shorter than its declared frames need is refused;
-4. a ``.mat`` file's own header bytes are checked against the WFDB header: MATLAB Level 4 (what
-   PhysioNet's ``wfdb2mat`` writes, every file of the PhysioNet/CinC 2021 release: a 20-byte
-   header, type code ``MOPT``, rows, columns, name ``val``) must store the format's type (16:
-   int16, 32: int32, 80: uint8, 160: uint16, 61: big-endian int16), one row per sample of a
-   frame and one column per frame, its samples at the header's byte offset; MATLAB Level 5 (what
-   ``scipy.io.savemat`` writes) must hold ``val`` of that integer class and shape (read from the
-   matrix's own first bytes), declaring at most `MAX_MAT_EXPANSION` times the file's size, and
-   a compressed matrix is inflated no further than the bytes its shape declares.
+3. the frames (the header's count, else what the file holds) × Σ samples per frame are at most
+   `MAX_RECORD_SAMPLES`, and a file shorter than they need is refused;
+4. a ``.mat`` file's header bytes match the WFDB header: MATLAB Level 4 (``wfdb2mat``, the
+   Challenge 2021 release) the format's type (16: int16, 32: int32, 80: uint8, 160: uint16, 61:
+   big-endian int16), rows Σ samples per frame, columns frames, data at the byte offset; Level 5
+   (``scipy.io.savemat``) ``val`` of that class and shape, at most `MAX_MAT_EXPANSION` × the
+   file's size, inflated no further than its shape declares.
 
-Formats decoded here: 8 (first differences from the initial value), 16, 24, 32, 61, 80, 160,
-212, 310, 311, with samples per frame (each signal at its own rate, as ``wfdb.rdrecord(...,
-smooth_frames=False)``), skew and byte offsets. The FLAC formats 508, 516 and 524 are decoded
-by the ``wfdb`` package after the same checks (they need a declared sample count, which bounds
-them). A stored sample equal to the format's invalid-sample value (`INVALID`: -32768 in format
-16, -2048 in 212, ...) is missing: NaN in physical units (`Samples.physical`); a dataset that
-needs every sample rejects the record (check ``non_finite``).
+Decoded here: formats 8, 16, 24, 32, 61, 80, 160, 212, 310, 311 with samples per frame (each
+signal at its own rate), skew and byte offsets; FLAC (508, 516, 524) by ``wfdb`` after the same
+checks. A stored `INVALID` value is missing: NaN in physical units (`Samples.physical`).
 
-Memory per record: decoding holds the stored bytes read (at most 4 per sample) and the samples
-as int32 twice while the frames are split into signals (8 bytes); physical values take 8 bytes
-per sample: at most 20 bytes per sample, so with `MAX_RECORD_SAMPLES` = 2^27 samples a record
-read takes at most 2.5 GiB, whether or not its header states a sample count. What a dataset
-then does per record (resampling, ADC unwrap, windows) takes a small multiple of that; a record
-that still runs out of memory is rejected by name (check ``memory``) and the batch goes on.
+Memory: at most 20 bytes per sample (stored bytes, int32 twice while frames are split, float64),
+so 2.5 GiB for `MAX_RECORD_SAMPLES` = 2^27; a record that still runs out of memory is rejected
+by name (check ``memory``) and the batch goes on.
 """
 
 from __future__ import annotations
@@ -62,7 +49,17 @@ from cyclejepa.data.wfdb_header import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-__all__ = ["DECODED", "INVALID", "MAX_MAT_EXPANSION", "SampleError", "Samples", "WfdbRecord", "read_record", "read_samples"]
+__all__ = [
+    "DECODED",
+    "INVALID",
+    "MAX_MAT_EXPANSION",
+    "SampleError",
+    "Samples",
+    "WfdbRecord",
+    "read_matlab_variable",
+    "read_record",
+    "read_samples",
+]
 
 INVALID = {
     8: None,
@@ -103,9 +100,8 @@ class WfdbRecord:
 
 
 class SampleError(HeaderError):
-    """A record's signal files do not match its header, so its samples cannot be read; ``check``
-    names the failed check (``unreadable``, ``extent``, ``format``, ``outside_root``), the
-    message the file and what was found. A `HeaderError`: what catches one catches both."""
+    """A record's signal files do not match its header; ``check`` names the failed check
+    (``unreadable``, ``extent``, ``format``, ``outside_root``). A `HeaderError`."""
 
     def __init__(self, check: str, message: str):
         self.check = check
@@ -134,9 +130,8 @@ class Samples:
         return np.zeros(len(self.digital[i]), bool) if code is None else self.digital[i] == code
 
     def physical(self, i: int, smooth: bool = False) -> np.ndarray:
-        """Signal ``i`` in physical units, float64: (stored - baseline) / gain, NaN where missing.
-        ``smooth``: at the frame rate, each frame's stored values averaged and truncated to an
-        integer first (what ``wfdb.rdrecord`` returns for a signal of several samples per frame)."""
+        """Signal ``i`` as float64 (stored − baseline) / gain, NaN where missing; ``smooth``: at the
+        frame rate, each frame's values averaged and truncated first (as ``wfdb.rdrecord``)."""
         spec, stored, invalid = self.specs[i], self.digital[i], self.invalid(i)
         if smooth and spec.samples_per_frame > 1:
             total = stored.reshape(-1, spec.samples_per_frame).sum(axis=1, dtype=np.int64)
@@ -154,14 +149,9 @@ def read_samples(
     root: str | os.PathLike[str] | None = None,
     header: WfdbHeader | None = None,
 ) -> Samples:
-    """The stored samples of signals ``rows`` (default all) of the WFDB record at ``path`` (no
-    extension), after the checks of the module docstring; ``root`` (default the record's folder)
-    is where signal files must lie, ``header`` the record's parsed header when the caller has it.
-
-    Raises `HeaderError` for a header that cannot be read or declares too much, `SampleError`
-    (with its check) for signal files that are missing, short, outside ``root``, not regular
-    files, or whose MATLAB header disagrees, OSError for a file the system cannot read.
-    """
+    """Stored samples of signals ``rows`` (default all) of the WFDB record at ``path`` (no
+    extension), after the module's checks; signal files must lie in ``root`` (default: the
+    record's folder). `HeaderError` for a bad header, `SampleError` for bad signal files."""
     path = Path(path)
     header = read_header(path) if header is None else header
     rows = tuple(range(len(header.signals)) if rows is None else rows)
@@ -187,7 +177,7 @@ def read_samples(
 
 @dataclass(frozen=True)
 class _Layout:
-    """One signal file: its header rows in file order, format, samples per frame, skews, offset and frames."""
+    """One signal file: header rows in file order, format, samples per frame, skews, offset, frames."""
 
     path: Path
     rows: tuple[int, ...]
@@ -286,8 +276,8 @@ def _check_size(layout: _Layout, record: str) -> None:
 
 
 def stored_bytes(fmt: int, n: int) -> int:
-    """The bytes ``n`` samples of format ``fmt`` take: n x `DECODED` rounded up, and a whole 4-byte
-    block for a last pair of samples in format 310 (its second sample has bits in the fourth byte)."""
+    """Bytes of ``n`` samples of format ``fmt``: ⌈n × `DECODED`⌉; a whole 4-byte block for a last
+    pair in format 310 (its second sample has bits in the fourth byte)."""
     if fmt == 310 and n % 3 == 2:
         return 4 * math.ceil(n / 3)
     return math.ceil(n * DECODED[fmt])
@@ -356,8 +346,8 @@ def _mat_layout(path: Path, size: int, header: WfdbHeader, fmt: int, spf: tuple[
 
 
 def _mat4_layout(path: Path, head: bytes, header: WfdbHeader, fmt: int, spf: tuple[int, ...], offset: int) -> tuple[int, int]:
-    """(byte offset, frames) of a Level 4 matrix after its header bytes are checked against the WFDB
-    header (type, rows = samples per frame summed, columns = frames, offset = where its data starts)."""
+    """(byte offset, frames) of a Level 4 matrix whose type, rows (Σ samples per frame), columns
+    (frames) and data offset match the WFDB header."""
     order = "<" if 0 <= struct.unpack("<i", head[:4])[0] < 5000 else ">"  # a type code is below 5000
     mopt, rows, columns, imaginary, name_length = struct.unpack(order + "5i", head[:20])
     byte_order, precision, kind = mopt // 1000, (mopt // 10) % 10, mopt % 10
@@ -387,9 +377,7 @@ _MX_CLASSES = {6: "double", 7: "single", 8: "int8", 9: "uint8", 10: "int16", 11:
 
 
 class _Mat5Element:
-    """The bytes of one Level 5 data element, inflated when compressed: `read` gives exactly the
-    bytes asked for and never inflates more, so a compressed element cannot expand past what its
-    matrix header declares (and the caller allows)."""
+    """One Level 5 data element; `read` inflates exactly the bytes asked for, never more."""
 
     def __init__(self, stream, size: int, compressed: bool, name: str):
         self.stream, self.left, self.name = stream, size, name
@@ -428,9 +416,8 @@ class _Mat5Element:
 
 
 def _mat5_val(path: Path, samples: int | None, fmt: int, spf: tuple[int, ...], read: bool) -> tuple[int, np.ndarray | None]:
-    """(frames, the stored matrix ``val`` as (signals, frames) int32 when ``read``) of a Level 5
-    file: its class and dimensions, from the matrix's own first bytes, checked against the WFDB
-    header before any sample is inflated, and no more bytes inflated than they declare."""
+    """(frames, ``val`` as (signals, frames) int32 when ``read``) of a Level 5 file, its class and
+    dimensions checked against the WFDB header before any sample is inflated."""
     with path.open("rb") as stream:
         order = "<" if stream.read(128)[126:128] == b"IM" else ">"
         while len(tag := stream.read(8)) == 8:
@@ -494,13 +481,9 @@ def _read_with_wfdb(record: Path, layout: _Layout) -> dict[int, np.ndarray]:
 
 
 def read_record(path: str | os.PathLike[str]) -> WfdbRecord:
-    """The WFDB record at ``path`` (no extension) in physical units, every signal at the frame
-    rate (a signal of several samples per frame averaged over each frame: `Samples.physical`
-    with ``smooth``), NaN where a sample is missing; the header's rate must lie in `RATE_RANGE`.
-
-    Raises FileNotFoundError for a missing record and ValueError naming the record (a
-    `HeaderError` or `SampleError`) for anything unreadable.
-    """
+    """The WFDB record at ``path`` (no extension) in physical units at the frame rate
+    (`Samples.physical` with ``smooth``), NaN where missing; its rate must lie in `RATE_RANGE`.
+    FileNotFoundError for a missing record, ValueError naming it for anything unreadable."""
     path = Path(path)
     if not path.with_name(path.name + ".hea").exists():
         raise FileNotFoundError(f"WFDB record {str(path)!r} not found (give the path without extension)")
@@ -516,3 +499,14 @@ def read_record(path: str | os.PathLike[str]) -> WfdbRecord:
     units = tuple(s.units if s.units_stated else None for s in header.signals)
     signal = np.stack(frames) if frames else np.zeros((0, header.samples or 0))
     return WfdbRecord(path.name, signal, header.fs, header.names, units)
+
+
+def read_matlab_variable(path: str | os.PathLike[str], name: str) -> np.ndarray:
+    """Variable ``name`` of a plain MATLAB file (no WFDB header to check it against, e.g. an
+    annotated reference set's ``ecg`` and ``R_peak``); KeyError naming a missing one."""
+    from scipy.io import loadmat
+
+    variables = loadmat(Path(path), variable_names=[name])
+    if name not in variables:
+        raise KeyError(f"{path} holds no MATLAB variable {name!r}")
+    return np.asarray(variables[name])

@@ -8,48 +8,24 @@ In a config::
       options: {channels: [PLETH]}
     phase: {provider: pulse}
 
-Every ``*.hea`` header under ``root`` (any depth) is a record, named by its path relative to the
-root without extension (``a103l``, ``site2/rec7``); its channels, their units and its rate come
-from the header (`cyclejepa.data.wfdb_format.read_header`). ``channels`` picks channels by name
-(`cyclejepa.data.channels.match_channels`: case, surrounding space and trailing punctuation
-aside, so ``PLETH`` is PhysioNet's ``PLETH,``); a record lacking one, or with two channels one
-name matches, is rejected while indexing (check ``channel_order``, naming what it has or both)
-and counted in rejections.csv. A record slower than the phase provider reads (the provider's
-``rate_problem``, handed over by the cache build: `Dataset.require_rate`) is rejected while
-indexing too (check ``sampling_rate``, its rate and the requirement), never upsampled: the
-``NAMEn`` numerics records (1 Hz) PhysioNet ships beside the waveforms. Each channel's unit is ``units`` when given,
-else the unit the first record states; a record in another unit is converted when both are
-voltages (µV, mV, V) and rejected otherwise (``units``, naming both).
+Every ``*.hea`` under ``root`` (any depth) is a record named by its relative path without
+extension (``site2/rec7``). Indexing rejects, by name and check, a record lacking a ``channels``
+name or matching one twice (``channel_order``; `match_channels`: ``PLETH`` finds ``PLETH,``),
+one slower than the phase provider reads (``sampling_rate``, `Dataset.require_rate`; never
+upsampled), and one in a unit not convertible to the corpus's (``units``; voltages convert).
 
-Reading a record (`read`; `read_path` for a record file given by its path, as ``cyclejepa embed``
-reads one): signal files in .dat or .mat read by the library's one sample reader
-(`cyclejepa.data.samples.read_samples`, which bounds a record's memory); the chosen
-channels each at its own rate (a multi-rate record such as ``mixedsignals`` stores 1, 2 or 4
-samples per frame), resampled to the highest of them (`resample`); ADC wrap-around undone where
-samples touch the ADC limits (`unwrap`; ``unwrap: off`` keeps the samples); missing samples at
-either end cut off and inner runs of up to ``max_gap_s`` interpolated, a longer one rejects the
-record (``non_finite``).
+Reading (`read`, `read_path`): samples through `read_samples`; each channel at its own rate,
+resampled to the highest; ADC wrap-around undone (`unwrap`; ``unwrap: off`` keeps it); missing
+ends cut, inner gaps up to ``max_gap_s`` interpolated, longer ones rejected (``non_finite``).
 
-Folds: one subject per record, fold `hash_fold` of the record name; with ``subjects.csv`` at
-the root (columns ``record,subject``, or another file named by ``subjects``) the fold is the
-hash of the subject, so one person never sits on both sides of a split; a record the file does
-not list is rejected (``subject``). No fold is sealed: training folds 1-9, evaluation fold 10
-by default.
+Folds: `hash_fold` of the record name, or of its subject from ``subjects.csv`` (``record,subject``)
+so one person never sits on both sides; an unlisted record is rejected (``subject``). No fold
+is sealed. Rates come from the phase provider's ``cycle_band_hz`` (`band_rates`).
 
-Rates: the dataset has none of its own. The cache and token rates the config leaves out come
-from the phase provider's ``cycle_band_hz`` (`band_rates`: a heartbeat at 0.5-3.5 Hz gives a
-125 Hz cache, a 25 Hz model, 80 ms tokens, 10 s windows).
-
-Preparation before windowing (`Dataset.preparation`, recorded in the cache manifest and applied
-by ``cyclejepa embed`` alike): ``highpass_hz``, ``normalisation`` and ``drop_s``, each
-``"auto"`` by default. With a provider that declares a cycle band (low, high), ``auto`` is a
-zero-phase high-pass at low / 2 on every channel (0.25 Hz for a heartbeat, 0.05 Hz for
-breathing: an offset and drifts slower than the slowest cycle go, the fundamental keeps 94 % of
-its power), the corpus-wide z-score after it, and 1.5 / low seconds dropped at the start (3 s
-for a heartbeat: a camera's exposure settling and the filter's start). Without a band, ``auto``
-is no filter and no drop. ``normalisation: auto`` is the corpus-wide z-score, the paper's (on a
-raw camera-like corpus it trained a transport arm in 4 of 4 seeds, per record and per window in
-3 of 4: docs/your-signal.md).
+Preparation (`Dataset.preparation`): with a cycle band (low, high), ``"auto"`` is a zero-phase
+high-pass at low / 2 (the fundamental keeps 94 % of its power), the corpus-wide z-score, and
+1.5 / low seconds dropped at the start; without a band, no filter and no drop
+(docs/your-signal.md).
 """
 
 from __future__ import annotations
@@ -89,26 +65,17 @@ SUBJECTS_FILE = "subjects.csv"
 FORMAT_BITS = {8: 8, 16: 16, 24: 24, 32: 32, 61: 16, 80: 8, 160: 16, 212: 12, 310: 10, 311: 10, 508: 8, 516: 16, 524: 24}
 """Bits of a sample in each WFDB storage format, for a header that states no ADC resolution."""
 WRAP_MARGIN = 1 / 8
-"""How near (a fraction of the ADC range) the signal must run to one limit, and come back from the
-other, for a step to be a wrap (`unwrap`)."""
+"""How near one ADC limit (fraction of the range) a step must leave, and the other arrive, to wrap."""
 
 
 @DATASETS.register("wfdb")
 class WfdbFolder(WfdbFolderDeclaration, Dataset):
-    """The WFDB records under ``root``, one entry per record (see the module docstring).
+    """The WFDB records under ``root`` (module docstring), keeping ``channels`` in order.
 
-    Parameters
-    ----------
-    root : the folder searched for ``*.hea`` headers (any depth).
-    channels : the channel names kept, in this order (matched by `match_channels`).
-    units : each channel's unit (None: the first record's).
-    subjects : a CSV file (``record,subject``, UTF-8 with or without a byte-order mark), relative
-        to the root and inside it; None: ``subjects.csv`` when the root has one.
-    highpass_hz : ``"auto"``, None (no filter), a cut-off in Hz or one per channel (None for none).
-    normalisation : ``"auto"``, ``"corpus"``, ``"record"`` or ``"window"`` (`Preparation`).
-    drop_s : ``"auto"`` or the leading seconds dropped from each record.
-    max_gap_s : longest run of missing samples filled by linear interpolation.
-    unwrap : ``"auto"`` (undo ADC wrap-around at the limits, `unwrap`) or ``"off"``.
+    ``units``: per channel (None: the first record's); ``subjects``: a ``record,subject`` CSV
+    inside the root (None: ``subjects.csv`` if present); ``highpass_hz``: ``"auto"``, None, Hz
+    or one per channel; ``normalisation``: ``"auto"`` or a `Preparation` scope; ``drop_s``:
+    ``"auto"`` or seconds; ``max_gap_s``: longest gap interpolated; ``unwrap``: ``"auto"``/``"off"``.
     """
 
     def __init__(
@@ -186,8 +153,7 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
     # ignore[override]: a Dataset fact is never assigned through the base; mypy cannot declare it read-only
     @property
     def subjects_known(self) -> bool:  # type: ignore[override]
-        """Whether a subjects file names the person of each recording (else each recording is its
-        own subject, and the same person may sit in training and evaluation)."""
+        """Whether a subjects file names each recording's person (else each is its own subject)."""
         return self.root is not None and (self.root / (self.subjects or SUBJECTS_FILE)).is_file()
 
     @cached_property
@@ -215,7 +181,9 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
             try:
                 _check_text(name)
                 resolve_inside(self._folder, path.relative_to(self._folder).as_posix(), self._folder)
-                specs = self._specs(name, self._fast_enough(name, read_header(path)))
+                header = read_header(path)
+                self._check_rate(name, header)
+                specs = [header.signals[row] for row in self._rows(name, header)]
                 for c, spec in enumerate(specs):
                     units[c] = units[c] or (spec.units if spec.units_stated else None)
                     _check_unit(name, spec, units[c])
@@ -245,8 +213,7 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
         return self._index[0]
 
     def rejected(self) -> list[RecordRejected]:
-        """Records without the channels, too slow for the phase provider, in another unit, unlisted
-        in the subjects file, or unreadable."""
+        """The records indexing rejected (module docstring)."""
         return self._index[2]
 
     def fingerprint(self) -> dict:
@@ -274,10 +241,8 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
             raise FileNotFoundError(f"WFDB record {str(path)!r} not found (give the path without extension)")
         return self._read(path, str(path))
 
-    def _fast_enough(self, name: str, header: WfdbHeader) -> WfdbHeader:
-        """``header`` when its record is fast enough for the phase provider (`check_native_rate`):
-        the slowest of the channels kept, or the fastest of its channels when it lacks one of them
-        (a monitor's 1 Hz numerics record beside its waveforms is refused for its rate)."""
+    def _check_rate(self, name: str, header: WfdbHeader) -> None:
+        """`check_native_rate` of the record's slowest kept channel (lacking one: its fastest)."""
         rates = [header.fs * spec.samples_per_frame for spec in header.signals]
         try:
             rows = match_channels(self.channels, header.names)
@@ -285,15 +250,9 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
             rows = []
         if rates:
             self.check_native_rate(name, min(rates[row] for row in rows) if rows else max(rates))
-        return header
-
-    def _specs(self, name: str, header: WfdbHeader) -> list[SignalSpec]:
-        """The header's signal lines of the channels, in their order (`_rows`)."""
-        return [header.signals[row] for row in self._rows(name, header)]
 
     def _rows(self, name: str, header: WfdbHeader) -> list[int]:
-        """The header's rows of the channels (`match_channels`: ``PLETH`` finds ``PLETH,``);
-        `RecordRejected` (``channel_order``) naming what it has, or the two channels one name matches."""
+        """The header's rows of the channels; `RecordRejected` (``channel_order``) otherwise."""
         try:
             return match_channels(self.channels, header.names)
         except ChannelError as error:
@@ -324,10 +283,8 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
         return Record(name, as_float32(name, signal, self.channels), fs, self.channels)  # beyond float32: rejected, named
 
     def _samples(self, path: Path, name: str) -> tuple[WfdbHeader, list[SignalSpec], list[np.ndarray]]:
-        """The header, the channels' signal lines and their samples (physical units, float64, each
-        at its own rate, NaN where missing), read by `read_samples` after its checks (signal files
-        regular and inside the record's folder, at most `MAX_RECORD_SAMPLES` samples, declared or
-        held); `RecordRejected` naming ``name`` and the reader's check."""
+        """The header, the channels' signal lines and physical samples (each at its own rate, NaN
+        where missing) by `read_samples`; `RecordRejected` naming ``name`` and the check."""
         try:
             header = read_header(path)
             rows = self._rows(name, header)
@@ -340,9 +297,8 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
 
 
 def _read_subjects(path: Path, root: Path) -> list[dict[str, str]]:
-    """The rows of the subjects file ``path`` (UTF-8, with or without a byte-order mark, as a
-    spreadsheet's "CSV UTF-8" writes it); ValueError naming the file, never quoting it, when it
-    leads outside ``root`` (a symbolic link), is not UTF-8 or lacks the columns record,subject."""
+    """Rows of the subjects file (UTF-8, BOM allowed); ValueError naming it when it leads outside
+    ``root``, is not UTF-8 or lacks the columns record,subject."""
     try:
         resolve_inside(path.parent, path.name, root, what="subjects file")
     except HeaderError as error:
@@ -359,9 +315,8 @@ def _read_subjects(path: Path, root: Path) -> list[dict[str, str]]:
 
 
 def _resample_gappy(x: np.ndarray, fs: float, fs_out: float) -> np.ndarray:
-    """(L,) ``x`` at ``fs`` resampled to ``fs_out`` (`resample`, its missing samples interpolated
-    first); each output sample nearest in time to a missing input sample stays missing, so that
-    the gap check sees the gap."""
+    """(L,) ``x`` resampled from ``fs`` to ``fs_out`` (gaps interpolated first); an output sample
+    nearest a missing input stays missing, so the gap check sees the gap."""
     missing = ~np.isfinite(x)
     if missing.all():
         return np.full(int(np.ceil(len(x) * fs_out / fs)), np.nan)
@@ -373,8 +328,7 @@ def _resample_gappy(x: np.ndarray, fs: float, fs_out: float) -> np.ndarray:
 
 
 def _check_text(name: str) -> None:
-    """`RecordRejected` (``unreadable``, the name as ``ascii`` writes it) for a file name that is not
-    UTF-8 (Python keeps its bytes as surrogates, which no text file can hold)."""
+    """`RecordRejected` (``unreadable``, named by ``ascii``) for a file name that is not UTF-8."""
     try:
         name.encode()
     except UnicodeEncodeError:
@@ -390,9 +344,8 @@ def _check_unit(name: str, spec: SignalSpec, unit: str | None) -> None:
 
 
 def adc_limits(spec: SignalSpec) -> tuple[float, float]:
-    """The ADC range of ``spec`` in physical units, [low, high): low = (adc_zero - 2^(bits-1) -
-    baseline) / gain, high = low + 2^bits / gain (one ADC step above the largest value stored),
-    bits from the header (its ADC resolution, else the storage format's)."""
+    """ADC range [low, high) in physical units: low = (adc_zero − 2^(bits−1) − baseline) / gain,
+    high = low + 2^bits / gain; bits the header's ADC resolution, else the format's."""
     bits = spec.adc_resolution or FORMAT_BITS.get(spec.format, 16)
     low = (spec.adc_zero - 2 ** (bits - 1) - spec.baseline) / spec.gain
     high = low + 2**bits / spec.gain
@@ -400,14 +353,11 @@ def adc_limits(spec: SignalSpec) -> tuple[float, float]:
 
 
 def unwrap(x: np.ndarray, low: float, high: float) -> np.ndarray:
-    """``x`` with ADC wrap-around undone in the range [``low``, ``high``).
+    """``x`` with ADC wrap-around undone in [``low``, ``high``).
 
-    A wrap is a step between consecutive finite samples a, b where the signal runs into one
-    limit and comes back from the other: a + max(a - a_prev, 0) reaches within `WRAP_MARGIN`
-    of the range (high - low) of ``high`` and b - max(b_next - b, 0) within it of ``low`` (a
-    rise past ``high``: the range is added to b and everything after it), or the mirror image
-    (a fall past ``low``: subtracted). A step inside the range, however large, is the signal's
-    and is kept: a drop from a level away from the limit does not run into it.
+    A step a → b between finite samples wraps upward when a + max(a − a_prev, 0) comes within
+    `WRAP_MARGIN` × (high − low) of ``high`` and b − max(b_next − b, 0) within it of ``low``:
+    the range is added from b on (downward: the mirror image). Other steps are the signal's.
 
     >>> unwrap(np.array([0.5, 0.7, 0.9, 0.05, 0.25, 0.3]), 0.0, 1.0)
     array([0.5 , 0.7 , 0.9 , 1.05, 1.25, 1.3 ])

@@ -1,17 +1,7 @@
-"""The WFDB format as the library reads it: headers (`cyclejepa.data.wfdb_header`, written from
-the specification, header(5)), samples (`cyclejepa.data.samples`, the one sample reader) and
-annotations (`read_annotation`). Other modules import these names from here.
-
-A header is comment lines (``#``), a record line and one line per signal::
-
-    RECORD[/SEGMENTS] N_SIGNALS [FS[/COUNTER_FREQ[(BASE_COUNTER)]] [N_SAMPLES [TIME [DATE]]]]
-    FILE FORMAT[xSAMPLES_PER_FRAME][:SKEW][+BYTE_OFFSET] [GAIN[(BASELINE)][/UNITS]
-         [ADC_RESOLUTION [ADC_ZERO [INITIAL_VALUE [CHECKSUM [BLOCK_SIZE [DESCRIPTION]]]]]]]
-
-The real PhysioNet/CinC Challenge 2021 release writes ``16x1+24`` (format 16, one sample per
-frame, byte offset 24: the data of a MATLAB Level 4 matrix ``val``), e.g.::
-
-    E07500.mat 16x1+24 1000.0(0)/mV 16 0 -68 1250 0 I
+"""The WFDB format as the library reads it: headers (`cyclejepa.data.wfdb_header`, its grammar),
+samples (`cyclejepa.data.samples`, the one sample reader) and annotations (`read_annotation`).
+Other modules import these names from here. The Challenge 2021 release writes ``16x1+24``
+(format 16, one sample per frame, byte offset 24: a MATLAB Level 4 matrix ``val``):
 
 >>> header = parse_header("E07500 1 500 5000\\nE07500.mat 16x1+24 1000.0(0)/mV 16 0 -68 1250 0 I")
 >>> s = header.signals[0]
@@ -65,8 +55,8 @@ __all__ = [
 
 
 def read_annotation(path: str | os.PathLike[str], extension: str):
-    """The ``wfdb`` annotation ``extension`` of the record at ``path`` (no extension), with a missing
-    or unreadable file named in the error: FileNotFoundError or ValueError."""
+    """The ``wfdb`` annotation ``extension`` of the record at ``path`` (no extension);
+    FileNotFoundError or ValueError naming a missing or unreadable file."""
     import wfdb
 
     try:

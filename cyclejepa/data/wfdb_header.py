@@ -1,24 +1,13 @@
-"""WFDB headers: one reader written from the specification (header(5)).
-
-Every reader of the library parses headers here (public through `cyclejepa.data.wfdb_format`);
-samples are read by the one sample reader, `cyclejepa.data.samples`. A header is comment lines (``#``), a
-record line and one line per signal::
+"""WFDB headers: the library's one header reader, written from the specification (header(5);
+public through `cyclejepa.data.wfdb_format`). Comment lines (``#``), a record line and one
+line per signal::
 
     RECORD[/SEGMENTS] N_SIGNALS [FS[/COUNTER_FREQ[(BASE_COUNTER)]] [N_SAMPLES [TIME [DATE]]]]
     FILE FORMAT[xSAMPLES_PER_FRAME][:SKEW][+BYTE_OFFSET] [GAIN[(BASELINE)][/UNITS]
          [ADC_RESOLUTION [ADC_ZERO [INITIAL_VALUE [CHECKSUM [BLOCK_SIZE [DESCRIPTION]]]]]]]
 
-Defaults as the specification gives them: rate 250 Hz, gain 200 ADC units per physical unit
-(also for a written gain of 0, "uncalibrated"), baseline = ADC zero, units mV. The real
-PhysioNet/CinC Challenge 2021 release writes ``16x1+24`` (format 16, one sample per frame,
-byte offset 24), e.g.::
-
-    E07500.mat 16x1+24 1000.0(0)/mV 16 0 -68 1250 0 I
-
->>> header = parse_header("E07500 1 500 5000\\nE07500.mat 16x1+24 1000.0(0)/mV 16 0 -68 1250 0 I")
->>> s = header.signals[0]
->>> (s.format, s.samples_per_frame, s.byte_offset, s.gain, s.baseline, s.units, s.name)
-(16, 1, 24, 1000.0, 0, 'mV', 'I')
+The specification's defaults: rate 250 Hz, gain 200 ADC units per physical unit (also for a
+written gain of 0), baseline = ADC zero, units mV.
 """
 
 from __future__ import annotations
@@ -55,12 +44,10 @@ FORMATS = (8, 16, 24, 32, 61, 80, 160, 212, 310, 311, 508, 516, 524)
 DEFAULT_FS = 250.0
 DEFAULT_GAIN = 200.0
 MAX_RECORD_SAMPLES = 1 << 27
-"""The most samples (over every signal file read, declared or, with no sample count, held) a
-record may have to be read: 1 GiB as float64 (a 12-lead record of 6 hours at 500 Hz, a 3-lead
-Holter of 24 hours at 250 Hz fit)."""
+"""Most samples a record read may hold over its signal files (1 GiB as float64: 12 leads × 6 h
+at 500 Hz fit)."""
 RATE_RANGE = (1.0, 1e6)
-"""The sampling rates (Hz) a biosignal waveform is read at; a header outside them is refused
-(`check_rate`) before any sample is read."""
+"""Sampling rates (Hz) a waveform is read at (`check_rate`)."""
 MAX_HEADER_BYTES = 1 << 20
 """A header larger than this is refused before it is read (a real one is a few kB)."""
 
@@ -70,15 +57,13 @@ _RATE = re.compile(r"^(?P<fs>[0-9.eE+-]+)(?:/(?P<counter>[0-9.eE+-]+)(?:\((?P<ba
 
 
 class HeaderError(ValueError):
-    """A header that does not follow the specification (the message names the line and field), or
-    that declares more than can be read."""
+    """A header off the specification (the message names line and field) or declaring too much."""
 
 
 @dataclass(frozen=True)
 class SignalSpec:
-    """One signal line: where its samples are stored and how they convert to physical units,
-    physical = (stored - baseline) / gain; ``units_stated`` False when the line names no unit
-    (``units`` is then the specification's default, mV)."""
+    """One signal line: storage and physical = (stored − baseline) / gain; ``units_stated`` False
+    when the line names no unit (then mV)."""
 
     file: str
     format: int
@@ -122,9 +107,8 @@ class WfdbHeader:
 
 
 def regular_file(path: str | os.PathLike[str]) -> os.stat_result:
-    """The status of ``path`` (links followed); `HeaderError` when it is not a regular file (a
-    FIFO, device or folder, which a reader would block on or misread), FileNotFoundError when it
-    does not exist. Nothing is opened."""
+    """``os.stat`` of ``path`` without opening it; `HeaderError` when not a regular file (a FIFO,
+    device or folder), FileNotFoundError when absent."""
     import os
     import stat
 
@@ -135,8 +119,7 @@ def regular_file(path: str | os.PathLike[str]) -> os.stat_result:
 
 
 def read_header(path: str | os.PathLike[str]) -> WfdbHeader:
-    """Parse the header at ``path`` (``.hea`` added when missing); `HeaderError` when it does
-    not follow the specification, OSError when it cannot be read."""
+    """Parse the header at ``path`` (``.hea`` added when missing); `HeaderError`, OSError."""
     path = Path(path)
     if path.suffix != ".hea":
         path = path.with_name(path.name + ".hea")
@@ -239,8 +222,7 @@ def _number(text: str, what: str, number: int) -> float:
 
 
 def resolve_inside(folder: Path, name: str, root: Path, what: str = "signal file") -> Path:
-    """``folder / name`` when it lies inside ``root`` (symbolic links resolved), else `HeaderError`
-    naming ``what`` it is: a dataset may not read a header or signal file outside its root."""
+    """``folder / name`` resolved, when inside ``root``; else `HeaderError` naming ``what`` it is."""
     path = (folder / name).resolve()
     if not path.is_relative_to(root.resolve()):
         raise HeaderError(f"{what} {name!r} resolves to {path}, outside the dataset root {root}")
@@ -259,14 +241,8 @@ def check_rate(header: WfdbHeader) -> None:
 def to_physical(
     stored: npt.ArrayLike, gain: npt.ArrayLike, baseline: npt.ArrayLike, factor: npt.ArrayLike | None = None
 ) -> np.ndarray:
-    """Stored ADC values (signals, samples) in physical units, float64, signal by signal:
-
-        physical = (stored - baseline) / gain × factor
-
-    ``gain`` (ADC units per physical unit) and ``baseline`` (the ADC value of physical 0) as the
-    header states them, one per signal; ``factor`` rescales each signal's unit to the one wanted
-    (e.g. 1e-3 for µV to mV; None: none). The one digital-to-physical conversion of the library's
-    own readers; it checks nothing (a reader refuses a gain that is not finite and positive).
+    """Stored (signals, samples) ADC values as float64 physical = (stored − baseline) / gain ×
+    factor, one gain, baseline and factor (unit rescaling, None: 1) per signal; checks nothing.
 
     >>> to_physical([[1200, 0], [-5, 15]], gain=[1000.0, 10.0], baseline=[200, 5], factor=[1.0, 1e3]).tolist()
     [[1.0, -0.2], [-1000.0, 1000.0]]

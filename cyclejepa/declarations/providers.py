@@ -13,29 +13,19 @@ from pydantic import AfterValidator, Field, field_validator, model_validator
 from cyclejepa.declarations.kinds import ProviderDeclaration
 from cyclejepa.declarations.options import NoOptions, OpenOptions, Options, Pair, registered, typed_options
 
-# Thresholds of the cycle quality control. Figures: `python benchmarks/bidmc_rates.py` (docs/phase.md,
-# "Cycle quality"): 16 real pulse channels (BIDMC PLETH, ABP; PLETH and ABP of physionet-samples)
-# and 13 real respiration channels, against 5 seeds of white, 1e-12-jittered flat, quantised noise
-# and a random walk (8 min at 125 Hz).
+# Thresholds of the cycle quality control, between the real channels' and the noises' figures
+# (docs/phase.md, "Cycle quality": `python benchmarks/bidmc_rates.py`).
 MIN_CYCLE_QUALITY = 0.8
-"""A cycle is good when its correlation with the median template reaches this. The median cycle
-of the real channels correlates at 0.98-1.00 (pulse) and 0.87-1.00 (breath), of noise at 0.51-0.66
-(pulse) and 0.57-0.78 (breath)."""
+"""A cycle is good when its correlation with the median template reaches this."""
 MIN_GOOD_SHARE = 0.6
-"""A record or window fails (``"few_good_cycles"``) with a smaller share of good cycles. Real
-channels keep 0.87-1.00 (pulse) and 0.68-1.00 (breath), noise 0.03-0.29 and 0.00-0.45."""
+"""Fails (``"few_good_cycles"``) with a smaller share of good cycles."""
 MIN_TEMPLATE_SHARE = 0.55
-"""Fails (``"aperiodic"``) when the template explains a smaller share of the cycles' variance.
-Real channels: 0.67-0.99 (pulse), 0.61-0.99 (breath); noise 0.22-0.28 and 0.00-0.48."""
+"""Fails (``"aperiodic"``) when the template explains a smaller share of the cycles' variance."""
 MIN_PERIODICITY = 0.1
-"""Fails (``"aperiodic"``) below this autocorrelation at the median interval. Real pulse channels
-0.37-0.98, respiration 0.37-0.92 but for v102s RESP (0.00: artefact bursts, 5-37 breaths/min,
-which fails); noise -0.29 to -0.02 (pulse) and -0.35 to 0.08 (breath); a chirp from 3 to 240 per
-minute -0.17 and -0.11."""
+"""Fails (``"aperiodic"``) below this autocorrelation at the median interval."""
 MIN_FUNDAMENTAL_SHARE = 0.2
-"""Fails (``"no_fundamental"``) when the template's first harmonic carries a smaller share of its
-power. Real channels 0.35 (an arterial pressure with its dicrotic wave) to 1.00; a 45/min sine,
-which ``breath`` reads as 22.5/min (two sine cycles per detected cycle), 0.00."""
+"""Fails (``"no_fundamental"``) when the template's first harmonic carries less of its power
+(a 45/min sine read as 22.5/min: 0.00)."""
 
 NEUROKIT_METHODS = ("neurokit", "pantompkins1985", "hamilton2002", "elgendi2010", "engzeemod2012", "kalidas2017")
 """NeuroKit2's ECG methods registered as R-peak detectors ``neurokit2:<method>``."""

@@ -1,23 +1,8 @@
-"""The ``"breath"`` phase provider: one event per breath of a respiration belt or impedance channel.
-
-1. The channel is median-filtered (0.4 s: electrode and motion spikes go) and band-passed
-   (0.05–0.7 Hz, zero phase: up to 42 breaths per minute; offset and drift go).
-2. **The record's own breath length** (`cycle_periods`): the autocorrelation peak of the
-   band-passed signal within the cycle band (0.1–0.7 Hz), in 30 s windows, never more than
-   the record's median.
-3. **Breaths**: the peaks of the band-passed signal (end of inspiration, ``fiducial: "peak"``,
-   the default) at least a refractory period apart (``refractory`` × the local breath length,
-   0.4 by default, never under the shortest plausible interval) and standing out by at least
-   ``min_prominence`` of the signal's 5–95 % range; or the trough before each such peak
-   (start of inspiration, ``fiducial: "onset"``).
-
-Which way inspiration goes depends on the sensor (a belt stretches, a thermistor cools, an
-impedance rises): ``polarity: "inverted"`` turns a signal whose inspiration goes down. The
-number of breaths does not depend on it, only which end of a breath is the event. Breathing is
-irregular (sighs, pauses), so the successive-interval ratio check is off by default. Quality
-control judges each cycle of the band-passed signal against the record's median breath and the
-signal's periodicity (`PhaseProvider.detect`, `cyclejepa.phase.cycles.assess_cycles`); reasons:
-``too_few_breaths``, ``few_good_cycles``, ``aperiodic``, ``no_fundamental``, ``low_phase_yield``.
+"""The ``"breath"`` phase provider: one event per breath of a respiration belt or impedance
+channel (docs/phase.md). Median filter (0.4 s), zero-phase band-pass 0.05–0.7 Hz, the breath
+length from the autocorrelation (`cycle_periods`), peaks prominent by ``min_prominence`` of the
+5–95 % range a refractory span apart (``fiducial: "peak"``) or the trough before each
+(``"onset"``). ``polarity: "inverted"`` turns a sensor whose inspiration goes down.
 """
 
 from __future__ import annotations
@@ -35,35 +20,18 @@ from cyclejepa.registry import PHASE_PROVIDERS
 __all__ = ["BREATH_CHANNEL_NAME", "BreathProvider", "breath_peaks", "onsets_before"]
 
 BREATH_CHANNEL_NAME = BreathDeclaration.channel_pattern
-"""Channel names of respiration (the whole name, any case): RESP, Resp, respiration, breathing,
-thoracic or abdominal belts (THOR, ABDO, chest), airflow, nasal pressure, impedance, RIP."""
+"""Respiration channel names (whole name, any case): RESP, breathing, belts (THOR, ABDO, chest),
+airflow, nasal pressure, impedance, RIP."""
 FIDUCIALS = ("peak", "onset")
 POLARITIES = ("upright", "inverted")
 
 
 @PHASE_PROVIDERS.register("breath")
 class BreathProvider(BreathDeclaration, PhaseProvider):
-    """Breathing phase: one event per breath, at the end (peak) or start (onset) of inspiration.
-
-    Parameters
-    ----------
-    lead
-        The respiration channel's name (`channel_indices`: ``RESP`` finds ``RESP,``); None takes the record's first channel
-        named as respiration (`BREATH_CHANNEL_NAME`).
-    fiducial
-        ``"peak"`` (end of inspiration, the default) or ``"onset"`` (the trough before it).
-    polarity
-        ``"upright"`` (inspiration goes up, the default) or ``"inverted"``.
-    band_hz
-        Pass band of the zero-phase Butterworth filter (order 2), in Hz.
-    min_prominence
-        Smallest prominence of a breath's peak, as a fraction of the 5–95 % range.
-    refractory
-        Shortest distance between two breaths as a fraction of the local breath length.
-    **qc
-        Quality-control thresholds of `PhaseProvider`, with breathing defaults (1.4–15 s
-        intervals, no successive-interval ratio check).
-    """
+    """Breathing phase: one event per breath of the ``lead`` channel (None: the first matching
+    `BREATH_CHANNEL_NAME`), at the module's ``fiducial``; ``band_hz``: the order-2 Butterworth
+    pass band; ``refractory``: the shortest distance between breaths, × the local breath length;
+    ``**qc``: `PhaseProvider`'s thresholds (here 1.4–15 s, no ratio check)."""
 
     cycle_band_hz: tuple[float, float]  # the value is BreathDeclaration's
     too_few_reason = "too_few_breaths"
@@ -92,8 +60,7 @@ class BreathProvider(BreathDeclaration, PhaseProvider):
 
     @property
     def highest_hz(self) -> float:
-        """The band-pass's upper edge (0.7 Hz by default: a record needs 1.56 Hz, `min_fs`; a
-        monitor's 1 Hz numerics are refused)."""
+        """The band's upper edge (0.7 Hz by default: a record needs 1.56 Hz, `min_fs`)."""
         return self.band_hz[1]
 
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
@@ -101,8 +68,7 @@ class BreathProvider(BreathDeclaration, PhaseProvider):
         return self.detect(signal, fs, channel_names)[0]
 
     def detect(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
-        """The breaths (`events`) and the band-passed breathing signal whose cycles quality
-        control compares (None for a flat or short channel)."""
+        """The breaths and the band-passed breathing signal (None for a flat or short channel)."""
         from scipy.ndimage import median_filter
 
         row = channel_row(self, self.lead, channel_names)
@@ -119,8 +85,8 @@ class BreathProvider(BreathDeclaration, PhaseProvider):
 
 
 def breath_peaks(breathing: np.ndarray, refractory: np.ndarray, min_prominence: float) -> np.ndarray:
-    """Peaks of ``breathing`` standing out by ``min_prominence`` of its 5–95 % range
-    (`scipy.signal.find_peaks`), kept highest first at least ``refractory[i]`` samples apart."""
+    """Peaks prominent by ``min_prominence`` of the 5–95 % range, kept highest first
+    ``refractory[i]`` samples apart."""
     from scipy.signal import find_peaks
 
     spread = np.subtract(*np.percentile(breathing, [95, 5]))

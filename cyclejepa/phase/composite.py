@@ -31,14 +31,8 @@ from cyclejepa.registry import PHASE_PROVIDERS, UnknownComponentError
 
 @dataclass(eq=False)
 class CompositeTrack:
-    """Phase tracks of C cyclic coordinates of one record, on one time axis (a `Track`).
-
-    Attributes
-    ----------
-    names : the coordinates' names, in torus order.
-    tracks : one `PhaseTrack` per coordinate (each with its own events and QC).
-    qc : the joint verdict (`CompositePhaseProvider.qc_tracks`); None when not assessed.
-    """
+    """Phase tracks of C named cyclic coordinates of one record, in torus order, on one time
+    axis (a `Track`); ``qc``: the joint verdict (`CompositePhaseProvider.qc_tracks`)."""
 
     names: tuple[str, ...]
     tracks: tuple[PhaseTrack, ...]
@@ -115,17 +109,9 @@ def _build(name: str, spec: PhaseProvider | Mapping[str, Any]) -> PhaseProvider:
 
 @PHASE_PROVIDERS.register("composite")
 class CompositePhaseProvider(CompositeDeclaration):
-    """Phase of several cyclic coordinates: one provider per coordinate, QC per coordinate.
-
-    Parameters
-    ----------
-    coordinates
-        ``{name: provider}`` in torus order, each provider a `PhaseProvider` instance or a
-        mapping ``{"provider": NAME, **options}`` of a registered one.
-    min_phase_yield
-        Smallest fraction of samples on which every coordinate is defined (reason
-        ``"low_phase_yield"`` of the joint verdict).
-    """
+    """Phase of several cyclic coordinates: ``coordinates`` ``{name: provider}`` in torus order,
+    each a `PhaseProvider` or ``{"provider": NAME, **options}``; the joint verdict fails
+    (``"low_phase_yield"``) when every coordinate is defined on under ``min_phase_yield``."""
 
     def __init__(
         self,
@@ -147,12 +133,11 @@ class CompositePhaseProvider(CompositeDeclaration):
     @property  # the first coordinate's word, known once its providers are built
     def event_name(self) -> str:  # type: ignore[override]
         """The first coordinate's event word (its events are the cache's ``beats`` column)."""
-        return getattr(next(iter(self.providers.values())), "event_name", "event")
+        return next(iter(self.providers.values())).event_name
 
     def rate_problem(self, fs: float) -> str | None:
-        """The first coordinate's `PhaseProvider.rate_problem` at ``fs`` Hz (None when every
-        coordinate's provider reads a record at that rate)."""
-        problems = (getattr(provider, "rate_problem", lambda _: None)(fs) for provider in self.providers.values())
+        """The first coordinate's `PhaseProvider.rate_problem` at ``fs`` Hz; None if none has one."""
+        problems = (provider.rate_problem(fs) for provider in self.providers.values())
         return next((problem for problem in problems if problem), None)
 
     def phase(self, signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> CompositeTrack:
@@ -163,9 +148,8 @@ class CompositePhaseProvider(CompositeDeclaration):
         return track
 
     def qc_tracks(self, track: CompositeTrack) -> QCVerdict:
-        """Joint verdict: ok when every coordinate passes its own QC and the joint phase yield
-        reaches ``min_phase_yield``. Reasons, details and metrics of a coordinate are prefixed
-        with its name (``"respiratory:too_few_breaths"``, ``"cardiac.rate_per_min"``)."""
+        """Ok when every coordinate passes and the joint yield reaches ``min_phase_yield``; a
+        coordinate's entries are prefixed (``"respiratory:too_few_breaths"``, ``"cardiac.rate_per_min"``)."""
         reasons: list[str] = []
         details: list[str] = []
         metrics: dict[str, float | int | None] = {}

@@ -1,18 +1,9 @@
 """Pulse events against the heartbeats of the same record's ECG: the real-data check of ``pulse``.
 
-A multiparameter record carries an ECG beside its pulse wave (PPG or arterial pressure). The
-reference is the library's R-peak detector on the ECG channel (``ecg-rpeak``, Se/PPV about 1.0
-on MIT-BIH 100: docs/phase.md), so the figures measure the pulse detector, not the annotation.
-A pulse follows its QRS by the pulse transit delay, which differs by record (site, monitor
-alignment): the record's delay D is estimated first (`pulse_delay`: the delay up to
-`MAX_DELAY_S` that matches the most pulses, refined to the median of the matched delays); a
-pulse then matches a QRS, one to one, when it lies within D ± `TOLERANCE_S` of it
-(`score_pulses`).
-
-The failure cases of a camera or finger PPG are built from the same real records
-(`VARIANTS`): the wave inverted (-x), a large constant offset added (+1000 times its range), and
-time stretched to 50 beats per minute (linear interpolation; the QRS times, the longest delay and
-the matching window stretched alike).
+The reference is ``ecg-rpeak`` on the record's ECG (Se/PPV about 1.0 on MIT-BIH 100:
+docs/phase.md). A pulse matches a QRS, one to one, within D ± `TOLERANCE_S` of it, D the
+record's transit delay (`pulse_delay`). `VARIANTS` build a camera or finger PPG's failure cases
+from the same records: inverted, offset by 1000 × its range, stretched to 50 beats per minute.
 """
 
 from __future__ import annotations
@@ -44,8 +35,7 @@ __all__ = [
 ]
 
 MAX_DELAY_S = 0.8
-"""Longest delay from QRS to pulse looked for (`pulse_delay`): the transit delay (0.1–0.45 s)
-plus the misalignment of a monitor's channels."""
+"""Longest QRS-to-pulse delay looked for: transit (0.1–0.45 s) plus a monitor's misalignment."""
 QC_WINDOW_S = 10.0
 """Windows in which the reference ECG's own quality control is judged (`reference_windows`)."""
 TOLERANCE_S = 0.15
@@ -82,9 +72,8 @@ class Channel:
 
 
 def read_channel(path: str | Path, name: str) -> Channel:
-    """Channel ``name`` of the WFDB record ``path`` at its own rate (`cyclejepa.data.samples.read_samples`:
-    a multi-rate record's channels are not resampled to the frame rate), with ADC wrap-around undone (`cyclejepa.data.wfdb_folder.unwrap`) and missing
-    samples at either end cut off."""
+    """Channel ``name`` of the WFDB record ``path`` at its own rate, ADC wrap-around undone
+    (`unwrap`), missing samples at either end cut off."""
     header = read_header(path)
     names = [spec.name for spec in header.signals]
     if name not in names:
@@ -98,9 +87,8 @@ def read_channel(path: str | Path, name: str) -> Channel:
 
 
 def pulse_delay(qrs_s: np.ndarray, pulses_s: np.ndarray, longest_s: float, tolerance_s: float) -> float:
-    """The record's delay from QRS to pulse (s): the delay d in [0, ``longest_s``] (10 ms steps)
-    that matches the most QRS times q to a pulse within q + d ± ``tolerance_s``, refined to the
-    median of the matched pairs' delays."""
+    """Delay (s) d in [0, ``longest_s``] (10 ms steps) matching the most QRS times q to a pulse
+    within q + d ± ``tolerance_s``, refined to the median of the matched delays."""
     counts = [len(match_events(pulses_s - d, qrs_s, tolerance_s)[0]) for d in np.arange(0.0, longest_s + 1e-9, 0.01)]
     best = 0.01 * int(np.argmax(counts))
     detected, reference = match_events(pulses_s - best, qrs_s, tolerance_s)
@@ -113,11 +101,9 @@ def score_pulses(
     stretch_factor: float = 1.0,
     reliable: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> dict[str, float | int]:
-    """Sensitivity and PPV of pulse times against QRS times (s), matched one to one within the
-    record's delay ± `TOLERANCE_S` (`pulse_delay` up to `MAX_DELAY_S`, `score_events`); both
-    times ``stretch_factor`` for a record played slower (`stretch`). With ``delay_ms``.
-    ``reliable`` (record times as recorded -> bool) keeps the QRS complexes, and the pulses
-    shifted back by the delay, where the reference can be trusted; all of them when None."""
+    """`score_events` of pulse against QRS times (s) within the delay ± `TOLERANCE_S` (both ×
+    ``stretch_factor``), with ``delay_ms``; ``reliable`` (times as recorded → bool) keeps only
+    where the reference can be trusted."""
     tolerance = TOLERANCE_S * stretch_factor
     delay = pulse_delay(qrs_s, pulses_s, MAX_DELAY_S * stretch_factor, tolerance)
     if reliable is not None:
@@ -129,8 +115,7 @@ def score_pulses(
 
 
 def reference_windows(ecg: Channel, provider) -> Callable[[np.ndarray], np.ndarray]:
-    """Record times (s) -> whether they fall in a `QC_WINDOW_S` window of ``ecg`` whose R-peaks
-    pass ``provider``'s own quality control (the reference is a reference there)."""
+    """Times (s) → whether they fall in a `QC_WINDOW_S` window of ``ecg`` passing ``provider``'s QC."""
     length = int(round(QC_WINDOW_S * ecg.fs))
     passed = np.array(
         [
@@ -149,10 +134,9 @@ def reference_windows(ecg: Channel, provider) -> Callable[[np.ndarray], np.ndarr
 
 
 def check_pulses(path: str | Path, ecg_name: str, wave_name: str) -> list[dict]:
-    """``pulse`` on channel ``wave_name`` of record ``path`` against the R-peaks of ``ecg_name``
-    (``ecg-rpeak`` on that lead alone), one dict per variant of `VARIANTS`: rates, counts, QC
-    verdicts of both, and `score_pulses`. QRS complexes outside the pulse channel's span (a
-    multi-rate record's channels start and end apart) are left out."""
+    """``pulse`` on ``wave_name`` against ``ecg-rpeak`` on ``ecg_name`` alone, one dict per
+    `VARIANTS` entry: rates, counts, both QC verdicts, `score_pulses`; QRS outside the pulse
+    channel's span left out."""
     from cyclejepa.phase.ecg.provider import EcgRPeakProvider
     from cyclejepa.phase.pulse import PulseProvider
 
@@ -190,8 +174,7 @@ def check_pulses(path: str | Path, ecg_name: str, wave_name: str) -> list[dict]:
 
 
 def stretch(x: np.ndarray, factor: float) -> np.ndarray:
-    """``x`` played ``factor`` times slower at the same rate: y[n] = x(n / factor), linearly
-    interpolated."""
+    """``x`` played ``factor`` times slower: y[n] = x(n / factor), linearly interpolated."""
     n = int(np.floor((len(x) - 1) * factor)) + 1
     return np.interp(np.arange(n) / factor, np.arange(len(x)), x)
 
@@ -211,10 +194,9 @@ VARIANTS: dict[str, Callable[[np.ndarray, float], tuple[np.ndarray, float]]] = {
 
 
 def zero_crossing_breaths(resp: np.ndarray, fs: float) -> np.ndarray:
-    """An independent breath count, the reference of ``breath``: the signal band-passed to
-    0.1–1 Hz (scipy's Butterworth, order 2, zero phase), then each upward zero crossing that
-    precedes a rise above +0.2 SD, with hysteresis (a new breath needs a fall below −0.2 SD
-    first). Returns the sample index of each breath's upward zero crossing."""
+    """Independent breath reference: on the 0.1–1 Hz band-passed signal (order-2 Butterworth,
+    zero phase), each upward zero crossing before a rise above +0.2 SD (hysteresis: a fall below
+    −0.2 SD first)."""
     from scipy.signal import butter, sosfiltfilt
 
     resp = np.where(np.isfinite(resp), resp, np.nanmedian(resp))
@@ -233,9 +215,8 @@ def zero_crossing_breaths(resp: np.ndarray, fs: float) -> np.ndarray:
 
 
 def score_breaths(reference: np.ndarray, breaths: np.ndarray) -> dict[str, float | int]:
-    """Breaths against the cycles between consecutive reference breaths (sample indices): the
-    sensitivity is the fraction of cycles holding at least one breath, the PPV the fraction of
-    breaths inside the reference's span that are the first of their cycle."""
+    """Sensitivity = cycles between reference breaths holding ≥ 1 breath / cycles; PPV = first
+    breaths of their cycle / breaths inside the reference's span."""
     inside = breaths[(breaths >= reference[0]) & (breaths < reference[-1])]
     cycles = np.searchsorted(reference, inside, side="right") - 1
     found = len(np.unique(cycles))

@@ -1,6 +1,5 @@
-"""Signal-neutral helpers of the cycle detectors (`cyclejepa.phase.pulse`, `cyclejepa.phase.breath`):
-the record's own cycle length, the direction of its cycles, peak picking with a refractory
-period adapted to that length, and the quality of each detected cycle (`assess_cycles`)."""
+"""Signal-neutral helpers of the cycle detectors (`pulse`, `breath`): cycle length, direction,
+refractory peak picking, and each cycle's quality (`assess_cycles`)."""
 
 from __future__ import annotations
 
@@ -16,38 +15,23 @@ __all__ = [
     "cycle_periods",
     "orientation",
     "pick_with_refractory",
-    "rising_fraction",
 ]
 
 PERIOD_WINDOW_S = 10.0
-"""Shortest window over which the cycle length is estimated (`cycle_periods`, windows half
-overlapping); a window spans at least three of the longest cycles of the band."""
+"""Shortest window (s) of `cycle_periods` (also ≥ three of the band's longest cycles)."""
 HARMONIC_ACCEPT = 0.8
-"""An autocorrelation peak at a shorter lag than the highest one is the cycle when it is at least
-this fraction of the highest (the highest may be two cycles at a regular rhythm)."""
-
-
-def rising_fraction(slope: np.ndarray) -> float:
-    """Fraction of samples on which ``slope`` is positive."""
-    return float(np.mean(slope > 0))
+"""A shorter-lag autocorrelation peak is the cycle when ≥ this × the highest (which may be two)."""
 
 
 def orientation(slope: np.ndarray) -> float:
-    """+1 when the wave rises in less than half of its samples, else -1.
-
-    A pulse wave rises in systole (a third of the cycle) and falls in diastole; breathing
-    inspires faster than it expires. The fraction of samples with a positive slope is
-    therefore below 1/2 for an upright wave and above it for an inverted one. Unlike the
-    extremes of the slope (its percentiles or skewness), this count is not moved by a few
-    artefacts however large.
-    """
-    return 1.0 if rising_fraction(slope) <= 0.5 else -1.0
+    """+1 when the wave rises in at most half of its samples (a pulse rises in systole, breath
+    in a fast inspiration), else −1; unlike the slope's extremes, robust to artefacts."""
+    return 1.0 if float(np.mean(slope > 0)) <= 0.5 else -1.0
 
 
 def window_period(x: np.ndarray, fs: float, band_hz: tuple[float, float]) -> float:
-    """The cycle length (s) of ``x`` from its autocorrelation: among the local maxima of the
-    autocorrelation r(τ) at lags 1/band_hz[1] ≤ τ ≤ 1/band_hz[0], the shortest whose r is at
-    least `HARMONIC_ACCEPT` times the highest; NaN when none is positive."""
+    """Cycle length (s): among the local maxima of the autocorrelation r(τ) at 1/band_hz[1] ≤ τ ≤
+    1/band_hz[0], the shortest with r ≥ `HARMONIC_ACCEPT` × the highest; NaN when none is positive."""
     x = x - x.mean()
     n = len(x)
     spectrum = np.fft.rfft(x, 2 * n)
@@ -68,9 +52,8 @@ def window_period(x: np.ndarray, fs: float, band_hz: tuple[float, float]) -> flo
 
 
 def cycle_periods(x: np.ndarray, fs: float, band_hz: tuple[float, float]) -> np.ndarray:
-    """The local cycle length (s) at every sample of ``x``: `window_period` over windows of
-    `PERIOD_WINDOW_S` or three of the band's longest cycles, whichever is longer (hop half of that), linearly interpolated between window centres; windows
-    without a cycle take the median of the others; all NaN when no window has one."""
+    """Local cycle length (s) at every sample: `window_period` over half-overlapping windows,
+    interpolated between centres; a window without one takes the others' median (all NaN: none)."""
     window = min(len(x), round(max(PERIOD_WINDOW_S, 3.0 / band_hz[0]) * fs))
     starts = np.arange(0, max(len(x) - window, 0) + 1, max(window // 2, 1))
     periods = np.array([window_period(x[s : s + window], fs, band_hz) for s in starts])
@@ -81,9 +64,8 @@ def cycle_periods(x: np.ndarray, fs: float, band_hz: tuple[float, float]) -> np.
 
 
 def pick_with_refractory(candidates: np.ndarray, heights: np.ndarray, refractory: np.ndarray) -> np.ndarray:
-    """The ``candidates`` (sorted sample indices) kept by height: the highest first, then each
-    next highest unless within ``refractory[candidate]`` samples of one already kept (as
-    `scipy.signal.find_peaks`'s ``distance``, with a distance per candidate); sorted."""
+    """Sorted ``candidates`` kept highest first unless within ``refractory[candidate]`` samples of
+    one kept (`find_peaks`'s ``distance``, per candidate)."""
     from bisect import bisect_left, insort
 
     kept: list[int] = []
@@ -104,8 +86,8 @@ def check_detector_options(
     band_hz: tuple[float, float],
     fractions: dict[str, float],
 ) -> None:
-    """ValueError naming the first bad option of a cycle detector: ``fiducial`` and ``polarity``
-    outside their choices, a band without 0 < low < high, a fraction outside (0, 1)."""
+    """ValueError naming the first bad option: a choice outside its list, a band without
+    0 < low < high, a fraction outside (0, 1)."""
     if fiducial not in fiducials:
         raise ValueError(f"fiducial must be one of {', '.join(fiducials)}, got {fiducial!r}")
     if polarity not in polarities:
@@ -126,26 +108,13 @@ LOCAL_INTERVAL_CYCLES = 9
 
 @dataclass(frozen=True)
 class CycleAssessment:
-    """Quality of each cycle of one record or window and its periodicity as a whole.
+    """Quality of each cycle of a record or window, and its periodicity (NaN: not assessed).
 
-    Attributes
-    ----------
-    quality
-        (cycles,) correlation of each cycle with the median template, clipped to [0, 1]; NaN
-        where not assessed (fewer than `MIN_CYCLES_ASSESSED` cycles).
-    plausible
-        (cycles,) bool: the interval lies in the plausible range and within the allowed ratio
-        of the running median interval.
-    template_share
-        Share of the cycles' variance the template explains, s = var(t) / (var(t) + mean_i
-        var(c_i − t)); NaN when not assessed.
-    periodicity
-        Autocorrelation of the waveform at the median interval, r(T) = Σ x_n x_{n+T} / Σ x_n²
-        (x centred); NaN when not assessed.
-    fundamental_share
-        Share of the template's cycle-to-cycle power in its first harmonic,
-        |T_1|² / Σ_{k≥1} |T_k|² (T the template's DFT); low when one detected cycle holds two
-        (a 45/min sine read at 22.5/min). NaN when not assessed.
+    ``quality``: (cycles,) correlation with the median template, clipped to [0, 1];
+    ``plausible``: (cycles,) interval in range and within the ratio of the running median;
+    ``template_share`` = var(t) / (var(t) + mean_i var(c_i − t)); ``periodicity`` = r(T) =
+    Σ x_n x_{n+T} / Σ x_n² at the median interval (x centred); ``fundamental_share`` =
+    |T_1|² / Σ_{k≥1} |T_k|² of the template's DFT (low when one cycle holds two).
     """
 
     quality: np.ndarray
@@ -173,8 +142,7 @@ def _row_correlations(rows: np.ndarray, template: np.ndarray) -> np.ndarray:
 
 
 def autocorrelation_at(x: np.ndarray, lag: int) -> float:
-    """r(lag) = Σ x_n x_{n+lag} / Σ x_n² of ``x`` minus its mean; NaN for a constant ``x`` or a lag
-    beyond it."""
+    """r(lag) = Σ x_n x_{n+lag} / Σ x_n² of centred ``x``; NaN for a constant ``x`` or a lag beyond."""
     x = np.asarray(x, dtype=np.float64) - np.mean(x)
     energy = float(x @ x)
     if not energy > 0 or not 0 < lag < len(x):
@@ -185,9 +153,8 @@ def autocorrelation_at(x: np.ndarray, lag: int) -> float:
 def plausible_intervals(
     intervals_s: np.ndarray, interval_range_s: tuple[float, float], max_interval_ratio: float | None
 ) -> np.ndarray:
-    """Whether each interval lies in ``interval_range_s`` and, unless ``max_interval_ratio`` is
-    None, within that ratio (either way round) of the running median of `LOCAL_INTERVAL_CYCLES`
-    intervals."""
+    """Whether each interval lies in ``interval_range_s`` and within ``max_interval_ratio`` (None:
+    unchecked) of the running median of `LOCAL_INTERVAL_CYCLES`."""
     low, high = interval_range_s
     ok = (intervals_s >= low) & (intervals_s <= high)
     if max_interval_ratio is not None and len(intervals_s):
@@ -201,13 +168,8 @@ def plausible_intervals(
 def assess_cycles(
     wave: np.ndarray, events: np.ndarray, fs: float, interval_range_s: tuple[float, float], max_interval_ratio: float | None
 ) -> CycleAssessment:
-    """Quality of each cycle of ``wave`` between successive ``events`` and the periodicity of
-    ``wave`` (`CycleAssessment`).
-
-    The template is the sample-wise median of the plausible cycles (all when fewer than
-    `MIN_CYCLES_ASSESSED` are), each resampled to `CYCLE_POINTS` samples (`cycle_matrix`); a
-    cycle's quality is its Pearson correlation with the template, clipped to [0, 1].
-    """
+    """`CycleAssessment` of ``wave``'s cycles between ``events``: the template is the median of
+    the plausible cycles (all when under `MIN_CYCLES_ASSESSED`) resampled by `cycle_matrix`."""
     wave = np.asarray(wave, dtype=np.float64)
     events = np.asarray(events, dtype=np.int64)
     n_cycles = max(len(events) - 1, 0)

@@ -9,9 +9,7 @@ import numpy as np
 __all__ = ["UPPER_EDGE_FRACTION", "bandpass"]
 
 UPPER_EDGE_FRACTION = 0.45
-"""The highest a pass band's upper edge may reach, as a fraction of the sampling rate: the
-Nyquist frequency (0.5 fs) with a 10 % margin. `bandpass` lowers an edge above it to it; a
-provider needs a rate of at least its highest frequency / 0.45 (`PhaseProvider.min_fs`)."""
+"""Highest upper band edge / fs: Nyquist with a 10 % margin (`bandpass` clips to it; `PhaseProvider.min_fs`)."""
 
 
 @lru_cache(maxsize=32)
@@ -25,12 +23,8 @@ def _butter_bandpass(fs: float, low: float, high: float) -> tuple[np.ndarray, np
 
 
 def bandpass(signal: np.ndarray, fs: float, band: tuple[float, float]) -> np.ndarray:
-    """Zero-phase 2nd-order Butterworth band-pass along the last axis (upper edge ≤ 0.45 fs).
-
-    The computation of ``scipy.signal.sosfiltfilt`` (odd extension by 3 × taps, forward and
-    backward passes started from the steady state), with the filter design and its initial
-    state computed once per rate and band instead of on every call.
-    """
+    """Zero-phase 2nd-order Butterworth band-pass along the last axis (upper edge ≤ 0.45 fs):
+    ``scipy.signal.sosfiltfilt``'s computation, the design cached per rate and band."""
     from scipy.signal import sosfilt
 
     sos, zi, padlen = _butter_bandpass(float(fs), *map(float, band))

@@ -15,9 +15,8 @@ __all__ = ["plot_record", "plot_track"]
 
 
 def plot_record(phased: RecordPhase, folder: str | Path) -> list[Path]:
-    """`plot_track` of a `cyclejepa.phase.records.track_record` into ``folder`` (created):
-    ``NAME.png`` for one coordinate, ``NAME.COORDINATE.png`` for each of several, NAME the
-    record's file name."""
+    """`plot_track` of a `track_record` into ``folder``: ``NAME.png``, or ``NAME.COORDINATE.png``
+    for each of several coordinates."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     stem = Path(phased.path).name
@@ -51,11 +50,8 @@ def plotted_row(provider, channel_names) -> int:
 def plot_track(
     wave: np.ndarray, track: PhaseTrack, path: str | Path, title: str, *, channel: str = "", event_name: str = "event"
 ) -> Path:
-    """Write a PNG of ``wave`` (the channel the events were detected on, at ``track.fs``) to
-    ``path``: three panels over time, the wave with a dot at each event, each cycle's quality
-    (`PhaseTrack.cycle_quality`; bad cycles, ``cycle_ok`` False, shaded in every panel) and the
-    rate per minute of each cycle (`PhaseTrack.rates`). Rendered with Agg through a pyplot-free
-    Figure (the user's backend is left alone)."""
+    """Write a PNG of ``wave`` (at ``track.fs``) to ``path``: the wave with its events, each
+    cycle's quality and rate per minute, bad cycles shaded (pyplot-free: the backend is left alone)."""
     from matplotlib.figure import Figure
 
     time = np.arange(len(wave)) / track.fs

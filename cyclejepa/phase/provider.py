@@ -16,14 +16,9 @@ registers a name::
             pleth = signal[channel_indices(channel_names, self.lead)[0]]
             return scipy.signal.find_peaks(pleth, distance=int(0.3 * fs))[0]
 
-`PhaseProvider.phase` then validates the input, builds the track and applies the shared
-quality control, whose thresholds are constructor arguments.
-
-Option names follow one convention across providers, so that ``phase.options`` and
-``cyclejepa phase --lead`` mean the same everywhere: ``lead`` (first parameter) names the
-channel(s) a provider reads, and the quality-control thresholds keep the names of
-`PhaseProvider` (``min_events``, ``interval_range_s``, ``max_interval_ratio``,
-``min_phase_yield``), passed on through ``**qc``.
+`PhaseProvider.phase` validates the input, builds the track and applies the shared quality
+control. Options follow one convention across providers: ``lead`` (first parameter) names the
+channel(s) read; the QC thresholds keep `PhaseProvider`'s names, passed on through ``**qc``.
 """
 
 from __future__ import annotations
@@ -54,14 +49,7 @@ __all__ = ["PhaseProvider", "channel_indices", "channel_row", "fill_nonfinite"]
 
 def channel_indices(channel_names: Sequence[str], wanted: str | Sequence[str]) -> list[int]:
     """Rows of the ``wanted`` channel name(s), matched by `cyclejepa.data.channels.channel_key`
-    (case, surrounding space and trailing punctuation aside: ``II`` finds ``II,``).
-
-    Raises
-    ------
-    KeyError
-        Naming the missing channel and listing the record's channel names, or naming the two
-        channels one name matches (`cyclejepa.data.channels.ChannelError`).
-    """
+    (``II`` finds ``II,``); KeyError naming a missing or ambiguous channel."""
     return match_channels(wanted, channel_names)
 
 
@@ -79,6 +67,17 @@ def channel_row(provider: PhaseProvider, lead: str | None, channel_names: Sequen
     return rows[0]
 
 
+def registered_name(provider: object) -> str:
+    """The name ``provider``'s class is registered under, else the class name."""
+    return next((key for key in PHASE_PROVIDERS.names() if PHASE_PROVIDERS.get(key) is type(provider)), type(provider).__name__)
+
+
+def provider_classes() -> list[tuple[str, type[PhaseProvider]]]:
+    """(name, class) of each registered `PhaseProvider` subclass, in registry order."""
+    classes = ((name, PHASE_PROVIDERS.get(name)) for name in PHASE_PROVIDERS.names())
+    return [(name, cls) for name, cls in classes if isinstance(cls, type) and issubclass(cls, PhaseProvider)]
+
+
 def _as_signal(signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> np.ndarray:
     """``signal`` as float64 (channels, samples), checked against ``fs`` and ``channel_names``."""
     signal = np.asarray(signal, dtype=np.float64)
@@ -94,55 +93,23 @@ def _as_signal(signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> n
 class PhaseProvider(ProviderDeclaration, ABC):
     """Turns a (channels, samples) signal into a `PhaseTrack` with a QC verdict.
 
-    Parameters
-    ----------
-    min_events
-        Fewest events for a usable track (reason `too_few_reason`).
-    interval_range_s
-        Plausible (shortest, longest) inter-event interval in seconds; the
-        default 0.25–2.0 s is 30–240 cycles per minute (reason `interval_reason`).
-    max_interval_ratio
-        Largest plausible ratio of successive intervals, either way round
-        (reason `interval_reason`); None disables the check.
-    min_phase_yield
-        Smallest fraction of samples with a defined phase
-        (reason ``"low_phase_yield"``).
-    min_cycle_quality, min_good_share, min_template_share, min_periodicity, min_fundamental_share
-        Thresholds of the cycle quality control, applied where the provider hands back the
-        waveform it detected on (`detect`; ``pulse`` and ``breath``): a cycle is good when its
-        correlation with the median template reaches ``min_cycle_quality`` and its interval is
-        plausible; the record fails with ``"few_good_cycles"`` when the share of good cycles is
-        below ``min_good_share``, ``"aperiodic"`` when the template explains less than
-        ``min_template_share`` of the cycles' variance or the autocorrelation at the median
-        interval is below ``min_periodicity``, ``"no_fundamental"`` when the template's first
-        harmonic carries less than ``min_fundamental_share`` of its power
-        (`cyclejepa.phase.cycles.CycleAssessment`). Implausible intervals then mark their cycles
-        bad instead of failing the record.
+    QC fails a track with fewer than ``min_events`` events (`too_few_reason`), an interval outside
+    ``interval_range_s`` (0.25–2.0 s: 30–240 per minute) or a successive-interval ratio above
+    ``max_interval_ratio`` (None: unchecked; `interval_reason`), or a phase yield below
+    ``min_phase_yield`` (``"low_phase_yield"``). Where `detect` hands back its waveform, the cycle
+    QC replaces the interval checks (`cycle_verdict`, `cyclejepa.phase.cycles.CycleAssessment`):
+    a cycle is good when its template correlation reaches ``min_cycle_quality`` and its interval
+    is plausible; the record fails as ``"few_good_cycles"`` below ``min_good_share`` good
+    cycles, ``"aperiodic"`` below ``min_template_share`` or ``min_periodicity``,
+    ``"no_fundamental"`` below ``min_fundamental_share``.
 
-    Attributes
-    ----------
-    signal
-        Class attribute: the kind of signal the provider reads (``"ecg"``, ``"ppg"``,
-        ``"resp"``, ...); ``"any"`` (the default) claims none. Evaluation parts meaningful on one
-        kind only (the ECG morphology anomaly families) run where it matches.
-    event_name
-        Class attribute: what one event (one cycle) is called, singular (``"beat"`` for
-        ``ecg-rpeak``, ``"breath"`` for a breathing provider); ``"event"`` by default. The
-        report counts events in this word ("Breaths per window, median").
-    cycle_band_hz
-        Class attribute: the (lowest, highest) cycle rate in Hz the provider is made for
-        (``(0.5, 3.5)``, 30–210 per minute, for a heartbeat; ``(0.1, 0.7)`` for breathing);
-        None (the default) declares none. Datasets derive their sampling and token rates from it.
-    channel_kinds
-        Class attribute: the kinds of channel the provider reads, in words, for messages
-        (``("PPG", "arterial pressure")``); empty by default.
-    channel_pattern
-        Class attribute: a regular expression matching the whole name (any case) of a channel
-        the provider reads (`reads_channel`); None (the default) claims no channel by name.
-    too_few_reason, interval_reason
-        Class attributes: the provider's names of the QC reasons "too few events" and "an
-        implausible interval" (``"too_few_events"`` and ``"implausible_interval"`` by default;
-        ``"too_few_pulses"`` and ``"implausible_pulse_interval"`` for ``pulse``).
+    Class attributes: ``signal``, the kind read (``"ecg"``, ``"ppg"``, ``"resp"``; ``"any"``
+    claims none; kind-specific evaluation runs where it matches); ``event_name``, one cycle's
+    word in reports (``"beat"``); ``cycle_band_hz``, the (lowest, highest) cycle rate in Hz
+    (``(0.5, 3.5)`` for a heartbeat), from which datasets derive their rates; ``channel_kinds``,
+    the channel kinds in words, for messages; ``channel_pattern``, a regex matching the whole
+    name (any case) of a channel read (`reads_channel`); ``too_few_reason`` and
+    ``interval_reason``, the provider's names of those QC reasons.
     """
 
     too_few_reason: str = "too_few_events"
@@ -183,60 +150,39 @@ class PhaseProvider(ProviderDeclaration, ABC):
 
     @property
     def highest_hz(self) -> float | None:
-        """The highest frequency (Hz) the provider's detection uses: by default the upper edge of
-        `cycle_band_hz` (None without a band); a provider that filters wider says so."""
+        """Highest frequency (Hz) the detection uses: the upper edge of `cycle_band_hz` by default."""
         return self.cycle_band_hz[1] if self.cycle_band_hz else None
 
     @property
     def min_fs(self) -> float | None:
-        """The lowest sampling rate (Hz) the provider reads a record at: `highest_hz` / 0.45
-        (`cyclejepa.phase.filters.UPPER_EDGE_FRACTION`: a band edge must lie below 0.45 fs, the
-        Nyquist frequency with a 10 % margin); None when it declares no frequency."""
+        """Lowest sampling rate (Hz) read: `highest_hz` / 0.45 (`UPPER_EDGE_FRACTION`); None
+        when no frequency is declared."""
         highest = self.highest_hz
         return None if highest is None else highest / UPPER_EDGE_FRACTION
 
     def rate_problem(self, fs: float) -> str | None:
-        """Why a record sampled at ``fs`` Hz is too slow for this provider (its rate and the
-        requirement, `min_fs`), None when it is not. A dataset asks it of each record's native rate
-        and rejects a slow record instead of upsampling it; `phase` refuses one."""
+        """Why a record sampled at ``fs`` Hz is below `min_fs`, in words; None when it is not."""
         need = self.min_fs
         if need is None or fs >= need:
             return None
-        name = next((key for key in PHASE_PROVIDERS.names() if PHASE_PROVIDERS.get(key) is type(self)), type(self).__name__)
         return (
-            f"sampled at {fs:g} Hz, below the {need:.3g} Hz phase provider {name!r} needs (its detection reaches "
+            f"sampled at {fs:g} Hz, below the {need:.3g} Hz phase provider {registered_name(self)!r} needs (its detection reaches "
             f"{self.highest_hz:g} Hz, which must lie below {UPPER_EDGE_FRACTION:g} x the rate)"
         )
 
     @abstractmethod
     def events(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> np.ndarray:
-        """Sample indices of one fiducial point per cycle (e.g. a pulse's foot), strictly increasing.
-
-        ``signal`` is float64 (channels, samples) in physical units at ``fs`` Hz.
-        """
+        """Strictly increasing sample indices of one fiducial point per cycle, from a float64
+        (channels, samples) ``signal`` in physical units at ``fs`` Hz."""
 
     def detect(self, signal: np.ndarray, fs: float, channel_names: list[str]) -> tuple[np.ndarray, np.ndarray | None]:
-        """The `events` and the (samples,) waveform whose cycles quality control compares, or None
-        (the default: `events` alone, cycles not assessed). A provider that filters its channel
-        before detecting hands back the filtered wave here and implements `events` through it."""
+        """The `events` and the (samples,) waveform whose cycles QC compares (None: not assessed)."""
         return self.events(signal, fs, channel_names), None
 
     def phase(self, signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> PhaseTrack:
-        """The phase track of one record: its events, per-sample phase and QC verdict.
+        """The `PhaseTrack` (events, QC verdict) of a (channels, samples) signal at ``fs`` Hz.
 
-        Parameters
-        ----------
-        signal
-            (channels, samples) array in physical units.
-        fs
-            Sampling rate in Hz.
-        channel_names
-            One name per channel (matched by providers as `channel_indices` matches).
-
-        Raises
-        ------
-        ValueError
-            A malformed input, or ``fs`` below the provider's `min_fs` (`rate_problem`).
+        ValueError for a malformed input or ``fs`` below `min_fs` (`rate_problem`).
         """
         signal = _as_signal(signal, fs, channel_names)
         problem = self.rate_problem(fs)
@@ -253,13 +199,12 @@ class PhaseProvider(ProviderDeclaration, ABC):
         return track
 
     def qc_track(self, track: PhaseTrack, cycles: CycleAssessment | None = None) -> QCVerdict:
-        """Quality-control verdict of ``track`` under this provider's thresholds; with ``cycles``
-        (and ``track.cycle_ok``) the cycle quality control (`cycle_verdict`) judges the cycles in
-        place of the interval checks."""
+        """QC verdict of ``track``; with ``cycles`` the cycle QC (`cycle_verdict`) replaces the
+        interval checks."""
         if cycles is not None and track.cycle_ok is not None:
             return self.cycle_verdict(track, cycles)
         intervals = track.intervals_s
-        ratios = np.maximum(intervals[1:] / intervals[:-1], intervals[:-1] / intervals[1:])
+        ratios = _successive_ratios(intervals)
         low, high = self.interval_range_s
         reasons, details = [], []
         if len(track.events) < self.min_events:
@@ -299,9 +244,7 @@ class PhaseProvider(ProviderDeclaration, ABC):
         return QCVerdict(ok=not reasons, reasons=reasons, metrics=interval_metrics(track), details=details)
 
     def cycle_verdict(self, track: PhaseTrack, cycles: CycleAssessment) -> QCVerdict:
-        """Verdict from the cycles' quality: too few events, the share of good cycles, the
-        periodicity of the wave (`CycleAssessment`) and the phase yield. The interval checks of
-        `qc_track` become per-cycle flags and ``metrics``."""
+        """Verdict from event count, good-cycle share, periodicity (`CycleAssessment`) and yield."""
         assert track.cycle_ok is not None
         checks = [
             (
@@ -356,11 +299,10 @@ class PhaseProvider(ProviderDeclaration, ABC):
 
 
 def interval_metrics(track: PhaseTrack) -> dict[str, float | int | None]:
-    """The event count, shortest, median and longest interval (s), largest successive-interval
-    ratio, rate per minute (60 / median interval) and phase yield of ``track``; None where
-    undefined."""
+    """Event count, min/median/max interval (s), largest successive-interval ratio, rate per
+    minute (60 / median interval) and phase yield of ``track``; None where undefined."""
     intervals = track.intervals_s
-    ratios = np.maximum(intervals[1:] / intervals[:-1], intervals[:-1] / intervals[1:])
+    ratios = _successive_ratios(intervals)
     return {
         "n_events": len(track.events),
         "interval_min_s": _stat(np.min, intervals),
@@ -370,6 +312,11 @@ def interval_metrics(track: PhaseTrack) -> dict[str, float | int | None]:
         "rate_per_min": _stat(lambda x: 60.0 / np.median(x), intervals),
         "phase_yield": track.phase_yield,
     }
+
+
+def _successive_ratios(intervals: np.ndarray) -> np.ndarray:
+    """max(I[i+1] / I[i], I[i] / I[i+1]) of successive intervals."""
+    return np.maximum(intervals[1:] / intervals[:-1], intervals[:-1] / intervals[1:])
 
 
 def _share(flags: np.ndarray) -> float:

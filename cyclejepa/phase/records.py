@@ -8,39 +8,28 @@ from typing import Any, NamedTuple
 
 from cyclejepa.data.samples import read_record
 from cyclejepa.phase.ecg.provider import EcgRPeakProvider
-from cyclejepa.phase.provider import PhaseProvider, channel_indices
+from cyclejepa.phase.provider import PhaseProvider, channel_indices, provider_classes, registered_name
 from cyclejepa.phase.track import PhaseTrack, Track, assessed_qc
 from cyclejepa.registry import PHASE_PROVIDERS
 
 
 DEFAULT_PROVIDER = "ecg-rpeak"
-"""The provider `phase_record` picks for a record with a channel of its kind (the acceptance
-contract's ``cyclejepa phase RECORD`` on an ECG)."""
+"""The provider `phase_record` picks for a record with a channel of its kind."""
 
 
 def channel_readers(channel_names: Sequence[str]) -> dict[str, list[str]]:
-    """Registered providers that read channels of the record by name (`PhaseProvider.reads_channel`),
-    each with the channels it reads, in registry order."""
+    """``{provider name: channels it reads}`` (`PhaseProvider.reads_channel`), in registry order."""
     readers = {}
-    for name in PHASE_PROVIDERS.names():
-        provider = PHASE_PROVIDERS.get(name)
-        if isinstance(provider, type) and issubclass(provider, PhaseProvider):
-            channels = [channel for channel in channel_names if provider.reads_channel(channel)]
-            if channels:
-                readers[name] = channels
+    for name, provider in provider_classes():
+        channels = [channel for channel in channel_names if provider.reads_channel(channel)]
+        if channels:
+            readers[name] = channels
     return readers
 
 
 def choose_provider(channel_names: Sequence[str], record: str = "the record") -> str:
-    """The provider for a record with these channels: `DEFAULT_PROVIDER` when it reads one of
-    them, else the only provider that does.
-
-    Raises
-    ------
-    KeyError
-        When no provider or several read the channels, naming the channels, the choices and
-        ``--provider``.
-    """
+    """`DEFAULT_PROVIDER` when it reads one of the channels, else the only provider that does;
+    KeyError naming the channels and choices when none or several do."""
     readers = channel_readers(channel_names)
     if DEFAULT_PROVIDER in readers or len(readers) == 1:
         return DEFAULT_PROVIDER if DEFAULT_PROVIDER in readers else next(iter(readers))
@@ -59,43 +48,24 @@ def phase_record(
     provider: str | PhaseProvider | None = None,
     options: dict | None = None,
 ) -> dict:
-    """Events, QC and phase yield of one WFDB record, as a JSON-ready dict.
+    """Events, QC and phase yield of the WFDB record ``path`` (no extension), JSON-ready.
 
-    Parameters
-    ----------
-    path
-        Record path without extension (e.g. ``"data/100"``).
-    lead
-        Channel name(s) handed to the provider as ``lead=`` (``"all"`` for every
-        channel); None keeps the provider's default (``"ecg-rpeak"``: ``"II"`` when present,
-        else the first ECG lead).
-    provider
-        A registered provider name, a provider instance (then ``lead`` must be None), or None:
-        chosen from the channel names (`choose_provider`; of the ``lead`` channels when named).
-    options
-        Further constructor options of a named provider (e.g. a config's ``phase.options``;
-        ``composite``: ``{"coordinates": {...}}``).
+    ``lead``: channel name(s) passed as ``lead=`` (``"all"``: every channel); ``provider``: a
+    registered name, an instance (then no ``lead`` or ``options``), or None (`choose_provider`);
+    ``options``: a named provider's constructor options (a config's ``phase.options``).
 
-    Returns
-    -------
-    dict
-        ``{"record", "fs", "r_peaks", "rates", "qc", "phase_yield"}`` from ``ecg-rpeak``, with
-        ``r_peaks`` the R-peak sample indices at the native rate, ``rates`` = ``{"time_s",
-        "per_min"}`` one per cycle (`PhaseTrack.rates`) and ``qc`` = ``{"ok", "reasons",
-        **metrics}``; plain Python types. Another provider gives ``{"record", "fs", "provider",
-        "event", "events", "rates", "qc", "phase_yield"}``: its name, what one event is
-        (``"pulse"``, ``"breath"``) and the event sample indices, and where the provider assesses
-        its cycles (``pulse``, ``breath``) ``cycle_quality`` (one per cycle, null where not
-        assessed) and ``cycle_ok``. A provider of several coordinates (``composite``) gives the
-        joint ``qc`` and ``phase_yield`` and, instead of events, ``coordinates`` = ``{name:
-        {"events", "rates", "qc", "phase_yield", ...}}``.
+    ``ecg-rpeak`` gives ``{"record", "fs", "r_peaks", "rates", "qc", "phase_yield"}`` (``rates``
+    = ``{"time_s", "per_min"}`` per cycle, ``qc`` = ``{"ok", "reasons", **metrics}``); another
+    provider ``"provider"``, ``"event"`` (its word) and ``"events"`` in place of ``r_peaks``, with
+    ``cycle_quality`` (null: not assessed) and ``cycle_ok`` where it assesses cycles; a
+    ``composite`` the joint ``qc`` and ``phase_yield`` and ``coordinates`` = ``{name: {"events",
+    "rates", "qc", "phase_yield", ...}}``.
     """
     return describe_track(track_record(path, lead, provider, options))
 
 
 class RecordPhase(NamedTuple):
-    """One record's phase (`track_record`): its path, samples, provider (registered name and
-    instance) and track."""
+    """One record's phase (`track_record`): path, samples, provider name and instance, track."""
 
     path: str
     record: Any
@@ -110,8 +80,7 @@ def track_record(
     provider: str | PhaseProvider | None = None,
     options: dict | None = None,
 ) -> RecordPhase:
-    """The record read from ``path`` (`cyclejepa.data.samples.read_record`) and its phase track
-    (`RecordPhase`; `phase_record` for the arguments)."""
+    """The record at ``path`` (`read_record`) and its track (`phase_record` for the arguments)."""
     if provider is not None and not isinstance(provider, str) and (lead is not None or options):
         raise ValueError("pass lead= and options to the provider instance, not to phase_record")
     record = read_record(path)
@@ -124,10 +93,7 @@ def track_record(
         name = provider
         instance: PhaseProvider = PHASE_PROVIDERS.build(provider, **(options or {}), **({} if lead is None else {"lead": lead}))
     else:
-        name = next(
-            (key for key in PHASE_PROVIDERS.names() if PHASE_PROVIDERS.get(key) is type(provider)), type(provider).__name__
-        )
-        instance = provider
+        name, instance = registered_name(provider), provider
     return RecordPhase(str(path), record, name, instance, instance.phase(record.signal, record.fs, record.names))
 
 
@@ -157,8 +123,8 @@ def describe_track(phased: RecordPhase) -> dict:
 
 
 def cycle_fields(track: PhaseTrack) -> dict:
-    """``{"rates": {"time_s", "per_min"}}`` of ``track`` (`PhaseTrack.rates`), with
-    ``cycle_quality`` (NaN as None) and ``cycle_ok`` where the provider assessed its cycles."""
+    """``{"rates": {"time_s", "per_min"}}``, with ``cycle_quality`` (NaN as None) and ``cycle_ok``
+    where the cycles were assessed."""
     rates = track.rates()
     fields: dict = {"rates": {"time_s": rates.time_s.tolist(), "per_min": rates.per_min.tolist()}}
     if track.cycle_quality is not None and track.cycle_ok is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 import numpy as np
 
@@ -30,21 +30,8 @@ ArrayOrTensor = TypeVar("ArrayOrTensor", np.ndarray, "torch.Tensor")
 
 
 def phase_from_events(events: np.ndarray, times: np.ndarray | float) -> np.ndarray:
-    """Cycle phase at arbitrary (continuous) times by linear interpolation between events.
-
-    Parameters
-    ----------
-    events
-        (E,) strictly increasing event times (e.g. sample indices of pulse feet).
-    times
-        Times in the same unit as ``events``, any shape.
-
-    Returns
-    -------
-    np.ndarray
-        Float64, shaped like ``times``: phase in [0, 2π), NaN before the first event and at
-        or after the last one.
-    """
+    """Phase in [0, 2π) at ``times`` (any shape) by linear interpolation between the (E,)
+    strictly increasing ``events`` (same unit); NaN before the first event and from the last on."""
     events = np.asarray(events, dtype=np.float64)
     times = np.asarray(times, dtype=np.float64)
     if len(events) < 2:
@@ -60,38 +47,17 @@ def phase_from_events(events: np.ndarray, times: np.ndarray | float) -> np.ndarr
 def causal_phase(times: ArrayOrTensor, last: ArrayOrTensor, previous: ArrayOrTensor) -> ArrayOrTensor:
     """Causal phase φ = 2π (t − R_last) / (R_last − R_prev), clipped to `PHASE_MAX`.
 
-    Elementwise and broadcasting, on numpy arrays or torch tensors alike (the result has their
-    type). A NaN ``last`` or ``previous`` (fewer than two events seen) gives NaN. Past the
-    previous cycle's length the phase saturates at `PHASE_MAX` instead of wrapping.
-
-    Parameters
-    ----------
-    times
-        Query times.
-    last, previous
-        The last and the second-to-last event at or before each time.
+    Broadcasting, on numpy arrays or torch tensors alike. A NaN ``last`` or ``previous`` (fewer
+    than two events seen) gives NaN; past the previous cycle's length the phase saturates.
     """
     return (TWO_PI * (times - last) / (last - previous)).clip(max=PHASE_MAX)
 
 
 def causal_phase_from_events(events: np.ndarray, times: np.ndarray | float) -> np.ndarray:
-    """Causal phase (`causal_phase`) at ``times`` from the events at or before each time.
+    """`causal_phase` at ``times`` (any shape) from the (E,) ``events`` at or before each time.
 
-    Reads no event after the query time: the previous interval stands in for the current
-    cycle. Equal to `phase_from_events` for a perfectly regular train, and defined (extrapolated)
-    after the last event.
-
-    Parameters
-    ----------
-    events
-        (E,) strictly increasing event times.
-    times
-        Times in the same unit as ``events``, any shape.
-
-    Returns
-    -------
-    np.ndarray
-        Float64, shaped like ``times``: phase in [0, 2π), NaN until two events are seen.
+    Equal to `phase_from_events` for a regular train; extrapolated after the last event; NaN
+    until two events are seen.
     """
     times = np.asarray(times, dtype=np.float64)
     # Two NaN in front: index k + 1 is the k-th event (NaN for k < 0).
@@ -116,11 +82,9 @@ def token_times(n_tokens: int, patch: int, convention: Convention = "centre") ->
 class QCVerdict:
     """Outcome of phase quality control.
 
-    ``reasons`` uses stable names, the provider's own for too few events and implausible
-    intervals (`PhaseProvider.too_few_reason`, `PhaseProvider.interval_reason`) and
-    ``"low_phase_yield"``; ``details`` says, in words, why each reason was given (the measured
-    value, the threshold and, for intervals, where in the record); ``metrics`` holds the
-    measured values (None where undefined).
+    ``reasons``: stable names (`PhaseProvider.too_few_reason`, `PhaseProvider.interval_reason`,
+    ``"low_phase_yield"``); ``details``: each reason in words (value, threshold, where);
+    ``metrics``: the measured values (None where undefined).
     """
 
     ok: bool
@@ -140,14 +104,11 @@ class QCVerdict:
 
 @runtime_checkable
 class Track(Protocol):
-    """The phase of one record in C ≥ 1 cyclic coordinates, as the cache and evaluation read it.
+    """The phase of one record in C ≥ 1 cyclic coordinates (what a provider's ``phase`` returns).
 
-    A provider's ``phase`` returns one. ``tracks`` holds one single-coordinate `PhaseTrack` per
-    coordinate (its events at the native rate, its own QC), in torus order; ``names`` names
-    them, or is () for a track of one unnamed coordinate (a `PhaseTrack`, whose ``tracks`` is
-    itself). ``qc`` is the verdict on the whole record (None: not assessed), ``phase_yield``
-    the fraction of native samples on which every coordinate's phase is defined, ``phase``
-    the phase of every native sample and ``at_tokens`` that of every token.
+    ``tracks``: one `PhaseTrack` per coordinate, in torus order; ``names``: theirs, () for one
+    unnamed coordinate; ``qc``: the verdict on the record (None: not assessed);
+    ``phase_yield``: the fraction of native samples where every coordinate's phase is defined.
     """
 
     qc: QCVerdict | None
@@ -182,8 +143,7 @@ class Track(Protocol):
 
 
 def assessed_qc(track: Track, source: str) -> QCVerdict:
-    """``track.qc``, which every track a provider returns carries; a ValueError naming ``source``
-    (the provider) for a track that was never assessed."""
+    """``track.qc``; ValueError naming ``source`` (the provider) for a track never assessed."""
     if track.qc is None:
         raise ValueError(f"{source} returned a track without a QC verdict")
     return track.qc
@@ -200,25 +160,12 @@ class Rates(NamedTuple):
 
 @dataclass(eq=False)
 class PhaseTrack:
-    """Detected cycle events of one record and the phase they define.
+    """Cycle events of one record (strictly increasing native sample indices, ``fs`` in Hz)
+    and the phase they define.
 
-    Parameters
-    ----------
-    events
-        Strictly increasing sample indices at the native rate (one per cycle).
-    fs
-        Native sampling rate in Hz.
-    n_samples
-        Record length in native samples.
-    qc
-        Quality-control verdict; None when not assessed.
-    cycle_quality
-        (len(events) − 1,) float in [0, 1], one per cycle (between two successive events): how
-        well the cycle matches the record's typical one, NaN where not assessed; None when the
-        provider assesses no cycle (`cyclejepa.phase.cycles.assess_cycles`).
-    cycle_ok
-        (len(events) − 1,) bool, one per cycle: whether quality control counts it good; None
-        when the provider assesses no cycle.
+    ``cycle_quality`` (float in [0, 1], NaN: not assessed) and ``cycle_ok`` (bool) hold one entry
+    per cycle, shape (len(events) − 1,); None when the provider assesses no cycle
+    (`cyclejepa.phase.cycles.assess_cycles`).
     """
 
     events: np.ndarray
@@ -278,13 +225,11 @@ class PhaseTrack:
         return np.diff(self.events) / self.fs
 
     def rates(self) -> Rates:
-        """Rate of each cycle: its start ``time_s`` = events[i] / fs and ``per_min`` = 60 /
-        interval_s[i] (`Rates`)."""
+        """Rate of each cycle: start events[i] / fs and 60 / interval_s[i] per minute."""
         return Rates(time_s=self.events[:-1] / self.fs, per_min=60.0 / self.intervals_s)
 
     def mean_rate(self) -> float:
-        """Mean of `rates` ``per_min`` over the good cycles (``cycle_ok``; every cycle when not
-        assessed); NaN when there is none."""
+        """Mean ``rates().per_min`` over the good cycles (all when not assessed); NaN if none."""
         per_min = self.rates().per_min
         kept = per_min if self.cycle_ok is None else per_min[self.cycle_ok]
         return float(np.mean(kept)) if len(kept) else float("nan")
@@ -296,26 +241,11 @@ class PhaseTrack:
         convention: Convention = "centre",
         n_tokens: int | None = None,
     ) -> np.ndarray:
-        """Phase of each token of ``patch`` samples of the signal resampled to ``fs_out``.
+        """(n_tokens,) phase in [0, 2π) (NaN: undefined) of each token of ``patch`` samples at
+        ``fs_out`` (100 Hz in the paper), at the time `token_times` gives for ``convention``.
 
-        Output sample n lies at native time n · fs / fs_out; the phase is evaluated there in
-        continuous time (no rounding to a native sample).
-
-        Parameters
-        ----------
-        patch
-            Samples per token at ``fs_out``.
-        fs_out
-            Rate of the token stream (100 Hz in the paper).
-        convention
-            ``"centre"`` (training) or ``"causal"`` (reporting); see `token_times`.
-        n_tokens
-            Number of tokens; default: the whole patches that fit in the record.
-
-        Returns
-        -------
-        np.ndarray
-            (n_tokens,) float64 radians in [0, 2π), NaN where undefined.
+        Output sample n lies at native time n · fs / fs_out (continuous, not rounded).
+        ``n_tokens`` defaults to the whole patches that fit in the record.
         """
         if n_tokens is None:
             n_out = math.floor(self.n_samples * fs_out / self.fs + 1e-9)  # 1e-9: float rounding
@@ -325,18 +255,10 @@ class PhaseTrack:
 
 
 def match_events(detected: np.ndarray, reference: np.ndarray, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
-    """One-to-one matches between detected and reference event times within ``tolerance``.
+    """Indices (into ``detected``, into ``reference``) of one-to-one matches within ``tolerance``.
 
-    Each reference is paired with its nearest detection; when several references claim one
-    detection the closest keeps it. This is the optimal one-to-one matching whenever
-    ``tolerance`` is under half the spacing of either event train (true for heartbeats at 50 ms).
-
-    Returns
-    -------
-    detected_index : np.ndarray
-        Indices into ``detected`` of the matched pairs.
-    reference_index : np.ndarray
-        Indices into ``reference`` of the same pairs.
+    Each reference takes its nearest detection; the closest of several claimants keeps it
+    (optimal whenever ``tolerance`` is under half the spacing of either train).
     """
     detected = np.asarray(detected, dtype=np.float64)
     reference = np.asarray(reference, dtype=np.float64)
@@ -353,28 +275,24 @@ def match_events(detected: np.ndarray, reference: np.ndarray, tolerance: float) 
 
 
 def score_events(detected: np.ndarray, reference: np.ndarray, fs: float, tolerance_s: float = 0.05) -> dict[str, float | int]:
-    """Sensitivity, positive predictivity and timing error of detections against a reference.
-
-    Parameters
-    ----------
-    detected, reference
-        Sorted sample indices at rate ``fs``.
-    tolerance_s
-        Matching window (± seconds; 50 ms is the usual QRS-detection tolerance).
-
-    Returns
-    -------
-    dict
-        ``{"sensitivity", "ppv", "tp", "fn", "fp", "median_abs_error_ms"}``.
-    """
+    """``{"sensitivity", "ppv", "tp", "fn", "fp", "median_abs_error_ms"}`` of sorted detections
+    against a reference (sample indices at ``fs``), matched within ± ``tolerance_s`` (50 ms:
+    the usual QRS-detection tolerance)."""
     det_index, ref_index = match_events(detected, reference, tolerance_s * fs)
     tp = len(det_index)
     errors = (np.asarray(detected)[det_index] - np.asarray(reference)[ref_index]) / fs
+    error_ms = float(np.median(np.abs(errors)) * 1e3) if tp else float("nan")
+    return detection_rates(tp, len(reference) - tp, len(detected) - tp, median_abs_error_ms=error_ms)
+
+
+def detection_rates(tp: int, fn: int, fp: int, **extra: Any) -> dict:
+    """``{"sensitivity": TP / (TP + FN), "ppv": TP / (TP + FP), "tp", "fn", "fp", **extra}``
+    (NaN for an empty denominator)."""
     return {
-        "sensitivity": tp / len(reference) if len(reference) else float("nan"),
-        "ppv": tp / len(detected) if len(detected) else float("nan"),
+        "sensitivity": tp / (tp + fn) if tp + fn else float("nan"),
+        "ppv": tp / (tp + fp) if tp + fp else float("nan"),
         "tp": tp,
-        "fn": len(reference) - tp,
-        "fp": len(detected) - tp,
-        "median_abs_error_ms": float(np.median(np.abs(errors)) * 1e3) if tp else float("nan"),
+        "fn": fn,
+        "fp": fp,
+        **extra,
     }

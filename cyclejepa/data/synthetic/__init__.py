@@ -1,26 +1,18 @@
 """Synthetic 12-lead ECG corpus written in the exact PTB-XL 1.0.3 layout.
 
-A newcomer without PTB-XL gets a corpus that the library's PTB-XL reader cannot tell from the
-PhysioNet release: ``ptbxl_database.csv``, ``scp_statements.csv`` and WFDB format-16 records at
-500 Hz (``records500/``) and 100 Hz (``records100/``), 12 leads I … V6 in mV, gain 1000, with
-checksums. Waveforms come from a dipole (vectorcardiogram) model: P, Q, R, S, ST and T waves are
-Gaussians in time around each beat, each carrying a 3-D heart vector; nine electrode potentials
-(RA, LA, LL, V1–V6) are projections of the heart vector plus electrode noise, and the 12 leads
-are the standard electrode differences, so Einthoven's and Goldberger's identities hold exactly.
-A record's diagnostic statements (PTB-XL's 44, with their real class/subclass mapping) edit the
-wave vectors: Q waves and lost R forces toward an infarct territory, ST/T vectors turned away
-from an ischaemic one, wide re-shaped QRS complexes for conduction defects, larger QRS vectors
-for hypertrophy. The exact R-peak sample of every beat goes to a sidecar at the corpus root,
-``synthetic_rpeaks.json``.
+PTB-XL's reader cannot tell it from the PhysioNet release: both CSV files and WFDB format-16
+records at 500 and 100 Hz, 12 leads in mV, gain 1000, with checksums. Waveforms come from a
+dipole model: P, Q, R, S, ST and T waves are Gaussians in time, each carrying a 3-D heart
+vector projected onto nine electrodes (RA, LA, LL, V1–V6); the 12 leads are their standard
+differences, so Einthoven's and Goldberger's identities hold exactly. A record's diagnostic
+statements (PTB-XL's 44, real class mapping) edit the wave vectors (infarct Q waves, ischaemic
+ST/T, wide QRS, hypertrophy). Every beat's exact R-peak sample goes to ``synthetic_rpeaks.json``.
 
-Everything is a deterministic function of ``(records, seed)``: the cohort (patients, labels,
-folds, per-record physiology) comes from one random stream and the waveforms of records
-``64k … 64k+63`` from stream ``k``, so the output does not depend on the number of workers.
+Everything is a deterministic function of ``(records, seed)``: the cohort from one random
+stream, the waveforms of records ``64k … 64k+63`` from stream ``k`` (independent of workers).
 
-Modules, in the order of the data flow: `statements` (PTB-XL's catalogue and cohort statistics),
-`heart` (the ECG model), `pathology` (what each statement does to the beat), `cohort` (patients,
-labels, folds, metadata), `waveforms` (synthesis), `generate` (records in memory), `corpus`
-(writing the PTB-XL layout) and `dataset` (the registered ``synthetic`` dataset).
+Modules in data-flow order: `statements`, `heart`, `pathology`, `cohort`, `waveforms`,
+`generate` (in memory), `corpus` (on disk), `dataset` (the registered ``synthetic``).
 """
 
 from cyclejepa.data.synthetic.corpus import (

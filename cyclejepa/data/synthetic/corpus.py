@@ -129,33 +129,12 @@ def write_synthetic_corpus(
     progress: bool = True,
     overwrite: bool = False,
 ) -> Path:
-    """Write a synthetic corpus in the PTB-XL 1.0.3 layout.
+    """Write ``records`` (1 … 99,999) synthetic records in the PTB-XL 1.0.3 layout at ``out_dir``.
 
-    Writes ``records500/NNN00/NNNNN_hr.{hea,dat}`` and ``records100/NNN00/NNNNN_lr.{hea,dat}``
-    (WFDB format 16, 12 leads, mV, gain 1000, checksums), ``RECORDS``, ``scp_statements.csv``,
-    the R-peak sidecar `RPEAKS_FILENAME` and, last, ``ptbxl_database.csv``, whose presence
-    marks a complete corpus.
-
-    Parameters
-    ----------
-    out_dir : path
-        Corpus root; created if missing.
-    records : int
-        Number of records, 1 … 99,999 (PTB-XL has 21,799).
-    seed : int
-        Seed; the corpus is a deterministic function of ``(records, seed)``.
-    workers : int
-        Processes synthesising and writing chunks of 64 records; the output does not depend
-        on it.
-    progress : bool
-        Show a rich progress bar.
-    overwrite : bool
-        Replace a corpus already at ``out_dir``; otherwise one raises FileExistsError.
-
-    Returns
-    -------
-    Path
-        ``out_dir``.
+    ``records500/NNN00/NNNNN_hr`` and ``records100/NNN00/NNNNN_lr``, ``RECORDS``,
+    ``scp_statements.csv``, `RPEAKS_FILENAME` and last ``ptbxl_database.csv`` (a complete corpus).
+    ``workers`` processes write chunks of 64 records (the output does not depend on it); an
+    existing corpus raises FileExistsError unless ``overwrite``.
     """
     _check_arguments(records, seed)
     if not isinstance(workers, (int, np.integer)) or workers < 1:

@@ -14,11 +14,8 @@ from cyclejepa.registry import DATASETS
 
 @DATASETS.register("synthetic")
 class SyntheticPTBXL(SyntheticDeclaration, PTBXL):
-    """The synthetic corpus as a dataset: PTB-XL's reader (and facts) on a corpus root.
-
-    With ``records``, `fetch` writes a corpus of that size and ``seed`` at ``root`` when it
-    holds none; a corpus already there must be the one asked for (`mismatch`). Constructing
-    the dataset touches nothing on disk.
+    """The synthetic corpus as a dataset: PTB-XL's reader on a corpus root. With ``records``,
+    `fetch` writes one of that size and ``seed`` where there is none (`mismatch` otherwise).
 
     >>> SyntheticPTBXL("corpus", records=600).channels[:3]
     ('I', 'II', 'III')

@@ -33,44 +33,15 @@ def _chunks(n: int) -> list[slice]:
 
 
 def generate_metadata(records: int, seed: int = 0) -> list[dict[str, Any]]:
-    """The ``ptbxl_database.csv`` rows of a synthetic corpus, without synthesising signals.
-
-    Parameters
-    ----------
-    records : int
-        Number of records (ecg_id 1 … records).
-    seed : int
-        Seed of the corpus; the rows equal those `write_synthetic_corpus` writes.
-
-    Returns
-    -------
-    list of dict
-        One row per record keyed by `DATABASE_COLUMNS`; ``scp_codes`` is a ``{code:
-        likelihood}`` dict and empty CSV cells are None.
-    """
+    """The ``ptbxl_database.csv`` rows `write_synthetic_corpus` writes, without signals: keyed by
+    `DATABASE_COLUMNS`, ``scp_codes`` a ``{code: likelihood}`` dict, empty cells None."""
     _check_arguments(records, seed)
     return _plan(records, seed)[0]
 
 
 def generate_records(records: int, seed: int = 0, *, noise: bool = True) -> SyntheticRecords:
-    """Synthesise records in memory (tests, small experiments: 240 kB per record).
-
-    Parameters
-    ----------
-    records : int
-        Number of records.
-    seed : int
-        Seed of the corpus: the signals equal those of ``write_synthetic_corpus(dir, records,
-        seed)`` read back in physical units.
-    noise : bool
-        False leaves out electrode noise, baseline wander and mains interference; beats,
-        labels and R peaks stay the same.
-
-    Returns
-    -------
-    SyntheticRecords
-        ``(signals, rpeaks, metadata)``.
-    """
+    """Records in memory (240 kB each), equal to ``write_synthetic_corpus(dir, records, seed)``
+    read back in mV; ``noise=False`` leaves out electrode noise, wander and mains (same beats)."""
     _check_arguments(records, seed)
     rows, plan = _plan(records, seed)
     signals, rpeaks = [], []

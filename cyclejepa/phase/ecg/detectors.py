@@ -1,19 +1,9 @@
-"""Named R-peak detectors, selectable per config (``phase.options: {detector: NAME}``).
-
-Every detector is called as ``detect(signal, fs, timing_row)`` with ``signal`` a finite float64
-(leads, samples) ECG in physical units and ``timing_row`` the row of the lead the beats are
-timed on; it returns strictly increasing int64 sample indices at the native rate.
-
-| name | what |
-| --- | --- |
-| ``cyclejepa`` (default) | `cyclejepa.phase.ecg.rpeak.detect_r_peaks`: every lead fused by quality, robust thresholds, search-back, T-wave slope test, R extremum of the timing lead |
-| ``pan-tompkins`` | the paper's Pan–Tompkins-style single-lead core (`cyclejepa.phase.ecg.pantompkins`) on the timing lead |
-| ``neurokit2:METHOD`` | NeuroKit2's ``ecg_clean(method=METHOD)`` then ``ecg_findpeaks(method=METHOD)`` on the timing lead, for METHOD in `NEUROKIT_METHODS` (needs ``neurokit2``) |
-| ``wfdb-xqrs`` | WFDB's XQRS (``wfdb.processing.xqrs_detect``) on the timing lead |
-
-They live in the registry `cyclejepa.registry.RPEAK_DETECTORS` (unknown names are refused
-with the closest match; a plugin registers more with ``@RPEAK_DETECTORS.register(NAME)`` or
-`register_detector`).
+"""Named R-peak detectors of the registry `cyclejepa.registry.RPEAK_DETECTORS`, chosen with
+``phase.options: {detector: NAME}`` (docs/phase.md has the table): ``cyclejepa`` (default,
+`detect_r_peaks`, every lead fused), ``pan-tompkins``, ``neurokit2:METHOD`` for METHOD in
+`NEUROKIT_METHODS`, ``wfdb-xqrs``; the others run on the timing lead. A plugin adds one with
+`register_detector`. Each is called as ``detect(signal, fs, timing_row)`` on a finite float64
+(leads, samples) ECG and returns strictly increasing int64 sample indices at the native rate.
 """
 
 from __future__ import annotations
@@ -45,13 +35,8 @@ def detector_names() -> list[str]:
 
 
 def get_detector(name: str) -> Detector:
-    """The detector registered as ``name``.
-
-    Raises
-    ------
-    cyclejepa.registry.UnknownComponentError
-        A `KeyError` listing the registered names and the closest match.
-    """
+    """The detector registered as ``name``; `UnknownComponentError` (a KeyError) naming the
+    closest match."""
     return RPEAK_DETECTORS.get(name)
 
 

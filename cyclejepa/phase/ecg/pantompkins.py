@@ -1,22 +1,13 @@
-"""The Pan–Tompkins-style single-lead core the paper names (detector ``"pan-tompkins"``).
-
-It was the library's detector up to revision a9b2c42; `cyclejepa.phase.ecg.rpeak` is the default
-now and this one stays selectable (``phase.options: {detector: pan-tompkins}``). Detection runs
-at the record's native rate on one lead or on several leads at once:
+"""The Pan–Tompkins-style core the paper names (detector ``"pan-tompkins"``), at the native rate.
 
 1. QRS energy per lead: zero-phase 5–15 Hz band-pass, derivative, squaring, 150 ms centred
-   moving-window integration (Pan & Tompkins, 1985). Centred, zero-phase filtering means
-   the energy peaks inside the QRS, not one filter delay after it. Each lead's energy is
-   divided by its 99th percentile and the leads are summed, so every lead votes equally.
-2. Running thresholds over the local maxima of that energy (at least 200 ms apart), each
-   measured by its prominence above the surrounding valleys (so the shoulder of a wide,
-   notched QRS hump is not a second beat): signal and noise levels updated per peak,
-   threshold = noise + ¼ (signal − noise), T-wave rejection within 360 ms of a beat by
-   slope, and search-back at half threshold when no beat came for 1.66 mean RR intervals.
-3. Refinement: each detection moves to the R-wave extremum of the 0.5–45 Hz band-passed
-   lead within ±60 ms, on the record's dominant deflection (positive or negative, chosen per
-   lead from the median beat; an inverted ectopic beat flips); with several leads the beat
-   time is the median over leads.
+   moving-window integration (Pan & Tompkins, 1985); each lead divided by its 99th percentile,
+   then summed.
+2. Running thresholds over the energy's local maxima (≥ 200 ms apart, measured by prominence):
+   threshold = noise + ¼ (signal − noise), T-wave rejection within 360 ms by slope,
+   search-back at half threshold after 1.66 mean RR intervals without a beat.
+3. Refinement to the R-wave extremum of the 0.5–45 Hz band-passed lead within ±60 ms, on the
+   record's dominant deflection; with several leads, the median over leads.
 """
 
 from __future__ import annotations
@@ -41,15 +32,8 @@ FLAT_ENERGY = 1e-20
 
 
 def qrs_energy(signal: np.ndarray, fs: float) -> tuple[np.ndarray, np.ndarray]:
-    """Pan–Tompkins detection feature of a (leads, samples) ECG, combined over leads.
-
-    Returns
-    -------
-    energy : np.ndarray
-        (samples,) sum over leads of the normalised integrated squared slope.
-    slope : np.ndarray
-        (samples,) sum over leads of the normalised squared slope, before integration.
-    """
+    """(samples,) sums over leads of the normalised integrated squared slope and of the
+    squared slope before integration."""
     from scipy.ndimage import uniform_filter1d
 
     squared_slope = np.gradient(bandpass(signal, fs, QRS_BAND_HZ), axis=-1) ** 2
@@ -61,12 +45,8 @@ def qrs_energy(signal: np.ndarray, fs: float) -> tuple[np.ndarray, np.ndarray]:
 
 
 def initial_levels(energy: np.ndarray, heights: np.ndarray, fs: float) -> tuple[float, float]:
-    """Starting (signal, noise) levels of the running thresholds, from the whole record.
-
-    Signal: the median of the largest peak heights that a 30-bpm rhythm would give over the
-    record; noise: the median energy. An offline stand-in for Pan–Tompkins' 2 s learning phase
-    that one artefact at the start cannot derail.
-    """
+    """Starting (signal, noise) levels: the median of the largest peak heights a 30-bpm rhythm
+    would give over the record, and the median energy (for Pan–Tompkins' 2 s learning phase)."""
     n_largest = min(len(heights), max(1, round(len(energy) / fs / 2)))
     return float(np.median(np.sort(heights)[-n_largest:])), float(np.median(energy))
 
@@ -79,23 +59,8 @@ def adaptive_threshold(
     n_samples: int,
     levels: tuple[float, float],
 ) -> np.ndarray:
-    """Indices of the candidate peaks accepted as QRS complexes by Pan–Tompkins' rules.
-
-    Parameters
-    ----------
-    positions
-        (P,) sample indices of the energy's local maxima, at least 200 ms apart.
-    heights
-        (P,) prominence of those maxima.
-    slopes
-        (P,) largest squared slope within the integration window of each maximum.
-    fs
-        Sampling rate in Hz.
-    n_samples
-        Record length (search-back also runs before the record end).
-    levels
-        Starting (signal, noise) levels, see `initial_levels`.
-    """
+    """Indices of the (P,) candidate peaks (positions, prominences, largest squared slopes)
+    accepted as QRS complexes by Pan–Tompkins' rules, from `initial_levels`."""
     signal_level, noise_level = levels
     beats: list[int] = []
     recent_rr: deque[int] = deque(maxlen=RR_HISTORY)
@@ -132,14 +97,9 @@ def adaptive_threshold(
 
 
 def refine_to_dominant_extremum(signal: np.ndarray, fs: float, detections: np.ndarray, window_s: float = 0.06) -> np.ndarray:
-    """Move each detection to the R-wave extremum within ±``window_s``.
-
-    Each lead of the (leads, samples) ``signal`` is band-passed (0.5–45 Hz, zero phase: no
-    baseline, no delay); its polarity is the sign of its dominant deflection over the record
-    (median over beats of the window maximum vs. minus the window minimum). A beat whose
-    opposite deflection is more than twice as large (an inverted ectopic beat) takes the
-    opposite polarity. With several leads the beat time is the median of the per-lead extrema.
-    """
+    """Move each detection to the R-wave extremum within ±``window_s``: per 0.5–45 Hz band-passed
+    lead, on the record's dominant deflection (a beat whose opposite one is over twice as large
+    flips); the median over leads."""
     if len(detections) == 0:
         return np.zeros(0, np.int64)
     filtered = bandpass(signal, fs, REFINE_BAND_HZ)
@@ -157,23 +117,8 @@ def refine_to_dominant_extremum(signal: np.ndarray, fs: float, detections: np.nd
 
 
 def detect_r_peaks_pan_tompkins(signal: np.ndarray, fs: float, refine_window_s: float = 0.06) -> np.ndarray:
-    """R-peak sample indices of an ECG at its native rate.
-
-    Parameters
-    ----------
-    signal
-        (samples,) or (leads, samples) ECG in physical units, finite.
-    fs
-        Sampling rate in Hz (tested at 125–1000 Hz).
-    refine_window_s
-        Half-width of the R-wave extremum search around each detection;
-        below half the 200 ms refractory period, so refined beats stay in order.
-
-    Returns
-    -------
-    np.ndarray
-        (beats,) int64 sample indices, strictly increasing.
-    """
+    """Strictly increasing int64 R-peak indices of a finite (samples,) or (leads, samples) ECG
+    at ``fs`` Hz (tested at 125–1000 Hz); ``refine_window_s`` below half the 200 ms refractory."""
     from scipy.ndimage import maximum_filter1d
     from scipy.signal import find_peaks
 

@@ -1,9 +1,5 @@
-"""The ``"ecg-rpeak"`` phase provider: cardiac phase from R-peaks.
-
-The detection itself lives in `cyclejepa.phase.ecg.rpeak` (the default detector, every lead
-fused), `cyclejepa.phase.ecg.pantompkins` (the paper's single-lead core) and the named detectors
-of `cyclejepa.phase.ecg.detectors` (NeuroKit2's methods, WFDB's XQRS), chosen with ``detector=``.
-"""
+"""The ``"ecg-rpeak"`` phase provider: cardiac phase from the R-peaks of a named detector
+(`cyclejepa.phase.ecg.detectors`)."""
 
 from __future__ import annotations
 
@@ -16,7 +12,7 @@ import numpy as np
 from cyclejepa.data.channels import channel_key
 from cyclejepa.phase.ecg.detectors import DEFAULT_DETECTOR, get_detector
 from cyclejepa.phase.ecg.rpeak import QRS_BAND_HZ, detect_r_peaks
-from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite
+from cyclejepa.phase.provider import PhaseProvider, channel_indices, fill_nonfinite, provider_classes
 from cyclejepa.declarations.providers import EcgRPeakDeclaration
 from cyclejepa.registry import PHASE_PROVIDERS
 
@@ -27,15 +23,8 @@ ECG_LEAD_NAME = re.compile(EcgRPeakDeclaration.channel_pattern or "", re.IGNOREC
 
 
 def ecg_lead_rows(channel_names: Sequence[str]) -> list[int]:
-    """Rows of the channels named as ECG leads (`ECG_LEAD_NAME`); when none is, the rows whose
-    names no registered provider claims (``ch0``: the names say nothing about which channels
-    are leads), never a channel another provider reads (a pulse wave, a respiration).
-
-    Raises
-    ------
-    ValueError
-        When every channel is of a kind another provider reads, naming each and its provider.
-    """
+    """Rows named as ECG leads (`ECG_LEAD_NAME`); when none is, the rows no other registered
+    provider claims. ValueError naming each channel and its provider when every one is claimed."""
     rows = [row for row, name in enumerate(channel_names) if ECG_LEAD_NAME.fullmatch(channel_key(name))]
     if rows:
         return rows
@@ -48,40 +37,22 @@ def ecg_lead_rows(channel_names: Sequence[str]) -> list[int]:
 
 
 def _reader_of(name: str) -> str | None:
-    """The first registered provider (other than this one) whose channel pattern matches ``name``."""
-    for provider_name in PHASE_PROVIDERS.names():
-        provider = PHASE_PROVIDERS.get(provider_name)
-        other = provider is not EcgRPeakProvider and isinstance(provider, type) and issubclass(provider, PhaseProvider)
-        if other and provider.reads_channel(name):
-            return provider_name
-    return None
+    """The first other registered provider whose channel pattern matches ``name``."""
+    readers = (key for key, cls in provider_classes() if cls is not EcgRPeakProvider and cls.reads_channel(name))
+    return next(readers, None)
 
 
 @PHASE_PROVIDERS.register("ecg-rpeak")
 class EcgRPeakProvider(EcgRPeakDeclaration, PhaseProvider):
     """Cardiac phase from the R-peaks of a registered detector (default ``"cyclejepa"``).
 
-    Parameters
-    ----------
-    lead
-        The lead whose R wave times the beats: a channel name (`channel_indices`: ``II`` finds ``II,``); None picks
-        ``"II"`` when the record has it, else its first ECG lead. A list of names or ``"all"``
-        restricts detection to those leads (every ECG lead for ``"all"``) and times the beats
-        on the first of them (``"all"``: the best-quality lead, chosen by the detector).
-    detector
-        A name of `cyclejepa.phase.ecg.detectors` (``"cyclejepa"``, ``"pan-tompkins"``,
-        ``"neurokit2:neurokit"``, ``"wfdb-xqrs"``, ...). Only ``"cyclejepa"`` reads several
-        leads; the others run on the timing lead alone.
-    detection_leads
-        Leads that take part in detection when ``lead`` is one name or None: ``"all"`` (every
-        ECG lead, the default) or a list of names. The ECG leads are the channels whose names
-        `ECG_LEAD_NAME` recognises, so that an arterial pressure or respiration channel of a
-        multiparameter record never votes (its pulses would be counted as beats); when no name
-        is recognised, the channels no other provider reads (`ecg_lead_rows`).
-    refine_window_s
-        Half-width of the R-wave extremum search of the ``"cyclejepa"`` detector.
-    **qc
-        Quality-control thresholds of `PhaseProvider`.
+    ``lead``: the lead timing the beats (None: ``II`` if present, else the first ECG lead); a
+    list of names or ``"all"`` restricts detection to those leads and times on the first (``"all"``:
+    the best quality). ``detector``: a name of `cyclejepa.phase.ecg.detectors`; only
+    ``"cyclejepa"`` reads several leads. ``detection_leads``: with one ``lead``, ``"all"`` ECG
+    leads (`ecg_lead_rows`: a pressure or respiration channel never votes) or a list of names.
+    ``refine_window_s``: the ``"cyclejepa"`` detector's R-wave search half-width; ``**qc``:
+    `PhaseProvider`'s thresholds.
     """
 
     too_few_reason = "too_few_beats"
@@ -107,15 +78,11 @@ class EcgRPeakProvider(EcgRPeakDeclaration, PhaseProvider):
 
     @property
     def highest_hz(self) -> float:
-        """The upper edge of the QRS detection band (25 Hz, `QRS_BAND_HZ`): a record needs 55.6 Hz
-        (`min_fs`)."""
+        """25 Hz, the QRS band's upper edge (`QRS_BAND_HZ`): a record needs 55.6 Hz (`min_fs`)."""
         return QRS_BAND_HZ[1]
 
     def lead_rows(self, channel_names: Sequence[str]) -> tuple[list[int], int | None]:
-        """Rows taking part in detection, and the position among them of the timing lead.
-
-        The timing position is None when the detector is to choose the best-quality lead.
-        """
+        """Detection rows and the timing lead's position among them (None: the detector picks)."""
         keys = [channel_key(name) for name in channel_names]
         leads = ecg_lead_rows(channel_names)
         if isinstance(self.lead, str) and self.lead.lower() == "all":

@@ -1,17 +1,10 @@
-"""Annotated real ECG sets for R-peak validation, each with its own scoring convention.
-
-The sets live in the project's shared data folder (``../shared/data`` beside the checkout, or
-``$CYCLEJEPA_SHARED_DATA``) and are described in its README:
+"""Annotated real ECG sets for R-peak validation (in ``../shared/data`` beside the checkout, or
+``$CYCLEJEPA_SHARED_DATA``; see its README), each with its scoring convention:
 
 - ``mitbih-100``: MIT-BIH Arrhythmia record 100, lead MLII, 360 Hz, 30 min, ±50 ms;
 - ``cpsc2021``: 18 two-lead CPSC 2021 records, 200 Hz, first channel, ±50 ms;
-- ``cpsc2019``: 50 single-lead CPSC 2019 records, 500 Hz, 10 s, ±75 ms, beats (reference and
-  detected) in the first and last 0.5 s ignored (the challenge's official rule).
-
-`score_set` pools true positives, misses and false detections over the records of a set
-(sensitivity = TP / reference beats, PPV = TP / detections), matching one to one within the
-set's window (`cyclejepa.phase.match_events`). `arterial_pulses` counts the beats of a record
-without annotations independently of its ECG, on its arterial pressure.
+- ``cpsc2019``: 50 single-lead CPSC 2019 records, 500 Hz, 10 s, ±75 ms, beats in the first and
+  last 0.5 s ignored (the challenge's official rule).
 """
 
 from __future__ import annotations
@@ -24,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from cyclejepa.phase.ecg.annotations import read_beat_annotations
-from cyclejepa.phase.track import match_events
+from cyclejepa.phase.track import detection_rates, match_events
 
 __all__ = [
     "ReferenceRecord",
@@ -74,13 +67,7 @@ def shared_data_dir() -> Path:
 
 
 def load_set(name: str, data_dir: str | os.PathLike | None = None) -> Iterator[ReferenceRecord]:
-    """The records of reference set ``name`` (see `REFERENCE_SETS`), read lazily.
-
-    Raises
-    ------
-    FileNotFoundError
-        When the set's folder is absent (naming it).
-    """
+    """The records of reference set ``name``, read lazily; FileNotFoundError naming an absent folder."""
     root = Path(data_dir) if data_dir is not None else shared_data_dir()
     loaders: dict[str, Callable[[Path], Iterator[ReferenceRecord]]] = {
         "mitbih-100": _mitbih_100,
@@ -120,13 +107,13 @@ def _cpsc2021(root: Path) -> Iterator[ReferenceRecord]:
 
 
 def _cpsc2019(root: Path) -> Iterator[ReferenceRecord]:
-    from scipy.io import loadmat
+    from cyclejepa.data.samples import read_matlab_variable
 
     folder = _need(root / "rpeak-dev" / "cpsc2019")
     for data in sorted((folder / "data").glob("data_*.mat")):
         number = data.stem.split("_")[1]
-        ecg = loadmat(data)["ecg"][:, 0].astype(np.float64)
-        reference = loadmat(folder / "ref" / f"R_{number}.mat")["R_peak"].ravel().astype(np.int64)
+        ecg = read_matlab_variable(data, "ecg")[:, 0].astype(np.float64)
+        reference = read_matlab_variable(folder / "ref" / f"R_{number}.mat", "R_peak").ravel().astype(np.int64)
         yield ReferenceRecord(data.stem, ecg[None], 500.0, ["ECG"], np.sort(reference))
 
 
@@ -134,20 +121,8 @@ def score_set(
     reference_set: ReferenceSet | str,
     results: list[tuple[ReferenceRecord, np.ndarray]],
 ) -> dict[str, float | int]:
-    """Pooled sensitivity and PPV of detections against the references of one set.
-
-    Parameters
-    ----------
-    reference_set
-        The set (or its name), for its matching window and ignored edges.
-    results
-        (record, detected sample indices) per record.
-
-    Returns
-    -------
-    dict
-        ``{"sensitivity", "ppv", "tp", "fn", "fp", "records"}``.
-    """
+    """``{"sensitivity", "ppv", "tp", "fn", "fp", "records"}`` of (record, detections) pairs,
+    pooled over a set, matched one to one within its window (`match_events`)."""
     if isinstance(reference_set, str):
         reference_set = REFERENCE_SETS[reference_set]
     tp = fn = fp = 0
@@ -165,26 +140,9 @@ def score_set(
     return detection_rates(tp, fn, fp, records=len(results))
 
 
-def detection_rates(tp: int, fn: int, fp: int, **extra) -> dict:
-    """``{"sensitivity": TP / (TP + FN), "ppv": TP / (TP + FP), "tp", "fn", "fp", **extra}``
-    (NaN for an empty denominator)."""
-    return {
-        "sensitivity": tp / (tp + fn) if tp + fn else float("nan"),
-        "ppv": tp / (tp + fp) if tp + fp else float("nan"),
-        "tp": tp,
-        "fn": fn,
-        "fp": fp,
-        **extra,
-    }
-
-
 def arterial_pulses(pressure: np.ndarray, fs: float, min_interval_s: float = 0.25, min_prominence: float = 5.0) -> np.ndarray:
-    """Sample indices of the systolic peaks of an arterial pressure (mmHg): one per heartbeat.
-
-    A peak counts when it stands at least ``min_prominence`` above the pressure around it and
-    comes at least ``min_interval_s`` after the previous one (240 beats/min); a dicrotic wave,
-    whose notch is shallower, does not.
-    """
+    """Systolic peaks of an arterial pressure (mmHg), one per beat: ≥ ``min_prominence`` above
+    their surroundings (a dicrotic wave is not) and ≥ ``min_interval_s`` apart."""
     from scipy.signal import find_peaks
 
     pressure = np.asarray(pressure, dtype=np.float64)

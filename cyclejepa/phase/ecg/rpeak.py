@@ -1,40 +1,14 @@
-"""The library's default R-peak detector: multi-lead fusion, robust adaptive thresholds.
+"""The library's default R-peak detector, `detect_r_peaks` (docs/phase.md, "R-peaks"), at the
+record's native rate:
 
-`detect_r_peaks` finds one R-peak per beat in a (leads, samples) ECG at its native rate:
-
-1. **Per-lead QRS envelope.** Zero-phase 5–25 Hz band-pass, derivative, then the root mean
-   square of the slope over 100 ms (centred). Unlike Pan–Tompkins' squared energy the envelope
-   is *linear* in amplitude, so a premature ventricular beat five times taller than the sinus
-   beats gives a peak five (not 25) times higher, and the thresholds below still see the
-   sinus beats.
-2. **Lead fusion** (several leads). Each lead's envelope is divided by its typical beat height
-   (median of its per-second maxima) and weighted by its quality, the ratio of that height to
-   the envelope's median (a clean lead: beats stand far above the floor; a noisy or nearly flat
-   lead: they do not). Leads under half the best quality get no weight, so a noisy or
-   low-amplitude lead cannot decide; the fused envelope is the weighted mean of the rest.
-3. **Robust adaptive thresholds** over the envelope's local maxima (at least 200 ms apart):
-   the signal level is the *median* of the last 8 accepted beats' heights and the noise level
-   the median of the last 8 rejected peaks', both starting from the whole record (median of the
-   per-second maxima; median envelope), so that neither one artefact nor one run of ectopic
-   beats moves them far. Threshold = noise + 0.3 (signal − noise), never below 0.15 × signal.
-4. **T-wave discrimination by slope.** A peak within 360 ms of the last beat is a T wave
-   unless its steepest band-passed slope is at least 0.6 × that beat's (a QRS is steep, a T
-   wave is not).
-5. **Search-back with the RR history.** When no beat came for 1.5 × the median of the last 8
-   RR intervals, the largest skipped peak above half the threshold (and not a T wave, at least
-   the refractory distance from both neighbours) is taken; repeated until the gap closes, and
-   also before the record end.
-6. **Refinement to the fiducial point** of the chosen lead (``timing_row``; by default the
-   best quality lead), on the 0.5–45 Hz zero-phase band-passed lead within
-   ±``refine_window_s``: the **peak of the R wave**, the QRS's positive deflection, in every
-   beat of a record whose QRS has one, and the nadir in a record whose QRS has none. A
-   positive wave before the nadir (an RS or rS complex) is the R wave unless the negative
-   deflection is over 4 times larger (a vestigial r); a positive wave after it (the r of a Qr
-   complex, the S of an inverted lead) only when the negative deflection is at most twice
-   as large. The choice is made once per record, from the median over its beats, so that
-   every beat is timed on the same wave; a beat departs from it only when clearly of the
-   other kind (an inverted ectopic beat: a negative deflection over 4 times the positive; on
-   a lead timed on the nadir, a positive one larger than the negative).
+1. per-lead QRS envelope: RMS over 100 ms of the 5–25 Hz zero-phase band-passed slope (linear
+   in amplitude, unlike Pan–Tompkins' squared energy);
+2. lead fusion: envelopes over their beat heights, weighted by quality (height / median);
+3. thresholds from the medians of the last 8 beat and noise heights: noise + 0.4 (signal −
+   noise), at least 0.15 × signal;
+4. a T wave within 360 ms of a beat has under 0.6 × its slope;
+5. search-back after 1.5 median RR intervals at half the threshold;
+6. refinement to the R-wave peak (or the nadir) of the timing lead (`refine_to_qrs_fiducial`).
 """
 
 from __future__ import annotations
@@ -88,8 +62,7 @@ def _median(x: np.ndarray) -> np.ndarray:
 
 
 def _quantile(x: np.ndarray, q: float) -> np.ndarray:
-    """``np.quantile(x, q, axis=-1)`` (linear interpolation, numpy's formula) of finite
-    values, by one partition."""
+    """``np.quantile(x, q, axis=-1)`` (numpy's linear formula) of finite values, by one partition."""
     virtual = (x.shape[-1] - 1) * np.float64(q)
     below = int(np.floor(virtual))
     above = min(below + 1, x.shape[-1] - 1)
@@ -100,13 +73,9 @@ def _quantile(x: np.ndarray, q: float) -> np.ndarray:
 
 
 def detection_rate(signal: np.ndarray, fs: float) -> tuple[np.ndarray, float, int]:
-    """``signal`` averaged over blocks of ``factor`` samples, to about `DETECTION_FS` or above.
-
-    Detection needs only the 5–25 Hz band; averaging blocks of ``factor = fs // 125`` samples
-    (a low-pass whose first null is at fs / factor) brings 500 Hz to 125 Hz and 360 Hz to 180
-    Hz, a quarter (or half) of the work. Sample p of the result stands for native time
-    p · factor + (factor − 1) / 2. Returns (signal, rate, factor).
-    """
+    """(signal, rate, factor): ``signal`` averaged over blocks of ``factor = fs // 125`` samples
+    (500 → 125 Hz, 360 → 180 Hz; detection needs only 5–25 Hz). Sample p stands for native time
+    p · factor + (factor − 1) / 2."""
     factor = max(1, int(fs // DETECTION_FS))
     if factor == 1:
         return signal, fs, 1
@@ -116,13 +85,9 @@ def detection_rate(signal: np.ndarray, fs: float) -> tuple[np.ndarray, float, in
 
 
 def remove_spikes(signal: np.ndarray, fs: float) -> np.ndarray:
-    """Copy of (leads, samples) ``signal`` with isolated spikes (≤ ``SPIKE_S`` wide) replaced.
-
-    A spike is a sample whose second difference exceeds ``SPIKE_RATIO`` times the lead's 99th
-    percentile: far sharper than any R wave (electrode pops, clipping glitches, pacemaker
-    pulses). Samples within ``SPIKE_S`` of it take the median of their ``SPIKE_S``-wide
-    neighbourhood. Returns ``signal`` itself when there is none.
-    """
+    """(leads, samples) ``signal`` with spikes (second difference over ``SPIKE_RATIO`` × the
+    lead's 95th percentile: electrode pops, pacemaker pulses) and samples within ``SPIKE_S`` of
+    them replaced by a running median; ``signal`` itself when there is none."""
     second = np.abs(np.diff(signal, n=2, axis=-1))
     step = max(1, second.shape[-1] // 1000)  # the percentile of ~1000 samples is plenty
     limit = SPIKE_RATIO * _quantile(second[..., ::step], 0.95)[..., None]
@@ -161,13 +126,8 @@ def qrs_envelope(signal: np.ndarray, fs: float) -> tuple[np.ndarray, np.ndarray]
 
 
 def lead_quality(envelope: np.ndarray, fs: float) -> tuple[np.ndarray, np.ndarray]:
-    """Typical beat height of each lead's envelope and its quality (height / median floor).
-
-    Returns
-    -------
-    height : (leads,) median of the per-second envelope maxima.
-    quality : (leads,) height divided by the envelope's median; 0 for a flat lead.
-    """
+    """(leads,) beat height (median of per-second envelope maxima) and quality (height /
+    envelope median; 0 for a flat lead)."""
     height = _median(_window_maxima(envelope, max(1, round(LEVEL_WINDOW_S * fs))))
     floor = _median(envelope)
     quality = np.where(height > FLAT, height / np.maximum(floor, FLAT * 1e-3), 0.0)
@@ -190,13 +150,8 @@ def local_floor(x: np.ndarray, fs: float, window_s: float = FLOOR_WINDOW_S) -> n
 
 
 def fuse_leads(envelope: np.ndarray, slope: np.ndarray, fs: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Quality-weighted mean of the height-normalised lead envelopes (and slopes).
-
-    Returns
-    -------
-    fused_envelope, fused_slope : (samples,) arrays.
-    weights : (leads,) the weight of each lead (sums to 1; 0 for excluded leads).
-    """
+    """(samples,) quality-weighted means of the height-normalised envelopes and slopes, and the
+    (leads,) weights (sum 1; 0 for excluded leads)."""
     height, quality = lead_quality(envelope, fs)
     best = quality.max()
     if best <= 0:  # every lead flat: nothing to detect
@@ -241,23 +196,8 @@ def classify_peaks(
     n_samples: int,
     levels: tuple[float, float],
 ) -> np.ndarray:
-    """Indices of the candidate peaks accepted as QRS complexes (steps 3–5 of the module).
-
-    Parameters
-    ----------
-    positions
-        (P,) sample indices of the envelope's local maxima, at least 200 ms apart.
-    heights
-        (P,) envelope height at those maxima.
-    slopes
-        (P,) steepest absolute band-passed slope around each maximum.
-    fs
-        Sampling rate in Hz.
-    n_samples
-        Record length (search-back also runs before the record end).
-    levels
-        Starting (signal, noise) levels.
-    """
+    """Indices of the (P,) candidate peaks (positions, heights, steepest slopes) accepted as QRS
+    complexes (steps 3–5 of the module), from starting (signal, noise) ``levels``."""
     signal_hist, noise_hist, rr_hist = _History([levels[0]]), _History([levels[1]]), _History()
     # Python numbers: the loop reads one element at a time (same arithmetic, less overhead).
     positions, heights, slopes = positions.tolist(), heights.tolist(), slopes.tolist()
@@ -324,17 +264,13 @@ def classify_peaks(
 
 
 def refine_to_qrs_fiducial(signal: np.ndarray, fs: float, detections: np.ndarray, window_s: float = 0.06) -> np.ndarray:
-    """Move each detection to the fiducial point of one lead within ±``window_s``.
+    """Move each detection to the fiducial point of the (samples,) lead within ±``window_s``.
 
-    ``signal`` is the (samples,) lead. It is band-passed 0.5–45 Hz (zero phase: no baseline,
-    no delay). A beat's negative-to-positive ratio is minus its window minimum over its window
-    maximum. The lead is timed on the peak of the R wave, its positive deflection, unless the
-    median ratio over beats exceeds the limit: `R_BEFORE_S_RATIO` when the maximum precedes
-    the minimum in most beats (an RS or rS complex: the R wave also when the S is deeper), else
-    `NEGATIVE_QRS_RATIO` (a Qr complex, an inverted lead); above it (a QS complex, a vestigial
-    r), on the nadir. A beat departs from its lead's polarity only when clearly of the other
-    kind: its own ratio above `INVERTED_BEAT_RATIO` on a positive lead (an inverted ectopic
-    beat), below 1 on a negative one; so every other beat of a record is timed on the same wave.
+    On the 0.5–45 Hz zero-phase band-passed lead, a beat's ratio is −min / max over its window.
+    The lead is timed on the R-wave peak unless the median ratio exceeds `R_BEFORE_S_RATIO` (max
+    before min in most beats: RS, rS) or `NEGATIVE_QRS_RATIO` (Qr, inverted lead); then on the
+    nadir. A beat departs only when its own ratio is above `INVERTED_BEAT_RATIO` (on a positive
+    lead) or below 1 (on a negative one).
     """
     if len(detections) == 0:
         return np.zeros(0, np.int64)
@@ -354,8 +290,8 @@ def refine_to_qrs_fiducial(signal: np.ndarray, fs: float, detections: np.ndarray
 
 
 def checked_ecg(signal: np.ndarray, fs: float, refine_window_s: float) -> np.ndarray:
-    """The (leads, samples) float64 view of a detector's input, after checking that it is
-    finite and at least 1 s long and that the refinement half-width lies in (0, refractory / 2)."""
+    """(leads, samples) float64 ``signal``; ValueError unless finite, ≥ 1 s long, and
+    ``refine_window_s`` in (0, refractory / 2)."""
     signal = np.atleast_2d(np.asarray(signal, dtype=np.float64))
     if not 0 < refine_window_s < REFRACTORY_S / 2:
         raise ValueError(f"refine_window_s must be in (0, {REFRACTORY_S / 2}), got {refine_window_s}")
@@ -372,25 +308,9 @@ def detect_r_peaks(
     refine_window_s: float = 0.06,
     timing_row: int | None = None,
 ) -> np.ndarray:
-    """R-peak sample indices of an ECG at its native rate.
-
-    Parameters
-    ----------
-    signal
-        (samples,) or (leads, samples) ECG in physical units, finite. Every lead takes part in
-        detection, weighted by its quality (see the module documentation).
-    fs
-        Sampling rate in Hz (tested at 125–1000 Hz).
-    refine_window_s
-        Half-width of the R-wave extremum search around each detection, in (0, 0.1) s.
-    timing_row
-        Row of the lead whose R extremum times the beats; None takes the lead of best quality.
-
-    Returns
-    -------
-    np.ndarray
-        (beats,) int64 sample indices, strictly increasing.
-    """
+    """Strictly increasing int64 R-peak indices of a finite (samples,) or (leads, samples) ECG
+    at its native rate ``fs`` (tested at 125–1000 Hz); beats timed on lead ``timing_row``
+    (None: the best quality) within ±``refine_window_s`` in (0, 0.1) s."""
     from scipy.signal import find_peaks
 
     signal = checked_ecg(signal, fs, refine_window_s)
