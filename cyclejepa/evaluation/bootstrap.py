@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["BootstrapCI", "n_clusters", "patient_bootstrap_weights", "percentile_interval", "ratio_interval"]
+__all__ = ["BootstrapCI", "n_clusters", "patient_bootstrap_weights", "percentile_interval", "ratio_interval", "record_weights"]
 
 Seed = int | np.random.SeedSequence
 
@@ -37,6 +37,14 @@ def patient_bootstrap_weights(patient_ids: np.ndarray, replicates: int, seed: Se
     flat = (np.arange(replicates)[:, None] * n_patients + draws).ravel()
     counts = np.bincount(flat, minlength=replicates * n_patients).reshape(replicates, n_patients)
     return counts[:, patient.ravel()].astype(np.float64)
+
+
+def record_weights(weights: np.ndarray | None, n: int) -> np.ndarray:
+    """(R, n) float64 non-negative record weights (None: one row of ones), shape checked."""
+    weights = np.ones((1, n)) if weights is None else np.asarray(weights, dtype=np.float64)
+    if weights.ndim != 2 or weights.shape[1] != n or (weights < 0).any():
+        raise ValueError(f"weights must be non-negative (R, {n}), got shape {weights.shape}")
+    return weights
 
 
 def percentile_interval(point: float, values: np.ndarray, level: float = 0.95, clusters: int | None = None) -> BootstrapCI:

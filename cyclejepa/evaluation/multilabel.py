@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from cyclejepa.evaluation.bootstrap import BootstrapCI, patient_bootstrap_weights, percentile_interval
+from cyclejepa.evaluation.bootstrap import BootstrapCI, patient_bootstrap_weights, percentile_interval, record_weights
 from cyclejepa.evaluation.probe import replicate_macro_auroc, weighted_auroc
 
 __all__ = ["THRESHOLDS", "MultilabelScores", "sample_fmax", "score_multilabel"]
@@ -40,9 +40,7 @@ def sample_fmax(
         raise ValueError(f"{int((~Y.any(axis=1)).sum())} records carry no label; Fmax needs at least one per record")
     if not (np.isfinite(probabilities).all() and probabilities.min() >= 0 and probabilities.max() <= 1):
         raise ValueError("probabilities must lie in [0, 1]")
-    weights = np.ones((1, len(Y))) if weights is None else np.asarray(weights, dtype=np.float64)
-    if weights.ndim != 2 or weights.shape[1] != len(Y) or (weights < 0).any():
-        raise ValueError(f"weights must be non-negative (R, {len(Y)}), got shape {weights.shape}")
+    weights = record_weights(weights, len(Y))
     positive = Y.astype(bool)
     thresholds = np.asarray(thresholds, dtype=np.float64)
     hits, counts = np.empty((2, len(thresholds), len(Y)))  # (T, N): true and all predicted classes

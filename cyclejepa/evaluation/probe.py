@@ -23,7 +23,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from cyclejepa.evaluation.bootstrap import BootstrapCI, n_clusters, patient_bootstrap_weights, percentile_interval
+from cyclejepa.evaluation.bootstrap import BootstrapCI, n_clusters, patient_bootstrap_weights, percentile_interval, record_weights
 
 if TYPE_CHECKING:
     from cyclejepa.data.cache import PreparedCache
@@ -193,9 +193,7 @@ def weighted_auroc(Y: np.ndarray, scores: np.ndarray, weights: np.ndarray | None
     """(R, C) AUROC of labels Y (N, C) by ``scores`` (N, C) under each row of record ``weights``
     (R, N; None: one row of ones), ties counting ½; NaN where a class lacks positive or negative weight."""
     Y, scores = _check_scores(Y, scores)
-    weights = np.ones((1, len(Y))) if weights is None else np.asarray(weights, dtype=np.float64)
-    if weights.ndim != 2 or weights.shape[1] != len(Y) or (weights < 0).any():
-        raise ValueError(f"weights must be non-negative (R, {len(Y)}), got shape {weights.shape}")
+    weights = record_weights(weights, len(Y))
     block = max(1, _BLOCK // len(Y))
     out = np.empty((len(weights), Y.shape[1]))
     for c in range(Y.shape[1]):

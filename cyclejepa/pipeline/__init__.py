@@ -1,15 +1,8 @@
 """The pipeline: the stages of `cyclejepa run` and the only code that reads the experiment config.
 
-Each stage turns its part of an `ExperimentConfig` into the narrow arguments of the layer below
-(the cache, the trainer, the evaluation, the export) and returns what it wrote:
-
-    preflight → prepare (`prepare`) → pre-train (`pretrain_all`) → evaluate and report
-    (`evaluate_experiment`, `report_experiment`); `run_experiment` runs them in order.
-
-After a run: the embedding stage (`load_encoder`) and the export stage (`export_run`,
-`save_pretrained`).
-
-Names are imported on first use (PEP 562), so ``import cyclejepa.pipeline`` costs nothing.
+Each stage turns its part of an `ExperimentConfig` into the narrow arguments of the layer below:
+`preflight` → `prepare` → `pretrain_all` → `evaluate_experiment` → `report_experiment`, in order
+in `run_experiment`; after a run, `load_encoder` and `export_run`. Names are imported on first use.
 """
 
 from typing import TYPE_CHECKING

@@ -11,6 +11,7 @@ import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -181,10 +182,10 @@ def anomaly_battery(
     (``BeatTimes.from_cache``) and ``patch`` samples per token. Perturbed records keep the clean
     records' phases (``phases_causal``, default `causal_token_phases`). ``signal_kind`` (the
     provider's `PhaseProvider.signal`; None: not checked) and the channel count decide which
-    ``families`` apply (`applicable_families`). Onsets are drawn in ``onset_range`` (default
-    `ONSET_FRACTIONS` of the tokens, 40–100 for T = 125), each family starting at its first
-    affected sample after it. ``seed`` seeds the onsets and each family's draws (equal across
-    severities).
+    ``families`` (default `FAMILIES`) apply; ``detector_options`` go to the detector. Onsets are
+    drawn in ``onset_range`` (default `ONSET_FRACTIONS` of the tokens, 40–100 for T = 125), each
+    family starting at its first affected sample after it. ``seed`` seeds the onsets and each
+    family's draws (equal across severities).
     """
     families = list(FAMILIES if families is None else families)
     for family in families:
@@ -201,6 +202,10 @@ def anomaly_battery(
         raise ValueError(f"patch must divide the {x.shape[-1]} samples of a record into whole tokens, got {patch}")
     tokens = x.shape[-1] // patch
     phases = causal_token_phases(beats, tokens, patch) if phases_causal is None else np.asarray(phases_causal)
+    if onset_range is None:
+        onset_range = (round(ONSET_FRACTIONS[0] * tokens), round(ONSET_FRACTIONS[1] * tokens))
+    if not onset_range[1] < tokens:
+        raise ValueError(f"onset_range {onset_range} must end before the last of the {tokens} tokens")
     families, skipped = applicable_families(families, signal_kind, x.shape[1])
     score_fn = DETECTORS.get(detector)
     options = dict(detector_options or {})
@@ -209,30 +214,18 @@ def anomaly_battery(
         return score_fn(model, symmetry, batch, phases, device=device, batch_size=batch_size, **options)
 
     clean = score(x)
-    if onset_range is None:
-        onset_range = (round(ONSET_FRACTIONS[0] * tokens), round(ONSET_FRACTIONS[1] * tokens))
-    if not onset_range[1] < tokens:
-        raise ValueError(f"onset_range {onset_range} must end before the last of the {tokens} tokens")
     requested = torch.from_numpy(draw_onsets(len(x), onset_range, seed) * patch)
+    token_ms = 1000.0 * patch / beats.fs
+    cell = partial(
+        score_anomaly_cell, token_ms=token_ms, detector=detector, false_alarm_rate=false_alarm_rate, hit_tokens=hit_tokens
+    )
     cells = []
     for family in families:
         row = []
         for severity in levels:
             perturbed = PERTURBATIONS.get(family)(x, severity, requested, beats, _family_rng(seed, family))
             onset_tokens = (perturbed.onset // patch).numpy()
-            row.append(
-                score_anomaly_cell(
-                    clean,
-                    score(perturbed.signals),
-                    onset_tokens,
-                    token_ms=1000.0 * patch / beats.fs,
-                    family=family,
-                    severity=severity,
-                    detector=detector,
-                    false_alarm_rate=false_alarm_rate,
-                    hit_tokens=hit_tokens,
-                )
-            )
+            row.append(cell(clean, score(perturbed.signals), onset_tokens, family=family, severity=severity))
         reference = row[0].auroc
         cells += [replace(c, reference_auroc=reference, excess=c.auroc - reference) for c in row]
     return AnomalyBattery(cells, skipped)
