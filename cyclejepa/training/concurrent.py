@@ -93,7 +93,7 @@ def train_concurrently(
                         if process.returncode != 0:
                             failed.append(job)
                 update(completed=sum(_last_step(job.directory) for job in jobs))
-        except KeyboardInterrupt:  # SIGINT, or SIGTERM under the command line (`cyclejepa.stops`)
+        except KeyboardInterrupt:  # SIGINT, or SIGTERM under the command line (`cyclejepa.interrupts`)
             _stop([process for process, _ in running.values()])
             raise
     if failed:
@@ -109,7 +109,7 @@ def _start(config: Path, job: RunJob, env: dict[str, str]) -> subprocess.Popen:
 
 def _stop(processes: list[subprocess.Popen]) -> None:
     """Pass a SIGTERM on to each running training process and wait for it: each writes a
-    checkpoint at its next step boundary (`cyclejepa.stops`) and ends."""
+    checkpoint at its next step boundary (`cyclejepa.interrupts`) and ends."""
     for process in processes:
         if process.poll() is None:
             process.terminate()
