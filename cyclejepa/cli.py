@@ -571,13 +571,13 @@ def _user_errors(again: list[str] | None = None):
     """Print errors a user can act on (missing data, bad records, sealed fold, a file that cannot
     be read or written) without a traceback.
 
-    A stop (SIGTERM, SIGINT: `cyclejepa.stops`) prints what was saved and the command ``again``
+    A stop (SIGTERM, SIGINT: `cyclejepa.interrupts`) prints what was saved and the command ``again``
     that resumes, and exits with 128 + the signal's number.
     """
     from cyclejepa.data.datasets import DatasetNotFound, DownloadFailed
     from cyclejepa.lock import OutputLocked
     from cyclejepa.pipeline.seal import SealedFoldError
-    from cyclejepa.stops import Stopped
+    from cyclejepa.interrupts import Stopped
 
     try:
         yield
@@ -610,7 +610,7 @@ def _devices() -> list[str]:
 
 
 def main() -> None:
-    from cyclejepa.stops import raise_on_sigterm
+    from cyclejepa.interrupts import raise_on_sigterm
 
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # the library's notices, on stderr
     raise_on_sigterm()  # a scheduler's stop unwinds like Ctrl-C: locks released, the resume command printed

@@ -1,9 +1,7 @@
-"""Devices: names from a config to `torch.device`s with an index, device equality, the GPUs
-and CPU threads handed to child processes, and a stage's `Placement` (all of these, resolved once).
+"""Devices: config names to indexed `torch.device`s, the GPUs and threads of child processes.
 
-``torch.device("cuda") != torch.device("cuda:0")``, although a tensor created on ``"cuda"``
-lives on ``cuda:0`` (the current device). So every device the library creates carries an
-explicit index, and devices are compared with `same_device`, never with ``==``.
+``torch.device("cuda") != torch.device("cuda:0")``, although a tensor created on ``"cuda"`` lives
+on ``cuda:0``: every device the library creates carries an index, compared with `same_device`.
 """
 
 from __future__ import annotations
@@ -14,8 +12,7 @@ from dataclasses import dataclass
 import torch
 
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-"""What sizes the thread pools of torch (OpenMP), numpy, scipy and scikit-learn (BLAS, OpenMP).
-Each library reads them once, when it is loaded: a child process gets them in its environment."""
+"""What sizes the thread pools of torch, numpy, scipy and scikit-learn, read once when loaded."""
 
 
 def current_cuda_index() -> int:
@@ -37,12 +34,8 @@ def same_device(a: torch.device | str, b: torch.device | str) -> bool:
 
 
 def resolve_device(name: str | torch.device, local_rank: int | None = None) -> torch.device:
-    """The device a config names, with an index.
-
-    ``auto`` is CUDA when present, else the CPU. Under torchrun (``local_rank`` given) CUDA is
-    this process's GPU, ``cuda:<local_rank>``, whatever index the name carries. A CUDA device
-    that this machine does not have raises a ValueError that says what there is.
-    """
+    """The device a config names, with an index: ``auto`` is CUDA when present; under torchrun
+    CUDA is ``cuda:<local_rank>``; a CUDA device this machine lacks raises a ValueError."""
     if str(name) == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -61,11 +54,7 @@ def resolve_device(name: str | torch.device, local_rank: int | None = None) -> t
 
 
 def device_type(name: str | torch.device) -> str:
-    """The kind of device a config names (``cpu``, ``cuda``): ``auto`` is CUDA when present.
-
-    Unlike `resolve_device`, it does not check that this machine has the device: a run's
-    identity names the kind of device it was trained on wherever it is read.
-    """
+    """The kind of device a config names (``auto``: CUDA when present), not checked against this machine."""
     if str(name) == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     try:
@@ -82,8 +71,7 @@ def resolved_precision(precision: str, device_type: str) -> str:
 
 
 def visible_gpus() -> list[str]:
-    """The CUDA devices of this process as a child's ``CUDA_VISIBLE_DEVICES`` names them: the
-    entries of this process's own variable when it is set, else ``0`` … ``count − 1``."""
+    """This process's CUDA devices as a child's ``CUDA_VISIBLE_DEVICES`` names them."""
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     listed = os.environ.get("CUDA_VISIBLE_DEVICES")
     names = [entry.strip() for entry in listed.split(",")] if listed else [str(i) for i in range(count)]
@@ -91,9 +79,8 @@ def visible_gpus() -> list[str]:
 
 
 def child_gpus(device: str) -> list[str]:
-    """The GPUs that child processes (side-by-side runs, evaluation workers) are spread over:
-    every visible one (`visible_gpus`) when ``device`` is CUDA without an index (``auto`` on a
-    CUDA machine, ``cuda``); none for the CPU or a ``cuda:N``, which every child uses as named."""
+    """The GPUs child processes are spread over: every visible one for a CUDA ``device`` without
+    an index, none for the CPU or a ``cuda:N`` (every child uses it as named)."""
     if device_type(device) != "cuda" or (str(device) != "auto" and torch.device(device).index is not None):
         return []
     return visible_gpus()
@@ -101,10 +88,8 @@ def child_gpus(device: str) -> list[str]:
 
 @dataclass(frozen=True)
 class Placement:
-    """Where a stage runs, resolved once from its device ``setting`` (``training.device``,
-    ``evaluation.device``): ``device``, this process's (`resolve_device`), and ``gpus``, the GPUs
-    its child processes are spread over (`child_gpus`); each child resolves ``setting`` anew
-    among the GPUs it is given."""
+    """Where a stage runs, resolved once from its device ``setting``: this process's ``device``
+    and the ``gpus`` its children are spread over (each resolves ``setting`` anew among them)."""
 
     setting: str
     device: torch.device
@@ -112,12 +97,10 @@ class Placement:
 
 
 def place(setting: str) -> Placement:
-    """The `Placement` of a device setting on this machine; a device it lacks raises the
-    ValueError of `resolve_device`."""
+    """The `Placement` of a device setting on this machine."""
     return Placement(setting, resolve_device(setting), tuple(child_gpus(setting)))
 
 
 def thread_environment(threads: int) -> dict[str, str]:
-    """`THREAD_VARIABLES`, each set to ``threads``: the environment of a child process that
-    shares the cores with others."""
+    """`THREAD_VARIABLES`, each set to ``threads``."""
     return {name: str(threads) for name in THREAD_VARIABLES}

@@ -16,12 +16,8 @@ import numpy as np
 
 
 def write_json(path: str | Path, value: Any) -> Path:
-    """Write ``value`` as JSON atomically; numpy values become lists/scalars.
-
-    The text goes to a temporary file of a name no other writer uses (same folder), which then
-    replaces ``path``: concurrent writers of one file never mix their bytes, and the last
-    rename wins. A failed write (full disk, read-only folder) raises `OSError` naming ``path``.
-    """
+    """Write ``value`` (numpy values as lists/scalars) as JSON through a temporary file that then
+    replaces ``path``: concurrent writers never mix bytes; a failed write's `OSError` names ``path``."""
     path = Path(path)
     text = json.dumps(value, indent=1, default=_plain)
     temporary = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
@@ -39,9 +35,8 @@ def write_json(path: str | Path, value: Any) -> Path:
 
 @contextlib.contextmanager
 def writing(path: str | Path) -> Iterator[None]:
-    """Re-raise an `OSError` of the block that names no file as one naming ``path`` (a failed
-    ``write`` or ``np.save`` on a full disk says only "No space left on device"), of the same
-    errno; one that names its file already is raised as it is."""
+    """Re-raise an `OSError` of the block that names no file (e.g. "No space left on device") as one
+    naming ``path``, of the same errno."""
     try:
         yield
     except OSError as error:
@@ -57,13 +52,8 @@ def read_json(path: str | Path) -> Any:
 
 
 def json_sha256(value: Any, *, compact: bool = False, default: Callable[[Any], Any] | None = None) -> str:
-    """sha256 (hex) of the canonical JSON of ``value``, the one hash of every identity and checksum:
-
-        sha256( utf-8( json.dumps(value, sort_keys=True, separators, default) ) )
-
-    with ``separators`` ``(",", ":")`` when ``compact``, else json's own ``(", ", ": ")``;
-    ``default`` turns what JSON cannot hold into what it can (None: such a value is refused).
-    """
+    """sha256( utf-8( json.dumps(value, sort_keys=True, separators, default) ) ) in hex, the one
+    hash of every identity and checksum; ``separators`` ``(",", ":")`` when ``compact``, else json's."""
     separators = (",", ":") if compact else None
     return hashlib.sha256(json.dumps(value, sort_keys=True, separators=separators, default=default).encode()).hexdigest()
 
@@ -74,9 +64,8 @@ def short_hash(value: Any) -> str:
 
 
 def flat_json(path: str, value: Any) -> dict[str, Any]:
-    """``{leaf key path: value}`` of the JSON ``value`` at ``path``: a dict's items as ``path.key``,
-    a list of dicts' items as ``path[i]``; anything else (an empty dict, a list of plain values)
-    is one leaf."""
+    """``{leaf key path: value}`` of the JSON ``value`` at ``path``: dict items as ``path.key``, a
+    list of dicts' as ``path[i]``; anything else is one leaf."""
     if isinstance(value, dict) and value:
         return {key: leaf for name, item in value.items() for key, leaf in flat_json(f"{path}.{name}", item).items()}
     if isinstance(value, list) and value and all(isinstance(item, dict) for item in value):

@@ -1,13 +1,8 @@
 """One writer per output directory: an advisory lock file holding the writer's pid and host.
 
-`output_lock` creates ``<directory>/.cyclejepa.lock`` (pid, host, command, start time, a random
-token) for as long as its ``with`` block runs, and removes it afterwards. A second writer on the
-same directory, or on a folder enclosing it or inside it while that one is held (`run` locks the
-output directory, `train` its run's folder), is refused with `OutputLocked`, naming the holder.
-A lock left by a process that no longer runs on this host is stale: it is taken over with a
-warning. Processes started by the holder (``runs.at_once`` training children) inherit its token
-through `HOLDER_ENV` and are not refused by it; under ``torchrun`` only rank 0 takes a lock.
-`file_lock` holds one lock file alone (a cache's, beside it, while it is prepared).
+A second writer on the directory, or on a folder enclosing it or inside it, is refused with
+`OutputLocked` naming the holder; a lock of a process gone from this host is taken over with a
+warning. Children of the holder inherit its token through `HOLDER_ENV` and pass.
 """
 
 from __future__ import annotations
@@ -23,6 +18,8 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+from cyclejepa.workers import environment
+
 log = logging.getLogger(__name__)
 
 LOCK_FILE = ".cyclejepa.lock"
@@ -36,54 +33,36 @@ class OutputLocked(FileExistsError):
 
 @contextlib.contextmanager
 def output_lock(directory: str | os.PathLike) -> Iterator[Path]:
-    """Hold the lock of ``directory`` (created if missing) for the ``with`` block; yields its path.
-
-    Raises
-    ------
-    OutputLocked
-        When a live process (or one on another host, which cannot be checked) holds it.
-    """
+    """Hold ``<directory>/.cyclejepa.lock`` for the ``with`` block; `OutputLocked` when a live
+    process (or one on another host, which cannot be checked) holds it or a nested one."""
     path = Path(directory) / LOCK_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     held = _read(path)
     if held is not None and held.get("token") in _inherited_tokens():
         yield path  # our parent holds it: enter without taking it
         return
-    token = uuid.uuid4().hex
-    with _guard(path):
-        _take(path, token)
-    try:
+    with _holding(path) as token:
         _check_nested(path)
-    except OutputLocked:
-        path.unlink(missing_ok=True)
-        raise
-    previous = os.environ.get(HOLDER_ENV)
-    os.environ[HOLDER_ENV] = ",".join(filter(None, (previous, token)))
-    try:
-        yield path
-    finally:
-        _restore_env(previous)
-        if (_read(path) or {}).get("token") == token:
-            path.unlink(missing_ok=True)
+        with environment({HOLDER_ENV: ",".join(filter(None, (os.environ.get(HOLDER_ENV), token)))}):
+            yield path
 
 
 @contextlib.contextmanager
 def file_lock(path: str | os.PathLike, subject: str) -> Iterator[Path]:
-    """Hold the lock file ``path`` itself for the ``with`` block (its folder must exist): the
-    same entry, refusal and stale take-over as `output_lock`, without its checks of enclosing
-    and inner folders. ``subject`` names what it guards in the refusal (e.g. "the cache X").
+    """Hold the lock file ``path`` itself (its folder must exist) like `output_lock`, without the
+    checks of nested folders; ``subject`` names what it guards in the refusal."""
+    with _holding(Path(path), subject):
+        yield Path(path)
 
-    Raises
-    ------
-    OutputLocked
-        When a live process (or one on another host, which cannot be checked) holds it.
-    """
-    path = Path(path)
+
+@contextlib.contextmanager
+def _holding(path: Path, subject: str | None = None) -> Iterator[str]:
+    """The lock file ``path`` taken under a new token (yielded), removed after if still ours."""
     token = uuid.uuid4().hex
     with _guard(path):
         _take(path, token, subject)
     try:
-        yield path
+        yield token
     finally:
         if (_read(path) or {}).get("token") == token:
             path.unlink(missing_ok=True)
@@ -116,8 +95,7 @@ def _take(path: Path, token: str, subject: str | None = None) -> None:
 
 
 def _check_nested(path: Path) -> None:
-    """Refuse when a live process other than our ancestors holds a lock of an enclosing folder
-    (a `run` writing the whole output directory) or of a folder inside (a `train` of one run)."""
+    """Refuse a live lock, not our ancestors', of an enclosing folder or of a folder inside."""
     directory = path.parent.resolve()
     enclosing = [folder / LOCK_FILE for folder in directory.parents]
     inside = [found for found in directory.rglob(LOCK_FILE) if found != directory / LOCK_FILE]
@@ -182,10 +160,3 @@ def _guard(path: Path) -> Iterator[None]:
 
 def _inherited_tokens() -> set[str]:
     return set(filter(None, os.environ.get(HOLDER_ENV, "").split(",")))
-
-
-def _restore_env(previous: str | None) -> None:
-    if previous is None:
-        os.environ.pop(HOLDER_ENV, None)
-    else:
-        os.environ[HOLDER_ENV] = previous

@@ -1,16 +1,13 @@
-"""Where an experiment's stages put their files: the runs of its grid (arm × seed) and the
-one layout of an output directory (`OutputFolder`, `RunFolder`). The pipeline's stages write
-them; the evaluation, embed and export read them back; `cyclejepa.pipeline.plans` names the
-runs of a config.
+"""The one layout of an experiment's output directory (`OutputFolder`, `RunFolder`):
 
-    <output_dir>/
-      config.yaml                 the resolved configuration (`OutputFolder.config`)
-      cache/                      the preprocessing cache (unless data.cache_dir says otherwise)
-      runs/<arm>-seed<seed>/      `RunFolder`: metrics.jsonl, checkpoints/step_XXXXXX.pt, done.json
-      evaluation/<arm>-seed<seed>-step<step>.json
-      report/                     report.md, report.json, figures/ (*.png)
-      folds_used.jsonl            the folds each stage read (`cyclejepa.pipeline.seal`)
-      unseal_audit.jsonl          one line per use of the sealed fold
+<output_dir>/
+  config.yaml                 the resolved configuration (`OutputFolder.config`)
+  cache/                      the preprocessing cache (unless data.cache_dir says otherwise)
+  runs/<arm>-seed<seed>/      `RunFolder`: metrics.jsonl, checkpoints/step_XXXXXX.pt, done.json
+  evaluation/<arm>-seed<seed>-step<step>.json
+  report/                     report.md, report.json, figures/ (*.png)
+  folds_used.jsonl            the folds each stage read (`cyclejepa.pipeline.seal`)
+  unseal_audit.jsonl          one line per use of the sealed fold
 """
 
 from __future__ import annotations
@@ -34,11 +31,11 @@ class RunFolder:
         return self.path / "checkpoints"
 
     def checkpoint(self, step: int) -> Path:
-        """``checkpoints/step_XXXXXX.pt``, the checkpoint of ``step`` (`checkpoint_step` reads it back)."""
+        """``checkpoints/step_XXXXXX.pt``."""
         return self.checkpoints / f"step_{step:06d}.pt"
 
     def checkpoint_files(self) -> list[Path]:
-        """The run's checkpoint files, by step (none before its first; other files left out)."""
+        """The run's checkpoint files, by step."""
         named = (path for path in self.checkpoints.glob("step_*.pt") if CHECKPOINT_NAME.fullmatch(path.name))
         return sorted(named, key=checkpoint_step)
 
@@ -52,7 +49,7 @@ class RunFolder:
 
 
 def checkpoint_step(path: Path) -> int:
-    """The step of a checkpoint file `RunFolder.checkpoint` named."""
+    """The step in a checkpoint's file name."""
     match = CHECKPOINT_NAME.fullmatch(path.name)
     if match is None:
         raise ValueError(f"{path} is not named as a checkpoint (step_<step>.pt)")
@@ -61,7 +58,7 @@ def checkpoint_step(path: Path) -> int:
 
 @dataclass(frozen=True)
 class OutputFolder:
-    """The files of one experiment's output directory (the module docstring draws it)."""
+    """The files of one experiment's output directory."""
 
     path: Path
 

@@ -40,36 +40,11 @@ def progress_bar(
     unit: str = "it",
     every: float | None = None,
 ) -> Iterator[ProgressUpdate]:
-    """Progress on stderr: a rich bar on a terminal, else plain lines every ``every`` seconds.
+    """Progress of ``total`` units on stderr, yielding a `ProgressUpdate` (nothing when not ``enabled``).
 
-    The rich bar shows description, bar, M/N, ``fields``, [rate,] time remaining. Written to a
-    file (a log, a pipe), it shows one line at the first update, then one every ``every``
-    seconds and one at the end: ``description: M/N (P%) fields, R unit/s, ETA h:mm:ss``.
-
-    Parameters
-    ----------
-    total
-        Units of work (records, steps).
-    description
-        Label at the left of the bar.
-    enabled
-        Show progress; when False nothing is imported or written and updates do nothing.
-    completed
-        Units already done (a resumed run starts there).
-    fields
-        Names of text columns shown after M/N, set by keyword in the update (e.g. loss terms).
-    rate
-        Show the mean rate since the bar opened, in ``unit`` per second (plain lines always do).
-    unit
-        Name of a unit of work in the rate ("it", "steps").
-    every
-        Seconds between plain lines (default `PLAIN_EVERY_S`).
-
-    Yields
-    ------
-    ProgressUpdate
-        ``update(advance=0, *, completed=None, **fields)``: advance by ``advance`` units, or set
-        the count to ``completed``, and set the named fields.
+    On a terminal a rich bar: description, bar, M/N, the text ``fields``, [mean ``rate`` in ``unit``/s,]
+    time remaining. Elsewhere a line at the first update, every ``every`` seconds (default
+    `PLAIN_EVERY_S`) and at the end: ``description: M/N (P%) fields, R unit/s, ETA h:mm:ss``.
     """
     if not enabled:
         yield _ignore
@@ -107,7 +82,6 @@ def progress_bar(
 
 @contextlib.contextmanager
 def _plain_lines(total: int, description: str, completed: int, every: float, unit: str) -> Iterator[ProgressUpdate]:
-    """The plain-line form of `progress_bar`: a line at the first update, every ``every`` s, at the end."""
     began, first = time.monotonic(), completed
     done = completed
     fields: dict[str, str] = {}

@@ -1,21 +1,9 @@
-"""The one process pool of the library: worker processes that share the machine out.
+"""The one process pool of the library (cache records, synthetic chunks, checkpoints to evaluate).
 
-Records of a cache (`cyclejepa.data.cache.build`), chunks of a synthetic corpus
-(`cyclejepa.data.synthetic.corpus`) and checkpoints to evaluate (`cyclejepa.evaluation.stage`)
-are handed to `process_pool`'s workers. How a worker starts is decided here, once:
-
-- never ``fork``: the parent may run threads (a progress bar, torch's pools), and a process
-  forked from a threaded one can deadlock on a lock some thread held;
-- ``forkserver`` where the platform has it: workers are forked from a single-threaded server
-  that imported ``preload`` once, so a worker starts in milliseconds rather than in the two
-  seconds that importing torch anew takes;
-- ``spawn`` (fresh interpreters) when the workers get a thread limit, and where there is no
-  forkserver. numpy, scipy and scikit-learn (BLAS, OpenMP) and torch size their thread pools
-  from `cyclejepa.devices.THREAD_VARIABLES` once, when loaded: the limit holds only in a process
-  that loads them after the variables are set, which a forkserver started earlier has not.
-
-Training runs side by side are not workers of this pool (`cyclejepa.training.concurrent`): each
-is a ``cyclejepa train`` command with its own log file, checkpoints and stop signal.
+Workers never ``fork`` (a process forked from a threaded one can deadlock on a lock a thread
+held). They start from a ``forkserver`` that imported ``preload`` once (milliseconds instead of
+the two seconds of importing torch), or by ``spawn`` where there is none or the workers get a
+thread limit: libraries size their thread pools from `THREAD_VARIABLES` once, when loaded.
 """
 
 from __future__ import annotations
@@ -48,18 +36,14 @@ def task_name(function: Callable[..., Any], args: Sequence[Any], kwargs: dict[st
 
 
 class WorkerPool(ProcessPoolExecutor):
-    """A `ProcessPoolExecutor` whose tasks' exceptions reach the caller naming the task.
-
-    The exception keeps its type; on Python ≥ 3.11 it carries the note ``in a worker process:
-    <task_name>``, shown under its traceback.
-    """
+    """A `ProcessPoolExecutor` whose tasks' exceptions keep their type and (Python ≥ 3.11) carry the
+    note ``in a worker process: <task_name>``."""
 
     def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> Future[T]:
         return super().submit(_named_task, fn, args, kwargs)
 
 
 def _named_task(function: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T:
-    """``function(*args, **kwargs)`` in a worker; an exception leaves it noting the task."""
     try:
         return function(*args, **kwargs)
     except Exception as error:
@@ -81,27 +65,10 @@ def process_pool(
 ) -> Iterator[WorkerPool]:
     """``workers`` worker processes (at most ``tasks``), shut down when the block ends.
 
-    Parameters
-    ----------
-    workers
-        How many processes.
-    tasks
-        How many tasks the block submits, when known: no more than that many workers start.
-    initializer, initargs
-        Called once in each worker as ``initializer(*initargs)``, after its threads and GPU are
-        set: state sent once per worker (e.g. a dataset), not once per task.
-    threads
-        CPU threads of each worker (`shared_threads` shares the machine): `THREAD_VARIABLES`
-        are set while the pool starts its workers (on submission; restored after the block) and
-        ``torch.set_num_threads(threads)`` in each. None leaves the threads as they are.
-    gpus
-        With ``gpus`` > 0 CUDA devices, worker k makes ``cuda:<k mod gpus>`` its current device,
-        so that an index-less ``cuda`` is each worker's own GPU.
-    preload
-        Modules the forkserver imports once for all workers (the modules of the tasks).
-
-    Leaving the block by an exception (a task's error, KeyboardInterrupt) cancels the tasks not
-    yet started and waits for the running ones; otherwise it waits for every task.
+    Each worker runs ``initializer(*initargs)`` once, after ``torch.set_num_threads(threads)`` (with
+    `THREAD_VARIABLES` set while the pool starts workers; None: unchanged) and making
+    ``cuda:<k mod gpus>`` worker k's current device. Leaving by an exception cancels the tasks
+    not yet started; either way the block waits for the running ones.
     """
     from cyclejepa.devices import thread_environment  # imports torch: when a pool starts, not with the modules that use one
 
@@ -134,14 +101,12 @@ def _start_context(thread_limit: bool, preload: Sequence[str]) -> BaseContext:
 
 
 def _device_counter(context: BaseContext, gpus: int) -> Any:
-    """What hands worker k (in start order) the GPU ``k mod gpus``: a shared count of the workers
-    started (None without GPUs). Nothing is written ahead for workers not yet started: a pipe
-    filled before any worker reads it blocks the parent once the pipe's buffer is full."""
+    """A shared count of the workers started, handing worker k the GPU ``k mod gpus`` (None
+    without GPUs; a pipe filled ahead would block the parent once its buffer is full)."""
     return (context.Value("q", 0), gpus) if gpus else None
 
 
 def _next_gpu(devices: Any) -> int | None:
-    """The GPU of the worker starting now: the count of workers started so far, mod the GPUs."""
     if devices is None:
         return None
     counter, gpus = devices
@@ -154,7 +119,6 @@ def _next_gpu(devices: Any) -> int | None:
 def _start_worker(
     threads: int | None, devices: Any, initializer: Callable[..., object] | None, initargs: tuple[Any, ...]
 ) -> None:
-    """A worker's start: torch's threads, its GPU (`_next_gpu` of ``devices``), then ``initializer``."""
     gpu = _next_gpu(devices)
     if threads is not None or gpu is not None:
         import torch

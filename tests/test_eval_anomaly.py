@@ -508,6 +508,18 @@ def test_battery_rejects_unknown_family_and_bad_severity():
         A.anomaly_battery(model, symmetry, x, beats_of(peaks), patch=7)
 
 
+class Unreachable(torch.nn.Module):
+    def forward(self, x):
+        raise AssertionError("the model ran before the battery checked its arguments")
+
+
+def test_battery_rejects_an_onset_range_past_the_record_before_running_the_model():
+    x, peaks = beat_train(n=2)
+    tokens = x.shape[-1] // PATCH
+    with pytest.raises(ValueError, match="must end before the last"):
+        A.anomaly_battery(Unreachable(), U1Symmetry(SPECTRUM), x, beats_of(peaks), patch=PATCH, onset_range=(1, tokens))
+
+
 # --------------------------------------------------------------------------------------------
 # where the families apply
 

@@ -29,7 +29,7 @@ FOUNDATIONS = (
     "progress",
     "devices",
     "lock",
-    "stops",
+    "interrupts",
     "outputs",
     "workers",
 )

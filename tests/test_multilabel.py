@@ -88,3 +88,14 @@ def test_scores_macro_auroc_like_sklearn_and_share_one_bootstrap():
     assert (scores.records, scores.patients) == (len(Y), len(np.unique(patients)))
     again = score_multilabel(Y, logits, patients, classes=classes, replicates=300, seed=1)
     assert (again.fmax.low, again.macro_auroc.high) == (scores.fmax.low, scores.macro_auroc.high)
+
+
+@pytest.mark.parametrize("weights", [np.ones((2, 3)), np.ones(4), -np.ones((1, 4))])
+def test_both_weighted_scores_refuse_record_weights_of_the_wrong_shape_or_sign(weights):
+    from cyclejepa.evaluation.probe import weighted_auroc
+
+    Y = np.array([[1, 0], [0, 1], [1, 0], [0, 1]])  # every record labelled, as Fmax requires
+    scores = np.array([[0.9, 0.2], [0.1, 0.7], [0.4, 0.5], [0.6, 0.3]])
+    for score in (weighted_auroc, sample_fmax):
+        with pytest.raises(ValueError, match=r"weights must be non-negative \(R, 4\)"):
+            score(Y, scores, weights)

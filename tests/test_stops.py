@@ -12,12 +12,12 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from cyclejepa import pipeline, stops
+from cyclejepa import interrupts, pipeline
 from cyclejepa.cli import app
 from cyclejepa.config import load_config
 from cyclejepa.lock import LOCK_FILE
 from cyclejepa.outputs import RunFolder
-from cyclejepa.stops import Stopped, deferred_stops
+from cyclejepa.interrupts import Stopped, deferred_stops
 from cyclejepa.training import latest_checkpoint, load_checkpoint
 from test_training import TINY
 
@@ -31,7 +31,7 @@ def test_the_first_signal_is_noted_and_only_a_later_ctrl_c_stops_at_once(monkeyp
         os.kill(os.getpid(), signal.SIGINT)  # the same stop passed on twice: still only noted
         os.kill(os.getpid(), signal.SIGTERM)
         assert request.signum == signal.SIGTERM
-        monkeypatch.setattr(stops, "INSIST_S", 0.0)
+        monkeypatch.setattr(interrupts, "INSIST_S", 0.0)
         with pytest.raises(Stopped, match="^stopped by SIGINT$") as insisted:
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(1)  # the handler runs here

@@ -1,12 +1,9 @@
-"""Frozen token embeddings and record representations (mean of the phase-valid tokens).
+"""Frozen token embeddings and record representations.
 
-`extract_tokens` runs the deployed path (encoder → projector) over a signal array in batches,
-reading a memmap chunk by chunk, in eval mode under `torch.inference_mode`. A record's
-representation is the unweighted mean of its tokens whose phase is defined (the paper's
-"mean-pooled phase-valid projected tokens"); records failing phase QC, or with no valid
-token, get none and are counted by reason. `record_representations` pools tokens already in
-memory; `embed_records` extracts and pools chunk by chunk, so the (N, T, K) token array of a
-whole corpus never exists at once.
+A record's representation is the unweighted mean of its phase-valid projected tokens (the
+paper's "mean-pooled phase-valid projected tokens"); records failing phase QC, or with no valid
+token, get none and are counted by reason. `embed_records` pools batch by batch, so a corpus's
+(N, T, K) token array never exists at once.
 """
 
 from __future__ import annotations
@@ -31,24 +28,15 @@ __all__ = [
     "require_finite_outputs",
 ]
 
-QC_FAILED = "qc_failed"
-"""Exclusion reason: the record failed phase QC (``qc_ok`` False)."""
+QC_FAILED = "qc_failed"  # exclusion reasons
 NO_VALID_PHASE = "no_valid_phase"
-"""Exclusion reason: the record passed QC but no token has a defined phase."""
 
 Transform = Callable[[torch.Tensor], torch.Tensor]
 
 
 @dataclass
 class Representations:
-    """Record representations and what was left out.
-
-    Attributes
-    ----------
-    features : (M, K) float64, one row per represented record.
-    rows : (M,) int64 row indices of those records in the input arrays, ascending.
-    excluded : reason (`QC_FAILED`, `NO_VALID_PHASE`) -> number of records left out.
-    """
+    """``features`` (M, K) float64 of the input ``rows`` (M,) ascending, and records ``excluded`` by reason."""
 
     features: np.ndarray
     rows: np.ndarray
@@ -72,21 +60,9 @@ def extract_tokens(
     progress: bool = False,
     transform: Transform | None = None,
 ) -> np.ndarray:
-    """Tokens of every record: projected z, or encoder output h when ``pre_projection``.
-
-    Parameters
-    ----------
-    model : a `JEPAModel` (``model(x)`` → z, ``model.encode(x)`` → h); left in its mode.
-    signals : (N, channels, samples) array or memmap; read ``batch_size`` records at a time.
-    batch_size, device : batching and where the model runs (the model is not moved).
-    pre_projection : return h instead of z.
-    progress : show a rich progress bar.
-    transform : applied to each input batch on ``device`` before the model (e.g. channel zeroing).
-
-    Returns
-    -------
-    (N, T, K) float32 array.
-    """
+    """(N, T, K) float32 tokens z (encoder output h when ``pre_projection``) of ``signals``
+    (N, channels, samples), ``batch_size`` records at a time on ``device`` (the model is not
+    moved), each batch passed through ``transform`` first."""
     n = _check_signals(signals)
     tokens: list[np.ndarray] = []  # one (N, T, K) array, allocated at the first batch
 
@@ -100,14 +76,7 @@ def extract_tokens(
 
 
 def record_representations(tokens: np.ndarray, phases: np.ndarray, qc_ok: np.ndarray | None = None) -> Representations:
-    """Mean of each record's phase-valid tokens (NaN phase = invalid), unweighted.
-
-    Parameters
-    ----------
-    tokens : (N, T, K) token array.
-    phases : (N, T) token phases, NaN where undefined.
-    qc_ok : (N,) bool phase-QC verdicts; None counts every record as passing.
-    """
+    """Mean of each record's phase-valid tokens (N, T, K); ``qc_ok`` (N,) None: every record passes."""
     tokens, phases = np.asarray(tokens), np.asarray(phases)
     if tokens.ndim != 3 or phases.shape != tokens.shape[:2]:
         raise ValueError(f"tokens must be (N, T, K) and phases (N, T); got {tokens.shape} and {phases.shape}")
@@ -128,17 +97,8 @@ def embed_records(
     progress: bool = False,
     transform: Transform | None = None,
 ) -> Representations:
-    """`record_representations` of `extract_tokens`, computed batch by batch.
-
-    Parameters
-    ----------
-    model, signals, batch_size, device, pre_projection, progress, transform : as in `extract_tokens`.
-    phases : (N, T) token phases of every row of ``signals`` (T = tokens per record), NaN undefined;
-        (N, T, C) for C cyclic coordinates, a token counting when every coordinate is defined.
-    qc_ok : (N,) bool phase-QC verdicts, or None.
-    rows : rows of ``signals`` to embed (default all); ``Representations.rows`` index ``signals``.
-        Excluded records are counted and never run through the model.
-    """
+    """`record_representations` of `extract_tokens` of the ``rows`` (default all), batch by
+    batch; phases (N, T) or (N, T, C) cover every row of ``signals``; excluded records never run."""
     n = _check_signals(signals)
     phases = np.asarray(phases)
     if phases.ndim == 3:  # only which tokens are defined matters here
@@ -169,7 +129,7 @@ def _check_signals(signals: np.ndarray) -> int:
 
 
 def _included_rows(phases: np.ndarray, qc_ok: np.ndarray | None, candidates: np.ndarray) -> tuple[np.ndarray, dict[str, int]]:
-    """The ``candidates`` rows that get a representation, and the exclusion counts by reason."""
+    """The ``candidates`` that get a representation, and the exclusion counts by reason."""
     n = len(phases)
     passed = np.ones(n, dtype=bool) if qc_ok is None else np.asarray(qc_ok, dtype=bool)
     if passed.shape != (n,):
@@ -228,8 +188,7 @@ class NonFiniteOutputs(ValueError):
 
 
 def require_finite_outputs(values: np.ndarray, rows: np.ndarray, what: str) -> None:
-    """Raise `NonFiniteOutputs` naming ``what`` and the first cache ``rows`` whose ``values``
-    (one row each) hold a NaN or an infinite value."""
+    """Raise `NonFiniteOutputs` naming ``what`` and the first ``rows`` whose ``values`` are not finite."""
     bad = ~np.isfinite(values.reshape(len(values), -1)).all(axis=1)
     if bad.any():
         raise NonFiniteOutputs(

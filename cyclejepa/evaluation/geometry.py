@@ -1,15 +1,13 @@
 """Latent geometry: fundamental-harmonic amplitude, orbit-subspace coherence and two figures.
 
-With the dephased latent z̃_t = R_{−φ_t} z_t, the *fundamental amplitude* averages z̃ over each
-record's phase-valid tokens and takes the mean Euclidean norm of the c_1 two-dimensional n = 1
-components. The *orbit-subspace coherence* bins the raw (not dephased) tokens by phase, takes
-the mean n = 1 part v_b ∈ R^{2c_1} of each bin, and measures how much of v_b lies in the plane
-spanned by u = v_0 / ‖v_0‖ and its quarter-turn J u:
+The *fundamental amplitude* is the mean norm of the c_1 n = 1 pairs of each record's mean dephased
+latent z̃_t = R_{−φ_t} z_t. The *orbit-subspace coherence* takes the mean n = 1 part v_b of the raw
+tokens of each phase bin and measures how much of it lies in the plane of u = v_0 / ‖v_0‖ and J u:
 
     C_b = ⟨u, v_b⟩,   S_b = ⟨J u, v_b⟩,   κ_b = sqrt(C_b² + S_b²) / ‖v_b‖ ∈ [0, 1].
 
-Harmonic blocks are read in the canonical irrep coordinates Qᵀ z of the symmetry's basis
-(Q = I for the paper's canonical basis), where R_φ rotates each (x, y) pair of harmonic n by nφ.
+Harmonic blocks are read in the canonical coordinates Qᵀ z, where R_φ rotates each pair of
+harmonic n by nφ.
 """
 
 from __future__ import annotations
@@ -63,18 +61,8 @@ def _canonical_block(z: Tensor, symmetry: PhaseSymmetry, block: slice) -> Tensor
 
 
 def dephase(tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseSymmetry) -> Tensor:
-    """Dephased latents R_{−φ_t} z_t (``symmetry.canonicalize``), in float64.
-
-    Parameters
-    ----------
-    tokens : (N, T, K) projected tokens.
-    phases : (N, T) phases in radians, NaN where undefined.
-    symmetry : the model's `U1Symmetry`.
-
-    Returns
-    -------
-    (N, T, K) tensor on the tokens' device, NaN at the tokens without a defined phase.
-    """
+    """(N, T, K) float64 R_{−φ_t} z_t of tokens (N, T, K) and phases (N, T) in radians, on the
+    tokens' device; NaN where the phase is undefined."""
     return _dephased(*token_tensors(tokens, phases, "dephase"), symmetry)
 
 
@@ -87,12 +75,8 @@ def _dephased(tokens: Tensor, phases: Tensor, symmetry: PhaseSymmetry) -> Tensor
 
 
 def fundamental_amplitude(tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseSymmetry, harmonic: int = 1) -> float:
-    """Mean Euclidean norm of the c_n two-dimensional components of the per-record mean z̃.
-
-    Each record's dephased latents are averaged over its phase-valid tokens; the norms of the
-    c_n pairs of that mean (in canonical coordinates) are averaged over the pairs and then over
-    the records, every record weighing the same. Records without a valid token are skipped.
-    """
+    """Mean over records (equal weight; those without a valid token skipped) of the mean norm of
+    the c_n pairs at ``harmonic`` of the record's mean z̃ over its phase-valid tokens."""
     block = _harmonic_block(symmetry, harmonic, "fundamental_amplitude")
     return _amplitude(*token_tensors(tokens, phases, "fundamental_amplitude"), symmetry, block)
 
@@ -114,17 +98,8 @@ def _amplitude(tokens: Tensor, phases: Tensor, symmetry: PhaseSymmetry, block: s
 
 @dataclass(frozen=True)
 class CoherenceResult:
-    """Orbit-subspace coherence per phase bin; bin b covers [2πb/B, 2π(b+1)/B).
-
-    Attributes
-    ----------
-    bins : number of equal phase bins B; bin 0 is the reference.
-    kappa : κ_b per bin (κ_0 = 1 by construction).
-    cosine, sine : the overlaps C_b = ⟨u, v_b⟩ and S_b = ⟨J u, v_b⟩.
-    norms : ‖v_b‖.
-    tokens : number of tokens in each bin (pooled over records).
-    mean_kappa : mean of κ_b over the B − 1 non-reference bins.
-    """
+    """κ_b, C_b, S_b, ‖v_b‖ and token count per phase bin b = [2πb/B, 2π(b+1)/B) (bin 0 the
+    reference, κ_0 = 1); ``mean_kappa`` over the B − 1 other bins."""
 
     bins: int
     kappa: list[float]
@@ -168,10 +143,7 @@ def orbit_coherence(
     bins: int = 8,
     harmonic: int = 1,
 ) -> CoherenceResult:
-    """κ_b of the raw tokens' mean n = ``harmonic`` part per phase bin (every bin must be hit).
-
-    See `dephase` for the arguments; tokens without a defined phase are left out.
-    """
+    """κ_b of the raw phase-valid tokens' mean n = ``harmonic`` part per phase bin (each bin hit)."""
     if bins < 2:
         raise ValueError(f"orbit_coherence: need at least 2 phase bins, got {bins}")
     block = _harmonic_block(symmetry, harmonic, "orbit_coherence")
@@ -197,12 +169,8 @@ def _coherence(tokens: Tensor, phases: Tensor, symmetry: PhaseSymmetry, bins: in
 
 
 def effective_rank(tokens: ArrayLike, phases: ArrayLike | None = None) -> float:
-    """Effective rank exp(H(p)) of the tokens, p the normalised singular values of the centred
-    token matrix (Roy & Vetterli, 2007); only phase-valid tokens when ``phases`` ((N, T), or
-    (N, T, C) with every coordinate defined) is given.
-
-    1 for tokens on a line, K for isotropic tokens in K dimensions.
-    """
+    """exp(H(p)), p the normalised singular values of the centred tokens (Roy & Vetterli, 2007),
+    phase-valid ones only when ``phases`` is given: 1 on a line, K for isotropic tokens."""
     z = torch.as_tensor(np.asarray(tokens), dtype=torch.float64)
     z = z.reshape(-1, z.shape[-1])
     if phases is not None:
@@ -217,10 +185,7 @@ def effective_rank(tokens: ArrayLike, phases: ArrayLike | None = None) -> float:
 
 
 def loop_geometry(tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseSymmetry, bins: int = 8) -> dict[str, Any]:
-    """The geometry of a checkpoint's tokens: ``effective_rank`` of the phase-valid tokens and,
-    when the spectrum has a fundamental (n = 1) block, the loop ``amplitude``
-    (`fundamental_amplitude`) and the ``coherence`` over ``bins`` phase bins (`orbit_coherence`,
-    as a dict); the tokens are checked once for both."""
+    """``effective_rank``, and with an n = 1 block the loop ``amplitude`` and ``coherence`` (a dict)."""
     geometry: dict[str, Any] = {"effective_rank": effective_rank(tokens, phases)}
     if symmetry.spectrum.multiplicities.get(1):
         block = _harmonic_block(symmetry, 1, "loop_geometry")
@@ -238,13 +203,17 @@ def _figure(rows: int, columns: int, panel: float) -> tuple[Figure, np.ndarray]:
     return figure, figure.subplots(rows, columns, squeeze=False)
 
 
-def _phase_colourbar(figure: Figure, axes: np.ndarray) -> None:
+def _finish(figure: Figure, axes: np.ndarray, path: str | Path | None) -> Figure:
+    """The phase colour bar added; the figure saved as PNG to ``path`` if given."""
     from matplotlib.cm import ScalarMappable
     from matplotlib.colors import Normalize
 
     mappable = ScalarMappable(Normalize(0, 2 * math.pi), CYCLIC_COLOURMAP)
     bar = figure.colorbar(mappable, ax=axes.ravel().tolist(), shrink=0.8, label="phase φ (rad)")
     bar.set_ticks([0, math.pi, 2 * math.pi], labels=["0", "π", "2π"])
+    if path is not None:
+        figure.savefig(path, dpi=110)
+    return figure
 
 
 def _phase_scatter(axis, x: np.ndarray, y: np.ndarray, phase: np.ndarray, **style) -> None:
@@ -267,18 +236,8 @@ def phase_ring_figure(
     bins: int = 24,
     path: str | Path | None = None,
 ) -> Figure:
-    """(C_b, S_b) of the mean n = 1 part of ``bins`` phase bins, one column per run.
-
-    Top row: shared axis limits (loop sizes comparable). Bottom row: each run divided by its RMS
-    radius sqrt(mean_b(C_b² + S_b²)) (loop shapes comparable). Points are coloured by the bin's
-    centre phase with a cyclic colour map and joined in bin order into a closed loop.
-
-    Parameters
-    ----------
-    runs : run name → (tokens (N, T, K), phases (N, T), symmetry).
-    bins : number of phase bins.
-    path : where to save a PNG, if given.
-    """
+    """(C_b, S_b) loops of ``runs`` (name → (tokens, phases, symmetry)), one column each: top
+    row on shared axes, bottom row divided by each run's RMS radius; saved as PNG to ``path``."""
     loops = {}
     for name, (tokens, phases, symmetry) in runs.items():
         result = orbit_coherence(tokens, phases, symmetry, bins=bins)
@@ -297,15 +256,11 @@ def phase_ring_figure(
         axes[1, column].set_xlabel("$C_b$")
     axes[0, 0].set_ylabel("$S_b$ (shared scale)")
     axes[1, 0].set_ylabel("$S_b$ / RMS radius")
-    _phase_colourbar(figure, axes)
-    if path is not None:
-        figure.savefig(path, dpi=110)
-    return figure
+    return _finish(figure, axes, path)
 
 
 def _valid_token_sample(tokens: ArrayLike, phases: ArrayLike, max_points: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """At most ``max_points`` phase-valid tokens (float32) and their phases, drawn without
-    replacement by ``numpy.random.default_rng(seed)``."""
+    """At most ``max_points`` phase-valid tokens (float32) and their phases, drawn by ``seed``."""
     tokens, phases = token_tensors(tokens, phases, "umap_figure")
     flat_phases = phases.reshape(-1).cpu().numpy()
     candidates = np.flatnonzero(np.isfinite(flat_phases))
@@ -333,18 +288,8 @@ def umap_figure(
     seed: int = 0,
     path: str | Path | None = None,
 ) -> Figure:
-    """Token-level UMAP per run, coloured afterwards by phase with a cyclic colour map.
-
-    UMAP sees only the tokens (never the phase). Each run embeds at most ``max_points``
-    phase-valid tokens drawn with ``numpy.random.default_rng(seed)``, so runs of the same
-    records show the same tokens.
-
-    Parameters
-    ----------
-    runs : run name → (tokens (N, T, K), phases (N, T)).
-    max_points, seed : subsample size per run and seed of subsampling and UMAP.
-    path : where to save a PNG, if given.
-    """
+    """UMAP of at most ``max_points`` phase-valid tokens per run (name → (tokens, phases); the
+    same draw for the same records), coloured afterwards by phase; saved as PNG to ``path``."""
     figure, axes = _figure(1, len(runs), 3.2)
     for axis, (name, (tokens, phases)) in zip(axes[0], runs.items(), strict=True):
         points, phi = _valid_token_sample(tokens, phases, max_points, seed)
@@ -353,7 +298,4 @@ def umap_figure(
         axis.set_title(f"{name} — {method}")
         axis.set_xticks([])
         axis.set_yticks([])
-    _phase_colourbar(figure, axes)
-    if path is not None:
-        figure.savefig(path, dpi=110)
-    return figure
+    return _finish(figure, axes, path)

@@ -1,18 +1,11 @@
 """Checksums of the evaluation's results, so that none goes into a report changed.
 
-Every JSON file the evaluation stage writes (``evaluation/<run>-stepNNNNNN.json``,
-``protocol.json``, ``hr-strata-stepNNNNNN.json``) and the report's ``report.json`` carry
-``checksum``: the sha256 of their own content, taken over the canonical JSON of every other key,
+Every JSON result of the evaluation and the report's ``report.json`` carry
 
     checksum = sha256( json.dumps(value without "checksum", sort_keys=True, separators=(",", ":")) ),
 
-with the value as it reads back from the file (numpy values as plain numbers, keys as strings).
-A checkpoint's result also carries ``checkpoint``: the checkpoint file it was computed from and
-``model_sha256``, the digest of the model weights in it (`model_digest`: every tensor, by name,
-so an exact resume that writes the same weights into a new file keeps it). `read_result`
-refuses a file whose content checksum does not hold (`ResultAltered`). A result's arrays
-(``<run>-stepNNNNNN.npz``: per-record scores and heart rates) are covered by its ``scores_sha256``,
-the sha256 of the file's bytes, which `read_scores` checks before using them.
+over the value as it reads back from the file. A checkpoint's result also carries
+``model_sha256`` (`model_digest`) and ``scores_sha256``, the sha256 of its ``.npz`` arrays.
 """
 
 from __future__ import annotations
@@ -37,9 +30,7 @@ __all__ = [
 ]
 
 CHECKSUM = "checksum"
-"""The key holding a result's content checksum."""
 SCORES_DIGEST = "scores_sha256"
-"""The key of a checkpoint's result holding the sha256 of its ``.npz`` arrays."""
 
 
 class ResultAltered(ValueError):
@@ -59,12 +50,8 @@ def with_checksum(value: dict[str, Any]) -> dict[str, Any]:
 
 
 def read_result(path: str | Path) -> dict[str, Any]:
-    """The result in ``path``, its checksum checked.
-
-    Raises `ResultAltered`, naming the file, when the content does not match its ``checksum``.
-    A file without one (written before results carried checksums) is returned as it is: the
-    caller marks it.
-    """
+    """The result in ``path``; `ResultAltered` when it does not match its ``checksum`` (a file
+    without one is returned as it is: the caller marks it)."""
     value = read_json(path)
     if CHECKSUM in value and value[CHECKSUM] != content_checksum(value):
         raise ResultAltered(
@@ -75,8 +62,7 @@ def read_result(path: str | Path) -> dict[str, Any]:
 
 
 def read_scores(path: str | Path, result: dict[str, Any]) -> dict[str, Any]:
-    """The arrays of the ``.npz`` file ``path`` of a checkpoint's ``result``, refused
-    (`ResultAltered`, naming the file) unless its sha256 is the result's ``scores_sha256``."""
+    """The arrays of ``path``; `ResultAltered` unless its sha256 is ``result``'s ``scores_sha256``."""
     import numpy as np
 
     from cyclejepa.data.datasets import sha256_file
@@ -90,16 +76,14 @@ def read_scores(path: str | Path, result: dict[str, Any]) -> dict[str, Any]:
 
 
 def model_digest(checkpoint: str | Path) -> str:
-    """sha256 of the model weights of a checkpoint: over the tensors of its ``model`` state in
-    name order, each as its name, dtype, shape and raw bytes (`state_digest`)."""
+    """`state_digest` of a checkpoint's ``model`` state."""
     from cyclejepa.training.checkpoint import load_checkpoint
 
     return state_digest(load_checkpoint(checkpoint)["model"])
 
 
 def state_digest(state) -> str:
-    """sha256 of a model state (name → tensor): each tensor in name order as its name, dtype,
-    shape and raw bytes (`model_digest` of a checkpoint's ``model`` state)."""
+    """sha256 of a model state over each tensor, in name order, as its name, dtype, shape and bytes."""
     import torch
 
     digest = hashlib.sha256()

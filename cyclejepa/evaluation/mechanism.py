@@ -4,29 +4,20 @@ For two tokens t ≠ t' of one record with unit directions ẑ and phases φ,
 
     c_R = ⟨ρ(φ_t' − φ_t) ẑ_t, ẑ_t'⟩,    c_I = ⟨ẑ_t, ẑ_t'⟩,
 
-the mean gain is ḡ = E[c_R − c_I] and the gain fraction g_f = E[c_R − c_I] / E[1 − c_I].
-E runs over every ordered pair of phase-valid tokens of every record, so a record with n valid
-tokens weighs n(n − 1). Per record, c_R and c_I come from the O(T·K) identity of
-`cyclejepa.objectives.pairwise_similarities`, in float64.
+the mean gain is ḡ = E[c_R − c_I] and the gain fraction g_f = E[c_R − c_I] / E[1 − c_I], E over
+every ordered pair of phase-valid tokens of every record (a record of n valid tokens weighs
+n(n − 1)); c_R and c_I per record come from the O(T·K) identity
+(`cyclejepa.objectives.pairwise_similarities`), in float64.
 
-The G1 gate recomputes the gain after permuting the phases among each record's valid tokens.
-It passes when the patient-clustered 95 % bootstrap interval of the paired true − shuffled mean
-gain excludes zero and the shuffled gain fraction satisfies |g_f| ≤ 0.02. With fewer than
-two patients the interval is the point itself (every resample draws the one patient), so the
-first condition tests nothing: the gate is then not testable (``passed`` None), not passed or
-failed.
+G1 recomputes the gain with the phases permuted among each record's valid tokens. It passes when
+the patient-clustered 95 % interval of the paired true − shuffled gain excludes zero and the
+shuffled |g_f| ≤ 0.02. It is not testable (``passed`` None) with fewer than two patients, or on
+a collapsed representation: E[c_I] ≥ `COLLAPSE_SIMILARITY` (0.9), where g_f is a ratio of two
+small numbers (−27 or −330 for tokens 0.97 or 0.997 alike; the quickstart's trained arms have
+E[c_I] 0.02–0.05).
 
-A collapsed representation makes both figures meaningless. When the tokens of a record point
-the same way, E[c_I] → 1 and the denominator E[1 − c_I] → 0: g_f is a ratio of two small
-numbers (−27 or −330 for runs whose tokens are 0.97 or 0.997 alike) and the shuffled g_f
-cannot meet its tolerance. The gain is then ``collapsed`` when the mean untransported token
-similarity E[c_I] is at least `COLLAPSE_SIMILARITY` (0.9: a denominator at most 0.1, ten times
-below that of the quickstart's trained arms, whose E[c_I] is 0.02–0.05), and G1 is not testable
-(``passed`` None, ``not_testable`` "collapsed").
-
-On a torus of C cyclic coordinates (phases (N, T, C), a `TorusSymmetry`), the functions above
-measure the whole representation; `coordinate_view` and `per_coordinate` (from
-`cyclejepa.evaluation.tokens`, importable here too) measure each coordinate on its own.
+On a torus (phases (N, T, C)) these measure the whole representation; `coordinate_view` and
+`per_coordinate` measure each coordinate on its own.
 """
 
 from __future__ import annotations
@@ -56,25 +47,13 @@ __all__ = [
 ]
 
 COLLAPSE_SIMILARITY = 0.9
-"""Mean untransported token similarity E[c_I] from which the gain fraction's denominator
-E[1 − c_I] ≤ 0.1 is too small for g_f and G1 to mean anything (see the module's docstring)."""
+"""E[c_I] from which g_f's denominator E[1 − c_I] ≤ 0.1 is too small for g_f and G1 to mean anything."""
 
 
 @dataclass(frozen=True)
 class GainResult:
-    """Pair-weighted transport gain of a set of records.
-
-    Attributes
-    ----------
-    mean_gain : ḡ = E[c_R − c_I] over all valid ordered pairs of all records.
-    gain_fraction : g_f = E[c_R − c_I] / E[1 − c_I].
-    mean_c_r, mean_c_i : E[c_R] and E[c_I] over the same pairs.
-    records : records with at least two valid tokens (the others have no pair).
-    records_without_pairs : records with fewer than two valid tokens.
-    pairs : total number of ordered pairs.
-    collapsed : E[c_I] ≥ `COLLAPSE_SIMILARITY`: the tokens of a record point the same way and
-        ``gain_fraction`` (a ratio over E[1 − c_I] ≈ 0) means nothing.
-    """
+    """Pair-weighted ḡ, g_f, E[c_R] and E[c_I] of a set of records; ``records`` have at least
+    two valid tokens; ``collapsed``: E[c_I] ≥ `COLLAPSE_SIMILARITY` (g_f means nothing)."""
 
     mean_gain: float
     gain_fraction: float
@@ -96,7 +75,6 @@ class RecordSimilarities:
 
     @property
     def gain(self) -> np.ndarray:
-        """Per-record mean gain c_R − c_I (NaN below two valid tokens)."""
         return self.c_r - self.c_i
 
     def pair_sums(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -108,7 +86,6 @@ class RecordSimilarities:
         return gain, headroom, weight
 
     def summary(self) -> GainResult:
-        """Pair-weighted ḡ, g_f, E[c_R] and E[c_I]."""
         gain, headroom, weight = self.pair_sums()
         total = weight.sum()
         if total == 0:
@@ -128,14 +105,8 @@ class RecordSimilarities:
 
 
 def record_similarities(tokens: ArrayLike, phases: ArrayLike, symmetry: Canonicalizer) -> RecordSimilarities:
-    """Per-record mean transported and untransported cosine similarity, in float64.
-
-    Parameters
-    ----------
-    tokens : (N, T, K) projected tokens z (numpy or torch; any device).
-    phases : (N, T) token phases in radians, or (N, T, C) on a torus; NaN where undefined.
-    symmetry : a `PhaseSymmetry` (``canonicalize(z, g)`` = ρ(g)⁻¹ z) of rank C.
-    """
+    """Per-record mean c_R and c_I in float64, of tokens (N, T, K) and phases (N, T) in radians
+    ((N, T, C) on a torus of rank C; NaN where undefined)."""
     tokens, phases = token_tensors(tokens, phases, "record_similarities")
     with torch.no_grad():
         parts = [pairwise_similarities(tokens[s].double(), phases[s].double(), symmetry) for s in record_chunks(len(tokens))]
@@ -144,28 +115,13 @@ def record_similarities(tokens: ArrayLike, phases: ArrayLike, symmetry: Canonica
 
 
 def transport_gain(tokens: ArrayLike, phases: ArrayLike, symmetry: Canonicalizer) -> GainResult:
-    """Mean gain ḡ and gain fraction g_f over all valid pairs of all records (pair-weighted).
-
-    See `record_similarities` for the arguments.
-    """
+    """Pair-weighted ḡ and g_f over all valid pairs of all records (arguments: `record_similarities`)."""
     return record_similarities(tokens, phases, symmetry).summary()
 
 
 def shuffle_phases(phases: ArrayLike, seed: Seed) -> ArrayLike:
-    """Permute the phase values among the valid tokens of each record, independently per record.
-
-    A token is valid when its phase is finite (all coordinates on a torus). Invalid tokens keep
-    their values, so NaN positions stay NaN; each record keeps its multiset of valid phases.
-
-    Parameters
-    ----------
-    phases : (N, T) or (N, T, d) array or tensor.
-    seed : seeds `numpy.random.default_rng`.
-
-    Returns
-    -------
-    The shuffled phases, of the input's type (and device).
-    """
+    """``phases`` (N, T) or (N, T, d), array or tensor, permuted among each record's valid
+    (finite) tokens; invalid tokens keep their values."""
     values = phases.detach().cpu().numpy() if isinstance(phases, Tensor) else np.asarray(phases)
     if values.ndim not in (2, 3):
         raise ValueError(f"shuffle_phases: phases must be (N, T) or (N, T, d), got {values.shape}")
@@ -185,20 +141,8 @@ def shuffle_phases(phases: ArrayLike, seed: Seed) -> ArrayLike:
 
 @dataclass(frozen=True)
 class G1Result:
-    """The G1 shuffled-phase gate.
-
-    Attributes
-    ----------
-    true, shuffled : gain under the true phases and under phases shuffled within records.
-    paired_difference : pair-weighted mean of the per-record true − shuffled gain, with its
-        patient-clustered interval (same resamples as ``mean_gain``).
-    mean_gain : ḡ under the true phases with its patient-clustered interval.
-    interval_excludes_zero : the ``paired_difference`` interval lies above or below zero; None
-        when not testable (fewer than two patients).
-    shuffled_fraction_within_tolerance : |shuffled g_f| ≤ ``tolerance``.
-    passed : both conditions; None when not testable (``not_testable`` says why).
-    not_testable : None, "collapsed" (``true.collapsed``) or "N patient(s)" (fewer than two).
-    """
+    """The G1 gate: ``paired_difference`` is the pair-weighted true − shuffled gain with its
+    interval; ``passed`` is None when ``not_testable`` ("collapsed" or "N patient(s)") says why."""
 
     true: GainResult
     shuffled: GainResult
@@ -224,25 +168,8 @@ def g1_gate(
     replicates: int = 1000,
     tolerance: float = 0.02,
 ) -> G1Result:
-    """Shuffled-phase gate: does the gain depend on the declared clock?
-
-    The phases are shuffled with `shuffle_phases` seeded by the first child of
-    ``numpy.random.SeedSequence(seed).spawn(2)``; the bootstrap draws patients with the second
-    (`patient_bootstrap_weights`). Shuffling keeps the valid positions, so both conditions weigh
-    every record by the same n(n − 1) pairs.
-
-    With fewer than two patients the gate is not testable: ``passed`` and
-    ``interval_excludes_zero`` are None and both intervals are marked (`BootstrapCI.testable`).
-    Nor is it on a collapsed representation (``true.collapsed``): ``passed`` is None and
-    ``not_testable`` "collapsed".
-
-    Parameters
-    ----------
-    tokens, phases, symmetry : as in `record_similarities`.
-    patient_ids : (N,) patient of each record; the bootstrap resamples patients.
-    seed, replicates, tolerance : shuffle/bootstrap seed, number of bootstrap replicates,
-        bound on |shuffled g_f|.
-    """
+    """Does the gain depend on the declared clock? The shuffle and the patient bootstrap draw
+    from the two children of ``SeedSequence(seed)``; ``tolerance`` bounds |shuffled g_f|."""
     n_records = len(tokens)
     if len(patient_ids) != n_records:
         raise ValueError(f"g1_gate: {len(patient_ids)} patient ids for {n_records} records")

@@ -1,16 +1,14 @@
-"""Scores of a multi-label classifier as the PTB-XL benchmark reports them: macro-AUROC and
-sample-centric Fmax, each with a patient-clustered bootstrap interval.
+"""Macro-AUROC and sample-centric Fmax of a multi-label classifier (as the PTB-XL benchmark
+reports them), each with a patient-clustered bootstrap interval.
 
-Fmax is the protein-function (CAFA) metric the benchmark's authors use beside macro-AUROC
-(Radivojac et al., 2013, Nat. Methods 10:221). At a threshold t on the predicted probabilities
-record i predicts the classes P_i(t) = {c : p_ic ≥ t}; with its true classes T_i,
+Fmax (CAFA; Radivojac et al., 2013, Nat. Methods 10:221): at threshold t record i predicts
+P_i(t) = {c : p_ic ≥ t}; with its true classes T_i,
 
     precision(t) = Σ_{i ∈ S_t} w_i |P_i ∩ T_i| / |P_i|  /  Σ_{i ∈ S_t} w_i,   S_t = {i : P_i(t) ≠ ∅}
     recall(t)    = Σ_i w_i |P_i ∩ T_i| / |T_i|  /  Σ_i w_i
     Fmax         = max_t 2 precision(t) recall(t) / (precision(t) + recall(t)),
 
-over the thresholds 0, 0.01, …, 1 (w_i = 1 for the point estimate, bootstrap multiplicities
-for a replicate). Every record must carry at least one label (the benchmark drops the others).
+over t = 0, 0.01, …, 1 (w_i = 1, or bootstrap multiplicities). Every record needs a label.
 """
 
 from __future__ import annotations
@@ -21,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit
 
-from cyclejepa.evaluation.bootstrap import BootstrapCI, patient_bootstrap_weights, percentile_interval
+from cyclejepa.evaluation.bootstrap import BootstrapCI, patient_bootstrap_weights, percentile_interval, record_weights
 from cyclejepa.evaluation.probe import replicate_macro_auroc, weighted_auroc
 
 __all__ = ["THRESHOLDS", "MultilabelScores", "sample_fmax", "score_multilabel"]
@@ -33,19 +31,8 @@ THRESHOLDS = np.linspace(0.0, 1.0, 101)
 def sample_fmax(
     Y: np.ndarray, probabilities: np.ndarray, weights: np.ndarray | None = None, thresholds: np.ndarray = THRESHOLDS
 ) -> np.ndarray:
-    """Sample-centric Fmax under every row of record weights.
-
-    Parameters
-    ----------
-    Y : (N, C) multi-hot labels, every row with at least one label.
-    probabilities : (N, C) predicted probabilities in [0, 1].
-    weights : (R, N) non-negative record weights (bootstrap multiplicities); None = one row of ones.
-    thresholds : the thresholds t searched.
-
-    Returns
-    -------
-    (R,) Fmax; 0 where no threshold gives a positive precision and recall.
-    """
+    """(R,) Fmax of labels Y (N, C) by ``probabilities`` (N, C) under each row of record
+    ``weights`` (R, N; None: one row of ones); 0 where no threshold gives positive precision and recall."""
     Y, probabilities = np.asarray(Y), np.asarray(probabilities, dtype=np.float64)
     if Y.ndim != 2 or probabilities.shape != Y.shape or not np.isin(Y, (0, 1)).all():
         raise ValueError(f"Y must be (N, C) multi-hot and probabilities (N, C) alike; got {Y.shape} and {probabilities.shape}")
@@ -53,9 +40,7 @@ def sample_fmax(
         raise ValueError(f"{int((~Y.any(axis=1)).sum())} records carry no label; Fmax needs at least one per record")
     if not (np.isfinite(probabilities).all() and probabilities.min() >= 0 and probabilities.max() <= 1):
         raise ValueError("probabilities must lie in [0, 1]")
-    weights = np.ones((1, len(Y))) if weights is None else np.asarray(weights, dtype=np.float64)
-    if weights.ndim != 2 or weights.shape[1] != len(Y) or (weights < 0).any():
-        raise ValueError(f"weights must be non-negative (R, {len(Y)}), got shape {weights.shape}")
+    weights = record_weights(weights, len(Y))
     positive = Y.astype(bool)
     thresholds = np.asarray(thresholds, dtype=np.float64)
     hits, counts = np.empty((2, len(thresholds), len(Y)))  # (T, N): true and all predicted classes
@@ -73,11 +58,8 @@ def sample_fmax(
 
 @dataclass
 class MultilabelScores:
-    """One classifier on one task's scored records.
-
-    ``per_class`` AUROC leaves out the ``skipped`` classes (no positive or no negative record);
-    ``positives`` counts each class's positive records; ``records`` and ``patients`` the scored ones.
-    """
+    """One classifier on one task's scored records; ``per_class`` leaves out the ``skipped``
+    classes (no positive or no negative record)."""
 
     classes: list[str]
     macro_auroc: BootstrapCI
@@ -99,9 +81,8 @@ def score_multilabel(
     seed: int = 0,
     level: float = 0.95,
 ) -> MultilabelScores:
-    """Macro-AUROC (over the classes with positives and negatives) and Fmax (on sigmoid(logits)),
-    both with the percentile interval of the same patient-clustered bootstrap replicates
-    (`patient_bootstrap_weights`)."""
+    """Macro-AUROC (over the defined classes) and Fmax of sigmoid(logits), with percentile
+    intervals over the same patient-clustered replicates."""
     Y, logits, patients = np.asarray(Y), np.asarray(logits, dtype=np.float64), np.asarray(patients)
     if logits.shape != Y.shape or patients.shape != (len(Y),) or len(classes) != Y.shape[1]:
         raise ValueError(f"Y {Y.shape}, logits {logits.shape}, patients {patients.shape} and {len(classes)} classes disagree")

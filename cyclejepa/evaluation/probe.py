@@ -1,18 +1,13 @@
 """Linear probes on frozen record representations, macro-AUROC and its patient-clustered bootstrap.
 
-A probe is fitted on the training folds only (standardisation, the logistic regressions and,
-when ``C="cv"``, the choice of C by patient-grouped cross-validation inside those folds) and
-scores the evaluation fold once. Uncertainty resamples patients, not records: PTB-XL patients
-contribute several records, and those are not independent draws.
-
-The bootstrap is vectorised. With per-record weights w (bootstrap multiplicities), the AUROC of
-one class is the weighted Mann–Whitney statistic
+A probe is fitted on the training folds only (standardisation, regressions, and C when
+``C="cv"``) and scores the evaluation fold once; intervals resample patients, not records.
+With bootstrap multiplicities w, the AUROC of one class is the weighted Mann–Whitney statistic
 
     A(w) = Σ_{i∈pos} Σ_{j∈neg} w_i w_j (1[s_i > s_j] + ½ 1[s_i = s_j]) / (W_pos W_neg),
 
-computed for a whole (R, N) weight matrix at once (`weighted_auroc`): sort the negatives' scores
-once per class, locate each positive among them (`searchsorted`, left and right for ties), and
-read the negative weight below and tied from cumulative sums of the sorted negative weights.
+computed for a whole (R, N) weight matrix at once (`weighted_auroc`: negatives sorted once per
+class, each positive located by `searchsorted`, weights read from cumulative sums).
 """
 
 from __future__ import annotations
@@ -28,7 +23,7 @@ import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_array, check_is_fitted
 
-from cyclejepa.evaluation.bootstrap import BootstrapCI, n_clusters, patient_bootstrap_weights, percentile_interval
+from cyclejepa.evaluation.bootstrap import BootstrapCI, n_clusters, patient_bootstrap_weights, percentile_interval, record_weights
 
 if TYPE_CHECKING:
     from cyclejepa.data.cache import PreparedCache
@@ -60,32 +55,13 @@ _BLOCK = 1 << 22
 """Replicates × records per block of the bootstrap (bounds the working memory to ~100 MB)."""
 
 
-# --------------------------------------------------------------------------------------------
-# the probe
-
-
 class LinearProbe(BaseEstimator):
     """Standardised features → one L2 logistic regression per class (one-vs-rest, multi-label).
 
-    Parameters
-    ----------
-    C : inverse L2 strength, or ``"cv"`` to choose it from ``Cs`` by patient-grouped K-fold
-        cross-validation inside the data given to `fit` (mean held-out macro-AUROC; ties go
-        to the smaller C). The evaluation data never reaches `fit`.
-    Cs : candidate values for ``C="cv"``.
-    cv : number of grouped folds for ``C="cv"``.
-    max_iter : L-BFGS iterations per regression.
-    n_jobs : classes fitted in parallel (joblib), None = 1.
-
-    Attributes
-    ----------
-    C_ : the C used for the final fit.
-    cv_scores_ : C → mean held-out macro-AUROC (empty unless ``C="cv"``).
-    pipeline_ : the fitted StandardScaler + OneVsRestClassifier(LogisticRegression).
-    n_samples_fit_, n_features_in_, n_classes_ : shapes seen in `fit`.
-
-    A class with a single label value in the training data gets a constant score (sklearn's
-    one-vs-rest warns), hence AUROC 0.5.
+    ``C`` is the inverse L2 strength, or ``"cv"``: chosen from ``Cs`` by ``cv``-fold
+    patient-grouped cross-validation inside the data given to `fit` (mean held-out macro-AUROC,
+    ties to the smaller C). Fitted: ``C_``, ``cv_scores_`` (C → score), ``pipeline_``. A class
+    with one label value in training gets a constant score (AUROC 0.5).
     """
 
     def __init__(
@@ -213,27 +189,11 @@ def _fit_target(Y: np.ndarray) -> np.ndarray:
     return Y[:, 0] if Y.shape[1] == 1 else Y
 
 
-# --------------------------------------------------------------------------------------------
-# AUROC and the bootstrap
-
-
 def weighted_auroc(Y: np.ndarray, scores: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
-    """AUROC of every class under every row of record weights (ties count ½).
-
-    Parameters
-    ----------
-    Y : (N, C) multi-hot labels.
-    scores : (N, C) scores, higher = more likely present.
-    weights : (R, N) non-negative record weights (bootstrap multiplicities); None = one row of ones.
-
-    Returns
-    -------
-    (R, C) AUROC; NaN where a class has no positive or no negative weight.
-    """
+    """(R, C) AUROC of labels Y (N, C) by ``scores`` (N, C) under each row of record ``weights``
+    (R, N; None: one row of ones), ties counting ½; NaN where a class lacks positive or negative weight."""
     Y, scores = _check_scores(Y, scores)
-    weights = np.ones((1, len(Y))) if weights is None else np.asarray(weights, dtype=np.float64)
-    if weights.ndim != 2 or weights.shape[1] != len(Y) or (weights < 0).any():
-        raise ValueError(f"weights must be non-negative (R, {len(Y)}), got shape {weights.shape}")
+    weights = record_weights(weights, len(Y))
     block = max(1, _BLOCK // len(Y))
     out = np.empty((len(weights), Y.shape[1]))
     for c in range(Y.shape[1]):
@@ -249,8 +209,7 @@ def weighted_auroc(Y: np.ndarray, scores: np.ndarray, weights: np.ndarray | None
 
 
 def _auroc(positive: np.ndarray, negative: np.ndarray, below: np.ndarray, not_above: np.ndarray) -> np.ndarray:
-    """(R,) weighted AUROC from the weights (R, ·) of the positives and of the score-sorted
-    negatives, given how many negatives score below / not above each positive."""
+    """(R,) weighted AUROC from the positives' and score-sorted negatives' weights (R, ·)."""
     cumulative = np.zeros((len(negative), negative.shape[1] + 1))
     np.cumsum(negative, axis=1, out=cumulative[:, 1:])
     # negative weight below a positive, plus half the negative weight tied with it
@@ -287,15 +246,9 @@ def clustered_bootstrap(
     level: float = 0.95,
     classes: Sequence[str] | None = None,
 ) -> BootstrapCI:
-    """Macro-AUROC with a patient-clustered percentile bootstrap interval.
-
-    ``groups`` (N,) holds each record's patient; ``classes`` names the columns in the log
-    message about skipped classes (`macro_auroc`). Each replicate draws as many patients as there
-    are, with replacement, and every record of a drawn patient enters once per draw
-    (`patient_bootstrap_weights`). A replicate in which a class has no positive (or no
-    negative) weight averages over its remaining classes. With fewer than two patients the
-    interval is marked not testable (`BootstrapCI.testable`).
-    """
+    """Macro-AUROC with a percentile interval over patient-clustered replicates
+    (`patient_bootstrap_weights` of the patients ``groups`` (N,)); a replicate averages over the
+    classes defined in it. Not testable below two patients."""
     Y, scores = _check_scores(Y, scores)
     groups = np.asarray(groups)
     if groups.shape != (len(Y),):
@@ -336,19 +289,10 @@ def _skipped(per_class: np.ndarray, classes: Sequence[str] | None) -> list[str]:
     return [name for name, value in zip(names, per_class, strict=True) if np.isnan(value)]
 
 
-# --------------------------------------------------------------------------------------------
-# probe evaluation
-
-
 @dataclass
 class ProbeResult:
-    """One probe on one task: per-class and macro AUROC with its patient-clustered CI.
-
-    ``per_class`` leaves out the ``skipped`` classes (no positive or no negative evaluation
-    record). ``counts``: ``train`` / ``eval`` records scored, ``eval_patients``, and whatever
-    the caller adds (`evaluate_task` adds the labelled and excluded counts). ``degenerate``
-    says why the macro-AUROC means nothing (`degenerate_probe`), None when it is meaningful.
-    """
+    """One probe on one task. ``per_class`` leaves out the ``skipped`` classes (no positive or no
+    negative evaluation record); ``degenerate`` says why the macro-AUROC means nothing, if it does not."""
 
     task: str
     classes: list[str]
@@ -362,9 +306,8 @@ class ProbeResult:
 
 
 def degenerate_probe(scores: np.ndarray, per_class: np.ndarray) -> str | None:
-    """Why a probe's macro-AUROC is meaningless, or None: its scores on the evaluation records
-    are constant for every class the AUROC averages (it ranks nothing: each AUROC is ½), or a
-    task of several classes has one class with positive and negative evaluation records."""
+    """Why a probe's macro-AUROC is meaningless, or None: constant scores on every class it
+    averages (each AUROC ½), or fewer than two defined classes in a task of several."""
     scored = np.flatnonzero(np.isfinite(per_class))
     if len(scored) and all(np.ptp(scores[:, c]) == 0 for c in scored):
         return "constant predictions"
@@ -421,20 +364,8 @@ def evaluate_probe(
     `score_probe` on the test data."""
     probe = LinearProbe(C).fit(train_X, train_Y, groups=train_groups)
     return score_probe(
-        probe,
-        test_X,
-        test_Y,
-        test_groups,
-        classes=classes,
-        replicates=replicates,
-        seed=seed,
-        level=level,
-        task=task,
+        probe, test_X, test_Y, test_groups, classes=classes, replicates=replicates, seed=seed, level=level, task=task
     )
-
-
-# --------------------------------------------------------------------------------------------
-# the paper's three diagnostic tasks
 
 
 @dataclass(frozen=True)
@@ -453,11 +384,8 @@ class TaskSplit:
 
 @dataclass(frozen=True)
 class DiagnosticTask:
-    """One classification task over the cache rows of the training and evaluation folds.
-
-    ``train_rows`` / ``eval_rows`` hold the records with at least one label of the task;
-    ``counts`` has the records of each fold group and how many of them carry no label.
-    """
+    """One classification task over the cache rows (with a label of the task) of the training and
+    evaluation folds; ``counts`` has each fold group's records and how many carry no label."""
 
     name: str
     classes: tuple[str, ...]
@@ -468,10 +396,7 @@ class DiagnosticTask:
 
     def split(self, representations: Representations, groups: np.ndarray) -> TaskSplit:
         """The task's records that have a representation; ``groups`` are patients per cache row.
-
-        ``counts`` gains ``train_excluded`` / ``eval_excluded`` (labelled, but no
-        representation: phase QC failed or no valid token) and ``train`` / ``eval`` (scored).
-        """
+        ``counts`` gains ``train``/``eval`` (scored) and ``*_excluded`` (labelled, unrepresented)."""
         groups = np.asarray(groups)
         train_X, train_found = representations.lookup(self.train_rows)
         eval_X, eval_found = representations.lookup(self.eval_rows)
@@ -483,16 +408,8 @@ class DiagnosticTask:
             "train": len(train_rows),
             "eval": len(eval_rows),
         }
-        return TaskSplit(
-            train_X,
-            self.labels[train_rows],
-            groups[train_rows],
-            eval_X,
-            self.labels[eval_rows],
-            groups[eval_rows],
-            eval_rows,
-            counts,
-        )
+        train_Y, eval_Y = self.labels[train_rows], self.labels[eval_rows]
+        return TaskSplit(train_X, train_Y, groups[train_rows], eval_X, eval_Y, groups[eval_rows], eval_rows, counts)
 
 
 def diagnostic_tasks(
@@ -503,11 +420,9 @@ def diagnostic_tasks(
     eligible_fold: int = 9,
     min_positives: int = 20,
 ) -> Iterator[DiagnosticTask]:
-    """One probe task per label level of the cache's dataset. The first level is one task with
-    all its classes (the headline); every further level gives ``<level>-eligible`` (its classes
-    with ≥ ``min_positives`` positive windows in ``eligible_fold``) and ``<level>-all``. On PTB-XL
-    these are the paper's three: ``superclass`` (5), ``subclass-eligible`` (the "17-class" task)
-    and ``subclass-all`` (23). Windows without a label of a task are left out of it and counted."""
+    """One task per label level: the first level whole; each further one as ``<level>-eligible``
+    (classes with ≥ ``min_positives`` positive windows in ``eligible_fold``) and ``<level>-all``.
+    On PTB-XL: ``superclass`` (5), ``subclass-eligible`` (the "17-class" task), ``subclass-all`` (23)."""
     if set(train_folds) & set(eval_folds):
         raise ValueError(f"train_folds {list(train_folds)} and eval_folds {list(eval_folds)} overlap")
     train, evaluation = cache.select(train_folds), cache.select(eval_folds)
@@ -552,24 +467,10 @@ def evaluate_task(
     seed: int = 0,
     level: float = 0.95,
 ) -> ProbeResult:
-    """`evaluate_probe` on ``task``; ``groups`` is the patient of every cache row.
-
-    ``counts`` as in `DiagnosticTask.split`.
-    """
+    """`evaluate_probe` on ``task``; ``groups`` is the patient of every cache row."""
     split = task.split(representations, groups)
-    result = evaluate_probe(
-        split.train_X,
-        split.train_Y,
-        split.eval_X,
-        split.eval_Y,
-        split.eval_groups,
-        classes=task.classes,
-        C=C,
-        replicates=replicates,
-        seed=seed,
-        level=level,
-        train_groups=split.train_groups,
-        task=task.name,
-    )
+    probe = LinearProbe(C).fit(split.train_X, split.train_Y, groups=split.train_groups)
+    scored = (split.eval_X, split.eval_Y, split.eval_groups)
+    result = score_probe(probe, *scored, classes=task.classes, replicates=replicates, seed=seed, level=level, task=task.name)
     result.counts |= split.counts
     return result

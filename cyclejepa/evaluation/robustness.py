@@ -1,9 +1,7 @@
 """Single-channel robustness: zero one channel at evaluation, keep the probe fitted on intact data.
 
-The encoder sees z-scored channels, so "zero" is the normalised value 0: the channel is replaced by
-a flat line at its training-fold mean. Token phases come from the events of the intact
-recording and are not recomputed, so every variant pools the same tokens of the same records.
-Each change is signed (zeroed − intact): negative means the channel's loss hurts.
+"Zero" is the z-scored 0 (a flat line at the training-fold mean); token phases stay those of the
+intact recording. A change is zeroed − intact: negative means the channel's loss hurts.
 """
 
 from __future__ import annotations
@@ -25,17 +23,8 @@ __all__ = ["RobustnessResult", "channel_zeroing", "zero_channel"]
 
 @dataclass
 class RobustnessResult:
-    """Macro-AUROC with each channel zeroed, against the intact score of the same probe.
-
-    Attributes
-    ----------
-    intact : macro-AUROC on intact signals.
-    zeroed : channel → macro-AUROC with that channel zeroed.
-    delta : channel → zeroed − intact, with a paired patient-clustered percentile interval.
-    mean_delta : mean of the per-channel changes, with its paired interval.
-    worst_delta, worst_channel : the most negative change and its channel.
-    records : records scored; excluded : records without a representation, by reason.
-    """
+    """Macro-AUROC ``intact`` and with each channel ``zeroed``; ``delta`` (zeroed − intact),
+    their mean and the worst carry paired patient-clustered intervals."""
 
     intact: float
     zeroed: dict[str, float]
@@ -48,7 +37,7 @@ class RobustnessResult:
 
 
 def zero_channel(x: torch.Tensor, channel: int) -> torch.Tensor:
-    """A copy of the batch ``x`` (B, channels, samples) with the channel at index ``channel`` set to 0."""
+    """A copy of ``x`` (B, channels, samples) with ``channel`` set to 0."""
     return x.index_fill(1, torch.tensor([channel], device=x.device), 0.0)
 
 
@@ -70,33 +59,13 @@ def channel_zeroing(
     level: float = 0.95,
     progress: bool = False,
 ) -> RobustnessResult:
-    """Zero each channel in turn, re-embed, and score with ``probe`` (fitted on intact data).
-
-    Parameters
-    ----------
-    model : the frozen `JEPAModel`.
-    signals : (N, channels, samples) z-scored signals (e.g. the cache memmap).
-    phases, qc_ok : (N, T) token phases and (N,) QC verdicts, as for `embed_records`.
-    probe : a `LinearProbe` fitted on intact training representations.
-    Y, groups : (N, C) multi-hot labels and (N,) patients, aligned with ``signals``.
-    channels : the name of each channel of ``signals``, in order (``cache.channels``).
-    rows : the rows to evaluate (default all), e.g. a task's evaluation rows.
-    device, batch_size, progress : as in `embed_records`.
-    replicates, seed, level : the paired patient-clustered bootstrap of the changes (the same
-        resampled patients score the intact and every zeroed variant).
-    """
+    """Zero each of the named ``channels`` in turn, re-embed the ``rows`` (`embed_records`), and
+    score with ``probe`` against labels Y (N, C) and patients ``groups`` (N,); the same resampled
+    patients score the intact and every zeroed variant."""
     if len(channels) != np.shape(signals)[1]:
         raise ValueError(f"{len(channels)} channel names for signals with {np.shape(signals)[1]} channels")
     embed = partial(
-        embed_records,
-        model,
-        signals,
-        phases,
-        qc_ok,
-        rows=rows,
-        device=device,
-        batch_size=batch_size,
-        progress=progress,
+        embed_records, model, signals, phases, qc_ok, rows=rows, device=device, batch_size=batch_size, progress=progress
     )
     intact = embed()
     Y, groups = np.asarray(Y)[intact.rows], np.asarray(groups)[intact.rows]

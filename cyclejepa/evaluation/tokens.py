@@ -1,15 +1,9 @@
 """Tokens and phases as the evaluation's metrics read them: checked tensors, record chunks, coordinates.
 
-The mechanism and geometry metrics both take tokens (N, T, K) and phases (N, T) (or (N, T, C) on
-a torus) as numpy arrays or tensors; `token_tensors` checks and converts them once per call, and
-`record_chunks` bounds the float64 copies a metric makes to `RECORD_CHUNK` records at a time.
-
-On a torus of C cyclic coordinates (phases (N, T, C), a `TorusSymmetry`), the metrics measure
-the whole representation. `coordinate_view` isolates coordinate c: the terms of the
-spectrum whose frequency vector is a multiple k·e_c (k ≥ 0, invariants included) form a
-representation on which only φ_c acts, a U(1) representation of harmonics k; every U(1) metric
-(gain, G1, loop amplitude, orbit coherence) applies to it unchanged, and `per_coordinate` runs
-one on each coordinate. Mixed terms such as (1,1) belong to no single coordinate.
+Tokens are (N, T, K), phases (N, T) or (N, T, C) on a torus, numpy arrays or tensors. On a
+torus, the spectrum's terms k·e_c (k ≥ 0) form a U(1) representation on which only φ_c acts
+(`coordinate_view`), so every U(1) metric applies to it unchanged (`per_coordinate`); mixed terms
+such as (1,1) belong to no single coordinate.
 """
 
 from __future__ import annotations
@@ -43,10 +37,7 @@ RECORD_CHUNK = 256
 
 
 def token_tensors(tokens: ArrayLike, phases: ArrayLike, caller: str) -> tuple[Tensor, Tensor]:
-    """Tokens (N, T, K) and phases (N, T) (or (N, T, d) on a torus) as tensors on one device.
-
-    Read-only arrays (memmaps) are wrapped without a copy; nothing here writes into them.
-    """
+    """Tokens (N, T, K) and phases (N, T) or (N, T, d) as tensors on one device (memmaps not copied)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", "The given NumPy array is not writable")
         tokens = torch.as_tensor(tokens)
@@ -69,15 +60,9 @@ def record_chunks(n: int) -> Iterator[slice]:
 
 @dataclass(frozen=True)
 class CoordinateView:
-    """The part of a torus representation on which only coordinate ``coordinate`` acts.
-
-    Attributes
-    ----------
-    tokens : (N, T, K_c) float64 canonical coordinates Qᵀz of the terms k·e_c, in term order.
-    phases : (N, T) float64 phase of coordinate c; NaN where any coordinate is undefined, so
-        every coordinate's view keeps the same valid tokens and pairs.
-    symmetry : the `U1Symmetry` of those terms (canonical basis), e.g. ``"4x0+8x1"``.
-    """
+    """The part of a torus representation on which only coordinate c acts: the canonical
+    coordinates (N, T, K_c) of the terms k·e_c, φ_c (NaN where any coordinate is undefined) and
+    their `U1Symmetry` (e.g. ``"4x0+8x1"``)."""
 
     tokens: Tensor
     phases: Tensor
@@ -85,8 +70,7 @@ class CoordinateView:
 
 
 def coordinate_view(tokens: ArrayLike, phases: ArrayLike, symmetry: PhaseSymmetry, coordinate: int) -> CoordinateView:
-    """Coordinate ``coordinate`` of ``phases`` (N, T, C) and its sub-representation (see
-    `CoordinateView`); raises ValueError when the spectrum has no term k·e_c with k ≠ 0."""
+    """The `CoordinateView` of ``coordinate``; ValueError when no term k·e_c has k ≠ 0."""
     tokens, phases = token_tensors(tokens, phases, "coordinate_view")
     rank = symmetry.rank
     if phases.dim() != 3 or phases.shape[-1] != rank or not 0 <= coordinate < rank:
@@ -119,10 +103,8 @@ def per_coordinate(
     names: list[str] | tuple[str, ...] | None = None,
     **options: Any,
 ) -> dict[str, Any]:
-    """``{name: metric(view.tokens, view.phases, view.symmetry, **options)}`` over the
-    coordinates' `coordinate_view` s, e.g. ``per_coordinate(transport_gain, z, phi, torus,
-    ("cardiac", "respiratory"))`` or ``per_coordinate(g1_gate, ..., patient_ids=ids)``.
-    Names default to ``"0"``, ``"1"``, ...."""
+    """``{name: metric(view.tokens, view.phases, view.symmetry, **options)}`` over each coordinate's
+    view, e.g. ``per_coordinate(transport_gain, z, phi, torus, ("cardiac", "respiratory"))``."""
     names = [str(c) for c in range(symmetry.rank)] if names is None else list(names)
     if len(names) != symmetry.rank:
         raise ValueError(f"per_coordinate: {len(names)} names for a rank-{symmetry.rank} symmetry")

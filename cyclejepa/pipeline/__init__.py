@@ -1,15 +1,8 @@
 """The pipeline: the stages of `cyclejepa run` and the only code that reads the experiment config.
 
-Each stage turns its part of an `ExperimentConfig` into the narrow arguments of the layer below
-(the cache, the trainer, the evaluation, the export) and returns what it wrote:
-
-    preflight → prepare (`prepare`) → pre-train (`pretrain_all`) → evaluate and report
-    (`evaluate_experiment`, `report_experiment`); `run_experiment` runs them in order.
-
-After a run: the embedding stage (`load_encoder`) and the export stage (`export_run`,
-`save_pretrained`).
-
-Names are imported on first use (PEP 562), so ``import cyclejepa.pipeline`` costs nothing.
+Each stage turns its part of an `ExperimentConfig` into the narrow arguments of the layer below:
+`preflight` → `prepare` → `pretrain_all` → `evaluate_experiment` → `report_experiment`, in order
+in `run_experiment`; after a run, `load_encoder` and `export_run`. Names are imported on first use.
 """
 
 from typing import TYPE_CHECKING
@@ -69,46 +62,30 @@ if TYPE_CHECKING:
     from cyclejepa.pipeline.throughput import benchmark_throughput as benchmark_throughput, throughput_spec as throughput_spec
 
 _HOMES = {
-    "preflight": "checks",
-    "build_dataset": "preparation",
-    "cache_spec": "preparation",
-    "configured_cache": "preparation",
-    "prepare": "preparation",
-    "pretrain": "pretraining",
-    "pretrain_all": "pretraining",
-    "train_run": "pretraining",
-    "evaluate_experiment": "evaluation",
-    "evaluation_steps": "evaluation",
-    "evaluate_grid": "evaluation",
-    "evaluation_spec": "evaluation",
-    "evaluation_dir": "evaluation",
-    "report_experiment": "reporting",
-    "report_spec": "reporting",
-    "write_grid_summary": "reporting",
-    "run_experiment": "run",
-    "describe_plan": "run",
-    "training_phases": "pretraining",
-    "watch_run": "pretraining",
-    "training_spec": "pretraining",
-    "objective_spec": "pretraining",
-    "RunPlan": "plans",
-    "run_plan": "plans",
-    "require_unsealed": "seal",
-    "plan_runs": "plans",
-    "cache_dir": "preparation",
-    "write_resolved_config": "plans",
-    "benchmark_ptbxl": "benchmarking",
-    "benchmark_allocations": "benchmarking",
-    "time_experiment": "benchmarking",
-    "benchmark_throughput": "throughput",
-    "throughput_spec": "throughput",
-    "load_encoder": "embedding",
-    "locate_run": "embedding",
-    "run_encoder": "embedding",
-    "export_run": "exporting",
-    "export_spec": "exporting",
-    "evaluation_result": "exporting",
-    "save_pretrained": "exporting",
+    name: module
+    for module, names in {
+        "benchmarking": ("benchmark_allocations", "benchmark_ptbxl", "time_experiment"),
+        "checks": ("preflight",),
+        "embedding": ("load_encoder", "locate_run", "run_encoder"),
+        "evaluation": ("evaluate_experiment", "evaluate_grid", "evaluation_dir", "evaluation_spec", "evaluation_steps"),
+        "exporting": ("evaluation_result", "export_run", "export_spec", "save_pretrained"),
+        "plans": ("RunPlan", "plan_runs", "run_plan", "write_resolved_config"),
+        "preparation": ("build_dataset", "cache_dir", "cache_spec", "configured_cache", "prepare"),
+        "pretraining": (
+            "objective_spec",
+            "pretrain",
+            "pretrain_all",
+            "train_run",
+            "training_phases",
+            "training_spec",
+            "watch_run",
+        ),
+        "reporting": ("report_experiment", "report_spec", "write_grid_summary"),
+        "run": ("describe_plan", "run_experiment"),
+        "seal": ("require_unsealed",),
+        "throughput": ("benchmark_throughput", "throughput_spec"),
+    }.items()
+    for name in names
 }
 __all__ = sorted(_HOMES)
 __getattr__ = lazy_names(__name__, _HOMES)

@@ -1,12 +1,8 @@
 """Run identity: what a run's weights and an evaluation's results depend on, and their hashes.
 
-A checkpoint, ``done.json`` and an evaluation result carry the identity they were made with; other
-keys (names, output paths, data.root, data.workers, the device index, evaluation.device,
-runs.at_once, training.compile and checkpoint_every, evaluation.unseal, reporting) never
-invalidate them. training.precision and the kind of training.device count as resolved
-(`_resolved_training_keys`): bf16 autocast changes the arithmetic of every step, and a CUDA
-generator draws other numbers than a CPU one from the same seed. See docs/configuration.md,
-"Run identity".
+Only the keys listed here count; training.precision and the kind of training.device count as
+resolved (bf16 changes every step's arithmetic, a CUDA generator draws other numbers than a
+CPU one). See docs/configuration.md, "Run identity".
 """
 
 from __future__ import annotations
@@ -55,8 +51,7 @@ EVALUATION_KEYS = (
 
 
 def config_hash(cfg: ExperimentConfig) -> str:
-    """A stable short hash of the whole configuration: the first 16 hex digits of the sha256 of
-    its JSON dump."""
+    """`short_hash` of the whole configuration's JSON dump."""
     return short_hash(cfg.model_dump(mode="json"))
 
 
@@ -67,13 +62,12 @@ def training_identity(cfg: ExperimentConfig, transport_weight: float, seed: int)
 
 
 def evaluation_identity(cfg: ExperimentConfig) -> dict[str, Any]:
-    """What a checkpoint's evaluation results depend on besides its weights (`EVALUATION_KEYS`)."""
+    """What a checkpoint's evaluation results depend on (`TRAINING_KEYS`, `EVALUATION_KEYS`)."""
     return {**_flat_keys(cfg, TRAINING_KEYS + EVALUATION_KEYS), **_resolved_training_keys(cfg)}
 
 
 def _resolved_training_keys(cfg: ExperimentConfig) -> dict[str, str]:
-    """``training.device`` as a kind of device (``auto``: this machine's) and ``training.precision``
-    as it runs there (``auto``: bf16 on CUDA, float32 on the CPU)."""
+    """``training.device`` as a kind of device and ``training.precision`` as it runs there."""
     from cyclejepa.devices import device_type, resolved_precision
 
     kind = device_type(cfg.training.device)
@@ -81,7 +75,7 @@ def _resolved_training_keys(cfg: ExperimentConfig) -> dict[str, str]:
 
 
 def identity_hash(identity: dict[str, Any]) -> str:
-    """A stable short hash of an identity from `training_identity` or `evaluation_identity`."""
+    """`short_hash` of an identity."""
     return short_hash(identity)
 
 

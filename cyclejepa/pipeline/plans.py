@@ -1,6 +1,4 @@
-"""The runs of an experiment config, read from it once: `RunPlan` (one arm × seed with its folder
-and its identity), `plan_runs`, and the folders `cyclejepa.outputs` lays out under
-``output_dir``."""
+"""The runs of an experiment config (`RunPlan`: one arm × seed with its folder and identity)."""
 
 from __future__ import annotations
 
@@ -19,9 +17,7 @@ from cyclejepa.pipeline.identity import training_identity
 
 @dataclass(frozen=True)
 class RunPlan:
-    """One pre-training run of the grid: its arm and seed, its folder, and (computed when first
-    asked, since it resolves the device) its identity: what its weights depend on
-    (`cyclejepa.pipeline.identity.training_identity` of ``experiment``)."""
+    """One pre-training run: arm, seed, folder and (when first asked: it resolves the device) identity."""
 
     arm: ArmConfig
     seed: int
@@ -41,18 +37,17 @@ class RunPlan:
         return training_identity(self.experiment, self.arm.transport_weight, self.seed)
 
     def finished(self) -> bool:
-        """Whether the run has its done.json, written for the same run identity."""
+        """Whether the run has its done.json, of the same identity."""
         done = self.folder.done
         return done.exists() and read_json(done).get("identity") == self.identity
 
 
 def run_name(arm: ArmConfig, seed: int) -> str:
-    """``<arm>-seed<seed>``: a run's folder under ``runs/`` and its name in every result."""
+    """``<arm>-seed<seed>``: a run's folder and its name in every result."""
     return f"{arm.name}-seed{seed}"
 
 
 def run_plan(cfg: ExperimentConfig, arm: ArmConfig, seed: int) -> RunPlan:
-    """The run of ``arm`` × ``seed`` in ``cfg``'s output directory."""
     return RunPlan(arm, seed, OutputFolder(Path(cfg.output_dir)).run(run_name(arm, seed)), cfg)
 
 
@@ -62,7 +57,7 @@ def plan_runs(cfg: ExperimentConfig) -> list[RunPlan]:
 
 
 def write_resolved_config(cfg: ExperimentConfig) -> Path:
-    """``config.yaml`` of the output directory: the config with every derived key filled."""
+    """Write ``config.yaml``: the config with every derived key filled."""
     path = OutputFolder(Path(cfg.output_dir)).config
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))

@@ -1,6 +1,4 @@
-"""Stage 2, pre-train: every arm × seed of the config, resuming from the last checkpoint and
-skipping finished runs (`cyclejepa.pipeline.plans.finished`); and the trainer's specs built from
-the config (`training_spec`, `objective_spec`)."""
+"""Stage 2, pre-train every arm × seed (resuming, finished runs skipped), and the trainer's specs."""
 
 from __future__ import annotations
 
@@ -28,8 +26,7 @@ def objective_spec(cfg: ExperimentConfig) -> ObjectiveSpec:
 
 
 def training_spec(cfg: ExperimentConfig, directory: Path, *, seed: int, transport_weight: float) -> TrainingSpec:
-    """The trainer's spec of one run of the experiment: seed, λ_trans, output folder ``directory``,
-    and its identity (`cyclejepa.pipeline.identity.training_identity`)."""
+    """The trainer's spec of one run (seed, λ_trans, folder, identity)."""
     objective, identity = objective_spec(cfg), training_identity(cfg, transport_weight, seed)
     return TrainingSpec(
         objective=objective,
@@ -45,16 +42,14 @@ def training_spec(cfg: ExperimentConfig, directory: Path, *, seed: int, transpor
 
 
 def training_phases(cache, rows, convention: str):
-    """Token phases of ``rows`` for training: NaN throughout for records that fail phase QC,
-    so that they take no part in phase-dependent losses (the transport term)."""
+    """Token phases of ``rows``, NaN throughout for records failing phase QC (no transport term)."""
     phases = np.array(cache.phases(convention)[rows], dtype=np.float32)
     phases[~cache.columns["qc_ok"][rows]] = np.nan
     return phases
 
 
 def streams(cfg: ExperimentConfig, cache, rows: np.ndarray) -> bool:
-    """Whether the training set (``rows`` of ``cache``) takes more host memory than
-    ``training.memory_budget_gb`` (`training_set_bytes`), so that it streams from shards."""
+    """Whether the training set exceeds ``training.memory_budget_gb`` and so streams from shards."""
     from cyclejepa.training.shards import training_set_bytes
 
     size = training_set_bytes(len(rows), cache.signals.shape[1:], cache.phase_centre.shape[1:])
@@ -62,10 +57,8 @@ def streams(cfg: ExperimentConfig, cache, rows: np.ndarray) -> bool:
 
 
 def training_shards(cache, rows: np.ndarray, convention: str, dist) -> Path:
-    """The shard folder of the training set ``rows`` of ``cache`` (token phases as `training_phases`):
-    ``<cache>-shards/<key>``, keyed by the cache's manifest (file hashes included), the rows and
-    the convention, so a rebuilt cache or other folds never read stale shards. Written once, by
-    rank 0, reading the cache in contiguous blocks; the other ranks wait for it (shared storage)."""
+    """``<cache>-shards/<key>`` of the training set, keyed by the manifest, rows and convention (so
+    nothing reads stale shards); written once by rank 0 while the other ranks wait."""
     from cyclejepa.training.shards import shard_key, write_shards
 
     rows_hash = hashlib.sha256(np.ascontiguousarray(rows, dtype=np.int64).tobytes()).hexdigest()
@@ -83,8 +76,7 @@ SHARD_BLOCK = 512
 
 
 def training_blocks(cache, rows: np.ndarray, convention: str, block: int = SHARD_BLOCK):
-    """(signals, phases) of ``rows`` (ascending) in order, each block read from one contiguous
-    slice ``cache.signals[start:stop]`` of at most ``block`` rows."""
+    """(signals, phases) of ``rows`` (ascending), ``block`` rows at a time from contiguous slices."""
     for first in range(0, len(rows), block):
         chunk = rows[first : first + block]
         start, stop = int(chunk[0]), int(chunk[-1]) + 1
@@ -97,17 +89,14 @@ def training_blocks(cache, rows: np.ndarray, convention: str, block: int = SHARD
 
 
 def release_mapped_pages(array) -> None:
-    """Drop the pages of a memory-mapped ``array`` (a `numpy.memmap`) that this process has read
-    from its resident set (they stay in the page cache), so that reading a cache through once
-    does not count its whole size against this process's memory; nothing for other arrays."""
+    """Drop a `numpy.memmap`'s read pages from this process's resident set (they stay cached)."""
     mapped = getattr(array, "_mmap", None)
     if mapped is not None and hasattr(mmap, "MADV_DONTNEED"):
         mapped.madvise(mmap.MADV_DONTNEED)
 
 
 class RowView:
-    """Rows of the cache read on demand: ``view[i]`` is ``read(rows[i])`` (the held batch of a
-    streamed run reads its few windows through it, not the whole training set)."""
+    """Rows of the cache read on demand: ``view[i]`` is ``read(rows[i])``."""
 
     def __init__(self, read, rows: np.ndarray):
         self.read, self.rows = read, rows
@@ -150,9 +139,7 @@ def train_run(
 
 
 def watch_run(trainer, signals, phases):
-    """With ``training.tensorboard`` (of the trainer's spec), a `TensorBoardLog` of ``trainer``
-    (rank 0 only) with the held-batch diagnostics of its training data every
-    ``training.diagnostics_every`` steps."""
+    """With ``training.tensorboard``, a `TensorBoardLog` of ``trainer`` (rank 0) with held-batch diagnostics."""
     training = trainer.spec.training
     if not (training.tensorboard and trainer.dist.is_main):
         return None
@@ -175,13 +162,7 @@ def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True,
     if plan.finished():
         return directory
     trainer = train_run(
-        cfg,
-        cache,
-        directory,
-        seed=plan.seed,
-        transport_weight=plan.arm.transport_weight,
-        dist=dist,
-        progress=progress,
+        cfg, cache, directory, seed=plan.seed, transport_weight=plan.arm.transport_weight, dist=dist, progress=progress
     )
     if trainer.dist.is_main:
         spec = trainer.spec
@@ -190,9 +171,8 @@ def pretrain(cfg: ExperimentConfig, cache, plan: RunPlan, progress: bool = True,
 
 
 def pretrain_all(cfg: ExperimentConfig, cache, config: Path, plans: list[RunPlan], progress: bool = True) -> None:
-    """Stage 2 for every arm × seed (``plans``, `plan_runs`): unfinished runs side by side in
-    ``runs.at_once`` processes (each reads the resolved config file ``config``), else one after
-    the other in this one."""
+    """Stage 2 for every plan: unfinished runs side by side in ``runs.at_once`` processes (each
+    reading the resolved ``config``), else one after the other here."""
     from cyclejepa.devices import place
     from cyclejepa.training.concurrent import RunJob, runs_at_once, train_concurrently
 

@@ -1,13 +1,8 @@
 """`cyclejepa run`: prepare → pre-train every arm × seed → evaluate the grid → report.
 
-Everything lands in one output directory (``output_dir`` of the config), laid out by
-`cyclejepa.outputs` (`OutputFolder`, `RunFolder`): the resolved config, the cache, one folder
-per run, the evaluation results, the report and the fold-use logs.
-
-A stage whose outputs exist for the same run identity (the keys that change the weights, see
-`cyclejepa.pipeline.identity.training_identity`) is skipped, so re-running a finished experiment does
-nothing and a killed one resumes from its last checkpoint. `preflight` checks everything that
-can be checked from the config and the files on disk before any work starts.
+Everything lands in ``output_dir`` (`cyclejepa.outputs`). A stage whose outputs exist for the same
+run identity is skipped, so re-running a finished experiment does nothing and a killed one resumes
+from its last checkpoint.
 """
 
 from __future__ import annotations
@@ -28,12 +23,8 @@ log = logging.getLogger(__name__)
 
 
 def run_experiment(cfg: ExperimentConfig, progress: bool = True, *, overwrite_cache: bool = False) -> Path:
-    """Every stage in order; returns the report path (for a grid, the grid summary).
-
-    `preflight` first (nothing is written for a config that fails it), then the output
-    directory's lock throughout (`cyclejepa.lock.output_lock`). A grid's preflight checks every
-    cell; the cells it checked then pass the seal, every one before the first starts, and each
-    runs under its own folder's lock without a second check."""
+    """Every stage in order under the output directory's lock, after `preflight`; returns the report
+    path (for a grid, the grid summary; every cell passes the seal before the first starts)."""
     cells = preflight(cfg)
     with output_lock(cfg.output_dir):
         if not cfg.grid:
@@ -49,9 +40,7 @@ def run_experiment(cfg: ExperimentConfig, progress: bool = True, *, overwrite_ca
 
 
 def _run_stages(cfg: ExperimentConfig, progress: bool, overwrite_cache: bool = False) -> Path:
-    """The stages of one experiment (no grid): the seal, the resolved config, prepare (then the
-    configured folds and their windows' phase QC checked against the cache, before any training:
-    `prepared_cache_verdict`), pre-train, evaluate and report."""
+    """The stages of one experiment (no grid); the prepared cache is checked before any training."""
     require_unsealed(cfg)
     config, plans = write_resolved_config(cfg), plan_runs(cfg)
     cache = prepare(cfg, progress=progress, overwrite_cache=overwrite_cache)
@@ -65,9 +54,7 @@ def _run_stages(cfg: ExperimentConfig, progress: bool, overwrite_cache: bool = F
 
 
 def describe_plan(cfg: ExperimentConfig) -> list[str]:
-    """Human-readable lines of what `run` would do, and which stages are already done, after the
-    same `preflight` as `run_experiment` (nothing is read or written for a config that fails it);
-    a grid's lines are its cells', each under its label."""
+    """Lines saying what `run` would do and what is already done, after the same `preflight`."""
     cells = preflight(cfg)
     if not cfg.grid:
         return _plan_lines(cfg)
@@ -78,7 +65,6 @@ def describe_plan(cfg: ExperimentConfig) -> list[str]:
 
 
 def _plan_lines(cfg: ExperimentConfig) -> list[str]:
-    """The plan of one experiment (no grid)."""
     out = Path(cfg.output_dir)
     lines = [f"output: {out}", f"data: {_corpus_line(cfg)}", f"cache: {cache_dir(cfg)}"]
     for plan in plan_runs(cfg):

@@ -1,12 +1,7 @@
-"""The sealed test fold: the one gate every stage passes before it reads the folds it uses.
-
-The sealed folds are the dataset's (`FoldProtocol.sealed`; PTB-XL: fold 10, the paper's sealed
-test fold). `use_folds` is asked by every stage that reads records of configured folds
-(normalisation statistics, pre-training, probe fitting, evaluation, figures, benchmarks; grids
-through their cells). It refuses a sealed fold unless
-``evaluation.unseal`` is set (``--unseal``), appends one line per unsealed use to
-``<output_dir>/unseal_audit.jsonl``, and records every use (stage, key, folds) in
-``<output_dir>/folds_used.jsonl``, from which the report states what each stage used.
+"""The sealed test fold (`FoldProtocol.sealed`; PTB-XL: fold 10): the gate every stage passes
+before it reads the folds it uses (`use_folds`). A sealed fold is refused unless
+``evaluation.unseal`` is set; each unsealed use is audited in ``unseal_audit.jsonl`` and every use
+recorded in ``folds_used.jsonl``, from which the report states what each stage used.
 """
 
 from __future__ import annotations
@@ -32,26 +27,26 @@ class SealedFoldError(PermissionError):
 
 
 def folds_of(cfg: ExperimentConfig, key: str) -> list[int]:
-    """The folds at ``key`` (``data.train_folds`` or ``data.eval_folds``)."""
+    """The folds at ``key`` (one of `FOLD_KEYS`)."""
     if key not in FOLD_KEYS:
         raise ValueError(f"unknown fold key {key!r}; one of {', '.join(FOLD_KEYS)}")
     return list(getattr(cfg.data, key.removeprefix("data.")))
 
 
 def sealed_folds(cfg: ExperimentConfig) -> list[int]:
-    """The folds the configured dataset seals (`FoldProtocol.sealed`)."""
+    """The folds the configured dataset seals."""
     return sorted(registry.DATASETS.get(cfg.data.dataset).folds.sealed)
 
 
 def require_unsealed(cfg: ExperimentConfig) -> None:
-    """Before any work: raise `SealedFoldError` when a fold key holds the sealed fold without unseal."""
+    """`refuse_sealed` of every fold key, before any work."""
     for key in FOLD_KEYS:
         refuse_sealed(cfg, "this experiment", key)
 
 
 def refuse_sealed(cfg: ExperimentConfig, stage: str, key: str) -> list[int]:
-    """The folds at ``key``; raises `SealedFoldError` naming ``stage`` when they hold a sealed
-    fold without unseal. Records nothing (`use_folds` does, when the stage reads them)."""
+    """The folds at ``key``; `SealedFoldError` naming ``stage`` when they hold a sealed fold
+    without unseal (recording nothing)."""
     folds = folds_of(cfg, key)
     sealed = sorted(set(folds) & set(sealed_folds(cfg)))
     if sealed and not cfg.evaluation.unseal:
@@ -64,8 +59,7 @@ def refuse_sealed(cfg: ExperimentConfig, stage: str, key: str) -> list[int]:
 
 
 def use_folds(cfg: ExperimentConfig, stage: str, key: str) -> list[int]:
-    """The folds at ``key`` that ``stage`` may read: refuses the sealed fold unless unsealed,
-    audits an unsealed use, and records the use in ``folds_used.jsonl``."""
+    """`refuse_sealed`, then the use audited (if unsealed) and recorded."""
     folds = refuse_sealed(cfg, stage, key)
     sealed = sealed_folds(cfg)
     entry = {"time": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "stage": stage, "key": key, "folds": folds, "sealed": sealed}
@@ -78,13 +72,12 @@ def use_folds(cfg: ExperimentConfig, stage: str, key: str) -> list[int]:
 
 
 def use_folds_in_turn(cfg: ExperimentConfig, uses: list[tuple[str, str]]) -> list[list[int]]:
-    """`use_folds` of every (stage, key) of ``uses``, in that order: a stage's uses gathered
-    where it starts reading folds."""
+    """`use_folds` of every (stage, key) of ``uses``, in order."""
     return [use_folds(cfg, stage, key) for stage, key in uses]
 
 
 def _append(path: Path, entry: dict[str, Any]) -> None:
-    """One JSON line, appended in one write (concurrent stages each add whole lines)."""
+    """One JSON line, appended in one write (concurrent writers add whole lines)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a") as stream:
         stream.write(json.dumps(entry) + "\n")

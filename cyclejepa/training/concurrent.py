@@ -72,7 +72,7 @@ def train_concurrently(
                         if process.returncode != 0:
                             failed.append(job)
                 update(completed=sum(_last_step(job.directory) for job in jobs))
-        except KeyboardInterrupt:  # SIGINT, or SIGTERM under the command line (`cyclejepa.stops`)
+        except KeyboardInterrupt:  # SIGINT, or SIGTERM under the command line (`cyclejepa.interrupts`)
             _stop([process for process, _ in running.values()])
             raise
     if failed:
@@ -87,7 +87,7 @@ def _start(config: Path, job: RunJob, env: dict[str, str]) -> subprocess.Popen:
 
 
 def _stop(processes: list[subprocess.Popen]) -> None:
-    """SIGTERM each running process and wait while it checkpoints and ends (`cyclejepa.stops`)."""
+    """SIGTERM each running process and wait while it checkpoints and ends (`cyclejepa.interrupts`)."""
     for process in processes:
         if process.poll() is None:
             process.terminate()

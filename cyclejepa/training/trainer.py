@@ -25,7 +25,7 @@ from cyclejepa.objectives import prediction_loss, sample_cutoffs, transport_loss
 from cyclejepa.objectives.transport import valid_tokens
 from cyclejepa.outputs import RunFolder
 from cyclejepa.progress import progress_bar
-from cyclejepa.stops import Stopped, StopRequest, deferred_stops
+from cyclejepa.interrupts import Stopped, StopRequest, deferred_stops
 from cyclejepa.training.batches import BatchSampler
 from cyclejepa.training.checkpoint import latest_checkpoint, load_checkpoint, require_finite, save_checkpoint
 from cyclejepa.training.distributed import Distributed
@@ -328,7 +328,7 @@ class Trainer:
 
         ``metrics.jsonl`` first loses its rows after the current step and any torn line. A SIGTERM
         or SIGINT ends training at the next step boundary (under torchrun, the next flush): metrics
-        flushed, a checkpoint written, `cyclejepa.stops.Stopped` raised naming both.
+        flushed, a checkpoint written, `cyclejepa.interrupts.Stopped` raised naming both.
         """
         until = self.spec.training.steps if until is None else until
         if self.dist.is_main:

@@ -1,22 +1,10 @@
 """The anomaly battery: six synthetic perturbation families scored by one causal detector.
 
-Each family perturbs z-scored records (N, channels, samples) from a per-record onset onward at
-a severity s in [0, 2]; s = 0 runs the same pipeline at zero amplitude and is the identity. A
-detector from `DETECTORS` emits one score per token (80 ms: 8 samples at 100 Hz, for PTB-XL)
-that reads only tokens ≤ t. Per family and severity, `anomaly_battery` compares the perturbed
-records with the same records unperturbed: AUROC of the record scores (maximum over the tokens
-from the onset on), its excess over the family's zero-severity reference, and, at a threshold
-calibrated on the clean records only, the alarm rate, the localisation hit rate and the median
-latency. Every rate comes with the data: the signals' and the beats' (`BeatTimes.from_cache`)
-and the samples per token (``cache.token_patch``), all from the cache's manifest.
-
-Phases come from a causal tracker on the clean record's beats, the phase provider's events
-(`causal_token_phases`): the phase of token t uses only the beats at or before the token's
-last sample.
-
-The package: `beats` (beat times, the causal tracker), `perturbations` (the families, registered
-in `PERTURBATIONS` with the signals they apply to), `detectors` (the scorers, registered in
-`DETECTORS`), `battery` (cells, metrics, the battery, its table).
+A family perturbs z-scored records from a per-record onset on at severity s in [0, 2] (s = 0 is
+the identity); a detector emits one score per token that reads only tokens ≤ t, with phases from
+a causal tracker on the clean record's beats. Rates (signals, beats, samples per token) come from
+the cache's manifest. Modules: `beats` (beat times, the causal tracker), `perturbations` (the
+families, `PERTURBATIONS`), `detectors` (`DETECTORS`), `battery` (cells, metrics, the table).
 """
 
 from cyclejepa.evaluation.anomaly.battery import (

@@ -1,10 +1,8 @@
-"""The battery: every family at every severity, scored by one detector, and its metrics.
+"""The battery: every family at every severity, scored by one detector, against the same records clean.
 
-Per family and severity, `anomaly_battery` compares the perturbed records with the same
-records unperturbed: AUROC of the record scores (maximum over the tokens from the onset on),
-its excess over the family's zero-severity reference, and, at a threshold calibrated on the
-clean records only, the alarm rate, the localisation hit rate and the median latency.
-Families that do not apply to the records (`applicable_families`) are skipped, with the reason.
+Per cell: AUROC of the record scores (maximum over the tokens from the onset on), its excess
+over the family's zero-severity reference, and, at a threshold calibrated on the clean records
+only, the alarm rate, the localisation hit rate and the median latency.
 """
 
 from __future__ import annotations
@@ -13,6 +11,7 @@ import math
 import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -42,15 +41,8 @@ def _family_rng(seed: int, family: str) -> np.random.Generator:
     return np.random.default_rng([seed, 1, zlib.crc32(family.encode())])
 
 
-# --------------------------------------------------------------------------------------------
-# metrics
-
-
 def record_scores(scores: np.ndarray, onset_tokens: np.ndarray) -> np.ndarray:
-    """(N,) maximum of each record's token scores from its onset token on (NaN ignored).
-
-    NaN for a record with no defined score in that window.
-    """
+    """(N,) maximum of each record's token scores from its onset token on (NaN ignored; NaN if none)."""
     scores = np.asarray(scores, dtype=np.float64)
     window = np.arange(scores.shape[1]) >= np.asarray(onset_tokens)[:, None]
     return np.fmax.reduce(np.where(window, scores, np.nan), axis=1)
@@ -68,13 +60,8 @@ def alarm_threshold(clean_record_scores: np.ndarray, false_alarm_rate: float = 0
 
 
 def first_alarms(scores: np.ndarray, threshold: float, onset_tokens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """First token at or after the onset whose score exceeds ``threshold`` (−1: none), and
-    whether any token before the onset does (an early alarm).
-
-    Returns
-    -------
-    first : (N,) int64; early : (N,) bool.
-    """
+    """(N,) first token at or after the onset above ``threshold`` (−1: none), and (N,) whether
+    any token before the onset is above it (an early alarm)."""
     above = np.asarray(scores) > threshold  # NaN: no alarm
     after = np.arange(above.shape[1]) >= np.asarray(onset_tokens)[:, None]
     alarmed = above & after
@@ -93,23 +80,8 @@ def auroc(negative: np.ndarray, positive: np.ndarray) -> float:
 
 @dataclass
 class AnomalyCell:
-    """Detection of one perturbation family at one severity.
-
-    Attributes
-    ----------
-    family, severity, detector : the cell.
-    records : records with a defined record score clean and perturbed (the others are left out).
-    auroc : AUROC of the perturbed against the clean record scores.
-    reference_auroc : the family's AUROC at severity 0; ``excess`` = auroc − reference_auroc.
-    threshold : alarm threshold, the (1 − false-alarm rate) quantile of the clean record scores.
-    clean_alarm_rate : fraction of clean records above it (≈ the false-alarm rate).
-    alarm_rate : fraction of perturbed records with an alarm at or after the onset.
-    hit_rate : fraction of perturbed records whose first alarm from the onset on falls within
-        ``hit_tokens`` tokens of the onset, with no alarm before it.
-    median_latency_ms : median over alarmed records of (first alarm − onset + 1) × the token's
-        duration (80 ms for 8 samples at 100 Hz); NaN when none alarms.
-    alarmed : number of alarmed perturbed records.
-    """
+    """Detection of one family at one severity (`score_anomaly_cell`); ``excess`` = auroc −
+    reference_auroc (the family's at severity 0)."""
 
     family: str
     severity: float
@@ -138,11 +110,12 @@ def score_anomaly_cell(
     false_alarm_rate: float = 0.05,
     hit_tokens: int = 3,
 ) -> AnomalyCell:
-    """Metrics of one cell from token scores (N, T) of the clean and perturbed records, tokens
-    of ``token_ms`` milliseconds.
+    """One cell from token scores (N, T) of the clean and perturbed records.
 
-    Records without a defined record score in either version are left out. The threshold uses
-    the clean record scores only; the reference is left NaN (`anomaly_battery` fills it in).
+    Records without a defined record score in either are left out. The threshold is the
+    (1 − ``false_alarm_rate``) quantile of the clean record scores; a hit is a first alarm within
+    ``hit_tokens`` tokens of the onset with none before it; latency is (first alarm − onset + 1)
+    × ``token_ms``. The reference is left NaN (`anomaly_battery` fills it in).
     """
     if hit_tokens < 1:
         raise ValueError(f"hit_tokens must be >= 1, got {hit_tokens}")
@@ -174,10 +147,6 @@ def score_anomaly_cell(
     )
 
 
-# --------------------------------------------------------------------------------------------
-# the battery
-
-
 @dataclass
 class AnomalyBattery:
     """The battery's cells, and the requested families it skipped, each with the reason."""
@@ -206,43 +175,17 @@ def anomaly_battery(
     device: str | torch.device = "cpu",
     batch_size: int = 64,
 ) -> AnomalyBattery:
-    """Every family at every severity (severity 0 always included), scored by one detector.
+    """One `AnomalyCell` per family that applies (others skipped with the reason) and severity
+    (0 always included, ascending), scored by one detector.
 
-    Parameters
-    ----------
-    model, symmetry
-        The frozen model (on ``device``) and its phase action.
-    signals
-        (N, channels, samples) z-scored records (e.g. ``cache.signals[rows]``).
-    beats
-        Their beats in samples of ``signals``, with the signals' rate
-        (``BeatTimes.from_cache(cache, rows)``).
-    phases_causal
-        (N, T) token phases for the detector; default `causal_token_phases` of ``beats``.
-        Perturbed records keep the clean record's phases (the rhythm reference is not re-detected).
-    patch
-        Samples per token (``cache.token_patch``): T = samples / patch.
-    families
-        Names in `PERTURBATIONS` (default `FAMILIES`, the paper's six in table order).
-    signal_kind
-        The phase provider's signal kind (`PhaseProvider.signal`); families that do not apply
-        to it or to the records' channel count are skipped (`applicable_families`; None: the
-        signal kind is not checked).
-    detector, detector_options
-        A `DETECTORS` name and its keyword options (e.g. ``{"warmup_beats": 2}``).
-    onset_range
-        Inclusive token range of the drawn onsets (default: `ONSET_FRACTIONS` of the T tokens,
-        rounded: 40–100 for T = 125); each family then starts at its first affected sample at
-        or after it (`Perturbed.onset`), whose token is the cell's onset.
-    false_alarm_rate, hit_tokens
-        Alarm calibration and localisation window (see `score_anomaly_cell`).
-    seed
-        Seeds the onsets and every family's draws (equal across severities).
-
-    Returns
-    -------
-    `AnomalyBattery`: one `AnomalyCell` per (family, severity) of the families that apply, in
-    order, severities ascending; the others with the reason they were skipped.
+    ``signals`` (N, channels, samples) are z-scored records with their ``beats``
+    (``BeatTimes.from_cache``) and ``patch`` samples per token. Perturbed records keep the clean
+    records' phases (``phases_causal``, default `causal_token_phases`). ``signal_kind`` (the
+    provider's `PhaseProvider.signal`; None: not checked) and the channel count decide which
+    ``families`` (default `FAMILIES`) apply; ``detector_options`` go to the detector. Onsets are
+    drawn in ``onset_range`` (default `ONSET_FRACTIONS` of the tokens, 40–100 for T = 125), each
+    family starting at its first affected sample after it. ``seed`` seeds the onsets and each
+    family's draws (equal across severities).
     """
     families = list(FAMILIES if families is None else families)
     for family in families:
@@ -259,6 +202,10 @@ def anomaly_battery(
         raise ValueError(f"patch must divide the {x.shape[-1]} samples of a record into whole tokens, got {patch}")
     tokens = x.shape[-1] // patch
     phases = causal_token_phases(beats, tokens, patch) if phases_causal is None else np.asarray(phases_causal)
+    if onset_range is None:
+        onset_range = (round(ONSET_FRACTIONS[0] * tokens), round(ONSET_FRACTIONS[1] * tokens))
+    if not onset_range[1] < tokens:
+        raise ValueError(f"onset_range {onset_range} must end before the last of the {tokens} tokens")
     families, skipped = applicable_families(families, signal_kind, x.shape[1])
     score_fn = DETECTORS.get(detector)
     options = dict(detector_options or {})
@@ -267,38 +214,26 @@ def anomaly_battery(
         return score_fn(model, symmetry, batch, phases, device=device, batch_size=batch_size, **options)
 
     clean = score(x)
-    if onset_range is None:
-        onset_range = (round(ONSET_FRACTIONS[0] * tokens), round(ONSET_FRACTIONS[1] * tokens))
-    if not onset_range[1] < tokens:
-        raise ValueError(f"onset_range {onset_range} must end before the last of the {tokens} tokens")
     requested = torch.from_numpy(draw_onsets(len(x), onset_range, seed) * patch)
+    token_ms = 1000.0 * patch / beats.fs
+    cell = partial(
+        score_anomaly_cell, token_ms=token_ms, detector=detector, false_alarm_rate=false_alarm_rate, hit_tokens=hit_tokens
+    )
     cells = []
     for family in families:
         row = []
         for severity in levels:
             perturbed = PERTURBATIONS.get(family)(x, severity, requested, beats, _family_rng(seed, family))
             onset_tokens = (perturbed.onset // patch).numpy()
-            row.append(
-                score_anomaly_cell(
-                    clean,
-                    score(perturbed.signals),
-                    onset_tokens,
-                    token_ms=1000.0 * patch / beats.fs,
-                    family=family,
-                    severity=severity,
-                    detector=detector,
-                    false_alarm_rate=false_alarm_rate,
-                    hit_tokens=hit_tokens,
-                )
-            )
+            row.append(cell(clean, score(perturbed.signals), onset_tokens, family=family, severity=severity))
         reference = row[0].auroc
         cells += [replace(c, reference_auroc=reference, excess=c.auroc - reference) for c in row]
     return AnomalyBattery(cells, skipped)
 
 
 def strongest_cell(cells: Sequence[AnomalyCell], severity: float | None = None) -> AnomalyCell:
-    """The cell with the largest excess at ``severity`` (default: the highest present), the
-    paper's bottom-line row ("strongest of six families")."""
+    """The cell with the largest excess at ``severity`` (default: the highest present): the
+    paper's "strongest of six families"."""
     severity = max(c.severity for c in cells) if severity is None else severity
     candidates = [c for c in cells if c.severity == severity and math.isfinite(c.excess)]
     if not candidates:

@@ -1,11 +1,5 @@
-"""Beat times of a batch of records and the causal phase tracker the anomaly detectors read.
-
-Beats are the phase provider's events (R-peaks for ECG), stored by the cache at its event rate
-(`PreparedCache.cache_fs`) and rescaled here to the rate of the signals the model reads
-(`PreparedCache.model_fs`). Phases come from a causal tracker on the clean record's beats
-(`causal_token_phases`): the phase of token t uses only the beats at or before the token's last
-sample.
-"""
+"""Beat times of a batch of records (the phase provider's events at the model's rate) and the
+causal phase tracker the anomaly detectors read."""
 
 from __future__ import annotations
 
@@ -26,19 +20,15 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True, eq=False)
 class BeatTimes:
-    """Beat times of N records, padded: ``peaks`` (N, B + 1) float64, +inf after the last.
-
-    Times are in samples of the signals they index, whose rate is ``fs`` (Hz), possibly
-    fractional. The extra +inf column makes "the beat after" defined for every time.
-    """
+    """Beat times of N records in (possibly fractional) samples at ``fs`` Hz: ``peaks`` (N, B + 1)
+    float64, padded with +inf so that "the beat after" is defined for every time."""
 
     peaks: Tensor
     fs: float
 
     @classmethod
     def from_events(cls, events: Sequence[np.ndarray], *, event_fs: float, fs: float) -> BeatTimes:
-        """From one array of event indices at ``event_fs`` per record, rescaled to ``fs``:
-        t = index · fs / event_fs."""
+        """From event indices at ``event_fs`` per record: t = index · fs / event_fs."""
         if not (event_fs > 0 and fs > 0):
             raise ValueError(f"rates must be positive, got event_fs {event_fs} and fs {fs}")
         lengths = np.array([len(r) for r in events], dtype=np.int64)
@@ -56,8 +46,7 @@ class BeatTimes:
 
     @classmethod
     def from_cache(cls, cache: PreparedCache, rows: Iterable[int]) -> BeatTimes:
-        """The events of the cache's ``rows`` in samples of its signals, at the rates its
-        manifest records (`PreparedCache.cache_fs`, `PreparedCache.model_fs`)."""
+        """The events of the cache's ``rows`` in samples of its signals (manifest rates)."""
         return cls.from_events([cache.events(i) for i in rows], event_fs=cache.cache_fs, fs=cache.model_fs)
 
     def __len__(self) -> int:
@@ -83,17 +72,10 @@ class BeatTimes:
 
 
 def causal_token_phases(beats: BeatTimes, n_tokens: int, patch: int) -> np.ndarray:
-    """Causal phase of every token: φ = 2π (τ − R_last) / (R_last − R_prev), clipped below 2π.
+    """(N, n_tokens) causal phase φ = 2π (τ − R_last) / (R_last − R_prev) in [0, 2π), NaN until two beats.
 
-    τ is the token's last sample (the causal convention; tokens of ``patch`` samples); R_last,
-    R_prev are the last two beats at or before τ, so no later beat is read: the previous
-    interval stands in for the current cycle length, as on a bedside monitor. Each record's
-    phases are `cyclejepa.phase.causal_phase_from_events` of its beats at the token times. For
-    a perfectly regular rhythm this equals the offline phase map.
-
-    Returns
-    -------
-    (N, n_tokens) float64 radians in [0, 2π), NaN until two beats have been seen.
+    τ is the token's last sample; R_last, R_prev the last two beats at or before it (the previous
+    interval stands in for the current cycle, as on a bedside monitor): `causal_phase_from_events`.
     """
     times = token_times(n_tokens, patch, "causal")
     phases = [causal_phase_from_events(record, times) for record in beats.records()]

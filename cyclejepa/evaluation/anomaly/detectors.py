@@ -1,6 +1,4 @@
-"""Causal anomaly detectors, registered in `DETECTORS`: one score per token t that reads only
-tokens ≤ t.
-"""
+"""Causal anomaly detectors, registered in `DETECTORS`: one score per token t from tokens ≤ t."""
 
 from __future__ import annotations
 
@@ -32,11 +30,8 @@ def _detector_tokens(
 
 
 def _completed_cycles(phases: Tensor) -> Tensor:
-    """(N, T) number of phase wraps (a decrease between consecutive valid tokens) up to each token.
-
-    On a causal phase track the first valid token comes with the second beat and every later
-    beat shows as one wrap, so this counts the beats seen beyond the first two.
-    """
+    """(N, T) phase wraps (decreases between consecutive valid tokens) up to each token: on a
+    causal track, the beats seen beyond the first two."""
     valid = torch.isfinite(phases)
     position = torch.arange(phases.shape[1]).expand_as(phases)
     last_valid = torch.where(valid, position, -1).cummax(1).values
@@ -60,25 +55,9 @@ def transport_violation(
     """Cosine distance of each dephased token from the causal template of the earlier ones.
 
     With w_t = ρ(φ_t)⁻¹ z_t / ‖z_t‖, the score is 1 − ⟨w_t, m_t⟩ / ‖m_t‖ where m_t = Σ w_s over
-    the valid tokens s < t (the cumulative mean's direction). It is NaN where φ_t is undefined
-    and until ``warmup_beats`` cycles have completed after the first valid token (phase wraps,
-    `_completed_cycles`), i.e. from the (2 + ``warmup_beats``)-th beat on: the batch form of
+    the valid tokens s < t (the cumulative mean's direction). Scores (N, T) lie in [0, 2];
+    NaN where φ_t is undefined and before the (2 + ``warmup_beats``)-th beat: the batch form of
     `cyclejepa.models.streaming.TransportMonitor`.
-
-    Parameters
-    ----------
-    model
-        Deployed path ``model(x) -> z`` (a `JEPAModel`), on ``device``; used in eval mode.
-    symmetry
-        ρ acting on z (rank 1).
-    signals
-        (N, channels, samples) array, memmap or tensor.
-    phases
-        (N, T) causal token phases (`causal_token_phases`), NaN where undefined.
-
-    Returns
-    -------
-    (N, T) float64 scores in [0, 2], NaN where undefined.
     """
     if warmup_beats < 0:
         raise ValueError(f"transport-violation: warmup_beats must be >= 0, got {warmup_beats}")
@@ -96,13 +75,9 @@ def transport_violation(
 
 
 def _one_pass_predictions(predictor: CausalTransformerPredictor, z: Tensor) -> Tensor:
-    """All next-token predictions of the causal Transformer in one forward of 2T tokens.
-
-    The sequence is [z_0 … z_{T−1}, mask_0 … mask_{T−1}] with mask_t at position t. Token z_i
-    attends to z_j, j ≤ i (the training mask); mask_t attends to z_j, j < t, and to itself, with
-    the same relative biases. Each mask_t thus computes exactly what the training forward with
-    cutoff t − 1 computes at position t, and real tokens never see a mask token.
-    """
+    """All next-token predictions in one forward of [z_0 … z_{T−1}, mask_0 … mask_{T−1}], mask_t at
+    position t: z_i attends to z_{j ≤ i}, mask_t to z_{j < t} and itself, so mask_t computes what the
+    training forward with cutoff t − 1 computes at t."""
     batch, tokens, dim = z.shape
     x = torch.cat((z, predictor.mask_token.to(z.dtype).expand(batch, tokens, dim)), 1)
     position = torch.arange(tokens, device=z.device).repeat(2)
@@ -119,12 +94,8 @@ def _one_pass_predictions(predictor: CausalTransformerPredictor, z: Tensor) -> T
 
 
 def next_token_predictions(predictor: nn.Module, z: Tensor) -> Tensor:
-    """(B, T, K) predictions of z_t from z_{<t}, in the training convention.
-
-    Output t equals ``predictor(z, cutoff=t − 1)[:, t]``: inputs after t − 1 replaced by the
-    mask token, read at t. A `CausalTransformerPredictor` does all t in one forward
-    (`_one_pass_predictions`); any other predictor is run once per cutoff (T forwards).
-    """
+    """(B, T, K): output t is ``predictor(z, cutoff=t − 1)[:, t]`` (one forward for a
+    `CausalTransformerPredictor`, T forwards for any other predictor)."""
     if isinstance(predictor, CausalTransformerPredictor):
         return _one_pass_predictions(predictor, z)
     cutoffs = torch.arange(-1, z.shape[1] - 1, device=z.device)
@@ -141,15 +112,8 @@ def predictor_error(
     device: str | torch.device = "cpu",
     batch_size: int = 64,
 ) -> np.ndarray:
-    """The predictor's next-token error ‖ẑ_t − z_t‖², ẑ_t predicted from z_{<t}.
-
-    ``symmetry`` and ``phases`` are not used (the signature is the detectors' common one);
-    token 0 has no context and scores NaN.
-
-    Returns
-    -------
-    (N, T) float64 squared errors summed over the latent dimensions.
-    """
+    """(N, T) next-token error ‖ẑ_t − z_t‖², ẑ_t predicted from z_{<t} (NaN at token 0);
+    ``symmetry`` and ``phases`` unused."""
     predictor = model.predictor
     if not isinstance(predictor, nn.Module):
         raise ValueError(

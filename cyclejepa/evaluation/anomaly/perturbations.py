@@ -1,13 +1,8 @@
 """The perturbation families of the anomaly battery, registered in `PERTURBATIONS`.
 
-Each family perturbs z-scored records (N, channels, samples) from a per-record onset onward at
-a severity s in [0, 2]; s = 0 runs the same pipeline at zero amplitude and is the identity.
-Durations are given in ms or s and converted at the signals' rate (`BeatTimes.fs`).
-
-A family declares where it is meaningful (`perturbation`): the signal kinds of the phase
-providers it applies to (`PhaseProvider.signal`; ``"any"`` for every signal) and the fewest
-channels it needs. `applicable_families` keeps those that apply to a corpus; the battery skips
-the others and says why.
+Each family perturbs z-scored records (N, channels, samples) from a per-record onset on at
+severity s in [0, 2] (s = 0 is the identity), with durations converted at `BeatTimes.fs`, and
+declares the signal kinds and fewest channels it applies to (`perturbation`).
 """
 
 from __future__ import annotations
@@ -33,11 +28,7 @@ MAX_SEVERITY = 2.0
 
 
 class Perturbed(NamedTuple):
-    """A perturbed batch and, per record, the first sample the family changes (its onset).
-
-    ``onset`` does not depend on the severity; it is the number of samples where the family
-    changes nothing in that record.
-    """
+    """A perturbed batch and, per record, the first sample the family changes (independent of severity)."""
 
     signals: Tensor
     onset: Tensor
@@ -50,13 +41,8 @@ Perturbation = Callable[[Tensor, float, Tensor, BeatTimes, np.random.Generator],
 def perturbation(
     name: str, *, signals: Sequence[str] = (ANY_SIGNAL,), min_channels: int = 1
 ) -> Callable[[Perturbation], Perturbation]:
-    """Decorator registering a family in `PERTURBATIONS` as ``name``, with where it applies.
-
-    ``signals`` are the signal kinds it is meaningful on (`PhaseProvider.signal`, e.g.
-    ``("ecg",)`` for a QRS-T morphology change; ``"any"``: every signal) and ``min_channels`` the
-    fewest channels it needs; both are kept on the function. A family registered with
-    ``PERTURBATIONS.register`` alone applies to any signal and channel count.
-    """
+    """Register a family as ``name``, for the signal kinds ``signals`` (`PhaseProvider.signal`;
+    ``"any"``) and at least ``min_channels`` channels (``PERTURBATIONS.register`` alone: any)."""
 
     def decorate(family: Perturbation) -> Perturbation:
         # attributes of the function, read back by getattr (setattr: the Callable type declares none)
@@ -68,13 +54,8 @@ def perturbation(
 
 
 def applicable_families(families: Sequence[str], signal_kind: str | None, n_channels: int) -> tuple[list[str], dict[str, str]]:
-    """The ``families`` that apply to records of ``signal_kind`` with ``n_channels`` channels,
-    and, for each of the others, why it does not.
-
-    A family applies when its ``signals`` hold ``"any"`` or ``signal_kind`` (None: not checked)
-    and it needs at most ``n_channels`` channels. Unknown names raise `UnknownComponentError`
-    (with the closest registered name).
-    """
+    """The ``families`` that apply to ``signal_kind`` (None: not checked) and ``n_channels``
+    channels, and why each other one does not; an unknown name raises `UnknownComponentError`."""
     kept, skipped = [], {}
     for name in families:
         family = PERTURBATIONS.get(name)
@@ -125,12 +106,8 @@ def _first_nonzero(weight: Tensor) -> Tensor:
 def _beat_window(
     x: Tensor, onset: Tensor, beats: BeatTimes, window_ms: tuple[float, float], ramp_ms: float, guard_ms: float
 ) -> Tensor:
-    """(N, S) weight of a window ``window_ms`` after each R-peak, 0 before the record's onset.
-
-    Raised-cosine ramps of ``ramp_ms`` at both ends (1 in between); the window also ramps down
-    ``guard_ms`` before the next R-peak, so it never reaches the next QRS. Only beats whose
-    window starts at or after the onset take part.
-    """
+    """(N, S) weight of a window ``window_ms`` after each R-peak whose window starts at or after
+    the onset: raised-cosine ramps of ``ramp_ms``, ending ``guard_ms`` before the next R-peak."""
     t = _sample_times(x)
     count = beats.count_at(t)
     previous, following = beats.take(count - 1), beats.take(count)
@@ -191,17 +168,13 @@ def ectopic(
     widening: float = 1.5,
     taper_ms: float = 30.0,
 ) -> Perturbed:
-    """A premature, widened, inverted copy of each cycle's own QRS-T, added with amplitude s.
-
-    Cycle k = [R_k, R_{k+1}) gets a complex centred at c_k = round(R_k + (1 − p)(R_{k+1} − R_k))
-    (premature by the fraction p of the RR interval):
+    """A premature, widened, inverted copy of each cycle's QRS-T, centred at
+    c_k = round(R_k + (1 − p)(R_{k+1} − R_k)):
 
         x'(c_k + u) = x(c_k + u) − s · taper(u) · x(R_k + u / γ),   −γ a ≤ u ≤ γ b,
 
-    where (a, b) = ``complex_ms`` spans the native complex around R_k, γ = ``widening`` and the
-    Tukey taper ramps over ``taper_ms`` at both ends; x between samples is linearly
-    interpolated. Cycles whose inserted span starts before the onset are left alone;
-    overlapping spans add up.
+    (a, b) = ``complex_ms``, γ = ``widening``, a Tukey taper of ``taper_ms``, x linearly
+    interpolated; spans starting before the onset are skipped, overlaps add up.
     """
     _check_family_input("ectopic", x, severity, onset, beats)
     n, channels, samples = x.shape
@@ -239,11 +212,8 @@ def attenuation(x: Tensor, severity: float, onset: Tensor, beats: BeatTimes, rng
 
 @perturbation("lead-dropout", min_channels=2)
 def channel_dropout(x: Tensor, severity: float, onset: Tensor, beats: BeatTimes, rng: np.random.Generator) -> Perturbed:
-    """k = ⌈1.5 s⌉ channels set to 0 from the onset on (s = 2 drops 3): the family ``lead-dropout``.
-
-    The channels are the first k of a per-record random permutation drawn from ``rng``, so the
-    dropped sets are nested across severities drawn from equal generators.
-    """
+    """``lead-dropout``: the first k = ⌈1.5 s⌉ channels of a per-record random permutation set to 0
+    from the onset on (nested across severities from equal generators)."""
     _check_family_input("lead-dropout", x, severity, onset, beats)
     k = min(math.ceil(round(1.5 * severity, 9)), x.shape[1])
     order = torch.from_numpy(np.argsort(rng.random((x.shape[0], x.shape[1])), axis=1))
@@ -263,11 +233,8 @@ def baseline_wander(
     frequency_hz: tuple[float, float] = (0.1, 0.5),
     ramp_s: float = 1.0,
 ) -> Perturbed:
-    """Add s · RMS · ramp(t) · sin(2π f (t − onset) + θ) on every channel from the onset on.
-
-    f uniform on ``frequency_hz`` and θ uniform on [0, 2π) per record (from ``rng``); the ramp
-    is a raised cosine rising from 0 at the onset to 1 after ``ramp_s`` seconds.
-    """
+    """Add s · RMS · ramp(t) · sin(2π f (t − onset) + θ) from the onset on: f uniform on
+    ``frequency_hz``, θ on [0, 2π) per record, a raised-cosine ramp over ``ramp_s``."""
     _check_family_input("baseline-wander", x, severity, onset, beats)
     frequency = torch.from_numpy(rng.uniform(*frequency_hz, size=(x.shape[0], 1)))
     phase = torch.from_numpy(rng.uniform(0.0, TWO_PI, size=(x.shape[0], 1)))

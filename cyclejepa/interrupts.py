@@ -1,14 +1,9 @@
-"""Clean stops on SIGTERM (what a scheduler or a container sends) and SIGINT (Ctrl-C).
+"""Clean stops on SIGTERM and SIGINT (Ctrl-C); `Stopped` is a `KeyboardInterrupt`, so no
+``except Exception`` swallows it.
 
-While a trainer trains it holds `deferred_stops`: the first SIGTERM or SIGINT is only noted,
-and the trainer, at its next step boundary, writes a checkpoint and raises `Stopped` naming
-the step and the checkpoint. A SIGINT at least `INSIST_S` after the first signal (Ctrl-C
-pressed again) stops at once; repeats of the first signal sooner, and every later SIGTERM
-(the terminal and ``torchrun`` both passing on one Ctrl-C, a scheduler signalling every process
-of a job, the parent of ``runs.at_once`` children passing its own on), change nothing. Outside
-training, `raise_on_sigterm` (the command line's) makes SIGTERM raise `Stopped` as SIGINT
-raises `KeyboardInterrupt`, so that ``with`` blocks (the output directory's lock) are left
-cleanly. `Stopped` is a `KeyboardInterrupt`: no ``except Exception`` swallows it.
+While training, `deferred_stops` only notes the first signal: the trainer checkpoints at its next
+step and raises `Stopped`. Only a SIGINT `INSIST_S` or more later stops at once (a signal passed
+on by several processes counts once). Elsewhere `raise_on_sigterm` makes SIGTERM raise `Stopped`.
 """
 
 from __future__ import annotations
@@ -55,9 +50,8 @@ class StopRequest:
 
 @contextlib.contextmanager
 def deferred_stops() -> Iterator[StopRequest]:
-    """Note the first SIGTERM or SIGINT in the yielded `StopRequest` instead of stopping; a
-    SIGINT `INSIST_S` or more after it raises `Stopped` at once. Only the main thread receives
-    signals: elsewhere nothing is installed and the request stays empty."""
+    """Note the first SIGTERM or SIGINT in the yielded `StopRequest` (main thread only; elsewhere
+    it stays empty); a SIGINT `INSIST_S` or more later raises `Stopped`."""
     request = StopRequest()
     if threading.current_thread() is not threading.main_thread():
         yield request
