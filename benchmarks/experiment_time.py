@@ -3,7 +3,7 @@
 python benchmarks/experiment_time.py --config examples/winder_ptbxl.yaml --unseal --out runs/experiment_time
 """
 
-from cyclejepa.pipeline.benchmarking import experiment_time_main as main
+from cyclejepa.bench.commands import experiment_time_main as main
 
 if __name__ == "__main__":
     main()

@@ -17,7 +17,8 @@ from cyclejepa.bench.throughput import (
 )
 from cyclejepa.bench.timing import PhaseTimer, summarise, time_calls, time_window
 from cyclejepa.config import parse_config
-from cyclejepa.pipeline import benchmark_throughput, training_spec
+from cyclejepa.bench.commands import benchmark_throughput
+from cyclejepa.pipeline.pretraining import training_spec
 from cyclejepa.training import Trainer
 from test_training import TINY as TRAINING_TINY
 
@@ -133,7 +134,7 @@ def test_the_benchmark_trains_what_the_pipeline_trains_but_keeps_no_identity(tmp
     gives the trainer, and no run identity."""
     from dataclasses import fields
 
-    from cyclejepa.pipeline.throughput import timed_training_spec
+    from cyclejepa.bench.commands import timed_training_spec
 
     cfg = parse_config({**TINY, "augmentations": [{"name": "drift", "p": 0.3}]})
     bench = timed_training_spec(cfg, tmp_path, seed=2, transport_weight=0.5)
@@ -149,7 +150,7 @@ def test_each_variant_trains_the_config_with_only_its_device_precision_and_compi
     ``precision`` and ``compile`` (the objective's precision too); the ensemble's is eager float32 on the CPU."""
     from cyclejepa.bench.throughput import VARIANTS
     from cyclejepa.jsonio import short_hash
-    from cyclejepa.pipeline import throughput_spec
+    from cyclejepa.bench.commands import throughput_spec
     from cyclejepa.training.spec import ObjectiveSpec
 
     raw = {**TINY, "augmentations": [{"name": "drift", "p": 0.3}], "training": {"batch_size": 4, "steps": 7, "precision": "bf16"}}
@@ -174,7 +175,7 @@ def test_each_variant_trains_the_config_with_only_its_device_precision_and_compi
 
 
 def test_the_command_line_refuses_a_missing_config_or_an_unknown_section_before_any_work(tmp_path, capsys):
-    from cyclejepa.pipeline.throughput import throughput_main
+    from cyclejepa.bench.commands import throughput_main
 
     out = tmp_path / "throughput.json"
     with pytest.raises(SystemExit) as stopped:
@@ -245,7 +246,7 @@ def test_experiment_benchmark_times_every_stage_and_writes_the_report(tmp_path):
     import yaml
 
     from cyclejepa.bench.experiment import EXPERIMENT_STAGES
-    from cyclejepa.pipeline.benchmarking import time_experiment
+    from cyclejepa.bench.commands import time_experiment
 
     config = tmp_path / "tiny.yaml"
     config.write_text(

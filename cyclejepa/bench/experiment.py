@@ -1,6 +1,6 @@
 """Wall time of every stage of a whole experiment (``benchmarks/experiment_time.py``).
 
-`cyclejepa.pipeline.benchmarking.time_experiment` runs an experiment config end to end on a
+`cyclejepa.bench.commands.time_experiment` runs an experiment config end to end on a
 synthetic corpus in the PTB-XL layout (the stand-in for PTB-XL's 21,799 records) and times each
 stage with a `StageClock`: writing the corpus (not part of the experiment: PTB-XL is on disk),
 prepare, pre-training of every arm × seed, evaluation of the grid, and the report. The stage

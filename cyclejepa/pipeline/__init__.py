@@ -17,11 +17,6 @@ from typing import TYPE_CHECKING
 from cyclejepa.registry import lazy_names
 
 if TYPE_CHECKING:
-    from cyclejepa.pipeline.benchmarking import (
-        benchmark_allocations as benchmark_allocations,
-        benchmark_ptbxl as benchmark_ptbxl,
-        time_experiment as time_experiment,
-    )
     from cyclejepa.pipeline.checks import preflight as preflight
     from cyclejepa.pipeline.embedding import load_encoder as load_encoder, locate_run as locate_run, run_encoder as run_encoder
     from cyclejepa.pipeline.evaluation import (
@@ -66,7 +61,6 @@ if TYPE_CHECKING:
     )
     from cyclejepa.pipeline.run import describe_plan as describe_plan, run_experiment as run_experiment
     from cyclejepa.pipeline.seal import require_unsealed as require_unsealed
-    from cyclejepa.pipeline.throughput import benchmark_throughput as benchmark_throughput, throughput_spec as throughput_spec
 
 _HOMES = {
     "preflight": "checks",
@@ -97,11 +91,6 @@ _HOMES = {
     "plan_runs": "plans",
     "cache_dir": "preparation",
     "write_resolved_config": "plans",
-    "benchmark_ptbxl": "benchmarking",
-    "benchmark_allocations": "benchmarking",
-    "time_experiment": "benchmarking",
-    "benchmark_throughput": "throughput",
-    "throughput_spec": "throughput",
     "load_encoder": "embedding",
     "locate_run": "embedding",
     "run_encoder": "embedding",
