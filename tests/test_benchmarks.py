@@ -294,3 +294,28 @@ def test_host_syncs_count_only_the_sync_warnings(monkeypatch):
     assert modes == ["warn", 0]
     assert [entry["per_step"] for entry in found] == [2.0]
     assert found[0]["message"] == "called a synchronizing CUDA operation"
+
+
+def test_the_all_pairs_reference_is_the_transport_loss_pair_by_pair():
+    """`all_pairs_transport_loss` (the throughput benchmark's and benchmarks/transport_speed.py's
+    reference, in the package so an installed wheel has it) against a float64 loop over every
+    ordered pair of valid tokens with the explicit ρ(φ_t' − φ_t), and against the O(T) identity."""
+    from cyclejepa.bench.throughput.parts import all_pairs_transport_loss, synthetic_batch
+    from cyclejepa.objectives import transport_loss
+    from cyclejepa.symmetry import U1Symmetry
+
+    symmetry = U1Symmetry("2x0+2x1+1x3").double()
+    z, phi = synthetic_batch(3, 14, symmetry, "cpu", seed=2)
+    z, phi = z.double(), phi.double()
+    phi[2, 1:] = float("nan")  # one valid token: no pair, left out of the mean
+    per_record = []
+    for record in range(2):
+        unit = torch.nn.functional.normalize(z[record], dim=-1)
+        valid = [t for t in range(14) if torch.isfinite(phi[record, t])]
+        cosines = [
+            float(symmetry.matrix(phi[record, u] - phi[record, t]) @ unit[t] @ unit[u]) for t in valid for u in valid if t != u
+        ]
+        per_record.append(1 - np.mean(cosines))
+    expected = np.mean(per_record)
+    assert float(all_pairs_transport_loss(z, phi, symmetry, records_per_chunk=2)) == pytest.approx(expected, rel=1e-10)
+    assert float(transport_loss(z, phi, symmetry)) == pytest.approx(expected, rel=1e-10)
