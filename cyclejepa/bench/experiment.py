@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from cyclejepa.bench.report import markdown_rows
 from cyclejepa.jsonio import write_json
 
 PTBXL_RECORDS = 21_799
@@ -64,14 +65,14 @@ class StageClock:
         """``stages.json`` (the result) and ``stages.md`` (its table) in ``out``."""
         result = self.result
         write_json(self.out / "stages.json", result)
-        rows = [f"| {name} | {seconds:.1f} |" for name, seconds in result["stages"].items()]
         total = result.get("experiment_s", 0.0)
+        rows = [[name, f"{seconds:.1f}"] for name, seconds in result["stages"].items()]
+        rows.append(["**experiment (prepare → report)**", f"**{total:.1f}** ({total / 60:.1f} min)"])
         (self.out / "stages.md").write_text(
             f"Experiment `{result['config']}` on {result['records']:,} synthetic records, runs "
             f"{', '.join(result['runs'])}, {result['steps']:,} steps each, runs.at_once = {result['at_once']}.\n\n"
-            "| stage | wall time (s) |\n| --- | --- |\n"
-            + "\n".join(rows)
-            + f"\n| **experiment (prepare → report)** | **{total:.1f}** ({total / 60:.1f} min) |\n"
+            + "\n".join(markdown_rows(["stage", "wall time (s)"], rows, align="ll"))
+            + "\n"
         )
 
 
