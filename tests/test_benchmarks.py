@@ -1,7 +1,9 @@
 """Throughput benchmark: statistics on a fake clock, the instrumented step, a quick tiny run."""
 
+import ast
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -319,3 +321,59 @@ def test_the_all_pairs_reference_is_the_transport_loss_pair_by_pair():
     expected = np.mean(per_record)
     assert float(all_pairs_transport_loss(z, phi, symmetry, records_per_chunk=2)) == pytest.approx(expected, rel=1e-10)
     assert float(transport_loss(z, phi, symmetry)) == pytest.approx(expected, rel=1e-10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["throughput", "allocations", "ptbxl"])
+def test_each_benchmark_passes_its_own_help_in_a_fresh_interpreter(name):
+    """`cyclejepa benchmark NAME --help` (`cyclejepa.cli.BENCHMARKS`, each a `cyclejepa.bench.commands`
+    function) from a fresh process: the command's own options under its own name."""
+    import subprocess
+    import sys
+
+    from cyclejepa.cli import BENCHMARKS
+
+    assert set(BENCHMARKS) == {"throughput", "allocations", "ptbxl"}
+    done = subprocess.run([sys.executable, "-m", "cyclejepa", "benchmark", name, "--help"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: cyclejepa benchmark {name} ")
+    assert {"throughput": "--quick", "allocations": "--seeds", "ptbxl": "--protocols"}[name] in done.stdout
+
+
+BENCHMARK_SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py"))
+
+
+def test_a_benchmarks_script_runs_its_help_in_a_fresh_interpreter():
+    """A script of ``benchmarks/`` (pulse_validation.py: its tables through `cyclejepa.bench.report`)
+    answers ``--help`` from a fresh process, as benchmarks/README.md says each does."""
+    import subprocess
+    import sys
+
+    script = next(path for path in BENCHMARK_SCRIPTS if path.name == "pulse_validation.py")
+    done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: pulse_validation.py") and "--json" in done.stdout
+
+
+@pytest.mark.parametrize("script", BENCHMARK_SCRIPTS, ids=lambda path: path.name)
+def test_each_benchmarks_script_takes_names_the_package_has(script):
+    """Every ``from cyclejepa... import NAME`` of every script in ``benchmarks/`` (module level, in
+    functions, and in the code a script runs in a child interpreter) names a module and an attribute
+    the package has: a script's parts moved inside `cyclejepa.bench` are followed."""
+    import importlib
+
+    imported = _package_imports(ast.parse(script.read_text()))
+    assert imported, f"{script.name} takes nothing from the package"
+    for module, name in imported:
+        assert hasattr(importlib.import_module(module), name), f"{script.name}: {module} has no {name}"
+
+
+def _package_imports(tree: ast.AST) -> list[tuple[str, str]]:
+    """(module, name) of each ``from cyclejepa... import name`` in ``tree`` and in the Python source
+    of its string constants (the code a script hands a child interpreter)."""
+    found = [(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             and (node.module or "").startswith("cyclejepa") for alias in node.names]  # fmt: skip
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "\nfrom cyclejepa" in node.value:
+            found += _package_imports(ast.parse(node.value))
+    return found

@@ -161,7 +161,7 @@ def _header(spec: ThroughputSpec, quick, budget, sections, variants) -> dict[str
 
 def throughput_arguments() -> argparse.ArgumentParser:
     """The command line of ``cyclejepa benchmark throughput`` (read by `cyclejepa.bench.commands`)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="cyclejepa benchmark throughput", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     parser.add_argument("--quick", action="store_true", help="fewer steps, 500-record prepare corpus")
     parser.add_argument("--out", type=Path, help="JSON path (default runs/benchmarks/throughput-DEVICE.json)")
