@@ -448,17 +448,8 @@ def throughput_main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     try:
         config = load_config(args.config).model_dump(mode="json") if args.config else None
         out = args.out or Path("runs/benchmarks") / f"throughput-{_device_tag(args.device)}.json"
-        report = benchmark_throughput(
-            args.device,
-            args.quick,
-            out,
-            config=config,
-            sections=args.sections,
-            variants=args.variants,
-            prepare_records=args.prepare_records,
-            deadline_s=args.deadline_s,
-            threads=args.threads,
-        )
+        options = {key: getattr(args, key) for key in ("sections", "variants", "prepare_records", "deadline_s", "threads")}
+        report = benchmark_throughput(args.device, args.quick, out, config=config, **options)
     except ValueError as error:  # a ConfigError (exit status 2), an unknown section or variant
         print(f"error: {error}", file=sys.stderr)
         raise SystemExit(2 if isinstance(error, ConfigError) else 1) from None
