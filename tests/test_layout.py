@@ -531,7 +531,7 @@ def test_a_default_corpus_provider_or_fold_count_in_a_generic_layer_is_found(tmp
     )
     (package / "pipeline" / "run.py").write_text('if dataset == "synthetic":\n    options["progress"] = True\n')
     (package / "evaluation" / "report.py").write_text('LABELS = {"subclass-all": "23 classes"}\n')
-    (package / "pipeline" / "benchmarking.py").write_text('sets = [f"data.root={root}", "data.dataset=synthetic"]\n')
+    (package / "pipeline" / "plans.py").write_text('sets = [f"data.root={root}", "data.dataset=synthetic"]\n')
     (package / "config.py").write_text('dataset = "ptbxl"\nfolds: list[Annotated[int, Field(ge=1, le=10)]]\n')
     assert named_components(package) == [
         "cyclejepa/config.py:2: folds: list[Annotated[int, Field(ge=1, le=10)]]",
@@ -539,7 +539,7 @@ def test_a_default_corpus_provider_or_fold_count_in_a_generic_layer_is_found(tmp
         'cyclejepa/data/cache/build.py:2: """Folds 1..10 of ptbxl."""',
         "cyclejepa/data/cache/build.py:3: return set(range(1, 11))",
         "cyclejepa/evaluation/report.py:1: 'subclass-all'",
-        "cyclejepa/pipeline/benchmarking.py:1: 'data.dataset=synthetic'",
+        "cyclejepa/pipeline/plans.py:1: 'data.dataset=synthetic'",
         "cyclejepa/pipeline/run.py:1: 'synthetic'",
     ]
 
