@@ -377,3 +377,34 @@ def _package_imports(tree: ast.AST) -> list[tuple[str, str]]:
         if isinstance(node, ast.Constant) and isinstance(node.value, str) and "\nfrom cyclejepa" in node.value:
             found += _package_imports(ast.parse(node.value))
     return found
+
+
+def _measured_by_hand(tree: ast.AST) -> list[str]:
+    """What a script measures or writes itself instead of taking it from `cyclejepa.bench`: the
+    peak RSS (``ru_maxrss``), the machine (``platform``), a Markdown table's rule, JSON written by hand."""
+    found = [f"line {n.lineno}: ru_maxrss" for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "ru_maxrss"]
+    found += [f"line {n.lineno}: import platform" for n in ast.walk(tree)
+              if isinstance(n, ast.Import) and any(alias.name == "platform" for alias in n.names)]  # fmt: skip
+    found += [f"line {n.lineno}: table rule {n.value!r}" for n in ast.walk(tree)
+              if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lstrip().startswith(("|---", "| ---"))]  # fmt: skip
+    found += [f"line {n.lineno}: write_text(json.dumps(...))" for n in ast.walk(tree) if isinstance(n, ast.Call)
+              and getattr(n.func, "attr", None) == "write_text" and "json.dumps" in ast.unparse(n)]  # fmt: skip
+    return found
+
+
+@pytest.mark.parametrize("script", BENCHMARK_SCRIPTS, ids=lambda path: path.name)
+def test_each_benchmarks_script_takes_its_measuring_and_writing_from_the_package(script):
+    assert _measured_by_hand(ast.parse(script.read_text())) == []
+
+
+def test_a_script_measuring_by_hand_is_found():
+    source = (
+        "import platform\nimport resource\n\npeak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print('|---|---|')\nout.write_text(json.dumps(rows))\n"
+    )
+    assert _measured_by_hand(ast.parse(source)) == [
+        "line 4: ru_maxrss",
+        "line 1: import platform",
+        "line 5: table rule '|---|---|'",
+        "line 6: write_text(json.dumps(...))",
+    ]
