@@ -245,9 +245,11 @@ def test_a_step_reaching_back_up_is_found(tmp_path):
         "from cyclejepa.config import ExperimentConfig\n\n\ndef cell():\n    from cyclejepa.pipeline import run_dir\n"
     )
     (package / "evaluation" / "probe.py").write_text("import cyclejepa.bench.timing\n")
+    (package / "pipeline" / "plans.py").write_text("from cyclejepa.bench.commands import benchmark_ptbxl\n")  # bench is above
     assert violations(package) == [
         "cyclejepa/evaluation/probe.py:1: cyclejepa.evaluation.probe (evaluation) imports cyclejepa.bench.timing (bench)",
         "cyclejepa/evaluation/stage.py:5: cyclejepa.evaluation.stage (evaluation) imports cyclejepa.pipeline (pipeline)",
+        "cyclejepa/pipeline/plans.py:1: cyclejepa.pipeline.plans (pipeline) imports cyclejepa.bench.commands (bench)",
     ]
 
 
