@@ -34,7 +34,6 @@ from cyclejepa.bench.allocations import (
 from cyclejepa.bench.experiment import (
     PTBXL_RECORDS,
     StageClock,
-    experiment_time_arguments,
     stand_in_overrides,
     write_stand_in_corpus,
 )
@@ -375,16 +374,6 @@ def time_experiment(
         clock.result["report"] = str(report_experiment(cfg.output_dir))
     clock.write()
     return clock.result
-
-
-def experiment_time_main(argv: Sequence[str] | None = None) -> None:
-    """Command line: ``python benchmarks/experiment_time.py [options]``."""
-    args = experiment_time_arguments().parse_args(argv)
-    result = time_experiment(
-        args.config, args.out, records=args.records, overrides=args.overrides, unseal=args.unseal, workers=args.workers
-    )
-    print((Path(args.out) / "stages.md").read_text())
-    print(f"report: {result['report']}")
 
 
 # ---- benchmark throughput ------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""Wall time of every stage of a whole experiment (``benchmarks/experiment_time.py``).
+"""Wall time of every stage of a whole experiment (``benchmarks/experiment_time.py`` runs it).
 
 `cyclejepa.bench.commands.time_experiment` runs an experiment config end to end on a
 synthetic corpus in the PTB-XL layout (the stand-in for PTB-XL's 21,799 records) and times each
@@ -13,7 +13,6 @@ interrupted run leaves what it measured::
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -74,15 +73,3 @@ class StageClock:
             + "\n".join(markdown_rows(["stage", "wall time (s)"], rows, align="ll"))
             + "\n"
         )
-
-
-def experiment_time_arguments() -> argparse.ArgumentParser:
-    """The options of ``benchmarks/experiment_time.py``."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="examples/winder_ptbxl.yaml")
-    parser.add_argument("--out", default="runs/experiment_time")
-    parser.add_argument("--records", type=int, default=PTBXL_RECORDS)
-    parser.add_argument("--workers", type=int, default=8, help="processes writing the synthetic corpus")
-    parser.add_argument("--unseal", action="store_true", help="evaluate the sealed fold 10 (audited)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    return parser
