@@ -20,12 +20,13 @@ of PLETH, 60 s of RESP) per record and on white noise. Prints Markdown tables.
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 import numpy as np
 
+from cyclejepa.bench.report import markdown_rows
 from cyclejepa.data.samples import read_record
+from cyclejepa.jsonio import write_json
 from cyclejepa.phase import BreathProvider, EcgRPeakProvider, PulseProvider, channel_indices, match_events
 from cyclejepa.phase.ecg.reference_sets import shared_data_dir
 from cyclejepa.phase.provider import (
@@ -196,15 +197,15 @@ def main() -> None:
     if not (folder / "bidmc44.hea").is_file():
         raise SystemExit(f"the shared BIDMC records are not in {folder}")
     rows = [record_row(folder / name) for name in RECORDS]
-    print("| record | pulse QC | good cycles | pulses | ECG beats | within 5 % | pulse rate /min | monitor HR | "
-          "difference | breath QC | good cycles | breaths | F1 ann1 | F1 ann2 | breath rate /min | annotators | difference |")  # fmt: skip
-    print("|---" * 17 + "|")
-    for r in rows:
-        print(f"| {r['record']} | {r['pulse_qc']} | {r['pulse_good_share']:.1%} | {r['pulses']} | {r['beats']} | "
-              f"{'yes' if r['count_within_5pct'] else 'no'} | {r['pulse_rate']:.1f} | {r['monitor_hr']:.1f} | "
-              f"{r['pulse_rate_error']:+.1f} | {r['breath_qc']} | {r['breath_good_share']:.1%} | {r['breaths']} | "
-              f"{r['f1_ann1']:.3f} | {r['f1_ann2']:.3f} | {r['breath_rate']:.1f} | {r['annotated_rate']:.1f} | "
-              f"{r['breath_rate_error']:+.1f} |")  # fmt: skip
+    header = ["record", "pulse QC", "good cycles", "pulses", "ECG beats", "within 5 %", "pulse rate /min", "monitor HR",
+              "difference", "breath QC", "good cycles", "breaths", "F1 ann1", "F1 ann2", "breath rate /min", "annotators",
+              "difference"]  # fmt: skip
+    cells = [[r["record"], r["pulse_qc"], f"{r['pulse_good_share']:.1%}", r["pulses"], r["beats"],
+              "yes" if r["count_within_5pct"] else "no", f"{r['pulse_rate']:.1f}", f"{r['monitor_hr']:.1f}",
+              f"{r['pulse_rate_error']:+.1f}", r["breath_qc"], f"{r['breath_good_share']:.1%}", r["breaths"],
+              f"{r['f1_ann1']:.3f}", f"{r['f1_ann2']:.3f}", f"{r['breath_rate']:.1f}", f"{r['annotated_rate']:.1f}",
+              f"{r['breath_rate_error']:+.1f}"] for r in rows]  # fmt: skip
+    print(*markdown_rows(header, cells, align="l" * 17), sep="\n")
     passed = sum(r["pulse_qc"] == "ok" for r in rows), sum(r["breath_qc"] == "ok" for r in rows)
     within = sum(r["count_within_5pct"] for r in rows)
     pulse_close = sum(abs(r["pulse_rate_error"]) <= 3 for r in rows)
@@ -215,25 +216,22 @@ def main() -> None:
           f"1/min of the annotators: {breath_close}/{len(rows)}; median F1 against the closer annotator: "
           f"{np.median(f1s):.3f}")  # fmt: skip
     noise = noise_rows(args.seeds)
-    print("\n| generated signal | provider | seeds failing QC | reasons |")
-    print("|---|---|---|---|")
-    for r in noise:
-        print(f"| {r['signal']} | {r['provider']} | {r['failed']}/{r['seeds']} | {r['reasons']} |")
+    cells = [[r["signal"], r["provider"], f"{r['failed']}/{r['seeds']}", r["reasons"]] for r in noise]
+    print("", *markdown_rows(["generated signal", "provider", "seeds failing QC", "reasons"], cells, align="llll"), sep="\n")
     ranges = measure_ranges(args.data, args.seeds)
-    print("\n| provider | measure | real channels | noises and random walk | chirp | threshold |")
-    print("|---|---|---|---|---|---|")
-    for r in ranges:
-        spans = " | ".join(f"{r[f'{group}_min']:.2f} to {r[f'{group}_max']:.2f}" for group in ("real", "noise", "chirp"))
-        print(f"| {r['provider']} | {r['measure']} | {spans} | {r['threshold']:g} |")
+    header = ["provider", "measure", "real channels", "noises and random walk", "chirp", "threshold"]
+    spans = [[f"{r[f'{group}_min']:.2f} to {r[f'{group}_max']:.2f}" for group in ("real", "noise", "chirp")] for r in ranges]
+    cells = [[r["provider"], r["measure"], *span, f"{r['threshold']:g}"] for r, span in zip(ranges, spans, strict=True)]
+    print("", *markdown_rows(header, cells, align="l" * 6), sep="\n")
     windows = window_rows(args.data, args.seeds)
-    print(f"\n| windows passing QC | pulse (PLETH, {WINDOWS_S['pulse']:g} s) | breath (RESP, {WINDOWS_S['breath']:g} s) |")
-    print("|---|---|---|")
-    for source in dict.fromkeys(r["source"] for r in windows):
-        cells = {r["provider"]: f"{r['passed']}/{r['windows']}" for r in windows if r["source"] == source}
-        print(f"| {source} | {cells['pulse']} | {cells['breath']} |")
+    header = ["windows passing QC", f"pulse (PLETH, {WINDOWS_S['pulse']:g} s)", f"breath (RESP, {WINDOWS_S['breath']:g} s)"]
+    passed = {(r["source"], r["provider"]): f"{r['passed']}/{r['windows']}" for r in windows}
+    cells = [
+        [source, passed[source, "pulse"], passed[source, "breath"]] for source in dict.fromkeys(r["source"] for r in windows)
+    ]
+    print("", *markdown_rows(header, cells, align="lll"), sep="\n")
     if args.json:
-        document = {"records": rows, "generated": noise, "ranges": ranges, "windows": windows}
-        args.json.write_text(json.dumps(document, indent=1))
+        write_json(args.json, {"records": rows, "generated": noise, "ranges": ranges, "windows": windows})
 
 
 if __name__ == "__main__":

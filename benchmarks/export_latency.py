@@ -27,7 +27,6 @@ Prints a Markdown table; ``--out`` writes the rows, the machine and the versions
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -36,8 +35,10 @@ import numpy as np
 import onnxruntime as ort
 import torch
 
+from cyclejepa.bench.report import markdown_rows
 from cyclejepa.bench.timing import machine_info, summarise, time_calls, versions
 from cyclejepa.export import export_onnx, export_torchscript
+from cyclejepa.jsonio import write_json
 from cyclejepa.models import StreamingEncoder, build_model
 
 TOKEN_PERIOD_MS = 80.0
@@ -266,18 +267,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"{what}, {host['cpu_model']}, {host['cpu_count']} CPUs, "
         f"load average {host['load_average']}, torch {found['torch']}, onnxruntime {found['onnxruntime']}"
     )
-    print("\n| mode | backend | threads | batch | median ms | p10–p90 ms | real-time factor / records per s |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    for row in rows:
-        rate = (f"{row['realtime_factor']:.0f}× real time" if row["mode"] == "streaming"
-                else f"{row['records_per_s']:.1f} records/s")  # fmt: skip
-        error = f" (tokens within {row['max_abs_vs_offline']:.1e} of offline)" if "max_abs_vs_offline" in row else ""
-        print(
-            f"| {row['mode']} | {row['backend']} | {row['threads']} | {row['batch']} | {row['median_ms']:.3f} | "
-            f"{row['p10_ms']:.3f}–{row['p90_ms']:.3f} | {rate}{error} |"
-        )
+    header = ["mode", "backend", "threads", "batch", "median ms", "p10–p90 ms", "real-time factor / records per s"]
+    print("", *markdown_rows(header, [_cells(row) for row in rows], align="l" * 7), sep="\n")
     if args.out:
-        Path(args.out).write_text(json.dumps({"machine": host, "versions": found, "rows": rows}, indent=2))
+        write_json(args.out, {"machine": host, "versions": found, "rows": rows})
+
+
+def _cells(row: dict) -> list:
+    """A row of the printed table."""
+    rate = f"{row['realtime_factor']:.0f}× real time" if row["mode"] == "streaming" else f"{row['records_per_s']:.1f} records/s"
+    error = f" (tokens within {row['max_abs_vs_offline']:.1e} of offline)" if "max_abs_vs_offline" in row else ""
+    median, spread = f"{row['median_ms']:.3f}", f"{row['p10_ms']:.3f}–{row['p90_ms']:.3f}"
+    return [row["mode"], row["backend"], row["threads"], row["batch"], median, spread, rate + error]
 
 
 if __name__ == "__main__":

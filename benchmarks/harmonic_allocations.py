@@ -3,7 +3,7 @@
 python benchmarks/harmonic_allocations.py --out runs/allocations --seeds 0 1
 """
 
-from cyclejepa.pipeline.benchmarking import allocations_main as main
+from cyclejepa.bench.commands import allocations_main as main
 
 if __name__ == "__main__":
     main()

@@ -36,7 +36,6 @@ breath F1 median and the records with F1 ≥ 0.9); ``--json`` writes every figur
 from __future__ import annotations
 
 import argparse
-import json
 import time
 import warnings
 from collections.abc import Callable
@@ -44,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cyclejepa.bench.report import markdown_rows
+from cyclejepa.jsonio import write_json
 from cyclejepa.phase import BreathProvider, EcgRPeakProvider, PulseProvider
 from cyclejepa.phase.crosscheck import PAIRS, Channel, read_channel, score_breaths, score_pulses, zero_crossing_breaths
 from cyclejepa.phase.ecg.reference_sets import shared_data_dir
@@ -258,14 +259,10 @@ def print_tables(result: dict) -> None:
     for title, rows in (("bidmc-samples", result["bidmc"]["pulses"]), ("physionet-samples", result["physionet"]["pulses"])):
         if not rows:
             continue
-        print(f"\n**Pulses, {title}** (count, within 5 % of the ECG's beats ✓; Se / PPV against them)\n")
-        print("| record | channels | ECG beats | " + " | ".join(pulse_names) + " |")
-        print("|---|---|---:|" + "---|" * len(pulse_names))
-        for row in rows:
-            cells = [_cell(row["methods"][n], lambda r: f"{r['count']} {'✓' if r['within_5pct'] else '✗'} "
-                           f"({r['sensitivity']:.3f} / {r['ppv']:.3f})") if n in row["methods"] else "not run"
-                     for n in pulse_names]  # fmt: skip
-            print(f"| {row['record']} | {row['channels']} | {row['beats']} | " + " | ".join(cells) + " |")
+        cells = [[row["record"], row["channels"], row["beats"], *(_pulse_cell(row["methods"].get(n)) for n in pulse_names)]
+                 for row in rows]  # fmt: skip
+        _print_table(f"**Pulses, {title}** (count, within 5 % of the ECG's beats ✓; Se / PPV against them)",
+                     ["record", "channels", "ECG beats", *pulse_names], cells, "llr" + "l" * len(pulse_names))  # fmt: skip
     if result["bidmc"]["breaths"] and breath_names:
         print_bidmc_breaths(result["bidmc"]["breaths"], breath_names)
     if result["physionet"]["breaths"] and breath_names:
@@ -273,32 +270,37 @@ def print_tables(result: dict) -> None:
     print_summary(result["summary"])
 
 
+def _pulse_cell(result: dict | None) -> str:
+    if result is None:
+        return "not run"
+    return _cell(result, lambda r: f"{r['count']} {'✓' if r['within_5pct'] else '✗'} ({r['sensitivity']:.3f} / {r['ppv']:.3f})")
+
+
+def _print_table(title: str, header: list[str], rows: list[list], align: str) -> None:
+    print(f"\n{title}\n", *markdown_rows(header, rows, align), sep="\n")
+
+
 def print_bidmc_breaths(rows: list[dict], breath_names: list[str]) -> None:
-    print("\n**Breaths, bidmc-samples** (F1 within ±0.5 s, the better of the two annotators)\n")
-    print("| record | ann1 | ann2 | ann1 vs ann2 | " + " | ".join(breath_names) + " |")
-    print("|---|---:|---:|---:|" + "---:|" * len(breath_names))
-    for row in rows:
-        cells = [_cell(row["methods"][n], lambda r: f"{r['f1']:.3f}") for n in breath_names]
-        print(f"| {row['record']} | {row['ann1']} | {row['ann2']} | {row['annotators_f1']:.3f} | " + " | ".join(cells) + " |")
+    cells = [[row["record"], row["ann1"], row["ann2"], f"{row['annotators_f1']:.3f}",
+              *(_cell(row["methods"][n], lambda r: f"{r['f1']:.3f}") for n in breath_names)] for row in rows]  # fmt: skip
+    _print_table("**Breaths, bidmc-samples** (F1 within ±0.5 s, the better of the two annotators)",
+                 ["record", "ann1", "ann2", "ann1 vs ann2", *breath_names], cells, "l" + "r" * (3 + len(breath_names)))  # fmt: skip
 
 
 def print_zero_crossing_breaths(rows: list[dict], breath_names: list[str]) -> None:
-    print("\n**Breaths, physionet-samples** (Se / PPV against the zero-crossing cycles)\n")
-    print("| record | channel | cycles | " + " | ".join(breath_names) + " |")
-    print("|---|---|---:|" + "---|" * len(breath_names))
-    for row in rows:
-        cells = [_cell(row["methods"][n], lambda r: f"{r['sensitivity']:.3f} / {r['ppv']:.3f}") for n in breath_names]
-        print(f"| {row['record']} | {row['channel']} | {row['cycles']} | " + " | ".join(cells) + " |")
+    cells = [[row["record"], row["channel"], row["cycles"],
+              *(_cell(row["methods"][n], lambda r: f"{r['sensitivity']:.3f} / {r['ppv']:.3f}") for n in breath_names)]
+             for row in rows]  # fmt: skip
+    _print_table("**Breaths, physionet-samples** (Se / PPV against the zero-crossing cycles)",
+                 ["record", "channel", "cycles", *breath_names], cells, "llr" + "l" * len(breath_names))  # fmt: skip
 
 
 def print_summary(summary: dict) -> None:
-    print("\n**Summary, bidmc-samples**\n")
-    print("| method | pulse counts within 5 % of the ECG's beats | breath F1 median | records with F1 ≥ 0.9 | crashed |")
-    print("|---|---:|---:|---:|---:|")
-    for name, s in summary["pulse"].items():
-        print(f"| {name} | {s['within_5pct']}/{s['records']} | | | {s['crashed']} |")
-    for name, s in summary["breath"].items():
-        print(f"| {name} | | {s['median_f1']:.3f} | {s['f1_at_least_0.9']}/{s['records']} | {s['crashed']} |")
+    cells = [[name, f"{s['within_5pct']}/{s['records']}", "", "", s["crashed"]] for name, s in summary["pulse"].items()]
+    cells += [[name, "", f"{s['median_f1']:.3f}", f"{s['f1_at_least_0.9']}/{s['records']}", s["crashed"]]
+              for name, s in summary["breath"].items()]  # fmt: skip
+    header = ["method", "pulse counts within 5 % of the ECG's beats", "breath F1 median", "records with F1 ≥ 0.9", "crashed"]
+    _print_table("**Summary, bidmc-samples**", header, cells, "lrrrr")
 
 
 def chosen(methods: dict, names: list[str] | None) -> dict:
@@ -335,7 +337,7 @@ def main() -> None:
     result["summary"] = summary(result["bidmc"]["pulses"], result["bidmc"]["breaths"])
     print_tables(result)
     if args.json:
-        args.json.write_text(json.dumps(result, indent=1))
+        write_json(args.json, result)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ absent are skipped.
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 import warnings
@@ -39,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from cyclejepa.bench.report import markdown_rows
+from cyclejepa.jsonio import write_json
 from cyclejepa.phase import EcgRPeakProvider, detector_names, get_detector, match_events
 from cyclejepa.phase.ecg.reference_sets import (
     REFERENCE_SETS,
@@ -186,9 +187,8 @@ def median_offset_ms(mine: np.ndarray, peer: np.ndarray) -> float:
 
 def qc_failures(verdicts: dict[int, dict]) -> str:
     """One Markdown row per record failing phase QC, with the verdict's details (why)."""
-    lines = ["| ecg_id | why phase QC fails |", "| --- | --- |"]
-    lines += [f"| {i} | {'; '.join(qc['details'])} |" for i, qc in sorted(verdicts.items())]
-    return "\n".join(lines)
+    rows = [[i, "; ".join(qc["details"])] for i, qc in sorted(verdicts.items())]
+    return "\n".join(markdown_rows(["ecg_id", "why phase QC fails"], rows, align="ll"))
 
 
 def table(detectors: list[str], reference: dict, count: dict, synthetic: dict, ptbxl: dict) -> str:
@@ -204,9 +204,9 @@ def table(detectors: list[str], reference: dict, count: dict, synthetic: dict, p
         records = next(iter(ptbxl.values()))["records"]
         columns += [f"PTB-XL {records} real records: agreement with `cyclejepa`",
                     "PTB-XL phase-QC exclusion (paper 1.0 %)"]  # fmt: skip
-    lines = ["| detector | " + " | ".join(columns) + " |", "| --- |" + " --- |" * len(columns)]
+    rows = []
     for detector in detectors:
-        cells = []
+        cells = [f"`{detector}`"]
         for name in reference:
             s = reference[name][detector]
             cells.append(f"{s['sensitivity']:.4f} / {s['ppv']:.4f}")
@@ -219,8 +219,8 @@ def table(detectors: list[str], reference: dict, count: dict, synthetic: dict, p
             s = ptbxl[detector]
             agreement = "(reference)" if detector == detectors[0] else f"{s['sensitivity']:.4f} / {s['ppv']:.4f}"
             cells += [agreement, f"{s['qc_exclusion']:.1%} ({s['qc_failed']})"]
-        lines.append(f"| `{detector}` | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+        rows.append(cells)
+    return "\n".join(markdown_rows(["detector", *columns], rows, align="l" * (1 + len(columns))))
 
 
 def main() -> None:
@@ -256,9 +256,7 @@ def main() -> None:
         print(qc_failures(ptbxl["cyclejepa"]["qc_failures"]))
     print(f"\n({time.perf_counter() - start:.0f} s)")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(
-            {"reference": reference, "count": count, "synthetic": synthetic, "ptbxl": ptbxl}, indent=2))  # fmt: skip
+        write_json(args.json, {"reference": reference, "count": count, "synthetic": synthetic, "ptbxl": ptbxl})
 
 
 if __name__ == "__main__":

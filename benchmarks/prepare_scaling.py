@@ -19,9 +19,13 @@ import sys
 import tempfile
 from pathlib import Path
 
+from cyclejepa.bench.report import markdown_rows
+from cyclejepa.jsonio import write_json
+
 CHILD = """
 import json, os, resource, sys, threading, time
 from cyclejepa.config import parse_config
+from cyclejepa.bench.timing import peak_rss_bytes
 from cyclejepa.pipeline.preparation import prepare
 
 def rss_kib(pid):
@@ -68,7 +72,7 @@ else:
 seconds = time.perf_counter() - start
 stop.set()
 usage = resource.getrusage(resource.RUSAGE_SELF)
-print(json.dumps({"seconds": seconds, "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+print(json.dumps({"seconds": seconds, "cpu_seconds": usage.ru_utime + usage.ru_stime, "peak_kib": peak_rss_bytes() // 1024,
                   "worker_peak_kib": peak["worker"], "total_peak_kib": peak["total"],
                   "windows": counts["kept"], "records": counts["records"],
                   "cache_bytes": sum(p.stat().st_size for p in cache.path.iterdir() if p.is_file()) if cache else 0}))
@@ -105,13 +109,12 @@ def measure(root: Path, records: int, workers: int, scratch: Path, shards: int =
 
 
 def table(rows: list[dict]) -> str:
-    lines = ["| corpus | step | workers | wall time (s) | records/s | peak RSS, main process (GB) | largest worker (GB) | all processes (GB) | cache (GB) |",
-             "| ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]  # fmt: skip
-    for r in rows:
-        worker = f"{r['worker_peak_kib'] / 1e6:.2f}" if r["workers"] > 1 else "–"
-        lines.append(f"| {r['corpus']:,} | {r['step']} | {r['workers']} | {r['seconds']:.0f} | {r['records'] / r['seconds']:.1f} | "
-                     f"{r['peak_kib'] / 1e6:.2f} | {worker} | {r['total_peak_kib'] / 1e6:.2f} | {r['cache_bytes'] / 1e9:.2f} |")  # fmt: skip
-    return "\n".join(lines)
+    header = ["corpus", "step", "workers", "wall time (s)", "records/s", "peak RSS, main process (GB)", "largest worker (GB)",
+              "all processes (GB)", "cache (GB)"]  # fmt: skip
+    cells = [[f"{r['corpus']:,}", r["step"], r["workers"], f"{r['seconds']:.0f}", f"{r['records'] / r['seconds']:.1f}",
+              f"{r['peak_kib'] / 1e6:.2f}", f"{r['worker_peak_kib'] / 1e6:.2f}" if r["workers"] > 1 else "–",
+              f"{r['total_peak_kib'] / 1e6:.2f}", f"{r['cache_bytes'] / 1e9:.2f}"] for r in rows]  # fmt: skip
+    return "\n".join(markdown_rows(header, cells, align="rlrrrrrrr"))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -130,7 +133,7 @@ def main(argv: list[str] | None = None) -> None:
                 rows += measure(root, records, workers, Path(scratch), args.shards)
     print(table(rows))
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        write_json(args.json, rows)
 
 
 if __name__ == "__main__":

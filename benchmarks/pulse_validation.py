@@ -17,9 +17,10 @@ are the first of their cycle. Prints Markdown tables; ``--json`` writes every fi
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
+from cyclejepa.bench.report import markdown_rows
+from cyclejepa.jsonio import write_json
 from cyclejepa.phase import BreathProvider
 from cyclejepa.phase.crosscheck import PAIRS, check_pulses, read_channel, score_breaths, zero_crossing_breaths
 from cyclejepa.phase.ecg.reference_sets import shared_data_dir
@@ -50,22 +51,18 @@ def main() -> None:
         raise SystemExit(f"the shared multiparameter records are not in {samples}")
     pulses = [row for record, ecg, wave in PAIRS for row in check_pulses(samples / record, ecg, wave)]
     breaths = breath_rows(samples)
-    print(
-        "| record | channels | variant | rate /min | QRS | pulses | Se | PPV | delay ms | ECG QC | pulse QC "
-        "| QRS in reliable windows | Se there | PPV there |"
-    )
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in pulses:
-        print(f"| {r['record']} | {r['channels']} | {r['variant']} | {r['rate_per_min']} | {r['qrs']} | {r['pulses']} | "
-              f"{r['sensitivity']:.3f} | {r['ppv']:.3f} | {r['delay_ms']:.0f} | {r['reference_qc']} | {r['pulse_qc']} | "
-              f"{r['reliable_qrs']} | {r['reliable_sensitivity']:.3f} | {r['reliable_ppv']:.3f} |")  # fmt: skip
-    print("\n| record | channel | reference cycles | breaths | Se | PPV | rate /min | breath QC |")
-    print("|---|---|---|---|---|---|---|---|")
-    for r in breaths:
-        print(f"| {r['record']} | {r['channel']} | {r['cycles']} | {r['breaths']} | {r['sensitivity']:.3f} | "
-              f"{r['ppv']:.3f} | {r['rate_per_min']} | {r['breath_qc']} |")  # fmt: skip
+    header = ["record", "channels", "variant", "rate /min", "QRS", "pulses", "Se", "PPV", "delay ms", "ECG QC", "pulse QC",
+              "QRS in reliable windows", "Se there", "PPV there"]  # fmt: skip
+    print(*markdown_rows(header, [[r["record"], r["channels"], r["variant"], r["rate_per_min"], r["qrs"], r["pulses"],
+                                   f"{r['sensitivity']:.3f}", f"{r['ppv']:.3f}", f"{r['delay_ms']:.0f}", r["reference_qc"],
+                                   r["pulse_qc"], r["reliable_qrs"], f"{r['reliable_sensitivity']:.3f}",
+                                   f"{r['reliable_ppv']:.3f}"] for r in pulses], align="l" * 14), sep="\n")  # fmt: skip
+    header = ["record", "channel", "reference cycles", "breaths", "Se", "PPV", "rate /min", "breath QC"]
+    print("", *markdown_rows(header, [[r["record"], r["channel"], r["cycles"], r["breaths"], f"{r['sensitivity']:.3f}",
+                                       f"{r['ppv']:.3f}", r["rate_per_min"], r["breath_qc"]] for r in breaths],
+                             align="l" * 8), sep="\n")  # fmt: skip
     if args.json:
-        args.json.write_text(json.dumps({"pulses": pulses, "breaths": breaths}, indent=1))
+        write_json(args.json, {"pulses": pulses, "breaths": breaths})
 
 
 if __name__ == "__main__":

@@ -7,22 +7,22 @@ Each row streams ``steps`` chunks (B, 12, 8) after ``warmup`` untimed ones and t
 `StreamingEncoder.step` (``encoder``) or `TransportMonitor.step` (``monitor``: encoder, causal
 phase and score; a beat is confirmed every 10 tokens, outside the timed call) on its own. Rows
 run with one thread and with torch's default thread count. Prints median and p99 per token and
-the real-time factor (80 ms token period / median); ``--out`` writes the rows and the machine
-to JSON.
+the real-time factor (80 ms token period / median); ``--out`` writes the rows, the machine and
+the versions (`cyclejepa.bench.timing`) to JSON.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
 import time
 from collections.abc import Sequence
 
 import numpy as np
 import torch
 
+from cyclejepa.bench.report import markdown_rows
+from cyclejepa.bench.timing import machine_info, versions
+from cyclejepa.jsonio import write_json
 from cyclejepa.models import build_model
 from cyclejepa.models.streaming import StreamingEncoder, TransportMonitor
 from cyclejepa.symmetry import U1Symmetry
@@ -74,18 +74,6 @@ def measure(batches: Sequence[int], steps: int, warmup: int) -> list[dict]:
     return rows
 
 
-def machine() -> dict:
-    """What the figures were measured on, including the load at the end of the run."""
-    return {
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpus": os.cpu_count(),
-        "torch": torch.__version__,
-        "default_threads": torch.get_num_threads(),
-        "load_average_1_5_15": os.getloadavg(),
-    }
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=1000, help="timed tokens per row")
@@ -94,21 +82,19 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", help="write the rows and the machine as JSON here")
     args = parser.parse_args(argv)
     rows = measure(args.batch, args.steps, args.warmup)
-    host = machine()
+    host, found = machine_info(torch.device("cpu")), versions()  # the load average at the end of the run
     print(
-        f"paper model (1,232,384 deployed parameters), CPU, torch {host['torch']}, "
-        f"{host['cpus']} CPUs, load average {host['load_average_1_5_15']}"
+        f"paper model (1,232,384 deployed parameters), CPU, torch {found['torch']}, "
+        f"{host['cpu_count']} CPUs, load average {host['load_average']}"
     )
-    print("| component | threads | batch | median ms/token | p99 ms/token | real-time factor |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for row in rows:
-        print(
-            f"| {row['component']} | {row['threads']} | {row['batch']} | "
-            f"{row['median_ms']:.3f} | {row['p99_ms']:.3f} | {row['realtime_factor']:.0f}x |"
-        )
+    header = ["component", "threads", "batch", "median ms/token", "p99 ms/token", "real-time factor"]
+    cells = [
+        [r["component"], r["threads"], r["batch"], f"{r['median_ms']:.3f}", f"{r['p99_ms']:.3f}", f"{r['realtime_factor']:.0f}x"]
+        for r in rows
+    ]
+    print(*markdown_rows(header, cells, align="l" * 6), sep="\n")
     if args.out:
-        with open(args.out, "w") as handle:
-            json.dump({"machine": host, "rows": rows}, handle, indent=2)
+        write_json(args.out, {"machine": host, "versions": found, "rows": rows})
 
 
 if __name__ == "__main__":

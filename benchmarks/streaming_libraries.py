@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from cyclejepa.data.cache.prepared import PreparedCache
+from cyclejepa.jsonio import write_json
 
 BLOCK = 256  # cache rows read at once when writing shards
 RESUME_AT = 7
@@ -275,7 +276,7 @@ def main() -> None:
     cache = PreparedCache(args.cache)
     rows = measure(cache, min(args.records, len(cache)), args.batch, args.batches)
     if args.out:
-        args.out.write_text(json.dumps({"records": args.records, "rows": rows}, indent=1))
+        write_json(args.out, {"records": args.records, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import shutil
 import statistics
 import subprocess
@@ -36,6 +35,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+from cyclejepa.bench.timing import peak_rss_bytes, time_calls
 
 WARMUP = 20
 BLOCK = 10  # steps each path takes in turn
@@ -64,12 +65,6 @@ def timed_data_path(trainer) -> list[float]:
     return data_ms
 
 
-def timed_step(trainer) -> float:
-    start = time.perf_counter()
-    trainer.train_step()
-    return (time.perf_counter() - start) * 1e3
-
-
 def share(args) -> dict:
     from cyclejepa.pipeline import training_spec
     from cyclejepa.pipeline.pretraining import training_blocks, training_phases
@@ -93,7 +88,7 @@ def share(args) -> dict:
         step_ms: dict[str, list[float]] = {path: [] for path in trainers}
         for _ in range((WARMUP + args.steps) // BLOCK):  # the paths take turns, so that load drifts hit both
             for path, trainer in trainers.items():
-                step_ms[path] += [timed_step(trainer) for _ in range(BLOCK)]
+                step_ms[path] += [1e3 * seconds for seconds in time_calls(trainer.train_step, warmup=0, repeats=BLOCK)]
         for path in trainers:
             steps, data = step_ms[path][WARMUP:], data_ms[path][WARMUP:]
             result[path] = {"step_ms": round(statistics.median(steps), 3), "data_ms": round(statistics.median(data), 4),
@@ -124,7 +119,7 @@ def rss_child(args) -> dict:
         seconds = time.perf_counter() - start
     finally:
         shutil.rmtree(folder, ignore_errors=True)
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_bytes() / 2**20
     return {"cache": str(args.cache), "records": len(cache), "training_rows": len(rows), "streamed": bool(streams(cfg, cache, rows)),
             "budget_gb": args.budget_gb, "steps": args.steps, "fresh_shards": args.fresh, "peak_rss_mb": round(peak, 1),
             "seconds": round(seconds, 1)}  # fmt: skip

@@ -10,52 +10,13 @@ import argparse
 from collections.abc import Callable, Sequence
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor
 from torch.utils.benchmark import Timer
 
+from cyclejepa.bench.throughput.parts import all_pairs_transport_loss, synthetic_batch
 from cyclejepa.objectives import transport_loss
 from cyclejepa.symmetry import U1Symmetry
 
 PAPER_SPECTRUM = "4x0+24x1+24x2+20x3+16x4+12x5+10x6+8x7+6x8+4x9+2x10"
-
-
-def all_pairs_transport_loss(z: Tensor, phi: Tensor, symmetry: U1Symmetry, records_per_chunk: int = 8) -> Tensor:
-    """Transport loss from every ρ(φ_t' − φ_t) ẑ_t explicitly: (T, T, K) per record.
-
-    Records are processed in chunks to bound the (chunk, T, T, K) intermediate.
-    """
-    per_record = []
-    for z_chunk, phi_chunk in zip(z.split(records_per_chunk), phi.split(records_per_chunk), strict=True):
-        unit = F.normalize(z_chunk, dim=-1)
-        valid = torch.isfinite(phi_chunk)
-        phases = torch.where(valid, phi_chunk, 0.0)
-        shift = phases.unsqueeze(1) - phases.unsqueeze(2)  # [b, t, t'] = φ_t' − φ_t
-        moved = symmetry.act(unit.unsqueeze(2).expand(-1, -1, unit.shape[1], -1), shift)
-        cosine = (moved * unit.unsqueeze(1)).sum(-1)
-        pair = valid.unsqueeze(1) & valid.unsqueeze(2)
-        pair &= ~torch.eye(unit.shape[1], dtype=torch.bool, device=z.device)
-        counts = pair.sum((1, 2))
-        mean = (cosine * pair).sum((1, 2)) / counts.clamp_min(1)
-        per_record.append(torch.where(counts > 0, 1 - mean, torch.nan))
-    losses = torch.cat(per_record)
-    return losses.nanmean()
-
-
-def synthetic_batch(batch: int, tokens: int, symmetry: U1Symmetry, device: str, seed: int = 0):
-    """Noisy equivariant tokens ρ(φ_t) v_b + noise under a linear cardiac phase (~10–12 tokens
-    per cycle) that is undefined before the first and after the last beat."""
-    gen = torch.Generator().manual_seed(seed)
-    cycle_tokens = 10.0 + 2.0 * torch.rand(batch, 1, generator=gen)
-    offset = 2 * torch.pi * torch.rand(batch, 1, generator=gen)
-    phi = (offset + 2 * torch.pi * torch.arange(tokens) / cycle_tokens) % (2 * torch.pi)
-    template = torch.randn(batch, 1, symmetry.dim, generator=gen).expand(-1, tokens, -1)
-    z = symmetry.act(template, phi) + torch.randn(batch, tokens, symmetry.dim, generator=gen)
-    first = torch.randint(0, 12, (batch, 1), generator=gen)
-    last = tokens - torch.randint(1, 12, (batch, 1), generator=gen)
-    position = torch.arange(tokens)
-    phi = phi.masked_fill((position < first) | (position >= last), float("nan"))
-    return z.to(device), phi.to(device)
 
 
 def _median_seconds(fn: Callable[[], object], min_run_time: float) -> float:

@@ -385,9 +385,9 @@ def run(
 
 
 BENCHMARKS = {
-    "throughput": "cyclejepa.pipeline.throughput:throughput_main",
-    "allocations": "cyclejepa.pipeline.benchmarking:allocations_main",
-    "ptbxl": "cyclejepa.pipeline.benchmarking:ptbxl_main",
+    "throughput": "cyclejepa.bench.commands:throughput_main",
+    "allocations": "cyclejepa.bench.commands:allocations_main",
+    "ptbxl": "cyclejepa.bench.commands:ptbxl_main",
 }
 """Each benchmark's command line, ``module:function`` taking the words after its name."""
 

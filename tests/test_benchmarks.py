@@ -1,7 +1,9 @@
 """Throughput benchmark: statistics on a fake clock, the instrumented step, a quick tiny run."""
 
+import ast
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +19,8 @@ from cyclejepa.bench.throughput import (
 )
 from cyclejepa.bench.timing import PhaseTimer, summarise, time_calls, time_window
 from cyclejepa.config import parse_config
-from cyclejepa.pipeline import benchmark_throughput, training_spec
+from cyclejepa.bench.commands import benchmark_throughput
+from cyclejepa.pipeline.pretraining import training_spec
 from cyclejepa.training import Trainer
 from test_training import TINY as TRAINING_TINY
 
@@ -133,7 +136,7 @@ def test_the_benchmark_trains_what_the_pipeline_trains_but_keeps_no_identity(tmp
     gives the trainer, and no run identity."""
     from dataclasses import fields
 
-    from cyclejepa.pipeline.throughput import timed_training_spec
+    from cyclejepa.bench.commands import timed_training_spec
 
     cfg = parse_config({**TINY, "augmentations": [{"name": "drift", "p": 0.3}]})
     bench = timed_training_spec(cfg, tmp_path, seed=2, transport_weight=0.5)
@@ -149,7 +152,7 @@ def test_each_variant_trains_the_config_with_only_its_device_precision_and_compi
     ``precision`` and ``compile`` (the objective's precision too); the ensemble's is eager float32 on the CPU."""
     from cyclejepa.bench.throughput import VARIANTS
     from cyclejepa.jsonio import short_hash
-    from cyclejepa.pipeline import throughput_spec
+    from cyclejepa.bench.commands import throughput_spec
     from cyclejepa.training.spec import ObjectiveSpec
 
     raw = {**TINY, "augmentations": [{"name": "drift", "p": 0.3}], "training": {"batch_size": 4, "steps": 7, "precision": "bf16"}}
@@ -174,7 +177,7 @@ def test_each_variant_trains_the_config_with_only_its_device_precision_and_compi
 
 
 def test_the_command_line_refuses_a_missing_config_or_an_unknown_section_before_any_work(tmp_path, capsys):
-    from cyclejepa.pipeline.throughput import throughput_main
+    from cyclejepa.bench.commands import throughput_main
 
     out = tmp_path / "throughput.json"
     with pytest.raises(SystemExit) as stopped:
@@ -245,7 +248,7 @@ def test_experiment_benchmark_times_every_stage_and_writes_the_report(tmp_path):
     import yaml
 
     from cyclejepa.bench.experiment import EXPERIMENT_STAGES
-    from cyclejepa.pipeline.benchmarking import time_experiment
+    from cyclejepa.bench.commands import time_experiment
 
     config = tmp_path / "tiny.yaml"
     config.write_text(
@@ -293,3 +296,115 @@ def test_host_syncs_count_only_the_sync_warnings(monkeypatch):
     assert modes == ["warn", 0]
     assert [entry["per_step"] for entry in found] == [2.0]
     assert found[0]["message"] == "called a synchronizing CUDA operation"
+
+
+def test_the_all_pairs_reference_is_the_transport_loss_pair_by_pair():
+    """`all_pairs_transport_loss` (the throughput benchmark's and benchmarks/transport_speed.py's
+    reference, in the package so an installed wheel has it) against a float64 loop over every
+    ordered pair of valid tokens with the explicit ρ(φ_t' − φ_t), and against the O(T) identity."""
+    from cyclejepa.bench.throughput.parts import all_pairs_transport_loss, synthetic_batch
+    from cyclejepa.objectives import transport_loss
+    from cyclejepa.symmetry import U1Symmetry
+
+    symmetry = U1Symmetry("2x0+2x1+1x3").double()
+    z, phi = synthetic_batch(3, 14, symmetry, "cpu", seed=2)
+    z, phi = z.double(), phi.double()
+    phi[2, 1:] = float("nan")  # one valid token: no pair, left out of the mean
+    per_record = []
+    for record in range(2):
+        unit = torch.nn.functional.normalize(z[record], dim=-1)
+        valid = [t for t in range(14) if torch.isfinite(phi[record, t])]
+        cosines = [
+            float(symmetry.matrix(phi[record, u] - phi[record, t]) @ unit[t] @ unit[u]) for t in valid for u in valid if t != u
+        ]
+        per_record.append(1 - np.mean(cosines))
+    expected = np.mean(per_record)
+    assert float(all_pairs_transport_loss(z, phi, symmetry, records_per_chunk=2)) == pytest.approx(expected, rel=1e-10)
+    assert float(transport_loss(z, phi, symmetry)) == pytest.approx(expected, rel=1e-10)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["throughput", "allocations", "ptbxl"])
+def test_each_benchmark_passes_its_own_help_in_a_fresh_interpreter(name):
+    """`cyclejepa benchmark NAME --help` (`cyclejepa.cli.BENCHMARKS`, each a `cyclejepa.bench.commands`
+    function) from a fresh process: the command's own options under its own name."""
+    import subprocess
+    import sys
+
+    from cyclejepa.cli import BENCHMARKS
+
+    assert set(BENCHMARKS) == {"throughput", "allocations", "ptbxl"}
+    done = subprocess.run([sys.executable, "-m", "cyclejepa", "benchmark", name, "--help"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: cyclejepa benchmark {name} ")
+    assert {"throughput": "--quick", "allocations": "--seeds", "ptbxl": "--protocols"}[name] in done.stdout
+
+
+BENCHMARK_SCRIPTS = sorted((Path(__file__).resolve().parents[1] / "benchmarks").glob("*.py"))
+
+
+def test_a_benchmarks_script_runs_its_help_in_a_fresh_interpreter():
+    """A script of ``benchmarks/`` (pulse_validation.py: its tables through `cyclejepa.bench.report`)
+    answers ``--help`` from a fresh process, as benchmarks/README.md says each does."""
+    import subprocess
+    import sys
+
+    script = next(path for path in BENCHMARK_SCRIPTS if path.name == "pulse_validation.py")
+    done = subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("usage: pulse_validation.py") and "--json" in done.stdout
+
+
+@pytest.mark.parametrize("script", BENCHMARK_SCRIPTS, ids=lambda path: path.name)
+def test_each_benchmarks_script_takes_names_the_package_has(script):
+    """Every ``from cyclejepa... import NAME`` of every script in ``benchmarks/`` (module level, in
+    functions, and in the code a script runs in a child interpreter) names a module and an attribute
+    the package has: a script's parts moved inside `cyclejepa.bench` are followed."""
+    import importlib
+
+    imported = _package_imports(ast.parse(script.read_text()))
+    assert imported, f"{script.name} takes nothing from the package"
+    for module, name in imported:
+        assert hasattr(importlib.import_module(module), name), f"{script.name}: {module} has no {name}"
+
+
+def _package_imports(tree: ast.AST) -> list[tuple[str, str]]:
+    """(module, name) of each ``from cyclejepa... import name`` in ``tree`` and in the Python source
+    of its string constants (the code a script hands a child interpreter)."""
+    found = [(node.module, alias.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+             and (node.module or "").startswith("cyclejepa") for alias in node.names]  # fmt: skip
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and "\nfrom cyclejepa" in node.value:
+            found += _package_imports(ast.parse(node.value))
+    return found
+
+
+def _measured_by_hand(tree: ast.AST) -> list[str]:
+    """What a script measures or writes itself instead of taking it from `cyclejepa.bench`: the
+    peak RSS (``ru_maxrss``), the machine (``platform``), a Markdown table's rule, JSON written by hand."""
+    found = [f"line {n.lineno}: ru_maxrss" for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "ru_maxrss"]
+    found += [f"line {n.lineno}: import platform" for n in ast.walk(tree)
+              if isinstance(n, ast.Import) and any(alias.name == "platform" for alias in n.names)]  # fmt: skip
+    found += [f"line {n.lineno}: table rule {n.value!r}" for n in ast.walk(tree)
+              if isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.lstrip().startswith(("|---", "| ---"))]  # fmt: skip
+    found += [f"line {n.lineno}: write_text(json.dumps(...))" for n in ast.walk(tree) if isinstance(n, ast.Call)
+              and getattr(n.func, "attr", None) == "write_text" and "json.dumps" in ast.unparse(n)]  # fmt: skip
+    return found
+
+
+@pytest.mark.parametrize("script", BENCHMARK_SCRIPTS, ids=lambda path: path.name)
+def test_each_benchmarks_script_takes_its_measuring_and_writing_from_the_package(script):
+    assert _measured_by_hand(ast.parse(script.read_text())) == []
+
+
+def test_a_script_measuring_by_hand_is_found():
+    source = (
+        "import platform\nimport resource\n\npeak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "print('|---|---|')\nout.write_text(json.dumps(rows))\n"
+    )
+    assert _measured_by_hand(ast.parse(source)) == [
+        "line 4: ru_maxrss",
+        "line 1: import platform",
+        "line 5: table rule '|---|---|'",
+        "line 6: write_text(json.dumps(...))",
+    ]

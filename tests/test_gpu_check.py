@@ -45,8 +45,7 @@ def commands() -> list[list[str]]:
 def entry_files() -> list[Path]:
     tests = re.findall(r"tests/test_\w+\.py", job_block("tests"))
     benchmarks = set(re.findall(r"benchmarks/\w+\.py", SCRIPT.read_text()))
-    loaded_by_path = ["benchmarks/transport_speed.py"]  # by cyclejepa.bench.throughput.parts
-    names = [*tests, "tests/conftest.py", *sorted(benchmarks), *loaded_by_path, "cyclejepa/__main__.py"]
+    names = [*tests, "tests/conftest.py", *sorted(benchmarks), "cyclejepa/__main__.py"]
     return [ROOT / name for name in names]
 
 

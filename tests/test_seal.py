@@ -10,7 +10,7 @@ import torch
 from typer.testing import CliRunner
 
 from cyclejepa import pipeline
-from cyclejepa.pipeline.benchmarking import allocations_main
+from cyclejepa.bench.commands import allocations_main
 from cyclejepa.cli import app
 from cyclejepa.config import parse_config
 from cyclejepa.pipeline.identity import config_hash

@@ -6,7 +6,7 @@ transport objective on the synthetic corpus for every seed and scored like a che
 `cyclejepa run` (superclass probe with its patient-clustered interval, gain fraction, G1,
 loop amplitude, orbit coherence, effective rank of z). Beside each, the random baseline: the
 same network at the weights each seed's run starts from (the trainer's step-0 weights), frozen and
-scored the same way, at no training cost. `cyclejepa.pipeline.benchmarking` builds the configs
+scored the same way, at no training cost. `cyclejepa.bench.commands` builds the configs
 and trains; this module keeps the table.
 
     cyclejepa benchmark allocations --out runs/allocations

@@ -1,6 +1,6 @@
-"""Wall time of every stage of a whole experiment (``benchmarks/experiment_time.py``).
+"""Wall time of every stage of a whole experiment (``benchmarks/experiment_time.py`` runs it).
 
-`cyclejepa.pipeline.benchmarking.time_experiment` runs an experiment config end to end on a
+`cyclejepa.bench.commands.time_experiment` runs an experiment config end to end on a
 synthetic corpus in the PTB-XL layout (the stand-in for PTB-XL's 21,799 records) and times each
 stage with a `StageClock`: writing the corpus (not part of the experiment: PTB-XL is on disk),
 prepare, pre-training of every arm × seed, evaluation of the grid, and the report. The stage
@@ -13,13 +13,13 @@ interrupted run leaves what it measured::
 
 from __future__ import annotations
 
-import argparse
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from cyclejepa.bench.report import markdown_rows
 from cyclejepa.jsonio import write_json
 
 PTBXL_RECORDS = 21_799
@@ -64,24 +64,12 @@ class StageClock:
         """``stages.json`` (the result) and ``stages.md`` (its table) in ``out``."""
         result = self.result
         write_json(self.out / "stages.json", result)
-        rows = [f"| {name} | {seconds:.1f} |" for name, seconds in result["stages"].items()]
         total = result.get("experiment_s", 0.0)
+        rows = [[name, f"{seconds:.1f}"] for name, seconds in result["stages"].items()]
+        rows.append(["**experiment (prepare → report)**", f"**{total:.1f}** ({total / 60:.1f} min)"])
         (self.out / "stages.md").write_text(
             f"Experiment `{result['config']}` on {result['records']:,} synthetic records, runs "
             f"{', '.join(result['runs'])}, {result['steps']:,} steps each, runs.at_once = {result['at_once']}.\n\n"
-            "| stage | wall time (s) |\n| --- | --- |\n"
-            + "\n".join(rows)
-            + f"\n| **experiment (prepare → report)** | **{total:.1f}** ({total / 60:.1f} min) |\n"
+            + "\n".join(markdown_rows(["stage", "wall time (s)"], rows, align="ll"))
+            + "\n"
         )
-
-
-def experiment_time_arguments() -> argparse.ArgumentParser:
-    """The options of ``benchmarks/experiment_time.py``."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default="examples/winder_ptbxl.yaml")
-    parser.add_argument("--out", default="runs/experiment_time")
-    parser.add_argument("--records", type=int, default=PTBXL_RECORDS)
-    parser.add_argument("--workers", type=int, default=8, help="processes writing the synthetic corpus")
-    parser.add_argument("--unseal", action="store_true", help="evaluate the sealed fold 10 (audited)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
-    return parser

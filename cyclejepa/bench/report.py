@@ -1,11 +1,12 @@
-"""Markdown rendering of a throughput report (the JSON written by `run_throughput`)."""
+"""Markdown: the lines of a table (`markdown_rows`, every benchmark's and script's), and the
+throughput report (the JSON written by `measure_throughput`) rendered."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["markdown_report"]
+__all__ = ["markdown_report", "markdown_rows"]
 
 
 def markdown_report(report: dict[str, Any]) -> str:
@@ -43,8 +44,9 @@ def markdown_report(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "") -> list[str]:
-    """A Markdown table; ``align`` holds one of "l"/"r" per column (default: first left, rest right)."""
+def markdown_rows(header: Sequence[str], rows: Sequence[Sequence[Any]], align: str = "") -> list[str]:
+    """The lines of a Markdown table: ``| a | b |``, its rule, a line per row; ``align`` holds one of
+    "l"/"r" per column (default: first left, rest right)."""
     align = align or "l" + "r" * (len(header) - 1)
     rule = ["---" if a == "l" else "---:" for a in align]
     return [f"| {' | '.join(map(str, row))} |" for row in (header, rule, *rows)]
@@ -89,7 +91,7 @@ def _training(report) -> list[str]:
         "peak memory",
         "warm-up s",
     ]
-    return _table(header, rows)
+    return markdown_rows(header, rows)
 
 
 def _split(report) -> list[str]:
@@ -109,7 +111,7 @@ def _split(report) -> list[str]:
                 f"vs {e['step']['mean_ms']:.1f} ms plain (mean)"
             ),
             "",
-            *_table(["phase", "mean ms", "share"], rows),
+            *markdown_rows(["phase", "mean ms", "share"], rows),
             "",
         ]
     return lines[:-1]
@@ -143,7 +145,7 @@ def _transport(report) -> list[str]:
         "all-pairs / O(T), fwd / fwd+bwd",
         "abs diff",
     ]
-    return _table(header, rows, align="rlrrrrr")
+    return markdown_rows(header, rows, align="rlrrrrr")
 
 
 def _sigreg(report) -> list[str]:
@@ -158,7 +160,7 @@ def _sigreg(report) -> list[str]:
         f"{s['forward']['median_ms']:.2f}",
         f"{s['forward_backward']['median_ms']:.2f}",
     ]
-    return _table(["N", "K", "M", "J", "forward ms", "fwd+bwd ms"], [row], align="rrrrrr")
+    return markdown_rows(["N", "K", "M", "J", "forward ms", "fwd+bwd ms"], [row], align="rrrrrr")
 
 
 def _inference(report) -> list[str]:
@@ -166,7 +168,7 @@ def _inference(report) -> list[str]:
     if not _ok(s):
         return _status(s)
     rows = [[r["precision"], r["batch"], f"{r['batch_ms']['median_ms']:.1f}", f"{r['records_per_s']:.0f}"] for r in s["rows"]]
-    return _table(["precision", "batch", "ms/batch", "records/s"], rows)
+    return markdown_rows(["precision", "batch", "ms/batch", "records/s"], rows)
 
 
 def _prepare(report) -> list[str]:
@@ -195,7 +197,7 @@ def _ensemble(report) -> list[str]:
         for r in s["rows"]
     ]
     header = ["runs", "in turn: run-steps/s", "stacked: run-steps/s", "stacked / in turn", "stacked peak GiB"]
-    return [f"{s['precision']}, {s['window_steps']} steps per window", "", *_table(header, rows, align="rrrrr")]
+    return [f"{s['precision']}, {s['window_steps']} steps per window", "", *markdown_rows(header, rows, align="rrrrr")]
 
 
 def _prepare_table(s) -> list[str]:
@@ -210,7 +212,7 @@ def _prepare_table(s) -> list[str]:
         for r in s["rows"]
     ]
     header = ["workers", "seconds", "records/s", "records/s per worker", "records per CPU-second"]
-    lines = _table(header, rows, align="rrrrr")
+    lines = markdown_rows(header, rows, align="rrrrr")
     split = s.get("split")
     if split:
         stages = " / ".join(f"{name} {ms:.2f}" for name, ms in split["ms"].items())
@@ -232,7 +234,7 @@ def _equality(report) -> list[str]:
         for name, c in s["variants"].items()
     ]
     header = ["variant", "steps", *(f"{t}: max rel diff" for t in terms), f"all ≤ {rtol:g}"]
-    return [f"Reference: {s['reference']}.", "", *_table(header, rows, align="lr" + "r" * len(terms) + "l")]
+    return [f"Reference: {s['reference']}.", "", *markdown_rows(header, rows, align="lr" + "r" * len(terms) + "l")]
 
 
 def _compile(report) -> list[str]:
@@ -248,7 +250,9 @@ def _compile(report) -> list[str]:
         for e in entries
         if "dynamo" in e
     ]
-    return _table(["variant", "graphs", "graph breaks", "break reasons", "CUDA graphs"], rows, align="lrrll") if rows else []
+    return (
+        markdown_rows(["variant", "graphs", "graph breaks", "break reasons", "CUDA graphs"], rows, align="lrrll") if rows else []
+    )
 
 
 def _syncs(report) -> list[str]:
@@ -257,6 +261,6 @@ def _syncs(report) -> list[str]:
         if "host_syncs" not in e:
             continue
         rows = [[s["op"], s["caller"], f"{s['per_step']:g}", s["message"]] for s in e["host_syncs"]]
-        table = _table(["op line", "cyclejepa caller", "per step", "message"], rows, align="llrl") if rows else ["none"]
+        table = markdown_rows(["op line", "cyclejepa caller", "per step", "message"], rows, align="llrl") if rows else ["none"]
         lines += [f"**{e['variant']}**", "", *table, ""]
     return lines[:-1]

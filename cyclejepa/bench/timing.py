@@ -27,6 +27,7 @@ __all__ = [
     "device_sync",
     "machine_info",
     "peak_memory",
+    "peak_rss_bytes",
     "reset_peak_memory",
     "summarise",
     "time_calls",
@@ -178,11 +179,16 @@ def peak_memory(device: torch.device) -> dict[str, Any]:
             "bytes": torch.cuda.max_memory_allocated(device),
             "reserved_bytes": torch.cuda.max_memory_reserved(device),
         }
+    return {"kind": "process_max_rss", "bytes": peak_rss_bytes()}
+
+
+def peak_rss_bytes(children: bool = False) -> int:
+    """Peak resident set size in bytes of this process since it started (``children``: of the
+    largest of its children waited for), ``ru_maxrss`` of `resource.getrusage`."""
     import resource
 
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    scale = 1 if platform.system() == "Darwin" else 1024  # macOS reports bytes, Linux KiB
-    return {"kind": "process_max_rss", "bytes": peak * scale}
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN if children else resource.RUSAGE_SELF)
+    return usage.ru_maxrss * (1 if platform.system() == "Darwin" else 1024)  # macOS reports bytes, Linux KiB
 
 
 def _cpu_model() -> str:

@@ -10,11 +10,6 @@ from typing import TYPE_CHECKING
 from cyclejepa.registry import lazy_names
 
 if TYPE_CHECKING:
-    from cyclejepa.pipeline.benchmarking import (
-        benchmark_allocations as benchmark_allocations,
-        benchmark_ptbxl as benchmark_ptbxl,
-        time_experiment as time_experiment,
-    )
     from cyclejepa.pipeline.checks import preflight as preflight
     from cyclejepa.pipeline.embedding import load_encoder as load_encoder, locate_run as locate_run, run_encoder as run_encoder
     from cyclejepa.pipeline.evaluation import (
@@ -59,12 +54,10 @@ if TYPE_CHECKING:
     )
     from cyclejepa.pipeline.run import describe_plan as describe_plan, run_experiment as run_experiment
     from cyclejepa.pipeline.seal import require_unsealed as require_unsealed
-    from cyclejepa.pipeline.throughput import benchmark_throughput as benchmark_throughput, throughput_spec as throughput_spec
 
 _HOMES = {
     name: module
     for module, names in {
-        "benchmarking": ("benchmark_allocations", "benchmark_ptbxl", "time_experiment"),
         "checks": ("preflight",),
         "embedding": ("load_encoder", "locate_run", "run_encoder"),
         "evaluation": ("evaluate_experiment", "evaluate_grid", "evaluation_dir", "evaluation_spec", "evaluation_steps"),
@@ -83,7 +76,6 @@ _HOMES = {
         "reporting": ("report_experiment", "report_spec", "write_grid_summary"),
         "run": ("describe_plan", "run_experiment"),
         "seal": ("require_unsealed",),
-        "throughput": ("benchmark_throughput", "throughput_spec"),
     }.items()
     for name in names
 }

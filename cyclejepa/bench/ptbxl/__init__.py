@@ -3,7 +3,7 @@ Strodthoff et al. (2021), linear probe, fine-tuning, linear-then-fine-tuning, a 
 baseline and a linear probe of the frozen random (untrained) encoder, label fractions and seeds; macro-AUROC and Fmax with patient-clustered intervals, the
 published figures beside them.
 
-One command from a config (or a finished run) to the tables: `cyclejepa.pipeline.benchmarking`
+One command from a config (or a finished run) to the tables: `cyclejepa.bench.commands`
 prepares the cache and trains missing pre-training runs as `cyclejepa run` would and hands a
 `BenchmarkSpec` to `run_benchmark`, which computes every cell (`run`), in turn or side by side
 in worker processes (`cells`), and summarises them (`report`). Everything goes to

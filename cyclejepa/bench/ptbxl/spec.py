@@ -1,5 +1,5 @@
 """What the PTB-XL benchmark is given: `BenchmarkSpec`, built from an experiment config by
-`cyclejepa.pipeline.benchmarking` (its folds already passed through the seal, its pre-trained runs
+`cyclejepa.bench.commands` (its folds already passed through the seal, its pre-trained runs
 already trained)."""
 
 from __future__ import annotations

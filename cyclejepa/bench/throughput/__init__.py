@@ -19,7 +19,7 @@ What is measured, for the configured model (the paper's by default) at its batch
 
 Results go to one JSON file plus a Markdown report beside it (``.md``).
 
-The config is read by the pipeline (`cyclejepa.pipeline.throughput`), which hands this package a
+The config is read by the command layer (`cyclejepa.bench.commands`), which hands this package a
 `ThroughputSpec`. Modules: `spec`, `common` (settings, variants, budgets), one per section
 (`training`, `equality`, `parts` for transport, SIGReg and inference, `prepare`, `ensemble`) and
 `run` (`measure_throughput` and the command line's arguments).

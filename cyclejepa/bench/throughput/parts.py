@@ -1,14 +1,15 @@
-"""The parts of a step timed alone: the transport loss (O(T) against all pairs), SIGReg and
+"""The parts of a step timed alone: the transport loss (O(T) against all pairs,
+`all_pairs_transport_loss`, which ``benchmarks/transport_speed.py`` times too), SIGReg and
 inference of the deployed path."""
 
 from __future__ import annotations
 
-import importlib.util
 from contextlib import nullcontext
-from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
+from torch import Tensor
 
 from cyclejepa.bench.throughput.common import INFERENCE_BATCH, SAMPLES, TRANSPORT_TOKENS, Budget
 from cyclejepa.bench.throughput.spec import ThroughputSpec
@@ -20,23 +21,23 @@ from cyclejepa.training.trainer import build_configured_model
 
 
 def measure_transport(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
-    """O(T) transport loss vs the all-pairs evaluation of benchmarks/transport_speed.py.
+    """O(T) transport loss vs the all-pairs evaluation (`all_pairs_transport_loss`).
 
     The all-pairs version holds (chunk, T, T, K) tensors, so it runs on
     ``budget.naive_records`` records and its batch time is extrapolated linearly (records are
     independent), which the row says.
     """
-    speed, device = _transport_speed_module(), spec.device
+    device = spec.device
     symmetry = U1Symmetry(spec.objective.symmetry.spectrum).to(device)
     batch, dim = spec.batch_size, symmetry.dim
     sync = device_sync(device)
     rows = []
     for tokens, naive_records in zip(TRANSPORT_TOKENS, budget.naive_records, strict=True):
-        z, phi = speed.synthetic_batch(batch, tokens, symmetry, str(device))
+        z, phi = synthetic_batch(batch, tokens, symmetry, str(device))
         chunk = max(1, min(8, 2**25 // (tokens * tokens * dim)))  # ≤ 128 MiB per float32 intermediate
 
         def all_pairs(z, phi, symmetry, chunk=chunk):
-            return speed.all_pairs_transport_loss(z, phi, symmetry, records_per_chunk=chunk)
+            return all_pairs_transport_loss(z, phi, symmetry, records_per_chunk=chunk)
 
         n = min(batch, naive_records)
         with torch.no_grad():
@@ -133,18 +134,39 @@ def measure_inference(spec: ThroughputSpec, budget: Budget) -> dict[str, Any]:
     return {"status": "ok", "rows": rows}
 
 
-def _transport_speed_module():
-    """benchmarks/transport_speed.py of the source checkout (its all-pairs reference).
+def all_pairs_transport_loss(z: Tensor, phi: Tensor, symmetry: U1Symmetry, records_per_chunk: int = 8) -> Tensor:
+    """Transport loss from every ρ(φ_t' − φ_t) ẑ_t explicitly: (T, T, K) per record.
 
-    It is a script beside the package, not part of it: found in editable installs and
-    checkouts, absent from a wheel install (the transport section then fails with this message).
+    Records are processed in chunks to bound the (chunk, T, T, K) intermediate.
     """
-    path = Path(__file__).resolve().parents[3] / "benchmarks" / "transport_speed.py"
-    if not path.is_file():
-        raise FileNotFoundError(f"the all-pairs transport reference {path} is not there (not a source checkout)")
-    spec = importlib.util.spec_from_file_location("cyclejepa_benchmarks_transport_speed", path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"{path} cannot be loaded as a module")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    per_record = []
+    for z_chunk, phi_chunk in zip(z.split(records_per_chunk), phi.split(records_per_chunk), strict=True):
+        unit = F.normalize(z_chunk, dim=-1)
+        valid = torch.isfinite(phi_chunk)
+        phases = torch.where(valid, phi_chunk, 0.0)
+        shift = phases.unsqueeze(1) - phases.unsqueeze(2)  # [b, t, t'] = φ_t' − φ_t
+        moved = symmetry.act(unit.unsqueeze(2).expand(-1, -1, unit.shape[1], -1), shift)
+        cosine = (moved * unit.unsqueeze(1)).sum(-1)
+        pair = valid.unsqueeze(1) & valid.unsqueeze(2)
+        pair &= ~torch.eye(unit.shape[1], dtype=torch.bool, device=z.device)
+        counts = pair.sum((1, 2))
+        mean = (cosine * pair).sum((1, 2)) / counts.clamp_min(1)
+        per_record.append(torch.where(counts > 0, 1 - mean, torch.nan))
+    losses = torch.cat(per_record)
+    return losses.nanmean()
+
+
+def synthetic_batch(batch: int, tokens: int, symmetry: U1Symmetry, device: str, seed: int = 0):
+    """Noisy equivariant tokens ρ(φ_t) v_b + noise under a linear phase (10–12 tokens per cycle)
+    that is undefined before the first and after the last event."""
+    gen = torch.Generator().manual_seed(seed)
+    cycle_tokens = 10.0 + 2.0 * torch.rand(batch, 1, generator=gen)
+    offset = 2 * torch.pi * torch.rand(batch, 1, generator=gen)
+    phi = (offset + 2 * torch.pi * torch.arange(tokens) / cycle_tokens) % (2 * torch.pi)
+    template = torch.randn(batch, 1, symmetry.dim, generator=gen).expand(-1, tokens, -1)
+    z = symmetry.act(template, phi) + torch.randn(batch, tokens, symmetry.dim, generator=gen)
+    first = torch.randint(0, 12, (batch, 1), generator=gen)
+    last = tokens - torch.randint(1, 12, (batch, 1), generator=gen)
+    position = torch.arange(tokens)
+    phi = phi.masked_fill((position < first) | (position >= last), float("nan"))
+    return z.to(device), phi.to(device)

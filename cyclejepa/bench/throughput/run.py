@@ -1,7 +1,7 @@
 """Measured speed of the trainer and its parts (``cyclejepa benchmark throughput``).
 
 `measure_throughput` runs the sections on a `ThroughputSpec` (built from the experiment config by
-`cyclejepa.pipeline.throughput`, which also reads the command line `throughput_arguments`); what
+`cyclejepa.bench.commands`, which also reads the command line `throughput_arguments`); what
 each section measures is said in `cyclejepa.bench.throughput`.
 """
 
@@ -60,7 +60,7 @@ def measure_throughput(
     ----------
     spec
         The model, objective and trainers to time, and the device
-        (`cyclejepa.pipeline.throughput.throughput_spec`).
+        (`cyclejepa.bench.commands.throughput_spec`).
     quick
         Fewer steps and a 500-record prepare corpus (a CPU run in a few minutes).
     out
@@ -160,8 +160,8 @@ def _header(spec: ThroughputSpec, quick, budget, sections, variants) -> dict[str
 
 
 def throughput_arguments() -> argparse.ArgumentParser:
-    """The command line of ``cyclejepa benchmark throughput`` (read by `cyclejepa.pipeline.throughput`)."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    """The command line of ``cyclejepa benchmark throughput`` (read by `cyclejepa.bench.commands`)."""
+    parser = argparse.ArgumentParser(prog="cyclejepa benchmark throughput", description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="auto", help="auto, cpu, cuda, cuda:1, ...")
     parser.add_argument("--quick", action="store_true", help="fewer steps, 500-record prepare corpus")
     parser.add_argument("--out", type=Path, help="JSON path (default runs/benchmarks/throughput-DEVICE.json)")

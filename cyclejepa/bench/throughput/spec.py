@@ -1,5 +1,5 @@
 """What the throughput benchmark reads: `ThroughputSpec`, built from the experiment config by
-`cyclejepa.pipeline.throughput.throughput_spec`."""
+`cyclejepa.bench.commands.throughput_spec`."""
 
 from __future__ import annotations
 

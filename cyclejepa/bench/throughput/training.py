@@ -159,15 +159,7 @@ def instrumented_step(trainer, timer: PhaseTimer) -> dict[str, torch.Tensor]:
     with timer.phase("transport"):
         terms["transport"] = objective._transport(z, phi)
     terms["loss"] = sum(objective.weights[name] * value for name, value in terms.items())
-    with timer.phase("backward"):
-        for optimiser in trainer.optimisers:
-            optimiser.zero_grad(set_to_none=True)
-        terms["loss"].backward()
-    with timer.phase("optimiser"):
-        nn.utils.clip_grad_norm_(objective.parameters(), spec.optimiser.grad_clip)
-        for optimiser in trainer.optimisers:
-            optimiser.step()
-    trainer.step += 1
+    _timed_update(trainer, timer, terms["loss"], "optimiser")
     return terms
 
 
@@ -185,16 +177,22 @@ def product_step(trainer, timer: PhaseTimer) -> dict[str, torch.Tensor]:
         inputs = trainer.step_inputs()
     with timer.phase("objective forward"):
         terms = trainer.step_module(*inputs)
+    _timed_update(trainer, timer, terms["loss"], "clip + optimiser")
+    return terms
+
+
+def _timed_update(trainer, timer: PhaseTimer, loss: torch.Tensor, update: str) -> None:
+    """``train_step``'s end, timed: the backward of ``loss`` (phase ``backward``), then gradient
+    clipping and the optimiser step (phase ``update``); the trainer's step count moves on."""
     with timer.phase("backward"):
         for optimiser in trainer.optimisers:
             optimiser.zero_grad(set_to_none=True)
-        terms["loss"].backward()
-    with timer.phase("clip + optimiser"):
-        nn.utils.clip_grad_norm_(trainer.objective.parameters(), spec.optimiser.grad_clip)
+        loss.backward()
+    with timer.phase(update):
+        nn.utils.clip_grad_norm_(trainer.objective.parameters(), trainer.spec.optimiser.grad_clip)
         for optimiser in trainer.optimisers:
             optimiser.step()
     trainer.step += 1
-    return terms
 
 
 def measure_split(trainer, steps: int, sync: Callable[[], None], compiled: bool = False) -> dict[str, Any]:

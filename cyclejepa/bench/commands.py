@@ -1,17 +1,22 @@
-"""The benchmarks as pipeline stages: ``cyclejepa benchmark ptbxl`` (`benchmark_ptbxl`),
-``allocations`` (`benchmark_allocations`) and the whole-experiment timing (`time_experiment`).
+"""Each benchmark's command: ``cyclejepa benchmark ptbxl`` (`benchmark_ptbxl`), ``allocations``
+(`benchmark_allocations`), ``throughput`` (`benchmark_throughput`) and the whole-experiment timing
+(`time_experiment`), the top layer of `cyclejepa.bench`.
 
-Each reads the experiment config, runs the stages it needs (preflight, prepare, pre-train) and
-hands `cyclejepa.bench` narrow arguments: folds already passed through the seal, checkpoint paths,
-run hashes, the output folder.
+Each reads the experiment config, runs the pipeline stages it needs (preflight, prepare,
+pre-train) and hands the benchmark below narrow arguments: a spec (`BenchmarkSpec`,
+`ThroughputSpec`), folds already passed through the seal, checkpoint paths, run hashes, the output
+folder. Nothing under `cyclejepa.bench` but this module reads the config.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -29,7 +34,6 @@ from cyclejepa.bench.allocations import (
 from cyclejepa.bench.experiment import (
     PTBXL_RECORDS,
     StageClock,
-    experiment_time_arguments,
     stand_in_overrides,
     write_stand_in_corpus,
 )
@@ -47,19 +51,24 @@ from cyclejepa.bench.ptbxl import (
 )
 from cyclejepa.bench.ptbxl.run import RANDOM_LINEAR, SCRATCH, benchmark_split
 from cyclejepa.bench.ptbxl.spec import BenchmarkSpec, PretrainedRun, Scoring, Training
+from cyclejepa.bench.report import markdown_report
+from cyclejepa.bench.throughput import VARIANTS, ThroughputSpec, measure_throughput, throughput_arguments
+from cyclejepa.bench.throughput.common import SAMPLES
 from cyclejepa.bench.timing import machine_info, versions
 from cyclejepa.config import ConfigError, ExperimentConfig, apply_overrides, load_config, parse_config
 from cyclejepa.devices import resolve_device
+from cyclejepa.jsonio import short_hash
 from cyclejepa.lock import output_lock
 from cyclejepa.outputs import OutputFolder
 from cyclejepa.pipeline.checks import checkpoint_listing, checkpointed, preflight
-from cyclejepa.pipeline.evaluation import evaluation_steps
+from cyclejepa.pipeline.evaluation import evaluate_grid, evaluation_spec, evaluation_steps
 from cyclejepa.pipeline.identity import identity_hash
 from cyclejepa.pipeline.plans import plan_runs, write_resolved_config
 from cyclejepa.pipeline.preparation import build_dataset, prepare
-from cyclejepa.pipeline.pretraining import pretrain_all, train_run
+from cyclejepa.pipeline.pretraining import objective_spec, pretrain_all, train_run, training_spec
 from cyclejepa.pipeline.seal import SealedFoldError, require_unsealed, use_folds
 from cyclejepa.training.finetune import FinetuneSettings
+from cyclejepa.training.spec import TrainingSpec
 
 # ---- benchmark ptbxl -------------------------------------------------------------------------
 
@@ -180,7 +189,6 @@ def _random_run(cfg: ExperimentConfig, seed: int) -> PretrainedRun:
     """The random baseline of ``seed`` as a run of the ``random-linear`` protocol: no checkpoint,
     its hash that of its weights (`state_digest` of the trainer's step-0 weights)."""
     from cyclejepa.evaluation.integrity import state_digest
-    from cyclejepa.pipeline.pretraining import objective_spec
     from cyclejepa.training.trainer import initial_objective
 
     digest = state_digest(initial_objective(objective_spec(cfg), seed).state_dict())
@@ -188,14 +196,12 @@ def _random_run(cfg: ExperimentConfig, seed: int) -> PretrainedRun:
 
 
 def _initial_model(cfg: ExperimentConfig, seed: int, device: torch.device) -> torch.nn.Module:
-    from cyclejepa.pipeline.pretraining import objective_spec
     from cyclejepa.training.trainer import initial_objective
 
     return initial_objective(objective_spec(cfg), seed, device).model
 
 
 def _trained_model(cfg: ExperimentConfig, path: Path, device: torch.device) -> torch.nn.Module:
-    from cyclejepa.pipeline.pretraining import objective_spec
     from cyclejepa.training.trainer import load_trained
 
     return load_trained(objective_spec(cfg), path, device).model
@@ -262,7 +268,6 @@ def benchmark_allocations(
     ``allocations.json``, ``.md`` and ``.png``. Every allocation's config passes `preflight` and
     the seal before the cache is prepared."""
     from cyclejepa.evaluation.stage import core_metrics
-    from cyclejepa.pipeline.evaluation import evaluation_spec
 
     out = Path(out)
     configs = allocation_configs(load_config(base_config or QUICKSTART, list(overrides)), allocations or ALLOCATIONS, out, steps)
@@ -281,7 +286,6 @@ def benchmark_allocations(
 
     def untrained(name: str, seed: int) -> dict[str, Any]:
         """The random baseline of ``name`` × ``seed``: the step-0 weights of that run, scored the same way."""
-        from cyclejepa.pipeline.pretraining import objective_spec
         from cyclejepa.training.trainer import initial_objective
 
         cfg = configs[name]
@@ -334,7 +338,6 @@ def time_experiment(
     Returns the stage table: ``{"stages": {name: seconds}, "experiment_s": Σ of the
     experiment's stages, ...}``; also written to ``out/stages.json`` and ``out/stages.md``.
     """
-    from cyclejepa.pipeline.evaluation import evaluate_grid
     from cyclejepa.pipeline.reporting import report_experiment
 
     out = Path(out)
@@ -373,11 +376,79 @@ def time_experiment(
     return clock.result
 
 
-def experiment_time_main(argv: Sequence[str] | None = None) -> None:
-    """Command line: ``python benchmarks/experiment_time.py [options]``."""
-    args = experiment_time_arguments().parse_args(argv)
-    result = time_experiment(
-        args.config, args.out, records=args.records, overrides=args.overrides, unseal=args.unseal, workers=args.workers
+# ---- benchmark throughput ------------------------------------------------------------------
+
+
+def timed_training_spec(cfg: ExperimentConfig, directory: str | Path, *, seed: int, transport_weight: float) -> TrainingSpec:
+    """The trainer's spec of a timed run of ``cfg``: `training_spec`'s, with no identity (the
+    benchmark's trainers are never saved nor resumed)."""
+    return replace(training_spec(cfg, Path(directory), seed=seed, transport_weight=transport_weight), identity={}, run_hash="")
+
+
+def throughput_spec(config: dict[str, Any] | None, device: torch.device) -> ThroughputSpec:
+    """The `ThroughputSpec` of the raw experiment config ``config`` (a nested dict; None or empty:
+    the paper's) on ``device``: per variant, the config with ``training.device``,
+    ``training.precision`` and ``training.compile`` set to the variant's."""
+    raw = copy.deepcopy(config or {})
+    cfg = parse_config(raw, source="benchmark config")
+    channels, patch = cfg.model.encoder.leads, cfg.model.encoder.patch
+    if channels is None or patch is None:
+        raise ConfigError(
+            [f"model.encoder needs leads and patch for the synthetic training arrays, got {channels} and {patch}"],
+            source="benchmark config",
+        )
+
+    def trainer(precision: str, compile_mode: str | bool) -> TrainingSpec:
+        training = {"device": str(device), "precision": precision, "compile": compile_mode}
+        variant = apply_overrides(raw, [f"training.{key}={json.dumps(value)}" for key, value in training.items()])
+        return timed_training_spec(parse_config(variant, source="benchmark config"), Path(), seed=0, transport_weight=1.0)
+
+    return ThroughputSpec(
+        device=device,
+        objective=objective_spec(cfg),
+        batch_size=cfg.training.batch_size,
+        channels=channels,
+        tokens=SAMPLES // patch,
+        trainers={name: trainer(variant.precision, variant.compile_mode or False) for name, variant in VARIANTS.items()},
+        ensemble=trainer("bf16" if device.type == "cuda" else "float32", False),
+        config_hash=short_hash(cfg.model_dump(mode="json")),
+        config_overrides=raw,
     )
-    print((Path(args.out) / "stages.md").read_text())
-    print(f"report: {result['report']}")
+
+
+def benchmark_throughput(
+    device: str = "auto",
+    quick: bool = False,
+    out: str | os.PathLike | None = None,
+    *,
+    config: dict[str, Any] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """Run the throughput benchmark of ``config`` (nested dict for `parse_config`; default the
+    paper's) on ``device`` (``"auto"``: CUDA when present) and return its results; ``quick``,
+    ``out`` and the ``options`` (``sections``, ``variants``, ``prepare_records``, ``deadline_s``,
+    ``threads``, ``log``) are those of `cyclejepa.bench.throughput.measure_throughput`."""
+    return measure_throughput(throughput_spec(config, resolve_device(device)), quick, out, **options)
+
+
+def throughput_main(argv: Sequence[str] | None = None) -> dict[str, Any]:
+    """Command line: ``cyclejepa benchmark throughput [--quick] [--device cuda] [--out PATH] ...``."""
+    args = throughput_arguments().parse_args(argv)
+    try:
+        config = load_config(args.config).model_dump(mode="json") if args.config else None
+        out = args.out or Path("runs/benchmarks") / f"throughput-{_device_tag(args.device)}.json"
+        options = {key: getattr(args, key) for key in ("sections", "variants", "prepare_records", "deadline_s", "threads")}
+        report = benchmark_throughput(args.device, args.quick, out, config=config, **options)
+    except ValueError as error:  # a ConfigError (exit status 2), an unknown section or variant
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2 if isinstance(error, ConfigError) else 1) from None
+    print(markdown_report(report))
+    print(f"\nwrote {out} and {out.with_suffix('.md')}", file=sys.stderr)
+    return report
+
+
+def _device_tag(device: str) -> str:
+    """``device`` as a file-name part: ``auto`` resolved to cuda or cpu, without the colon."""
+    if device == "auto":
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    return device.replace(":", "")
