@@ -150,7 +150,7 @@ def phase(
         if provider is not None or lead is not None:
             raise typer.BadParameter("--config sets the provider and its options: drop --provider and --lead")
         phase_section = _load(config, None).phase
-        provider, options = phase_section.provider, phase_section.options.model_dump()
+        provider, options = phase_section.provider, phase_section.options.model_dump(mode="json")
     leads = _lead_names(lead)
     table = Table("record", "fs", "events", "rate/min", "good", "phase yield", "qc")
     table.columns[0].overflow = "fold"  # whole names: records often share a long prefix

@@ -136,7 +136,7 @@ def benchmark_ptbxl(
         test = use_folds(cfg, "benchmark scoring", "data.eval_folds")
         split = benchmark_split(cache, train, test, validation_fold)
         spec = ptbxl_spec(cfg, tasks, protocols, fractions, seeds, step, settings)
-        corpus = corpus_description(cfg.data.dataset, cfg.data.options.model_dump(), cfg.data.root, len(cache))
+        corpus = corpus_description(cfg.data.dataset, cfg.data.options.model_dump(mode="json"), cfg.data.root, len(cache))
         return run_benchmark(
             spec,
             cache,

@@ -51,7 +51,9 @@ def run_encoder(cfg: ExperimentConfig, plan: RunPlan, step: int | None = None, d
     checkpoint = find_checkpoint(plan.folder, step, cfg.evaluation.headline_step)
     target = resolve_device(device)
     objective = load_trained(objective_spec(cfg), checkpoint, target)
-    preprocessing = Preprocessing.from_cache(configured_cache(cfg, corpus=False), cfg.data.dataset, cfg.data.options.model_dump())
+    preprocessing = Preprocessing.from_cache(
+        configured_cache(cfg, corpus=False), cfg.data.dataset, cfg.data.options.model_dump(mode="json")
+    )
     source = {"run": str(checkpoint.parents[1]), "step": checkpoint_step(checkpoint)}
     return Encoder(objective.model, preprocessing, target, source, objective.symmetry, root=cfg.data.root)
 

@@ -75,7 +75,7 @@ def export_spec(cfg: ExperimentConfig, plan: RunPlan, step: int) -> ExportSpec:
     dataset = DATASETS.get(cfg.data.dataset)
     card = CardSpec(
         dataset=cfg.data.dataset,
-        dataset_options=cfg.data.options.model_dump(),
+        dataset_options=cfg.data.options.model_dump(mode="json"),
         data_licence=dataset.licence,
         data_citation=dataset.citation,
         train_folds=tuple(folds_of(cfg, "data.train_folds")),

@@ -91,7 +91,7 @@ def _plan_lines(cfg: ExperimentConfig) -> list[str]:
 def _corpus_line(cfg: ExperimentConfig) -> str:
     data = cfg.data
     assert data.cache_fs is not None and data.decimation is not None, "preflight, before the plan, derives the rates"
-    options = f" {dumped}" if (dumped := data.options.model_dump()) else ""
+    options = f" {dumped}" if (dumped := data.options.model_dump(mode="json")) else ""
     root = data.root if data.root is not None else "its default root"
     return (
         f"dataset {data.dataset}{options} at {root}: {data.cache_fs:g} Hz cache, model at "
