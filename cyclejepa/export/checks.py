@@ -148,8 +148,11 @@ def _check_preprocessing(prep: dict, channel_count: int, patch: int) -> None:
     _strings(prep, "units", field, channel_count)
     from cyclejepa.data.preprocess import MAX_FS, MIN_FS
 
-    _number(prep.get("fs"), f"{field}.fs", MIN_FS, MAX_FS)
+    rate = "cache_fs" if "cache_fs" in prep else "fs"  # fs: a package of format 2 or 3
+    _number(prep.get(rate), f"{field}.{rate}", MIN_FS, MAX_FS)
     window = _integer(prep, "window", field)
+    if not (isinstance(prep.get("window_s"), (int, float)) and window == round(prep["window_s"] * prep[rate])):
+        raise _fail(f"{field}.window_s", f"{prep.get('window_s')!r} s at {prep[rate]:g} Hz is not the window of {window} samples")
     decimation = _integer(prep, "decimation", field)
     if _integer(prep, "token_patch", field) != patch:
         raise _fail(f"{field}.token_patch", f"{prep['token_patch']} is not the encoder's patch {patch}")
