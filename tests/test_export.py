@@ -844,6 +844,7 @@ HOSTILE = [
     (_set(["preprocessing", "decimation"], 0), r"preprocessing.decimation: must be an integer in \[1, 1000\], got 0"),
     (_set(["preprocessing", "token_patch"], 0), r"preprocessing.token_patch: must be an integer in \[1, 4096\], got 0"),
     (_set(["preprocessing", "window"], 4999), r"preprocessing.window: 4999 samples are not whole tokens"),
+    (_set(["preprocessing", "window_s"], 8.0), r"preprocessing.window_s: 8.0 s at 500 Hz is not the window of 5000 samples"),
     (_set(["preprocessing", "phase_provider"], "nothing"), r"config.json preprocessing: .*nothing"),
     (_set(["symmetry", "spectrum"], "4x0"), r"spectrum 4x0 is not of the projector's dimension 16"),
     (_set(["format_version"], "3"), r"format_version: must be an integer"),
