@@ -1,13 +1,13 @@
 """Embeddings out: a trained run's encoder applied to new records with the run's own preprocessing.
 
-An `Encoder` is a trained model with the preprocessing of its run (`Preprocessing`: what the
-encoder needs of the cache and the run's dataset). `cyclejepa.load_encoder` (the embedding stage,
+An `Encoder` is a trained model with the settings of its run's cache (`CacheSettings`: the
+`SignalGeometry`, the `SignalPreparation`, the normalisation, the phase provider and the dataset). `cyclejepa.load_encoder` (the embedding stage,
 `cyclejepa.pipeline.embedding`) builds one from a run's configuration, checkpoint and cache;
 `cyclejepa.load_pretrained` from an exported package. A record file is read by the run's dataset
 (`Dataset.read_path`: its reader, units, gap filling) and a record is prepared as the cache
 prepared the training records: the run's channels in the run's order, resampled to the cache's
 rate and cut into windows of the training record length (`cut_record`, the cache's rule: a
-shorter tail is dropped), each window through the cache's `prepare_record` (decimation, the
+shorter tail is dropped), each window through the cache's `decimate_and_phase` (decimation, the
 run's phase provider, token phases, phase QC) and the run's normalisation. Tokens come from
 `extract_tokens` and a record's embedding is the mean of its phase-valid tokens
 (`record_representations`), as in the evaluation stage; ``mean_tokens``, the mean of all its
@@ -32,20 +32,21 @@ from typing import Any
 
 import numpy as np
 
-from cyclejepa.data.cache import PreparedCache, cut_record, prepare_record
+from cyclejepa.data.cache import PreparedCache, cut_record, decimate_and_phase
 from cyclejepa.data.datasets import Dataset, Entry, Record, RecordRejected
-from cyclejepa.data.preprocess import Normalisation, Preparation
+from cyclejepa.data.preprocess import Normalisation, SignalPreparation
 from cyclejepa.evaluation.embeddings import QC_FAILED, extract_tokens, record_representations
 from cyclejepa.outputs import RunFolder, checkpoint_step
 from cyclejepa.progress import progress_bar
+from cyclejepa.signal_geometry import SignalGeometry
 
 __all__ = [
     "OUT_OF_RANGE",
     "OUT_OF_RANGE_DECADES",
+    "CacheSettings",
     "Embeddings",
     "Encoder",
     "NothingEmbedded",
-    "Preprocessing",
     "check_channel_names",
     "check_finite_weights",
     "check_fs",
@@ -322,102 +323,71 @@ class _Windows:
 
 
 @dataclass(frozen=True)
-class Preprocessing:
+class CacheSettings:
     """What `Encoder.prepare` does to a record: the settings of the run's cache.
 
     Attributes
     ----------
-    channels : the channels the model reads, in its order.
-    cache_fs : the rate (Hz) a record is resampled to, phased at and then decimated from (the
-        cache's rate); the model reads ``cache_fs / decimation`` (`model_fs`) in tokens of
-        ``token_patch`` samples.
-    window : samples of one window at ``cache_fs`` (the training record length).
-    phase_provider, phase_options : the registered phase provider and its options.
+    geometry : the channels the model reads, the cache and model rates, window and tokens.
+    preparation : what a record goes through before windowing (the manifest's
+        `SignalPreparation`; nothing for a cache of the paper's chain).
     norm : the per-channel z-score statistics of the decimated training-fold windows.
+    phase_provider, phase_options : the registered phase provider and its options.
     dataset, dataset_options : the registered dataset the run read and its options (it reads
         record files, `Dataset.read_path`).
     units : each channel's physical unit, as the dataset declares it.
-    preparation : what a record goes through before windowing (`Preparation`; the manifest's,
-        nothing for a cache of the paper's chain).
     """
 
-    channels: tuple[str, ...]
-    cache_fs: float
-    window: int
+    geometry: SignalGeometry
+    preparation: SignalPreparation
+    norm: Normalisation
     phase_provider: str
     phase_options: dict
-    norm: Normalisation
-    decimation: int
-    token_patch: int
     dataset: str
     dataset_options: dict
     units: tuple[str, ...]
-    preparation: Preparation = Preparation()
-
-    @property
-    def model_fs(self) -> float:
-        """The rate the model reads (Hz): model_fs = cache_fs / decimation."""
-        return self.cache_fs / self.decimation
 
     @classmethod
-    def from_cache(cls, cache: PreparedCache, dataset: str, dataset_options: dict) -> Preprocessing:
-        """The settings of ``cache``, built from the registered ``dataset`` with ``dataset_options``.
-
-        The cache's signals are at its model rate (``cache.model_fs``) and its events at its own
-        rate (``cache.cache_fs``): window = samples · cache_fs / model_fs.
-        """
+    def from_cache(cls, cache: PreparedCache, dataset: str, dataset_options: dict) -> CacheSettings:
+        """The settings of ``cache``, built from the registered ``dataset`` with ``dataset_options``."""
         arguments = cache.manifest["arguments"]
-        window = round(cache.signals.shape[-1] * cache.cache_fs / cache.model_fs)
         return cls(
-            cache.channels,
-            cache.cache_fs,
-            window,
+            cache.geometry,
+            SignalPreparation.from_dict(arguments.get("preparation")),
+            cache.norm,
             arguments["phase_provider"],
             dict(arguments["phase_options"]),
-            cache.norm,
-            round(cache.cache_fs / cache.model_fs),
-            cache.token_patch,
             dataset,
             dict(dataset_options),
             cache.units,
-            Preparation.from_dict(arguments.get("preparation")),
         )
 
     def to_dict(self) -> dict:
-        """JSON form: these fields (``cache_fs`` under the package format's key ``fs``), the
-        normalisation per channel, and the decimation and token patch."""
+        """JSON form (a package's ``config.json`` ``preprocessing``): the geometry's
+        (`SignalGeometry.to_dict`), the phase provider, the normalisation per channel, the
+        dataset, the units and the preparation when it does anything."""
         return {
-            "channels": list(self.channels),
-            "fs": self.cache_fs,
-            "window": self.window,
-            "window_s": self.window / self.cache_fs,
-            "decimation": self.decimation,
-            "model_fs": self.model_fs,
-            "token_patch": self.token_patch,
+            **self.geometry.to_dict(),
             "phase_provider": self.phase_provider,
             "phase_options": self.phase_options,
-            "normalisation": self.norm.to_dict(self.channels),
+            "normalisation": self.norm.to_dict(self.geometry.channels),
             "dataset": {"name": self.dataset, "options": self.dataset_options},
             "units": list(self.units),
             **({} if self.preparation.is_default else {"preparation": self.preparation.to_dict()}),
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> Preprocessing:
+    def from_dict(cls, data: dict) -> CacheSettings:
         """The `to_dict` form back (a package's ``config.json`` ``preprocessing``)."""
         return cls(
-            tuple(data["channels"]),
-            float(data["fs"]),
-            int(data["window"]),
+            SignalGeometry.from_dict(data),
+            SignalPreparation.from_dict(data.get("preparation")),
+            Normalisation.from_dict(data["normalisation"]),
             data["phase_provider"],
             dict(data["phase_options"]),
-            Normalisation.from_dict(data["normalisation"]),
-            int(data["decimation"]),
-            int(data["token_patch"]),
             data["dataset"]["name"],
             dict(data["dataset"]["options"]),
             tuple(data["units"]),
-            Preparation.from_dict(data.get("preparation")),
         )
 
 
@@ -428,27 +398,23 @@ class Encoder:
     Attributes
     ----------
     model : the trained `JEPAModel`, in eval mode, on ``device``.
-    preprocessing : the run's `Preprocessing` (channels, rates, window, normalisation, phase provider).
+    settings : the run's `CacheSettings` (geometry, preparation, normalisation, phase provider).
+    geometry : the run's `SignalGeometry` (channels, cache and model rates, window, tokens).
     symmetry : the run's phase action ρ on the projected tokens (`PhaseSymmetry`).
-    channels : the channels the model reads, in its order.
-    cache_fs : the cache's rate (Hz), at which windows are phased and then decimated.
-    window : samples of one window at ``cache_fs`` (the training record length).
     dataset : the run's dataset, which reads record files (`Dataset.read_path`); built from its
         registered name and options with the run's ``root`` (None for a package), which reading
         a file does not need.
     source : where the weights come from (run folder, checkpoint step; the package when exported).
     """
 
-    def __init__(self, model, preprocessing: Preprocessing, device, source: dict, symmetry, root=None):
+    def __init__(self, model, settings: CacheSettings, device, source: dict, symmetry, root=None):
         from cyclejepa.registry import DATASETS, PHASE_PROVIDERS
 
         check_finite_weights(model, f"the encoder of {source}")
-        self.model, self.preprocessing, self.device, self.symmetry = model, preprocessing, device, symmetry
-        self.channels: list[str] = list(preprocessing.channels)
-        self.cache_fs: float = preprocessing.cache_fs
-        self.window: int = preprocessing.window
-        self.provider = PHASE_PROVIDERS.build(preprocessing.phase_provider, **preprocessing.phase_options)
-        self.dataset: Dataset = DATASETS.build(preprocessing.dataset, root=root, **preprocessing.dataset_options)
+        self.model, self.settings, self.device, self.symmetry = model, settings, device, symmetry
+        self.geometry = settings.geometry
+        self.provider = PHASE_PROVIDERS.build(settings.phase_provider, **settings.phase_options)
+        self.dataset: Dataset = DATASETS.build(settings.dataset, root=root, **settings.dataset_options)
         self.dataset.require_rate(self.provider.rate_problem)  # a record too slow for the provider: refused, never upsampled
         self.source = dict(source)
 
@@ -467,7 +433,7 @@ class Encoder:
     ) -> Embeddings:
         """Embeddings of one record (channels, samples) or a batch (records, channels, samples).
 
-        ``signal`` is in the dataset's units (`Preprocessing.units`; ECG: mV) at ``fs`` Hz, its
+        ``signal`` is in the dataset's units (`CacheSettings.units`; ECG: mV) at ``fs`` Hz, its
         rows named by ``channel_names`` (matched to the run's channels by `channel_key`: case, space and trailing punctuation aside; other
         channels are ignored). ``batch_size`` windows go
         through the model at a time; ``progress`` shows a progress bar over them. A record the
@@ -495,7 +461,7 @@ class Encoder:
 
     def prepare(self, signal: np.ndarray, fs: float, channel_names: Sequence[str]) -> _Windows:
         """One record (channels, samples) in the dataset's units at ``fs``, prepared as the cache
-        prepares a record (`prepare_record`); its arguments are checked as `embed` checks them."""
+        prepares a record (`decimate_and_phase`); its arguments are checked as `embed` checks them."""
         signal = check_signal(signal)
         if signal.ndim != 2:
             raise ValueError(f"signal must be (channels, samples), got {signal.shape}")
@@ -503,40 +469,34 @@ class Encoder:
         return self._prepare(Record("record", signal, check_fs(fs), names))
 
     def _prepare(self, record: Record) -> _Windows:
-        """``record``'s windows (`cut_record`) through `prepare_record` and the run's normalisation;
+        """``record``'s windows (`cut_record`) through `decimate_and_phase` and the run's normalisation;
         ValueError naming what the run cannot embed."""
-        model_fs = self.preprocessing.model_fs
+        geometry, preparation = self.geometry, self.settings.preparation
+        model_fs = geometry.model_fs
         if not (np.isfinite(record.fs) and record.fs >= model_fs):
             raise ValueError(
                 f"the record is sampled at {record.fs:g} Hz, below the {model_fs:g} Hz the encoder reads (content up to "
                 f"{model_fs / 2:g} Hz); give it at {model_fs:g} Hz or more"
             )
         try:  # the run's channels at its rate, in windows, as the cache cuts a dataset's record
-            windows = cut_record(record, self.channels, self.cache_fs, self.window, preparation=self.preprocessing.preparation)
+            windows = cut_record(record, geometry.channels, geometry.cache_fs, geometry.window, preparation=preparation)
         except RecordRejected as rejection:
             raise ValueError(rejection.detail) from None
         signals, phases, outcomes = [], [], []
         for segment in windows:
-            decimated, outcome, _ = prepare_record(
-                segment,
-                self.provider,
-                cache_fs=self.cache_fs,
-                channels=self.channels,
-                decimation=self.preprocessing.decimation,
-                token_patch=self.preprocessing.token_patch,
-            )
-            assert outcome.phase_centre is not None, "prepare_record gives every window its token phases"
-            signals.append(self.preprocessing.norm.apply(decimated))
+            decimated, outcome, _ = decimate_and_phase(segment, self.provider, geometry)
+            assert outcome.phase_centre is not None, "decimate_and_phase gives every window its token phases"
+            signals.append(self.settings.norm.apply(decimated))
             phases.append(outcome.phase_centre)
             outcomes.append(outcome)
-        starts = self.preprocessing.preparation.drop_s + np.arange(len(windows)) * self.window / self.cache_fs  # record time (s)
+        starts = preparation.drop_s + np.arange(len(windows)) * geometry.window / geometry.cache_fs  # record time (s)
         return _Windows(
             np.stack(signals),
             np.stack(phases),
             np.array([o.qc_ok for o in outcomes]),
             [o.qc_reason for o in outcomes],
             starts,
-            [_Events.of(o, start, self.cache_fs) for o, start in zip(outcomes, starts, strict=True)],
+            [_Events.of(o, start, geometry.cache_fs) for o, start in zip(outcomes, starts, strict=True)],
         )
 
     def read(self, path: str | os.PathLike) -> Record:
@@ -595,7 +555,7 @@ class Encoder:
         folder = self.dataset.root if root is None else Path(root)
         if folder is None:
             raise ValueError("this encoder knows no corpus (an exported package): name a folder of records")
-        dataset: Dataset = DATASETS.build(self.preprocessing.dataset, root=folder, **self.preprocessing.dataset_options)
+        dataset: Dataset = DATASETS.build(self.settings.dataset, root=folder, **self.settings.dataset_options)
         dataset.require_rate(self.provider.rate_problem)
         dataset.fetch()
         return dataset
@@ -612,7 +572,7 @@ class Encoder:
         model, symmetry = copy.deepcopy(self.model).to(target), copy.deepcopy(self.symmetry)
         if hasattr(symmetry, "to"):
             symmetry = symmetry.to(target)
-        return Encoder(model, self.preprocessing, target, self.source, symmetry, root=self.dataset.root)
+        return Encoder(model, self.settings, target, self.source, symmetry, root=self.dataset.root)
 
     def _embed_each(self, named: Sequence[tuple[str, Any]], read, *, batch_size: int, progress: bool, keep_tokens: bool):
         """Records ``read(item)`` for each (name, item) of ``named``, ``batch_size`` at a time; a
@@ -718,7 +678,7 @@ class Encoder:
         if distance <= OUT_OF_RANGE_DECADES:
             return ""
         return (
-            f"{OUT_OF_RANGE}: channel {self.channels[row]} is {distance:.2f} decades from the run's normalisation "
+            f"{OUT_OF_RANGE}: channel {self.geometry.channels[row]} is {distance:.2f} decades from the run's normalisation "
             f"(limit {OUT_OF_RANGE_DECADES:g})"
         )
 

@@ -12,6 +12,7 @@ from typing import Any, Protocol
 
 from cyclejepa import registry
 from cyclejepa.declarations.options import Options
+from cyclejepa.signal_geometry import SignalGeometry
 
 
 class DataKeys(Protocol):
@@ -27,16 +28,21 @@ class DataKeys(Protocol):
 
 @dataclass(frozen=True)
 class DataFacts:
-    """What the data implies for a config: the dataset's channels, the cache's rates and window
-    (the dataset's defaults where ``data`` leaves them out), tokens per window and fold protocol."""
+    """What the data implies for a config: the `SignalGeometry` (the dataset's channels, the
+    cache's rates and window, the dataset's defaults where ``data`` leaves them out) and the fold
+    protocol; ``channels`` ... ``n_tokens`` read the geometry's."""
 
-    channels: tuple[str, ...]
-    cache_fs: float
-    decimation: int
-    token_patch: int
-    window_s: float
-    n_tokens: int
+    geometry: SignalGeometry
     folds: Any
+
+    def __getattr__(self, name: str) -> Any:
+        if name in GEOMETRY_FIELDS:
+            return getattr(self.geometry, name)
+        raise AttributeError(name)
+
+
+GEOMETRY_FIELDS = ("channels", "cache_fs", "decimation", "token_patch", "window_s", "model_fs", "window", "n_tokens")
+"""The `SignalGeometry` quantities a `DataFacts` reads through."""
 
 
 def declared_provider(dataset: str) -> str | None:
@@ -63,7 +69,7 @@ def data_facts(data: DataKeys, cycle_band_hz: tuple[float, float] | None = None)
     """The `DataFacts` of a data section, from the dataset's declaration and options (nothing is
     read from disk, no implementation imported), or one line saying which key to set when they
     cannot be derived; a dataset without a rate of its own takes its rates from
-    ``cycle_band_hz`` (`DatasetDeclaration.rates`).
+    ``cycle_band_hz`` (`DatasetDeclaration.geometry`).
 
     Channels are the ``channels`` option, else the dataset's declared ``channels``.
     """
@@ -76,16 +82,8 @@ def data_facts(data: DataKeys, cycle_band_hz: tuple[float, float] | None = None)
     if units and not is_option and len(units) != len(channels):
         return f"data.dataset: {data.dataset!r} declares {len(units)} unit(s) {list(units)} for {len(channels)} channel(s) {list(channels)}"
     try:
-        rates = declared.rates(data.cache_fs, data.decimation, data.token_patch, data.window_s, cycle_band_hz)
+        geometry = declared.geometry(channels, data.cache_fs, data.decimation, data.token_patch, data.window_s, cycle_band_hz)
     except ValueError as error:
         key = "data.cache_fs" if "data.cache_fs" in str(error) else "data.window_s"
         return f"{key}: {error}"
-    return DataFacts(
-        tuple(map(str, channels)),
-        rates["cache_fs"],
-        rates["decimation"],
-        rates["token_patch"],
-        rates["window_s"],
-        rates["n_tokens"],
-        declared.folds,
-    )
+    return DataFacts(geometry, declared.folds)

@@ -14,11 +14,12 @@ import pytest
 from cyclejepa.data.cache import build as cache_build
 from cyclejepa.data.cache import files as cache_files
 from cyclejepa.data.cache import shares as cache_shares
-from cyclejepa.data.cache import CacheSpec, PreparedCache, prepare_cache
+from cyclejepa.data.cache import CACHE_FORMAT, CacheSpec, PreparedCache, prepare_cache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.datasets import RecordRejected
 from cyclejepa.data.preprocess import Normalisation, decimate, fit_normalisation
 from cyclejepa.data.ptbxl import LEADS, PTBXL, SUPERCLASSES, read_ptbxl_record
+from cyclejepa.signal_geometry import SignalGeometry
 from test_ptbxl import real_rows  # noqa: F401 (fixture)
 
 wfdb = pytest.importorskip("wfdb")
@@ -287,7 +288,7 @@ def test_a_cache_in_the_older_layout_is_refused_by_readers_and_rebuilt_by_prepar
     manifest = json.loads((old / "manifest.json").read_text())
     manifest["arguments"]["cache_format"] = 2
     (old / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ValueError, match=r"format 2; this cyclejepa reads format 5: rebuild it with `cyclejepa prepare CONFIG`"):
+    with pytest.raises(ValueError, match=rf"format 2; this cyclejepa reads format {CACHE_FORMAT}: rebuild it with `cyclejepa prepare CONFIG`"):
         PreparedCache(old)
     rebuilt = prepare_cache(PTBXL(corpus), CacheSpec(old), progress=False)
     assert sorted(p.name for p in old.iterdir()) == sorted(p.name for p in prepared.path.iterdir())
@@ -300,13 +301,35 @@ def test_a_cache_of_format_3_is_refused_naming_the_command_that_rebuilds_it(prep
     old = tmp_path / "old"
     shutil.copytree(prepared.path, old)
     manifest = json.loads((old / "manifest.json").read_text())
-    for new, former in (("channels", "leads"), ("cache_fs", "fs_native"), ("model_fs", "fs")):
-        manifest[former] = manifest.pop(new)
-    manifest["arguments"]["fs"] = manifest["arguments"].pop("cache_fs")
+    geometry = manifest.pop("geometry")
+    manifest |= {"leads": geometry["channels"], "fs_native": geometry["cache_fs"], "fs": geometry["model_fs"]}
+    manifest["arguments"]["fs"] = manifest["arguments"].pop("geometry")["cache_fs"]
     manifest["arguments"]["cache_format"] = 3
     (old / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ValueError, match=r"format 3; this cyclejepa reads format 5: rebuild it with `cyclejepa prepare CONFIG`"):
+    with pytest.raises(ValueError, match=rf"format 3; this cyclejepa reads format {CACHE_FORMAT}: rebuild it with `cyclejepa prepare CONFIG`"):
         PreparedCache(old)
+
+
+def test_a_cache_of_format_5_is_refused_and_prepare_rebuilds_it_with_the_same_contents(prepared, corpus, tmp_path):
+    """Format 5 wrote the geometry as loose keys (channels, cache_fs, model_fs, window_s,
+    token_patch; decimation in the arguments): a reader refuses it naming `cyclejepa prepare`, and
+    prepare rebuilds it with its signals, events and normalisation byte for byte."""
+    old = tmp_path / "old"
+    shutil.copytree(prepared.path, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    geometry = manifest.pop("geometry")
+    loose = {key: geometry[key] for key in ("channels", "cache_fs", "window_s", "token_patch")}
+    manifest |= {**loose, "model_fs": geometry["model_fs"]}
+    arguments = manifest["arguments"]
+    del arguments["geometry"]
+    arguments |= {**loose, "decimation": geometry["decimation"], "cache_format": 5}
+    manifest["config_hash"] = cache_files.arguments_hash(arguments)
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(ValueError, match=r"format 5; .* rebuild it with `cyclejepa prepare CONFIG`"):
+        PreparedCache(old)
+    rebuilt = prepare_cache(PTBXL(corpus), CacheSpec(old), progress=False)
+    assert rebuilt.manifest["files"] == prepared.manifest["files"]  # every file byte for byte
+    assert rebuilt.geometry == SignalGeometry(LEADS, 500.0, 5, 8, 10.0) and rebuilt.n_tokens == 125
 
 
 def test_the_cache_names_its_two_rates(prepared):
@@ -323,7 +346,6 @@ def test_open_cache_accepts_its_spec_and_names_each_key_another_spec_changes(pre
 
     spec = CacheSpec(prepared.path, dataset="ptbxl", root=corpus, cache_fs=500.0, decimation=5, token_patch=8,
                      window_s=10.0, phase_provider="ecg-rpeak", train_folds=PTBXL.folds.train)  # fmt: skip
-    assert spec.model_fs == 100.0
     assert open_cache(spec).path == prepared.path
     assert open_cache(CacheSpec(prepared.path)).path == prepared.path  # a spec that names nothing compares nothing
     other = dataclasses.replace(spec, cache_fs=250.0, window_s=8.0, amplitude_limits={"mV": 50})
@@ -349,7 +371,6 @@ def test_cache_spec_carries_the_configs_data_and_phase_sections(tmp_path):
         tmp_path / "c", "synthetic", tmp_path, {"records": 12}, 250.0, cfg.data.decimation, cfg.data.token_patch,
         8.0, "ecg-rpeak", {"lead": "I"}, {"mV": 50}, (1, 2), 3,
     )  # fmt: skip
-    assert spec.model_fs == 250.0 / cfg.data.decimation == 50.0
     assert cache_spec(cfg, tmp_path / "elsewhere").directory == tmp_path / "elsewhere"
 
 

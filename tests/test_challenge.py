@@ -146,7 +146,7 @@ def test_prepare_windows_resamples_and_counts_rejections(prepared, corpus):
     names, windows = cache.columns["record"], cache.columns["window"]
     expected = {name: 2 if name.endswith(("05", "11", "17", "23")) else 1 for name in stored}
     assert {n: int((names == n).sum()) for n in set(names)} == expected
-    assert cache.signals.shape[1:] == (12, 1000) and cache.manifest["model_fs"] == 100
+    assert cache.signals.shape[1:] == (12, 1000) and cache.manifest["geometry"]["model_fs"] == 100
     assert cache.manifest["counts"] | {} == {"records": 26, "records_kept": 24, "kept": 28, "rejected": 2,
                                               "qc_failed": cache.manifest["counts"]["qc_failed"]}  # fmt: skip
     for name in expected:  # windows of one record share its patient and fold

@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from cyclejepa.data.cache.record import prepare_record
+from cyclejepa.data.cache.record import decimate_and_phase
+from cyclejepa.signal_geometry import SignalGeometry
 from cyclejepa.phase import CompositePhaseProvider, CompositeTrack, EcgRPeakProvider, PhaseTrack, Track
 from cyclejepa.registry import PHASE_PROVIDERS
 
@@ -54,7 +55,7 @@ def test_one_and_several_coordinates_are_tracks_the_cache_reads_alike(example, v
     assert all(isinstance(track, Track) for track in (single, one, two))
     assert single.tracks == (single,) and single.names == () and isinstance(two.tracks[1], PhaseTrack)
     outcomes = [
-        prepare_record(signal.astype(np.float32), provider, cache_fs=fs, channels=names, decimation=5, token_patch=8)[1]
+        decimate_and_phase(signal.astype(np.float32), provider, SignalGeometry(names, fs, 5, 8, 8.0))[1]
         for provider in (EcgRPeakProvider(lead="II"), CompositePhaseProvider({"cardiac": COORDINATES["cardiac"]}),
                          CompositePhaseProvider(COORDINATES))
     ]  # fmt: skip

@@ -165,7 +165,7 @@ def test_plugin_dataset_is_prepared_and_run(plugin):
     assert "lasts 4.00 s" in cache.rejections[0].detail
     kept = [r for i, r in enumerate(index) if i != 3]
     windows = [2 if int(r["name"][3:]) % 5 == 0 else 1 for r in kept]
-    assert len(cache) == sum(windows) and cache.manifest["cache_fs"] == 500 and cache.signals.shape[1:] == (12, 1000)
+    assert len(cache) == sum(windows) and cache.manifest["geometry"]["cache_fs"] == 500 and cache.signals.shape[1:] == (12, 1000)
     assert list(cache.columns["record"]) == [r["name"] for r, w in zip(kept, windows, strict=True) for _ in range(w)]
     assert list(cache.columns["patient_id"]) == [r["patient"] for r, w in zip(kept, windows, strict=True) for _ in range(w)]
     assert (cache.columns["fold"] == cache.columns["patient_id"] % 10 + 1).all()  # the dataset's folds, per window

@@ -209,7 +209,8 @@ def test_the_events_of_an_embedded_record_are_the_caches_timed_in_the_record(tra
     first, second = two.window_events
     assert first > 5 and second > 5 and two.windows.tolist() == [2]
     assert (two.event_time_s[:first] < 10).all() and (two.event_time_s[first:] >= 10).all()
-    whole = encoder.provider.phase(resample(long, 500, encoder.cache_fs), encoder.cache_fs, list(LEADS)).events / encoder.cache_fs
+    cache_fs = encoder.geometry.cache_fs
+    whole = encoder.provider.phase(resample(long, 500, cache_fs), cache_fs, list(LEADS)).events / cache_fs
     distance = np.abs(two.event_time_s[:, None] - whole[None]).min(axis=1)
     assert np.median(distance) < 0.01, distance  # the same beats, found window by window
 
@@ -301,7 +302,7 @@ def test_non_finite_weights_and_tokens_are_refused_by_name(trained, monkeypatch)
     with torch.no_grad():
         broken.projector[0].weight[0, 0] = float("inf")
     with pytest.raises(ValueError, match=r"holds non-finite \(NaN or infinite\) weights in 1 tensor\(s\): projector.0.weight"):
-        Encoder(broken, encoder.preprocessing, "cpu", {"run": "x"}, encoder.symmetry)
+        Encoder(broken, encoder.settings, "cpu", {"run": "x"}, encoder.symmetry)
     record = read_record_fast(paths[3])
     huge = record * 1e30  # finite input whose tokens overflow
     with pytest.raises(ValueError, match=r"records \['1'\]: the encoder's output is not finite"):

@@ -44,7 +44,7 @@ from cyclejepa.data.ptbxl import LEADS, PTBXL
 from cyclejepa.embed import OUT_OF_RANGE_DECADES, input_distance
 from cyclejepa.export import PackageError, read_package_config
 from cyclejepa.pipeline import export_run
-from cyclejepa.export.package import _config_digest
+from cyclejepa.export.package import FORMAT_VERSION, _config_digest
 from cyclejepa.training.checkpoint import load_checkpoint
 
 
@@ -116,8 +116,14 @@ def test_config_holds_what_prepares_the_input_and_who_made_it(run):
     config = json.loads((package / "config.json").read_text())
     prep = config["preprocessing"]
     norm = json.loads((cfg.output_dir / "cache" / "norm.json").read_text())
-    assert prep["channels"] == list(LEADS) and prep["fs"] == 500 and prep["model_fs"] == 100
-    assert prep["window"] == 5000 and prep["window_s"] == 10 and prep["token_patch"] == 8 and prep["decimation"] == 5
+    assert prep["channels"] == list(LEADS) and prep["cache_fs"] == 500 and prep["model_fs"] == 100
+    assert (
+        prep["window"] == 5000
+        and prep["window_s"] == 10
+        and prep["token_patch"] == 8
+        and prep["decimation"] == 5
+        and prep["n_tokens"] == 125
+    )
     assert prep["normalisation"] == {"leads": list(LEADS), "mean": norm["mean"], "std": norm["std"]}
     assert prep["phase_provider"] == "ecg-rpeak" and prep["phase_convention"] == "centre"
     assert prep["decimation_filter"]["taps"] == 101 and prep["decimation_filter"]["window"] == ["kaiser", 5.0]
@@ -210,7 +216,7 @@ def damaged(package, tmp_path, name, change):
     [
         ("model.safetensors", lambda b: b[: len(b) // 2], PackageError, "model.safetensors does not match its sha256"),
         ("model.safetensors", lambda b: b[:-5] + bytes([b[-5] ^ 1]) + b[-4:], PackageError, "damaged, cut short or changed"),
-        ("config.json", lambda b: b.replace(b'"fs": 500.0', b'"fs": 250.0'), PackageError, "changed after export"),
+        ("config.json", lambda b: b.replace(b'"cache_fs": 500.0', b'"cache_fs": 250.0'), PackageError, "changed after export"),
         ("config.json", lambda b: b[:100], PackageError, "not valid JSON"),
     ],
     ids=["truncated-weights", "flipped-bit", "edited-config", "truncated-config"],
@@ -610,7 +616,7 @@ def test_card_states_the_preparation_and_fills_in_the_phase_action():
     template."""
     from cyclejepa.export.card import _input_section, _running_section
 
-    prep = {"phase_provider": "pulse", "phase_options": {}, "channels": ["PLETH"], "units": ["NU"], "fs": 125.0,
+    prep = {"phase_provider": "pulse", "phase_options": {}, "channels": ["PLETH"], "units": ["NU"], "cache_fs": 125.0,
             "decimation": 5, "model_fs": 25.0, "window_s": 10.0, "token_patch": 2}  # fmt: skip
     symmetry = {"name": "u1", "spectrum": "4x0+4x1", "basis": "canonical"}
     model = {"projector": {"out_dim": 12}}
@@ -648,15 +654,19 @@ def test_the_files_describe_themselves(onnx_package):
     for name in ("encoder.onnx", "encoder_streaming.onnx"):
         props = {p.key: p.value for p in onnx.load(str(onnx_package / name)).metadata_props}
         assert props["channels"] == ",".join(LEADS) and props["units"] == ",".join(["mV"] * 12)
-        assert (props["fs"], props["model_fs"], props["window"], props["token_patch"]) == ("500", "100", "5000", "8")
+        assert (props["cache_fs"], props["model_fs"], props["window"], props["token_patch"]) == ("500", "100", "5000", "8")
         assert json.loads(props["normalisation"]) == prep["normalisation"]
         assert props["cyclejepa_version"] == cyclejepa.__version__ and props["onnx_opset"] == "17"
-        assert props["format_version"] == "3" and props["torch_version"] == torch.__version__
+        assert props["format_version"] == str(FORMAT_VERSION) and props["torch_version"] == torch.__version__
     offline = ort.InferenceSession(str(onnx_package / "encoder.onnx"), providers=["CPUExecutionProvider"])
     assert offline.get_inputs()[0].shape == ["batch", 12, "samples"] and offline.get_outputs()[0].shape == ["batch", "tokens", 16]
     with safe_open(str(onnx_package / "model.safetensors"), framework="pt") as weights:
         metadata = weights.metadata()
-    assert metadata["format"] == "pt" and metadata["package_format"] == "cyclejepa-encoder" and metadata["format_version"] == "3"
+    assert (
+        metadata["format"] == "pt"
+        and metadata["package_format"] == "cyclejepa-encoder"
+        and metadata["format_version"] == str(FORMAT_VERSION)
+    )
     assert json.loads(metadata["model"]) == config["model"] and json.loads(metadata["symmetry"]) == config["symmetry"]
     assert config["versions"]["onnx"] == onnx.__version__ and config["versions"]["onnx_opset"] == "17"
     assert config["versions"]["numpy"] == np.__version__ and config["torch_version"] == torch.__version__
@@ -749,8 +759,17 @@ def rewritten(package, tmp_path, edit, name="rewritten"):
     return copy
 
 
+def as_format_3(config):
+    """Format 3: the cache rate of ``preprocessing`` named ``fs``, no ``n_tokens``."""
+    config["format_version"] = 3
+    prep = config["preprocessing"]
+    prep["fs"] = prep.pop("cache_fs")
+    del prep["n_tokens"]
+
+
 def as_format_2(config):
     """Format 2: the card was MODEL_CARD.md; no steps, taps or versions."""
+    as_format_3(config)
     config["format_version"] = 2
     config["files"]["MODEL_CARD.md"] = config["files"].pop("README.md")
     del config["files"]["reference.py"], config["versions"], config["preprocessing"]["steps"]
@@ -766,13 +785,19 @@ def test_older_and_newer_formats(run, tmp_path):
     (old / "README.md").rename(old / "MODEL_CARD.md")
     (old / "reference.py").unlink()
     read = cyclejepa.load_pretrained(old).embed(records[:1], 500, LEADS).tokens
-    np.testing.assert_array_equal(read, cyclejepa.load_pretrained(package).embed(records[:1], 500, LEADS).tokens)
+    current = cyclejepa.load_pretrained(package)
+    np.testing.assert_array_equal(read, current.embed(records[:1], 500, LEADS).tokens)
+    three = cyclejepa.load_pretrained(rewritten(package, tmp_path, as_format_3, "v3"))  # the rate named fs
+    assert three.geometry == current.geometry and "cache_fs" in json.loads((package / "config.json").read_text())["preprocessing"]
+    np.testing.assert_array_equal(three.embed(records[:1], 500, LEADS).tokens, read)
     with pytest.raises(
         PackageError, match=r"package format 1, which no released cyclejepa reads any more .* export the run again"
     ):
         cyclejepa.load_pretrained(rewritten(package, tmp_path, lambda c: c.update(format_version=1), "v1"))
-    newer = rewritten(package, tmp_path, lambda c: c.update(format_version=4, cyclejepa_version="9.0"), "v4")
-    with pytest.raises(PackageError, match=r"package format 4, written by cyclejepa 9\.0; .* upgrade cyclejepa"):
+    newer = rewritten(package, tmp_path, lambda c: c.update(format_version=FORMAT_VERSION + 1, cyclejepa_version="9.0"), "vnext")
+    with pytest.raises(
+        PackageError, match=rf"package format {FORMAT_VERSION + 1}, written by cyclejepa 9\.0; .* upgrade cyclejepa"
+    ):
         cyclejepa.load_pretrained(newer)
 
 
@@ -819,6 +844,7 @@ HOSTILE = [
     (_set(["preprocessing", "decimation"], 0), r"preprocessing.decimation: must be an integer in \[1, 1000\], got 0"),
     (_set(["preprocessing", "token_patch"], 0), r"preprocessing.token_patch: must be an integer in \[1, 4096\], got 0"),
     (_set(["preprocessing", "window"], 4999), r"preprocessing.window: 4999 samples are not whole tokens"),
+    (_set(["preprocessing", "window_s"], 8.0), r"preprocessing.window_s: 8.0 s at 500 Hz is not the window of 5000 samples"),
     (_set(["preprocessing", "phase_provider"], "nothing"), r"config.json preprocessing: .*nothing"),
     (_set(["symmetry", "spectrum"], "4x0"), r"spectrum 4x0 is not of the projector's dimension 16"),
     (_set(["format_version"], "3"), r"format_version: must be an integer"),

@@ -22,6 +22,7 @@ FOUNDATIONS = (
     "version",
     "config",
     "facts",
+    "signal_geometry",
     "declarations",
     "grid",
     "registry",

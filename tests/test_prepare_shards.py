@@ -68,7 +68,7 @@ def test_shards_prepared_apart_and_merged_equal_the_one_step_cache(corpus, one_s
     for name in ("meta.csv", "rejections.csv"):
         assert (merged.path / name).read_bytes() == (one_step.path / name).read_bytes()
     assert {r.record_id: r.check for r in merged.rejections} == CORRUPTED
-    for key in ("counts", "config_hash", "dataset", "channels"):
+    for key in ("counts", "config_hash", "dataset", "geometry"):
         assert merged.manifest[key] == one_step.manifest[key]
     assert not shards_dir(merged.path).exists()  # the shards are removed once the cache is in place
 

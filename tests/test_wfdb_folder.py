@@ -13,11 +13,12 @@ import pytest
 
 from cyclejepa.data.cache import CacheSpec, cut_record, prepare_cache
 from cyclejepa.data.datasets import Record, RecordRejected, band_rates, conform, hash_fold
-from cyclejepa.data.preprocess import Preparation, cut_windows, highpass, spread_ratio
+from cyclejepa.data.preprocess import SignalPreparation, cut_windows, highpass, spread_ratio
 from cyclejepa.data.wfdb_folder import WfdbFolder, adc_limits, unwrap
 from cyclejepa.data.wfdb_format import read_header
-from cyclejepa.embed import Encoder, Preprocessing
+from cyclejepa.embed import CacheSettings, Encoder
 from cyclejepa.registry import DATASETS
+from cyclejepa.signal_geometry import SignalGeometry
 
 from conftest import SAMPLES
 
@@ -152,22 +153,23 @@ def test_options_are_checked_before_any_file_is_read():
         )
 
 
-def test_rates_and_preparation_follow_the_cycle_band():
+def test_geometry_and_preparation_follow_the_cycle_band():
     """A heartbeat (0.5-3.5 Hz): the model rate is the first of the ladder >= 6 x 3.5 = 21 Hz,
     tokens floor(25 / 10.5) = 2 samples, windows of max(10, 5 / 0.5) s; breathing (0.1-0.7 Hz):
     5 Hz, floor(5 / 2.1) = 2, 50 s."""
-    assert WfdbFolder.rates(cycle_band_hz=(0.5, 3.5)) == {**band_rates(0.5, 3.5), "n_tokens": 125}
+    pulse = WfdbFolder.geometry(("PLETH",), cycle_band_hz=(0.5, 3.5))
+    assert pulse == SignalGeometry(("PLETH",), **band_rates(0.5, 3.5)) and pulse.n_tokens == 125
     assert band_rates(0.1, 0.7) == {"cache_fs": 25.0, "decimation": 5, "token_patch": 2, "window_s": 50.0}
     assert band_rates(0.1, 0.5)["window_s"] == pytest.approx(84 * 3 / 5)  # 50 s rounded up to whole 0.6 s tokens
-    assert WfdbFolder.rates(fs=50.0, cycle_band_hz=(0.5, 3.5))["n_tokens"] == 50  # a given rate wins, the rest derived
+    assert WfdbFolder.geometry(("PLETH",), 50.0, cycle_band_hz=(0.5, 3.5)).n_tokens == 50  # a given rate wins, the rest derived
     with pytest.raises(ValueError, match="set data.cache_fs"):
-        WfdbFolder.rates()
+        WfdbFolder.geometry(("PLETH",))
     dataset = WfdbFolder(None, channels=["PLETH"])
-    assert dataset.preparation((0.5, 3.5)) == Preparation((0.25,), "corpus", 3.0)
+    assert dataset.preparation((0.5, 3.5)) == SignalPreparation((0.25,), "corpus", 3.0)
     assert dataset.preparation(None).is_default
     assert WfdbFolder(None, channels=["PLETH"], highpass_hz=None, normalisation="window", drop_s=1).preparation(
         (0.5, 3.5)
-    ) == Preparation((), "window", 1.0)
+    ) == SignalPreparation((), "window", 1.0)
 
 
 def test_the_config_derives_the_rates_from_the_providers_band(tmp_path):
@@ -194,19 +196,19 @@ def test_cut_record_prepares_as_asked_and_changes_nothing_by_default():
     record = Record("r", signal[None], fs, ("PLETH",))
     np.testing.assert_array_equal(cut_record(record, ["PLETH"], fs, 1250), cut_windows(conform(record, ("PLETH",), fs), 1250))
 
-    dropped = cut_record(record, ["PLETH"], fs, 1250, preparation=Preparation((None,), "record", 3.0))
+    dropped = cut_record(record, ["PLETH"], fs, 1250, preparation=SignalPreparation((None,), "record", 3.0))
     x = signal[375:].astype(np.float64)
     reference = cut_windows(((x - x.mean()) / x.std())[None], 1250)
     assert dropped.shape == (2, 1, 1250)  # 29 s left of 32: two 10 s windows, not three
     np.testing.assert_allclose(dropped, reference, atol=1e-5)
 
-    windows = cut_record(record, ["PLETH"], fs, 1250, preparation=Preparation((0.25,), "window", 0.0))
+    windows = cut_record(record, ["PLETH"], fs, 1250, preparation=SignalPreparation((0.25,), "window", 0.0))
     np.testing.assert_allclose(windows.mean(axis=-1), 0, atol=1e-5)
     np.testing.assert_allclose(windows.std(axis=-1), 1, atol=1e-5)
 
     flat = Record("flat", np.full((1, 4375), 3.0, np.float32), fs, ("PLETH",))
     with pytest.raises(RecordRejected, match=r"flat.*PLETH"):
-        cut_record(flat, ["PLETH"], fs, 1250, preparation=Preparation((None,), "record"))
+        cut_record(flat, ["PLETH"], fs, 1250, preparation=SignalPreparation((None,), "record"))
 
 
 def test_spread_ratio_against_its_closed_form():
@@ -235,14 +237,14 @@ def test_prepare_warns_of_an_offset_the_corpus_z_score_leaves_and_the_band_defau
         spread = manifest["dataset"].get("spread_warnings", [])
         assert [w["channel"] for w in spread] == (["PLETH"] if warned else [])
         assert ("preparation" in manifest["arguments"]) is not warned
-        preprocessing = Preprocessing.from_cache(cache, "wfdb", {"channels": ["PLETH"], **options})
-        assert preprocessing.preparation == dataset.preparation((0.5, 3.5))  # what embed applies (the pulse band)
-        assert Preprocessing.from_dict(preprocessing.to_dict()) == preprocessing  # what a package carries
+        settings = CacheSettings.from_cache(cache, "wfdb", {"channels": ["PLETH"], **options})
+        assert settings.preparation == dataset.preparation((0.5, 3.5))  # what embed applies (the pulse band)
+        assert CacheSettings.from_dict(settings.to_dict()) == settings  # what a package carries
         assert not cache.rejections
-        first = dataset.entries()[0]  # embed prepares a record as the cache did (cut_record, prepare_record)
-        prepared = Encoder(torch.nn.Identity(), preprocessing, "cpu", {}, None)._prepare(dataset.read(first))  # no weights needed
+        first = dataset.entries()[0]  # embed prepares a record as the cache did (cut_record, decimate_and_phase)
+        prepared = Encoder(torch.nn.Identity(), settings, "cpu", {}, None)._prepare(dataset.read(first))  # no weights needed
         np.testing.assert_allclose(prepared.signals, cache.signals[: len(prepared.signals)], atol=1e-6)  # record order
-        np.testing.assert_allclose(prepared.start, preprocessing.preparation.drop_s + 10.0 * np.arange(len(prepared.start)))
+        np.testing.assert_allclose(prepared.start, settings.preparation.drop_s + 10.0 * np.arange(len(prepared.start)))
     assert "channel PLETH" in caplog.text and "high-pass" in caplog.text
 
 

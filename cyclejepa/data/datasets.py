@@ -29,8 +29,8 @@ from typing import Any
 import numpy as np
 
 from cyclejepa.data.channels import ChannelError, channel_key, match_channels
-from cyclejepa.data.preprocess import Preparation, fill_nonfinite, resample, resampling_ratio
-from cyclejepa.declarations.kinds import MODEL_RATES, DatasetDeclaration, FoldProtocol, band_rates, check_window
+from cyclejepa.data.preprocess import SignalPreparation, fill_nonfinite, resample, resampling_ratio
+from cyclejepa.declarations.kinds import MODEL_RATES, DatasetDeclaration, FoldProtocol, band_rates
 
 __all__ = [
     "AMPLITUDE_LIMITS",
@@ -46,7 +46,6 @@ __all__ = [
     "amplitude_limit",
     "band_rates",
     "check_amplitudes",
-    "check_window",
     "conform",
     "corpus_listing",
     "fill_gaps",
@@ -175,8 +174,8 @@ class Dataset(DatasetDeclaration):
     ...         return [Entry(1, "a", patient_id=1, fold=hash_fold("a"))]
     ...     def read(self, entry):
     ...         return Record(entry.id, np.zeros((1, 1250), np.float32), self.fs, self.channels)
-    >>> Tiny.rates()
-    {'cache_fs': 125.0, 'decimation': 1, 'token_patch': 25, 'window_s': 10.0, 'n_tokens': 50}
+    >>> Tiny.geometry(Tiny.channels)
+    SignalGeometry(channels=('PPG',), cache_fs=125.0, decimation=1, token_patch=25, window_s=10.0)
     >>> Tiny(root=None).read(Tiny().entries()[0]).signal.shape
     (1, 1250)
     """
@@ -287,11 +286,11 @@ class Dataset(DatasetDeclaration):
             raise KeyError(f"{type(self).__name__} has no channel {channel!r}; channels: {list(self.channels)}") from None
         return self.units[row] if self.units else "mV"
 
-    def preparation(self, cycle_band_hz: tuple[float, float] | None = None) -> Preparation:
-        """What each record goes through before windowing (`Preparation`), given the phase
+    def preparation(self, cycle_band_hz: tuple[float, float] | None = None) -> SignalPreparation:
+        """What each record goes through before windowing (`SignalPreparation`), given the phase
         provider's ``cycle_band_hz``. By default nothing (the paper's chain: the corpus-wide
         z-score only); a dataset of raw sensor signals overrides it."""
-        return Preparation()
+        return SignalPreparation()
 
 
 MV_PER_UNIT = {"mv": 1.0, "uv": 1e-3, "µv": 1e-3, "μv": 1e-3, "v": 1e3}

@@ -1,5 +1,5 @@
 """Steps 4 and 6 of the preprocessing chain: decimation and per-channel z-score normalisation,
-and the preparation a dataset may ask for before windowing (`Preparation`).
+and the preparation a dataset may ask for before windowing (`SignalPreparation`).
 
 `resample` brings a record at another rate to the corpus rate with the same filter design;
 `fill_nonfinite` interpolates missing samples (a dataset's gap filling, `fill_gaps`; phase
@@ -26,7 +26,7 @@ __all__ = [
     "SCOPES",
     "NormStatistics",
     "Normalisation",
-    "Preparation",
+    "SignalPreparation",
     "cut_windows",
     "decimate",
     "fill_nonfinite",
@@ -276,7 +276,7 @@ HIGHPASS_ORDER = 2
 
 
 @dataclass(frozen=True)
-class Preparation:
+class SignalPreparation:
     """What a record goes through before it is cut into windows (`cyclejepa.data.cache.cut_record`).
 
     ``drop_s`` leading seconds are dropped (a sensor settling); each channel c with a cut-off
@@ -302,8 +302,8 @@ class Preparation:
 
     @property
     def is_default(self) -> bool:
-        """True when it changes nothing (equal to `Preparation()`)."""
-        return self == Preparation()
+        """True when it changes nothing (equal to `SignalPreparation()`)."""
+        return self == SignalPreparation()
 
     def check_rate(self, fs: float) -> None:
         """ValueError naming the cut-offs at or above the Nyquist frequency of ``fs`` (Hz)."""
@@ -315,7 +315,7 @@ class Preparation:
         return {"highpass_hz": list(self.highpass_hz), "scope": self.scope, "drop_s": self.drop_s}
 
     @classmethod
-    def from_dict(cls, data: dict | None) -> Preparation:
+    def from_dict(cls, data: dict | None) -> SignalPreparation:
         """The preparation written by `to_dict`; None (a manifest without one) is the default."""
         if data is None:
             return cls()

@@ -53,7 +53,7 @@ from cyclejepa.data.datasets import (
     sha256_file,
     sha256_of,
 )
-from cyclejepa.data.preprocess import SCOPES, Preparation, resample
+from cyclejepa.data.preprocess import SCOPES, SignalPreparation, resample
 from cyclejepa.data.samples import SampleError, read_samples
 from cyclejepa.data.wfdb_format import HeaderError, SignalSpec, WfdbHeader, read_header, resolve_inside
 from cyclejepa.declarations.datasets import WfdbFolderDeclaration
@@ -74,7 +74,7 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
 
     ``units``: per channel (None: the first record's); ``subjects``: a ``record,subject`` CSV
     inside the root (None: ``subjects.csv`` if present); ``highpass_hz``: ``"auto"``, None, Hz
-    or one per channel; ``normalisation``: ``"auto"`` or a `Preparation` scope; ``drop_s``:
+    or one per channel; ``normalisation``: ``"auto"`` or a `SignalPreparation` scope; ``drop_s``:
     ``"auto"`` or seconds; ``max_gap_s``: longest gap interpolated; ``unwrap``: ``"auto"``/``"off"``.
     """
 
@@ -124,7 +124,7 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
             return ()
         return self._index[3]
 
-    def preparation(self, cycle_band_hz: tuple[float, float] | None = None) -> Preparation:
+    def preparation(self, cycle_band_hz: tuple[float, float] | None = None) -> SignalPreparation:
         """The options, ``auto`` resolved from ``cycle_band_hz`` (module docstring)."""
         low = cycle_band_hz[0] if cycle_band_hz else None
         cutoffs = (low / 2 if low else None) if self.highpass_hz == "auto" else self.highpass_hz
@@ -135,7 +135,7 @@ class WfdbFolder(WfdbFolderDeclaration, Dataset):
         scope = "corpus" if self.normalisation == "auto" else self.normalisation
         drop = (1.5 / low if low else 0.0) if self.drop_s == "auto" else self.drop_s
         try:
-            return Preparation(tuple(None if c is None else float(c) for c in cutoffs), scope, float(drop))
+            return SignalPreparation(tuple(None if c is None else float(c) for c in cutoffs), scope, float(drop))
         except (TypeError, ValueError) as error:
             raise ValueError(f"data.options (highpass_hz, normalisation, drop_s): {error}") from None
 

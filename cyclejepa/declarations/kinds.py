@@ -10,12 +10,14 @@ plugin's class is its own declaration: `cyclejepa.data.datasets.Dataset` is a `D
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from cyclejepa.declarations.options import Declaration
+from cyclejepa.signal_geometry import SignalGeometry
 
-__all__ = ["MODEL_RATES", "DatasetDeclaration", "FoldProtocol", "ProviderDeclaration", "band_rates", "check_window"]
+__all__ = ["MODEL_RATES", "DatasetDeclaration", "FoldProtocol", "ProviderDeclaration", "band_rates"]
 
 
 @dataclass(frozen=True)
@@ -85,37 +87,37 @@ class DatasetDeclaration(Declaration):
     phase_provider: str | None = None
 
     @classmethod
-    def rates(
+    def geometry(
         cls,
-        fs: float | None = None,
+        channels: Sequence[str],
+        cache_fs: float | None = None,
         decimation: int | None = None,
         token_patch: int | None = None,
         window_s: float | None = None,
         cycle_band_hz: tuple[float, float] | None = None,
-    ) -> dict[str, Any]:
-        """The cache's rates, window and tokens per window: each argument, else the dataset's default.
+    ) -> SignalGeometry:
+        """The `SignalGeometry` of ``channels``: each rate or shape given, else the dataset's default.
 
-        Returns ``{"cache_fs", "decimation", "token_patch", "window_s", "n_tokens"}``. A dataset
-        with no rate of its own (no ``cache_fs``, no fixed ``fs``) takes every value left out
-        from the phase provider's ``cycle_band_hz`` (`band_rates`). Raises
-        ValueError when no cache rate is known ("set data.cache_fs") or the window is not a whole
-        number of tokens (`check_window`).
+        A dataset with no rate of its own (no ``cache_fs``, no fixed ``fs``) takes every value
+        left out from the phase provider's ``cycle_band_hz`` (`band_rates`). Raises ValueError
+        when no cache rate is known ("set data.cache_fs") or the window is not a whole number of
+        tokens (`check_window`).
         """
         own = cls.cache_fs or cls.fs
         band = band_rates(*cycle_band_hz) if not own and cycle_band_hz else {}
-        rate = fs or own or band.get("cache_fs")
+        rate = cache_fs or own or band.get("cache_fs")
         if not rate:
             raise ValueError(
                 f"dataset {cls.__name__.removesuffix('Declaration')} has no fixed sampling rate and the phase provider declares no cycle "
                 f"band to derive one from; set data.cache_fs (the cache rate in Hz)"
             )
-        values: dict[str, Any] = {
-            "cache_fs": float(rate),
-            "decimation": int(decimation or band.get("decimation", cls.decimation)),
-            "token_patch": int(token_patch or band.get("token_patch", cls.token_patch)),
-            "window_s": float(window_s or band.get("window_s", cls.window_s)),
-        }
-        return {**values, "n_tokens": check_window(**values)}
+        return SignalGeometry(
+            tuple(channels),
+            rate,
+            decimation or band.get("decimation", cls.decimation),
+            token_patch or band.get("token_patch", cls.token_patch),
+            window_s or band.get("window_s", cls.window_s),
+        )
 
 
 class ProviderDeclaration(Declaration):
@@ -162,23 +164,3 @@ def band_rates(low_hz: float, high_hz: float) -> dict[str, Any]:
     patch = max(1, int(model_fs // (3 * high_hz)))
     tokens = math.ceil(max(10.0, 5.0 / low_hz) * model_fs / patch - 1e-9)
     return {"cache_fs": 5 * model_fs, "decimation": 5, "token_patch": patch, "window_s": tokens * patch / model_fs}
-
-
-def check_window(cache_fs: float, decimation: int, token_patch: int, window_s: float) -> int:
-    """Tokens per window, T = window_s · cache_fs / (decimation · token_patch); ValueError unless
-    whole and at least 1."""
-    samples = window_s * cache_fs
-    per_token = decimation * token_patch
-    if not (cache_fs > 0 and decimation >= 1 and token_patch >= 1 and window_s > 0):
-        raise ValueError(f"rates must be positive (fs {cache_fs:g} Hz, decimation {decimation}, token_patch {token_patch})")
-    if round(samples) < per_token:
-        raise ValueError(
-            f"window_s {window_s:g} s at fs {cache_fs:g} Hz is {samples:g} samples, less than one token of {per_token} "
-            f"samples (decimation {decimation} x token_patch {token_patch})"
-        )
-    if abs(samples - round(samples)) > 1e-6 or round(samples) % per_token:
-        raise ValueError(
-            f"window_s {window_s:g} s at fs {cache_fs:g} Hz is {samples:g} samples, not a whole number of "
-            f"tokens of {per_token} samples (decimation {decimation} x token_patch {token_patch})"
-        )
-    return round(samples) // per_token

@@ -23,7 +23,7 @@ def model_card(config: dict[str, Any], card: CardSpec, result: dict | None) -> s
     """The card's Markdown from the package's ``config`` (config.json), the run's training facts
     ``card`` and its evaluation ``result`` at the exported step."""
     run, prep, model = config["run"], config["preprocessing"], config["model"]
-    tokens = prep["window"] // prep["decimation"] // prep["token_patch"]
+    tokens = prep["n_tokens"]
     return (
         front_matter(config, card, result)
         + "\n\n".join(
@@ -108,7 +108,7 @@ def _input_section(prep: dict, symmetry: dict, tokens: int, model: dict) -> str:
             "## Input and output",
             "",
             f"- Channels, in this order, in their units: {_channels(prep)}.",
-            f"- Rate: resampled to {prep['fs']:g} Hz (polyphase, Kaiser β = 5), phased there, decimated by "
+            f"- Rate: resampled to {prep['cache_fs']:g} Hz (polyphase, Kaiser β = 5), phased there, decimated by "
             f"{prep['decimation']} to the model's {prep['model_fs']:g} Hz.",
             f"- Window: {prep['window_s']:g} s; a longer record is cut into consecutive windows, a shorter tail dropped.",
             _preparation_line(prep),
@@ -124,7 +124,7 @@ def _input_section(prep: dict, symmetry: dict, tokens: int, model: dict) -> str:
 
 
 def _preparation_line(prep: dict) -> str:
-    """What each record goes through before windowing (`Preparation`), when anything."""
+    """What each record goes through before windowing (`SignalPreparation`), when anything."""
     found = prep.get("preparation")
     if not found:
         return "- Preparation before windowing: none (the record as read, in its units)."
@@ -148,10 +148,10 @@ def _running_section(prep: dict) -> str:
             "`cyclejepa.load_pretrained(DIR).embed(signal, fs, channel_names)` for arrays.",
             "Without cyclejepa (numpy and onnxruntime only; it needs `encoder_streaming.onnx`, which "
             "`cyclejepa export --onnx` writes), with `DIR` this package's folder:",
-            f"```bash\npython DIR/reference.py SIGNAL.npy --fs {prep['fs']:g} {channels} --out tokens.npy "
+            f"```bash\npython DIR/reference.py SIGNAL.npy --fs {prep['cache_fs']:g} {channels} --out tokens.npy "
             "--mean-tokens mean.npy\n```",
             f"`SIGNAL.npy` is (channels, samples) of real numbers in the units above, at the rate given by `--fs` "
-            f"({prep['model_fs']:g} Hz or more; it is resampled to {prep['fs']:g} Hz); one `--channels` per row, in "
+            f"({prep['model_fs']:g} Hz or more; it is resampled to {prep['cache_fs']:g} Hz); one `--channels` per row, in "
             "the file's order (other rows are ignored). `tokens.npy` is (windows, tokens, K) float32, the tokens "
             "`cyclejepa embed` gives, and `mean.npy` their mean (K,). Nothing else is printed: input it cannot prepare "
             "as the library does is refused with one `error:` line on stderr and exit status 1, nothing written; a record "
@@ -166,7 +166,7 @@ def _reference_steps(prep: dict) -> str:
     """The steps reference.py applies to this package's input, and when its tokens come."""
     found = prep.get("preparation")
     steps = (
-        f"It applies, in order: the channels in the package's order; resampling to {prep['fs']:g} Hz; "
+        f"It applies, in order: the channels in the package's order; resampling to {prep['cache_fs']:g} Hz; "
         f"{_before_windowing(found)}windows of {prep['window_s']:g} s; decimation by {prep['decimation']} with "
         f"`decimation_filter`; the training z-score; the streaming graph, {prep['token_patch']} samples a step, its "
         "state restarted at every window."
@@ -248,7 +248,7 @@ def _limits(dataset: str, prep: dict) -> str:
             "- Not a medical device; not validated for diagnosis, triage or monitoring of patients.",
             f"- Trained on `{dataset}` only: other populations, devices, sensor placements, filters and "
             "noise levels are untested.",
-            f"- Input must be prepared as `config.json` says (channels, {prep['fs']:g} Hz, normalisation); "
+            f"- Input must be prepared as `config.json` says (channels, {prep['cache_fs']:g} Hz, normalisation); "
             f"records sampled below {prep['model_fs']:g} Hz, or lacking a channel, are refused.",
             "- Equivariance to the phase action is learned, not exact: read the transport gain fraction and the G1 "
             "gate above before relying on it.",

@@ -148,13 +148,16 @@ def _check_preprocessing(prep: dict, channel_count: int, patch: int) -> None:
     _strings(prep, "units", field, channel_count)
     from cyclejepa.data.preprocess import MAX_FS, MIN_FS
 
-    _number(prep.get("fs"), f"{field}.fs", MIN_FS, MAX_FS)
+    rate = "cache_fs" if "cache_fs" in prep else "fs"  # fs: a package of format 2 or 3
+    _number(prep.get(rate), f"{field}.{rate}", MIN_FS, MAX_FS)
     window = _integer(prep, "window", field)
     decimation = _integer(prep, "decimation", field)
     if _integer(prep, "token_patch", field) != patch:
         raise _fail(f"{field}.token_patch", f"{prep['token_patch']} is not the encoder's patch {patch}")
     if window % (decimation * patch):
         raise _fail(f"{field}.window", f"{window} samples are not whole tokens of {decimation} × {patch} samples")
+    if not (isinstance(prep.get("window_s"), (int, float)) and window == round(prep["window_s"] * prep[rate])):
+        raise _fail(f"{field}.window_s", f"{prep.get('window_s')!r} s at {prep[rate]:g} Hz is not the window of {window} samples")
     _string(prep, "phase_provider", field)
     if not isinstance(prep.get("phase_options"), dict):
         raise _fail(f"{field}.phase_options", "must be an object")

@@ -40,8 +40,8 @@ from torch import nn
 from cyclejepa.data.cache import PHASE_REVISION
 from cyclejepa.data.cache.record import _decimation_taps
 from cyclejepa.data.datasets import sha256_file
-from cyclejepa.data.preprocess import HIGHPASS_ORDER, KAISER_BETA, Preparation, highpass_sos
-from cyclejepa.embed import OUT_OF_RANGE_DECADES, Encoder, Preprocessing, check_finite_weights
+from cyclejepa.data.preprocess import HIGHPASS_ORDER, KAISER_BETA, SignalPreparation, highpass_sos
+from cyclejepa.embed import OUT_OF_RANGE_DECADES, CacheSettings, Encoder, check_finite_weights
 from cyclejepa.export import reference
 from cyclejepa.export.card import model_card
 from cyclejepa.export.checks import PackageError, check_channels_known, check_config, check_files
@@ -70,9 +70,11 @@ __all__ = [
 ]
 
 FORMAT = "cyclejepa-encoder"
-FORMAT_VERSION = 3
-READABLE = (2, 3)
-"""Package formats this cyclejepa reads: 2 (card named MODEL_CARD.md, every file strict) and 3."""
+FORMAT_VERSION = 4
+READABLE = (2, 3, 4)
+"""Package formats this cyclejepa reads: 2 (card named MODEL_CARD.md, every file strict), 3 and
+4 (the cache rate of ``preprocessing`` named ``cache_fs``, not ``fs``, as the signal geometry
+names it, `cyclejepa.signal_geometry.SignalGeometry.to_dict`, with ``n_tokens``)."""
 WEIGHTS, CONFIG, CARD, REFERENCE = "model.safetensors", "config.json", "README.md", "reference.py"
 CARDS = (CARD, "MODEL_CARD.md")
 """The model card's name in format 3 and in format 2: free to edit, never verified."""
@@ -165,7 +167,7 @@ def write_package(
         },
         "model": _architecture(spec, model),
         "symmetry": spec.symmetry,
-        "preprocessing": _preprocessing(encoder.preprocessing, spec),
+        "preprocessing": _preprocessing(encoder.settings, spec),
         "streaming": {
             "chunk": ["batch", model.encoder.leads, model.encoder.patch],
             "state": [
@@ -192,7 +194,7 @@ def write_package(
         safetensors.save_file(weights, staging / WEIGHTS, metadata=metadata)
         (staging / CARD).write_text(model_card(config, spec.card, result))
         shutil.copyfile(reference.__file__, staging / REFERENCE)
-        samples = encoder.window // encoder.preprocessing.decimation
+        samples = encoder.geometry.window_samples
         for (kind, streaming), name in GRAPHS.items():
             if (kind == "onnx" and onnx) or (kind == "torchscript" and torchscript):
                 export = export_onnx if kind == "onnx" else export_torchscript
@@ -273,7 +275,7 @@ def _onnx_metadata(config: dict[str, Any]) -> dict[str, str]:
         "format_version": str(FORMAT_VERSION),
         "channels": ",".join(prep["channels"]),
         "units": ",".join(prep["units"]),
-        "fs": f"{prep['fs']:g}",
+        "cache_fs": f"{prep['cache_fs']:g}",
         "model_fs": f"{prep['model_fs']:g}",
         "decimation": str(prep["decimation"]),
         "window": str(prep["window"]),
@@ -316,17 +318,17 @@ def _architecture(spec: ExportSpec, model: JEPAModel) -> dict[str, Any]:
     }
 
 
-def _preprocessing(preprocessing: Preprocessing, spec: ExportSpec) -> dict[str, Any]:
-    """`Preprocessing.to_dict` and what else reproduces the input: the filters, the phase
+def _preprocessing(settings: CacheSettings, spec: ExportSpec) -> dict[str, Any]:
+    """`CacheSettings.to_dict` and what else reproduces the input: the filters, the phase
     convention and coordinates, the detector revision and the cache's hash."""
     fir = {"window": ["kaiser", KAISER_BETA], "padtype": "edge", "method": "scipy.signal.resample_poly"}
-    q = preprocessing.decimation
+    q = settings.geometry.decimation
     return {
         "steps": reference.STEPS,
-        **preprocessing.to_dict(),
+        **settings.to_dict(),
         "resampling": {
             **fir,
-            "ratio": "fs / input rate, each rate to 1/1000 Hz",
+            "ratio": "cache_fs / input rate, each rate to 1/1000 Hz",
             "note": "none when the rates are equal",
             "taps": "firwin(20 m + 1, 1 / m, kaiser) * up, m = max(up, down)",
             "applies_to": "the whole record",
@@ -347,7 +349,7 @@ def _preprocessing(preprocessing: Preprocessing, spec: ExportSpec) -> dict[str, 
             "distance": "max over channels of max(|log10 s|, log10(1 + |m|)), m and s the mean and std of the "
             "channel's prepared (normalised) samples over the record's windows",
         },
-        **_highpass_filter(preprocessing.preparation, preprocessing.cache_fs),
+        **_highpass_filter(settings.preparation, settings.geometry.cache_fs),
         "phase_convention": spec.phase_convention,
         "phase_coordinates": spec.phase_coordinates,
         "phase_revision": spec.phase_revision,
@@ -355,7 +357,7 @@ def _preprocessing(preprocessing: Preprocessing, spec: ExportSpec) -> dict[str, 
     }
 
 
-def _highpass_filter(preparation: Preparation, fs: float) -> dict[str, Any]:
+def _highpass_filter(preparation: SignalPreparation, fs: float) -> dict[str, Any]:
     """``{"highpass_filter": ...}``: the sections of each channel's zero-phase high-pass at ``fs``
     (`highpass_sos`, null for a channel without one) and how they are run; ``{}`` without any."""
     if not preparation.highpass_hz:
@@ -469,7 +471,7 @@ def load_pretrained(path: str | os.PathLike, device: str = "cpu") -> Encoder:
     target = resolve_device(device)
     run = config["run"]
     source = {"package": str(path), "run": run["run"], "step": run["step"], "run_hash": run.get("run_hash")}
-    preprocessing = Preprocessing.from_dict(config["preprocessing"])
+    settings = CacheSettings.from_dict(config["preprocessing"])
     revision = config["preprocessing"].get("phase_revision")
     if revision != PHASE_REVISION:
         warnings.warn(
@@ -477,8 +479,8 @@ def load_pretrained(path: str | os.PathLike, device: str = "cpu") -> Encoder:
             f"cyclejepa has revision {PHASE_REVISION}: token phases, and so which tokens are pooled, may differ",
             stacklevel=2,
         )
-    encoder = _encoder(model.to(target).eval(), preprocessing, target, source, symmetry.to(target).eval())
-    check_channels_known(config["preprocessing"], encoder.dataset.channels, preprocessing.dataset)
+    encoder = _encoder(model.to(target).eval(), settings, target, source, symmetry.to(target).eval())
+    check_channels_known(config["preprocessing"], encoder.dataset.channels, settings.dataset)
     return encoder
 
 
@@ -517,10 +519,10 @@ def _fits_header(config: dict[str, Any], weights: Path) -> None:
     _compare({k: tuple(v.shape) for k, v in _modules(model, symmetry).state_dict().items()}, shapes, weights)
 
 
-def _encoder(model, preprocessing: Preprocessing, target, source: dict, symmetry) -> Encoder:
+def _encoder(model, settings: CacheSettings, target, source: dict, symmetry) -> Encoder:
     """`Encoder` of the package; an unknown phase provider or dataset is a `PackageError`."""
     try:
-        return Encoder(model, preprocessing, target, source, symmetry)
+        return Encoder(model, settings, target, source, symmetry)
     except (KeyError, TypeError, ValueError) as error:
         raise PackageError(f"config.json preprocessing: {str(error)[:300]}") from None
 

@@ -13,19 +13,19 @@ goes, as it arrives (with step 3, once the record has ended), through the prepar
 
 1. the package's channels, in its order (names matched ignoring case, surrounding space and
    trailing punctuation: ``PLETH,`` is ``PLETH``), as float32;
-2. resampling to ``fs`` when FS differs: polyphase FIR, up/down = fs / FS with each rate taken to
+2. resampling to ``cache_fs`` when FS differs: polyphase FIR, up/down = cache_fs / FS with each rate taken to
    1/1000 Hz, taps h = firwin(20·m + 1, 1/m, Kaiser β) · up with m = max(up, down); output
    y[n] = Σ_j h[j] · u[n·down + 10·m − j], u the input zero-stuffed by ``up`` and extended at
    both ends of the record by its first and last sample; float32;
 3. the dataset's preparation before windowing, when the package has one (``preparation``, e.g.
-   the ``wfdb`` dataset's): the first round(drop_s · fs) samples dropped; each channel with a
+   the ``wfdb`` dataset's): the first round(drop_s · cache_fs) samples dropped; each channel with a
    cut-off high-passed with the package's ``highpass_filter.sos``, forward and backward
    (scipy's ``sosfiltfilt``: odd extension by 3 · (2 · sections + 1) samples at both ends, each
    pass started from the steady state of its first sample, float64); with scope ``record`` each
    channel z-scored by its own mean and std (ddof 0); float32. The backward pass starts at the
    record's end, so these samples are held until the record ends (`RecordPreparation`): the
    tokens of such a package come after the whole record, not as it streams;
-4. consecutive windows of ``window`` samples at ``fs`` from the first sample, a shorter tail
+4. consecutive windows of ``window`` samples at ``cache_fs`` from the first sample, a shorter tail
    dropped; with scope ``window`` each channel of a window z-scored by its own mean and std (the
    window is held until its last sample);
 5. per window, decimation by q with the package's taps h (101 for q = 5, group delay 10·q):
@@ -71,12 +71,14 @@ KNOWN = {
     "steps",
     "channels",
     "units",
+    "cache_fs",
     "fs",
     "window",
     "window_s",
     "decimation",
     "model_fs",
     "token_patch",
+    "n_tokens",
     "normalisation",
     "resampling",
     "decimation_filter",
@@ -180,6 +182,13 @@ def ratio(fs_in: float, fs: float) -> Fraction:
     return Fraction(fs).limit_denominator(1000) / Fraction(fs_in).limit_denominator(1000)
 
 
+def cache_fs(prep: dict) -> float:
+    """The package's cache rate (Hz) from its signal geometry (`cyclejepa.signal_geometry.SignalGeometry.to_dict`:
+    ``channels``, ``cache_fs``, ``decimation``, ``token_patch``, ``window_s`` and the derived
+    ``model_fs``, ``window``, ``n_tokens``); a package of format 2 or 3 names it ``fs``."""
+    return float(prep["cache_fs"] if "cache_fs" in prep else prep["fs"])
+
+
 def check_package(prep: Any) -> None:
     """Refuse a package whose preparation has a step or a key this reference does not implement,
     or a value the library would refuse (sizes, rates, normalisation, filters)."""
@@ -194,7 +203,7 @@ def check_package(prep: Any) -> None:
     channels = prep.get("channels")
     if not isinstance(channels, list) or not channels or not all(isinstance(c, str) and c.strip() for c in channels):
         raise _invalid("channels", f"must be a list of non-empty strings, got {str(channels)[:200]}")
-    _number(prep, "fs", MIN_FS, MAX_FS)
+    _number(prep, "cache_fs" if "cache_fs" in prep else "fs", MIN_FS, MAX_FS)
     window, q, patch = (_integer(prep, key) for key in ("window", "decimation", "token_patch"))
     if window % (q * patch):
         raise _invalid("window", f"{window} samples are not whole tokens of {q} × {patch} samples")
@@ -215,7 +224,7 @@ def check_package(prep: Any) -> None:
         raise _invalid("resampling.window", f"must be ['kaiser', β] with β a finite number, got {beta!r}")
     _check_decimation_filter(prep.get("decimation_filter"), q)
     if "preparation" in prep:
-        _check_preparation(prep["preparation"], prep.get("highpass_filter"), channels, float(prep["fs"]))
+        _check_preparation(prep["preparation"], prep.get("highpass_filter"), channels, cache_fs(prep))
     if "input_range" in prep:
         limits = prep["input_range"] if isinstance(prep["input_range"], dict) else {}
         _number(limits, "out_of_range_decades", 0, 1e6, "input_range.")
@@ -231,7 +240,7 @@ def _check_decimation_filter(fir, q: int) -> None:
 
 
 def _check_preparation(found: Any, fir: Any, channels: list[str], fs: float) -> None:
-    """``preparation`` as the library writes it (`Preparation.to_dict`: ``drop_s`` >= 0, ``scope``
+    """``preparation`` as the library writes it (`SignalPreparation.to_dict`: ``drop_s`` >= 0, ``scope``
     one of `SCOPES`, ``highpass_hz`` none or one cut-off or null per channel, each below fs / 2),
     and for each cut-off its sections in ``highpass_filter.sos``."""
     if not isinstance(found, dict):
@@ -350,11 +359,11 @@ def check_spread(x: np.ndarray, channels: list[str], where: str) -> None:
 
 
 class RecordPreparation:
-    """Step 3: the package's ``preparation`` of a whole record (C, L) at ``fs`` (the library's
-    ``prepare_signal``): leading seconds dropped, zero-phase high-pass, per-record z-score."""
+    """Step 3: the package's ``preparation`` of a whole record (C, L) at ``cache_fs`` (the library's
+    `SignalPreparation`): leading seconds dropped, zero-phase high-pass, per-record z-score."""
 
     def __init__(self, prep: dict):
-        found, self.channels, fs = prep["preparation"], list(prep["channels"]), float(prep["fs"])
+        found, self.channels, fs = prep["preparation"], list(prep["channels"]), cache_fs(prep)
         self.drop, self.scope = round(float(found["drop_s"]) * fs), found["scope"]
         cutoffs = found["highpass_hz"] or [None] * len(self.channels)
         sos = prep["highpass_filter"]["sos"] if any(c is not None for c in cutoffs) else cutoffs
@@ -377,17 +386,17 @@ class RecordPreparation:
         return out.astype(np.float32)
 
 
-class Preparer:
+class StreamingInput:
     """Steps 1–6 for one record, fed sample by sample; `push` returns the prepared (channels,)
     samples now final and marks window starts (``None`` before a window's first sample). With a
     ``preparation`` (step 3) the samples are held until `finish`, which prepares the whole record."""
 
     def __init__(self, prep: dict, fs_in: float):
         self.window, self.q = int(prep["window"]), int(prep["decimation"])
-        scale = ratio(fs_in, float(prep["fs"]))
+        scale = ratio(fs_in, cache_fs(prep))
         if max(scale.numerator, scale.denominator) > MAX_RATIO_TERM:
             raise PreparationError(
-                f"resampling {fs_in:g} Hz to {prep['fs']:g} Hz needs factors {scale} (at most {MAX_RATIO_TERM})"
+                f"resampling {fs_in:g} Hz to {cache_fs(prep):g} Hz needs factors {scale} (at most {MAX_RATIO_TERM})"
             )
         beta = float(prep["resampling"]["window"][1])
         self.resampler = (
@@ -512,7 +521,7 @@ def load_package(folder: Path) -> tuple[dict, object]:
 
 def check_input_rate(fs: float, prep: dict) -> None:
     """Refuse a rate below the one the model reads (``fs / decimation``), as the library does."""
-    model_fs = float(prep["fs"]) / int(prep["decimation"])
+    model_fs = cache_fs(prep) / int(prep["decimation"])
     if not (math.isfinite(fs) and MIN_FS <= fs <= MAX_FS):
         raise PreparationError(f"--fs {fs:g} is outside [{MIN_FS:g}, {MAX_FS:g}] Hz")
     if fs < model_fs:
@@ -533,7 +542,7 @@ def encode_record(signal: np.ndarray, fs: float, names: list[str], config: dict,
     prep = config["preprocessing"]
     check_input_rate(fs, prep)
     x = select_channels(signal, names, prep["channels"])
-    preparer, patch = Preparer(prep, fs), int(prep["token_patch"])
+    stream, patch = StreamingInput(prep, fs), int(prep["token_patch"])
     state_shapes = {s.name: s.shape for s in session.get_inputs() if s.name.startswith("state_")}
     windows: list[tuple[list[np.ndarray], list[np.ndarray]]] = []  # (tokens, prepared samples) per window
     chunk: list[np.ndarray] = []
@@ -555,8 +564,8 @@ def encode_record(signal: np.ndarray, fs: float, names: list[str], config: dict,
                 windows[-1][0].append(z[0])
 
     for t in range(x.shape[1]):
-        feed(preparer.push(x[:, t]))
-    feed(preparer.finish())
+        feed(stream.push(x[:, t]))
+    feed(stream.finish())
     per_window = int(prep["window"]) // int(prep["decimation"]) // patch
     complete = [w for w in windows if len(w[0]) == per_window]  # a shorter tail is dropped
     if not complete:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cyclejepa.config import ExperimentConfig, load_config
-from cyclejepa.embed import Encoder, Preprocessing, find_checkpoint
+from cyclejepa.embed import CacheSettings, Encoder, find_checkpoint
 from cyclejepa.outputs import OutputFolder, checkpoint_step
 from cyclejepa.pipeline.plans import RunPlan, plan_runs
 
@@ -41,7 +41,7 @@ def load_encoder(
 
 def run_encoder(cfg: ExperimentConfig, plan: RunPlan, step: int | None = None, device: str = "auto") -> Encoder:
     """The `Encoder` of run ``plan`` of ``cfg`` at checkpoint ``step`` (as `load_encoder` chooses
-    it) on ``device``: the trained model and symmetry, and the preprocessing of the run's cache
+    it) on ``device``: the trained model and symmetry, and the settings of the run's cache
     and dataset."""
     from cyclejepa.pipeline.preparation import configured_cache
     from cyclejepa.devices import resolve_device
@@ -51,11 +51,11 @@ def run_encoder(cfg: ExperimentConfig, plan: RunPlan, step: int | None = None, d
     checkpoint = find_checkpoint(plan.folder, step, cfg.evaluation.headline_step)
     target = resolve_device(device)
     objective = load_trained(objective_spec(cfg), checkpoint, target)
-    preprocessing = Preprocessing.from_cache(
+    settings = CacheSettings.from_cache(
         configured_cache(cfg, corpus=False), cfg.data.dataset, cfg.data.options.model_dump(mode="json")
     )
     source = {"run": str(checkpoint.parents[1]), "step": checkpoint_step(checkpoint)}
-    return Encoder(objective.model, preprocessing, target, source, objective.symmetry, root=cfg.data.root)
+    return Encoder(objective.model, settings, target, source, objective.symmetry, root=cfg.data.root)
 
 
 def locate_run(path: Path, arm: str | None = None, seed: int | None = None) -> tuple[ExperimentConfig, RunPlan]:
@@ -127,13 +127,13 @@ def embed_corpus(
     dataset = encoder.corpus_dataset(root)
     entries = dataset.entries()
     if not entries:
-        raise ValueError(f"{dataset.root}: the dataset {encoder.preprocessing.dataset!r} finds no record there")
+        raise ValueError(f"{dataset.root}: the dataset {encoder.settings.dataset!r} finds no record there")
     count = -(-len(entries) // records_per_shard)
     folder = Path(out)
     manifest = {
         "format": 1,
         "source": encoder.source,
-        "dataset": encoder.preprocessing.dataset,
+        "dataset": encoder.settings.dataset,
         "root": str(dataset.root),
         "records": len(entries),
         "records_per_shard": records_per_shard,

@@ -108,25 +108,23 @@ def prepare_split(
     jobs on a shared machine do not inflate it). Rejected records are skipped. Returns
     ``{"records", "ms": {stage: mean ms per record}, "total_ms", "records_per_cpu_s"}``.
     """
-    from cyclejepa.data.cache.record import STAGES, prepare_record, record_windows
+    from cyclejepa.data.cache.record import STAGES, decimate_and_phase, record_windows
     from cyclejepa.data.datasets import RecordRejected
     from cyclejepa.registry import PHASE_PROVIDERS
 
-    rates = dataset.rates()
-    fs, channels = rates["cache_fs"], tuple(dataset.channels)
-    shape = {"decimation": rates["decimation"], "token_patch": rates["token_patch"]}
+    geometry = dataset.geometry(dataset.channels)
     provider = PHASE_PROVIDERS.build(phase_provider, **dict(phase_options or {}))
     totals = dict.fromkeys(STAGES, 0.0)
     done = 0
     for entry in dataset.entries()[: records or None]:
         start = time.process_time()
         try:
-            windows = record_windows(dataset, entry, channels, fs, round(rates["window_s"] * fs))
+            windows = record_windows(dataset, entry, geometry.channels, geometry.cache_fs, geometry.window)
         except RecordRejected:
             continue
         totals["read_verify"] += time.process_time() - start
         for window in windows:
-            _, _, times = prepare_record(window, provider, time.process_time, cache_fs=fs, channels=channels, **shape)
+            _, _, times = decimate_and_phase(window, provider, geometry, time.process_time)
             for stage, seconds in zip(STAGES[1:], times, strict=True):
                 totals[stage] += seconds
         done += 1

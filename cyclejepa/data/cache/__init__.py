@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from cyclejepa.data.cache.record import (
         cut_record as cut_record,
         decimate_fast as decimate_fast,
-        prepare_record as prepare_record,
+        decimate_and_phase as decimate_and_phase,
         record_windows as record_windows,
         RecordOutcome as RecordOutcome,
     )
@@ -79,7 +79,7 @@ _HOMES = {
     "RecordOutcome": "record",
     "cut_record": "record",
     "decimate_fast": "record",
-    "prepare_record": "record",
+    "decimate_and_phase": "record",
     "record_windows": "record",
     "CacheSpec": "spec",
 }

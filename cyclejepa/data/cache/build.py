@@ -1,4 +1,4 @@
-"""Building the cache: every record of a dataset through `prepare_record`, then the files.
+"""Building the cache: every record of a dataset through `decimate_and_phase`, then the files.
 
 `prepare_cache` is idempotent (a cache whose manifest matches the arguments and whose files
 match their sha256 is reused) and atomic (built in a folder beside ``cache_dir``, validated,
@@ -27,7 +27,7 @@ import numpy as np
 from cyclejepa.data.cache import files
 from cyclejepa.data.cache.files import CACHE_FORMAT, MANIFEST, PART_BYTES, PHASE_REVISION, arguments_hash, as_json
 from cyclejepa.data.cache.prepared import PreparedCache, inconsistencies
-from cyclejepa.data.cache.record import RecordOutcome, prepare_record, record_windows
+from cyclejepa.data.cache.record import RecordOutcome, decimate_and_phase, record_windows
 from cyclejepa.data.cache.shares import ChunkResult, ShareWriter, assemble_cache, share_rows
 from cyclejepa.data.cache.spec import CacheSpec
 from cyclejepa.data.datasets import (
@@ -35,14 +35,14 @@ from cyclejepa.data.datasets import (
     Entry,
     RecordRejected,
     amplitude_limit,
-    check_window,
     corpus_listing,
     sha256_file,
 )
-from cyclejepa.data.preprocess import Preparation
+from cyclejepa.data.preprocess import SignalPreparation
 from cyclejepa.jsonio import writing
 from cyclejepa.lock import file_lock
 from cyclejepa.progress import progress_bar
+from cyclejepa.signal_geometry import SignalGeometry
 from cyclejepa.version import __version__
 from cyclejepa.workers import process_pool
 
@@ -61,7 +61,7 @@ def prepare_cache(dataset: Dataset, spec: CacheSpec, *, progress: bool = True) -
     window decimated by ``spec.decimation`` (to the model rate ``model_fs``) and phase-tagged at
     ``cache_fs``. Row i of the cache is one window; the windows of a record share its id,
     patient, fold and labels. A rate, shape or fold the spec leaves None is the dataset's
-    (`Dataset.rates`, `Dataset.folds`; the rates from the phase provider's ``cycle_band_hz``
+    (`Dataset.geometry`, `Dataset.folds`; the rates from the phase provider's ``cycle_band_hz``
     where the dataset has none of its own); a phase provider left None is the dataset's
     (`Dataset.phase_provider`; ValueError when it declares none).
 
@@ -104,12 +104,12 @@ def cache_arguments(dataset: Dataset, spec: CacheSpec) -> dict[str, Any]:
     phase_provider = _phase_provider(dataset, spec.phase_provider)
     dataset.require_rate(_rate_check(phase_provider, spec.phase_options))
     band = _cycle_band(phase_provider)
-    rates = dataset.rates(spec.cache_fs, spec.decimation, spec.token_patch, spec.window_s, band)
+    geometry = dataset.geometry(dataset.channels, spec.cache_fs, spec.decimation, spec.token_patch, spec.window_s, band)
     folds = dataset.folds.train if spec.train_folds is None else spec.train_folds
     preparation = dataset.preparation(band)
-    preparation.check_rate(rates["cache_fs"])
+    preparation.check_rate(geometry.cache_fs)
     return _arguments(
-        dataset, folds, phase_provider, spec.phase_options, rates, spec.amplitude_limits, spec.dataset_options, preparation
+        dataset, folds, phase_provider, spec.phase_options, geometry, spec.amplitude_limits, spec.dataset_options, preparation
     )
 
 
@@ -175,10 +175,10 @@ def _arguments(
     train_folds: Sequence[int],
     phase_provider: str,
     phase_options: Mapping[str, Any] | None,
-    rates: Mapping[str, Any],
+    geometry: SignalGeometry,
     amplitude_limits: Mapping[str, float] | None = None,
     dataset_options: Mapping[str, Any] | None = None,
-    preparation: Preparation = Preparation(),
+    preparation: SignalPreparation = SignalPreparation(),
 ) -> dict[str, Any]:
     """Everything the cache contents depend on, JSON-serialisable: with the dataset's
     fingerprint its options, its root and a listing of the corpus there (`corpus_listing`); the
@@ -194,14 +194,10 @@ def _arguments(
         "dataset_options": as_json(dataset_options or {}),
         "root": str(Path(root).resolve()) if root is not None else None,
         "corpus": corpus_listing(root),
-        "channels": list(dataset.channels),
-        "cache_fs": rates["cache_fs"],
-        "decimation": rates["decimation"],
-        "window_s": rates["window_s"],
+        "geometry": geometry.to_dict(),
         "train_folds": folds,
         "phase_provider": phase_provider,
         "phase_options": json.loads(json.dumps(dict(phase_options or {}), sort_keys=True)),
-        "token_patch": rates["token_patch"],
         "amplitude_limits": {c: amplitude_limit(dataset.unit_of(c), amplitude_limits) for c in dataset.channels},
         "phase_revision": PHASE_REVISION,
         "cache_format": CACHE_FORMAT,
@@ -332,12 +328,9 @@ def assemble(dataset: Dataset, shares: Sequence[Path], out: Path, arguments: dic
 
 def _part_rows(arguments: Mapping[str, Any], part_bytes: int | None) -> int:
     """Windows per signal part: as many float32 windows as fit ``part_bytes`` (default `PART_BYTES`), at least one."""
-    window_bytes = len(arguments["channels"]) * _n_tokens(arguments) * arguments["token_patch"] * 4
+    geometry = SignalGeometry.from_dict(arguments["geometry"])
+    window_bytes = len(geometry.channels) * geometry.window_samples * 4
     return max(1, (PART_BYTES if part_bytes is None else part_bytes) // window_bytes)
-
-
-def _n_tokens(arguments: Mapping[str, Any]) -> int:
-    return check_window(arguments["cache_fs"], arguments["decimation"], arguments["token_patch"], arguments["window_s"])
 
 
 def _registered_name(dataset: Dataset) -> str | None:
@@ -392,12 +385,9 @@ def _prepare_entry(
     dataset: Dataset,
     entry: Entry,
     provider,
-    channels: tuple[str, ...],
-    cache_fs: float,
-    window: int,
-    preparation: Preparation,
+    geometry: SignalGeometry,
+    preparation: SignalPreparation,
     limits: list,
-    shape: Mapping[str, int],
 ) -> list[tuple[np.ndarray, RecordOutcome]]:
     """One record's decimated windows and outcomes. Any failure of this record is its rejection,
     named as the dataset names it (`Dataset.rejection_id`), never the end of the batch: the
@@ -405,9 +395,9 @@ def _prepare_entry(
     ``memory`` when reading or preparing it runs out of memory; ``unreadable`` for any other error."""
     name = dataset.rejection_id(entry)
     try:
-        windows = record_windows(dataset, entry, channels, cache_fs, window, preparation, limits)
+        windows = record_windows(dataset, entry, geometry.channels, geometry.cache_fs, geometry.window, preparation, limits)
         try:
-            return [prepare_record(segment, provider, cache_fs=cache_fs, channels=channels, **shape)[:2] for segment in windows]
+            return [decimate_and_phase(window, provider, geometry)[:2] for window in windows]
         except (ValueError, KeyError) as error:  # the provider refuses this record (e.g. no such channel)
             raise RecordRejected(name, "phase", f"{type(error).__name__}: {error}") from None
     except RecordRejected:
@@ -425,18 +415,16 @@ def _process_chunk(jobs: Sequence[tuple[int, Entry]], build_dir: Path, arguments
 
     dataset = _WORKER["dataset"]
     provider = PHASE_PROVIDERS.build(arguments["phase_provider"], **arguments["phase_options"])
-    channels, cache_fs = tuple(arguments["channels"]), arguments["cache_fs"]
-    shape = {"decimation": arguments["decimation"], "token_patch": arguments["token_patch"]}
-    window = round(arguments["window_s"] * cache_fs)
-    preparation = Preparation.from_dict(arguments.get("preparation"))
+    geometry = SignalGeometry.from_dict(arguments["geometry"])
+    preparation = SignalPreparation.from_dict(arguments.get("preparation"))
     stem = Path(build_dir) / f"scratch-{jobs[0][0]:09d}"
     result = ChunkResult(str(stem), records=len(jobs))
     kept: list[tuple[Entry, np.ndarray, RecordOutcome]] = []
     rejections: list[RecordRejected] = []
-    limits = [arguments["amplitude_limits"][c] for c in channels]
+    limits = [arguments["amplitude_limits"][c] for c in geometry.channels]
     for _row, entry in jobs:
         try:
-            prepared = _prepare_entry(dataset, entry, provider, channels, cache_fs, window, preparation, limits, shape)
+            prepared = _prepare_entry(dataset, entry, provider, geometry, preparation, limits)
         except RecordRejected as rejection:
             rejections.append(rejection)
             continue

@@ -20,8 +20,10 @@ from cyclejepa.data.cache.record import RecordOutcome
 from cyclejepa.data.datasets import Entry, LabelLevel, RecordRejected, sha256_file
 from cyclejepa.jsonio import json_sha256, writing
 
-CACHE_FORMAT = 5
-"""Version of the cache layout; part of the manifest hash (5: the signals in parts of bounded
+CACHE_FORMAT = 6
+"""Version of the cache layout; part of the manifest hash (6: the channels, rates, window and
+tokens in one ``geometry`` object, `cyclejepa.signal_geometry.SignalGeometry.to_dict`, in the
+manifest and its arguments; 5: the signals in parts of bounded
 size, `SIGNAL_PARTS`; 4: the rates named ``cache_fs`` and
 ``model_fs`` and the channels ``channels`` in the manifest, 3 called them ``fs_native``, ``fs``
 and ``leads``; 3: the signal-neutral names `EVENTS_FILE`, ``record_id`` and ``events``; 2 wrote
@@ -201,7 +203,7 @@ def write_manifest(
     coordinates: Sequence[str] = (),
 ) -> None:
     """manifest.json: the arguments and their hash, the dataset's facts (``dataset``: its name,
-    channel units and fold protocol), the rates and shapes every later stage reads, the label
+    channel units and fold protocol), the ``geometry`` every later stage reads, the label
     vocabularies, the ``counts`` (records, records_kept, kept, rejected, qc_failed), the signal
     ``parts`` (file and rows of each, in row order) and the sha256 of every data file."""
     names = [part["file"] for part in parts] + list(DATA_FILES)
@@ -210,11 +212,7 @@ def write_manifest(
         "arguments": arguments,
         "cyclejepa_version": arguments["cyclejepa_version"],
         "dataset": dataset,
-        "channels": arguments["channels"],
-        "cache_fs": arguments["cache_fs"],
-        "model_fs": arguments["cache_fs"] / arguments["decimation"],
-        "window_s": arguments["window_s"],
-        "token_patch": arguments["token_patch"],
+        "geometry": arguments["geometry"],
         "label_levels": [{"name": lv.name, "prefix": lv.prefix, "classes": list(lv.classes)} for lv in levels],
         "counts": counts,
         "signal_parts": parts,

@@ -15,6 +15,7 @@ import numpy as np
 from cyclejepa.data.cache.files import CACHE_FORMAT, EVENTS_FILE, MANIFEST, meta_columns, read_meta, read_rejections
 from cyclejepa.data.datasets import FoldProtocol, LabelLevel
 from cyclejepa.data.preprocess import Normalisation
+from cyclejepa.signal_geometry import SignalGeometry
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,26 +70,31 @@ class PreparedCache:
     def __len__(self) -> int:
         return len(self.signals)
 
+    @cached_property
+    def geometry(self) -> SignalGeometry:
+        """Channels, rates, window and tokens of ``signals`` (the manifest's ``geometry``)."""
+        return SignalGeometry.from_dict(self.manifest["geometry"])
+
     @property
     def channels(self) -> tuple[str, ...]:
         """The channels of ``signals``, in row order."""
-        return tuple(self.manifest["channels"])
+        return self.geometry.channels
 
     @property
     def model_fs(self) -> float:
-        """The model's sampling rate (Hz), the rate of ``signals``: `cache_fs` / decimation."""
-        return float(self.manifest["model_fs"])
+        """The rate of ``signals`` (Hz): cache_fs / decimation."""
+        return self.geometry.model_fs
 
     @property
     def cache_fs(self) -> float:
         """The cache rate (Hz) records were resampled to and the phase provider ran at: events
         (`events`) are sample indices at it."""
-        return float(self.manifest["cache_fs"])
+        return self.geometry.cache_fs
 
     @property
     def token_patch(self) -> int:
         """Samples of ``signals`` per token."""
-        return int(self.manifest["arguments"]["token_patch"])
+        return self.geometry.token_patch
 
     @property
     def units(self) -> tuple[str, ...]:
@@ -104,7 +110,7 @@ class PreparedCache:
     @property
     def n_tokens(self) -> int:
         """Tokens per window: T = L / ``token_patch``."""
-        return self.signals.shape[-1] // self.token_patch
+        return self.geometry.n_tokens
 
     def __repr__(self) -> str:
         counts = self.manifest["counts"]

@@ -1,10 +1,10 @@
 """One record through the cache's chain: read and conform, cut into windows, decimate, phase-tag.
 
 `record_windows` reads a dataset's record (`Dataset.read`) and `cut_record` picks its channels,
-resamples it to the cache rate (`conform`), prepares it as the dataset asks (`Preparation`:
-leading seconds dropped, high-pass, per-record or per-window z-score) and cuts it into windows; `prepare_record` decimates
-one window to the model rate and runs the phase provider on it at the cache rate.
-`cyclejepa embed` runs `cut_record` and `prepare_record` on the records the dataset reads from
+resamples it to the cache rate (`conform`), prepares it as the dataset asks (`SignalPreparation`:
+leading seconds dropped, high-pass, per-record or per-window z-score) and cuts it into windows;
+`decimate_and_phase` decimates one window to the model rate and runs the phase provider on it at the cache rate.
+`cyclejepa embed` runs `cut_record` and `decimate_and_phase` on the records the dataset reads from
 files (`Dataset.read_path`).
 """
 
@@ -17,10 +17,11 @@ from functools import lru_cache
 import numpy as np
 
 from cyclejepa.data.datasets import Dataset, Entry, Record, RecordRejected, check_amplitudes, conform
-from cyclejepa.data.preprocess import KAISER_BETA, Preparation, cut_windows, highpass, standardise
+from cyclejepa.data.preprocess import KAISER_BETA, SignalPreparation, cut_windows, highpass, standardise
+from cyclejepa.signal_geometry import SignalGeometry
 
 STAGES = ("read_verify", "decimate", "events", "phase")
-"""The per-record stages of `prepare_record` (after reading), as a benchmark times them."""
+"""The per-record stages of `decimate_and_phase` (after reading), as a benchmark times them."""
 
 
 @dataclass
@@ -54,7 +55,7 @@ def record_windows(
     channels: tuple[str, ...],
     cache_fs: float,
     window: int,
-    preparation: Preparation = Preparation(),
+    preparation: SignalPreparation = SignalPreparation(),
     amplitude_limits: Sequence[float] | None = None,
 ) -> np.ndarray:
     """(W, C, window) float32: ``entry``'s verified record (`Dataset.read`), fast enough for the
@@ -73,7 +74,7 @@ def cut_record(
     cache_fs: float,
     window: int,
     record_id: int | str | None = None,
-    preparation: Preparation = Preparation(),
+    preparation: SignalPreparation = SignalPreparation(),
     amplitude_limits: Sequence[float] | None = None,
 ) -> np.ndarray:
     """(W, C, window) float32: ``record`` conformed to ``channels`` at ``cache_fs`` (`conform`), prepared
@@ -104,7 +105,7 @@ def cut_record(
 
 
 def prepare_signal(
-    x: np.ndarray, fs: float, channels: Sequence[str], preparation: Preparation, record_id: int | str, window: int
+    x: np.ndarray, fs: float, channels: Sequence[str], preparation: SignalPreparation, record_id: int | str, window: int
 ) -> np.ndarray:
     """(C, L) ``x`` at ``fs`` with ``preparation``'s steps before windowing: the first ``drop_s``
     seconds dropped, channel c high-passed at ``highpass_hz[c]`` (`highpass`), and with scope
@@ -157,15 +158,15 @@ def decimate_fast(signal: np.ndarray, factor: int) -> np.ndarray:
     return y.astype(np.float32)
 
 
-def prepare_record(
-    signal: np.ndarray, provider, clock=None, *, cache_fs: float, channels: Sequence[str], decimation: int, token_patch: int
+def decimate_and_phase(
+    window: np.ndarray, provider, geometry: SignalGeometry, clock=None
 ) -> tuple[np.ndarray, RecordOutcome, list]:
     """Decimated signal and phase outcome of one verified window (stage times when ``clock``).
 
-    ``signal`` is a (C, L) float32 window in physical units at the cache rate ``cache_fs``, rows named
-    by ``channels`` (e.g. a (12, 5000) PTB-XL record at 500 Hz); ``provider`` a `PhaseProvider`.
-    Returns the (C, L / ``decimation``) float32 decimated signal (not normalised), the
-    `RecordOutcome` (events, token phases of ``token_patch`` samples at the model rate cache_fs / decimation in both
+    ``window`` is a (C, L) float32 window in physical units at ``geometry.cache_fs``, rows named
+    by ``geometry.channels`` (e.g. a (12, 5000) PTB-XL window at 500 Hz); ``provider`` a
+    `PhaseProvider`. Returns the (C, L / decimation) float32 decimated signal (not normalised),
+    the `RecordOutcome` (events, token phases of ``token_patch`` samples at the model rate in both
     conventions, QC) and the stage times (empty without ``clock``). Stages after reading:
     decimation, events (``provider.phase``: detection and QC), phase (token phases).
     """
@@ -173,11 +174,11 @@ def prepare_record(
     start = clock() if clock else 0.0
     for step in range(3):
         if step == 0:
-            decimated = decimate_fast(signal, decimation)
+            decimated = decimate_fast(window, geometry.decimation)
         elif step == 1:
-            track = provider.phase(signal.astype(np.float64), cache_fs, tuple(channels))
+            track = provider.phase(window.astype(np.float64), geometry.cache_fs, geometry.channels)
         else:
-            outcome = _phase_outcome(0, track, cache_fs / decimation, token_patch)
+            outcome = _phase_outcome(0, track, geometry.model_fs, geometry.token_patch)
         if clock:
             now = clock()
             times.append(now - start)

@@ -142,7 +142,7 @@ class ShareWriter:
         folds = np.concatenate(self.folds) if self.folds else np.zeros(0, np.int16)
         train = np.isin(folds, self.train_folds)
         paths = [self.directory / p["file"] for p in self.parts]
-        channels = len(arguments["channels"])
+        channels = len(arguments["geometry"]["channels"])
         statistics = NormStatistics.fit(lambda: _selected_blocks(paths, train), channels)
         info = {
             "config_hash": arguments_hash(arguments),
@@ -213,7 +213,7 @@ def assemble_cache(
     windowed = [(s, i) for s, i in zip(shares, infos, strict=True) if i["counts"]["windows"]]
     spread = spread_warnings([s for s, _ in windowed], arguments)
     norm = NormStatistics.combine([NormStatistics.from_dict(i["statistics"]) for i in infos]).normalisation(
-        train_windows, arguments["channels"]
+        train_windows, arguments["geometry"]["channels"]
     )
     parts = _write_signals(windowed, out, norm)
     kept = sum(p["rows"] for p in parts)
@@ -227,7 +227,11 @@ def assemble_cache(
     with writing(out / "norm.json"):
         (out / "norm.json").write_text(
             json.dumps(
-                {**norm.to_dict(arguments["channels"]), "train_folds": arguments["train_folds"], "windows": train_windows},
+                {
+                    **norm.to_dict(arguments["geometry"]["channels"]),
+                    "train_folds": arguments["train_folds"],
+                    "windows": train_windows,
+                },
                 indent=2,
             )
         )
@@ -312,7 +316,7 @@ def spread_warnings(shares: Sequence[Path], arguments: Mapping[str, Any]) -> lis
     `SPREAD_RATIO_MIN` (from each window's mean and standard deviation the shares hold, one
     channel at a time), each logged as a warning naming the channel and the remedy."""
     found = []
-    for c, channel in enumerate(arguments["channels"]):
+    for c, channel in enumerate(arguments["geometry"]["channels"]):
         within, means = (
             np.concatenate([b[:, c] for s in shares for b in row_blocks(s / name, BLOCK * 64)])
             for name in ("stds.npy", "means.npy")

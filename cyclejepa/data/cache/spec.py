@@ -2,7 +2,7 @@
 
 The experiment's stage that prepares the data builds it from the config
 (`cyclejepa.pipeline.preparation.cache_spec`); a library user writes one by hand. A rate, shape
-or fold left None is the dataset's own (`Dataset.rates`, `Dataset.folds`).
+or fold left None is the dataset's own (`Dataset.geometry`, `Dataset.folds`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class CacheSpec:
     cache_fs: float | None = None
     """The cache rate (Hz): records are resampled to it and phased at it."""
     decimation: int | None = None
-    """The model rate's divisor: `model_fs` = cache_fs / decimation."""
+    """The model rate's divisor: the model reads cache_fs / decimation."""
     token_patch: int | None = None
     """Samples per token at the model rate."""
     window_s: float | None = None
@@ -56,10 +56,3 @@ class CacheSpec:
             object.__setattr__(self, "root", Path(self.root))
         if self.train_folds is not None:
             object.__setattr__(self, "train_folds", tuple(self.train_folds))
-
-    @property
-    def model_fs(self) -> float | None:
-        """The model's rate (Hz): cache_fs / decimation (None while either is the dataset's)."""
-        if self.cache_fs is None or self.decimation is None:
-            return None
-        return self.cache_fs / self.decimation
