@@ -288,7 +288,9 @@ def test_a_cache_in_the_older_layout_is_refused_by_readers_and_rebuilt_by_prepar
     manifest = json.loads((old / "manifest.json").read_text())
     manifest["arguments"]["cache_format"] = 2
     (old / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ValueError, match=rf"format 2; this cyclejepa reads format {CACHE_FORMAT}: rebuild it with `cyclejepa prepare CONFIG`"):
+    with pytest.raises(
+        ValueError, match=rf"format 2; this cyclejepa reads format {CACHE_FORMAT}: rebuild it with `cyclejepa prepare CONFIG`"
+    ):
         PreparedCache(old)
     rebuilt = prepare_cache(PTBXL(corpus), CacheSpec(old), progress=False)
     assert sorted(p.name for p in old.iterdir()) == sorted(p.name for p in prepared.path.iterdir())
@@ -306,7 +308,9 @@ def test_a_cache_of_format_3_is_refused_naming_the_command_that_rebuilds_it(prep
     manifest["arguments"]["fs"] = manifest["arguments"].pop("geometry")["cache_fs"]
     manifest["arguments"]["cache_format"] = 3
     (old / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(ValueError, match=rf"format 3; this cyclejepa reads format {CACHE_FORMAT}: rebuild it with `cyclejepa prepare CONFIG`"):
+    with pytest.raises(
+        ValueError, match=rf"format 3; this cyclejepa reads format {CACHE_FORMAT}: rebuild it with `cyclejepa prepare CONFIG`"
+    ):
         PreparedCache(old)
 
 

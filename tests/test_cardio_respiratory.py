@@ -54,7 +54,7 @@ def test_two_coordinate_cache_round_trips_against_the_composite_provider(plugins
         (f"mixedsignals/{k}", "units", "channel Resp is in Ohm, but the dataset declares NU") for k in range(3)
     ]
     dataset = pipeline.build_dataset(cfg)
-    provider = PHASE_PROVIDERS.build("composite", **cfg.phase.options)
+    provider = PHASE_PROVIDERS.build("composite", cfg.phase.options)
     from cyclejepa.data.cache import record_windows
 
     entry = dataset.entries()[0]

@@ -1,7 +1,7 @@
 """The dataset interface: what the cache, the runner and the evaluation need from a corpus.
 
 A dataset is a class registered in `cyclejepa.registry.DATASETS` and built from the config as
-``DATASETS.build(data.dataset, root=data.root, **data.options)``. It owns its facts: channels and
+``DATASETS.build(data.dataset, data.options, root=data.root)``. It owns its facts: channels and
 their units, native and cache rates, window, fold protocol, label levels and where its root is
 found (`Dataset`). It lists its records as `Entry` rows (integer id, name, patient, fold,
 age, sex, multi-label targets per `LabelLevel`), reads one record as a `Record` (signal in each
@@ -163,7 +163,7 @@ class Dataset(DatasetDeclaration):
     - ``licence``, ``citation``: the data's licence (an SPDX identifier) and how to cite it, for
       the model card of an exported encoder (empty: unknown, and the card says so).
 
-    The dataset is built as ``Cls(root=data.root, **data.options)``. The base constructor keeps
+    The dataset is built as ``Cls(root=data.root, **data.options.arguments())``. The base constructor keeps
     the root (``data.root``, else ``$root_env``, else None) in ``self.root``; a subclass with
     options of its own takes ``root`` first and calls ``super().__init__(root)``. Building reads
     nothing: ``cyclejepa embed`` builds the dataset where its corpus may be absent.
