@@ -1,7 +1,7 @@
 """The one process pool of the library: worker processes that share the machine out.
 
 Records of a cache (`cyclejepa.data.cache.build`), chunks of a synthetic corpus
-(`cyclejepa.data.synthetic.corpus`) and checkpoints to evaluate (`cyclejepa.evaluation.stage`)
+(`cyclejepa.data.synthetic.corpus`) and checkpoints to evaluate (`cyclejepa.evaluation.checkpoint_evaluation`)
 are handed to `process_pool`'s workers. How a worker starts is decided here, once:
 
 - never ``fork``: the parent may run threads (a progress bar, torch's pools), and a process

@@ -135,7 +135,7 @@ def test_recordings_of_unknown_people_are_called_recordings(collapsed_run):
 def test_a_dataset_that_does_not_know_its_people_has_no_patients_row(collapsed_run, tmp_path, monkeypatch):
     from cyclejepa.data.cache import PreparedCache
     from cyclejepa.data.synthetic.dataset import SyntheticPTBXL
-    from cyclejepa.evaluation.stage import write_protocol
+    from cyclejepa.evaluation.checkpoint_evaluation import write_protocol
     from cyclejepa.pipeline.evaluation import describe_data
 
     cfg, _ = collapsed_run
@@ -163,7 +163,7 @@ def test_evaluate_refuses_a_checkpoint_whose_outputs_are_not_finite_naming_it(co
     import torch
 
     from cyclejepa.data.cache import PreparedCache
-    from cyclejepa.evaluation.stage import NonFiniteOutputs
+    from cyclejepa.evaluation.checkpoint_evaluation import NonFiniteOutputs
     from cyclejepa.outputs import OutputFolder
     from cyclejepa.pipeline.evaluation import evaluate_run_step
     from cyclejepa.training import load_checkpoint, save_checkpoint
@@ -354,7 +354,7 @@ def test_an_eligible_task_without_a_class_says_why_in_plain_words(few_data_run):
     not the probe library's message about an empty label array."""
     from cyclejepa.data.cache import PreparedCache
     from cyclejepa.evaluation.embeddings import Representations
-    from cyclejepa.evaluation.stage import probe_metrics
+    from cyclejepa.evaluation.checkpoint_evaluation import probe_metrics
     from cyclejepa.pipeline.evaluation import evaluation_spec
 
     cfg, _, _ = few_data_run

@@ -68,7 +68,7 @@ def allocation_table(
 
 
 def allocation_metrics(result: dict[str, Any]) -> dict[str, Any]:
-    """A row's metrics from the checkpoint scores of `cyclejepa.evaluation.stage.core_metrics`."""
+    """A row's metrics from the checkpoint scores of `cyclejepa.evaluation.checkpoint_evaluation.core_metrics`."""
     macro = result["diagnostic"]["superclass"]["macro_auroc"]
     mechanism = result["mechanism"]
     return {

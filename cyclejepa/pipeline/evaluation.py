@@ -196,7 +196,7 @@ def evaluate_grid(
     fold reads are gathered with the checkpoints'.
     """
     from cyclejepa.devices import place
-    from cyclejepa.evaluation.stage import evaluations_at_once, is_current, write_protocol
+    from cyclejepa.evaluation.checkpoint_evaluation import evaluations_at_once, is_current, write_protocol
     from cyclejepa.pipeline.pretraining import objective_spec
 
     placement, out, objective = place(cfg.evaluation.device), OutputFolder(Path(cfg.output_dir)), objective_spec(cfg)
@@ -240,7 +240,7 @@ def evaluate_run_step(
     (`write_checkpoint_evaluation` of ``spec``, the objective built from ``objective``), with the
     run, its arm, seed, step, transport weight and the checkpoint (path and weights' digest)."""
     from cyclejepa.evaluation.integrity import model_digest
-    from cyclejepa.evaluation.stage import write_checkpoint_evaluation
+    from cyclejepa.evaluation.checkpoint_evaluation import write_checkpoint_evaluation
     from cyclejepa.training import load_trained
 
     checkpoint = plan.folder.checkpoint(step)
@@ -260,7 +260,7 @@ def random_seeds_to_evaluate(cfg: ExperimentConfig, objective: ObjectiveSpec, ou
     """The seeds of the random baseline (`random_baseline_seeds`) without a current result
     (`is_current_untrained`: this evaluation's, of the weights each seed's runs start from now)."""
     from cyclejepa.evaluation.integrity import state_digest
-    from cyclejepa.evaluation.stage import is_current_untrained
+    from cyclejepa.evaluation.checkpoint_evaluation import is_current_untrained
     from cyclejepa.training import initial_objective
 
     def current_weights(seed: int) -> str:
@@ -287,7 +287,7 @@ def evaluate_random_seed(
     measured as a checkpoint is (`write_checkpoint_evaluation`), with its seed, step 0 and the
     weights' digest; it trains nothing."""
     from cyclejepa.evaluation.integrity import state_digest
-    from cyclejepa.evaluation.stage import write_checkpoint_evaluation
+    from cyclejepa.evaluation.checkpoint_evaluation import write_checkpoint_evaluation
     from cyclejepa.training import initial_objective
 
     untrained = initial_objective(objective, seed, device)
@@ -358,7 +358,7 @@ def compare_runs(
     """Phase-ring and UMAP figures of ``step`` (one column per run; `draw_run_figures`, drawn
     once) and, where they apply (``strata`` is None, `strata_not_applying`), the heart-rate
     strata of the arm gap (`write_hr_strata`, with the evaluation hash ``current``)."""
-    from cyclejepa.evaluation.stage import draw_run_figures, figure_paths, write_hr_strata
+    from cyclejepa.evaluation.checkpoint_evaluation import draw_run_figures, figure_paths, write_hr_strata
     from cyclejepa.training import load_trained
 
     out = OutputFolder(Path(cfg.output_dir))

@@ -5,7 +5,7 @@ flush of the metrics, on rank 0 only). Each step gets the scalars `TAGS` (the lo
 learning rate, the gradient norm before clipping); every ``every`` steps, at the first flush
 at or after a multiple of it (and at the first flush), the scalars ``diagnose(objective)``
 returns, e.g. the held batch's effective rank and transport gain fraction
-(`cyclejepa.evaluation.watch.HeldBatch`, which the runner passes). Events written after the
+(`cyclejepa.evaluation.training_diagnostics.HeldBatch`, which the runner passes). Events written after the
 checkpoint a run resumes from are dropped from view (``purge_step``), as the rows of
 ``metrics.jsonl`` after it are. Needs the ``tensorboard`` extra.
 """
