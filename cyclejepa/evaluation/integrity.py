@@ -9,8 +9,9 @@ Every JSON file the evaluation stage writes (``evaluation/<run>-stepNNNNNN.json`
 with the value as it reads back from the file (numpy values as plain numbers, keys as strings).
 A checkpoint's result also carries ``checkpoint``: the checkpoint file it was computed from and
 ``model_sha256``, the digest of the model weights in it (`model_digest`: every tensor, by name,
-so an exact resume that writes the same weights into a new file keeps it). `read_result`
-refuses a file whose content checksum does not hold (`ResultAltered`). A result's arrays
+so an exact resume that writes the same weights into a new file keeps it).
+`cyclejepa.evaluation.results.read_result` refuses a file whose content checksum does not hold
+(`ResultAltered`). A result's arrays
 (``<run>-stepNNNNNN.npz``: per-record scores and heart rates) are covered by its ``scores_sha256``,
 the sha256 of the file's bytes, which `read_scores` checks before using them.
 """
@@ -22,7 +23,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cyclejepa.jsonio import json_sha256, read_json
+from cyclejepa.jsonio import json_sha256
 
 __all__ = [
     "CHECKSUM",
@@ -31,7 +32,6 @@ __all__ = [
     "content_checksum",
     "model_digest",
     "state_digest",
-    "read_result",
     "read_scores",
     "with_checksum",
 ]
@@ -56,22 +56,6 @@ def with_checksum(value: dict[str, Any]) -> dict[str, Any]:
     """``value`` as it will read back from JSON, with its ``checksum`` added (`content_checksum`)."""
     plain = json.loads(json.dumps(value, default=_plain))
     return {**plain, CHECKSUM: content_checksum(plain)}
-
-
-def read_result(path: str | Path) -> dict[str, Any]:
-    """The result in ``path``, its checksum checked.
-
-    Raises `ResultAltered`, naming the file, when the content does not match its ``checksum``.
-    A file without one (written before results carried checksums) is returned as it is: the
-    caller marks it.
-    """
-    value = read_json(path)
-    if CHECKSUM in value and value[CHECKSUM] != content_checksum(value):
-        raise ResultAltered(
-            f"{path} was changed after the evaluation wrote it: its content does not match its checksum "
-            f"(re-run `cyclejepa evaluate CONFIG` to recompute it)"
-        )
-    return value
 
 
 def read_scores(path: str | Path, result: dict[str, Any]) -> dict[str, Any]:

@@ -20,6 +20,7 @@ import torch
 
 from cyclejepa.config import ExperimentConfig
 from cyclejepa.data.cache import PreparedCache
+from cyclejepa.evaluation.results import CheckpointSource, RunFields, WeightsDigest
 from cyclejepa.evaluation.spec import DataDescription, EvaluationSpec
 from cyclejepa.outputs import OutputFolder
 from cyclejepa.pipeline.checks import preflight
@@ -245,14 +246,14 @@ def evaluate_run_step(
 
     checkpoint = plan.folder.checkpoint(step)
     trained = load_trained(objective, checkpoint, device)  # refuses non-finite weights by name
-    run = {
-        "run": plan.name,
-        "arm": plan.arm.name,
-        "seed": plan.seed,
-        "step": step,
-        "transport_weight": plan.arm.transport_weight,
-        "checkpoint": {"path": str(checkpoint.relative_to(out.path)), "model_sha256": model_digest(checkpoint)},
-    }
+    run = RunFields(
+        run=plan.name,
+        arm=plan.arm.name,
+        seed=plan.seed,
+        step=step,
+        transport_weight=plan.arm.transport_weight,
+        checkpoint=CheckpointSource(path=str(checkpoint.relative_to(out.path)), model_sha256=model_digest(checkpoint)),
+    )
     write_checkpoint_evaluation(spec, cache, trained, checkpoint, result_file(out, plan, step), run, device, progress)
 
 
@@ -292,15 +293,15 @@ def evaluate_random_seed(
 
     untrained = initial_objective(objective, seed, device)
     target = random_file(out, seed)
-    run = {
-        "run": f"{RANDOM_ARM}-seed{seed}",
-        "arm": RANDOM_ARM,
-        "seed": seed,
-        "step": 0,
-        "transport_weight": None,
-        "untrained": True,
-        "weights": {"model_sha256": state_digest(untrained.state_dict())},
-    }
+    run = RunFields(
+        run=f"{RANDOM_ARM}-seed{seed}",
+        arm=RANDOM_ARM,
+        seed=seed,
+        step=0,
+        transport_weight=None,
+        untrained=True,
+        weights=WeightsDigest(model_sha256=state_digest(untrained.state_dict())),
+    )
     write_checkpoint_evaluation(spec, cache, untrained, target, target, run, device, progress)
 
 
