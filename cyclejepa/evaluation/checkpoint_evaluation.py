@@ -374,16 +374,14 @@ def is_current(path: Path, evaluation_hash: str, checkpoint: Path) -> bool:
     hold: its content's, its arrays' (``.npz``, where it has them) and its checkpoint's (the
     weights are the ones it was computed from); another one is recomputed."""
     return _holds(
-        path,
-        evaluation_hash,
-        lambda result: bool(result.checkpoint) and result.checkpoint.model_sha256 == model_digest(checkpoint),
+        path, evaluation_hash, lambda r: r.checkpoint is not None and r.checkpoint.model_sha256 == model_digest(checkpoint)
     )
 
 
 def is_current_untrained(path: Path, evaluation_hash: str, weights_sha256: str) -> bool:
     """`is_current` for a result of untrained weights (the random baseline): its weights' digest
     (``weights.model_sha256``) is ``weights_sha256``, that of the weights it would be computed from now."""
-    return _holds(path, evaluation_hash, lambda result: bool(result.weights) and result.weights.model_sha256 == weights_sha256)
+    return _holds(path, evaluation_hash, lambda r: r.weights is not None and r.weights.model_sha256 == weights_sha256)
 
 
 def _holds(path: Path, evaluation_hash: str, same_weights: Callable[[CheckpointResult], bool]) -> bool:

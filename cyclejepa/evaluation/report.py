@@ -2,7 +2,7 @@
 
 The first table has the rows of the paper's "Winder vs control" table for the headline cell
 (first seed, ``evaluation.headline_step`` or the first evaluated step), both arms side by
-side, then the random baseline (the seed's untrained weights, `is_untrained`) where it was
+side, then the random baseline (the seed's untrained weights, `RunFields.untrained`) where it was
 evaluated, 95 % patient-clustered intervals where the paper has them and the better arm in bold;
 with several seeds each figure is their mean ± SD and G1 "passes in k of n seeds" (`seeds_row`).
 Then the full grid (arms × seeds × steps), per-class AUROCs, the mechanism, robustness,

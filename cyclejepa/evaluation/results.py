@@ -148,7 +148,7 @@ class Validity(Part):
 
 
 class CheckpointMetrics(Part):
-    """Every metric of one checkpoint (`cyclejepa.evaluation.checkpoint.evaluate_checkpoint`);
+    """Every metric of one checkpoint (`cyclejepa.evaluation.checkpoint_evaluation.evaluate_checkpoint`);
     a part that did not apply is absent and named in ``not_run`` with the reason."""
 
     data: DataDescription
