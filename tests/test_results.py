@@ -13,6 +13,7 @@ from cyclejepa.evaluation.probe import ProbeResult
 from cyclejepa.evaluation.results import (
     SCHEMA_VERSION,
     AllocationRow,
+    CheckpointMetrics,
     CheckpointResult,
     ProbeFailure,
     ProtocolResult,
@@ -174,3 +175,14 @@ def test_evaluate_recomputes_a_result_of_another_version(tmp_path):
     content = json.loads(path.read_text()) | {"schema_version": SCHEMA_VERSION + 1}
     path.write_text(json.dumps(with_checksum(content)))
     assert not is_current_untrained(path, "e0", "w" * 64)
+
+
+def test_an_allocation_row_reads_a_checkpoints_metrics_by_field():
+    from cyclejepa.bench.allocations import allocation_metrics
+
+    scores = {key: value for key, value in plain(checkpoint_result()).items() if key in CheckpointMetrics.model_fields}
+    metrics = allocation_metrics(scores)  # as `core_metrics` gives them
+    assert (metrics["auroc"], metrics["auroc_low"], metrics["auroc_high"]) == (0.71, 0.6, 0.8)
+    assert (metrics["gain_fraction"], metrics["shuffled_gain_fraction"], metrics["g1"]) == (0.8, 0.0, True)
+    assert (metrics["amplitude"], metrics["coherence"], metrics["effective_rank"]) == (0.8, 0.8, 3.8)
+    AllocationRow(allocation="a", spectrum="2x0", seed=0, encoder="trained", **metrics)  # a row holds exactly these
