@@ -79,6 +79,8 @@ class ResultFile(Part):
 
     rebuild: ClassVar[str] = EVALUATE
     """The command that rebuilds a file of this schema."""
+    rebuild_first: ClassVar[str] = ""
+    """What to do before running it."""
     schema_version: int = SCHEMA_VERSION
     checksum: str | None = None
 
@@ -259,7 +261,8 @@ class AllocationRow(ResultFile):
     """``rows/<allocation>-seedS.json`` of ``cyclejepa benchmark allocations``: one allocation
     and seed, trained or the random baseline, scored like a checkpoint."""
 
-    rebuild: ClassVar[str] = "cyclejepa benchmark allocations --out DIR (its finished rows are kept: delete this one)"
+    rebuild: ClassVar[str] = "cyclejepa benchmark allocations --out DIR"
+    rebuild_first: ClassVar[str] = "delete it (finished rows are kept), then "
     allocation: str
     spectrum: str
     seed: int
@@ -301,7 +304,7 @@ def read_result(path: str | Path, schema: type[Result]) -> Result:
     is of another schema version (`ResultSchemaMismatch`), altered (`ResultAltered`) or does not
     fit ``schema`` (`ResultSchemaMismatch`, with pydantic's key paths)."""
     value = read_json(path)
-    again = f"rebuild it with `{schema.rebuild}`"
+    again = f"{schema.rebuild_first}rebuild it with `{schema.rebuild}`"
     found = value.get("schema_version") if isinstance(value, dict) else None
     if found != SCHEMA_VERSION:
         written = "before results carried a schema version" if found is None else f"with schema version {found}"
