@@ -22,6 +22,7 @@ def row(name, seed, auroc, gain, amplitude=1.0, g1=True):
         "allocation": name,
         "spectrum": "2x0+1x1",
         "seed": seed,
+        "encoder": "trained",
         "auroc": auroc,
         "auroc_low": auroc - 0.1,
         "auroc_high": auroc + 0.1,
@@ -57,7 +58,11 @@ def test_the_table_scores_each_allocation_and_seed_once_and_keeps_finished_rows(
 
     def score(name, seed, directory):
         calls.append((name, seed, directory))
-        return {k: v for k, v in row(name, seed, 0.6 + seed / 10, 0.1).items() if k not in ("allocation", "spectrum", "seed")}
+        return {
+            k: v
+            for k, v in row(name, seed, 0.6 + seed / 10, 0.1).items()
+            if k not in ("allocation", "spectrum", "seed", "encoder")
+        }
 
     allocations = {"a": "2x0+1x1", "b b": "4x0"}
     summary = allocation_table(tmp_path, score, allocations=allocations, seeds=(0, 1), steps=3)
@@ -79,14 +84,14 @@ def test_the_random_baseline_has_its_own_rows_beside_each_trained_allocation(tmp
     calls = []
 
     def score(name, seed, directory):
-        return {k: v for k, v in row(name, seed, 0.8, 0.9).items() if k not in ("allocation", "spectrum", "seed")}
+        return {k: v for k, v in row(name, seed, 0.8, 0.9).items() if k not in ("allocation", "spectrum", "seed", "encoder")}
 
     def untrained(name, seed):
         calls.append((name, seed))
         return {
             k: v
             for k, v in row(name, seed, 0.6 + seed / 10, 0.1, g1=False).items()
-            if k not in ("allocation", "spectrum", "seed")
+            if k not in ("allocation", "spectrum", "seed", "encoder")
         }
 
     summary = allocation_table(tmp_path, score, allocations={"a": "2x0+1x1"}, seeds=(0, 1), steps=3, untrained=untrained)

@@ -217,7 +217,7 @@ def test_embed_reads_a_training_record_through_the_run_dataset(plugins, tmp_path
     import cyclejepa
     from cyclejepa.cli import app
     from cyclejepa.data.wfdb_format import read_record
-    from cyclejepa.evaluation.stage import record_embeddings
+    from cyclejepa.evaluation.checkpoint_evaluation import record_embeddings
     from cyclejepa.pipeline.evaluation import evaluation_spec
 
     assert not np.isfinite(read_record(SAMPLES / "v102s").signal).all()  # the file has gaps

@@ -78,7 +78,7 @@ def test_auto_trains_every_run_at_once_on_cuda_and_one_on_the_cpu():
 def test_checkpoints_evaluated_in_processes_equal_those_evaluated_in_turn(tmp_path):
     import shutil
 
-    from cyclejepa.evaluation.stage import evaluations_at_once
+    from cyclejepa.evaluation.checkpoint_evaluation import evaluations_at_once
     from cyclejepa.pipeline.evaluation import evaluate_grid
 
     corpus = tmp_path / "corpus"

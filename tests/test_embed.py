@@ -25,7 +25,7 @@ from cyclejepa.data.preprocess import resample
 from cyclejepa.data.ptbxl import LEADS, PTBXL
 from cyclejepa.data.datasets import Record
 from cyclejepa.embed import OUT_OF_RANGE_DECADES, Encoder, check_output, input_distance
-from cyclejepa.evaluation.stage import record_embeddings
+from cyclejepa.evaluation.checkpoint_evaluation import record_embeddings
 from cyclejepa.pipeline.evaluation import evaluation_spec
 
 

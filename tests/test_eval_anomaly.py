@@ -565,12 +565,14 @@ def test_battery_skips_the_families_that_do_not_apply_and_says_why():
 
 
 def test_the_report_names_the_skipped_families():
+    from cyclejepa.evaluation.anomaly.battery import AnomalyCell
     from cyclejepa.evaluation.report import anomaly_markdown
+    from cyclejepa.evaluation.results import CheckpointResult
 
-    cell = {"family": "attenuation", "severity": 2.0, "detector": "transport-violation", "auroc": 0.9,
-            "reference_auroc": 0.5, "excess": 0.4, "alarm_rate": 0.5, "hit_rate": 0.25, "median_latency_ms": 160.0,
-            "records": 4}  # fmt: skip
+    cell = AnomalyCell(family="attenuation", severity=2.0, detector="transport-violation", records=4, auroc=0.9,
+                       reference_auroc=0.5, excess=0.4, threshold=1.0, clean_alarm_rate=0.05, alarm_rate=0.5,
+                       hit_rate=0.25, median_latency_ms=160.0, alarmed=2)  # fmt: skip
     skipped = {"ectopic": "applies to ecg signals; the phase provider's signal is 'ppg'"}
-    text = anomaly_markdown([{"arm": "winder", "anomaly": [cell], "anomaly_skipped": skipped}])
+    text = anomaly_markdown([CheckpointResult.model_construct(arm="winder", anomaly=[cell], anomaly_skipped=skipped)])
     assert "Not run (the family does not apply): ectopic: applies to ecg signals; the phase provider's signal is 'ppg'." in text
-    assert "Not run" not in anomaly_markdown([{"arm": "winder", "anomaly": [cell]}])  # results from before: nothing
+    assert "Not run" not in anomaly_markdown([CheckpointResult.model_construct(arm="winder", anomaly=[cell])])  # none skipped

@@ -34,7 +34,7 @@ def test_no_evaluation_module_reads_the_experiment_config_or_the_pipeline(path):
 
 
 @pytest.mark.parametrize("spec, consumers", [
-    (EvaluationSpec, ["stage.py"]),
+    (EvaluationSpec, ["checkpoint_evaluation.py"]),
     (ReportSpec, ["report.py"]),
 ])  # fmt: skip
 def test_every_field_of_a_spec_is_read_by_its_consumer(spec, consumers):

@@ -712,7 +712,8 @@ def test_the_package_states_what_its_spec_says(run, tmp_path):
         cfg.model.encoder.model_dump(mode="json"),
     )
     assert (spec.cache_hash, spec.card.counts, spec.card.eval_folds) == (manifest["config_hash"], manifest["counts"], (9,))
-    assert spec.evaluation == json.loads((cfg.output_dir / "evaluation" / "winder-seed0-step000002.json").read_text())
+    saved = json.loads((cfg.output_dir / "evaluation" / "winder-seed0-step000002.json").read_text())
+    assert spec.evaluation is not None and (spec.evaluation.step, spec.evaluation.checksum) == (2, saved["checksum"])
     encoder = pipeline.run_encoder(located, plan, 2, "cpu")
     again = write_package(encoder, spec, tmp_path / "again")
     assert read_package_config(again)["preprocessing"] == read_package_config(package)["preprocessing"]

@@ -458,7 +458,6 @@ COMPONENT_NAMES = (
 """The built-in corpora and signal-specific providers, and PTB-XL's label levels and probe tasks."""
 NAMED_ON_PURPOSE = {
     ("cyclejepa/config.py", "ptbxl"): "data.dataset of a config that names none",
-    ("cyclejepa/evaluation/report.py", "superclass"): "the task of a heart-rate strata file written before it named one",
 }
 NAMED_IN_OVERRIDE = re.compile(r"\b(?:data\.dataset|phase\.provider)=([\w-]+)")
 """A component named inside a ``--set`` override string (``data.dataset=synthetic``)."""

@@ -120,7 +120,11 @@ def mechanism_result(arm: str, transport_weight: float, gain: float) -> dict:
         "mechanism": {"true": condition, "shuffled": {**condition, "gain_fraction": 0.0}, "paired_difference": interval,
                       "mean_gain": interval, "interval_excludes_zero": True, "shuffled_fraction_within_tolerance": True,
                       "passed": True, "tolerance": 0.02, "replicates": 20, "seed": 0, "patients": 12, "not_testable": None},
-        "geometry": {"effective_rank": 3.0 + gain, "amplitude": gain, "coherence": {"kappa": [1.0, gain], "mean_kappa": gain}},
+        "geometry": {"effective_rank": 3.0 + gain, "amplitude": gain,
+                     "coherence": {"bins": 2, "kappa": [1.0, gain], "cosine": [1.0, gain], "sine": [0.0, 0.0],
+                                   "norms": [1.0, 1.0], "tokens": [20, 20], "mean_kappa": gain}},
+        "validity": {"collapsed": False, "token_similarity": 0.3, "collapse_similarity": 0.9, "degenerate_probes": {},
+                     "too_few": None, "meaningful": True},
         "phase_records": {"evaluated": 40, "qc_failed": 60}, "anomaly": [], "anomaly_skipped": {},
         "run": f"{arm}-seed0", "arm": arm, "seed": 0, "step": 2, "transport_weight": transport_weight,
         "evaluation_hash": "e0",
@@ -130,8 +134,7 @@ def mechanism_result(arm: str, transport_weight: float, gain: float) -> dict:
 def report_of(tmp_path: Path, phase_qc: dict) -> tuple[str, dict]:
     """`report_experiment` of an output directory holding two arms' results (the transport
     arm's figures the larger) and a protocol.json whose ``phase_qc`` counts are ``phase_qc``."""
-    from cyclejepa.evaluation.integrity import with_checksum
-    from cyclejepa.jsonio import write_json
+    from cyclejepa.evaluation.results import CheckpointResult, ProtocolResult, write_result
     from cyclejepa.pipeline.plans import write_resolved_config
     from cyclejepa.pipeline.reporting import report_experiment
 
@@ -141,10 +144,10 @@ def report_of(tmp_path: Path, phase_qc: dict) -> tuple[str, dict]:
     evaluation = tmp_path / "evaluation"
     evaluation.mkdir()
     for arm, weight, gain in (("winder", 1.0, 0.8), ("control", 0.0, 0.1)):
-        write_json(evaluation / f"{arm}-seed0-step000002.json", with_checksum(mechanism_result(arm, weight, gain)))
-    protocol = {"cache": "cache", "counts": {"records": 4, "records_kept": 4, "kept": 100, "rejected": 0, "qc_failed": 60},
-                "rejections": [], "cohort_markdown": "", "phase_qc": phase_qc, "evaluation_hash": "e0"}  # fmt: skip
-    write_json(evaluation / "protocol.json", with_checksum(protocol))
+        write_result(evaluation / f"{arm}-seed0-step000002.json", CheckpointResult(**mechanism_result(arm, weight, gain)))
+    protocol = ProtocolResult(**{"cache": "cache", "counts": {"records": 4, "records_kept": 4, "kept": 100, "rejected": 0, "qc_failed": 60},
+                "rejections": [], "cohort_markdown": "", "phase_qc": phase_qc, "evaluation_hash": "e0"})  # fmt: skip
+    write_result(evaluation / "protocol.json", protocol)
     report = report_experiment(tmp_path)
     return report.read_text(), json.loads((report.parent / "report.json").read_text())
 

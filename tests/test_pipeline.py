@@ -9,6 +9,7 @@ import torch
 from conftest import TINY_MODEL, synthetic_data
 from cyclejepa import pipeline
 from cyclejepa.config import parse_config
+from cyclejepa.evaluation.integrity import ResultAltered
 from cyclejepa.pipeline.reporting import report_experiment
 from cyclejepa.training.checkpoint import load_checkpoint
 
@@ -165,18 +166,17 @@ def test_report_refuses_an_altered_result_and_evaluate_recomputes_it(experiment)
     before = report.read_text()
     refused = CliRunner().invoke(app, ["report", str(out)])
     assert refused.exit_code == 1
-    assert "step000002.json was changed after the evaluation wrote it" in refused.output.replace("\n", "")
+    assert "step000002.json was changed after it was written" in refused.output.replace("\n", "")
     assert report.read_text() == before  # nothing written
     pipeline.evaluate_experiment(cfg, progress=False)  # an altered result is not kept: recomputed
     assert json.loads(path.read_text())["diagnostic"]["superclass"]["macro_auroc"]["point"] == honest
 
-    del result["checksum"]  # a result without a checksum is reported, and marked loudly
+    del result["checksum"]  # a result without a checksum is refused as an altered one
     path.write_text(json.dumps(result, indent=1))
-    assert (
-        "**Warning: unverified results.** `winder-seed0-step000002.json` carry no checksum" in report_experiment(out).read_text()
-    )
+    with pytest.raises(ResultAltered, match="winder-seed0-step000002.json was changed after it was written"):
+        report_experiment(out)
     pipeline.evaluate_experiment(cfg, progress=False)
-    assert "unverified" not in report.read_text()
+    assert json.loads(path.read_text())["checksum"]
 
     checkpoint = out / result["checkpoint"]["path"]
     saved = checkpoint.read_bytes()
@@ -327,6 +327,7 @@ def test_a_bottom_line_of_several_seeds_gives_the_mean_and_sd_and_g1_passes_in_k
     import statistics
 
     from cyclejepa.evaluation.report import bottom_line_markdown
+    from cyclejepa.evaluation.results import CheckpointResult
 
     evaluation = experiment[0].output_dir / "evaluation"
     first = [json.loads((evaluation / f"{name}.json").read_text())
@@ -337,7 +338,8 @@ def test_a_bottom_line_of_several_seeds_gives_the_mean_and_sd_and_g1_passes_in_k
         result["diagnostic"]["superclass"]["macro_auroc"]["point"] += shift
         result["geometry"]["amplitude"] *= 2
         result["mechanism"]["passed"] = not result["mechanism"]["passed"]
-    text = bottom_line_markdown(first, [first, second])
+    typed = {id(r): CheckpointResult.model_validate(r) for r in [*first, *second]}
+    text = bottom_line_markdown([typed[id(r)] for r in first], [[typed[id(r)] for r in cell] for cell in (first, second)])
     row = next(line for line in text.splitlines() if line.startswith("| Superclass macro-AUROC"))
     for a, b in zip(first, second, strict=True):
         points = [a["diagnostic"]["superclass"]["macro_auroc"]["point"], b["diagnostic"]["superclass"]["macro_auroc"]["point"]]
@@ -346,5 +348,5 @@ def test_a_bottom_line_of_several_seeds_gives_the_mean_and_sd_and_g1_passes_in_k
     g1 = next(line for line in text.splitlines() if line.startswith("| G1 shuffled-φ gate"))
     assert g1.count("passes in 1 of 2 seeds") == 3  # each column passed in exactly one of its two seeds
     assert "mean ± SD (sample standard deviation) over the 2 seeds" in text
-    single = bottom_line_markdown(first, [first])
+    single = bottom_line_markdown([typed[id(r)] for r in first], [[typed[id(r)] for r in first]])
     assert " ± " not in single and "(2 seeds)" not in single and "[" in single

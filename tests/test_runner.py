@@ -114,23 +114,33 @@ def test_grid_with_an_invalid_value_fails_at_load_with_its_key(tmp_path):
     ("ptbxl", [], None, ("–", "–")),  # an unlabelled dataset: no probe row
 ])  # fmt: skip
 def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, dataset, tasks, label, aurocs):
+    from cyclejepa.evaluation.bootstrap import BootstrapCI
+    from cyclejepa.evaluation.probe import ProbeResult
     from cyclejepa.evaluation.report import headline_rows
+    from cyclejepa.evaluation.results import CheckpointResult, ReportResult, Validity, write_result
+    from cyclejepa.evaluation.spec import DataDescription
     from cyclejepa.pipeline.reporting import write_grid_summary
-    from cyclejepa.jsonio import write_json
 
+    def probe(task, point):
+        return ProbeResult(task, [], {}, [], BootstrapCI(point, 0.0, 1.0, 10, 0.95), 1.0, {}, {})
+
+    data = DataDescription(dataset, True, ("I",), ("mV",), "lead", "ecg", "beat")
+    enough = Validity(collapsed=False, token_similarity=0.1, collapse_similarity=0.9, degenerate_probes={}, too_few=None,
+                      meaningful=True)  # enough data: the figures print as numbers  # fmt: skip
     cells = []
     for i, weight in enumerate([0.1, 0.2]):
         cfg = config(tmp_path / f"cell{i}", objectives={"regulariser": {"weight": weight}})
-        result = {"diagnostic": {task: {"macro_auroc": {"point": 0.7 + i / 10 + k / 100, "low": 0, "high": 1}}
-                                 for k, task in enumerate(tasks)}, "data": {"dataset": dataset}}  # fmt: skip
+        diagnostic = {task: probe(task, 0.7 + i / 10 + k / 100) for k, task in enumerate(tasks)}
+        result = CheckpointResult.model_construct(diagnostic=diagnostic, data=data)
         rows = headline_rows([result])
         probes = [row for row in rows if row.section == "Diagnostic accuracy"]
         assert [row.label for row in probes[:1]] == ([label] if label else [])
         headline = {row.label: {"point": row.value(result)} for row in probes}
         headline |= {"Transport gain fraction ↑": 0.5 + i, "G1 shuffled-φ gate": "Pass"}
-        report = {"headline": {"winder": headline}, "probe_rows": [row.label for row in probes],
-                  "validity": {"winder": {"too_few": None}}}  # enough data: the figures print as numbers  # fmt: skip
-        write_json(tmp_path / f"cell{i}" / "out" / "report" / "report.json", report)
+        report = ReportResult(headline={"winder": headline}, headline_cell={"seed": 0, "step": 2}, bottom_line_seeds=[0],
+                              validity={"winder": enough}, phase_qc_flags=[], probe_rows=[row.label for row in probes],
+                              grid=[], figures=[], checksums={})  # fmt: skip
+        write_result(tmp_path / f"cell{i}" / "out" / "report" / "report.json", report)
         cells.append((f"c{i}", cfg))
     text = write_grid_summary(tmp_path, cells).read_text()
     assert f"| c0 | objectives.regulariser.weight=0.1 | winder | {aurocs[0]} | 0.5000 | Pass |" in text
@@ -139,26 +149,15 @@ def test_grid_summary_shows_each_cells_headline_task_auroc(tmp_path, dataset, ta
 
 def test_anomaly_section_says_why_nothing_ran():
     from cyclejepa.evaluation.report import anomaly_markdown
+    from cyclejepa.evaluation.results import CheckpointResult
 
-    skipped = {
-        "arm": "winder",
-        "anomaly": [],
-        "anomaly_skipped": {"lead-dropout": "needs at least 2 channels; the records have 1"},
-    }
+    skipped = CheckpointResult.model_construct(
+        arm="winder", anomaly=[], anomaly_skipped={"lead-dropout": "needs at least 2 channels; the records have 1"}
+    )
     text = anomaly_markdown([skipped])
     assert "**winder**: no family applies to this data." in text and "lead-dropout: needs at least 2 channels" in text
-    torus = {"arm": "winder", "anomaly": [], "not_run": {"anomaly": "a torus of 2 coordinates"}}
+    torus = CheckpointResult.model_construct(arm="winder", anomaly=[], not_run={"anomaly": "a torus of 2 coordinates"})
     assert anomaly_markdown([torus]).endswith("Not run: a torus of 2 coordinates.")
-
-
-def test_the_worst_channel_row_reads_results_from_before_it_was_named_so():
-    from cyclejepa.evaluation.report import robustness_rows
-
-    worst = robustness_rows("lead")[1]
-    assert worst.label == "Worst signed Δ macro-AUROC across single-lead dropouts ↑"
-    now = {"robustness": {"worst_delta": -0.1, "worst_channel": "V2"}}
-    before = {"robustness": {"worst_delta": -0.1, "worst_lead": "V2"}}  # a result file of an earlier version
-    assert worst.value(now) == worst.value(before) == (-0.1, "V2")
 
 
 def test_an_arm_named_random_is_refused_while_the_random_baseline_is_on(tmp_path):

@@ -195,7 +195,7 @@ def test_reading_a_mapped_cache_through_for_shards_leaves_its_pages_out_of_the_r
 
 
 def test_a_streamed_run_holds_its_diagnostic_batch_through_row_views(tmp_path):
-    from cyclejepa.evaluation.watch import HeldBatch
+    from cyclejepa.evaluation.training_diagnostics import HeldBatch
 
     cache, rows = FakeCache(tmp_path, records=10), np.array([1, 2, 4, 5, 8, 9])
     cache.signals = cache.signals.array  # the memmap's row indexing

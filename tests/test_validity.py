@@ -14,9 +14,15 @@ from cyclejepa.config import parse_config
 from cyclejepa.evaluation.mechanism import COLLAPSE_SIMILARITY, g1_gate
 from cyclejepa.evaluation.probe import LinearProbe, score_probe
 from cyclejepa.evaluation.report import bottom_line_markdown
+from cyclejepa.evaluation.results import CheckpointResult
 from cyclejepa.evaluation.validity import MIN_PATIENTS, MIN_WINDOWS, cell_validity
 from cyclejepa.symmetry import U1Symmetry
 from test_eval_mechanism import SPEC, equivariant_tokens, random_phases
+
+
+def typed(results):
+    """Saved results (JSON values) as the report reads them."""
+    return [CheckpointResult.model_validate(result) for result in results]
 
 
 def naive_mean_c_i(tokens, phases):
@@ -124,10 +130,10 @@ def test_recordings_of_unknown_people_are_called_recordings(collapsed_run):
     cfg, _ = collapsed_run
     result = json.loads((cfg.output_dir / "evaluation" / "winder-seed0-step000060.json").read_text())
     assert result["data"]["subjects_known"] is True  # the synthetic corpus names its patients
-    known = bottom_line_markdown([result])
+    known = bottom_line_markdown(typed([result]))
     assert "patient-clustered" in known and "same person may sit" not in known
     result["data"]["subjects_known"] = False  # as for a dataset that does not know its people
-    unknown = bottom_line_markdown([result])
+    unknown = bottom_line_markdown(typed([result]))
     assert "95 % recording-clustered percentile bootstrap" in unknown and "patient" not in unknown
     assert "the same person may sit in training and in evaluation" in unknown
 
@@ -135,7 +141,7 @@ def test_recordings_of_unknown_people_are_called_recordings(collapsed_run):
 def test_a_dataset_that_does_not_know_its_people_has_no_patients_row(collapsed_run, tmp_path, monkeypatch):
     from cyclejepa.data.cache import PreparedCache
     from cyclejepa.data.synthetic.dataset import SyntheticPTBXL
-    from cyclejepa.evaluation.stage import write_protocol
+    from cyclejepa.evaluation.checkpoint_evaluation import write_protocol
     from cyclejepa.pipeline.evaluation import describe_data
 
     cfg, _ = collapsed_run
@@ -163,7 +169,7 @@ def test_evaluate_refuses_a_checkpoint_whose_outputs_are_not_finite_naming_it(co
     import torch
 
     from cyclejepa.data.cache import PreparedCache
-    from cyclejepa.evaluation.stage import NonFiniteOutputs
+    from cyclejepa.evaluation.checkpoint_evaluation import NonFiniteOutputs
     from cyclejepa.outputs import OutputFolder
     from cyclejepa.pipeline.evaluation import evaluate_run_step
     from cyclejepa.training import load_checkpoint, save_checkpoint
@@ -193,7 +199,7 @@ def test_a_degenerate_probe_is_shown_as_such_not_as_an_auroc(collapsed_run):
     assert result["diagnostic"]["superclass"]["degenerate"] is None  # the probe of this run ranks its records
     point = result["diagnostic"]["superclass"]["macro_auroc"]["point"]
     result["diagnostic"]["superclass"]["degenerate"] = "constant predictions"  # as `degenerate_probe` says of a flat probe
-    text = bottom_line_markdown([result])
+    text = bottom_line_markdown(typed([result]))
     row = next(line for line in text.splitlines() if line.startswith("| Superclass macro-AUROC"))
     assert row.endswith("| degenerate probe (constant predictions) |") and f"{point:.4f}" not in row
     assert "**winder: the `superclass` probe is degenerate** (constant predictions)" in text
@@ -278,10 +284,10 @@ def test_figures_on_few_data_say_so_in_their_own_cells_and_are_never_bold(few_da
 def test_a_figure_on_enough_data_prints_as_before_and_the_better_arm_is_bold(few_data_run):
     _, _, cell = few_data_run
     enough = [with_counts(r, MIN_WINDOWS, MIN_PATIENTS) for r in cell]
-    assert all(cell_validity(r)["meaningful"] for r in enough)
+    assert all(cell_validity(r).meaningful for r in typed(enough))
     plain, flagged = (
-        table_rows(bottom_line_markdown(enough), "## Bottom line"),
-        table_rows(bottom_line_markdown(cell), "## Bottom line"),
+        table_rows(bottom_line_markdown(typed(enough)), "## Bottom line"),
+        table_rows(bottom_line_markdown(typed(cell)), "## Bottom line"),
     )
     gain = [r["mechanism"]["true"]["gain_fraction"] for r in cell]
     shown = [f"{g:.4f}" for g in gain]
@@ -303,7 +309,7 @@ def test_one_recording_reads_not_testable_and_few_data_in_recordings(few_data_ru
         one["mechanism"]["paired_difference"]["testable"] = False
         one["data"]["subjects_known"] = False  # a dataset that does not know whose each recording is
         alone.append(one)
-    rows = table_rows(bottom_line_markdown(alone), "## Bottom line")
+    rows = table_rows(bottom_line_markdown(typed(alone)), "## Bottom line")
     gain = alone[0]["mechanism"]["true"]["gain_fraction"]
     paired = alone[0]["mechanism"]["paired_difference"]["point"]
     assert rows["Transport gain fraction ↑"].startswith(
@@ -339,12 +345,12 @@ def test_a_collapsed_arm_never_wins_bold_in_any_row(few_data_run):
     whichever arm's figure is the larger."""
     _, _, cell = few_data_run
     enough = [with_counts(r, MIN_WINDOWS, MIN_PATIENTS) for r in cell]
-    assert any("**" in row for label, row in table_rows(bottom_line_markdown(enough), "## Bottom line").items()
+    assert any("**" in row for label, row in table_rows(bottom_line_markdown(typed(enough)), "## Bottom line").items()
                if not label.startswith("**"))  # fmt: skip
     for collapsed in range(2):
         arms = copy.deepcopy(enough)
         arms[collapsed]["mechanism"]["true"]["mean_c_i"] = COLLAPSE_SIMILARITY
-        rows = table_rows(bottom_line_markdown(arms), "## Bottom line")
+        rows = table_rows(bottom_line_markdown(typed(arms)), "## Bottom line")
         figures = [row for label, row in rows.items() if not label.startswith("**")]
         assert len(figures) > 10 and not any("**" in row for row in figures), collapsed
 
@@ -354,7 +360,7 @@ def test_an_eligible_task_without_a_class_says_why_in_plain_words(few_data_run):
     not the probe library's message about an empty label array."""
     from cyclejepa.data.cache import PreparedCache
     from cyclejepa.evaluation.embeddings import Representations
-    from cyclejepa.evaluation.stage import probe_metrics
+    from cyclejepa.evaluation.checkpoint_evaluation import probe_metrics
     from cyclejepa.pipeline.evaluation import evaluation_spec
 
     cfg, _, _ = few_data_run

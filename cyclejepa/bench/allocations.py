@@ -21,7 +21,9 @@ from typing import Any
 
 import numpy as np
 
-from cyclejepa.jsonio import read_json, write_json
+from cyclejepa.evaluation.probe import ProbeResult
+from cyclejepa.evaluation.results import AllocationRow, CheckpointMetrics, plain, read_result, write_result
+from cyclejepa.jsonio import write_json
 
 # K = 32 each: the paper's decreasing profile scaled down, and the alternatives of the issue.
 ALLOCATIONS = {
@@ -57,8 +59,9 @@ def allocation_table(
                 if not done.exists():
                     directory = out / "runs" / f"{_slug(name)}-seed{seed}"
                     metrics = score(name, seed, directory) if encoder == TRAINED else untrained(name, seed)  # type: ignore[misc]
-                    write_json(done, {"allocation": name, "spectrum": spectrum, "seed": seed, "encoder": encoder, **metrics})
-                rows.append(read_json(done))
+                    row = AllocationRow(allocation=name, spectrum=spectrum, seed=seed, encoder=encoder, **metrics)
+                    write_result(done, row)
+                rows.append(read_result(done, AllocationRow).model_dump(exclude={"checksum", "schema_version"}))
     table = summarise_allocations(rows)
     summary = {"steps": steps, "seeds": list(seeds), "rows": rows, "table": table}
     write_json(out / "allocations.json", summary)
@@ -68,19 +71,22 @@ def allocation_table(
 
 
 def allocation_metrics(result: dict[str, Any]) -> dict[str, Any]:
-    """A row's metrics from the checkpoint scores of `cyclejepa.evaluation.stage.core_metrics`."""
-    macro = result["diagnostic"]["superclass"]["macro_auroc"]
-    mechanism = result["mechanism"]
+    """A row's metrics from the checkpoint scores of `cyclejepa.evaluation.checkpoint_evaluation.core_metrics`
+    (read as `CheckpointMetrics`)."""
+    metrics = CheckpointMetrics.model_validate(plain(result))
+    probe, mechanism, geometry = metrics.diagnostic["superclass"], metrics.mechanism, metrics.geometry
+    if not isinstance(probe, ProbeResult):
+        raise ValueError(f"the superclass probe could not be evaluated: {probe.error}")
     return {
-        "auroc": macro["point"],
-        "auroc_low": macro["low"],
-        "auroc_high": macro["high"],
-        "gain_fraction": mechanism["true"]["gain_fraction"],
-        "shuffled_gain_fraction": mechanism["shuffled"]["gain_fraction"],
-        "g1": mechanism["passed"],
-        "amplitude": result["geometry"].get("amplitude", float("nan")),
-        "coherence": result["geometry"].get("coherence", {}).get("mean_kappa", float("nan")),
-        "effective_rank": result["geometry"]["effective_rank"],
+        "auroc": probe.macro_auroc.point,
+        "auroc_low": probe.macro_auroc.low,
+        "auroc_high": probe.macro_auroc.high,
+        "gain_fraction": mechanism.true.gain_fraction,
+        "shuffled_gain_fraction": mechanism.shuffled.gain_fraction,
+        "g1": mechanism.passed,
+        "amplitude": geometry.amplitude,
+        "coherence": float("nan") if geometry.coherence is None else geometry.coherence.mean_kappa,
+        "effective_rank": geometry.effective_rank,
     }
 
 
@@ -99,8 +105,8 @@ def summarise_allocations(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per allocation and encoder (trained, then random): the seed mean and range of every metric,
     the mean probe interval, G1 passes."""
     table = []
-    for name, encoder in dict.fromkeys((r["allocation"], r.get("encoder", TRAINED)) for r in rows):
-        group = [r for r in rows if r["allocation"] == name and r.get("encoder", TRAINED) == encoder]
+    for name, encoder in dict.fromkeys((r["allocation"], r["encoder"]) for r in rows):
+        group = [r for r in rows if r["allocation"] == name and r["encoder"] == encoder]
         entry = {
             "allocation": name,
             "encoder": encoder,

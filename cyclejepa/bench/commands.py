@@ -267,7 +267,7 @@ def benchmark_allocations(
     (``random_baseline``) its untrained weights at no training cost; write
     ``allocations.json``, ``.md`` and ``.png``. Every allocation's config passes `preflight` and
     the seal before the cache is prepared."""
-    from cyclejepa.evaluation.stage import core_metrics
+    from cyclejepa.evaluation.checkpoint_evaluation import core_metrics
 
     out = Path(out)
     configs = allocation_configs(load_config(base_config or QUICKSTART, list(overrides)), allocations or ALLOCATIONS, out, steps)

@@ -4,7 +4,8 @@ Every JSON result of the evaluation and the report's ``report.json`` carry
 
     checksum = sha256( json.dumps(value without "checksum", sort_keys=True, separators=(",", ":")) ),
 
-over the value as it reads back from the file. A checkpoint's result also carries
+over the value as it reads back from the file; `cyclejepa.evaluation.results.read_result` refuses
+a file whose checksum does not hold (`ResultAltered`). A checkpoint's result also carries
 ``model_sha256`` (`model_digest`) and ``scores_sha256``, the sha256 of its ``.npz`` arrays.
 """
 
@@ -15,7 +16,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cyclejepa.jsonio import json_sha256, read_json
+from cyclejepa.jsonio import json_sha256
 
 __all__ = [
     "CHECKSUM",
@@ -24,7 +25,6 @@ __all__ = [
     "content_checksum",
     "model_digest",
     "state_digest",
-    "read_result",
     "read_scores",
     "with_checksum",
 ]
@@ -47,18 +47,6 @@ def with_checksum(value: dict[str, Any]) -> dict[str, Any]:
     """``value`` as it will read back from JSON, with its ``checksum`` added (`content_checksum`)."""
     plain = json.loads(json.dumps(value, default=_plain))
     return {**plain, CHECKSUM: content_checksum(plain)}
-
-
-def read_result(path: str | Path) -> dict[str, Any]:
-    """The result in ``path``; `ResultAltered` when it does not match its ``checksum`` (a file
-    without one is returned as it is: the caller marks it)."""
-    value = read_json(path)
-    if CHECKSUM in value and value[CHECKSUM] != content_checksum(value):
-        raise ResultAltered(
-            f"{path} was changed after the evaluation wrote it: its content does not match its checksum "
-            f"(re-run `cyclejepa evaluate CONFIG` to recompute it)"
-        )
-    return value
 
 
 def read_scores(path: str | Path, result: dict[str, Any]) -> dict[str, Any]:

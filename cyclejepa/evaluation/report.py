@@ -2,7 +2,7 @@
 
 The first table has the rows of the paper's "Winder vs control" table for the headline cell
 (first seed, ``evaluation.headline_step`` or the first evaluated step), both arms side by
-side, then the random baseline (the seed's untrained weights, `is_untrained`) where it was
+side, then the random baseline (the seed's untrained weights, `RunFields.untrained`) where it was
 evaluated, 95 % patient-clustered intervals where the paper has them and the better arm in bold;
 with several seeds each figure is their mean ± SD and G1 "passes in k of n seeds" (`seeds_row`).
 Then the full grid (arms × seeds × steps), per-class AUROCs, the mechanism, robustness,
@@ -21,129 +21,160 @@ each recording is), and is never bold; the detail tables head such an arm's raw 
 same words (`arm_label`; the anomaly battery's table counts its own windows). Notes under the
 bottom line name collapse, degenerate probes and few data. A run whose training or evaluation
 windows mostly fail phase QC (`ReportSpec.phase_qc_flags`, under ``data.phase_qc.flag_below``)
-gets a warning at the top and no bold figure at all (`phase_qc_markdown`). Every result is read through its checksum
-(`cyclejepa.evaluation.integrity`): an altered one is refused, one without a checksum is marked
-in the report's first lines, and results of another evaluation's settings are refused
-(`require_one_evaluation`). What the report needs besides the results (title, arm order, headline
+gets a warning at the top and no bold figure at all (`phase_qc_markdown`). Every result is read
+as its typed schema (`cyclejepa.evaluation.results`): one of another schema version or altered
+is refused with the command that rebuilds it, and results of another evaluation's settings are
+refused (`require_one_evaluation`). What the report needs besides the results (title, arm order, headline
 cell, fold-use logs) comes as a `ReportSpec`, which the pipeline's report stage builds.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
-from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, model_digest, read_result, with_checksum
+from cyclejepa.evaluation.anomaly.battery import AnomalyCell
+from cyclejepa.evaluation.bootstrap import BootstrapCI
+from cyclejepa.evaluation.integrity import ResultAltered, model_digest
+from cyclejepa.evaluation.mechanism import G1Result
+from cyclejepa.evaluation.probe import ProbeResult
+from cyclejepa.evaluation.results import (
+    CheckpointResult,
+    Geometry,
+    ProtocolResult,
+    ReportResult,
+    StrataResult,
+    Validity,
+    read_result,
+    write_result,
+)
 from cyclejepa.evaluation.spec import ReportSpec
 from cyclejepa.evaluation.validity import cell_validity, is_collapsed, subject_word
-from cyclejepa.jsonio import write_json
 from cyclejepa.outputs import OutputFolder
+
+Result = CheckpointResult
 
 
 @dataclass(frozen=True)
 class Row:
     """One row of the bottom-line table: how to read it from a result, which way is better and,
-    where it has one, its interval (a `BootstrapCI` as a dict)."""
+    where it has one, its interval."""
 
     section: str
     label: str
-    value: Callable[[dict], Any]
+    value: Callable[[Result], Any]
     higher_is_better: bool | None = True
-    interval: Callable[[dict], dict] | None = None
+    interval: Callable[[Result], BootstrapCI] | None = None
 
 
-_UNDEFINED = {"point": math.nan, "low": math.nan, "high": math.nan}
+_UNDEFINED = BootstrapCI(math.nan, math.nan, math.nan, 0, math.nan)
 
 
-def channel_word(result: dict) -> str:
-    """What the result's channels are called (`DataDescription.channel_word`): "lead" (ECG leads
-    in mV; also for a result written before it said) or "channel"."""
-    return result.get("data", {}).get("channel_word", "lead")
+def channel_word(result: Result) -> str:
+    """What the result's channels are called (`DataDescription.channel_word`): "lead" or "channel"."""
+    return result.data.channel_word
 
 
 def _plural(count: int, word: str) -> str:
     return f"{count} {word}{'s' if count != 1 else ''}"
 
 
-def _macro(result: dict, task: str) -> dict:
+def _probe(result: Result, task: str) -> ProbeResult | None:
+    """The task's probe; None when the task could not be evaluated."""
+    probe = result.diagnostic.get(task)
+    return probe if isinstance(probe, ProbeResult) else None
+
+
+def _macro(result: Result, task: str) -> BootstrapCI:
     """The task's macro-AUROC interval; NaN when the task could not be evaluated."""
-    return result["diagnostic"].get(task, {}).get("macro_auroc", _UNDEFINED)
+    probe = _probe(result, task)
+    return _UNDEFINED if probe is None else probe.macro_auroc
 
 
-def probe_value(result: dict, task: str) -> float | str:
+def probe_value(result: Result, task: str) -> float | str:
     """The task's macro-AUROC, or "degenerate probe (why)" when it means nothing."""
-    why = result["diagnostic"].get(task, {}).get("degenerate")
-    return f"degenerate probe ({why})" if why else _macro(result, task)["point"]
+    probe = _probe(result, task)
+    return f"degenerate probe ({probe.degenerate})" if probe and probe.degenerate else _macro(result, task).point
 
 
 def _probe_row(label: str, task: str) -> Row:
     return Row("Diagnostic accuracy", label, lambda r: probe_value(r, task), True, lambda r: _macro(r, task))
 
 
-def gain_fraction_value(mechanism: dict, key: str = "true") -> float | str:
-    """The (``key``: true or shuffled) gain fraction, or "collapsed (token similarity s)"."""
+def gain_fraction_value(mechanism: G1Result, shuffled: bool = False) -> float | str:
+    """The true (or ``shuffled``) gain fraction, or "collapsed (token similarity s)"."""
     if is_collapsed(mechanism):
-        return f"collapsed (token similarity {mechanism['true']['mean_c_i']:.3f})"
-    return mechanism[key]["gain_fraction"]
+        return f"collapsed (token similarity {mechanism.true.mean_c_i:.3f})"
+    return (mechanism.shuffled if shuffled else mechanism.true).gain_fraction
 
 
-def g1_text(mechanism: dict, word: str = "patient") -> str:
+def g1_text(mechanism: G1Result, word: str = "patient") -> str:
     """G1 as "Pass", "Fail", "Not testable (collapsed)" or, below two patients (``passed``
     None), "Not testable (1 patient)" (``word``: what the bootstrap resamples)."""
     if is_collapsed(mechanism):
         return "Not testable (collapsed)"
-    if mechanism["passed"] is None:
-        return f"Not testable ({_plural(mechanism['patients'], word)})"
-    return "Pass" if mechanism["passed"] else "Fail"
+    if mechanism.passed is None:
+        return f"Not testable ({_plural(mechanism.patients, word)})"
+    return "Pass" if mechanism.passed else "Fail"
 
 
-def g1_cell(result: dict, mechanism: dict | None = None) -> str:
+def g1_cell(result: Result, mechanism: G1Result | None = None) -> str:
     """G1 of ``result`` (or of one of its coordinates, ``mechanism``) as a cell shows it:
     `g1_text`, a pass or fail followed by the few-data words (`qualified`)."""
-    mechanism = result["mechanism"] if mechanism is None else mechanism
+    mechanism = result.mechanism if mechanism is None else mechanism
     text = g1_text(mechanism, subject_word(result))
-    return text if mechanism["passed"] is None else qualified(text, cell_validity(result))
+    return text if mechanism.passed is None else qualified(text, cell_validity(result))
 
 
-def few_data_words(validity: dict) -> str | None:
-    """The words beside a figure of a result whose figures rest on too few (`cell_validity`'s
-    ``too_few``), "few data: n windows, m patients"; None for a result on enough data."""
-    few = validity["too_few"]
+def few_data_words(validity: Validity) -> str | None:
+    """The words beside a figure of a result whose figures rest on too few (`Validity.too_few`),
+    "few data: n windows, m patients"; None for a result on enough data."""
+    few = validity.too_few
     if few is None:
         return None
-    return f"few data: {_plural(few['windows'], 'window')}, {_plural(few['patients'], few['subject'])}"
+    return f"few data: {_plural(few.windows, 'window')}, {_plural(few.patients, few.subject)}"
 
 
-def qualified(text: str, validity: dict) -> str:
+def qualified(text: str, validity: Validity) -> str:
     """A figure's cell ``text`` followed by "(few data: n windows, m patients)" when its result's
     figures rest on too few (`few_data_words`); else ``text`` as it is."""
     words = few_data_words(validity)
     return text if words is None else f"{text} ({words})"
 
 
-def figure_cell(value: Any, validity: dict) -> str:
+def figure_cell(value: Any, validity: Validity) -> str:
     """A figure as a table cell shows it: a finite number (or a verdict) `qualified`; words that
     say why a figure means nothing, a label, or "–" as they are."""
     text = format_number(value)
     return qualified(text, validity) if _finite(value) else text
 
 
-def arm_label(result: dict) -> str:
+def arm_label(result: Result) -> str:
     """The arm's name as a detail table heads its raw figures, `qualified` by its validity."""
-    return qualified(result["arm"], cell_validity(result))
+    return qualified(result.arm, cell_validity(result))
 
 
-def _strongest(result: dict) -> dict:
+def _strongest(result: Result) -> AnomalyCell | None:
     """The anomaly cell with the largest excess at the highest severity."""
-    cells = result["anomaly"]
+    cells = result.anomaly
     if not cells:  # no battery (a torus run, or no family applies)
-        return {}
-    top = max(c["severity"] for c in cells)
-    finite = [c for c in cells if c["severity"] == top and _finite(c["excess"])]
-    return max(finite, key=lambda c: c["excess"]) if finite else {}
+        return None
+    top = max(c.severity for c in cells)
+    finite = [c for c in cells if c.severity == top and _finite(c.excess)]
+    return max(finite, key=lambda c: c.excess) if finite else None
+
+
+def _strongest_figure(name: str, missing: Any = math.nan) -> Callable[[Result], Any]:
+    """A row's value: the field ``name`` of the strongest anomaly cell, ``missing`` without one."""
+    return lambda r: missing if (cell := _strongest(r)) is None else getattr(cell, name)
+
+
+def _coherence(geometry: Geometry) -> float:
+    """The mean orbit coherence over the non-reference bins; NaN without a fundamental block."""
+    return math.nan if geometry.coherence is None else geometry.coherence.mean_kappa
 
 
 def task_title(dataset: str | None, task: str) -> str:
@@ -158,69 +189,57 @@ def task_title(dataset: str | None, task: str) -> str:
     return titles.get(task, f"`{task}` macro-AUROC ↑")
 
 
-def headline_rows(cell: list[dict]) -> tuple[Row, ...]:
+def headline_rows(cell: list[Result]) -> tuple[Row, ...]:
     """The bottom-line rows of a cell: one probe row per task it evaluated (none without labels),
     the mechanism rows, the robustness rows where channel zeroing ran (named for leads or channels),
     the geometry rows, and the anomaly rows where the battery ran."""
     first = cell[0]
-    dataset = first.get("data", {}).get("dataset")
-    probes = [_probe_row(task_title(dataset, task), task) for task in first["diagnostic"]]
-    robustness = robustness_rows(channel_word(first)) if "robustness" in first else ()
-    anomaly = ANOMALY_ROWS if first.get("anomaly") else ()
+    probes = [_probe_row(task_title(first.data.dataset, task), task) for task in first.diagnostic]
+    robustness = robustness_rows(channel_word(first)) if first.robustness else ()
+    anomaly = ANOMALY_ROWS if first.anomaly else ()
     return (*probes, *MECHANISM_ROWS, *robustness, *GEOMETRY_ROWS, *anomaly)
-
-
-def worst_channel(robustness: dict) -> str:
-    """The channel whose zeroing changed the AUROC most (``worst_lead`` in results written before
-    it was ``worst_channel``)."""
-    return robustness["worst_channel"] if "worst_channel" in robustness else robustness["worst_lead"]
 
 
 def robustness_rows(word: str) -> tuple[Row, ...]:
     """The two channel-zeroing rows, ``word`` "lead" (PTB-XL's rows) or "channel"."""
     return (
-        Row(
-            "Robustness", f"Mean signed Δ macro-AUROC, single-{word} dropout ↑", lambda r: r["robustness"]["mean_delta"]["point"]
-        ),
+        Row("Robustness", f"Mean signed Δ macro-AUROC, single-{word} dropout ↑", lambda r: _robustness(r).mean_delta.point),
         Row(
             "Robustness",
             f"Worst signed Δ macro-AUROC across single-{word} dropouts ↑",
-            lambda r: (r["robustness"]["worst_delta"], worst_channel(r["robustness"])),
+            lambda r: (_robustness(r).worst_delta, _robustness(r).worst_channel),
         ),
     )
 
 
+def _robustness(result: Result):
+    """The result's channel zeroing (the robustness rows are shown only where it ran)."""
+    assert result.robustness is not None, "robustness rows are shown only where channel zeroing ran"
+    return result.robustness
+
+
 MECHANISM_ROWS = (
-    Row("Mechanism validity", "Transport gain fraction ↑", lambda r: gain_fraction_value(r["mechanism"])),
+    Row("Mechanism validity", "Transport gain fraction ↑", lambda r: gain_fraction_value(r.mechanism)),
     Row("Mechanism validity", "G1 shuffled-φ gate", g1_cell, None),
     Row(
         "Mechanism validity",
         "Paired true − shuffled gain ↑",
-        lambda r: "collapsed" if is_collapsed(r["mechanism"]) else r["mechanism"]["paired_difference"]["point"],
+        lambda r: "collapsed" if is_collapsed(r.mechanism) else r.mechanism.paired_difference.point,
         True,
-        lambda r: r["mechanism"]["paired_difference"],
+        lambda r: r.mechanism.paired_difference,
     ),
 )
 GEOMETRY_ROWS = (
-    Row("Latent geometry", "Fundamental loop amplitude ↑", lambda r: r["geometry"].get("amplitude", math.nan)),
-    Row(
-        "Latent geometry",
-        "Orbit-subspace coherence, mean over 7 non-reference bins ↑",
-        lambda r: r["geometry"].get("coherence", {}).get("mean_kappa", math.nan),
-    ),
-    Row("Latent geometry", "Effective rank of z ↑", lambda r: r["geometry"].get("effective_rank", math.nan)),
+    Row("Latent geometry", "Fundamental loop amplitude ↑", lambda r: r.geometry.amplitude),
+    Row("Latent geometry", "Orbit-subspace coherence, mean over 7 non-reference bins ↑", lambda r: _coherence(r.geometry)),
+    Row("Latent geometry", "Effective rank of z ↑", lambda r: r.geometry.effective_rank),
 )
 ANOMALY_ROWS = (
-    Row("Anomaly detection", "Strongest family", lambda r: _strongest(r).get("family", "-"), None),
-    Row("Anomaly detection", "Its AUROC at the highest severity ↑", lambda r: _strongest(r).get("auroc", math.nan)),
-    Row("Anomaly detection", "Excess over own zero-severity reference ↑", lambda r: _strongest(r).get("excess", math.nan)),
-    Row("Anomaly detection", "Localisation hit rate ↑", lambda r: _strongest(r).get("hit_rate", math.nan)),
-    Row(
-        "Anomaly detection",
-        "Median latency among alarmed windows (ms) ↓",
-        lambda r: _strongest(r).get("median_latency_ms", math.nan),
-        False,
-    ),
+    Row("Anomaly detection", "Strongest family", _strongest_figure("family", "-"), None),
+    Row("Anomaly detection", "Its AUROC at the highest severity ↑", _strongest_figure("auroc")),
+    Row("Anomaly detection", "Excess over own zero-severity reference ↑", _strongest_figure("excess")),
+    Row("Anomaly detection", "Localisation hit rate ↑", _strongest_figure("hit_rate")),
+    Row("Anomaly detection", "Median latency among alarmed windows (ms) ↓", _strongest_figure("median_latency_ms"), False),
 )
 
 
@@ -233,24 +252,24 @@ def write_report(spec: ReportSpec, output_dir: str | Path) -> Path:
     """
     output_dir = Path(output_dir)
     evaluation = OutputFolder(output_dir).evaluation
-    files = {p.name: checked_result(output_dir, p) for p in sorted(evaluation.glob("*-seed*-step*.json"))}
+    cells = {path.name: checked_result(output_dir, path) for path in sorted(evaluation.glob("*-seed*-step*.json"))}
     if not spec.random_baseline:  # results of an earlier evaluation with the baseline on are not shown
-        files = {name: result for name, result in files.items() if not is_untrained(result)}
-    results = sorted(files.values(), key=_order(spec.arms))
+        cells = {name: result for name, result in cells.items() if not result.untrained}
+    results = sorted(cells.values(), key=_order(spec.arms))
     if not results:
         raise FileNotFoundError(f"{evaluation} holds no evaluation results; run `cyclejepa run` first")
     headline, over_seeds = headline_cell(spec, results), seed_cells(spec, results)
-    strata = evaluation / f"hr-strata-step{headline[0]['step']:06d}.json"
-    files["protocol.json"] = read_result(evaluation / "protocol.json")
-    if strata.exists():
-        files[strata.name] = read_result(strata)
-    require_one_evaluation(evaluation, files)
+    protocol = read_result(evaluation / "protocol.json", ProtocolResult)
+    strata_path = evaluation / f"hr-strata-step{headline[0].step:06d}.json"
+    strata = read_result(strata_path, StrataResult) if strata_path.exists() else None
+    files = {**cells, "protocol.json": protocol, **({strata_path.name: strata} if strata else {})}
+    require_one_evaluation(evaluation, files, protocol.evaluation_hash)
     report_dir = OutputFolder(output_dir).report
     sections = [
-        f"# {spec.name}: report\n\nConfig hash `{spec.config_hash}`; headline cell: seed {headline[0]['seed']}, "
-        f"step {headline[0]['step']} (first seed; `evaluation.headline_step` or the first evaluated step).",
+        f"# {spec.name}: report\n\nConfig hash `{spec.config_hash}`; headline cell: seed {headline[0].seed}, "
+        f"step {headline[0].step} (first seed; `evaluation.headline_step` or the first evaluated step).",
         phase_qc_markdown(spec.phase_qc_flags),
-        integrity_markdown(files),
+        integrity_markdown(len(files)),
         bottom_line_markdown(headline, over_seeds, comparable=not spec.phase_qc_flags),
         grid_markdown(results),
         per_class_markdown(headline),
@@ -259,41 +278,36 @@ def write_report(spec: ReportSpec, output_dir: str | Path) -> Path:
         robustness_markdown(headline),
         geometry_markdown(headline),
         anomaly_markdown(headline),
-        strata_markdown(files.get(strata.name)),
+        strata_markdown(strata),
         figures_markdown(report_dir),
-        protocol_markdown(spec, files["protocol.json"]),
+        protocol_markdown(spec, protocol),
     ]
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "report.md").write_text("\n\n".join(s for s in sections if s) + "\n")
     rows = headline_rows(headline)
-    write_json(
-        report_dir / "report.json",
-        with_checksum(
-            {
-                "headline": {r["arm"]: {row.label: _json_value(row, r) for row in rows} for r in headline},
-                "headline_cell": {"seed": headline[0]["seed"], "step": headline[0]["step"]},
-                "bottom_line_seeds": [cell[0]["seed"] for cell in over_seeds],
-                "validity": {r["arm"]: cell_validity(r) for r in headline},
-                "phase_qc_flags": list(spec.phase_qc_flags),
-                "probe_rows": [row.label for row in rows if row.section == "Diagnostic accuracy"],
-                "grid": [_grid_entry(r) for r in results],
-                "figures": sorted(p.name for p in (report_dir / "figures").glob("*.png")),
-                "checksums": {name: result.get(CHECKSUM) for name, result in files.items()},
-            }
-        ),
+    report = ReportResult(
+        headline={r.arm: {row.label: _json_value(row, r) for row in rows} for r in headline},
+        headline_cell={"seed": headline[0].seed, "step": headline[0].step},
+        bottom_line_seeds=[cell[0].seed for cell in over_seeds],
+        validity={r.arm: cell_validity(r) for r in headline},
+        phase_qc_flags=list(spec.phase_qc_flags),
+        probe_rows=[row.label for row in rows if row.section == "Diagnostic accuracy"],
+        grid=[_grid_entry(r) for r in results],
+        figures=sorted(p.name for p in (report_dir / "figures").glob("*.png")),
+        checksums={name: result.checksum for name, result in files.items()},
     )
+    write_result(report_dir / "report.json", report)
     return report_dir / "report.md"
 
 
-def checked_result(output_dir: Path, path: Path) -> dict:
+def checked_result(output_dir: Path, path: Path) -> Result:
     """A checkpoint's result (`read_result`), refused (`ResultAltered`) also when the checkpoint
     it came from is still in ``output_dir`` but holds other weights (`model_digest`)."""
-    result = read_result(path)
-    source = result.get("checkpoint")
-    if not source:  # no checkpoint recorded: nothing to compare the result with
+    result = read_result(path, CheckpointResult)
+    if result.checkpoint is None:  # the random baseline: no checkpoint to compare the result with
         return result
-    checkpoint = output_dir / source["path"]
-    if checkpoint.exists() and model_digest(checkpoint) != source["model_sha256"]:
+    checkpoint = output_dir / result.checkpoint.path
+    if checkpoint.exists() and model_digest(checkpoint) != result.checkpoint.model_sha256:
         raise ResultAltered(
             f"{path} was computed from other weights than those in {checkpoint} now; "
             f"re-run `cyclejepa evaluate CONFIG` to evaluate the checkpoint present"
@@ -305,25 +319,19 @@ class MixedEvaluations(ValueError):
     """Results in one ``evaluation/`` folder computed with different evaluation settings."""
 
 
-def require_one_evaluation(evaluation: Path, files: dict[str, dict]) -> None:
-    """Refuse (`MixedEvaluations`) results of ``evaluation`` made with other evaluation settings
-    (``evaluation_hash``) than the last evaluation's ``protocol.json``: e.g. cells left from
-    before an evaluation with another ``evaluation.bootstrap`` was stopped part-way. Results
-    without a checksum (written before results carried one) are marked by `integrity_markdown`."""
-    current = files["protocol.json"].get("evaluation_hash")
-    stale = sorted(name for name, result in files.items() if CHECKSUM in result and result.get("evaluation_hash") != current)
+def require_one_evaluation(evaluation: Path, files: dict[str, Any], current: str) -> None:
+    """Refuse (`MixedEvaluations`) results of ``evaluation`` (file name → result) made with other
+    evaluation settings (``evaluation_hash``) than ``current``, the last evaluation's
+    ``protocol.json``'s: e.g. cells left from before an evaluation with another
+    ``evaluation.bootstrap`` was stopped part-way."""
+    stale = sorted(name for name, result in files.items() if result.evaluation_hash != current)
     if stale:
-        shown = ", ".join(f"{name} ({_hash_text(files[name])})" for name in stale)
+        shown = ", ".join(f"{name} (evaluation_hash {files[name].evaluation_hash})" for name in stale)
         raise MixedEvaluations(
             f"{evaluation}: not from the settings of the last evaluation (protocol.json, evaluation_hash {current}): "
             f"{shown}; a report would mix them. Re-run `cyclejepa evaluate CONFIG` "
             "to recompute them with the config's settings"
         )
-
-
-def _hash_text(result: dict) -> str:
-    found = result.get("evaluation_hash")
-    return f"evaluation_hash {found}" if found else "no evaluation_hash: written by an older version"
 
 
 def phase_qc_markdown(flags: tuple[str, ...]) -> str:
@@ -339,70 +347,56 @@ def phase_qc_markdown(flags: tuple[str, ...]) -> str:
     )
 
 
-def integrity_markdown(files: dict[str, dict]) -> str:
-    """One line on the results' checksums; a loud warning naming any result that carries none."""
-    unchecked = sorted(name for name, result in files.items() if CHECKSUM not in result)
-    checked = len(files) - len(unchecked)
-    line = (
-        f"Results: {checked} file{'s' if checked != 1 else ''} of `evaluation/`, each matching its content "
-        "checksum (and the weights of its checkpoint, where still present; checksums in `report.json`)."
-    )
-    if not unchecked:
-        return line
+def integrity_markdown(files: int) -> str:
+    """One line on the results' checksums (every result is read through its own)."""
     return (
-        f"{line}\n\n> **Warning: unverified results.** {', '.join(f'`{n}`' for n in unchecked)} carry no "
-        "checksum (written before results carried one): nothing shows they are the evaluation's own. "
-        "Re-run `cyclejepa evaluate CONFIG` to recompute them."
+        f"Results: {files} file{'s' if files != 1 else ''} of `evaluation/`, each matching its content "
+        "checksum (and the weights of its checkpoint, where still present; checksums in `report.json`)."
     )
 
 
 def _order(arms: tuple[str, ...]):
     """Results ordered by step, seed and the arms' order (arms not in ``arms`` last), the
     untrained ones (the random baseline) after every trained one."""
-    return lambda r: (is_untrained(r), r["step"], r["seed"], arms.index(r["arm"]) if r["arm"] in arms else len(arms))
+    return lambda r: (r.untrained, r.step, r.seed, arms.index(r.arm) if r.arm in arms else len(arms))
 
 
-def is_untrained(result: dict) -> bool:
-    """Whether ``result`` is of untrained weights (the random baseline: a seed's step-0 weights)."""
-    return bool(result.get("untrained"))
-
-
-def headline_cell(spec: ReportSpec, results: list[dict]) -> list[dict]:
+def headline_cell(spec: ReportSpec, results: list[Result]) -> list[Result]:
     """The results of every arm at the headline seed and step, in arm order, then the random
     baseline of that seed (untrained: step 0) where it was evaluated."""
     return seed_cell(results, headline_step(spec, results), spec.headline_seed)
 
 
-def headline_step(spec: ReportSpec, results: list[dict]) -> int:
+def headline_step(spec: ReportSpec, results: list[Result]) -> int:
     """``evaluation.headline_step``, else the first step a trained arm was evaluated at."""
-    trained = [r["step"] for r in results if not is_untrained(r)]
-    return spec.headline_step or min(trained or [r["step"] for r in results])
+    trained = [r.step for r in results if not r.untrained]
+    return spec.headline_step or min(trained or [r.step for r in results])
 
 
-def seed_cell(results: list[dict], step: int, seed: int) -> list[dict]:
+def seed_cell(results: list[Result], step: int, seed: int) -> list[Result]:
     """The trained arms' results of ``seed`` at ``step`` and the random baseline's of ``seed``."""
-    cell = [r for r in results if r["seed"] == seed and (r["step"] == step or is_untrained(r))]
-    if not [r for r in cell if not is_untrained(r)]:
+    cell = [r for r in results if r.seed == seed and (r.step == step or r.untrained)]
+    if not [r for r in cell if not r.untrained]:
         raise ValueError(f"no evaluation at seed {seed}, step {step}")
     return cell
 
 
-def seed_cells(spec: ReportSpec, results: list[dict]) -> list[list[dict]]:
+def seed_cells(spec: ReportSpec, results: list[Result]) -> list[list[Result]]:
     """One `seed_cell` at the headline step per seed a trained arm was evaluated at there, the
     headline seed first, then the others in increasing order."""
     step = headline_step(spec, results)
-    seeds = sorted({r["seed"] for r in results if r["step"] == step and not is_untrained(r)} - {spec.headline_seed})
+    seeds = sorted({r.seed for r in results if r.step == step and not r.untrained} - {spec.headline_seed})
     return [seed_cell(results, step, seed) for seed in [spec.headline_seed, *seeds]]
 
 
-def column_title(result: dict) -> str:
+def column_title(result: Result) -> str:
     """A bottom-line column's head: the arm and its λ_trans, or "(untrained)" for the random baseline."""
-    if is_untrained(result):
-        return f"{result['arm']} (untrained)"
-    return f"{result['arm']} (λ_trans={result['transport_weight']:g})"
+    if result.untrained:
+        return f"{result.arm} (untrained)"
+    return f"{result.arm} (λ_trans={result.transport_weight:g})"
 
 
-def bottom_line_markdown(cell: list[dict], over_seeds: list[list[dict]] | None = None, *, comparable: bool = True) -> str:
+def bottom_line_markdown(cell: list[Result], over_seeds: list[list[Result]] | None = None, *, comparable: bool = True) -> str:
     """The bottom-line table of ``cell`` (one result per arm) with its notes; with ``over_seeds``
     of several seeds (`seed_cells`, ``cell`` the first), each figure as the mean ± SD over the
     seeds and G1 as "passes in k of n seeds" (`seeds_row`). Not ``comparable`` (a run whose
@@ -413,7 +407,7 @@ def bottom_line_markdown(cell: list[dict], over_seeds: list[list[dict]] | None =
     lines = ["## Bottom line", "", header, "|---|" + "---|" * len(cell)]
     section = None
     validity = [cell_validity(r) for r in cell]
-    columns = [[c for seeds in over_seeds or [] for c in seeds if c["arm"] == r["arm"]] for r in cell]
+    columns = [[c for seeds in over_seeds or [] for c in seeds if c.arm == r.arm] for r in cell]
     for row in headline_rows(cell):
         if row.section != section:
             section = row.section
@@ -422,7 +416,7 @@ def bottom_line_markdown(cell: list[dict], over_seeds: list[list[dict]] | None =
             lines.append(f"| {row.label} | " + " | ".join(seeds_row(row, columns, comparable)) + " |")
             continue
         values = [row.value(r) for r in cell]
-        best = None if not comparable or any(v["too_few"] for v in validity) else _best_valid(row, values, validity)
+        best = None if not comparable or any(v.too_few for v in validity) else _best_valid(row, values, validity)
         cells = [_cell(row, r, v, i == best, w) for i, (r, v, w) in enumerate(zip(cell, values, validity, strict=True))]
         lines.append(f"| {row.label} | " + " | ".join(cells) + " |")
     word = subject_word(cell[0])
@@ -437,7 +431,7 @@ def bottom_line_markdown(cell: list[dict], over_seeds: list[list[dict]] | None =
     if not comparable:
         lines += ["", "**No figure is bold:** the run's windows mostly fail phase QC (the warning at the top of the report)."]
     lines += random_note(cell)
-    patients = min(r["mechanism"]["patients"] for r in cell)
+    patients = min(r.mechanism.patients for r in cell)
     if patients < 2:
         lines += [
             "",
@@ -456,20 +450,20 @@ SPREAD = "SD"
 """The spread over seeds of the bottom line: the sample standard deviation (n − 1)."""
 
 
-def seeds_note(cell: list[dict], seeds: int) -> str:
+def seeds_note(cell: list[Result], seeds: int) -> str:
     """What the bottom line of several seeds shows."""
-    step = next(r["step"] for r in cell if not is_untrained(r))
+    step = next(r.step for r in cell if not r.untrained)
     return (
         f"Each figure: the mean ± {SPREAD} (sample standard deviation) over the {seeds} seeds at step {step}, "
         f"with the number of seeds that give it; G1: the seeds whose gate passes. Each seed's figures are in the "
-        f"full grid; the intervals and the detail tables below are seed {cell[0]['seed']}'s. Bold: the best mean "
+        f"full grid; the intervals and the detail tables below are seed {cell[0].seed}'s. Bold: the best mean "
         "among the arms whose tokens did not collapse in any seed."
     )
 
 
-def random_note(cell: list[dict]) -> list[str]:
+def random_note(cell: list[Result]) -> list[str]:
     """The note on the random baseline, where the cell has it."""
-    names = sorted({r["arm"] for r in cell if is_untrained(r)})
+    names = sorted({r.arm for r in cell if r.untrained})
     if not names:
         return []
     return [
@@ -482,7 +476,7 @@ def random_note(cell: list[dict]) -> list[str]:
     ]
 
 
-def seeds_row(row: Row, columns: list[list[dict]], comparable: bool = True) -> list[str]:
+def seeds_row(row: Row, columns: list[list[Result]], comparable: bool = True) -> list[str]:
     """A bottom-line row over several seeds, one cell per arm (``columns``: each arm's results,
     one per seed): G1 as "passes in k of n seeds", labels with their counts, numbers as the mean
     ± SD (`seeds_cell`), the best mean bold (`_best`, among the arms that collapsed in no seed and
@@ -495,14 +489,14 @@ def seeds_row(row: Row, columns: list[list[dict]], comparable: bool = True) -> l
     numbers = [[v[0] if isinstance(v, tuple) else v for v in vs] for vs in values]
     means = [_mean(ns) if all(_finite(n) for n in ns) else math.nan for ns in numbers]
     validity = [[cell_validity(r) for r in results] for results in columns]
-    valid = [i for i, vs in enumerate(validity) if not any(v["collapsed"] for v in vs)]
-    enough = comparable and not any(v["too_few"] for vs in validity for v in vs)
+    valid = [i for i, vs in enumerate(validity) if not any(v.collapsed for v in vs)]
+    enough = comparable and not any(v.too_few for vs in validity for v in vs)
     best = _best(row, [means[i] for i in valid]) if enough else None
     best = None if best is None else valid[best]
     return [seeds_cell(ns, vs, i == best) for i, (ns, vs) in enumerate(zip(numbers, validity, strict=True))]
 
 
-def seeds_cell(values: list, validity: list[dict], bold: bool) -> str:
+def seeds_cell(values: list, validity: list[Validity], bold: bool) -> str:
     """``mean ± SD (n seeds)`` of the finite numbers of ``values`` (one per seed); "k of n seeds"
     when some seed gives words instead (a collapsed arm, a degenerate probe: named once), "few
     data in k seeds" when some rest on too few."""
@@ -513,16 +507,16 @@ def seeds_cell(values: list, validity: list[dict], bold: bool) -> str:
     spread = format_number(_sd(finite)) if len(finite) > 1 else "–"
     count = f"{len(finite)} seeds" if len(finite) == len(values) else f"{len(finite)} of {len(values)} seeds"
     text = f"{format_number(_mean(finite))} ± {spread} ({count})"
-    few = sum(v["too_few"] is not None for v in validity)
+    few = sum(v.too_few is not None for v in validity)
     text += f" (few data in {few} of {len(values)} seeds)" if few else ""
     text += f"; other seeds: {'; '.join(words)}" if words else ""
     return f"**{text}**" if bold else text
 
 
-def g1_seeds_text(results: list[dict]) -> str:
+def g1_seeds_text(results: list[Result]) -> str:
     """G1 over seeds: "passes in k of n seeds", with the seeds where it could not be tested."""
-    passed = sum(bool(r["mechanism"]["passed"]) and not is_collapsed(r["mechanism"]) for r in results)
-    untested = sum(r["mechanism"]["passed"] is None or is_collapsed(r["mechanism"]) for r in results)
+    passed = sum(bool(r.mechanism.passed) and not is_collapsed(r.mechanism) for r in results)
+    untested = sum(r.mechanism.passed is None or is_collapsed(r.mechanism) for r in results)
     text = f"passes in {passed} of {len(results)} seeds"
     return text + (f" ({untested} not testable)" if untested else "")
 
@@ -537,34 +531,34 @@ def _sd(values: list[float]) -> float:
     return math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
 
 
-def validity_markdown(cell: list[dict], seeds: bool = False) -> list[str]:
+def validity_markdown(cell: list[Result], seeds: bool = False) -> list[str]:
     """A warning for each arm whose figures mean nothing or little (`cell_validity`): collapsed
     tokens, a degenerate probe, too few windows or patients (``seeds``: results of several seeds,
     each named with its seed)."""
     lines = []
     for r in cell:
         validity = cell_validity(r)
-        name = f"{r['arm']} (seed {r['seed']})" if seeds else r["arm"]
-        if validity["collapsed"]:
+        name = f"{r.arm} (seed {r.seed})" if seeds else r.arm
+        if validity.collapsed:
             lines.append(
-                f"**{name}: collapsed.** Its tokens are {validity['token_similarity']:.3f} alike on average "
-                f"(untransported similarity E[c_I] ≥ {validity['collapse_similarity']}): the gain fraction "
+                f"**{name}: collapsed.** Its tokens are {validity.token_similarity:.3f} alike on average "
+                f"(untransported similarity E[c_I] ≥ {validity.collapse_similarity}): the gain fraction "
                 "divides by E[1 − c_I] ≈ 0 and means nothing, and G1 cannot be tested. Give the regulariser "
                 "or the transport term a weight, or check the inputs' normalisation."
             )
-        for task, why in validity["degenerate_probes"].items():
+        for task, why in validity.degenerate_probes.items():
             lines.append(f"**{name}: the `{task}` probe is degenerate** ({why}): its macro-AUROC means nothing.")
-        if few := validity["too_few"]:
+        if few := validity.too_few:
             lines.append(
-                f"**{name}: few data.** {few['windows']} evaluation windows of "
-                f"{_plural(few['patients'], subject_word(r))} (fewer than {few['min_windows']} windows or "
-                f"{few['min_patients']} {subject_word(r)}s): one window moves these figures, and the intervals rest on few distinct resamples. "
+                f"**{name}: few data.** {few.windows} evaluation windows of "
+                f"{_plural(few.patients, subject_word(r))} (fewer than {few.min_windows} windows or "
+                f"{few.min_patients} {subject_word(r)}s): one window moves these figures, and the intervals rest on few distinct resamples. "
                 f'Each reads "({few_data_words(validity)})" in its cell and is never bold.'
             )
     return [line for text in lines for line in ("", text)]
 
 
-def subjects_markdown(result: dict) -> list[str]:
+def subjects_markdown(result: Result) -> list[str]:
     """The sentence a report owes when the dataset does not know whose each recording is."""
     if subject_word(result) == "patient":
         return []
@@ -575,9 +569,9 @@ def subjects_markdown(result: dict) -> list[str]:
     ]
 
 
-def not_run_markdown(result: dict) -> list[str]:
+def not_run_markdown(result: Result) -> list[str]:
     """The parts of the evaluation that did not apply to this data, each with its reason."""
-    not_run = result.get("not_run", {})
+    not_run = result.not_run
     if not not_run:
         return []
     names = {
@@ -594,10 +588,10 @@ def not_run_markdown(result: dict) -> list[str]:
     ]
 
 
-def _best_valid(row: Row, values: list, validity: list[dict]) -> int | None:
+def _best_valid(row: Row, values: list, validity: list[Validity]) -> int | None:
     """The index of the best of ``values`` among the arms whose tokens did not collapse (a
     collapsed arm's figures mean nothing, so it never wins bold); None below two such arms."""
-    valid = [index for index, arm in enumerate(validity) if not arm["collapsed"]]
+    valid = [index for index, arm in enumerate(validity) if not arm.collapsed]
     best = _best(row, [values[index] for index in valid])
     return None if best is None else valid[best]
 
@@ -612,7 +606,7 @@ def _best(row: Row, values: list) -> int | None:
     return numbers.index(pick(numbers))
 
 
-def _cell(row: Row, result: dict, value: Any, bold: bool, validity: dict) -> str:
+def _cell(row: Row, result: Result, value: Any, bold: bool, validity: Validity) -> str:
     """A bottom-line cell: words as they are (a label, a verdict from `g1_cell`, why a figure
     means nothing); a number with its interval or channel, `qualified` when finite."""
     if isinstance(value, str):
@@ -627,18 +621,18 @@ def _cell(row: Row, result: dict, value: Any, bold: bool, validity: dict) -> str
     return f"**{text}**" if bold else text
 
 
-def _json_value(row: Row, result: dict) -> Any:
+def _json_value(row: Row, result: Result) -> Any:
     value = row.value(result)
     if row.interval is None or isinstance(value, str):
         return list(value) if isinstance(value, tuple) else value
     interval = row.interval(result)
-    testable = {} if interval.get("testable", True) else {"testable": False}
-    return {"point": value, "low": interval["low"], "high": interval["high"], **testable}
+    testable = {} if interval.testable else {"testable": False}
+    return {"point": value, "low": interval.low, "high": interval.high, **testable}
 
 
-def grid_tasks(result: dict) -> list[str]:
+def grid_tasks(result: Result) -> list[str]:
     """The tasks the grid shows: every evaluated task but the ``<level>-all`` ones."""
-    return [task for task in result["diagnostic"] if not task.endswith("-all")]
+    return [task for task in result.diagnostic if not task.endswith("-all")]
 
 
 def _task_column(task: str) -> str:
@@ -646,9 +640,9 @@ def _task_column(task: str) -> str:
     return f"eligible-{task.removesuffix('-eligible')}" if task.endswith("-eligible") else task
 
 
-def grid_markdown(results: list[dict]) -> str:
+def grid_markdown(results: list[Result]) -> str:
     tasks = grid_tasks(results[0])
-    robustness = "robustness" in results[0]
+    robustness = results[0].robustness is not None
     word = channel_word(results[0])
     columns = [
         *(f"{_task_column(t)} AUROC" for t in tasks),
@@ -666,7 +660,7 @@ def grid_markdown(results: list[dict]) -> str:
     ]
     for r in results:
         entry = _grid_entry(r)
-        validity = entry["validity"]
+        validity = cell_validity(r)
         cells = [
             *(figure_cell(entry["auroc"].get(t, math.nan), validity) for t in tasks),
             figure_cell(entry["gain_fraction"], validity),
@@ -675,35 +669,34 @@ def grid_markdown(results: list[dict]) -> str:
             figure_cell(entry["amplitude"], validity),
             figure_cell(entry["coherence"], validity),
         ]
-        step = f"{r['step']} (untrained)" if is_untrained(r) else r["step"]
-        lines.append(f"| {r['arm']} | {r['seed']} | {step} | " + " | ".join(cells) + " |")
+        step = f"{r.step} (untrained)" if r.untrained else r.step
+        lines.append(f"| {r.arm} | {r.seed} | {step} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def _grid_entry(r: dict) -> dict:
+def _grid_entry(r: Result) -> dict[str, Any]:
     return {
-        "arm": r["arm"],
-        "seed": r["seed"],
-        "step": r["step"],
-        "auroc": {task: probe_value(r, task) for task in r["diagnostic"]},
-        "gain_fraction": gain_fraction_value(r["mechanism"]),
-        "g1": None if is_collapsed(r["mechanism"]) else r["mechanism"]["passed"],
-        "validity": cell_validity(r),
-        "mean_channel_delta": r["robustness"]["mean_delta"]["point"] if "robustness" in r else None,
-        "amplitude": r["geometry"].get("amplitude", math.nan),
-        "coherence": r["geometry"].get("coherence", {}).get("mean_kappa", math.nan),
-        **({"untrained": True} if is_untrained(r) else {}),
+        "arm": r.arm,
+        "seed": r.seed,
+        "step": r.step,
+        "auroc": {task: probe_value(r, task) for task in r.diagnostic},
+        "gain_fraction": gain_fraction_value(r.mechanism),
+        "g1": None if is_collapsed(r.mechanism) else r.mechanism.passed,
+        "validity": cell_validity(r).model_dump(),
+        "mean_channel_delta": r.robustness.mean_delta.point if r.robustness else None,
+        "amplitude": r.geometry.amplitude,
+        "coherence": _coherence(r.geometry),
+        **({"untrained": True} if r.untrained else {}),
     }
 
 
-def per_class_markdown(cell: list[dict]) -> str:
-    if not cell[0]["diagnostic"]:
+def per_class_markdown(cell: list[Result]) -> str:
+    if not cell[0].diagnostic:
         return ""
     lines = ["## Per-class AUROC (headline cell)"]
-    for task, first in cell[0]["diagnostic"].items():
-        classes = first["classes"]
-        if "error" in first:
-            lines += ["", f"**{task}**: not evaluated ({first['error']})"]
+    for task, first in cell[0].diagnostic.items():
+        if not isinstance(first, ProbeResult):
+            lines += ["", f"**{task}**: not evaluated ({first.error})"]
             continue
         lines += [
             "",
@@ -712,14 +705,20 @@ def per_class_markdown(cell: list[dict]) -> str:
             "| class | " + " | ".join(arm_label(r) for r in cell) + " | positives |",
             "|---|" + "---:|" * (len(cell) + 1),
         ]
-        for name in classes:
-            values = [format_number(r["diagnostic"][task]["per_class"].get(name, math.nan)) for r in cell]
-            positives = cell[0]["diagnostic"][task]["positives"].get(name, "-")
+        for name in first.classes:
+            values = [format_number(_per_class(r, task, name)) for r in cell]
+            positives = first.positives.get(name, "-")
             lines.append(f"| {name} | " + " | ".join(values) + f" | {positives} |")
     return "\n".join(lines)
 
 
-def mechanism_markdown(cell: list[dict]) -> str:
+def _per_class(result: Result, task: str, name: str) -> float:
+    """The AUROC of class ``name`` of ``task``; NaN where the class or the task was not scored."""
+    probe = _probe(result, task)
+    return math.nan if probe is None else probe.per_class.get(name, math.nan)
+
+
+def mechanism_markdown(cell: list[Result]) -> str:
     lines = [
         "## Mechanism validity (G1, both conditions)",
         "",
@@ -727,20 +726,20 @@ def mechanism_markdown(cell: list[dict]) -> str:
         "|---|---|---:|---:|---|---|---|---|",
     ]
     for r in cell:
-        m, validity = r["mechanism"], cell_validity(r)
-        excludes = "not testable" if m["interval_excludes_zero"] is None else figure_cell(m["interval_excludes_zero"], validity)
-        within = qualified(f"{m['shuffled_fraction_within_tolerance']} (tol {m['tolerance']})", validity)
+        m, validity = r.mechanism, cell_validity(r)
+        excludes = "not testable" if m.interval_excludes_zero is None else figure_cell(m.interval_excludes_zero, validity)
+        within = qualified(f"{m.shuffled_fraction_within_tolerance} (tol {m.tolerance})", validity)
         lines.append(
-            f"| {r['arm']} | {_interval_cell(m['mean_gain'], validity)} | {figure_cell(gain_fraction_value(m), validity)} | "
-            f"{figure_cell(gain_fraction_value(m, 'shuffled'), validity)} | {_interval_cell(m['paired_difference'], validity)} | "
+            f"| {r.arm} | {_interval_cell(m.mean_gain, validity)} | {figure_cell(gain_fraction_value(m), validity)} | "
+            f"{figure_cell(gain_fraction_value(m, shuffled=True), validity)} | {_interval_cell(m.paired_difference, validity)} | "
             f"{excludes} | {within} | {g1_cell(r)} |"
         )
     return "\n".join(lines)
 
 
-def coordinates_markdown(cell: list[dict]) -> str:
+def coordinates_markdown(cell: list[Result]) -> str:
     """Mechanism metrics per cyclic coordinate of a torus run (empty for one coordinate)."""
-    if "coordinates" not in cell[0]:
+    if not cell[0].coordinates:
         return ""
     lines = [
         "## Mechanism per cyclic coordinate (each coordinate's own U(1) terms)",
@@ -750,23 +749,22 @@ def coordinates_markdown(cell: list[dict]) -> str:
     ]
     for r in cell:
         validity = cell_validity(r)
-        for name, c in r["coordinates"].items():
-            m, g = c["mechanism"], c["geometry"]
+        for name, c in (r.coordinates or {}).items():
+            m, g = c.mechanism, c.geometry
             lines.append(
-                f"| {r['arm']} | {name} | {figure_cell(gain_fraction_value(m), validity)} | "
-                f"{figure_cell(gain_fraction_value(m, 'shuffled'), validity)} | {_interval_cell(m['paired_difference'], validity)} | "
-                f"{g1_cell(r, m)} | {figure_cell(g.get('amplitude', math.nan), validity)} | "
-                f"{figure_cell(g.get('coherence', {}).get('mean_kappa', math.nan), validity)} |"
+                f"| {r.arm} | {name} | {figure_cell(gain_fraction_value(m), validity)} | "
+                f"{figure_cell(gain_fraction_value(m, shuffled=True), validity)} | {_interval_cell(m.paired_difference, validity)} | "
+                f"{g1_cell(r, m)} | {figure_cell(g.amplitude, validity)} | {figure_cell(_coherence(g), validity)} |"
             )
     return "\n".join(lines)
 
 
-def robustness_markdown(cell: list[dict]) -> str:
+def robustness_markdown(cell: list[Result]) -> str:
     """Each channel zeroed: the signed change of the first task's macro-AUROC."""
-    if "robustness" not in cell[0]:
+    if cell[0].robustness is None:
         return ""
-    channels = list(cell[0]["robustness"]["delta"])
-    word, task = channel_word(cell[0]), next(iter(cell[0]["diagnostic"]))
+    channels = list(cell[0].robustness.delta)
+    word, task = channel_word(cell[0]), next(iter(cell[0].diagnostic))
     lines = [
         f"## Single-{word} zeroing (signed Δ {task} macro-AUROC)",
         "",
@@ -774,61 +772,60 @@ def robustness_markdown(cell: list[dict]) -> str:
         "|---|" + "---:|" * len(cell),
     ]
     for channel in channels:
-        lines.append(
-            f"| {channel} | " + " | ".join(format_number(r["robustness"]["delta"][channel]["point"]) for r in cell) + " |"
-        )
+        lines.append(f"| {channel} | " + " | ".join(format_number(_robustness(r).delta[channel].point) for r in cell) + " |")
     return "\n".join(lines)
 
 
-def geometry_markdown(cell: list[dict]) -> str:
-    if "coherence" not in cell[0]["geometry"]:
+def geometry_markdown(cell: list[Result]) -> str:
+    coherence = cell[0].geometry.coherence
+    if coherence is None:
         return ""
     lines = [
         "## Orbit-subspace coherence per phase bin (8 bins; bin 0 is the reference)",
         "",
-        "| arm | " + " | ".join(f"κ_{b}" for b in range(len(cell[0]["geometry"]["coherence"]["kappa"]))) + " |",
-        "|---|" + "---:|" * len(cell[0]["geometry"]["coherence"]["kappa"]),
+        "| arm | " + " | ".join(f"κ_{b}" for b in range(len(coherence.kappa))) + " |",
+        "|---|" + "---:|" * len(coherence.kappa),
     ]
     for r in cell:
-        lines.append(f"| {arm_label(r)} | " + " | ".join(format_number(k) for k in r["geometry"]["coherence"]["kappa"]) + " |")
+        kappa = r.geometry.coherence.kappa if r.geometry.coherence else []
+        lines.append(f"| {arm_label(r)} | " + " | ".join(format_number(k) for k in kappa) + " |")
     return "\n".join(lines)
 
 
-def anomaly_markdown(cell: list[dict]) -> str:
+def anomaly_markdown(cell: list[Result]) -> str:
     lines = ["## Anomaly battery (one fixed causal detector)"]
-    if "anomaly" in cell[0].get("not_run", {}):
-        return "\n".join(lines + ["", f"Not run: {cell[0]['not_run']['anomaly']}."])
+    if "anomaly" in cell[0].not_run:
+        return "\n".join(lines + ["", f"Not run: {cell[0].not_run['anomaly']}."])
     for r in cell:
-        skipped = r.get("anomaly_skipped", {})
-        if not r["anomaly"]:
-            lines += ["", f"**{r['arm']}**: no family applies to this data."]
+        skipped = r.anomaly_skipped
+        if not r.anomaly:
+            lines += ["", f"**{r.arm}**: no family applies to this data."]
         else:
             lines += [
                 "",
-                f"**{r['arm']}** — detector `{r['anomaly'][0]['detector']}`",
+                f"**{r.arm}** — detector `{r.anomaly[0].detector}`",
                 "",
                 "| family | severity | AUROC | reference | excess | alarm rate | hit rate | median latency (ms) | windows |",
                 "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
             ]
-        for c in r["anomaly"]:
+        for c in r.anomaly:
             lines.append(
-                f"| {c['family']} | {c['severity']:.1f} | {format_number(c['auroc'])} | {format_number(c['reference_auroc'])} | "
-                f"{format_number(c['excess'])} | {format_number(c['alarm_rate'])} | {format_number(c['hit_rate'])} | "
-                f"{format_number(c['median_latency_ms'])} | {c['records']} |"
+                f"| {c.family} | {c.severity:.1f} | {format_number(c.auroc)} | {format_number(c.reference_auroc)} | "
+                f"{format_number(c.excess)} | {format_number(c.alarm_rate)} | {format_number(c.hit_rate)} | "
+                f"{format_number(c.median_latency_ms)} | {c.records} |"
             )
         if skipped:
             lines += ["", "Not run (the family does not apply): " + "; ".join(f"{f}: {why}" for f, why in skipped.items()) + "."]
     return "\n".join(lines)
 
 
-def strata_markdown(strata: dict | None) -> str:
+def strata_markdown(strata: StrataResult | None) -> str:
     """The heart-rate strata of the headline step (``hr-strata-stepNNNNNN.json``), if written."""
     if strata is None:
         return ""
-    seeds = strata.get("seeds", {k: v for k, v in strata.items() if k != CHECKSUM})  # a file from before "task"
-    lines = [f"## Heart-rate stratified {strata.get('task', 'superclass')} AUROC (post hoc)"]
-    for seed, result in seeds.items():
-        arms = result["arms"]
+    lines = [f"## Heart-rate stratified {strata.task} AUROC (post hoc)"]
+    for seed, result in strata.seeds.items():
+        arms = result.arms
         lines += [
             "",
             f"**{seed}**",
@@ -836,11 +833,11 @@ def strata_markdown(strata: dict | None) -> str:
             "| heart rate (bpm) | records | " + " | ".join(arms) + " | gap [95 % CI] |",
             "|---|---:|" + "---:|" * len(arms) + "---|",
         ]
-        for s in result["strata"]:
+        for s in result.strata:
             lines.append(
-                f"| {s['low']:.0f}–{s['high']:.0f} | {s['records']} | "
-                + " | ".join(format_number(s["auroc"][a]) for a in arms)
-                + f" | {format_number(s['gap'])} {_bracket(s['gap_ci']) if s.get('gap_ci') else ''} |"
+                f"| {s.low:.0f}–{s.high:.0f} | {s.records} | "
+                + " | ".join(format_number(s.auroc[a]) for a in arms)
+                + f" | {format_number(s.gap)} {_bracket(s.gap_ci) if s.gap_ci else ''} |"
             )
     return "\n".join(lines)
 
@@ -852,16 +849,16 @@ def figures_markdown(report_dir: Path) -> str:
     return "## Figures\n\n" + "\n\n".join(f"![{p.stem}](figures/{p.name})" for p in figures)
 
 
-def protocol_markdown(spec: ReportSpec, protocol: dict) -> str:
+def protocol_markdown(spec: ReportSpec, protocol: ProtocolResult) -> str:
     lines = [
         "## Protocol",
         "",
         *folds_markdown(spec.folds_used),
-        f"- Cache `{protocol['cache']}`: {counts_text(protocol['counts'])}.",
-        f"- Rejected records: {len(protocol['rejections'])}"
-        + "".join(f"\n  - {r['record']}: {r['check']} ({r['detail']})" for r in protocol["rejections"][:50]),
+        f"- Cache `{protocol.cache}`: {counts_text(protocol.counts)}.",
+        f"- Rejected records: {len(protocol.rejections)}"
+        + "".join(f"\n  - {r.record}: {r.check} ({r.detail})" for r in protocol.rejections[:50]),
         "",
-        protocol["cohort_markdown"],
+        protocol.cohort_markdown,
     ]
     return "\n".join(lines + ["", *sealed_markdown(spec.folds_used, spec.unseal_audit, spec.audit_log)])
 
@@ -912,17 +909,17 @@ def counts_text(counts: dict) -> str:
     return f"{counts['records']} records: {kept}, {counts['rejected']} rejected; {failing}"
 
 
-def _interval_cell(value: dict, validity: dict) -> str:
+def _interval_cell(value: BootstrapCI, validity: Validity) -> str:
     """A point and its interval (`_bracket`), `qualified` when the point is finite."""
-    text = f"{format_number(value['point'])} {_bracket(value)}"
-    return qualified(text, validity) if _finite(value["point"]) else text
+    text = f"{format_number(value.point)} {_bracket(value)}"
+    return qualified(text, validity) if _finite(value.point) else text
 
 
-def _bracket(value: dict) -> str:
+def _bracket(value: BootstrapCI) -> str:
     """``[low, high]``, or ``[not testable]`` for an interval over fewer than two patients."""
-    if not value.get("testable", True):
+    if not value.testable:
         return "[not testable]"
-    return f"[{format_number(value['low'])}, {format_number(value['high'])}]"
+    return f"[{format_number(value.low)}, {format_number(value.high)}]"
 
 
 def _finite(value: Any) -> bool:

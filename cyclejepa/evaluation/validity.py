@@ -14,9 +14,9 @@ Three things make a figure meaningless, each read from the saved result:
 
 from __future__ import annotations
 
-from typing import Any
-
-from cyclejepa.evaluation.mechanism import COLLAPSE_SIMILARITY
+from cyclejepa.evaluation.mechanism import COLLAPSE_SIMILARITY, G1Result
+from cyclejepa.evaluation.probe import ProbeResult
+from cyclejepa.evaluation.results import CheckpointMetrics, FewData, Validity
 
 MIN_WINDOWS = 30
 """Fewest evaluation windows under which a cell's figures are flagged as resting on too few."""
@@ -26,54 +26,44 @@ percentile interval of n clusters draws from C(2n − 1, n) distinct resamples (
 92,378 at n = 10), and its 2.5 % tails are then set by one or two patients."""
 
 
-def cell_validity(result: dict[str, Any]) -> dict[str, Any]:
-    """The validity of one checkpoint's result (``evaluation/<run>-stepNNNNNN.json``).
-
-    Returns ``collapsed`` (E[c_I] ≥ `COLLAPSE_SIMILARITY`), ``token_similarity`` (E[c_I]) and
-    the threshold, ``degenerate_probes`` ({task: why}), ``too_few`` (`few_data`: the counts, or None) and
-    ``meaningful`` (none of them).
-    """
-    degenerate = {task: probe["degenerate"] for task, probe in result.get("diagnostic", {}).items() if probe.get("degenerate")}
+def cell_validity(result: CheckpointMetrics) -> Validity:
+    """The validity of one checkpoint's metrics: ``collapsed`` (E[c_I] ≥ `COLLAPSE_SIMILARITY`),
+    ``token_similarity`` (E[c_I]) and the threshold, ``degenerate_probes`` ({task: why}),
+    ``too_few`` (`few_data`) and ``meaningful`` (none of them)."""
+    degenerate = {task: p.degenerate for task, p in result.diagnostic.items() if isinstance(p, ProbeResult) and p.degenerate}
     too_few = few_data(result)
-    collapsed = is_collapsed(result["mechanism"])
-    return {
-        "collapsed": collapsed,
-        "token_similarity": result["mechanism"]["true"]["mean_c_i"],
-        "collapse_similarity": COLLAPSE_SIMILARITY,
-        "degenerate_probes": degenerate,
-        "too_few": too_few,
-        "meaningful": not (collapsed or degenerate or too_few),
-    }
+    collapsed = is_collapsed(result.mechanism)
+    return Validity(
+        collapsed=collapsed,
+        token_similarity=result.mechanism.true.mean_c_i,
+        collapse_similarity=COLLAPSE_SIMILARITY,
+        degenerate_probes=degenerate,
+        too_few=too_few,
+        meaningful=not (collapsed or degenerate or too_few),
+    )
 
 
-def subject_word(result: dict[str, Any]) -> str:
+def subject_word(result: CheckpointMetrics) -> str:
     """Who the bootstrap resamples: "patient", or "recording" when the dataset does not know
     whose each recording is (``data.subjects_known`` False: each recording its own subject)."""
-    return "patient" if result.get("data", {}).get("subjects_known", True) else "recording"
+    return "patient" if result.data.subjects_known else "recording"
 
 
-def is_collapsed(mechanism: dict[str, Any]) -> bool:
-    """Whether a saved G1 result (``mechanism``, or a torus coordinate's) has collapsed tokens:
-    E[c_I] ≥ `COLLAPSE_SIMILARITY` (read from ``mean_c_i``, so also for a result written before
-    results said so)."""
-    return mechanism["true"]["mean_c_i"] >= COLLAPSE_SIMILARITY
+def is_collapsed(mechanism: G1Result) -> bool:
+    """Whether a G1 result (a checkpoint's, or a torus coordinate's) has collapsed tokens:
+    E[c_I] ≥ `COLLAPSE_SIMILARITY`."""
+    return mechanism.true.mean_c_i >= COLLAPSE_SIMILARITY
 
 
-def few_data(result: dict[str, Any]) -> dict[str, int] | None:
-    """The fewest evaluation ``windows`` and ``patients`` behind the result's figures (the
-    mechanism's, or a probe's) with the thresholds and what a patient is called (``subject``,
-    `subject_word`), when below `MIN_WINDOWS` or `MIN_PATIENTS`; else None."""
-    counts = [(result["mechanism"]["true"]["records"], result["mechanism"]["patients"])]
-    counts += [
-        (p["counts"]["eval"], p["counts"]["eval_patients"]) for p in result.get("diagnostic", {}).values() if "counts" in p
-    ]
+def few_data(result: CheckpointMetrics) -> FewData | None:
+    """The fewest evaluation windows and patients behind the result's figures (the mechanism's,
+    or a probe's) with the thresholds and what a patient is called (`subject_word`), when below
+    `MIN_WINDOWS` or `MIN_PATIENTS`; else None."""
+    counts = [(result.mechanism.true.records, result.mechanism.patients)]
+    counts += [(p.counts["eval"], p.counts["eval_patients"]) for p in result.diagnostic.values() if isinstance(p, ProbeResult)]
     windows, patients = min(c[0] for c in counts), min(c[1] for c in counts)
     if windows >= MIN_WINDOWS and patients >= MIN_PATIENTS:
         return None
-    return {
-        "windows": windows,
-        "patients": patients,
-        "min_windows": MIN_WINDOWS,
-        "min_patients": MIN_PATIENTS,
-        "subject": subject_word(result),
-    }
+    return FewData(
+        windows=windows, patients=patients, min_windows=MIN_WINDOWS, min_patients=MIN_PATIENTS, subject=subject_word(result)
+    )

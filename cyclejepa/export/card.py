@@ -10,7 +10,9 @@ from typing import Any
 
 import yaml
 
+from cyclejepa.evaluation.probe import ProbeResult
 from cyclejepa.evaluation.report import bottom_line_markdown
+from cyclejepa.evaluation.results import CheckpointResult
 from cyclejepa.export.spec import CardSpec
 
 __all__ = ["front_matter", "model_card"]
@@ -19,7 +21,7 @@ LICENCE = "mit"
 """The library's licence, the weights' by default (the card names the data's licence apart)."""
 
 
-def model_card(config: dict[str, Any], card: CardSpec, result: dict | None) -> str:
+def model_card(config: dict[str, Any], card: CardSpec, result: CheckpointResult | None) -> str:
     """The card's Markdown from the package's ``config`` (config.json), the run's training facts
     ``card`` and its evaluation ``result`` at the exported step."""
     run, prep, model = config["run"], config["preprocessing"], config["model"]
@@ -46,7 +48,7 @@ def model_card(config: dict[str, Any], card: CardSpec, result: dict | None) -> s
     )
 
 
-def front_matter(config: dict[str, Any], card: CardSpec, result: dict | None) -> str:
+def front_matter(config: dict[str, Any], card: CardSpec, result: CheckpointResult | None) -> str:
     """The card's YAML front matter, between ``---`` lines."""
     run = config["run"]
     meta = {
@@ -66,20 +68,20 @@ def front_matter(config: dict[str, Any], card: CardSpec, result: dict | None) ->
     return "---\n" + yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=1000) + "---\n\n"
 
 
-def _results(result: dict, card: CardSpec) -> list[dict]:
+def _results(result: CheckpointResult, card: CardSpec) -> list[dict]:
     """One model-index result per diagnostic task: macro-AUROC, its interval and bootstrap
     count, and the records and patients it was measured on."""
     results = []
-    for task, scores in result.get("diagnostic", {}).items():
-        auroc, counts = scores.get("macro_auroc") or {}, scores.get("counts") or {}
-        if auroc.get("point") is None:
+    for task, probe in result.diagnostic.items():
+        if not isinstance(probe, ProbeResult):  # a task that could not be evaluated
             continue
+        auroc, counts = probe.macro_auroc, probe.counts
         metric = {
             "type": "roc_auc",
             "name": f"macro-AUROC ({task})",
-            "value": round(float(auroc["point"]), 4),
-            "ci_95": [round(float(auroc["low"]), 4), round(float(auroc["high"]), 4)],
-            "bootstrap": auroc.get("replicates"),
+            "value": round(float(auroc.point), 4),
+            "ci_95": [round(float(auroc.low), 4), round(float(auroc.high), 4)],
+            "bootstrap": auroc.replicates,
             "records": counts.get("eval_records", counts.get("eval")),
             "patients": counts.get("eval_patients"),
         }
@@ -213,7 +215,7 @@ def _training_section(card: CardSpec) -> str:
     )
 
 
-def _evaluation_section(result: dict | None, run: dict, folds: list[int]) -> str:
+def _evaluation_section(result: CheckpointResult | None, run: dict, folds: list[int]) -> str:
     if run.get("weights", "checkpoint") != "checkpoint":
         return (
             f"## Evaluation\n\nThese weights were {run['weights']} (step {run['step']} of `{run['run']}`): "

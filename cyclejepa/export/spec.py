@@ -5,7 +5,10 @@ by the export stage (`cyclejepa.pipeline.exporting.export_spec`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cyclejepa.evaluation.results import CheckpointResult
 
 __all__ = ["CardSpec", "ExportSpec"]
 
@@ -62,7 +65,7 @@ class ExportSpec:
     """The phase detection revision the cache was built with."""
     cache_hash: str
     """The cache's config hash."""
-    evaluation: dict[str, Any] | None
+    evaluation: CheckpointResult | None
     """The evaluation stage's result of the exported step, None when it was not evaluated."""
     card: CardSpec
     """The model card's training facts."""

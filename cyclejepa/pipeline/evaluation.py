@@ -20,6 +20,7 @@ import torch
 
 from cyclejepa.config import ExperimentConfig
 from cyclejepa.data.cache import PreparedCache
+from cyclejepa.evaluation.results import CheckpointSource, RunFields, WeightsDigest
 from cyclejepa.evaluation.spec import DataDescription, EvaluationSpec
 from cyclejepa.outputs import OutputFolder
 from cyclejepa.pipeline.checks import preflight
@@ -196,7 +197,7 @@ def evaluate_grid(
     fold reads are gathered with the checkpoints'.
     """
     from cyclejepa.devices import place
-    from cyclejepa.evaluation.stage import evaluations_at_once, is_current, write_protocol
+    from cyclejepa.evaluation.checkpoint_evaluation import evaluations_at_once, is_current, write_protocol
     from cyclejepa.pipeline.pretraining import objective_spec
 
     placement, out, objective = place(cfg.evaluation.device), OutputFolder(Path(cfg.output_dir)), objective_spec(cfg)
@@ -240,19 +241,19 @@ def evaluate_run_step(
     (`write_checkpoint_evaluation` of ``spec``, the objective built from ``objective``), with the
     run, its arm, seed, step, transport weight and the checkpoint (path and weights' digest)."""
     from cyclejepa.evaluation.integrity import model_digest
-    from cyclejepa.evaluation.stage import write_checkpoint_evaluation
+    from cyclejepa.evaluation.checkpoint_evaluation import write_checkpoint_evaluation
     from cyclejepa.training import load_trained
 
     checkpoint = plan.folder.checkpoint(step)
     trained = load_trained(objective, checkpoint, device)  # refuses non-finite weights by name
-    run = {
-        "run": plan.name,
-        "arm": plan.arm.name,
-        "seed": plan.seed,
-        "step": step,
-        "transport_weight": plan.arm.transport_weight,
-        "checkpoint": {"path": str(checkpoint.relative_to(out.path)), "model_sha256": model_digest(checkpoint)},
-    }
+    run = RunFields(
+        run=plan.name,
+        arm=plan.arm.name,
+        seed=plan.seed,
+        step=step,
+        transport_weight=plan.arm.transport_weight,
+        checkpoint=CheckpointSource(path=str(checkpoint.relative_to(out.path)), model_sha256=model_digest(checkpoint)),
+    )
     write_checkpoint_evaluation(spec, cache, trained, checkpoint, result_file(out, plan, step), run, device, progress)
 
 
@@ -260,7 +261,7 @@ def random_seeds_to_evaluate(cfg: ExperimentConfig, objective: ObjectiveSpec, ou
     """The seeds of the random baseline (`random_baseline_seeds`) without a current result
     (`is_current_untrained`: this evaluation's, of the weights each seed's runs start from now)."""
     from cyclejepa.evaluation.integrity import state_digest
-    from cyclejepa.evaluation.stage import is_current_untrained
+    from cyclejepa.evaluation.checkpoint_evaluation import is_current_untrained
     from cyclejepa.training import initial_objective
 
     def current_weights(seed: int) -> str:
@@ -287,20 +288,20 @@ def evaluate_random_seed(
     measured as a checkpoint is (`write_checkpoint_evaluation`), with its seed, step 0 and the
     weights' digest; it trains nothing."""
     from cyclejepa.evaluation.integrity import state_digest
-    from cyclejepa.evaluation.stage import write_checkpoint_evaluation
+    from cyclejepa.evaluation.checkpoint_evaluation import write_checkpoint_evaluation
     from cyclejepa.training import initial_objective
 
     untrained = initial_objective(objective, seed, device)
     target = random_file(out, seed)
-    run = {
-        "run": f"{RANDOM_ARM}-seed{seed}",
-        "arm": RANDOM_ARM,
-        "seed": seed,
-        "step": 0,
-        "transport_weight": None,
-        "untrained": True,
-        "weights": {"model_sha256": state_digest(untrained.state_dict())},
-    }
+    run = RunFields(
+        run=f"{RANDOM_ARM}-seed{seed}",
+        arm=RANDOM_ARM,
+        seed=seed,
+        step=0,
+        transport_weight=None,
+        untrained=True,
+        weights=WeightsDigest(model_sha256=state_digest(untrained.state_dict())),
+    )
     write_checkpoint_evaluation(spec, cache, untrained, target, target, run, device, progress)
 
 
@@ -358,7 +359,7 @@ def compare_runs(
     """Phase-ring and UMAP figures of ``step`` (one column per run; `draw_run_figures`, drawn
     once) and, where they apply (``strata`` is None, `strata_not_applying`), the heart-rate
     strata of the arm gap (`write_hr_strata`, with the evaluation hash ``current``)."""
-    from cyclejepa.evaluation.stage import draw_run_figures, figure_paths, write_hr_strata
+    from cyclejepa.evaluation.checkpoint_evaluation import draw_run_figures, figure_paths, write_hr_strata
     from cyclejepa.training import load_trained
 
     out = OutputFolder(Path(cfg.output_dir))

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cyclejepa.config import ExperimentConfig
 from cyclejepa.embed import Encoder
@@ -13,6 +14,9 @@ from cyclejepa.export import CardSpec, ExportSpec, check_target, source_run, wri
 from cyclejepa.pipeline.embedding import locate_run, run_encoder
 from cyclejepa.pipeline.plans import RunPlan
 from cyclejepa.pipeline.seal import folds_of
+
+if TYPE_CHECKING:
+    from cyclejepa.evaluation.results import CheckpointResult
 
 __all__ = ["evaluation_result", "export_run", "export_spec", "save_pretrained"]
 
@@ -102,14 +106,14 @@ def export_spec(cfg: ExperimentConfig, plan: RunPlan, step: int) -> ExportSpec:
     )
 
 
-def evaluation_result(cfg: ExperimentConfig, plan: RunPlan, step: int) -> dict | None:
+def evaluation_result(cfg: ExperimentConfig, plan: RunPlan, step: int) -> CheckpointResult | None:
     """The evaluation stage's result of ``plan`` at ``step`` (``evaluation/<run>-step*.json``), or
-    None; an altered result is refused (`read_result`)."""
-    from cyclejepa.evaluation.integrity import read_result
+    None; an altered one, or one of another schema version, is refused (`read_result`)."""
+    from cyclejepa.evaluation.results import CheckpointResult, read_result
     from cyclejepa.pipeline.evaluation import evaluation_dir
 
     for path in sorted(evaluation_dir(cfg).glob(f"{plan.name}-step*.json")):
-        result = read_result(path)
-        if result.get("step") == step:
+        result = read_result(path, CheckpointResult)
+        if result.step == step:
             return result
     return None

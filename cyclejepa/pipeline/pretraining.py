@@ -143,7 +143,7 @@ def watch_run(trainer, signals, phases):
     training = trainer.spec.training
     if not (training.tensorboard and trainer.dist.is_main):
         return None
-    from cyclejepa.evaluation.watch import HeldBatch
+    from cyclejepa.evaluation.training_diagnostics import HeldBatch
     from cyclejepa.training.tensorboard import TensorBoardLog
 
     board = TensorBoardLog(

@@ -15,8 +15,8 @@ from typing import Any
 import yaml
 
 from cyclejepa.config import ExperimentConfig, parse_config
-from cyclejepa.evaluation.integrity import read_result
 from cyclejepa.evaluation.report import figure_cell, write_report
+from cyclejepa.evaluation.results import ProtocolResult, ReportResult, read_result
 from cyclejepa.evaluation.spec import ReportSpec
 from cyclejepa.outputs import OutputFolder
 from cyclejepa.pipeline.checks import phase_qc_verdict
@@ -44,10 +44,11 @@ def report_spec(cfg: ExperimentConfig) -> ReportSpec:
 
 def phase_qc_flags(cfg: ExperimentConfig) -> tuple[str, ...]:
     """The flags of `phase_qc_verdict` under ``data.phase_qc`` on the phase QC counts the
-    evaluation's ``protocol.json`` records (none before it records them)."""
+    evaluation's ``protocol.json`` records (none before the evaluation wrote it)."""
     protocol = OutputFolder(Path(cfg.output_dir)).evaluation / "protocol.json"
-    counts = read_result(protocol).get("phase_qc") if protocol.is_file() else None
-    return tuple(phase_qc_verdict(cfg, counts)[1]) if counts else ()
+    if not protocol.is_file():
+        return ()
+    return tuple(phase_qc_verdict(cfg, read_result(protocol, ProtocolResult).phase_qc.model_dump())[1])
 
 
 def report_experiment(output_dir: str | Path) -> Path:
@@ -70,12 +71,12 @@ def write_grid_summary(output_dir: Path, cells: list[tuple[str, ExperimentConfig
         "|---|---|---|---:|---:|---|---|",
     ]
     for label, cfg in cells:
-        report = read_result(OutputFolder(Path(cfg.output_dir)).report / "report.json")
+        report = read_result(OutputFolder(Path(cfg.output_dir)).report / "report.json", ReportResult)
         settings = ", ".join(f"{k}={_lookup(cfg, k)}" for k in sorted(cells_keys(cells)))
-        for arm, values in report["headline"].items():
-            auroc = values[report["probe_rows"][0]] if report["probe_rows"] else math.nan
+        for arm, values in report.headline.items():
+            auroc = values[report.probe_rows[0]] if report.probe_rows else math.nan
             auroc = auroc["point"] if isinstance(auroc, dict) else auroc  # a degenerate probe's is words
-            validity = report["validity"][arm]
+            validity = report.validity[arm]
             lines.append(
                 f"| {label} | {settings} | {arm} | {figure_cell(auroc, validity)} | "
                 f"{figure_cell(values['Transport gain fraction ↑'], validity)} | "

@@ -2,7 +2,7 @@
 
 `TensorBoardLog` is a trainer watcher (``Trainer.watchers``, rank 0). Each step gets the scalars
 `TAGS`; at the first flush and the first at or after each multiple of ``every`` steps, those of
-``diagnose(objective)`` (e.g. `cyclejepa.evaluation.watch.HeldBatch`). Events after the checkpoint
+``diagnose(objective)`` (e.g. `cyclejepa.evaluation.training_diagnostics.HeldBatch`). Events after the checkpoint
 a run resumes from are purged from view, as metrics rows are. Needs the ``tensorboard`` extra.
 """
 

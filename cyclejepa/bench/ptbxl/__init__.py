@@ -223,7 +223,7 @@ def cells_at_once(setting: int | str, device: str, cells: int) -> int:
     bootstrap, a linear-finetune cell's probe) and one on the CPU, where the one process already
     keeps every core busy and more would only share them."""
     from cyclejepa.devices import resolve_device
-    from cyclejepa.evaluation.stage import evaluations_at_once
+    from cyclejepa.evaluation.checkpoint_evaluation import evaluations_at_once
 
     return evaluations_at_once(setting, resolve_device(device).type, cells)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict, dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,7 @@ from cyclejepa.data.cache import PreparedCache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.datasets import sha256_file
 from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
-from cyclejepa.evaluation.context import hr_stratified_auroc, record_heart_rates
+from cyclejepa.evaluation.heart_rate import hr_stratified_auroc, record_heart_rates
 from cyclejepa.evaluation.embeddings import (
     NonFiniteOutputs,
     Representations,
@@ -48,22 +49,23 @@ from cyclejepa.evaluation.geometry import (
     phase_ring_figure,
     umap_figure,
 )
-from cyclejepa.evaluation.integrity import (
-    CHECKSUM,
-    SCORES_DIGEST,
-    content_checksum,
-    model_digest,
-    read_result,
-    read_scores,
-    with_checksum,
-)
+from cyclejepa.evaluation.integrity import SCORES_DIGEST, model_digest, read_scores
 from cyclejepa.evaluation.mechanism import g1_gate
 from cyclejepa.evaluation.probe import DiagnosticTask, LinearProbe, diagnostic_tasks, evaluate_task
 from cyclejepa.evaluation.robustness import channel_zeroing
 from cyclejepa.evaluation.spec import DataDescription, EvaluationSpec
 from cyclejepa.evaluation.tokens import coordinate_view, per_coordinate
+from cyclejepa.evaluation.results import (
+    CheckpointMetrics,
+    CheckpointResult,
+    ProtocolResult,
+    RunFields,
+    StrataResult,
+    plain,
+    read_result,
+    write_result,
+)
 from cyclejepa.evaluation.validity import cell_validity
-from cyclejepa.jsonio import read_json, write_json
 
 
 def evaluations_at_once(setting: int | str, device_type: str, cells: int) -> int:
@@ -80,24 +82,28 @@ def write_checkpoint_evaluation(
     objective,
     checkpoint: Path,
     target: Path,
-    run: dict[str, Any],
+    run: RunFields,
     device: torch.device,
     progress: bool = False,
 ) -> None:
-    """``target`` (``<run>-stepNNNNNN.json``): `evaluate_checkpoint` of the objective loaded from
-    ``checkpoint``, its validity, the ``run`` fields (which run, step and checkpoint it is), the
-    spec's ``evaluation_hash`` and its own checksum; when a probe ran, the first task's per-record
-    scores in ``.npz`` beside it."""
+    """``target`` (``<run>-stepNNNNNN.json``, a `CheckpointResult`): `evaluate_checkpoint` of the
+    objective loaded from ``checkpoint``, its validity, the ``run`` fields (which run, step and
+    checkpoint it is) and the spec's ``evaluation_hash``; when a probe ran, the first task's
+    per-record scores in ``.npz`` beside it."""
     try:
-        result, scores = evaluate_checkpoint(spec, cache, objective, device, progress)
+        metrics, scores = evaluate_checkpoint(spec, cache, objective, device, progress)
     except NonFiniteOutputs as error:
         raise NonFiniteOutputs(f"checkpoint {checkpoint} gives {error}") from None
-    result["validity"] = cell_validity(result)
-    result.update(run, evaluation_hash=spec.evaluation_hash)
     if scores:
         np.savez(target.with_suffix(".npz"), allow_pickle=False, **scores)
-        result[SCORES_DIGEST] = sha256_file(target.with_suffix(".npz"))
-    write_json(target, with_checksum(result))
+    result = CheckpointResult(
+        **dict(metrics),
+        **dict(run),
+        validity=cell_validity(metrics),
+        evaluation_hash=spec.evaluation_hash,
+        scores_sha256=sha256_file(target.with_suffix(".npz")) if scores else None,
+    )
+    write_result(target, result)
 
 
 @dataclass
@@ -120,11 +126,6 @@ def record_embeddings(
     rows = np.union1d(cache.select(spec.train_folds), cache.select(spec.eval_folds))
     phases, qc_ok = cache.phases("centre"), cache.columns["qc_ok"]
     return embed_records(model, cache.signals, phases, qc_ok, rows=rows, device=device, progress=progress)
-
-
-def data_section(data: DataDescription) -> dict[str, Any]:
-    """``data`` of a result: the `DataDescription` as JSON values."""
-    return {name: list(value) if isinstance(value, tuple) else value for name, value in asdict(data).items()}
 
 
 def no_eligible_class(task: str, spec: EvaluationSpec) -> str:
@@ -180,7 +181,7 @@ def core_metrics(
         require_finite_outputs(reps.features, reps.rows, "record representations")
     patients, qc_ok = cache.columns["patient_id"], cache.columns["qc_ok"]
     phases = cache.phases("centre")
-    result: dict[str, Any] = {"data": data_section(spec.data), "not_run": {}, "diagnostic": {}}
+    result: dict[str, Any] = {"data": spec.data, "not_run": {}, "diagnostic": {}}
     headline, probe, scores = None, None, {}
     if labelled:
         result["representations"] = {"records": len(reps.rows), "excluded": reps.excluded}
@@ -219,9 +220,8 @@ def coordinate_metrics(tokens, phases, symmetry, names, patients, spec: Evaluati
 
 def evaluate_checkpoint(
     spec: EvaluationSpec, cache: PreparedCache, objective, device: torch.device, progress: bool = False
-) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
-    """Every per-checkpoint metric as a JSON-ready dict, plus per-record scores of the first task
-    (empty without labels)."""
+) -> tuple[CheckpointMetrics, dict[str, np.ndarray]]:
+    """Every per-checkpoint metric, plus per-record scores of the first task (empty without labels)."""
     core = core_metrics(spec, cache, objective, device, progress)
     if len(cache.channels) < 2:
         core.result["not_run"]["robustness"] = f"one {spec.data.channel_word} ({cache.channels[0]}): nothing to zero beside it"
@@ -251,7 +251,7 @@ def evaluate_checkpoint(
         core.result["not_run"]["anomaly"] = (
             f"a torus of {objective.symmetry.rank} coordinates: the battery times anomalies by one clock's events"
         )
-        return core.result, core.scores
+        return CheckpointMetrics.model_validate(plain(core.result)), core.scores
     battery_rows = core.phase_rows[: spec.anomaly_records] if spec.anomaly_records else core.phase_rows
     battery = anomaly_battery(
         objective.model,
@@ -268,7 +268,7 @@ def evaluate_checkpoint(
     )
     core.result["anomaly"] = [asdict(cell) for cell in battery.cells]
     core.result["anomaly_skipped"] = battery.skipped
-    return core.result, core.scores
+    return CheckpointMetrics.model_validate(plain(core.result)), core.scores
 
 
 def figure_paths(figures: Path, step: int, coordinates: tuple[str, ...], umap: bool) -> tuple[list[Path], Path | None]:
@@ -321,9 +321,7 @@ def write_hr_strata(
     strata = {}
     for run_seed in seeds:
         cells = {arm: out / f"{arm}-seed{run_seed}-step{step:06d}" for arm in arms}
-        loaded = {
-            arm: read_scores(cell.with_suffix(".npz"), read_result(cell.with_suffix(".json"))) for arm, cell in cells.items()
-        }
+        loaded = {arm: _scores(cell) for arm, cell in cells.items()}
         first = loaded[arms[0]]
         if not all(np.array_equal(first["rows"], loaded[a]["rows"]) for a in arms):
             continue  # the arms scored different records: no paired comparison
@@ -335,9 +333,14 @@ def write_hr_strata(
             replicates=replicates,
             seed=seed,
         )
-        strata[f"seed{run_seed}"] = asdict(result)
-    strata_result = {"task": task, "seeds": strata, "evaluation_hash": evaluation_hash}
-    write_json(out / f"hr-strata-step{step:06d}.json", with_checksum(strata_result))
+        strata[f"seed{run_seed}"] = result
+    write_result(out / f"hr-strata-step{step:06d}.json", StrataResult(task=task, seeds=strata, evaluation_hash=evaluation_hash))
+
+
+def _scores(cell: Path) -> dict[str, np.ndarray]:
+    """The per-record arrays of the result ``cell`` (``.json``, ``.npz``), checked against its digest."""
+    result = read_result(cell.with_suffix(".json"), CheckpointResult)
+    return read_scores(cell.with_suffix(".npz"), {SCORES_DIGEST: result.scores_sha256})
 
 
 def write_protocol(
@@ -355,42 +358,42 @@ def write_protocol(
     table = cohort_table(cache, train_folds, eval_folds, event=data.event)
     if not data.subjects_known:
         table = table.drop(index="Patients")
-    protocol = {
-        "cache": str(cache.path),
-        "counts": cache.manifest["counts"],
-        "rejections": [{"record": str(r.record_id), "check": r.check, "detail": r.detail} for r in cache.rejections],
-        "cohort_markdown": cohort_markdown(table),
-        "phase_qc": {"event": data.event, "train": cache.phase_qc_counts(train_folds), "eval": cache.phase_qc_counts(eval_folds)},
-        "evaluation_hash": evaluation_hash,
-    }
-    write_json(out / "protocol.json", with_checksum(protocol))
+    protocol = ProtocolResult(
+        cache=str(cache.path),
+        counts=cache.manifest["counts"],
+        rejections=[{"record": str(r.record_id), "check": r.check, "detail": r.detail} for r in cache.rejections],
+        cohort_markdown=cohort_markdown(table),
+        phase_qc={"event": data.event, "train": cache.phase_qc_counts(train_folds), "eval": cache.phase_qc_counts(eval_folds)},
+        evaluation_hash=evaluation_hash,
+    )
+    write_result(out / "protocol.json", protocol)
 
 
 def is_current(path: Path, evaluation_hash: str, checkpoint: Path) -> bool:
-    """A finished result of this evaluation (``evaluation_hash``) whose checksums hold: its
-    content's, its arrays' (``.npz``, where it has them) and its checkpoint's (the weights are the
-    ones it was computed from); an altered one is recomputed."""
+    """A finished result of this evaluation (``evaluation_hash``) of this schema whose checksums
+    hold: its content's, its arrays' (``.npz``, where it has them) and its checkpoint's (the
+    weights are the ones it was computed from); another one is recomputed."""
     return _holds(
-        path, evaluation_hash, lambda result: result.get("checkpoint", {}).get("model_sha256") == model_digest(checkpoint)
+        path, evaluation_hash, lambda r: r.checkpoint is not None and r.checkpoint.model_sha256 == model_digest(checkpoint)
     )
 
 
 def is_current_untrained(path: Path, evaluation_hash: str, weights_sha256: str) -> bool:
     """`is_current` for a result of untrained weights (the random baseline): its weights' digest
     (``weights.model_sha256``) is ``weights_sha256``, that of the weights it would be computed from now."""
-    return _holds(path, evaluation_hash, lambda result: result.get("weights", {}).get("model_sha256") == weights_sha256)
+    return _holds(path, evaluation_hash, lambda r: r.weights is not None and r.weights.model_sha256 == weights_sha256)
 
 
-def _holds(path: Path, evaluation_hash: str, same_weights) -> bool:
-    """A finished result of ``evaluation_hash`` whose content and arrays match their checksums
-    and whose weights pass ``same_weights`` (a test of the result)."""
-    if not path.exists():
+def _holds(path: Path, evaluation_hash: str, same_weights: Callable[[CheckpointResult], bool]) -> bool:
+    """A result of this schema and of ``evaluation_hash`` in ``path`` whose content and arrays
+    match their checksums and whose weights pass ``same_weights``."""
+    try:
+        result = read_result(path, CheckpointResult)
+    except (OSError, ValueError):  # absent, of another schema version, altered or unreadable
         return False
-    result = read_json(path)
     arrays = path.with_suffix(".npz")
     return (
-        result.get("evaluation_hash") == evaluation_hash
-        and result.get(CHECKSUM) == content_checksum(result)
+        result.evaluation_hash == evaluation_hash
         and same_weights(result)
-        and (not result.get("diagnostic") or (arrays.exists() and result.get(SCORES_DIGEST) == sha256_file(arrays)))
+        and (not result.diagnostic or (arrays.exists() and result.scores_sha256 == sha256_file(arrays)))
     )
