@@ -190,7 +190,7 @@ def test_g1_of_one_patient_is_not_testable_rather_than_passed():
 
 def test_every_patient_clustered_interval_knows_when_it_is_not_testable():
     from cyclejepa.evaluation.bootstrap import percentile_interval
-    from cyclejepa.evaluation.heart_rate import hr_stratified_auroc
+    from cyclejepa.evaluation.hr_strata import hr_stratified_auroc
     from cyclejepa.evaluation.probe import clustered_bootstrap
 
     rng = np.random.default_rng(6)

@@ -16,7 +16,7 @@ from torch import nn
 from cyclejepa.data.cache import PreparedCache
 from cyclejepa.data.ptbxl import LEADS, PTBXL, SUBCLASSES, SUPERCLASSES
 from cyclejepa.evaluation.bootstrap import patient_bootstrap_weights
-from cyclejepa.evaluation.heart_rate import heart_rate, hr_stratified_auroc
+from cyclejepa.evaluation.hr_strata import heart_rate, hr_stratified_auroc
 from cyclejepa.evaluation.embeddings import (
     Representations,
     embed_records,

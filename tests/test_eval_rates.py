@@ -12,7 +12,7 @@ from conftest import TINY_MODEL
 from cyclejepa.data.cache import CacheSpec, prepare_cache
 from cyclejepa.data.ptbxl import PTBXL, read_ptbxl_record
 from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
-from cyclejepa.evaluation.heart_rate import record_heart_rates
+from cyclejepa.evaluation.hr_strata import record_heart_rates
 from cyclejepa.models import build_model
 from cyclejepa.registry import PERTURBATIONS, PHASE_PROVIDERS
 from cyclejepa.symmetry import U1Symmetry

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from cyclejepa.evaluation.bootstrap import BootstrapCI
-from cyclejepa.evaluation.heart_rate import HRStratification, HRStratum
+from cyclejepa.evaluation.hr_strata import HRStratification, HRStratum
 from cyclejepa.evaluation.integrity import ResultAltered, with_checksum
 from cyclejepa.evaluation.probe import ProbeResult
 from cyclejepa.evaluation.results import (

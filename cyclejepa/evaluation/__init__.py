@@ -30,7 +30,7 @@ if TYPE_CHECKING:  # each name's type for type checkers and editors (`X as X`: r
         patient_bootstrap_weights as patient_bootstrap_weights,
         percentile_interval as percentile_interval,
     )
-    from cyclejepa.evaluation.heart_rate import (
+    from cyclejepa.evaluation.hr_strata import (
         heart_rate as heart_rate,
         hr_stratified_auroc as hr_stratified_auroc,
         HRStratification as HRStratification,
@@ -99,11 +99,11 @@ _HOMES = {
     "BootstrapCI": "bootstrap",
     "patient_bootstrap_weights": "bootstrap",
     "percentile_interval": "bootstrap",
-    "HRStratification": "heart_rate",
-    "HRStratum": "heart_rate",
-    "heart_rate": "heart_rate",
-    "hr_stratified_auroc": "heart_rate",
-    "record_heart_rates": "heart_rate",
+    "HRStratification": "hr_strata",
+    "HRStratum": "hr_strata",
+    "heart_rate": "hr_strata",
+    "hr_stratified_auroc": "hr_strata",
+    "record_heart_rates": "hr_strata",
     "Representations": "embeddings",
     "embed_records": "embeddings",
     "extract_tokens": "embeddings",

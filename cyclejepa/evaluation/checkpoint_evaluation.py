@@ -34,7 +34,7 @@ from cyclejepa.data.cache import PreparedCache
 from cyclejepa.data.cohort import cohort_markdown, cohort_table
 from cyclejepa.data.datasets import sha256_file
 from cyclejepa.evaluation.anomaly import BeatTimes, anomaly_battery
-from cyclejepa.evaluation.heart_rate import hr_stratified_auroc, record_heart_rates
+from cyclejepa.evaluation.hr_strata import hr_stratified_auroc, record_heart_rates
 from cyclejepa.evaluation.embeddings import (
     NonFiniteOutputs,
     Representations,

@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cyclejepa.evaluation.anomaly.battery import AnomalyCell
 from cyclejepa.evaluation.geometry import CoherenceResult
-from cyclejepa.evaluation.heart_rate import HRStratification
+from cyclejepa.evaluation.hr_strata import HRStratification
 from cyclejepa.evaluation.integrity import CHECKSUM, ResultAltered, content_checksum, with_checksum
 from cyclejepa.evaluation.mechanism import G1Result
 from cyclejepa.evaluation.probe import ProbeResult
