@@ -430,6 +430,11 @@ def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cy
     _say(("report", "green"), f" {path}")
 
 
+Checkpoint = Annotated[int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")]
+RunArm = Annotated[str | None, typer.Option(help="arm of the run (default: the first)")]
+RunSeed = Annotated[int | None, typer.Option(help="seed of the run (default: the first)")]
+
+
 @app.command()
 def embed(
     run_dir: Annotated[
@@ -446,11 +451,9 @@ def embed(
     root: Annotated[Path | None, typer.Option(help="with --corpus: a folder of records the run's dataset reads")] = None,
     records_per_shard: Annotated[int, typer.Option(min=1, help="with --corpus: records per parquet shard")] = 1000,
     workers: Annotated[int, typer.Option(min=1, help="with --corpus: processes embedding shards side by side (CPU)")] = 1,
-    checkpoint: Annotated[
-        int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")
-    ] = None,
-    arm: Annotated[str | None, typer.Option(help="arm of the run (default: the first)")] = None,
-    seed: Annotated[int | None, typer.Option(help="seed of the run (default: the first)")] = None,
+    checkpoint: Checkpoint = None,
+    arm: RunArm = None,
+    seed: RunSeed = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
     batch_size: Annotated[int, typer.Option(min=1, help="records read and windows embedded at a time")] = 256,
     tokens: Annotated[bool, typer.Option(help="keep the token embeddings (else record embeddings, phases, QC)")] = True,
@@ -527,11 +530,9 @@ def _embed_corpus(encoder, out: Path, root: Path | None, per_shard: int, workers
 def export(
     run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`, or one run folder in it")],
     out: Annotated[Path, typer.Option(help="folder to write the package to")],
-    checkpoint: Annotated[
-        int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")
-    ] = None,
-    arm: Annotated[str | None, typer.Option(help="arm of the run (default: the first)")] = None,
-    seed: Annotated[int | None, typer.Option(help="seed of the run (default: the first)")] = None,
+    checkpoint: Checkpoint = None,
+    arm: RunArm = None,
+    seed: RunSeed = None,
     onnx: Annotated[bool, typer.Option("--onnx", help="add the offline and streaming ONNX graphs")] = False,
     torchscript: Annotated[bool, typer.Option("--torchscript", help="add the offline and streaming TorchScript graphs")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing package at --out")] = False,

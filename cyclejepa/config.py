@@ -260,8 +260,7 @@ class AugmentationConfig(Section):
 
 
 def _paper_augmentations() -> list[AugmentationConfig]:
-    names = ["gaussian-noise", "tone", "drift", "amplitude-modulation", "lead-dropout", "lead-gain"]
-    return [AugmentationConfig(name=name) for name in names]
+    return [AugmentationConfig(name=name) for name in registry.AUGMENTATIONS.builtins]  # in the paper's order
 
 
 MAX_ARM_NAME = 64

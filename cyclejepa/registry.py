@@ -209,7 +209,7 @@ OBJECTIVES = Registry(
         **_table("cyclejepa.objectives.transport", "transport"),
     },
 )
-AUGMENTATIONS = Registry(
+AUGMENTATIONS = Registry(  # in the order of the paper's table, and of application
     "augmentation",
     _table("cyclejepa.data.augment", "gaussian-noise", "tone", "drift", "amplitude-modulation", "lead-dropout", "lead-gain"),
     "cyclejepa.declarations.augmentations",

@@ -43,15 +43,8 @@ __all__ = [
 
 Params = dict[str, Tensor]
 
-DEFAULT_AUGMENTATIONS = (
-    "gaussian-noise",
-    "tone",
-    "drift",
-    "amplitude-modulation",
-    "lead-dropout",
-    "lead-gain",
-)
-"""The paper's six transforms, in the order of its table (and of application)."""
+DEFAULT_AUGMENTATIONS = tuple(AUGMENTATIONS.builtins)
+"""The paper's six transforms, in the order of its table (and of application): the built-ins."""
 
 
 def record_rms(x: Tensor) -> Tensor:
