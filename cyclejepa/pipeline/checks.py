@@ -105,9 +105,8 @@ def _skipped_families(cfg: ExperimentConfig, data: DataFacts | str, unknown: dic
     """Families of a config's own list (not the default, which the battery filters) that cannot
     apply to the provider's declared ``signal`` or the channel count, with why."""
     provider, families = cfg.phase.provider, cfg.evaluation.families
-    if families == EvaluationConfig.model_fields["families"].default or provider not in registry.PHASE_PROVIDERS:
-        return {}
-    if unknown or isinstance(data, str) or provider is None:
+    default = EvaluationConfig.model_fields["families"].default
+    if families == default or unknown or isinstance(data, str) or provider is None or provider not in registry.PHASE_PROVIDERS:
         return {}
     from cyclejepa.evaluation.anomaly.perturbations import applicable_families  # the families' own facts
 
