@@ -386,10 +386,8 @@ class ConfigError(ValueError):
 
     def __init__(self, problems: list[str], source: str = "config"):
         self.problems = problems
-        if len(problems) == 1:
-            super().__init__(f"{source}: {problems[0]}")
-        else:
-            super().__init__(f"{source}: {len(problems)} problems\n" + "\n".join(f"  {p}" for p in problems))
+        listed = "\n".join(f"  {p}" for p in problems)
+        super().__init__(f"{source}: " + (problems[0] if len(problems) == 1 else f"{len(problems)} problems\n{listed}"))
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentConfig:

@@ -407,10 +407,7 @@ def identity_problems(plans: list[RunPlan]) -> list[str]:
     problems = []
     for plan in plans:
         recorded = recorded_identity(plan)
-        if recorded is None:
-            continue
-        differences = identity_differences(recorded, plan.identity)
-        if differences:
+        if recorded is not None and (differences := identity_differences(recorded, plan.identity)):
             problems.append(
                 f"{plan.directory} was trained with other settings ({'; '.join(differences)}); "
                 "restore them, or choose another output_dir"
