@@ -12,7 +12,6 @@ from typing import Annotated, NoReturn
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -29,20 +28,19 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-# soft_wrap: one line per message in a log, whatever its length; emoji off: ":x:" in a path or
-# a message stays as written. Text from users and data is printed as `Text` (`_line`), never
-# parsed as markup.
+# soft_wrap: one line per message, whatever its length; emoji off and text printed as `Text`
+# (`_say`): a path holding ``[/]`` or ``:x:`` stays as written.
 console = Console(soft_wrap=True, emoji=False)
 errors = Console(stderr=True, soft_wrap=True, emoji=False)
 
 ConfigPath = Annotated[Path, typer.Argument(help="experiment YAML file")]
 Overrides = Annotated[list[str] | None, typer.Option("--set", help="override a config key: a.b.c=value (repeatable)")]
+Unseal = Annotated[bool, typer.Option("--unseal", help="allow (and audit) evaluation on the sealed fold")]
 
 
-def _line(*parts: str | tuple[str, str]) -> Text:
-    """One line of output: each part a plain string or (string, style), printed exactly as
-    written (a path holding ``[/]`` or ``:x:`` is not read as markup or an emoji)."""
-    return Text.assemble(*parts)
+def _say(*parts: str | tuple[str, str], to: Console = console) -> None:
+    """Print one line, each part a plain string or (string, style), exactly as written."""
+    to.print(Text.assemble(*parts), highlight=False)
 
 
 def _show_version(value: bool) -> None:
@@ -70,12 +68,12 @@ def _load(config: Path, overrides: list[str] | None):
 
 def _invalid(error: ConfigError) -> NoReturn:
     """Print a config's problems and exit with status 2."""
-    errors.print(_line(("invalid config", "red"), f" {error}"), highlight=False)
+    _say(("invalid config", "red"), f" {error}", to=errors)
     raise typer.Exit(code=2) from None
 
 
 def _preflight(cfg) -> None:
-    """Run `pipeline.preflight` (every check the config and the files on disk allow) or exit with its problems."""
+    """Run `pipeline.preflight` or exit with its problems."""
     try:
         preflight(cfg)
     except ConfigError as error:
@@ -88,7 +86,7 @@ def validate(config: ConfigPath, set_: Overrides = None) -> None:
     folds, devices, the corpus on disk and the runs already trained in its output directory."""
     cfg = _load(config, set_)
     _preflight(cfg)
-    console.print(_line(("valid", "green"), f" {config} (hash {config_hash(cfg)})"), highlight=False)
+    _say(("valid", "green"), f" {config} (hash {config_hash(cfg)})")
 
 
 @app.command()
@@ -161,7 +159,7 @@ def phase(
             phased = track_record(record, lead=leads, provider=provider, options=options)
             result = describe_track(phased)
         except (OSError, ValueError, KeyError) as error:
-            errors.print(f"[red]{escape(str(record))}[/red]: {escape(str(error))}", highlight=False)
+            _say((str(record), "red"), f": {error}", to=errors)
             failed += 1
             continue
         if plot is not None:
@@ -177,14 +175,13 @@ def phase(
     if format == "table" and table.row_count:
         console.print(table)
     if failed:
-        errors.print(f"{failed} of {len(records)} records could not be read", highlight=False)
+        _say(f"{failed} of {len(records)} records could not be read", to=errors)
         raise typer.Exit(code=1)
 
 
 def _lead_names(values: list[str] | None) -> str | list[str] | None:
-    """The ``--lead`` values: each one name, taken whole (``PLETH,`` is a name, matched as
-    ``PLETH``), except a value with a comma inside (``II,V5``), which names each part; one name
-    as a string, several as a list."""
+    """The ``--lead`` values, each a name taken whole (``PLETH,``) unless a comma lies inside
+    (``II,V5``: each part); one name as a string, several as a list."""
     from cyclejepa.data.channels import channel_key
 
     names = []
@@ -202,9 +199,8 @@ def _event_count(result: dict) -> str:
 
 
 def _rates_and_good_cycles(track) -> tuple[str, str]:
-    """Mean rate per minute over the good cycles (`PhaseTrack.mean_rate`) and the share of good
-    cycles ("-" where not assessed), per coordinate for several. A coordinate that fails its QC
-    has no rate to speak of: "n/a" (the qc column says why), never the rate of noise."""
+    """Mean rate per minute over the good cycles ("n/a" for a coordinate failing QC) and the
+    share of good cycles ("-" where not assessed), per coordinate."""
     import math
 
     def rate(t) -> str:
@@ -239,24 +235,20 @@ def synth(
     from cyclejepa.data.synthetic import DATABASE_CSV, write_synthetic_corpus
 
     if (out / DATABASE_CSV).exists() and not overwrite:
-        errors.print(
-            _line(
-                ("error", "red"),
-                f" {out} already holds a corpus ({DATABASE_CSV}); pass --overwrite to replace it, or choose another --out",
-            ),
-            highlight=False,
+        _say(
+            ("error", "red"),
+            f" {out} already holds a corpus ({DATABASE_CSV}); pass --overwrite to replace it, or choose another --out",
+            to=errors,
         )
         raise typer.Exit(code=1)
     with _user_errors():
         path = write_synthetic_corpus(out, records, seed=seed, workers=workers, overwrite=overwrite)
-    console.print(_line(f"wrote {records} synthetic records to {path}"), highlight=False)
+    _say(f"wrote {records} synthetic records to {path}")
 
 
 OverwriteCache = Annotated[
     bool, typer.Option("--overwrite-cache", help="rebuild a shared data.cache_dir that another experiment prepared")
 ]
-
-
 Shard = Annotated[
     str | None,
     typer.Option("--shard", metavar="I/N", help="prepare only share I of N of the records (I = 0 … N-1), then --merge"),
@@ -289,27 +281,21 @@ def prepare(
         with _user_errors(again=again):
             info = prepare_shard_stage(cfg, *share)
         counts = info["counts"]
-        console.print(
-            _line(
-                f"shard {share[0]}/{share[1]}: {counts['records_kept']} of {counts['records']} records kept as "
-                f"{counts['windows']} windows, {counts['rejected']} rejected; merge with `cyclejepa prepare "
-                f"{config} --merge` once every shard is done"
-            ),
-            highlight=False,
+        _say(
+            f"shard {share[0]}/{share[1]}: {counts['records_kept']} of {counts['records']} records kept as "
+            f"{counts['windows']} windows, {counts['rejected']} rejected; merge with `cyclejepa prepare "
+            f"{config} --merge` once every shard is done"
         )
         return
     with _user_errors(again=again), output_lock(cfg.output_dir):
         cache = prepare_stage(cfg, overwrite_cache=overwrite_cache, merge=merge)
     counts = cache.manifest["counts"]
     windows = f" as {counts['kept']} windows" if counts["kept"] != counts["records_kept"] else ""
-    console.print(
-        _line(f"cache {cache.path}: {counts['records_kept']} records kept{windows}, {counts['rejected']} rejected"),
-        highlight=False,
-    )
+    _say(f"cache {cache.path}: {counts['records_kept']} records kept{windows}, {counts['rejected']} rejected")
     problems, flags = prepared_cache_verdict(cfg, cache)  # what `run` and `train` will refuse, and flag
     flagged = [] if problems else [f"phase QC: {flag}; the report will mark no figure best" for flag in flags]
     for problem in problems + flagged:
-        errors.print(_line(("warning", "yellow"), f" {problem}"), highlight=False)
+        _say(("warning", "yellow"), f" {problem}", to=errors)
 
 
 @app.command()
@@ -322,7 +308,7 @@ def download(
         raise typer.BadParameter(registry.unknown_name_message("dataset", dataset, registry.DATASETS.names()))
     with _user_errors():
         path = registry.DATASETS.get(dataset).download(dest)
-    console.print(_line(f"{dataset} is in {path}"), highlight=False)
+    _say(f"{dataset} is in {path}")
 
 
 @app.command()
@@ -360,28 +346,34 @@ def train(
             raise ConfigError(problems, source="prepare")
         directory = pretrain(cfg, cache, plan, progress=dist.is_main, dist=dist)
     if dist.is_main:
-        console.print(_line(f"{plan.name}: trained, checkpoints in {RunFolder(directory).checkpoints}"), highlight=False)
+        _say(f"{plan.name}: trained, checkpoints in {RunFolder(directory).checkpoints}")
 
 
 @app.command()
 def run(
     config: ConfigPath,
     set_: Overrides = None,
-    unseal: Annotated[bool, typer.Option("--unseal", help="allow (and audit) evaluation on the sealed fold")] = False,
+    unseal: Unseal = False,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="print the plan and exit")] = False,
     overwrite_cache: OverwriteCache = False,
 ) -> None:
     """Prepare → pre-train every arm × seed → evaluate the grid → report, in one output folder."""
     from cyclejepa.pipeline.run import describe_plan, run_experiment
 
-    cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
-    with _user_errors(again=["run", str(config), *_set_words(set_), *(["--unseal"] if unseal else [])]):
+    cfg, again = _load_unsealed("run", config, set_, unseal)
+    with _user_errors(again):
         if dry_run:
             for line in describe_plan(cfg):
                 console.print(line, highlight=False, markup=False)
             return
         report = run_experiment(cfg, overwrite_cache=overwrite_cache)
-    console.print(_line(("report", "green"), f" {report}"), highlight=False)
+    _say(("report", "green"), f" {report}")
+
+
+def _load_unsealed(command: str, config: Path, set_: list[str] | None, unseal: bool):
+    """The config of `run` or `evaluate` (``--unseal`` as ``evaluation.unseal=true``) and the words that resume it."""
+    cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
+    return cfg, [command, str(config), *_set_words(set_), *(["--unseal"] if unseal else [])]
 
 
 BENCHMARKS = {
@@ -416,20 +408,15 @@ def benchmark(
 
 
 @app.command()
-def evaluate(
-    config: ConfigPath,
-    set_: Overrides = None,
-    unseal: Annotated[bool, typer.Option("--unseal", help="allow (and audit) evaluation on the sealed fold")] = False,
-) -> None:
+def evaluate(config: ConfigPath, set_: Overrides = None, unseal: Unseal = False) -> None:
     """Evaluate the trained checkpoints of a config and write its report (no training)."""
     from cyclejepa.lock import output_lock
     from cyclejepa.pipeline.evaluation import evaluate_experiment
 
-    cfg = _load(config, (set_ or []) + (["evaluation.unseal=true"] if unseal else []))
-    again = ["evaluate", str(config), *_set_words(set_), *(["--unseal"] if unseal else [])]
+    cfg, again = _load_unsealed("evaluate", config, set_, unseal)
     with _user_errors(again), output_lock(cfg.output_dir):
         path = evaluate_experiment(cfg)
-    console.print(_line(("report", "green"), f" {path}"), highlight=False)
+    _say(("report", "green"), f" {path}")
 
 
 @app.command()
@@ -440,7 +427,12 @@ def report(run_dir: Annotated[Path, typer.Argument(help="output directory of `cy
 
     with _user_errors(again=["report", str(run_dir)]), output_lock(run_dir):
         path = report_experiment(run_dir)
-    console.print(_line(("report", "green"), f" {path}"), highlight=False)
+    _say(("report", "green"), f" {path}")
+
+
+Checkpoint = Annotated[int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")]
+RunArm = Annotated[str | None, typer.Option(help="arm of the run (default: the first)")]
+RunSeed = Annotated[int | None, typer.Option(help="seed of the run (default: the first)")]
 
 
 @app.command()
@@ -459,11 +451,9 @@ def embed(
     root: Annotated[Path | None, typer.Option(help="with --corpus: a folder of records the run's dataset reads")] = None,
     records_per_shard: Annotated[int, typer.Option(min=1, help="with --corpus: records per parquet shard")] = 1000,
     workers: Annotated[int, typer.Option(min=1, help="with --corpus: processes embedding shards side by side (CPU)")] = 1,
-    checkpoint: Annotated[
-        int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")
-    ] = None,
-    arm: Annotated[str | None, typer.Option(help="arm of the run (default: the first)")] = None,
-    seed: Annotated[int | None, typer.Option(help="seed of the run (default: the first)")] = None,
+    checkpoint: Checkpoint = None,
+    arm: RunArm = None,
+    seed: RunSeed = None,
     device: Annotated[str, typer.Option(help="auto, cpu, cuda or cuda:N")] = "auto",
     batch_size: Annotated[int, typer.Option(min=1, help="records read and windows embedded at a time")] = 256,
     tokens: Annotated[bool, typer.Option(help="keep the token embeddings (else record embeddings, phases, QC)")] = True,
@@ -493,22 +483,25 @@ def embed(
             return
         result = encoder.embed_files(records or [], batch_size=batch_size, progress=True, keep_tokens=tokens)
         result.save(out)
-    for record, reason in result.failed.items():
-        errors.print(_line((str(record), "red"), f": {reason}"), highlight=False)
     far = int((result.input_distance > OUT_OF_RANGE_DECADES).sum())
-    console.print(
-        _line(
-            f"{out}: {len(result)} records embedded ({int(result.qc_ok.sum())} pass phase QC, {far} out of the "
-            f"run's input range), {len(result.failed)} failed; {encoder}"
-        ),
-        highlight=False,
+    _embedded(
+        result.failed,
+        f"{out}: {len(result)} records embedded ({int(result.qc_ok.sum())} pass phase QC, {far} out of the "
+        f"run's input range), {len(result.failed)} failed; {encoder}",
     )
-    if result.failed:
+
+
+def _embedded(failed: dict, summary: str) -> None:
+    """A line per failed record, then ``summary``; exit 1 when any failed."""
+    for record, reason in failed.items():
+        _say((str(record), "red"), f": {reason}", to=errors)
+    _say(summary)
+    if failed:
         raise typer.Exit(code=1)
 
 
 def _check_embed_arguments(records: list[Path] | None, out: Path, corpus: bool, root: Path | None) -> None:
-    """A ValueError for a combination of `embed`'s arguments that cannot work, before any loading."""
+    """A ValueError for a combination of `embed`'s arguments that cannot work."""
     if corpus and records:
         raise ValueError("give record files or --corpus, not both")
     if not corpus and not records:
@@ -520,34 +513,26 @@ def _check_embed_arguments(records: list[Path] | None, out: Path, corpus: bool, 
 
 
 def _embed_corpus(encoder, out: Path, root: Path | None, per_shard: int, workers: int, batch_size: int, tokens: bool) -> None:
-    """`embed --corpus`: `embed_corpus`, then a line per failed record and the summary; exit 1 on failures."""
+    """`embed --corpus`: `embed_corpus`, then its failures and summary."""
     from cyclejepa.pipeline.embedding import embed_corpus
 
     done = embed_corpus(
         encoder, out, root, records_per_shard=per_shard, workers=workers, batch_size=batch_size, keep_tokens=tokens
     )
-    for record, reason in done.failed.items():
-        errors.print(_line((str(record), "red"), f": {reason}"), highlight=False)
     resumed = f" ({done.resumed} already there)" if done.resumed else ""
-    console.print(
-        _line(
-            f"{out}: {done.embedded} records embedded in {len(done.shards)} shards{resumed}, {len(done.failed)} failed; {encoder}"
-        ),
-        highlight=False,
+    _embedded(
+        done.failed,
+        f"{out}: {done.embedded} records embedded in {len(done.shards)} shards{resumed}, {len(done.failed)} failed; {encoder}",
     )
-    if done.failed:
-        raise typer.Exit(code=1)
 
 
 @app.command()
 def export(
     run_dir: Annotated[Path, typer.Argument(help="output directory of `cyclejepa run`, or one run folder in it")],
     out: Annotated[Path, typer.Option(help="folder to write the package to")],
-    checkpoint: Annotated[
-        int | None, typer.Option(help="checkpoint step (default: evaluation.headline_step, else the latest)")
-    ] = None,
-    arm: Annotated[str | None, typer.Option(help="arm of the run (default: the first)")] = None,
-    seed: Annotated[int | None, typer.Option(help="seed of the run (default: the first)")] = None,
+    checkpoint: Checkpoint = None,
+    arm: RunArm = None,
+    seed: RunSeed = None,
     onnx: Annotated[bool, typer.Option("--onnx", help="add the offline and streaming ONNX graphs")] = False,
     torchscript: Annotated[bool, typer.Option("--torchscript", help="add the offline and streaming TorchScript graphs")] = False,
     overwrite: Annotated[bool, typer.Option("--overwrite", help="replace an existing package at --out")] = False,
@@ -563,17 +548,13 @@ def export(
         except ImportError as error:
             raise ValueError(str(error)) from None
     files = ", ".join(sorted(p.name for p in path.iterdir()))
-    console.print(_line(f"{path}: {files}"), highlight=False)
+    _say(f"{path}: {files}")
 
 
 @contextmanager
 def _user_errors(again: list[str] | None = None):
-    """Print errors a user can act on (missing data, bad records, sealed fold, a file that cannot
-    be read or written) without a traceback.
-
-    A stop (SIGTERM, SIGINT: `cyclejepa.interrupts`) prints what was saved and the command ``again``
-    that resumes, and exits with 128 + the signal's number.
-    """
+    """Print errors a user can act on without a traceback (exit 2 for a config, else 1); a stop
+    (SIGTERM, SIGINT) prints the command ``again`` that resumes and exits with 128 + the signal."""
     from cyclejepa.data.datasets import DatasetNotFound, DownloadFailed
     from cyclejepa.lock import OutputLocked
     from cyclejepa.pipeline.seal import SealedFoldError
@@ -584,12 +565,12 @@ def _user_errors(again: list[str] | None = None):
     except ConfigError as error:  # `pipeline.preflight` of a stage: exit 2, as `validate` does
         _invalid(error)
     except (DatasetNotFound, DownloadFailed, SealedFoldError, OutputLocked, OSError, ValueError) as error:
-        errors.print(_line(("error", "red"), f" {error}"), highlight=False)
+        _say(("error", "red"), f" {error}", to=errors)
         raise typer.Exit(code=1) from None
     except KeyboardInterrupt as interrupt:
         stop = interrupt if isinstance(interrupt, Stopped) else Stopped(signal.SIGINT)
         resume = f"; resume with: cyclejepa {shlex.join(again)}" if again else ""
-        errors.print(_line((str(stop), "yellow"), resume), highlight=False)
+        _say((str(stop), "yellow"), resume, to=errors)
         raise typer.Exit(code=stop.exit_code) from None
 
 

@@ -1,16 +1,9 @@
 """Typed experiment schema, loaded from YAML with ``--set a.b=c`` overrides.
 
-One YAML file describes one experiment: the data, the phase provider, the symmetry, the model,
-the objectives and their weights, the optimiser, the arms and seeds, and the evaluation grid.
-Every section has the paper's values as defaults, so ``{}`` is the Winder configuration.
-
-Errors name the key path, the allowed values and the closest match::
+Every section defaults to the paper's values, so ``{}`` is the Winder configuration. Errors
+name the key path, the allowed values and the closest match::
 
     model.encoder.widht: unknown key; allowed: dilations, hidden, ... Did you mean 'width'?
-
-This module is the schema and its loading only: what a config's data implies is
-`cyclejepa.facts`, a grid's cells `cyclejepa.grid`, the checks beyond the schema
-`cyclejepa.pipeline.checks`, and run identity `cyclejepa.pipeline.identity`.
 """
 
 from __future__ import annotations
@@ -67,8 +60,7 @@ def _registered(reg: registry.Registry):
 
 
 def _options_of(key: str, name_field: str) -> Any:
-    """A field validator typing a section's options by the component its ``name_field`` names in
-    the registry ``key`` of `cyclejepa.registry.ALL_REGISTRIES` (`typed_options`)."""
+    """A validator typing a section's options by the component ``name_field`` names in registry ``key``."""
 
     def typed(cls: type, value: Any, info: ValidationInfo) -> Options:
         return typed_options(key, info.data.get(name_field), value)
@@ -81,8 +73,7 @@ TypedOptions = SerializeAsAny[Options]
 
 
 class Section(BaseModel):
-    """Base of every config section: unknown keys are errors, and so is a number that is not
-    finite (``.inf``, ``.nan``) in any float field."""
+    """Base of every config section: unknown keys and non-finite floats are errors."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
 
@@ -92,10 +83,7 @@ MAX_WORKERS = 256
 
 
 class PhaseQcConfig(Section):
-    """The shares of windows that must pass phase QC once the cache is prepared, before any
-    training (`cyclejepa.pipeline.checks.phase_qc_verdict`): below ``refuse_below`` of the
-    training windows, `run` and `train` refuse; below ``flag_below`` of the training or the
-    evaluation windows, the run is flagged and its report marks no figure best."""
+    """Shares of windows that must pass phase QC (`cyclejepa.pipeline.checks.phase_qc_verdict`)."""
 
     refuse_below: float = Field(0.5, ge=0, le=1, description="share of training windows passing phase QC under which run refuses")
     flag_below: float = Field(
@@ -113,8 +101,7 @@ class PhaseQcConfig(Section):
 
 
 class DataConfig(Section):
-    """The corpus and its cache. Keys left out (None) take the dataset's own facts
-    (`cyclejepa.data.datasets.Dataset`): its rates, window and fold protocol."""
+    """The corpus and its cache; keys left out (None) take the dataset's own facts."""
 
     dataset: Annotated[str, _registered(registry.DATASETS)] = "ptbxl"
     options: TypedOptions = Field(
@@ -215,8 +202,7 @@ MAX_STEPS = 100_000_000
 
 
 class OptimiserConfig(Section):
-    """AdamW's settings, each bounded to what trains: a learning rate in (0, 1], weight decay in
-    [0, 1], ε in (0, 1] and a gradient-norm clip in (0, 10⁶] (above that it never clips)."""
+    """AdamW's settings, each bounded to what trains."""
 
     lr: float = Field(3e-4, gt=0, le=1e4)  # a sanity bound (1e308 is a typo); divergence is caught in training
     min_lr: float = Field(1e-6, ge=0, le=1)
@@ -274,8 +260,7 @@ class AugmentationConfig(Section):
 
 
 def _paper_augmentations() -> list[AugmentationConfig]:
-    names = ["gaussian-noise", "tone", "drift", "amplitude-modulation", "lead-dropout", "lead-gain"]
-    return [AugmentationConfig(name=name) for name in names]
+    return [AugmentationConfig(name=name) for name in registry.AUGMENTATIONS.builtins]  # in the paper's order
 
 
 MAX_ARM_NAME = 64
@@ -284,9 +269,8 @@ _ARM_NAME = re.compile(r"\w[\w.+-]*")
 
 
 def _folder_safe(name: str) -> str:
-    """``name`` when it can name a folder inside the output directory: a letter, digit or ``_``
-    first, then letters, digits and ``_ . + -`` (no path separator, no ``..``), at most
-    `MAX_ARM_NAME` characters; else a ValueError saying why."""
+    """``name`` if it can name a folder in the output directory (``\\w[\\w.+-]*``, no ``..``, at
+    most `MAX_ARM_NAME` characters); else a ValueError saying why."""
     if not name:
         raise ValueError("an arm name may not be empty; it names the run's folder runs/<arm>-seed<seed>")
     if len(name) > MAX_ARM_NAME:
@@ -366,8 +350,7 @@ class ExperimentConfig(Section):
 
     @model_validator(mode="after")
     def _derive_from_data(self) -> ExperimentConfig:
-        """Fill the keys left out from the dataset's facts (`cyclejepa.facts.DataFacts`); a key
-        that cannot be derived stays None and `cyclejepa.pipeline.checks.consistency_problems` says why."""
+        """Fill the keys left out from the dataset's facts; one not derivable stays None (see `consistency_problems`)."""
         declared = declared_provider(self.data.dataset)
         if self.phase.provider is None and declared is not None:
             self.phase.provider = declared
@@ -403,10 +386,8 @@ class ConfigError(ValueError):
 
     def __init__(self, problems: list[str], source: str = "config"):
         self.problems = problems
-        if len(problems) == 1:
-            super().__init__(f"{source}: {problems[0]}")
-        else:
-            super().__init__(f"{source}: {len(problems)} problems\n" + "\n".join(f"  {p}" for p in problems))
+        listed = "\n".join(f"  {p}" for p in problems)
+        super().__init__(f"{source}: " + (problems[0] if len(problems) == 1 else f"{len(problems)} problems\n{listed}"))
 
 
 def load_config(path: str | Path, overrides: Sequence[str] = ()) -> ExperimentConfig:
@@ -437,8 +418,7 @@ MAX_NESTING = 100
 MAX_YAML_BYTES = 1 << 20
 """Largest YAML text read as a config (a real one is a few kB)."""
 MAX_YAML_NODES = 100_000
-"""Most nodes a YAML document may hold once its aliases are expanded (a real config has a few
-hundred); a document of nested aliases (an "alias bomb") is refused before it is walked."""
+"""Most nodes a YAML document may hold with its aliases expanded (refuses an "alias bomb")."""
 
 
 class _LongInteger(str):
@@ -446,12 +426,9 @@ class _LongInteger(str):
 
 
 class _Loader(yaml.SafeLoader):
-    """``yaml.safe_load``'s loader, reading an over-long integer as a `_LongInteger` (named by its
-    key in `long_integer_problems`) and refusing nesting deeper than `MAX_NESTING` and documents
-    of more than `MAX_YAML_NODES` nodes with their aliases expanded.
-
-    The expanded size of a node is counted once, as it is composed: 1 for a scalar, 1 plus its
-    children's expanded sizes for a list or mapping; an alias counts its anchor's size again."""
+    """``yaml.safe_load``'s loader, reading an over-long integer as a `_LongInteger` and refusing
+    nesting deeper than `MAX_NESTING` or more than `MAX_YAML_NODES` expanded nodes (size = 1 +
+    the children's sizes, an alias counting its anchor's size again)."""
 
     def compose_node(self, parent, index):
         self._depth = getattr(self, "_depth", 0) + 1
@@ -492,8 +469,7 @@ _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 def read_yaml(text: str) -> Any:
-    """``yaml.safe_load`` of ``text`` by `_Loader`; `yaml.YAMLError` for a text longer than
-    `MAX_YAML_BYTES` characters, before it is parsed."""
+    """``yaml.safe_load`` of ``text`` by `_Loader`; `yaml.YAMLError` beyond `MAX_YAML_BYTES` characters."""
     if len(text) > MAX_YAML_BYTES:
         raise yaml.YAMLError(f"{len(text)} characters, more than the {MAX_YAML_BYTES} a config may hold")
     return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader
@@ -514,8 +490,7 @@ def long_integer_problems(value: Any, key: str = "") -> list[str]:
 
 
 def parse_config(raw: dict[str, Any], source: str = "config") -> ExperimentConfig:
-    """Validate a nested mapping into an `ExperimentConfig`, with readable errors; a grid's size
-    is bounded and each of its cells validated too (`expand_grid`)."""
+    """Validate a nested mapping into an `ExperimentConfig`, each grid cell too; `ConfigError` lists the problems."""
     try:
         cfg = ExperimentConfig.model_validate(raw)
     except ValidationError as error:
@@ -537,8 +512,7 @@ def parse_config(raw: dict[str, Any], source: str = "config") -> ExperimentConfi
 
 
 def expand_grid(cfg: ExperimentConfig) -> list[tuple[str, ExperimentConfig]]:
-    """Every combination of ``cfg.grid`` as (label, config), each in ``<output_dir>/grid/<label>``
-    (`cyclejepa.grid.grid_cells`); without a grid, ``[("", cfg)]``."""
+    """Every combination of ``cfg.grid`` as (label, config); without a grid, ``[("", cfg)]``."""
     if not cfg.grid:
         return [("", cfg)]
     return [
@@ -548,7 +522,7 @@ def expand_grid(cfg: ExperimentConfig) -> list[tuple[str, ExperimentConfig]]:
 
 
 def apply_overrides(raw: dict[str, Any], overrides: Sequence[str]) -> dict[str, Any]:
-    """Return a copy of ``raw`` with each ``a.b.c=value`` set; values are parsed as YAML."""
+    """A copy of ``raw`` with each ``a.b.c=value`` set, the value read as YAML."""
     result = copy.deepcopy(raw)
     for item in overrides:
         key, sep, text = item.partition("=")

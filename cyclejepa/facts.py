@@ -1,8 +1,5 @@
 """Dataset facts: what a config's data section and phase provider imply (channels, rates,
-window, tokens, folds), read from what the dataset and the provider declare
-(`cyclejepa.registry.Registry.declared`: a built-in's declaration in `cyclejepa.declarations`,
-so that no implementation is imported; nothing is read from disk). The schema fills the keys a
-config leaves out from them; the checks compare them with the keys it sets.
+window, tokens, folds), from their declarations alone (no implementation imported, no disk read).
 """
 
 from __future__ import annotations
@@ -46,8 +43,7 @@ GEOMETRY_FIELDS = ("channels", "cache_fs", "decimation", "token_patch", "window_
 
 
 def declared_provider(dataset: str) -> str | None:
-    """The phase provider the dataset registered as ``dataset`` declares (``phase_provider``;
-    None for none or for an unknown name, which the schema names)."""
+    """The ``phase_provider`` dataset ``dataset`` declares (None for none or an unknown name)."""
     try:
         return getattr(registry.DATASETS.declared(dataset), "phase_provider", None)
     except KeyError:
@@ -55,8 +51,7 @@ def declared_provider(dataset: str) -> str | None:
 
 
 def cycle_band(provider: str | None) -> tuple[float, float] | None:
-    """The ``cycle_band_hz`` the phase provider registered as ``provider`` declares (None for none
-    or for an unknown name, which `cyclejepa.pipeline.checks.consistency_problems` names)."""
+    """The ``cycle_band_hz`` phase provider ``provider`` declares (None for none or an unknown name)."""
     if provider is None:
         return None
     try:
@@ -66,13 +61,8 @@ def cycle_band(provider: str | None) -> tuple[float, float] | None:
 
 
 def data_facts(data: DataKeys, cycle_band_hz: tuple[float, float] | None = None) -> DataFacts | str:
-    """The `DataFacts` of a data section, from the dataset's declaration and options (nothing is
-    read from disk, no implementation imported), or one line saying which key to set when they
-    cannot be derived; a dataset without a rate of its own takes its rates from
-    ``cycle_band_hz`` (`DatasetDeclaration.geometry`).
-
-    Channels are the ``channels`` option, else the dataset's declared ``channels``.
-    """
+    """The `DataFacts` of a data section (channels: the ``channels`` option, else the declared
+    ones; rates: `DatasetDeclaration.geometry`), or one line saying which key to set."""
     declared = registry.DATASETS.declared(data.dataset)
     is_option = "channels" in type(data.options).model_fields or "channels" in (data.options.model_extra or {})
     channels = getattr(data.options, "channels", None) or getattr(declared, "channels", ())

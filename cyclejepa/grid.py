@@ -1,10 +1,5 @@
-"""The grid: a config's ``grid`` of ``key.path: [values]`` as one experiment per combination.
-
-A cell is labelled ``g00``, ``g01``, … in the order of `itertools.product` over the sorted key
-paths; it is the config with the cell's values set as ``--set`` overrides, in
-``<output_dir>/grid/<label>``, sharing the grid's cache. `grid_cells` makes every cell in one
-call; `cyclejepa.config.expand_grid` parses each (every cell of a config is parsed when the
-config is).
+"""The grid: a config's ``grid`` of ``key.path: [values]`` as one experiment per combination,
+labelled ``g00``, ``g01``, … in the order of `itertools.product` over the sorted key paths.
 """
 
 from __future__ import annotations
@@ -23,8 +18,7 @@ MAX_GRID_CELLS = 256
 
 @dataclass(frozen=True)
 class GridCell:
-    """One combination of a grid: its label, the config it changes (less the grid), its values as
-    ``key.path=value`` overrides, and the overrides of its output and cache directories."""
+    """One combination of a grid: label, base config (less the grid), ``key.path=value`` values and directories."""
 
     label: str
     base: dict[str, Any]
@@ -33,7 +27,7 @@ class GridCell:
 
     @property
     def overrides(self) -> list[str]:
-        """The cell's values, then its directories, as ``key.path=value`` overrides of `base`."""
+        """The cell's values, then its directories, as overrides of `base`."""
         return self.values + self.directories
 
     @property
@@ -57,10 +51,8 @@ def grid_size_problem(grid: dict[str, list[Any]]) -> str | None:
 
 
 def grid_cells(dumped: dict[str, Any], derived: set[str]) -> list[GridCell]:
-    """Every combination of a config's ``grid``, from its JSON dump: each cell is the dump less
-    its grid and the dotted ``derived`` keys (values derived from the data, derived again per
-    cell), set in ``<output_dir>/grid/<label>`` with the cache in ``data.cache_dir`` (default
-    ``<output_dir>/cache``)."""
+    """Every combination of a config's ``grid`` from its JSON dump, less the grid and the
+    ``derived`` keys (derived again per cell), in ``<output_dir>/grid/<label>``, sharing the cache."""
     grid, output_dir = dumped["grid"], Path(dumped["output_dir"])
     cache_dir = dumped["data"]["cache_dir"] or output_dir / "cache"
     base = _without(dumped, {"grid", *derived})

@@ -1,8 +1,7 @@
 """Named component registries and plugin discovery.
 
-Every swappable part of the library (phase providers, symmetries, bases, encoders, ...) is
-registered under a name in one of the registries below, and the YAML config refers to it by
-that name::
+Every swappable part of the library is registered under a name, and the YAML config refers to it
+by that name::
 
     from cyclejepa.registry import PHASE_PROVIDERS
 
@@ -10,22 +9,11 @@ that name::
     class BreathPhase(PhaseProvider):
         ...
 
-Each registry holds a table of its built-ins, name -> the module whose import registers it
-(`Registry.builtins`), so that a config's names are checked without importing any component:
-`Registry.get` imports the one module it needs, `load_builtins` all of them.
-
-A built-in's facts that a config needs when it loads (a dataset's channels and rates, a phase
-provider's cycle band) and its typed options (`cyclejepa.declarations.options.Options`) are
-declared in a torch-free module of `cyclejepa.declarations`; `Registry.declared` reads them
-without importing the implementation, and `Registry.build` validates the options into the
-component's model before calling it. An option that names a component of another registry
-(SIGReg's ``statistic``) reaches `build` as a `Choice`, which it builds and passes as an object,
-so that the component itself takes objects, not names.
-
-Third-party packages add components without touching the library by declaring an entry point
-in the ``cyclejepa.plugins`` group whose target is a module (or callable) that registers them;
-they are loaded the first time a registry is asked for a name that is not a built-in, or for
-its names.
+A registry knows its built-ins' modules (imported on first use) and their torch-free
+declarations (`cyclejepa.declarations`: facts and typed options), so that a config is checked
+without importing any component. Third-party packages register theirs from an entry point of
+the ``cyclejepa.plugins`` group (a module or callable), loaded at the first name that is not a
+built-in.
 """
 
 from __future__ import annotations
@@ -46,8 +34,7 @@ T = TypeVar("T")
 
 PLUGIN_GROUP = "cyclejepa.plugins"
 
-# Built-in modules that could not be imported because an optional package is missing.
-UNAVAILABLE: dict[str, str] = {}
+UNAVAILABLE: dict[str, str] = {}  # built-in module -> the optional package it misses
 
 
 class UnknownComponentError(KeyError):
@@ -68,8 +55,7 @@ def closest_match(name: str, choices: list[str]) -> str | None:
 
 
 def did_you_mean(name: str, choices: list[str]) -> str:
-    """``". Did you mean 'X'?"`` with the closest of ``choices`` to ``name`` (`closest_match`);
-    empty when none is close."""
+    """``". Did you mean 'X'?"`` with the closest of ``choices`` to ``name``; empty when none is close."""
     hint = closest_match(name, choices)
     return f". Did you mean {hint!r}?" if hint else ""
 
@@ -85,8 +71,7 @@ KNOWN_ELSEWHERE: dict[tuple[str, str], str] = {
 
 
 def unknown_name_message(kind: str, name: str, available: list[str]) -> str:
-    """Message for an unknown name: the registered names and, when there is one, the fix (a
-    close registered name, or the package that registers it: `KNOWN_ELSEWHERE`)."""
+    """Message for an unknown name: the registered names and the fix (a close name, or `KNOWN_ELSEWHERE`)."""
     message = f"unknown {kind} {name!r}; registered: {', '.join(sorted(available)) or '(none)'}"
     elsewhere = KNOWN_ELSEWHERE.get((kind, name))
     message += f"; {name!r} {elsewhere}" if elsewhere else did_you_mean(name, available)
@@ -97,11 +82,8 @@ def unknown_name_message(kind: str, name: str, available: list[str]) -> str:
 class Registry:
     """A name -> component mapping with decorator registration.
 
-    ``builtins`` maps each built-in name to the module whose import registers it, so that the
-    names are known without importing any component: `get` imports that one module on first use.
-    ``declarations``: ``"module"`` or ``"module:MAPPING"``, a torch-free mapping (``DECLARED`` by
-    default) of each built-in name to its declaration (`declared`), whose ``Options`` model types
-    the component's options (`options_model`).
+    ``builtins``: each built-in name -> the module whose import registers it. ``declarations``:
+    ``"module"`` or ``"module:MAPPING"`` (default ``DECLARED``), each built-in name -> its declaration.
     """
 
     def __init__(self, kind: str, builtins: dict[str, str] | None = None, declarations: str | None = None):
@@ -111,8 +93,7 @@ class Registry:
         self._entries: dict[str, Any] = {}
 
     def register(self, name: str) -> Callable[[T], T]:
-        """Decorator registering a class or function under ``name``; a built-in name is refused
-        to any object but the one its module defines."""
+        """Decorator registering a class or function under ``name`` (a built-in name only from its module)."""
 
         def decorate(obj: T) -> T:
             existing = self._entries.get(name)
@@ -127,8 +108,7 @@ class Registry:
         return decorate
 
     def get(self, name: str) -> Any:
-        """The component registered as ``name`` (a built-in's module is imported now, a plugin's
-        at the first name that is not a built-in); unknown names raise `UnknownComponentError`."""
+        """The component registered as ``name``, imported on first use; else `UnknownComponentError`."""
         if name not in self._entries:
             if name in self.builtins:
                 _import_builtin(self.builtins[name])
@@ -141,12 +121,9 @@ class Registry:
             raise UnknownComponentError(self.kind, name, available) from None
 
     def build(self, name: str, options: Options | Mapping[str, Any] | None = None, /, **keywords: Any) -> Any:
-        """The component registered as ``name``, called with its options and ``keywords``.
-
-        The options (``options`` and those of ``keywords`` that are fields of the component's
-        `options_model`) are validated into that model (a `pydantic.ValidationError`, a
-        ValueError, names each bad one); a `Choice` among them is built first and passed as an
-        object. The other ``keywords`` (a dataset's ``root``, a basis's ``dim``) pass as given."""
+        """The component ``name`` called with its options (``options`` and the ``keywords`` that are
+        fields of its `options_model`, validated into it; a `Choice` built into an object) and the
+        other ``keywords`` as given."""
         model = self.options_model(name)
         own = {key: keywords.pop(key) for key in list(keywords) if key in model.model_fields}
         if isinstance(options, Options) and not own:
@@ -158,15 +135,11 @@ class Registry:
         return self.get(name)(**arguments, **keywords)
 
     def options_model(self, name: str) -> type[Options]:
-        """The options model the component registered as ``name`` declares (`OpenOptions` for one
-        that declares none); `UnknownComponentError` for an unknown name."""
+        """The options model component ``name`` declares (`OpenOptions` for none)."""
         return getattr(self.declared(name), "Options", OpenOptions)
 
     def declared(self, name: str) -> Any:
-        """What the component registered as ``name`` declares of itself (its facts as class
-        attributes): a built-in's declaration from the `declarations` module, without importing
-        the component; else the registered component itself (a plugin's class). Unknown names
-        raise `UnknownComponentError`."""
+        """A built-in's declaration (not importing the component), else the registered component itself."""
         if name in self.builtins and self.declarations is not None:
             module, _, mapping = self.declarations.partition(":")
             declared: Mapping[str, Any] = getattr(importlib.import_module(module), mapping or "DECLARED")
@@ -236,7 +209,7 @@ OBJECTIVES = Registry(
         **_table("cyclejepa.objectives.transport", "transport"),
     },
 )
-AUGMENTATIONS = Registry(
+AUGMENTATIONS = Registry(  # in the order of the paper's table, and of application
     "augmentation",
     _table("cyclejepa.data.augment", "gaussian-noise", "tone", "drift", "amplitude-modulation", "lead-dropout", "lead-gain"),
     "cyclejepa.declarations.augmentations",
@@ -292,8 +265,7 @@ _plugins_loaded = False
 
 
 def _import_builtin(module: str) -> None:
-    """Import the built-in module ``module``; one that needs a missing optional package is
-    recorded in `UNAVAILABLE` (its names then stay unregistered), never our own missing code."""
+    """Import the built-in ``module``; one missing an optional package is recorded in `UNAVAILABLE`."""
     try:
         importlib.import_module(module)
     except ModuleNotFoundError as error:
@@ -311,8 +283,7 @@ def _load_plugins_once() -> None:
 
 
 def load_builtins() -> None:
-    """Import every built-in component and load the installed plugins (once): `cyclejepa info`
-    and tests that need every class registered; a config check imports only what it names."""
+    """Import every built-in component and load the installed plugins (once)."""
     for module in sorted({module for reg in ALL_REGISTRIES.values() for module in reg.builtins.values()}):
         _import_builtin(module)
     _load_plugins_once()
@@ -333,9 +304,7 @@ def load_plugins() -> list[str]:
 
 
 def lazy_names(package: str, homes: dict[str, str]) -> Callable[[str], Any]:
-    """The PEP 562 ``__getattr__`` of a package face: ``package.name`` is imported from the
-    submodule ``package.<homes[name]>`` on first use, so importing one module of a package does
-    not import its siblings (and their dependencies)."""
+    """A PEP 562 ``__getattr__`` importing ``package.name`` from ``package.<homes[name]>`` on first use."""
 
     def __getattr__(name: str) -> Any:
         if name not in homes:

@@ -1,20 +1,12 @@
 """Training-time signal augmentations, batched on the training device.
 
-The six transforms of the paper's augmentation table (appendix "Augmentation provenance"), each
-registered in `AUGMENTATIONS`. A transform splits into ``sample`` (draw its random parameters for
-every record of the batch from a ``torch.Generator``) and ``apply`` (use them), so that drawn
-parameters can be inspected; calling it does both::
+The six transforms of the paper's augmentation table (appendix "Augmentation provenance"). A
+transform's ``sample`` draws its random parameters for every record and ``apply`` uses them;
+calling it does both: ``transform(x, rms, generator, fs) -> x`` with ``x`` (B, channels,
+samples), ``rms`` the records' clean RMS (B,) and ``fs`` in Hz. `Augmenter` chains them, each gated per record.
 
-    transform(x, rms, generator, fs) -> x
-
-with ``x`` of shape (B, channels, samples), ``rms`` the records' clean RMS of shape (B,), and ``fs``
-in Hz. `Augmenter` chains transforms in a fixed order, each gated independently per record with
-its own probability, with every additive amplitude relative to the record's clean RMS computed
-once before any transform.
-
-Nothing here synchronises with the host: no ``.item()``, no branch on a random value, no
-per-record loop. Every call draws the same number of random values whatever the gates say, so
-the generator's state after a call depends only on its state before and the batch shape.
+Nothing here synchronises with the host, and every call draws the same number of random values
+whatever the gates say: the generator's state after a call depends only on the batch shape.
 """
 
 from __future__ import annotations
@@ -51,29 +43,17 @@ __all__ = [
 
 Params = dict[str, Tensor]
 
-DEFAULT_AUGMENTATIONS = (
-    "gaussian-noise",
-    "tone",
-    "drift",
-    "amplitude-modulation",
-    "lead-dropout",
-    "lead-gain",
-)
-"""The paper's six transforms, in the order of its table (and of application)."""
+DEFAULT_AUGMENTATIONS = tuple(AUGMENTATIONS.builtins)
+"""The paper's six transforms, in the order of its table (and of application): the built-ins."""
 
 
 def record_rms(x: Tensor) -> Tensor:
-    """Root mean square of each record over all its channels and samples, shape (B,).
-
-    One scale per record (not per channel), so that a tone or drift shared across channels has
-    one amplitude; after per-channel z-scoring it is close to 1.
-    """
+    """RMS of each record over all its channels and samples (one scale per record), shape (B,)."""
     return x.square().mean(dim=(1, 2)).sqrt()
 
 
 def check_batch(x: Tensor, generator: torch.Generator) -> None:
-    """Raise a ValueError unless ``x`` is a floating (B, channels, samples) batch on the generator's
-    device."""
+    """Raise a ValueError unless ``x`` is a floating (B, channels, samples) batch on the generator's device."""
     if x.dim() != 3 or not x.is_floating_point():
         raise ValueError(
             f"augmentations take a floating batch of shape (B, channels, samples), got {x.dtype} of shape {tuple(x.shape)}"
@@ -115,10 +95,7 @@ def _phase(generator: torch.Generator, shape: tuple[int, ...], like: Tensor) -> 
 
 
 def _sinusoids(x: Tensor, amplitude: Tensor, frequency: Tensor, phase: Tensor, fs: float) -> Tensor:
-    """Σ_c amplitude_c · sin(2π frequency_c t + phase_c) on the sample times of ``x``.
-
-    Parameters have shape (B, C); the result has shape (B, 1, samples), shared across channels.
-    """
+    """Σ_c amplitude_c · sin(2π frequency_c t + phase_c) on the sample times of ``x``: (B, C) -> (B, 1, samples)."""
     t = torch.arange(x.shape[-1], device=x.device, dtype=x.dtype) / fs
     waves = torch.sin(2 * math.pi * frequency.unsqueeze(-1) * t + phase.unsqueeze(-1))
     return (amplitude.unsqueeze(-1) * waves).sum(dim=1, keepdim=True)
@@ -130,11 +107,7 @@ def _check_below_nyquist(name: str, frequency: float, fs: float) -> None:
 
 
 class Augmentation(ABC):
-    """A batched random transform: ``transform(x, rms, generator, fs) -> x``.
-
-    Subclasses implement `sample` and `apply`. Both act on every record of the batch; gating is
-    the job of `Augmenter`.
-    """
+    """A batched random transform, ``sample`` then ``apply`` on every record (gating is `Augmenter`'s)."""
 
     @abstractmethod
     def sample(self, x: Tensor, generator: torch.Generator) -> Params:
@@ -145,7 +118,6 @@ class Augmentation(ABC):
         """Transform ``x`` with drawn ``params``; ``rms`` (B,) is the records' clean RMS."""
 
     def __call__(self, x: Tensor, rms: Tensor, generator: torch.Generator, fs: float) -> Tensor:
-        """Draw parameters from ``generator`` and apply them to every record of ``x``."""
         check_batch(x, generator)
         return self.apply(x, rms, self.sample(x, generator), fs)
 
@@ -153,10 +125,7 @@ class Augmentation(ABC):
 @AUGMENTATIONS.register("gaussian-noise")
 @dataclass
 class GaussianNoise(Augmentation):
-    """Add zero-mean white Gaussian noise with standard deviation ``std`` × record RMS.
-
-    Params: ``noise`` (B, channels, samples), the standard-normal draws before scaling.
-    """
+    """Add white Gaussian noise of standard deviation ``std`` × record RMS. Params: ``noise`` (standard normal)."""
 
     std: float = 0.05
 
@@ -175,12 +144,8 @@ class GaussianNoise(Augmentation):
 @AUGMENTATIONS.register("tone")
 @dataclass
 class Tone(Augmentation):
-    """Add one sinusoid at ``frequency`` Hz, identical across channels (narrow-band interference).
-
-    Amplitude uniform on ``amplitude`` × record RMS, phase uniform on [0, 2π).
-    ``frequency`` left out (None) fits the batches' rate fs (`default_frequency`): the paper's
-    25 Hz where it lies below the Nyquist frequency fs / 2, else fs / 4.
-    Params: ``amplitude`` (B,) as a fraction of RMS, ``phase`` (B,).
+    """Add one sinusoid at ``frequency`` Hz (None: `default_frequency`), shared across channels,
+    of amplitude U(``amplitude``) × record RMS and phase U[0, 2π). Params: ``amplitude``, ``phase`` (B,).
     """
 
     frequency: float | None = None
@@ -214,13 +179,10 @@ class Tone(Augmentation):
 @AUGMENTATIONS.register("drift")
 @dataclass
 class Drift(Augmentation):
-    """Add a baseline wander: a sum of k slow sinusoids shared across channels.
-
-    k is uniform on the integers of ``components`` (inclusive); each component has frequency
-    uniform on ``frequency`` Hz, amplitude uniform on ``amplitude`` × record RMS and its own phase
-    uniform on [0, 2π). All ``components[1]`` components are drawn and those beyond k masked.
-    Params: ``count`` (B,) int, ``active`` (B, C) bool, ``frequency``, ``amplitude`` (fraction of
-    RMS), ``phase``, each (B, C) with C = ``components[1]``.
+    """Add a baseline wander: k ~ U{``components``} sinusoids shared across channels, each of
+    frequency U(``frequency``) Hz, amplitude U(``amplitude``) × record RMS, phase U[0, 2π).
+    All C = ``components[1]`` are drawn, those beyond k masked. Params: ``count`` (B,), ``active``,
+    ``frequency``, ``amplitude``, ``phase`` (B, C).
     """
 
     components: tuple[int, int] = (1, 3)
@@ -253,10 +215,8 @@ class Drift(Augmentation):
 @AUGMENTATIONS.register("amplitude-modulation")
 @dataclass
 class AmplitudeModulation(Augmentation):
-    """Multiply by the record-global envelope 1 + a sin(2π f t + ξ), identical across channels.
-
-    Depth a uniform on ``depth``, f uniform on ``frequency`` Hz, ξ uniform on [0, 2π).
-    Params: ``depth``, ``frequency``, ``phase``, each (B,).
+    """Multiply by 1 + a sin(2π f t + ξ), a ~ U(``depth``), f ~ U(``frequency``) Hz, ξ ~ U[0, 2π),
+    shared across channels. Params: ``depth``, ``frequency``, ``phase`` (B,).
     """
 
     depth: tuple[float, float] = (0.02, 0.10)
@@ -283,14 +243,8 @@ class AmplitudeModulation(Augmentation):
 @AUGMENTATIONS.register("lead-dropout")
 @dataclass
 class LeadDropout(Augmentation):
-    """Zero k whole channels (the paper's leads), a uniformly random subset drawn without
-    replacement per record.
-
-    k is uniform on the integers of ``count`` (inclusive). The subset is the k channels with the
-    smallest of i.i.d. uniform scores, so every k-subset is equally likely. ``count`` left out
-    (None) fits the C channels of the batch (`default_count`): the paper's (1, 3) from four
-    channels on, at most C - 1 below (one channel always kept), and (0, 0), nothing dropped, for
-    a single channel. Params: ``count`` (B,) int, ``dropped`` (B, channels) bool.
+    """Zero k ~ U{``count``} channels (None: `default_count`), the k of smallest i.i.d. uniform
+    score, so every k-subset is equally likely. Params: ``count`` (B,), ``dropped`` (B, channels).
     """
 
     count: tuple[int, int] | None = None
@@ -301,7 +255,7 @@ class LeadDropout(Augmentation):
 
     @staticmethod
     def default_count(channels: int) -> tuple[int, int]:
-        """The count of a batch of ``channels`` channels when none is given: (min(1, C - 1), min(3, C - 1))."""
+        """(min(1, C - 1), min(3, C - 1)) for C channels: the paper's (1, 3), one channel always kept."""
         return min(1, channels - 1), min(3, channels - 1)
 
     def sample(self, x: Tensor, generator: torch.Generator) -> Params:
@@ -321,11 +275,7 @@ class LeadDropout(Augmentation):
 @AUGMENTATIONS.register("lead-gain")
 @dataclass
 class LeadGain(Augmentation):
-    """Scale each channel (the paper's lead) by its own gain, uniform on ``gain``, independently
-    per channel and record.
-
-    Params: ``gain`` (B, channels).
-    """
+    """Scale each channel of each record by its own gain U(``gain``). Params: ``gain`` (B, channels)."""
 
     gain: tuple[float, float] = (0.7, 1.3)
 
@@ -354,18 +304,8 @@ class AugmentationStep:
 
 @dataclass
 class AugmentationTrace:
-    """What an `Augmenter` call drew.
-
-    Attributes
-    ----------
-    rms
-        Clean RMS of each record, (B,), the scale of every additive amplitude.
-    applied
-        Per transform name, the gate of each record, (B,) bool.
-    params
-        Per transform name, its drawn parameters (see each transform), drawn for every record
-        whether or not its gate fired.
-    """
+    """What an `Augmenter` call drew: the clean ``rms`` (B,), and per transform name its gate
+    (B,) bool and its parameters (drawn for every record, gated or not)."""
 
     rms: Tensor
     applied: dict[str, Tensor] = field(default_factory=dict)
@@ -373,15 +313,8 @@ class AugmentationTrace:
 
 
 class Augmenter:
-    """Apply gated transforms in a fixed order, additive amplitudes relative to clean RMS.
-
-    Parameters
-    ----------
-    steps
-        The transforms in application order; names must be distinct.
-    fs
-        Sampling rate of the batches, Hz (a cache's `PreparedCache.model_fs`).
-    """
+    """Apply gated ``steps`` (distinct names) in order to batches sampled at ``fs`` Hz, additive
+    amplitudes relative to the clean RMS."""
 
     def __init__(self, steps: Sequence[AugmentationStep], fs: float):
         names = [step.name for step in steps]
@@ -395,12 +328,8 @@ class Augmenter:
 
     @classmethod
     def from_config(cls, specs: Sequence[Mapping[str, Any]] | None = None, *, fs: float) -> Augmenter:
-        """Build from ``[{"name": "tone", "p": 0.5, "amplitude": [0.05, 0.2]}, ...]`` for batches
-        sampled at ``fs`` Hz.
-
-        Keys other than ``name`` and ``p`` (default 0.5) are the transform's parameters. ``None``
-        gives the paper's six transforms in table order with p = 0.5; ``[]`` gives the identity.
-        """
+        """Build from ``[{"name": "tone", "p": 0.5, "amplitude": [0.05, 0.2]}, ...]`` (p defaults
+        to 0.5); ``None``: the paper's six transforms, ``[]``: the identity."""
         if specs is None:
             specs = [{"name": name} for name in DEFAULT_AUGMENTATIONS]
         return cls([_step_from_spec(i, spec) for i, spec in enumerate(specs)], fs=fs)
@@ -412,18 +341,13 @@ class Augmenter:
     def __call__(
         self, x: Tensor, generator: torch.Generator, *, return_params: bool = False
     ) -> Tensor | tuple[Tensor, AugmentationTrace]:
-        """Augment a batch ``x`` (B, channels, samples), drawing from ``generator`` (on x's device).
-
-        Returns the augmented batch and, with ``return_params=True``, an `AugmentationTrace`.
-        The same as ``apply(x, draw(x, generator))``.
-        """
+        """``apply`` of ``draw``: the augmented batch, and its `AugmentationTrace` with ``return_params``."""
         trace = self.draw(x, generator)
         x = self.apply(x, trace.rms, trace.applied, trace.params)
         return (x, trace) if return_params else x
 
     def draw(self, x: Tensor, generator: torch.Generator) -> AugmentationTrace:
-        """Everything random of one call, for every record of ``x``: the gates of the steps (one
-        uniform per record and step, applied where below ``p``), then each step's parameters."""
+        """Everything random of one call: a gate per record and step (uniform < ``p``), then each step's parameters."""
         check_batch(x, generator)
         trace = AugmentationTrace(rms=record_rms(x))
         gates = torch.rand((x.shape[0], len(self.steps)), generator=generator, device=generator.device)
@@ -433,11 +357,7 @@ class Augmenter:
         return trace
 
     def apply(self, x: Tensor, rms: Tensor, applied: Mapping[str, Tensor], params: Mapping[str, Params]) -> Tensor:
-        """The steps in order with the draws of `draw`, each where its gate fired.
-
-        No random generator runs here, so ``torch.compile`` fuses the whole chain (the trainer
-        compiles it with the objective's mode).
-        """
+        """The steps in order with the draws of `draw`, each where its gate fired (no generator: it compiles whole)."""
         for step in self.steps:
             augmented = step.transform.apply(x, rms, params[step.name], self.fs)
             x = torch.where(applied[step.name][:, None, None], augmented, x)

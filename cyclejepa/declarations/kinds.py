@@ -1,10 +1,5 @@
-"""What each kind of component declares of itself, torch-free and implementation-free: the facts
-a config needs when it loads (`cyclejepa.facts.data_facts`).
-
-A built-in's declaration is a class of `cyclejepa.declarations.datasets` or
-`cyclejepa.declarations.providers` that its implementation inherits, so that each fact has one
-home and a config reads it without importing the implementation (`Registry.declared`). A
-plugin's class is its own declaration: `cyclejepa.data.datasets.Dataset` is a `DatasetDeclaration`.
+"""What each kind of component declares of itself, torch-free: the facts a config needs when it
+loads. A built-in's implementation inherits its declaration; a plugin's class is its own.
 """
 
 from __future__ import annotations
@@ -22,12 +17,9 @@ __all__ = ["MODEL_RATES", "DatasetDeclaration", "FoldProtocol", "ProviderDeclara
 
 @dataclass(frozen=True)
 class FoldProtocol:
-    """A dataset's folds, 1..``count``, and which of them its stages use by default.
-
-    ``train`` and ``evaluation`` are the default ``data.train_folds`` / ``data.eval_folds`` (the
-    confirmatory stage); ``sealed`` the folds no stage reads without an audited unseal;
-    ``eligible`` the development fold where a probe counts a class's positives. Every fold named
-    lies in 1..``count`` (ValueError otherwise).
+    """A dataset's folds, 1..``count`` (ValueError for one outside): the default training and
+    evaluation folds, the ``sealed`` ones (read only after an audited unseal), and the
+    ``eligible`` development fold where a probe counts a class's positives.
     """
 
     train: tuple[int, ...] = tuple(range(1, 10))
@@ -43,8 +35,7 @@ class FoldProtocol:
             raise ValueError(f"FoldProtocol: folds { ({k: v for k, v in outside.items() if v}) } outside 1..{self.count} (count)")
 
     def to_dict(self) -> dict[str, Any]:
-        """The protocol as a cache manifest records it; ``count`` only when it is not the default
-        ten, so that the manifest of a ten-fold dataset's cache keeps its bytes."""
+        """The protocol as a cache manifest records it (``count`` only when not ten: same bytes as before)."""
         extra = {"count": self.count} if self.count != FoldProtocol.count else {}
         return {
             "train": list(self.train),
@@ -121,12 +112,9 @@ class DatasetDeclaration(Declaration):
 
 
 class ProviderDeclaration(Declaration):
-    """The facts a phase provider declares as class attributes (`cyclejepa.phase.provider.PhaseProvider`
-    documents each): the kind of ``signal`` it reads ("any" claims none), what one cycle is called
-    (``event_name``), ``cycle_band_hz``, the band (Hz) of the cycle it follows, from which a dataset
-    without a rate of its own takes its rates (`band_rates`; None: none declared), and the
-    channels it reads, in words (``channel_kinds``) and as a pattern of their names
-    (``channel_pattern``; None: claims no channel by name)."""
+    """The facts a phase provider declares (`cyclejepa.phase.provider.PhaseProvider` documents
+    each): its ``signal``, ``event_name``, ``cycle_band_hz`` (Hz; `band_rates`) and the channels it
+    reads, in words and as a pattern of their names."""
 
     signal: str = "any"
     event_name: str = "event"

@@ -1,11 +1,8 @@
-"""Typed options of a registered component: the base of every component's options model and the
-declaration that names it.
+"""Typed options of a registered component.
 
-A component declares its options as a pydantic model (``class PulseOptions(Options)``) on its
-declaration (``Options = PulseOptions``); a config's ``options`` mapping is validated into that
-model when the config loads (unknown keys, wrong types and values out of range are key-path
-errors), and `cyclejepa.registry.Registry.build` calls the component with `Options.arguments`.
-A plugin that declares no model takes `OpenOptions`: any keywords, checked by its constructor.
+A component declares its options model on its declaration (``Options = PulseOptions``); a
+config's ``options`` are validated into it when the config loads, and `Registry.build` calls
+the component with `Options.arguments`. A plugin that declares none takes `OpenOptions`.
 """
 
 from __future__ import annotations
@@ -37,9 +34,8 @@ Pair = tuple[float, float]
 
 
 class Options(BaseModel):
-    """Options of one component. Unknown keys are errors; a model is immutable. Serialised, it
-    holds the options a config set (so that a config, a cache's identity and a run's identity
-    read as they were written); `arguments` holds every option, defaults included."""
+    """Options of one component: immutable, unknown keys refused; serialised, only the options
+    set (identities read as written); `arguments` holds every option."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
@@ -49,7 +45,7 @@ class Options(BaseModel):
         return {key: value for key, value in dumped.items() if key in self.model_fields_set or key in (self.model_extra or {})}
 
     def arguments(self) -> dict[str, Any]:
-        """The keyword arguments of the component's constructor: every field, defaults included."""
+        """The component's keyword arguments, defaults included."""
         return {name: getattr(self, name) for name in type(self).model_fields} | dict(self.model_extra or {})
 
 
@@ -64,17 +60,14 @@ class NoOptions(Options):
 
 
 REGISTRIES: dict[str, Any] = {}
-"""`cyclejepa.registry.ALL_REGISTRIES`, filled when the registry loads: what an option that names
-another component (`registered`, `typed_options`) is checked against, without this layer
-importing the registry (which imports it)."""
+"""`cyclejepa.registry.ALL_REGISTRIES`, filled when the registry loads (it imports this layer)."""
 
 UNKNOWN_OPTION = "unknown_option"
 """The error type of an option its component does not take (`typed_options`)."""
 
 
 def registered(registry: str, name: str) -> str:
-    """``name`` when the registry keyed ``registry`` (`REGISTRIES`) knows it, else a ValueError
-    listing its names and the closest one (a validator of an option that names a component)."""
+    """``name`` if registry ``registry`` knows it, else a ValueError listing its names and the closest."""
     known = REGISTRIES.get(registry)
     if known is not None and name not in known:
         from_registry = sys.modules[type(known).__module__]
@@ -83,10 +76,8 @@ def registered(registry: str, name: str) -> str:
 
 
 def typed_options(registry: str, name: str | None, value: Any, where: tuple[str | int, ...] = ()) -> Options:
-    """``value`` (a mapping or options) validated into the options model that the component
-    ``name`` of the registry keyed ``registry`` declares; `OpenOptions` for an unknown or missing
-    name (said by the name's own check). Errors name each option under ``where``; an unknown one
-    with the component's options and the closest of them (type `UNKNOWN_OPTION`)."""
+    """``value`` validated into the options model of component ``name`` of registry ``registry``
+    (`OpenOptions` for an unknown name); errors name each option under ``where``."""
     if isinstance(value, Options) and not isinstance(value, OpenOptions):
         return value
     known, model = REGISTRIES.get(registry), OpenOptions
@@ -117,9 +108,8 @@ def _option_error(error: Any, where: tuple[str | int, ...], component: str, allo
 
 @dataclass(frozen=True)
 class Choice:
-    """An option naming a component of another registry (SIGReg's statistic): `Registry.build`
-    builds ``name`` of ``registry`` (a key of `cyclejepa.registry.ALL_REGISTRIES`) with
-    ``options`` and passes the object in its place."""
+    """An option naming a component of another registry (SIGReg's statistic); `Registry.build`
+    builds it and passes the object in its place."""
 
     registry: str
     name: str

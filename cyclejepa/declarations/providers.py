@@ -1,6 +1,4 @@
-"""The built-in phase providers' declarations: the facts and typed options a config reads when it
-loads, inherited by the providers of `cyclejepa.phase` (``class PulseProvider(PulseDeclaration,
-PhaseProvider)``)."""
+"""The built-in phase providers' declarations (facts and typed options), inherited by the providers."""
 
 from __future__ import annotations
 
@@ -116,8 +114,7 @@ class CompositeOptions(Options):
     min_phase_yield: float = Field(0.5, ge=0, le=1)
 
     def readers(self) -> list[tuple[str, str, Options]]:
-        """(key, phase provider, its typed options) of each coordinate: the providers that read a
-        channel, one per torus coordinate."""
+        """(key, phase provider, its typed options) of each torus coordinate."""
         return [
             (f"coordinates.{name}", spec["provider"], _coordinate_options(name, spec)) for name, spec in self.coordinates.items()
         ]

@@ -1,15 +1,9 @@
-"""One preflight per command (`preflight`): every check the config and the files on disk allow,
-before any work starts. The schema has checked each key and each component's typed options when
-the config loaded; `consistency_problems` finds from the config alone what makes a valid-looking
-config fail later (spectrum and phase coordinates, evaluated steps and checkpoints, folds, the
-dataset's facts, channels the phase provider reads, anomaly families that cannot apply,
-augmentation options the data's channels and rate refuse, names); `preflight` adds devices,
-optional packages, the corpus on disk and the runs already in the output directory.
+"""The checks beyond the schema, before any work starts.
 
-The config checks read what they need from the lower layers once, up front (`gather_facts`: the
-parsed spectrum, the dataset's facts, the phase providers' declarations, the anomaly families
-that cannot apply), then check the config against those `ConfigFacts`. No component is imported
-or constructed: a built-in's facts are its declaration (`cyclejepa.declarations`)."""
+`consistency_problems` finds from the config alone what makes a valid-looking config fail later;
+`preflight` adds devices, optional packages, the corpus on disk and the runs already in the
+output directory. The lower layers are asked once per config (`gather_facts`); no component is
+imported or constructed: a built-in's facts are its declaration (`cyclejepa.declarations`)."""
 
 from __future__ import annotations
 
@@ -35,8 +29,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class PhaseReader:
-    """A phase provider that reads a channel: its options' key, its name, its declaration and its
-    typed options (the phase provider, or each torus coordinate's)."""
+    """A phase provider (or torus coordinate) that reads a channel: options key, name, declaration, options."""
 
     key: str
     name: str
@@ -46,14 +39,8 @@ class PhaseReader:
 
 @dataclass(frozen=True)
 class ConfigFacts:
-    """What the lower layers say of one config (a grid cell), read once by `gather_facts`.
-
-    ``spectrum``: the parsed `HarmonicSpectrum`, or why it does not parse. ``data``: the
-    `DataFacts`, or the line saying why they cannot be derived. ``provider_names``: the registered
-    phase providers, read only when the config names none. ``readers``: the `PhaseReader` of each
-    registered provider that reads a channel. ``unknown_families``: the registry's message for
-    each anomaly family it does not know, by index. ``skipped_families``: the config's own
-    families that cannot apply, with why."""
+    """What the lower layers say of one config (a grid cell); a str where a fact could not be
+    derived says why. ``provider_names`` is read only when the config names no provider."""
 
     spectrum: HarmonicSpectrum | str
     data: DataFacts | str
@@ -64,7 +51,7 @@ class ConfigFacts:
 
 
 def gather_facts(cfg: ExperimentConfig) -> ConfigFacts:
-    """The `ConfigFacts` of ``cfg`` (no grid): every lower layer a config check needs, asked once."""
+    """The `ConfigFacts` of one grid cell."""
     data = data_facts(cfg.data, cycle_band(cfg.phase.provider))
     unknown_families = _unknown_families(cfg.evaluation.families)
     readers = _phase_readers(cfg)
@@ -99,8 +86,7 @@ def _unknown_families(families: list[str]) -> dict[int, str]:
 
 
 def _phase_readers(cfg: ExperimentConfig) -> tuple[PhaseReader, ...]:
-    """The `PhaseReader` of each registered provider that reads a channel: the phase provider, or
-    each of its coordinates when its options name them (``readers()``)."""
+    """The `PhaseReader` of the phase provider, or of each coordinate its options name (``readers()``)."""
     options, provider = cfg.phase.options, cfg.phase.provider
     named = getattr(options, "readers", None)
     pairs = (
@@ -116,14 +102,11 @@ def _phase_readers(cfg: ExperimentConfig) -> tuple[PhaseReader, ...]:
 
 
 def _skipped_families(cfg: ExperimentConfig, data: DataFacts | str, unknown: dict[int, str]) -> dict[str, str]:
-    """Anomaly families of a list of the config's own that cannot apply to the phase provider's
-    signal (its declared ``signal``) or to the dataset's channel count, with why. The default list
-    is the battery's to filter (it skips what does not apply and says so in the report); a
-    missing provider, unknown names or underivable data facts are named by other checks."""
+    """Families of a config's own list (not the default, which the battery filters) that cannot
+    apply to the provider's declared ``signal`` or the channel count, with why."""
     provider, families = cfg.phase.provider, cfg.evaluation.families
-    if families == EvaluationConfig.model_fields["families"].default or provider not in registry.PHASE_PROVIDERS:
-        return {}
-    if unknown or isinstance(data, str) or provider is None:
+    default = EvaluationConfig.model_fields["families"].default
+    if families == default or unknown or isinstance(data, str) or provider is None or provider not in registry.PHASE_PROVIDERS:
         return {}
     from cyclejepa.evaluation.anomaly.perturbations import applicable_families  # the families' own facts
 
@@ -133,9 +116,8 @@ def _skipped_families(cfg: ExperimentConfig, data: DataFacts | str, unknown: dic
 
 
 def consistency_problems(cfg: ExperimentConfig) -> list[str]:
-    """What makes a valid-looking config fail later, checked from the config alone: one line per
-    problem with its key path, the allowed values and the closest match. A grid is checked cell
-    by cell (`expand_grid`), each against its own `gather_facts`."""
+    """What makes a valid-looking config fail later, from the config alone: one line per problem
+    with its key path, allowed values and closest match; a grid cell by cell."""
     problems = []
     for label, cell in expand_grid(cfg):
         facts = gather_facts(cell)
@@ -154,8 +136,7 @@ def _config_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
 
 
 def _spectrum_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
-    """A spectrum that does not parse, or whose dimension differs from ``model.projector.dim`` or
-    whose rank differs from the phase coordinates (a composite's count, else 1)."""
+    """A spectrum that does not parse, or whose dimension ≠ ``model.projector.dim`` or rank ≠ phase coordinates."""
     spectrum = facts.spectrum
     if isinstance(spectrum, str):
         return [f"symmetry.spectrum: {spectrum} (got {cfg.symmetry.spectrum!r}; e.g. {PAPER_SPECTRUM!r})"]
@@ -228,8 +209,7 @@ def _fold_problems(cfg: ExperimentConfig) -> list[str]:
 
 
 def _name_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
-    """Anomaly families the registry does not know; arm names and seeds named twice; an arm named
-    as the random baseline while it is on."""
+    """Unknown families and statistic; arm names and seeds given twice; an arm named 'random' beside the baseline."""
     problems = [f"evaluation.families[{index}]: {message}" for index, message in facts.unknown_families.items()]
     arms = Counter(arm.name for arm in cfg.runs.arms)
     problems += [f"runs.arms: arm name {name!r} appears {n} times; arm names must be unique" for name, n in arms.items() if n > 1]
@@ -250,8 +230,7 @@ def _name_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
 
 
 def _dataset_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
-    """Data facts that cannot be derived or that the config contradicts (`_fold_range_problems`,
-    `_shape_problems`, `_lead_problems`, `_family_problems`, `_augmentation_problems`)."""
+    """Data facts that cannot be derived or that the config contradicts."""
     data = facts.data
     if isinstance(data, str):
         return [data]
@@ -265,9 +244,8 @@ def _dataset_problems(cfg: ExperimentConfig, facts: ConfigFacts) -> list[str]:
 
 
 def _augmentation_problems(cfg: ExperimentConfig, data: DataFacts) -> list[str]:
-    """Augmentation options the data refuses once training starts (`cyclejepa.data.augment`):
-    a ``count`` of channels above the dataset's channel count, a ``frequency`` (Hz) not below
-    the model rate's Nyquist frequency (cache_fs / decimation / 2). Options left out fit the data."""
+    """Augmentation options the data refuses: a ``count`` above the channel count, a ``frequency``
+    not below the model rate's Nyquist frequency cache_fs / decimation / 2 (Hz)."""
     channels, problems = list(data.channels), []
     rates = (cfg.data.cache_fs, cfg.data.decimation)
     nyquist = rates[0] / rates[1] / 2 if rates[0] is not None and rates[1] is not None else None
@@ -327,14 +305,12 @@ def _shape_problems(cfg: ExperimentConfig, data: DataFacts) -> list[str]:
 
 
 def _lead_problems(cfg: ExperimentConfig, data: DataFacts, readers: tuple[PhaseReader, ...]) -> list[str]:
-    """Channels each phase reader reads (its ``lead`` option, given or default) that the dataset
-    does not keep; with none, a provider that picks its channel by name (its declared
-    ``channel_pattern``) and finds none of the dataset's."""
+    """Channels a phase reader's ``lead`` names that the dataset lacks; without a ``lead``, a
+    declared ``channel_pattern`` that matches none of the dataset's channels."""
     return [problem for reader in readers for problem in _reader_lead_problems(cfg, reader, list(data.channels))]
 
 
 def _reader_lead_problems(cfg: ExperimentConfig, reader: PhaseReader, channels: list[str]) -> list[str]:
-    """`_lead_problems` of one phase reader."""
     lead, pattern = getattr(reader.options, "lead", None), getattr(reader.declared, "channel_pattern", None)
     wanted = [lead] if isinstance(lead, str) and lead != "all" else list(lead) if isinstance(lead, (list, tuple)) else []
     origin = "" if "lead" in reader.options.model_fields_set else f" (the default of phase provider {reader.name!r})"
@@ -361,9 +337,8 @@ def _family_problems(cfg: ExperimentConfig, skipped: dict[str, str]) -> list[str
 
 
 def preflight(cfg: ExperimentConfig) -> list[tuple[str, ExperimentConfig]]:
-    """Every check that the config and the files on disk allow, before any work: raises one
-    `ConfigError` listing each problem with its key path (a grid: each cell's, cell by cell).
-    Returns the checked cells, (label, config), as `expand_grid` gives them."""
+    """Every check the config and the files on disk allow: one `ConfigError` listing each
+    problem with its key path; else the checked cells, (label, config), as `expand_grid` gives."""
     problems, cells = [], []
     for label, cell in expand_grid(cfg):
         cells.append((label, cell))
@@ -383,10 +358,7 @@ def preflight(cfg: ExperimentConfig) -> list[tuple[str, ExperimentConfig]]:
 
 
 def _device_problems(cfg: ExperimentConfig, plans: list[RunPlan]) -> list[str]:
-    """Devices this machine lacks; ``training.device`` only while a run of ``plans`` is left to
-    train (runs trained on CUDA are evaluated elsewhere with their ``training.device``, see the
-    run identity). ``auto`` and ``cpu`` are on every machine: only another name needs torch to be
-    checked."""
+    """Devices this machine lacks; ``training.device`` only while a run of ``plans`` is left to train."""
     problems, keys = [], ["evaluation.device"]
     if not all(plan.finished() for plan in plans):
         keys.insert(0, "training.device")
@@ -416,8 +388,7 @@ def _extra_problems(cfg: ExperimentConfig) -> list[str]:
 
 
 def _corpus_problems(cfg: ExperimentConfig) -> list[str]:
-    """A dataset that cannot be built from the config, or whose data on disk is not the one asked
-    for (e.g. a synthetic corpus of another size at the root)."""
+    """A dataset that cannot be built, or whose data on disk is not the one asked for."""
     from cyclejepa.data.datasets import DatasetNotFound
 
     try:
@@ -432,15 +403,11 @@ def _corpus_problems(cfg: ExperimentConfig) -> list[str]:
 
 
 def identity_problems(plans: list[RunPlan]) -> list[str]:
-    """Runs of ``plans`` whose folders hold a run trained with other settings than the plan's
-    identity, with the keys that differ."""
+    """Runs of ``plans`` whose folders hold a run trained with other settings, with the keys that differ."""
     problems = []
     for plan in plans:
         recorded = recorded_identity(plan)
-        if recorded is None:
-            continue
-        differences = identity_differences(recorded, plan.identity)
-        if differences:
+        if recorded is not None and (differences := identity_differences(recorded, plan.identity)):
             problems.append(
                 f"{plan.directory} was trained with other settings ({'; '.join(differences)}); "
                 "restore them, or choose another output_dir"
@@ -462,9 +429,7 @@ def recorded_identity(plan: RunPlan) -> dict | None:
 
 
 def cache_fold_problems(cfg: ExperimentConfig, cache: Any, keys: tuple[str, ...] = ("train_folds", "eval_folds")) -> list[str]:
-    """Folds of ``keys`` (``data.train_folds``, ``data.eval_folds``) in which the prepared
-    ``cache`` keeps no record: known once `prepare` has run, and checked then, before any
-    training, with the folds the cache has and the remedy."""
+    """Folds of ``keys`` (``data.train_folds``, ``data.eval_folds``) in which the prepared ``cache`` keeps no record."""
     present = sorted({int(fold) for fold in cache.columns["fold"]})
     problems = []
     for key in keys:
@@ -478,7 +443,7 @@ def cache_fold_problems(cfg: ExperimentConfig, cache: Any, keys: tuple[str, ...]
 
 
 def _fold_remedy(present: list[int]) -> str:
-    """What to do when the configured folds hold no record of the cache: folds it has, or more records."""
+    """What to do when the configured folds hold no record of the cache."""
     if len(present) < 2:
         return f"add records: every kept record lies in fold {present[0] if present else '(none)'}, and training and evaluation need two"
     train, evaluation = present[:-1], present[-1:]
@@ -495,17 +460,14 @@ PHASE_QC_FOLDS = {"train": ("train_folds", "training"), "eval": ("eval_folds", "
 def prepared_cache_verdict(
     cfg: ExperimentConfig, cache: Any, folds: tuple[str, ...] = ("train", "eval")
 ) -> tuple[list[str], list[str]]:
-    """(refusals, flags) of the prepared ``cache`` for the fold sets ``folds`` (keys of
-    `PHASE_QC_FOLDS`): what `run` and `train` refuse before any training (`cache_fold_problems`,
-    then the phase QC refusals of `phase_qc_verdict`), and what they flag."""
+    """(refusals, flags) of the prepared ``cache`` for the fold sets ``folds`` (keys of `PHASE_QC_FOLDS`)."""
     problems = cache_fold_problems(cfg, cache, tuple(PHASE_QC_FOLDS[key][0] for key in folds))
     refusals, flags = phase_qc_verdict(cfg, cache_phase_qc(cfg, cache, folds))
     return problems + refusals, flags
 
 
 def cache_phase_qc(cfg: ExperimentConfig, cache: Any, keys: tuple[str, ...] = ("train", "eval")) -> dict[str, Any]:
-    """What `phase_qc_verdict` reads of the prepared ``cache``: the phase provider's event word
-    and, for each fold set of ``keys`` (`PHASE_QC_FOLDS`), `PreparedCache.phase_qc_counts`."""
+    """The event word and `PreparedCache.phase_qc_counts` of each fold set of ``keys``, for `phase_qc_verdict`."""
     counts = {key: cache.phase_qc_counts(getattr(cfg.data, PHASE_QC_FOLDS[key][0]) or ()) for key in keys}
     return {"event": event_word(cfg), **counts}
 
@@ -518,14 +480,9 @@ def event_word(cfg: ExperimentConfig) -> str:
 
 
 def phase_qc_verdict(cfg: ExperimentConfig, phase_qc: dict[str, Any]) -> tuple[list[str], list[str]]:
-    """(refusals, flags) of a prepared cache's phase QC (``phase_qc``: `cache_phase_qc`, as the
-    evaluation's protocol.json also records it) under ``data.phase_qc``.
-
-    Refused: a share p = passed / windows of the training windows below ``refuse_below`` (most
-    windows would train without a phase). Flagged: p of the training or the evaluation windows
-    below ``flag_below`` (the report then marks no figure best); a refused share is also flagged,
-    as ``refuse_below`` ≤ ``flag_below``. A fold set without windows is left to
-    `cache_fold_problems`."""
+    """(refusals, flags) of ``phase_qc`` (`cache_phase_qc`) under ``data.phase_qc``, with the
+    share p = passed / windows: refused where p < ``refuse_below`` in the training windows,
+    flagged where p < ``flag_below`` in the training or the evaluation windows."""
     thresholds, refusals, flags = cfg.data.phase_qc, [], []
     for key, (_, word) in PHASE_QC_FOLDS.items():
         counts = phase_qc.get(key)
@@ -546,8 +503,7 @@ def phase_qc_verdict(cfg: ExperimentConfig, phase_qc: dict[str, Any]) -> tuple[l
 
 
 def _not_found(event: str, counts: dict[str, Any], word: str) -> str:
-    """The words of a fold set whose windows fail phase QC: "no pulse found in 20 of 30 training
-    windows (33 % pass phase QC; failed for: reason ×n, …)"."""
+    """E.g. "no pulse found in 20 of 30 training windows (33 % pass phase QC; failed for: reason ×n, …)"."""
     failed, reasons = counts["windows"] - counts["passed"], counts.get("reasons") or {}
     why = "; failed for: " + ", ".join(f"{reason} ×{n}" for reason, n in list(reasons.items())[:3]) if reasons else ""
     share = 100 * counts["passed"] / counts["windows"]
