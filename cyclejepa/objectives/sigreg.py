@@ -41,7 +41,8 @@ class SIGReg(SlicingTest):
     [0, 3]; e.g. ``Moments(order=4)``) on ``num_directions`` fresh directions per step (the paper:
     256), N as ``sample_size`` says (module docstring). A config names the statistic instead
     (``statistic``, ``statistic_options``; ``knots`` / ``t_max`` for Epps–Pulley), built from
-    `cyclejepa.registry.STATISTICS` and passed as an object (`cyclejepa.registry.Injected`).
+    `cyclejepa.registry.STATISTICS` and passed as an object (`SIGRegOptions` hands it over as a
+    `cyclejepa.declarations.options.Choice`).
     """
 
     def __init__(self, num_directions: int = 256, statistic: UnivariateStatistic | None = None, sample_size: str = "records"):
