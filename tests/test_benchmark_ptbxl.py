@@ -281,6 +281,7 @@ def test_figures_on_few_scored_records_say_so_and_are_never_plain():
     assert _value(enough, "macro_auroc") == "0.317 [0.000, 0.667]"
 
 
+@pytest.mark.slow  # a fresh interpreter: `make test-slow`
 def test_help_lists_the_random_linear_protocol():
     """``cyclejepa benchmark ptbxl --help`` in a fresh interpreter names every protocol, the random one too."""
     import subprocess

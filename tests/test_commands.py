@@ -325,6 +325,7 @@ def test_benchmark_ptbxl_scores_a_run(quickstart):
     assert re.search(r"0\.\d{3}", text)  # a macro-AUROC figure
 
 
+@pytest.mark.slow  # a whole benchmark run in a fresh interpreter: `make test-slow`
 def test_benchmark_throughput_and_allocations(tmp_path):
     """README table: `cyclejepa benchmark throughput|allocations [...]`: the throughput of the
     deployed path for the quickstart's model; the allocations benchmark's command line in a fresh
@@ -589,6 +590,7 @@ TINY_MODEL_SETS = ["symmetry.spectrum=4x0+4x1+4x2+2x3", "model.encoder={width: 1
                    "objectives.regulariser.options={num_directions: 16}"]  # fmt: skip
 
 
+@pytest.mark.slow  # a whole example run: `make test-slow`
 def test_the_breath_example_runs_on_the_shared_records(tmp_path):
     """docs/your-signal.md, "Respiration": `cyclejepa run examples/wfdb_breath.yaml` (reads the
     RESP channels of ../shared/data/physionet-samples): one recording scored, as the page says."""
