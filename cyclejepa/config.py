@@ -59,13 +59,13 @@ def _registered(reg: registry.Registry):
     return AfterValidator(check)
 
 
-def _options_of(key: str, name_field: str) -> Any:
+def _options_of(key: str, name_field: str, field: str = "options") -> Any:
     """A validator typing a section's options by the component ``name_field`` names in registry ``key``."""
 
     def typed(cls: type, value: Any, info: ValidationInfo) -> Options:
         return typed_options(key, info.data.get(name_field), value)
 
-    return field_validator("options", "basis_options", mode="before", check_fields=False)(classmethod(typed))
+    return field_validator(field, mode="before")(classmethod(typed))
 
 
 TypedOptions = SerializeAsAny[Options]
@@ -143,7 +143,7 @@ class SymmetryConfig(Section):
     basis: Annotated[str, _registered(registry.BASES)] = "canonical"
     basis_options: TypedOptions = Field(default_factory=OpenOptions, validate_default=True)
 
-    _options = _options_of("bases", "basis")
+    _options = _options_of("bases", "basis", "basis_options")
 
 
 class EncoderConfig(Section):

@@ -147,6 +147,10 @@ class Registry:
                 return declared[name]
         return self.get(name)
 
+    def unknown(self, name: str) -> str:
+        """The message for ``name`` when it is not registered (`unknown_name_message`)."""
+        return unknown_name_message(self.kind, name, self.names())
+
     def names(self) -> list[str]:
         """The built-in names and the plugins' (the plugins are loaded; no built-in is imported)."""
         _load_plugins_once()

@@ -9,7 +9,7 @@ from types import MappingProxyType
 
 from pydantic import Field, model_validator
 
-from cyclejepa.declarations.options import Declaration, Options, Pair
+from cyclejepa.declarations.options import Declaration, declaration, Options, Pair
 
 
 class RangeOptions(Options):
@@ -57,18 +57,14 @@ class LeadGainOptions(RangeOptions):
     gain: Pair = (0.7, 1.3)
 
 
-def _declaration(options: type[Options]) -> type[Declaration]:
-    return type(options.__name__.replace("Options", "Declaration"), (Declaration,), {"Options": options})
-
-
 DECLARED: Mapping[str, type[Declaration]] = MappingProxyType(
     {
-        "gaussian-noise": _declaration(GaussianNoiseOptions),
-        "tone": _declaration(ToneOptions),
-        "drift": _declaration(DriftOptions),
-        "amplitude-modulation": _declaration(AmplitudeModulationOptions),
-        "lead-dropout": _declaration(LeadDropoutOptions),
-        "lead-gain": _declaration(LeadGainOptions),
+        "gaussian-noise": declaration(GaussianNoiseOptions),
+        "tone": declaration(ToneOptions),
+        "drift": declaration(DriftOptions),
+        "amplitude-modulation": declaration(AmplitudeModulationOptions),
+        "lead-dropout": declaration(LeadDropoutOptions),
+        "lead-gain": declaration(LeadGainOptions),
     }
 )
 """Registered name -> declaration (`cyclejepa.registry.AUGMENTATIONS`)."""

@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, SerializeAsAny, field_validator, model_validator
 
-from cyclejepa.declarations.options import Choice, Declaration, Options, registered, typed_options
+from cyclejepa.declarations.options import Choice, Declaration, declaration, Options, registered, typed_options
 
 
 class EppsPulleyOptions(Options):
@@ -24,16 +24,8 @@ class MomentsOptions(Options):
     order: int = Field(4, ge=1)
 
 
-class EppsPulleyDeclaration(Declaration):
-    Options = EppsPulleyOptions
-
-
-class MomentsDeclaration(Declaration):
-    Options = MomentsOptions
-
-
 DECLARED_STATISTICS: Mapping[str, type[Declaration]] = MappingProxyType(
-    {"epps-pulley": EppsPulleyDeclaration, "moments": MomentsDeclaration}
+    {"epps-pulley": declaration(EppsPulleyOptions), "moments": declaration(MomentsOptions)}
 )
 """Registered name -> declaration (`cyclejepa.registry.STATISTICS`)."""
 
@@ -91,15 +83,7 @@ class VICRegOptions(Options):
     eps: float = Field(1e-4, gt=0)
 
 
-class SIGRegDeclaration(Declaration):
-    Options = SIGRegOptions
-
-
-class VICRegDeclaration(Declaration):
-    Options = VICRegOptions
-
-
 DECLARED_REGULARISERS: Mapping[str, type[Declaration]] = MappingProxyType(
-    {"sigreg": SIGRegDeclaration, "vicreg": VICRegDeclaration}
+    {"sigreg": declaration(SIGRegOptions), "vicreg": declaration(VICRegOptions)}
 )
 """Registered name -> declaration (`cyclejepa.registry.REGULARISERS`)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import difflib
-import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +24,7 @@ __all__ = [
     "OpenOptions",
     "Options",
     "Pair",
+    "declaration",
     "registered",
     "typed_options",
 ]
@@ -70,8 +70,7 @@ def registered(registry: str, name: str) -> str:
     """``name`` if registry ``registry`` knows it, else a ValueError listing its names and the closest."""
     known = REGISTRIES.get(registry)
     if known is not None and name not in known:
-        from_registry = sys.modules[type(known).__module__]
-        raise ValueError(from_registry.unknown_name_message(known.kind, name, known.names()))
+        raise ValueError(known.unknown(name))
     return name
 
 
@@ -114,6 +113,11 @@ class Choice:
     registry: str
     name: str
     options: Options
+
+
+def declaration(options: type[Options]) -> type[Declaration]:
+    """A declaration whose one fact is its options model (a component with no other facts to declare)."""
+    return type(options.__name__.removesuffix("Options") + "Declaration", (Declaration,), {"Options": options})
 
 
 class Declaration:

@@ -7,7 +7,7 @@ from types import MappingProxyType
 
 from pydantic import Field
 
-from cyclejepa.declarations.options import Declaration, NoOptions, Options
+from cyclejepa.declarations.options import Declaration, declaration, NoOptions, Options
 
 
 class HouseholderOptions(Options):
@@ -17,15 +17,7 @@ class HouseholderOptions(Options):
     reflections: int | None = Field(None, ge=1)
 
 
-class FixedBasisDeclaration(Declaration):
-    Options = NoOptions
-
-
-class HouseholderDeclaration(Declaration):
-    Options = HouseholderOptions
-
-
 DECLARED: Mapping[str, type[Declaration]] = MappingProxyType(
-    {"canonical": FixedBasisDeclaration, "householder": HouseholderDeclaration, "stiefel": FixedBasisDeclaration}
+    {"canonical": declaration(NoOptions), "householder": declaration(HouseholderOptions), "stiefel": declaration(NoOptions)}
 )
 """Registered name -> declaration (`cyclejepa.registry.BASES`)."""
